@@ -1,0 +1,173 @@
+// The one contract between the renderer and the main process: request channels, event channels,
+// the DTOs they carry and the error envelope. Nothing else crosses processes.
+
+export type ErrorCode =
+    | "BAD_REQUEST"
+    | "NOT_FOUND"
+    | "FORBIDDEN"
+    | "MODEL_NOT_LOADED"
+    | "MODEL_INVALID"
+    | "ENGINE_UNPATCHED"
+    | "BUSY"
+    | "STORAGE"
+    | "INTERNAL";
+
+export type ErrorInfo = {code: ErrorCode, message: string};
+export type Result<T> = {ok: true, value: T} | {ok: false, error: ErrorInfo};
+
+export type EngineState = "idle" | "loading" | "ready" | "generating" | "error";
+
+export type BuildInfo = {
+    /** `"local"` for the patched build made by `native/build.mjs`, `"prebuilt"` for an unpatched binary. */
+    kind: "local" | "prebuilt" | "none",
+    /** GPU backend of the loaded build: `false` for CPU only. */
+    gpu: "cuda" | "metal" | "vulkan" | false,
+    /** Whether Ponder's native patch series is present in the loaded build. */
+    patched: boolean,
+    llamaCppRelease: string,
+    /** Patch-series hash the build was made from, when local. */
+    seriesHash: string | null
+};
+
+export type EngineStatus = {
+    state: EngineState,
+    build: BuildInfo | null,
+    model: ModelInfo | null,
+    /** Progress of a long operation (model loading) from 0 to 1. */
+    progress: number | null,
+    message: string | null
+};
+
+export type ModelInfo = {
+    id: string,
+    path: string,
+    name: string,
+    sizeBytes: number,
+    architecture: string | null,
+    contextLength: number | null,
+    addedAt: number,
+    lastUsedAt: number | null
+};
+
+export type ConversationSummary = {
+    id: string,
+    title: string,
+    createdAt: number,
+    updatedAt: number,
+    messageCount: number
+};
+
+export type MessageStatus = "complete" | "streaming" | "interrupted" | "stopped" | "error";
+
+export type MessageDto = {
+    id: string,
+    conversationId: string,
+    role: "user" | "assistant",
+    text: string,
+    thinking: string,
+    status: MessageStatus,
+    promptTokens: number,
+    thinkingTokens: number,
+    answerTokens: number,
+    /** Milliseconds spent thinking (first thought token to last). */
+    thinkingMs: number,
+    /** Milliseconds from request to last token. */
+    totalMs: number,
+    error: string | null,
+    createdAt: number
+};
+
+/** Per-conversation settings; compression policy and budget live here. */
+export type ConversationSettings = {
+    systemPrompt: string,
+    temperature: number,
+    maxTokens: number
+};
+
+export type ConversationDetail = {
+    conversation: ConversationSummary,
+    settings: ConversationSettings,
+    messages: MessageDto[]
+};
+
+export type AppSettings = {
+    theme: "system" | "light" | "dark",
+    defaultModelId: string | null,
+    defaultConversationSettings: ConversationSettings
+};
+
+export type AppStatus = {
+    version: string,
+    engine: EngineStatus
+};
+
+export type Requests = {
+    "app:status": {req: void, res: AppStatus},
+    "settings:get": {req: void, res: AppSettings},
+    "settings:update": {req: Partial<AppSettings>, res: AppSettings},
+    "models:list": {req: void, res: ModelInfo[]},
+    /** Registers a local GGUF file (validated) without loading it. */
+    "models:add": {req: {path: string}, res: ModelInfo},
+    /** Opens a native file dialog; `null` when cancelled or when no dialog exists (headless). */
+    "models:pick": {req: void, res: string | null},
+    "models:remove": {req: {id: string}, res: void},
+    "models:load": {req: {id: string}, res: EngineStatus},
+    "conversations:list": {req: {query?: string}, res: ConversationSummary[]},
+    "conversations:create": {req: {title?: string}, res: ConversationSummary},
+    "conversations:rename": {req: {id: string, title: string}, res: ConversationSummary},
+    "conversations:delete": {req: {id: string}, res: void},
+    "conversations:get": {req: {id: string}, res: ConversationDetail},
+    "conversations:updateSettings": {req: {id: string, settings: Partial<ConversationSettings>}, res: ConversationSettings},
+    "chat:send": {req: {conversationId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
+    "chat:regenerate": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
+    "chat:stop": {req: {conversationId: string}, res: void},
+    "shell:openExternal": {req: {url: string}, res: void}
+};
+
+export type Events = {
+    "engine:status": EngineStatus,
+    /** A small delta of a streaming answer: only the new text. */
+    "chat:delta": {
+        conversationId: string,
+        messageId: string,
+        segment: "thought" | "answer",
+        text: string,
+        thinkingTokens: number,
+        answerTokens: number,
+        elapsedMs: number
+    },
+    /** The final state of a message that stopped streaming (complete, stopped or error). */
+    "chat:done": {conversationId: string, message: MessageDto}
+};
+
+export type RequestChannel = keyof Requests;
+export type EventChannel = keyof Events;
+export type Req<C extends RequestChannel> = Requests[C]["req"];
+export type Res<C extends RequestChannel> = Requests[C]["res"];
+
+export const requestChannels = [
+    "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
+    "conversations:list", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
+    "conversations:updateSettings", "chat:send", "chat:regenerate", "chat:stop", "shell:openExternal"
+] as const satisfies readonly RequestChannel[];
+export const eventChannels = ["engine:status", "chat:delta", "chat:done"] as const satisfies readonly EventChannel[];
+
+/** What the preload bridge exposes as `window.ponder`. */
+export type PonderApi = {
+    invoke<C extends RequestChannel>(channel: C, payload: Req<C>): Promise<Result<Res<C>>>,
+    on<C extends EventChannel>(channel: C, listener: (payload: Events[C]) => void): () => void
+};
+
+// Compile-time check that the runtime channel lists name every channel of the type maps.
+type MissingRequest = Exclude<RequestChannel, (typeof requestChannels)[number]>;
+type MissingEvent = Exclude<EventChannel, (typeof eventChannels)[number]>;
+export const channelListsComplete: [MissingRequest, MissingEvent] extends [never, never] ? true : never = true;
+
+/**
+ * Frames of the loopback WebSocket transport (tests and headless mode). It carries the same
+ * requests and events as Electron IPC: `{id, channel, payload}` up, `{id, result}` or
+ * `{event, payload}` down.
+ */
+export type BridgeRequestFrame = {id: number, channel: RequestChannel, payload: unknown};
+export type BridgeResponseFrame = {id: number, result: Result<unknown>};
+export type BridgeEventFrame = {event: EventChannel, payload: unknown};
