@@ -1,0 +1,6 @@
+import {vitePreprocess} from "@sveltejs/vite-plugin-svelte";
+
+export default {
+    preprocess: vitePreprocess(),
+    compilerOptions: {runes: true}
+};
