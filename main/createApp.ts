@@ -1,0 +1,23 @@
+import path from "node:path";
+import {AppDatabase} from "./db/AppDatabase.js";
+import {Engine, type LlamaLoader} from "./engine/Engine.js";
+import {loadRuntime} from "./engine/loadRuntime.js";
+import {AppServices, type AppServicesOptions} from "./services/AppServices.js";
+import type {Emit} from "./services/types.js";
+
+export type CreateAppOptions = {
+    /** Folder for the database (the app's user-data folder). */
+    dataDir: string,
+    version: string,
+    emit: Emit,
+    loadLlama?: LlamaLoader,
+    contextSize?: number,
+    chat?: AppServicesOptions["chat"]
+};
+
+/** The composition root shared by the Electron app and the headless server. */
+export function createApp(options: CreateAppOptions): AppServices {
+    const db = new AppDatabase(path.join(options.dataDir, "ponder.sqlite"));
+    const engine = new Engine({loadLlama: options.loadLlama ?? loadRuntime, contextSize: options.contextSize});
+    return new AppServices(db, engine, options.emit, {version: options.version, chat: options.chat});
+}

@@ -1,0 +1,49 @@
+import type Database from "better-sqlite3";
+import type {MessageRow} from "./types.js";
+
+export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms">;
+export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats">;
+
+export class MessageRepo {
+    constructor(private readonly _db: Database.Database) {}
+
+    listByConversation(conversationId: string): MessageRow[] {
+        return this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq").all(conversationId) as MessageRow[];
+    }
+
+    get(id: string): MessageRow | undefined {
+        return this._db.prepare("SELECT * FROM messages WHERE id = ?").get(id) as MessageRow | undefined;
+    }
+
+    /** Appends a message at the end of its conversation. */
+    insert(row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at">): MessageRow {
+        this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at)
+            VALUES (@id, @conversation_id,
+                (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
+                @role, @text, @status, @created_at, @created_at)`).run(row);
+        return this.get(row.id)!;
+    }
+
+    /** Saves what a streaming answer has produced so far; a crash after this loses nothing before it. */
+    saveProgress(id: string, progress: MessageProgress, now: number): void {
+        this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
+            answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, updated_at = @now WHERE id = @id`)
+            .run({...progress, id, now});
+    }
+
+    finish(id: string, finish: MessageFinish, now: number): void {
+        this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
+            answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, status = @status,
+            prompt_tokens = @prompt_tokens, error = @error, stats = @stats, updated_at = @now WHERE id = @id`)
+            .run({...finish, id, now});
+    }
+
+    delete(id: string): void {
+        this._db.prepare("DELETE FROM messages WHERE id = ?").run(id);
+    }
+
+    /** Marks answers left streaming by a process that died as interrupted. Returns how many. */
+    markInterrupted(now: number): number {
+        return this._db.prepare("UPDATE messages SET status = 'interrupted', updated_at = ? WHERE status = 'streaming'").run(now).changes;
+    }
+}

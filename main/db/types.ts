@@ -1,0 +1,43 @@
+/** A forward-only migration: its number, its name and the SQL it runs in one transaction. */
+export type Migration = {id: number, name: string, sql: string};
+
+export type ModelRow = {
+    id: string,
+    path: string,
+    name: string,
+    size_bytes: number,
+    architecture: string | null,
+    context_length: number | null,
+    metadata: string,
+    added_at: number,
+    last_used_at: number | null
+};
+
+export type ConversationRow = {
+    id: string,
+    title: string,
+    settings: string,
+    model_id: string | null,
+    created_at: number,
+    updated_at: number,
+    message_count: number
+};
+
+export type MessageRow = {
+    id: string,
+    conversation_id: string,
+    seq: number,
+    role: "user" | "assistant",
+    text: string,
+    thinking: string,
+    status: "complete" | "streaming" | "interrupted" | "stopped" | "error",
+    prompt_tokens: number,
+    thinking_tokens: number,
+    answer_tokens: number,
+    thinking_ms: number,
+    total_ms: number,
+    error: string | null,
+    stats: string,
+    created_at: number,
+    updated_at: number
+};

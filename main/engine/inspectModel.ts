@@ -1,0 +1,74 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import {GgufInsights, readGgufFileInfo} from "node-llama-cpp";
+import {AppError} from "../AppError.js";
+import type {ModelInspection} from "./types.js";
+
+/**
+ * Reads a GGUF file's header and checks that the file is whole, with an error a person can act on
+ * for a missing file, a folder, a file that is not GGUF, and a truncated download.
+ */
+export async function inspectModel(modelPath: string): Promise<ModelInspection> {
+    const resolved = path.resolve(modelPath);
+    let stat;
+    try {
+        stat = await fs.stat(resolved);
+    } catch {
+        throw new AppError("MODEL_INVALID", `No model file at ${resolved}`);
+    }
+    if (!stat.isFile())
+        throw new AppError("MODEL_INVALID", `${resolved} is not a file`);
+
+    const magic = Buffer.alloc(4);
+    const handle = await fs.open(resolved, "r");
+    try {
+        await handle.read(magic, 0, 4, 0);
+    } finally {
+        await handle.close();
+    }
+    if (magic.toString("latin1") !== "GGUF")
+        throw new AppError("MODEL_INVALID", `${path.basename(resolved)} is not a GGUF model file (it does not start with the GGUF signature)`);
+
+    let info;
+    try {
+        info = await readGgufFileInfo(resolved, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"});
+    } catch (err) {
+        throw new AppError("MODEL_INVALID", `${path.basename(resolved)} has a damaged or truncated GGUF header: ${(err as Error).message}`, {cause: err});
+    }
+
+    const insights = await GgufInsights.from(info);
+    const firstTensorOffset = (info.tensorInfo ?? []).reduce((min, tensor) => Math.min(min, Number(tensor.fileOffset)), Infinity);
+    const expectedBytes = Number.isFinite(firstTensorOffset) ? firstTensorOffset + insights.modelSize : 0;
+    if (stat.size < expectedBytes)
+        throw new AppError("MODEL_INVALID",
+            `${path.basename(resolved)} is truncated: ${formatMiB(stat.size)} on disk, the header describes ${formatMiB(expectedBytes)} (an incomplete download?)`);
+
+    const metadata = info.metadata;
+    const arch = info.architectureMetadata as Record<string, unknown> & {attention?: Record<string, unknown>};
+    return {
+        path: resolved,
+        name: String(metadata.general?.name ?? path.basename(resolved, path.extname(resolved))),
+        sizeBytes: stat.size,
+        architecture: metadata.general?.architecture ?? null,
+        contextLength: asNumber(arch.context_length),
+        layers: asNumber(arch.block_count),
+        headCount: asNumber(arch.attention?.head_count),
+        headCountKv: asNumber(arch.attention?.head_count_kv) ?? asNumber(arch.attention?.head_count),
+        embeddingLength: asNumber(arch.embedding_length),
+        hasChatTemplate: typeof metadata.tokenizer?.chat_template === "string"
+    };
+}
+
+function asNumber(value: unknown): number | null {
+    if (typeof value === "number")
+        return value;
+    if (typeof value === "bigint")
+        return Number(value);
+    if (Array.isArray(value) && typeof value[0] === "number")
+        return value[0];
+    return null;
+}
+
+function formatMiB(bytes: number): string {
+    return (bytes / 1024 / 1024).toFixed(1) + " MiB";
+}

@@ -1,0 +1,57 @@
+import os from "node:os";
+import path from "node:path";
+import {parseArgs} from "node:util";
+import {createApp} from "./createApp.js";
+import {createDispatch} from "./ipc/dispatch.js";
+import {createHandlers} from "./ipc/handlers.js";
+import {LoopbackBridge} from "./ipc/LoopbackBridge.js";
+
+// Headless mode: the main-process services without Electron, the renderer served to a browser over
+// loopback. Used by the end-to-end tests and by anyone running Ponder on a machine without a display.
+const {values} = parseArgs({
+    options: {
+        "data-dir": {type: "string", default: path.join(os.homedir(), ".config", "Ponder")},
+        renderer: {type: "string", default: path.resolve(import.meta.dirname, "../renderer")},
+        port: {type: "string", default: "0"},
+        token: {type: "string"},
+        model: {type: "string"},
+        seed: {type: "string"},
+        "context-size": {type: "string"}
+    }
+});
+
+let bridge: LoopbackBridge | null = null;
+const app = createApp({
+    dataDir: values["data-dir"],
+    version: process.env.npm_package_version ?? "0.1.0",
+    emit: (channel, payload) => bridge?.emit(channel, payload),
+    contextSize: values["context-size"] != null ? Number(values["context-size"]) : undefined,
+    chat: {seed: values.seed != null ? Number(values.seed) : undefined}
+});
+const dispatch = createDispatch(createHandlers(app, {
+    openExternal: async () => {},
+    pickModelFile: async () => null
+}), (message, err) => console.error(message, err));
+bridge = await LoopbackBridge.start({dispatch, staticDir: values.renderer, port: Number(values.port), token: values.token});
+
+if (values.model != null) {
+    const model = await app.models.add(values.model);
+    await app.models.load(model.id);
+} else
+    await app.restoreLastModel();
+
+// One machine-readable line for whoever started us, then a human one.
+console.log(JSON.stringify({ponderHeadless: {url: bridge.url, port: bridge.port, pid: process.pid}}));
+console.error(`Ponder is running headless at ${bridge.url}`);
+
+let stopping = false;
+async function shutdown(): Promise<void> {
+    if (stopping)
+        return;
+    stopping = true;
+    await bridge?.dispose();
+    await app.dispose();
+    process.exit(0);
+}
+process.on("SIGINT", () => void shutdown());
+process.on("SIGTERM", () => void shutdown());

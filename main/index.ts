@@ -1,0 +1,109 @@
+import path from "node:path";
+import {app, BrowserWindow, dialog, session, shell, type IpcMainInvokeEvent} from "electron";
+import {createApp} from "./createApp.js";
+import {createDispatch} from "./ipc/dispatch.js";
+import {createHandlers} from "./ipc/handlers.js";
+import {registerElectronIpc} from "./ipc/registerElectronIpc.js";
+import type {EventChannel, Events} from "../preload/contract.js";
+
+const rendererDevUrl = process.env.ELECTRON_RENDERER_URL;
+const rendererFile = path.join(import.meta.dirname, "../renderer/index.html");
+let mainWindow: BrowserWindow | null = null;
+
+function isAppPage(url: string): boolean {
+    if (rendererDevUrl != null && url.startsWith(rendererDevUrl))
+        return true;
+    try {
+        const parsed = new URL(url);
+        return parsed.protocol === "file:" && path.normalize(decodeURIComponent(parsed.pathname)) === path.normalize(rendererFile);
+    } catch {
+        return false;
+    }
+}
+
+function isTrustedSender(event: IpcMainInvokeEvent): boolean {
+    return mainWindow != null && event.sender === mainWindow.webContents && event.senderFrame != null && isAppPage(event.senderFrame.url);
+}
+
+function createWindow(): BrowserWindow {
+    const window = new BrowserWindow({
+        width: 1280,
+        height: 840,
+        minWidth: 720,
+        minHeight: 480,
+        title: "Ponder",
+        show: false,
+        webPreferences: {
+            preload: path.join(import.meta.dirname, "../preload/index.cjs"),
+            contextIsolation: true,
+            sandbox: true,
+            nodeIntegration: false,
+            webSecurity: true,
+            spellcheck: true
+        }
+    });
+    window.once("ready-to-show", () => window.show());
+    // External links open in the browser; the app window never navigates away or opens others.
+    window.webContents.setWindowOpenHandler(({url}) => {
+        if (/^https?:\/\//.test(url))
+            void shell.openExternal(url);
+        return {action: "deny"};
+    });
+    window.webContents.on("will-navigate", (event, url) => {
+        if (!isAppPage(url))
+            event.preventDefault();
+    });
+    if (rendererDevUrl != null)
+        void window.loadURL(rendererDevUrl);
+    else
+        void window.loadFile(rendererFile);
+    return window;
+}
+
+if (!app.requestSingleInstanceLock())
+    app.quit();
+
+app.on("web-contents-created", (_event, contents) => {
+    contents.on("will-attach-webview", (event) => event.preventDefault());
+});
+
+await app.whenReady();
+session.defaultSession.setPermissionRequestHandler((_contents, _permission, callback) => callback(false));
+
+let send: ReturnType<ReturnType<typeof registerElectronIpc>> | null = null;
+const services = createApp({
+    dataDir: app.getPath("userData"),
+    version: app.getVersion(),
+    emit: <C extends EventChannel>(channel: C, payload: Events[C]) => send?.(channel, payload)
+});
+const dispatch = createDispatch(createHandlers(services, {
+    openExternal: (url) => shell.openExternal(url),
+    pickModelFile: async () => {
+        const result = await dialog.showOpenDialog(mainWindow!, {
+            title: "Open a GGUF model",
+            properties: ["openFile"],
+            filters: [{name: "GGUF models", extensions: ["gguf"]}]
+        });
+        return result.canceled ? null : (result.filePaths[0] ?? null);
+    }
+}), (message, err) => console.error(message, err));
+const senderFor = registerElectronIpc(dispatch, isTrustedSender);
+
+mainWindow = createWindow();
+send = senderFor(mainWindow.webContents);
+void services.restoreLastModel();
+
+app.on("second-instance", () => {
+    if (mainWindow?.isMinimized())
+        mainWindow.restore();
+    mainWindow?.focus();
+});
+app.on("window-all-closed", () => app.quit());
+let disposed = false;
+app.on("before-quit", (event) => {
+    if (disposed)
+        return;
+    event.preventDefault();
+    disposed = true;
+    void services.dispose().finally(() => app.quit());
+});

@@ -1,0 +1,143 @@
+import {randomBytes, timingSafeEqual} from "node:crypto";
+import fs from "node:fs/promises";
+import http from "node:http";
+import path from "node:path";
+import type {AddressInfo} from "node:net";
+import {WebSocketServer, type WebSocket} from "ws";
+import type {BridgeEventFrame, BridgeRequestFrame, BridgeResponseFrame, EventChannel, Events} from "../../preload/contract.js";
+import type {Dispatch} from "./dispatch.js";
+
+export type LoopbackBridgeOptions = {
+    dispatch: Dispatch,
+    /** Folder of the built renderer to serve; `null` serves the bridge only. */
+    staticDir: string | null,
+    /** Port on 127.0.0.1; `0` picks a free one. Defaults to `0`. */
+    port?: number,
+    /** Shared secret a page must present; random when unset. */
+    token?: string
+};
+
+const contentTypes: Record<string, string> = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".woff2": "font/woff2",
+    ".woff": "font/woff",
+    ".ttf": "font/ttf",
+    ".json": "application/json"
+};
+
+/**
+ * The IPC contract over a loopback WebSocket, for browser tests and the headless mode. Listens on
+ * 127.0.0.1 only, requires a random token and a same-origin page, and goes through the same
+ * dispatch (schemas, error envelope) as Electron IPC.
+ */
+export class LoopbackBridge {
+    readonly token: string;
+    private readonly _server: http.Server;
+    private readonly _wss: WebSocketServer;
+    private readonly _clients = new Set<WebSocket>();
+
+    private constructor(private readonly _options: LoopbackBridgeOptions) {
+        this.token = _options.token ?? randomBytes(24).toString("hex");
+        this._server = http.createServer((req, res) => void this._serveStatic(req, res));
+        this._wss = new WebSocketServer({noServer: true, maxPayload: 1024 * 1024});
+        this._server.on("upgrade", (req, socket, head) => {
+            if (!this._authorised(req)) {
+                socket.write("HTTP/1.1 403 Forbidden\r\n\r\n");
+                socket.destroy();
+                return;
+            }
+            this._wss.handleUpgrade(req, socket, head, (ws) => this._accept(ws));
+        });
+    }
+
+    static async start(options: LoopbackBridgeOptions): Promise<LoopbackBridge> {
+        const bridge = new LoopbackBridge(options);
+        await new Promise<void>((resolve, reject) => {
+            bridge._server.once("error", reject);
+            bridge._server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
+        });
+        return bridge;
+    }
+
+    get port(): number {
+        return (this._server.address() as AddressInfo).port;
+    }
+
+    /** The page to open: the renderer with the token in its query. */
+    get url(): string {
+        return `http://127.0.0.1:${this.port}/?token=${this.token}`;
+    }
+
+    emit<C extends EventChannel>(channel: C, payload: Events[C]): void {
+        const frame: BridgeEventFrame = {event: channel, payload};
+        const text = JSON.stringify(frame);
+        for (const client of this._clients)
+            client.send(text);
+    }
+
+    async dispose(): Promise<void> {
+        for (const client of this._clients)
+            client.terminate();
+        this._wss.close();
+        await new Promise<void>((resolve) => this._server.close(() => resolve()));
+    }
+
+    private _authorised(req: http.IncomingMessage): boolean {
+        const url = new URL(req.url ?? "/", "http://127.0.0.1");
+        if (url.pathname !== "/bridge")
+            return false;
+        const origin = req.headers.origin;
+        if (origin != null && origin !== `http://127.0.0.1:${this.port}` && origin !== `http://localhost:${this.port}`)
+            return false;
+        const given = Buffer.from(url.searchParams.get("token") ?? "");
+        const expected = Buffer.from(this.token);
+        return given.length === expected.length && timingSafeEqual(given, expected);
+    }
+
+    private _accept(ws: WebSocket): void {
+        this._clients.add(ws);
+        ws.on("close", () => this._clients.delete(ws));
+        ws.on("message", async (data) => {
+            let frame: BridgeRequestFrame;
+            try {
+                frame = JSON.parse(String(data)) as BridgeRequestFrame;
+            } catch {
+                return;
+            }
+            if (frame == null || typeof frame.id !== "number")
+                return;
+            const response: BridgeResponseFrame = {id: frame.id, result: await this._options.dispatch(frame.channel, frame.payload)};
+            if (ws.readyState === ws.OPEN)
+                ws.send(JSON.stringify(response));
+        });
+    }
+
+    private async _serveStatic(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+        const root = this._options.staticDir;
+        if (root == null || (req.method !== "GET" && req.method !== "HEAD")) {
+            res.writeHead(404).end();
+            return;
+        }
+        const pathname = decodeURIComponent(new URL(req.url ?? "/", "http://127.0.0.1").pathname);
+        const file = path.resolve(root, "." + (pathname === "/" ? "/index.html" : pathname));
+        if (!file.startsWith(path.resolve(root) + path.sep)) {
+            res.writeHead(403).end();
+            return;
+        }
+        try {
+            const body = await fs.readFile(file);
+            res.writeHead(200, {
+                "content-type": contentTypes[path.extname(file)] ?? "application/octet-stream",
+                "x-content-type-options": "nosniff",
+                "cache-control": "no-store"
+            });
+            res.end(req.method === "HEAD" ? undefined : body);
+        } catch {
+            res.writeHead(404).end();
+        }
+    }
+}

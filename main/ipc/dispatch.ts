@@ -1,0 +1,45 @@
+import {z} from "zod";
+import type {ErrorInfo, RequestChannel, Result} from "../../preload/contract.js";
+import {requestChannels} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import type {Handlers} from "./handlers.js";
+import {requestSchemas} from "./schemas.js";
+
+export type Dispatch = (channel: unknown, payload: unknown) => Promise<Result<unknown>>;
+
+/**
+ * The one wrapper around every handler, whatever the transport: an unknown channel or a payload
+ * that fails its schema is refused, and a thrown error comes back as `{ok: false, error}`.
+ */
+export function createDispatch(handlers: Handlers, log: (message: string, err: unknown) => void = () => {}): Dispatch {
+    return async (channel, payload) => {
+        if (typeof channel !== "string" || !(requestChannels as readonly string[]).includes(channel))
+            return {ok: false, error: {code: "BAD_REQUEST", message: `Unknown request channel ${JSON.stringify(channel)}`}};
+
+        const name = channel as RequestChannel;
+        const parsed = requestSchemas[name].safeParse(payload);
+        if (!parsed.success)
+            return {ok: false, error: {code: "BAD_REQUEST", message: `Invalid ${name} request: ${z.prettifyError(parsed.error)}`}};
+
+        try {
+            const handler = handlers[name] as (payload: unknown) => unknown;
+            return {ok: true, value: await handler(parsed.data)};
+        } catch (err) {
+            return {ok: false, error: toErrorInfo(err, name, log)};
+        }
+    };
+}
+
+export function toErrorInfo(err: unknown, channel: string, log: (message: string, err: unknown) => void): ErrorInfo {
+    if (err instanceof AppError)
+        return {code: err.code, message: err.message};
+    if (err instanceof z.ZodError)
+        return {code: "BAD_REQUEST", message: z.prettifyError(err)};
+    if (err instanceof Error && err.name === "StorageError")
+        return {code: "STORAGE", message: err.message};
+    if (err instanceof Error && /SQLITE_FULL|ENOSPC/.test(String((err as {code?: string}).code ?? err.message)))
+        return {code: "STORAGE", message: "The disk is full: nothing new could be saved. Free some space and try again."};
+
+    log(`Unexpected error in ${channel}`, err);
+    return {code: "INTERNAL", message: err instanceof Error ? err.message : String(err)};
+}

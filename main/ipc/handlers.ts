@@ -1,0 +1,36 @@
+import type {Req, RequestChannel, Res} from "../../preload/contract.js";
+import type {AppServices} from "../services/AppServices.js";
+
+/** What only the host (Electron, or the headless server) can do. */
+export type Platform = {
+    /** Opens an http(s) link in the user's browser. */
+    openExternal(url: string): Promise<void>,
+    /** Asks the user for a GGUF file; `null` when cancelled or when there is no dialog. */
+    pickModelFile(): Promise<string | null>
+};
+
+export type Handlers = {[C in RequestChannel]: (payload: Req<C>) => Res<C> | Promise<Res<C>>};
+
+/** The handler table: one entry per request channel, checked for exhaustiveness by `satisfies`. */
+export function createHandlers(services: AppServices, platform: Platform) {
+    return {
+        "app:status": () => services.status(),
+        "settings:get": () => services.settings.get(),
+        "settings:update": (patch) => services.settings.update(patch),
+        "models:list": () => services.models.list(),
+        "models:add": ({path}) => services.models.add(path),
+        "models:pick": () => platform.pickModelFile(),
+        "models:remove": ({id}) => services.models.remove(id),
+        "models:load": ({id}) => services.models.load(id),
+        "conversations:list": ({query}) => services.conversations.list(query),
+        "conversations:create": ({title}) => services.conversations.create(title),
+        "conversations:rename": ({id, title}) => services.conversations.rename(id, title),
+        "conversations:delete": ({id}) => services.deleteConversation(id),
+        "conversations:get": ({id}) => services.conversations.get(id),
+        "conversations:updateSettings": ({id, settings}) => services.conversations.updateSettings(id, settings),
+        "chat:send": ({conversationId, text}) => services.chat.send(conversationId, text),
+        "chat:regenerate": ({conversationId}) => services.chat.regenerate(conversationId),
+        "chat:stop": ({conversationId}) => services.chat.stop(conversationId),
+        "shell:openExternal": ({url}) => platform.openExternal(url)
+    } satisfies Handlers;
+}

@@ -1,0 +1,59 @@
+import type {AppStatus} from "../../preload/contract.js";
+import type {AppDatabase} from "../db/AppDatabase.js";
+import type {Engine} from "../engine/Engine.js";
+import {ChatService, type ChatServiceOptions} from "./ChatService.js";
+import {ConversationService} from "./ConversationService.js";
+import {ModelService} from "./ModelService.js";
+import {SettingsService} from "./SettingsService.js";
+import type {Clock, Emit} from "./types.js";
+
+export type AppServicesOptions = {
+    version: string,
+    chat?: ChatServiceOptions,
+    now?: Clock
+};
+
+/** Every use case of the app, wired to one database and one engine. No Electron here. */
+export class AppServices {
+    readonly settings: SettingsService;
+    readonly conversations: ConversationService;
+    readonly models: ModelService;
+    readonly chat: ChatService;
+
+    constructor(readonly db: AppDatabase, readonly engine: Engine, emit: Emit, private readonly _options: AppServicesOptions) {
+        const now = _options.now ?? Date.now;
+        this.settings = new SettingsService(db);
+        this.conversations = new ConversationService(db, this.settings, now);
+        this.models = new ModelService(db, engine, this.settings, now);
+        this.chat = new ChatService(db, engine, this.conversations, emit, now, _options.chat);
+        this.chat.recoverInterrupted();
+        engine.onStatus((status) => emit("engine:status", status));
+    }
+
+    status(): AppStatus {
+        return {version: this._options.version, engine: this.engine.status};
+    }
+
+    async deleteConversation(id: string): Promise<void> {
+        await this.chat.stop(id);
+        this.conversations.delete(id);
+    }
+
+    /** Loads the model used last, if it is still there; failures are reported in the engine status, not thrown. */
+    async restoreLastModel(): Promise<void> {
+        const id = this.settings.get().defaultModelId;
+        if (id == null || this.db.models.get(id) == null)
+            return;
+        try {
+            await this.models.load(id);
+        } catch {
+            // The engine status already carries the reason for the renderer.
+        }
+    }
+
+    async dispose(): Promise<void> {
+        await this.chat.dispose();
+        await this.engine.dispose();
+        this.db.dispose();
+    }
+}

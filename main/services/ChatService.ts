@@ -1,0 +1,197 @@
+import {randomUUID} from "node:crypto";
+import type {MessageDto} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import type {AppDatabase} from "../db/AppDatabase.js";
+import type {MessageRow} from "../db/types.js";
+import type {Engine} from "../engine/Engine.js";
+import type {ChatTurn} from "../engine/types.js";
+import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
+import {toMessageDto} from "./dto.js";
+import type {Clock, Emit} from "./types.js";
+
+export type ChatServiceOptions = {
+    /** Save a streaming answer at least this often, in milliseconds. Defaults to `250`. */
+    flushIntervalMs?: number,
+    /** Sampling seed for every generation; unset samples freshly each time. */
+    seed?: number
+};
+
+type Active = {conversationId: string, messageId: string, abort: AbortController, done: Promise<void>};
+
+/**
+ * Sends prompts and streams answers: the user's message and the answer's row are committed first,
+ * the answer is saved as it grows, so a killed process leaves the partial answer behind.
+ */
+export class ChatService {
+    private _active: Active | null = null;
+
+    constructor(
+        private readonly _db: AppDatabase,
+        private readonly _engine: Engine,
+        private readonly _conversations: ConversationService,
+        private readonly _emit: Emit,
+        private readonly _now: Clock,
+        private readonly _options: ChatServiceOptions = {}
+    ) {}
+
+    /** Marks answers a previous process left streaming as interrupted. Call once at start-up. */
+    recoverInterrupted(): number {
+        return this._db.messages.markInterrupted(this._now());
+    }
+
+    send(conversationId: string, text: string): {userMessage: MessageDto, assistantMessage: MessageDto} {
+        const conversation = this._conversations.require(conversationId);
+        if (text.trim() === "")
+            throw new AppError("BAD_REQUEST", "The message is empty");
+        this._assertCanGenerate();
+
+        const now = this._now();
+        const {userRow, assistantRow} = this._db.transaction(() => {
+            const userRow = this._db.messages.insert({id: randomUUID(), conversation_id: conversationId, role: "user", text, status: "complete", created_at: now});
+            const assistantRow = this._insertAssistant(conversationId, now);
+            if (conversation.title === defaultConversationTitle && conversation.message_count === 0)
+                this._db.conversations.rename(conversationId, cleanTitle(text.slice(0, 60)) ?? defaultConversationTitle, now);
+            else
+                this._db.conversations.touch(conversationId, now);
+            return {userRow, assistantRow};
+        });
+
+        this._start(conversationId, assistantRow);
+        return {userMessage: toMessageDto(userRow), assistantMessage: toMessageDto(assistantRow)};
+    }
+
+    /** Replaces the last answer with a new one. */
+    regenerate(conversationId: string): {assistantMessage: MessageDto} {
+        this._conversations.require(conversationId);
+        this._assertCanGenerate();
+        const messages = this._db.messages.listByConversation(conversationId);
+        const last = messages.at(-1);
+        if (last == null)
+            throw new AppError("BAD_REQUEST", "There is nothing to regenerate in an empty conversation");
+
+        const now = this._now();
+        const assistantRow = this._db.transaction(() => {
+            if (last.role === "assistant")
+                this._db.messages.delete(last.id);
+            this._db.conversations.touch(conversationId, now);
+            return this._insertAssistant(conversationId, now);
+        });
+        this._start(conversationId, assistantRow);
+        return {assistantMessage: toMessageDto(assistantRow)};
+    }
+
+    /** Stops the answer being generated in this conversation; what it wrote so far is kept. */
+    async stop(conversationId: string): Promise<void> {
+        const active = this._active;
+        if (active == null || active.conversationId !== conversationId)
+            return;
+        active.abort.abort();
+        await active.done;
+    }
+
+    /** Resolves when the current generation, if any, has finished and been saved. */
+    async idle(): Promise<void> {
+        await this._active?.done;
+    }
+
+    async dispose(): Promise<void> {
+        this._active?.abort.abort();
+        await this.idle();
+    }
+
+    private _assertCanGenerate(): void {
+        if (this._active != null)
+            throw new AppError("BUSY", "An answer is already being generated: stop it first");
+        if (this._engine.inspection == null)
+            throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
+    }
+
+    private _insertAssistant(conversationId: string, now: number): MessageRow {
+        return this._db.messages.insert({id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now});
+    }
+
+    private _start(conversationId: string, assistantRow: MessageRow): void {
+        const abort = new AbortController();
+        const active: Active = {conversationId, messageId: assistantRow.id, abort, done: Promise.resolve()};
+        this._active = active;
+        active.done = this._generate(conversationId, assistantRow.id, abort.signal)
+            .finally(() => {
+                if (this._active === active)
+                    this._active = null;
+            });
+    }
+
+    private async _generate(conversationId: string, messageId: string, signal: AbortSignal): Promise<void> {
+        const conversation = this._conversations.require(conversationId);
+        const settings = this._conversations.settingsOf(conversation);
+        const history = this._db.messages.listByConversation(conversationId)
+            .filter((row) => row.id !== messageId)
+            .flatMap(toTurn);
+
+        const started = this._now();
+        const progress = {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0};
+        let lastFlush = started;
+        const flushInterval = this._options.flushIntervalMs ?? 250;
+
+        let status: MessageRow["status"] = "complete";
+        let error: string | null = null;
+        let promptTokens = 0;
+        try {
+            const result = await this._engine.generate({
+                history,
+                systemPrompt: settings.systemPrompt,
+                temperature: settings.temperature,
+                maxTokens: settings.maxTokens,
+                seed: this._options.seed,
+                signal,
+                onChunk: (chunk) => {
+                    const now = this._now();
+                    if (chunk.segment === "thought") {
+                        progress.thinking += chunk.text;
+                        progress.thinking_tokens += chunk.tokens;
+                        progress.thinking_ms = now - started;
+                    } else {
+                        progress.text += chunk.text;
+                        progress.answer_tokens += chunk.tokens;
+                    }
+                    progress.total_ms = now - started;
+                    this._emit("chat:delta", {
+                        conversationId,
+                        messageId,
+                        segment: chunk.segment,
+                        text: chunk.text,
+                        thinkingTokens: progress.thinking_tokens,
+                        answerTokens: progress.answer_tokens,
+                        elapsedMs: progress.total_ms
+                    });
+                    if (now - lastFlush >= flushInterval) {
+                        lastFlush = now;
+                        this._db.messages.saveProgress(messageId, progress, now);
+                    }
+                }
+            });
+            promptTokens = result.promptTokens;
+            if (result.stopReason === "abort")
+                status = "stopped";
+        } catch (err) {
+            status = "error";
+            error = (err as Error).message;
+        }
+
+        const now = this._now();
+        progress.total_ms = now - started;
+        this._db.messages.finish(messageId, {...progress, status, prompt_tokens: promptTokens, error, stats: "{}"}, now);
+        this._db.conversations.touch(conversationId, now);
+        const row = this._db.messages.get(messageId);
+        if (row != null)
+            this._emit("chat:done", {conversationId, message: toMessageDto(row)});
+    }
+}
+
+function toTurn(row: MessageRow): ChatTurn[] {
+    if (row.role === "user")
+        return [{role: "user", text: row.text}];
+    if (row.status === "error" && row.text === "")
+        return [];
+    return [{role: "assistant", text: row.text, thinking: row.thinking}];
+}

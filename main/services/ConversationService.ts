@@ -1,0 +1,94 @@
+import {randomUUID} from "node:crypto";
+import type {ConversationDetail, ConversationSettings, ConversationSummary} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import type {AppDatabase} from "../db/AppDatabase.js";
+import type {ConversationRow} from "../db/types.js";
+import {toConversationSummary, toMessageDto} from "./dto.js";
+import {conversationSettingsSchema} from "./schemas.js";
+import type {SettingsService} from "./SettingsService.js";
+import type {Clock} from "./types.js";
+
+export const defaultConversationTitle = "New conversation";
+
+export class ConversationService {
+    constructor(private readonly _db: AppDatabase, private readonly _settings: SettingsService, private readonly _now: Clock) {}
+
+    list(query?: string): ConversationSummary[] {
+        return this._db.conversations.list(query).map(toConversationSummary);
+    }
+
+    create(title?: string): ConversationSummary {
+        const id = randomUUID();
+        const settings = this._settings.get().defaultConversationSettings;
+        this._db.conversations.insert({id, title: cleanTitle(title) ?? defaultConversationTitle, settings: JSON.stringify(settings), now: this._now()});
+        return toConversationSummary(this._require(id));
+    }
+
+    rename(id: string, title: string): ConversationSummary {
+        const clean = cleanTitle(title);
+        if (clean == null)
+            throw new AppError("BAD_REQUEST", "A conversation title cannot be empty");
+        if (!this._db.conversations.rename(id, clean, this._now()))
+            throw notFound(id);
+        return toConversationSummary(this._require(id));
+    }
+
+    delete(id: string): void {
+        if (!this._db.conversations.delete(id))
+            throw notFound(id);
+    }
+
+    get(id: string): ConversationDetail {
+        const row = this._require(id);
+        return {
+            conversation: toConversationSummary(row),
+            settings: this.settingsOf(row),
+            messages: this._db.messages.listByConversation(id).map(toMessageDto)
+        };
+    }
+
+    updateSettings(id: string, patch: Partial<ConversationSettings>): ConversationSettings {
+        const merged = conversationSettingsSchema.parse({...this.settingsOf(this._require(id)), ...patch});
+        this._db.conversations.updateSettings(id, JSON.stringify(merged), this._now());
+        return merged;
+    }
+
+    /** Stored settings over the current defaults; a field that no longer validates falls back to its default. */
+    settingsOf(row: ConversationRow): ConversationSettings {
+        const defaults = this._settings.get().defaultConversationSettings;
+        let stored: Record<string, unknown> = {};
+        try {
+            stored = JSON.parse(row.settings) as Record<string, unknown>;
+        } catch {
+            // A damaged settings column must not make the conversation unreadable.
+        }
+        const merged: Record<string, unknown> = {...defaults};
+        for (const key of Object.keys(defaults) as (keyof ConversationSettings)[]) {
+            const field = conversationSettingsSchema.shape[key].safeParse(stored[key]);
+            if (field.success)
+                merged[key] = field.data;
+        }
+        return merged as ConversationSettings;
+    }
+
+    require(id: string): ConversationRow {
+        return this._require(id);
+    }
+
+    private _require(id: string): ConversationRow {
+        const row = this._db.conversations.get(id);
+        if (row == null)
+            throw notFound(id);
+        return row;
+    }
+}
+
+function notFound(id: string): AppError {
+    return new AppError("NOT_FOUND", `Conversation ${id} does not exist`);
+}
+
+/** A title on one line, at most 120 characters; `null` when nothing is left. */
+export function cleanTitle(title: string | undefined): string | null {
+    const clean = (title ?? "").replace(/\s+/g, " ").trim().slice(0, 120);
+    return clean === "" ? null : clean;
+}

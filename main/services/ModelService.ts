@@ -1,0 +1,60 @@
+import {randomUUID} from "node:crypto";
+import type {EngineStatus, ModelInfo} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import type {AppDatabase} from "../db/AppDatabase.js";
+import type {Engine} from "../engine/Engine.js";
+import {inspectModel} from "../engine/inspectModel.js";
+import {toModelInfo} from "./dto.js";
+import type {SettingsService} from "./SettingsService.js";
+import type {Clock} from "./types.js";
+
+export class ModelService {
+    constructor(
+        private readonly _db: AppDatabase,
+        private readonly _engine: Engine,
+        private readonly _settings: SettingsService,
+        private readonly _now: Clock
+    ) {}
+
+    list(): ModelInfo[] {
+        return this._db.models.list().map(toModelInfo);
+    }
+
+    /** Validates a local GGUF file and remembers it; adding the same path again refreshes it. */
+    async add(path: string): Promise<ModelInfo> {
+        const inspection = await inspectModel(path);
+        const existing = this._db.models.getByPath(inspection.path);
+        this._db.models.upsert({
+            id: existing?.id ?? randomUUID(),
+            path: inspection.path,
+            name: inspection.name,
+            size_bytes: inspection.sizeBytes,
+            architecture: inspection.architecture,
+            context_length: inspection.contextLength,
+            metadata: JSON.stringify(inspection),
+            added_at: existing?.added_at ?? this._now(),
+            last_used_at: existing?.last_used_at ?? null
+        });
+        return toModelInfo(this._db.models.getByPath(inspection.path)!);
+    }
+
+    remove(id: string): void {
+        if (this._engine.status.model?.id === id)
+            throw new AppError("BUSY", "This model is loaded: load another model before removing it");
+        if (!this._db.models.delete(id))
+            throw new AppError("NOT_FOUND", `Model ${id} is not known`);
+        if (this._settings.get().defaultModelId === id)
+            this._settings.update({defaultModelId: null});
+    }
+
+    async load(id: string): Promise<EngineStatus> {
+        const row = this._db.models.get(id);
+        if (row == null)
+            throw new AppError("NOT_FOUND", `Model ${id} is not known`);
+
+        await this._engine.loadModel(row.path, toModelInfo(row));
+        this._db.models.markUsed(id, this._now());
+        this._settings.update({defaultModelId: id});
+        return this._engine.status;
+    }
+}

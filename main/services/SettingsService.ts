@@ -1,0 +1,20 @@
+import type {AppSettings} from "../../preload/contract.js";
+import type {AppDatabase} from "../db/AppDatabase.js";
+import {appSettingsSchema, defaultAppSettings} from "./schemas.js";
+
+const key = "app";
+
+export class SettingsService {
+    constructor(private readonly _db: AppDatabase) {}
+
+    get(): AppSettings {
+        const parsed = appSettingsSchema.safeParse({...defaultAppSettings, ...(this._db.settings.get(key) as object | undefined)});
+        return parsed.success ? parsed.data : defaultAppSettings;
+    }
+
+    update(patch: Partial<AppSettings>): AppSettings {
+        const next = appSettingsSchema.parse({...this.get(), ...patch});
+        this._db.settings.set(key, next);
+        return next;
+    }
+}

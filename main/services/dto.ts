@@ -1,0 +1,37 @@
+import type {ConversationSummary, MessageDto, ModelInfo} from "../../preload/contract.js";
+import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
+
+export function toConversationSummary(row: ConversationRow): ConversationSummary {
+    return {id: row.id, title: row.title, createdAt: row.created_at, updatedAt: row.updated_at, messageCount: row.message_count};
+}
+
+export function toMessageDto(row: MessageRow): MessageDto {
+    return {
+        id: row.id,
+        conversationId: row.conversation_id,
+        role: row.role,
+        text: row.text,
+        thinking: row.thinking,
+        status: row.status,
+        promptTokens: row.prompt_tokens,
+        thinkingTokens: row.thinking_tokens,
+        answerTokens: row.answer_tokens,
+        thinkingMs: row.thinking_ms,
+        totalMs: row.total_ms,
+        error: row.error,
+        createdAt: row.created_at
+    };
+}
+
+export function toModelInfo(row: ModelRow): ModelInfo {
+    return {
+        id: row.id,
+        path: row.path,
+        name: row.name,
+        sizeBytes: row.size_bytes,
+        architecture: row.architecture,
+        contextLength: row.context_length,
+        addedAt: row.added_at,
+        lastUsedAt: row.last_used_at
+    };
+}

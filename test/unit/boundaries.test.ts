@@ -1,0 +1,47 @@
+import fs from "node:fs";
+import path from "node:path";
+import {describe, expect, it} from "vitest";
+
+// One importer per boundary (STYLE.md): node-llama-cpp only in main/engine, better-sqlite3 only in
+// main/db, Electron only in the entry point, the IPC binding and the preload; renderer never imports main.
+const root = path.resolve(import.meta.dirname, "../..");
+const rules: {module: RegExp, allowed: RegExp}[] = [
+    {module: /^node-llama-cpp(\/|$)/, allowed: /^main\/engine\//},
+    {module: /^better-sqlite3$/, allowed: /^main\/db\//},
+    {module: /^electron$/, allowed: /^(main\/index\.ts|main\/ipc\/registerElectronIpc\.ts|preload\/index\.ts)$/}
+];
+
+function sourceFiles(dir: string): string[] {
+    return fs.readdirSync(path.join(root, dir), {withFileTypes: true}).flatMap((entry) => {
+        const rel = path.join(dir, entry.name);
+        if (entry.isDirectory())
+            return sourceFiles(rel);
+        return /\.(ts|svelte)$/.test(entry.name) ? [rel] : [];
+    });
+}
+
+function importsOf(file: string): string[] {
+    const text = fs.readFileSync(path.join(root, file), "utf8");
+    return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)].map((m) => m[1] ?? m[2]!);
+}
+
+describe("module boundaries", () => {
+    const files = ["main", "preload", "renderer"].filter((dir) => fs.existsSync(path.join(root, dir))).flatMap(sourceFiles);
+
+    it("finds the sources", () => {
+        expect(files.length).toBeGreaterThan(10);
+    });
+
+    it("keeps each third-party boundary behind its one folder", () => {
+        const violations = files.flatMap((file) => importsOf(file).flatMap((spec) =>
+            rules.filter((rule) => rule.module.test(spec) && !rule.allowed.test(file)).map(() => `${file} imports ${spec}`)));
+        expect(violations).toEqual([]);
+    });
+
+    it("keeps the renderer off main-process code, except the contract", () => {
+        const violations = files.filter((file) => file.startsWith("renderer/"))
+            .flatMap((file) => importsOf(file).filter((spec) => /(^|\/)main\//.test(spec) || (/preload\//.test(spec) && !/preload\/contract/.test(spec)))
+                .map((spec) => `${file} imports ${spec}`));
+        expect(violations).toEqual([]);
+    });
+});

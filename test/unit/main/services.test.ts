@@ -1,0 +1,119 @@
+import {describe, expect, it} from "vitest";
+import type {EventChannel, Events} from "../../../preload/contract.js";
+import {AppDatabase} from "../../../main/db/AppDatabase.js";
+import {AppServices} from "../../../main/services/AppServices.js";
+import {FakeEngine} from "./FakeEngine.js";
+
+function setup() {
+    const engine = new FakeEngine();
+    const events: {channel: EventChannel, payload: unknown}[] = [];
+    const db = new AppDatabase(":memory:");
+    const services = new AppServices(db, engine.asEngine(), <C extends EventChannel>(channel: C, payload: Events[C]) => {
+        events.push({channel, payload});
+    }, {version: "test", chat: {flushIntervalMs: 0}});
+    return {engine, events, db, services};
+}
+
+describe("conversations", () => {
+    it("creates, renames, searches and deletes", async () => {
+        const {services} = setup();
+        const a = services.conversations.create();
+        const b = services.conversations.create("  Graph   theory \n");
+        expect(a.title).toBe("New conversation");
+        expect(b.title).toBe("Graph theory");
+        services.conversations.rename(a.id, "Primes");
+        expect(services.conversations.list("prim").map((c) => c.id)).toEqual([a.id]);
+        expect(() => services.conversations.rename(a.id, "   ")).toThrow(/cannot be empty/);
+        await services.deleteConversation(a.id);
+        expect(() => services.conversations.get(a.id)).toThrow(/does not exist/);
+    });
+
+    it("validates per-conversation settings and falls back field by field on damaged JSON", () => {
+        const {services, db} = setup();
+        const c = services.conversations.create();
+        expect(services.conversations.updateSettings(c.id, {temperature: 1.1}).temperature).toBe(1.1);
+        expect(() => services.conversations.updateSettings(c.id, {temperature: 7})).toThrow();
+        db.conversations.updateSettings(c.id, "{\"temperature\": \"hot\", \"maxTokens\": 77}", 1);
+        const settings = services.conversations.get(c.id).settings;
+        expect(settings.temperature).toBe(0.6);
+        expect(settings.maxTokens).toBe(77);
+    });
+});
+
+describe("chat", () => {
+    it("streams thinking and answer as deltas, saves them and titles the conversation", async () => {
+        const {services, events} = setup();
+        const c = services.conversations.create();
+        const sent = services.chat.send(c.id, "What is 2 + 2?");
+        expect(sent.assistantMessage.status).toBe("streaming");
+        await services.chat.idle();
+
+        const detail = services.conversations.get(c.id);
+        expect(detail.conversation.title).toBe("What is 2 + 2?");
+        const answer = detail.messages[1]!;
+        expect(answer).toMatchObject({role: "assistant", status: "complete", thinking: "Let me think", text: "The answer is 4", thinkingTokens: 3, answerTokens: 4, promptTokens: 5});
+
+        const deltas = events.filter((e) => e.channel === "chat:delta").map((e) => e.payload as Events["chat:delta"]);
+        expect(deltas.map((d) => d.text).join("")).toBe("Let me thinkThe answer is 4");
+        expect(deltas.every((d) => d.text.length <= 7)).toBe(true);
+        expect(events.at(-1)!.channel).toBe("chat:done");
+    });
+
+    it("passes earlier turns, with their thinking, as history", async () => {
+        const {services, engine} = setup();
+        const c = services.conversations.create();
+        services.chat.send(c.id, "first");
+        await services.chat.idle();
+        services.chat.send(c.id, "second");
+        await services.chat.idle();
+        expect(engine.requests[1]!.history).toEqual([
+            {role: "user", text: "first"},
+            {role: "assistant", text: "The answer is 4", thinking: "Let me think"},
+            {role: "user", text: "second"}
+        ]);
+    });
+
+    it("stops, keeping what was written, and refuses a second generation meanwhile", async () => {
+        const {services} = setup();
+        const c = services.conversations.create();
+        services.chat.send(c.id, "go");
+        expect(() => services.chat.send(c.id, "again")).toThrow(/already being generated/);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        await services.chat.stop(c.id);
+        const answer = services.conversations.get(c.id).messages[1]!;
+        expect(answer.status).toBe("stopped");
+        expect(answer.thinking.length + answer.text.length).toBeGreaterThan(0);
+    });
+
+    it("regenerates the last answer in place", async () => {
+        const {services, engine} = setup();
+        const c = services.conversations.create();
+        services.chat.send(c.id, "q");
+        await services.chat.idle();
+        engine.answer = ["Another"];
+        services.chat.regenerate(c.id);
+        await services.chat.idle();
+        const messages = services.conversations.get(c.id).messages;
+        expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+        expect(messages[1]!.text).toBe("Another");
+        expect(engine.requests[1]!.history).toEqual([{role: "user", text: "q"}]);
+    });
+
+    it("records an engine failure on the message instead of losing it", async () => {
+        const {services, engine} = setup();
+        engine.failWith = new Error("out of memory");
+        const c = services.conversations.create();
+        services.chat.send(c.id, "q");
+        await services.chat.idle();
+        const answer = services.conversations.get(c.id).messages[1]!;
+        expect(answer).toMatchObject({status: "error", error: "out of memory", thinking: "Let me"});
+    });
+
+    it("refuses to chat with no model loaded", () => {
+        const {services, engine} = setup();
+        engine.inspection = null;
+        const c = services.conversations.create();
+        expect(() => services.chat.send(c.id, "q")).toThrow(/No model is loaded/);
+        expect(services.conversations.get(c.id).messages).toHaveLength(0);
+    });
+});
