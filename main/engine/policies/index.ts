@@ -1,0 +1,14 @@
+import {fullPolicy} from "./full.js";
+import {h2oPolicy} from "./h2o.js";
+import {lethePolicy} from "./lethe.js";
+import {refreeKvPolicy} from "./refreekv.js";
+import {streamingLlmPolicy} from "./streamingLlm.js";
+import type {Policy, PolicyId} from "./types.js";
+
+export const policies = {
+    full: fullPolicy,
+    streamingllm: streamingLlmPolicy,
+    h2o: h2oPolicy,
+    lethe: lethePolicy,
+    refreekv: refreeKvPolicy
+} as const satisfies {[Id in PolicyId]: Policy<never, unknown> | Policy<any, any>};

@@ -1,0 +1,86 @@
+import {keepSinksAndRecent, orderByPosition, rankDescending} from "./scoreMath.js";
+import type {Policy} from "./types.js";
+
+export type LetheParams = {
+    /** tau: the largest ratio of the top score to a segment's score still counted as salient. Defaults to `400` (Lethe §5 ablation). */
+    sparseRatio: number,
+    /** Share of the current cache kept as the recent window r (our reading: of the cache length K). Defaults to `0.3`. */
+    recentRatio: number,
+    /** D, the number of segments the sorted scores are cut into. Defaults to `8` (the paper gives none). */
+    segments: number,
+    /** s_len, attention sinks always kept. Defaults to `4` (the paper gives none). */
+    sinks: number,
+    /** gamma of RASR's decay. Defaults to `0.95` (the paper gives none). */
+    gamma: number,
+    /** First L_evict as a share of the budget. Defaults to `0.5` (the paper gives none). */
+    initialEvictRatio: number
+};
+
+export type LetheState = {
+    /** L_evict per layer: a layer prunes only when the cache is longer. */
+    evictThreshold: Float64Array
+};
+
+/**
+ * Lethe (seed 000): RASR scores (Eq. 5, accumulated natively with decay gamma) and, per layer, Algorithm 1's
+ * segmented shrinking with its own L_evict, so layers keep different sets and sizes.
+ */
+export const lethePolicy: Policy<LetheParams, LetheState> = {
+    id: "lethe",
+    defaults: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
+    initialState: () => ({evictThreshold: new Float64Array(0)}),
+    needs: (params) => ({gamma: params.gamma, squaredLast: false}),
+    select(snapshot, params, state, _target) {
+        const n = snapshot.positions.length;
+        const byPosition = orderByPosition(snapshot.positions);
+        const thresholds = state.evictThreshold.length === snapshot.layers
+            ? Float64Array.from(state.evictThreshold)
+            : new Float64Array(snapshot.layers).fill(Math.max(1, Math.floor(_target.maxKeep * params.initialEvictRatio)));
+
+        const keep: Uint8Array[] = [];
+        for (let l = 0; l < snapshot.layers; l++) {
+            const mask = new Uint8Array(n);
+            if (n <= thresholds[l]!) {
+                mask.fill(1);
+                keep.push(mask);
+                continue;
+            }
+            const result = segmentedShrink(snapshot.accumulated, l * n, n, params);
+            keepSinksAndRecent(mask, byPosition, params.sinks, result.recent);
+            if (result.breakpoint >= 0) {
+                for (let i = 0; i < result.breakpoint; i++)
+                    mask[result.order[i]!] = 1;
+                thresholds[l] = Math.max(thresholds[l]!, result.breakpoint + result.recent); // Algorithm 1 line 16
+            } else {
+                mask.fill(1);
+                thresholds[l] = 2 * thresholds[l]!; // Algorithm 1 line 18: no breakpoint, delay pruning
+            }
+            keep.push(mask);
+        }
+        return {keep, voting: Array(snapshot.layers).fill(true), state: {evictThreshold: thresholds}};
+    }
+};
+
+/**
+ * Algorithm 1 (Lethe §4) on one layer's scores: the first cut point c = floor(K d / D) whose score has
+ * fallen more than tau below the top score is the breakpoint; -1 when none has. The box prints the test as
+ * `<= tau`, but the prose (a larger sparse_ratio prunes more conservatively; no breakpoint delays pruning)
+ * only holds for `> tau`, so we follow the prose.
+ */
+export function segmentedShrink(scores: ArrayLike<number>, start: number, n: number, params: Pick<LetheParams, "sparseRatio" | "recentRatio" | "segments">) {
+    const order = rankDescending(scores, start, n);
+    const recent = Math.floor(params.recentRatio * n);
+    const head = scores[start + order[0]!]!;
+    let breakpoint = -1;
+    if (head > 0) {
+        for (let d = 1; d < params.segments; d++) {
+            const c = Math.floor((n * d) / params.segments);
+            const cut = scores[start + order[c]!]!;
+            if (cut <= 0 || head / cut > params.sparseRatio) {
+                breakpoint = c;
+                break;
+            }
+        }
+    }
+    return {order, breakpoint, recent};
+}

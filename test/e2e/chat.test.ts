@@ -1,0 +1,109 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type {Browser, Page} from "playwright-core";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {launchChromium} from "./browser.js";
+import {ChatPage} from "./ChatPage.js";
+import {HeadlessPonder} from "./HeadlessPonder.js";
+
+const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+
+describe("chat in Chromium against the real backend", () => {
+    let browser: Browser;
+    let backend: HeadlessPonder | null = null;
+    let dataDir: string;
+    let model: string;
+
+    beforeAll(async () => {
+        fs.mkdirSync(artifacts, {recursive: true});
+        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-"));
+        model = await getFixtureModel("tiny-qwen2");
+        browser = await launchChromium();
+    });
+    afterAll(async () => {
+        await backend?.stop();
+        await browser?.close();
+        fs.rmSync(dataDir, {recursive: true, force: true});
+    });
+
+    async function open(): Promise<{page: Page, chat: ChatPage}> {
+        const page = await browser.newPage({viewport: {width: 1280, height: 860}});
+        const errors: string[] = [];
+        page.on("pageerror", (err) => errors.push(err.message));
+        page.on("console", (message) => {
+            if (message.type() === "error")
+                errors.push(message.text());
+        });
+        await page.goto(backend!.url);
+        await page.getByTestId("status-bar").waitFor();
+        expect(errors).toEqual([]);
+        return {page, chat: new ChatPage(page)};
+    }
+
+    it("creates a conversation, streams thinking then the answer, and finds it again after a reload", async () => {
+        backend = await HeadlessPonder.start({dataDir, model, seed: 3});
+        const {page, chat} = await open();
+        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        await chat.newConversation();
+        await chat.send("What is the sum of the first ten primes?");
+
+        // The thinking block appears while the model thinks, with a live token count.
+        await chat.byId("thinking-block").first().waitFor();
+        await chat.waitForAnswerDone();
+        const assistant = chat.lastAssistant();
+        const thinking = await assistant.getByTestId("thinking-content").textContent({timeout: 5_000}).catch(() => null);
+        if (thinking == null) {
+            await assistant.getByTestId("thinking-toggle").click();
+        }
+        expect((await assistant.getByTestId("thinking-content").textContent())!.trim().length).toBeGreaterThan(0);
+        expect((await assistant.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
+        expect(await assistant.getByTestId("thinking-stats").textContent()).toMatch(/\d+ tokens/);
+        expect(await assistant.getByTestId("message-stats").textContent()).toMatch(/tok\/s/);
+        await page.screenshot({path: path.join(artifacts, "chat.png"), fullPage: true});
+
+        const title = await chat.byId("conversation-title").first().textContent();
+        expect(title).toContain("What is the sum");
+
+        await page.reload();
+        await chat.conversationItems().first().waitFor();
+        await chat.conversationItems().first().click();
+        await chat.byId("message-user").first().waitFor();
+        expect(await chat.byId("message-user").first().textContent()).toContain("What is the sum of the first ten primes?");
+        expect((await chat.lastAssistant().getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
+        await page.close();
+    });
+
+    it("keeps the partial answer, marked interrupted, when the backend is killed mid-answer", async () => {
+        await backend?.stop();
+        const endless = await getFixtureModel("endless");
+        backend = await HeadlessPonder.start({dataDir, model: endless, seed: 5});
+        const {page, chat} = await open();
+        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        await chat.newConversation();
+        await chat.send("Think for a long time");
+        await chat.byId("thinking-block").first().waitFor();
+        await page.waitForFunction(() => {
+            const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
+            return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= 40;
+        }, undefined, {timeout: 60_000});
+        // Let the periodic save catch up with what is on screen, then pull the plug.
+        await page.waitForTimeout(600);
+        await backend.kill();
+        await page.close();
+
+        backend = await HeadlessPonder.start({dataDir});
+        const reopened = await open();
+        await reopened.chat.conversationItems().filter({hasText: "Think for a long time"}).first().click();
+        const assistant = reopened.chat.lastAssistant();
+        await assistant.waitFor();
+        expect(await assistant.getByTestId("message-status").textContent()).toMatch(/interrupted/i);
+        const toggle = assistant.getByTestId("thinking-toggle");
+        if (await assistant.getByTestId("thinking-content").count() === 0)
+            await toggle.click();
+        expect((await assistant.getByTestId("thinking-content").textContent())!.trim().length).toBeGreaterThan(20);
+        await reopened.page.screenshot({path: path.join(artifacts, "interrupted.png"), fullPage: true});
+        await reopened.page.close();
+    });
+});

@@ -1,0 +1,123 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {AppError} from "../../main/AppError.js";
+import {Engine} from "../../main/engine/Engine.js";
+import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import type {ChatTurn, GenerationChunk} from "../../main/engine/types.js";
+import {getFixtureModel, writeCorruptFixtures} from "../fixtures/gguf/fixtures.js";
+
+const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
+
+async function collect(engine: Engine, history: ChatTurn[], options: {seed?: number, maxTokens?: number, abortAfter?: number} = {}) {
+    const chunks: GenerationChunk[] = [];
+    const abort = new AbortController();
+    const result = await engine.generate({
+        history,
+        systemPrompt: "",
+        temperature: 0.8,
+        maxTokens: options.maxTokens ?? 400,
+        seed: options.seed ?? 1,
+        signal: abort.signal,
+        onChunk(chunk) {
+            chunks.push(chunk);
+            if (options.abortAfter != null && chunks.length >= options.abortAfter)
+                abort.abort();
+        }
+    });
+    const text = (segment: GenerationChunk["segment"]) => chunks.filter((c) => c.segment === segment).map((c) => c.text).join("");
+    const tokens = (segment: GenerationChunk["segment"]) => chunks.filter((c) => c.segment === segment).reduce((sum, c) => sum + c.tokens, 0);
+    return {result, chunks, thought: text("thought"), answer: text("answer"), thoughtTokens: tokens("thought"), answerTokens: tokens("answer")};
+}
+
+describe("Engine on generated models", () => {
+    const engine = new Engine({loadLlama: loadRuntime, contextSize: 2048});
+    let dir: string;
+
+    beforeAll(() => {
+        dir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-engine-"));
+    });
+    afterAll(async () => {
+        await engine.dispose();
+        fs.rmSync(dir, {recursive: true, force: true});
+    });
+
+    it("says which llama.cpp build it runs", async () => {
+        const {build} = await engine.runtime();
+        expect(build.llamaCppRelease).toMatch(/\w/);
+        expect(["local", "prebuilt"]).toContain(build.kind);
+        expect(engine.status.build).toEqual(build);
+    });
+
+    it("loads GQA (qwen2) and MQA (llama) shapes and reads their metadata", async () => {
+        for (const name of ["tiny-mqa", "tiny-qwen2"] as const) {
+            const file = await getFixtureModel(name);
+            const inspection = await engine.loadModel(file, modelInfo(file));
+            expect(inspection.layers).toBeGreaterThan(0);
+            expect(inspection.headCountKv).toBeLessThan(inspection.headCount!);
+            expect(engine.status.state).toBe("ready");
+        }
+    });
+
+    it("streams the thinking and then the answer as separate segments", async () => {
+        const run = await collect(engine, [{role: "user", text: "What is 12 times 7?"}], {seed: 3});
+        expect(run.thoughtTokens).toBeGreaterThan(0);
+        expect(run.answerTokens).toBeGreaterThan(0);
+        const firstAnswer = run.chunks.findIndex((c) => c.segment === "answer");
+        expect(run.chunks.slice(firstAnswer).every((c) => c.segment === "answer")).toBe(true);
+        expect(run.thought).not.toContain("<think>");
+        expect(run.answer).not.toContain("</think>");
+        expect(run.result.promptTokens).toBeGreaterThan(5);
+    });
+
+    it("is repeatable with a fixed seed", async () => {
+        const a = await collect(engine, [{role: "user", text: "Count to five"}], {seed: 11, maxTokens: 60});
+        const b = await collect(engine, [{role: "user", text: "Count to five"}], {seed: 11, maxTokens: 60});
+        expect(b.thought + b.answer).toBe(a.thought + a.answer);
+    });
+
+    it("stops when aborted and keeps what it produced", async () => {
+        const run = await collect(engine, [{role: "user", text: "Think at length"}], {abortAfter: 5, maxTokens: 1000});
+        expect(run.result.stopReason).toBe("abort");
+        expect(run.chunks.length).toBeGreaterThanOrEqual(5);
+        expect(run.chunks.length).toBeLessThan(20);
+    });
+
+    it("continues a conversation across turns", async () => {
+        const first = await collect(engine, [{role: "user", text: "Remember the number 42."}], {seed: 4});
+        const second = await collect(engine, [
+            {role: "user", text: "Remember the number 42."},
+            {role: "assistant", text: first.answer, thinking: first.thought},
+            {role: "user", text: "Which number?"}
+        ], {seed: 4});
+        expect(second.thoughtTokens + second.answerTokens).toBeGreaterThan(0);
+    });
+
+    it("refuses a second generation while one runs", async () => {
+        const abort = new AbortController();
+        const running = engine.generate({history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 50, signal: abort.signal, onChunk() {}});
+        await expect(engine.generate({history: [{role: "user", text: "b"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: abort.signal, onChunk() {}}))
+            .rejects.toMatchObject({code: "BUSY"});
+        abort.abort();
+        await running;
+    });
+
+    it("gives a clear error for a missing, empty, non-GGUF or truncated file", async () => {
+        const corrupt = await writeCorruptFixtures(dir);
+        const cases: [string, RegExp][] = [
+            [path.join(dir, "missing.gguf"), /No model file/],
+            [corrupt.empty, /not a GGUF/],
+            [corrupt.notGguf, /not a GGUF/],
+            [corrupt.truncated, /truncated/]
+        ];
+        for (const [file, message] of cases) {
+            const error = await engine.loadModel(file, modelInfo(file)).catch((err: unknown) => err);
+            expect(error).toBeInstanceOf(AppError);
+            expect((error as AppError).code).toBe("MODEL_INVALID");
+            expect((error as AppError).message).toMatch(message);
+        }
+        // A failed load leaves the loaded model in place.
+        expect(engine.status.state).toBe("ready");
+    });
+});
