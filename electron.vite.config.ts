@@ -23,7 +23,7 @@ export default defineConfig({
     },
     renderer: {
         root: resolve(import.meta.dirname, "renderer"),
-        plugins: [svelte()],
+        plugins: [svelte({configFile: resolve(import.meta.dirname, "svelte.config.js")})],
         build: {
             outDir: resolve(import.meta.dirname, "out/renderer"),
             rollupOptions: {input: {index: resolve(import.meta.dirname, "renderer/index.html")}}

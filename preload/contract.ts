@@ -69,7 +69,7 @@ export type MessageDto = {
     promptTokens: number,
     thinkingTokens: number,
     answerTokens: number,
-    /** Milliseconds spent thinking (first thought token to last). */
+    /** Milliseconds from the request to the last thought token. */
     thinkingMs: number,
     /** Milliseconds from request to last token. */
     totalMs: number,

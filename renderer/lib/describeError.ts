@@ -1,0 +1,19 @@
+import type {ErrorCode, ErrorInfo} from "../../preload/contract.js";
+
+const fallbacks: Record<ErrorCode, string> = {
+    BAD_REQUEST: "The request was not valid",
+    NOT_FOUND: "It no longer exists",
+    FORBIDDEN: "That is not allowed",
+    MODEL_NOT_LOADED: "No model is loaded: load one from the model panel",
+    MODEL_INVALID: "The file is not a usable GGUF model",
+    ENGINE_UNPATCHED: "The inference engine is not Ponder's patched build",
+    BUSY: "The engine is busy with another request",
+    STORAGE: "The database could not be read or written",
+    INTERNAL: "Something went wrong in Ponder's backend"
+};
+
+/** A sentence a person can read: what failed, then why (`"Could not rename the conversation: Title is empty"`). */
+export function describeError(action: string, error: ErrorInfo): string {
+    const reason = error.message.trim() || fallbacks[error.code] || error.code;
+    return `${action}: ${reason}`;
+}

@@ -1,0 +1,39 @@
+// Small display formatters shared by several components (one file: each is a line or two).
+
+import type {MessageDto} from "../../preload/contract.js";
+
+/** `4200` -> `"4.2 s"`; minutes past a minute (`"2 min 5 s"`). */
+export function formatSeconds(ms: number): string {
+    const seconds = Math.max(0, ms) / 1000;
+    if (seconds < 60)
+        return `${seconds.toFixed(1)} s`;
+    const minutes = Math.floor(seconds / 60);
+    return `${minutes} min ${Math.round(seconds - minutes * 60)} s`;
+}
+
+/** Generated tokens (thought and answer) per second of the request, or `null` before there is anything to measure. */
+export function tokensPerSecond(message: Pick<MessageDto, "thinkingTokens" | "answerTokens" | "totalMs">): number | null {
+    const tokens = message.thinkingTokens + message.answerTokens;
+    if (tokens <= 0 || message.totalMs <= 0)
+        return null;
+    return tokens / (message.totalMs / 1000);
+}
+
+export function formatRate(rate: number | null): string {
+    return rate == null ? "– tok/s" : `${rate.toFixed(rate < 10 ? 1 : 0)} tok/s`;
+}
+
+export function formatTokens(count: number): string {
+    return `${count.toLocaleString("en-US")} ${count === 1 ? "token" : "tokens"}`;
+}
+
+export function formatBytes(bytes: number): string {
+    const units = ["B", "KB", "MB", "GB", "TB"];
+    let value = bytes;
+    let unit = 0;
+    while (value >= 1024 && unit < units.length - 1) {
+        value /= 1024;
+        unit++;
+    }
+    return `${value.toFixed(unit === 0 || value >= 100 ? 0 : 1)} ${units[unit]}`;
+}

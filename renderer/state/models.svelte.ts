@@ -1,0 +1,116 @@
+import type {EngineStatus, ModelInfo, PonderApi} from "../../preload/contract.js";
+import {describeError} from "../lib/describeError.js";
+import {request} from "./request.js";
+
+export type Models = ReturnType<typeof createModels>;
+
+/** Known models, adding (dialog or typed path), loading, and the engine's status. */
+export function createModels(bridge: PonderApi) {
+    const state = $state({
+        models: [] as ModelInfo[],
+        engine: null as EngineStatus | null,
+        version: "",
+        /** Path typed by hand (always offered; the only way in headless mode, where there is no file dialog). */
+        path: "",
+        /** `models:pick` answered `null`: no dialog here (headless) or it was cancelled, so point at the path input. */
+        pickUnavailable: false,
+        adding: false,
+        /** The model a `models:load` request is on its way for. */
+        loadingId: null as string | null,
+        error: null as string | null
+    });
+    const loadedModel = $derived(state.engine?.model ?? null);
+    const busy = $derived(state.loadingId != null || state.engine?.state === "loading");
+
+    function upsert(model: ModelInfo): void {
+        const index = state.models.findIndex((existing) => existing.id === model.id);
+        if (index >= 0)
+            state.models[index] = model;
+        else
+            state.models.push(model);
+    }
+
+    async function refresh(): Promise<void> {
+        const [list, status] = await Promise.all([request(bridge, "models:list", undefined), request(bridge, "app:status", undefined)]);
+        if (list.ok)
+            state.models = list.value;
+        if (status.ok) {
+            state.version = status.value.version;
+            state.engine = status.value.engine;
+        }
+        const failure = !list.ok ? list.error : !status.ok ? status.error : null;
+        state.error = failure ? describeError("Could not read the models and engine status", failure) : null;
+    }
+
+    /** Registers the GGUF file at `path` (defaults to the typed path). */
+    async function add(path: string = state.path): Promise<ModelInfo | null> {
+        const trimmed = path.trim();
+        if (trimmed === "") {
+            state.error = "Enter the path of a .gguf model file";
+            return null;
+        }
+        state.adding = true;
+        const result = await request(bridge, "models:add", {path: trimmed});
+        state.adding = false;
+        if (!result.ok) {
+            state.error = describeError("Could not add the model", result.error);
+            return null;
+        }
+        state.error = null;
+        state.path = "";
+        state.pickUnavailable = false;
+        upsert(result.value);
+        return result.value;
+    }
+
+    /** Opens the native file dialog and adds the chosen file. */
+    async function pick(): Promise<ModelInfo | null> {
+        const result = await request(bridge, "models:pick", undefined);
+        if (!result.ok) {
+            state.error = describeError("Could not open the file dialog", result.error);
+            return null;
+        }
+        if (result.value == null) {
+            state.pickUnavailable = true;
+            return null;
+        }
+        return add(result.value);
+    }
+
+    async function load(id: string): Promise<boolean> {
+        state.loadingId = id;
+        state.error = null;
+        const result = await request(bridge, "models:load", {id});
+        state.loadingId = null;
+        if (!result.ok) {
+            state.error = describeError("Could not load the model", result.error);
+            return false;
+        }
+        state.engine = result.value;
+        if (result.value.state === "error")
+            state.error = `Could not load the model: ${result.value.message ?? "the engine reported an error"}`;
+        return result.value.state !== "error";
+    }
+
+    function applyStatus(status: EngineStatus): void {
+        state.engine = status;
+    }
+
+    const offStatus = bridge.on("engine:status", applyStatus);
+
+    return {
+        state,
+        /** The model the engine has loaded, if any. */
+        get loadedModel() {
+            return loadedModel;
+        },
+        /** Whether a model is being loaded. */
+        get busy() {
+            return busy;
+        },
+        refresh, add, pick, load,
+        dispose(): void {
+            offStatus();
+        }
+    };
+}

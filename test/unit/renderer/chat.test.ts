@@ -1,0 +1,151 @@
+import {describe, expect, test} from "vitest";
+import {createChat} from "../../../renderer/state/chat.svelte.js";
+import {createFakeBridge, message} from "./fakeBridge.js";
+
+function setup() {
+    const bridge = createFakeBridge();
+    let clock = 1000;
+    const chat = createChat(bridge.api, {now: () => clock});
+    chat.open("c1", [message({id: "u0", role: "user", text: "Earlier"}), message({id: "a0", role: "assistant", text: "Earlier answer"})]);
+    const advance = (ms: number) => clock += ms;
+    return {bridge, chat, advance};
+}
+
+function replyToSend(bridge: ReturnType<typeof createFakeBridge>) {
+    bridge.handle("chat:send", ({text}) => ({
+        ok: true,
+        value: {
+            userMessage: message({id: "u1", role: "user", text}),
+            assistantMessage: message({id: "a1", role: "assistant", status: "streaming"})
+        }
+    }));
+}
+
+const delta = (segment: "thought" | "answer", text: string, thinkingTokens: number, answerTokens: number, elapsedMs: number) =>
+    ({conversationId: "c1", messageId: "a1", segment, text, thinkingTokens, answerTokens, elapsedMs});
+
+describe("chat state", () => {
+    test("sending adds both messages and marks the chat as generating", async () => {
+        const {bridge, chat} = setup();
+        replyToSend(bridge);
+        expect(await chat.send("  Why is the sky blue?  ")).toBe(true);
+        expect(bridge.calls.at(-1)).toEqual({channel: "chat:send", payload: {conversationId: "c1", text: "Why is the sky blue?"}});
+        expect(chat.state.messages.map((m) => m.id)).toEqual(["u0", "a0", "u1", "a1"]);
+        expect(chat.generating).toBe(true);
+        expect(chat.canRegenerate).toBe(false);
+    });
+
+    test("deltas append only their text, thoughts and answer apart, with live counts and times", async () => {
+        const {bridge, chat, advance} = setup();
+        replyToSend(bridge);
+        await chat.send("Question");
+        bridge.emit("chat:delta", delta("thought", "Let me ", 2, 0, 300));
+        advance(50);
+        bridge.emit("chat:delta", delta("thought", "think.", 3, 0, 1300));
+        const live = chat.state.messages.at(-1)!;
+        expect(live.thinking).toBe("Let me think.");
+        expect(live.text).toBe("");
+        expect(live.thinkingTokens).toBe(3);
+        expect(live.thinkingMs).toBe(1300);
+        expect(chat.state.live.a1?.lastDeltaAt).toBe(1050);
+
+        bridge.emit("chat:delta", delta("answer", "Blue ", 3, 1, 1500));
+        bridge.emit("chat:delta", delta("answer", "light.", 3, 2, 2000));
+        expect(live.text).toBe("Blue light.");
+        expect(live.thinking).toBe("Let me think.");
+        expect(live.thinkingMs).toBe(1300);
+        expect(live.totalMs).toBe(2000);
+        // 5 tokens in 2 s.
+        expect(chat.rate).toBeCloseTo(2.5);
+        // Nothing was fetched per token.
+        expect(bridge.calls.map((call) => call.channel)).toEqual(["chat:send"]);
+    });
+
+    test("done replaces the streaming message and ends the generation", async () => {
+        const {bridge, chat} = setup();
+        replyToSend(bridge);
+        await chat.send("Question");
+        bridge.emit("chat:delta", delta("answer", "Partial", 0, 1, 100));
+        const final = message({
+            id: "a1", role: "assistant", text: "Final answer", thinking: "Thought", status: "complete", answerTokens: 2, totalMs: 400
+        });
+        bridge.emit("chat:done", {conversationId: "c1", message: final});
+        expect(chat.state.messages.at(-1)).toEqual(final);
+        expect(chat.generating).toBe(false);
+        expect(chat.canRegenerate).toBe(true);
+        expect(chat.state.live.a1).toBeUndefined();
+    });
+
+    test("events of other conversations are ignored", async () => {
+        const {bridge, chat} = setup();
+        replyToSend(bridge);
+        await chat.send("Question");
+        bridge.emit("chat:delta", {...delta("answer", "Elsewhere", 0, 1, 10), conversationId: "c2"});
+        expect(chat.state.messages.at(-1)?.text).toBe("");
+    });
+
+    test("deltas and done that arrive before the send response are not lost", async () => {
+        const {bridge, chat} = setup();
+        bridge.handle("chat:send", ({text}) => {
+            bridge.emit("chat:delta", delta("answer", "Early", 0, 1, 10));
+            const userMessage = message({id: "u1", role: "user", text});
+            return {ok: true, value: {userMessage, assistantMessage: message({id: "a1", role: "assistant", status: "streaming"})}};
+        });
+        await chat.send("Question");
+        expect(chat.state.messages.at(-1)?.text).toBe("Early");
+
+        bridge.handle("chat:regenerate", () => {
+            const done = message({id: "a2", role: "assistant", text: "Fast", status: "complete"});
+            bridge.emit("chat:done", {conversationId: "c1", message: done});
+            return {ok: true, value: {assistantMessage: message({id: "a2", role: "assistant", status: "streaming"})}};
+        });
+        const early = message({id: "a1", role: "assistant", text: "Early", status: "complete"});
+        bridge.emit("chat:done", {conversationId: "c1", message: early});
+        await chat.regenerate();
+        expect(chat.state.messages.at(-1)).toMatchObject({id: "a2", text: "Fast", status: "complete"});
+        expect(chat.generating).toBe(false);
+    });
+
+    test("regenerate replaces the last answer", async () => {
+        const {bridge, chat} = setup();
+        bridge.reply("chat:regenerate", {assistantMessage: message({id: "a9", role: "assistant", status: "streaming"})});
+        expect(await chat.regenerate()).toBe(true);
+        expect(chat.state.messages.map((m) => m.id)).toEqual(["u0", "a9"]);
+        expect(chat.generating).toBe(true);
+    });
+
+    test("stop asks the backend to stop the open conversation", async () => {
+        const {bridge, chat} = setup();
+        bridge.reply("chat:stop", undefined);
+        await chat.stop();
+        expect(bridge.calls).toEqual([{channel: "chat:stop", payload: {conversationId: "c1"}}]);
+        expect(chat.state.error).toBeNull();
+    });
+
+    test("errors surface as readable messages and keep the conversation as it was", async () => {
+        const {bridge, chat} = setup();
+        bridge.fail("chat:send", "MODEL_NOT_LOADED", "");
+        expect(await chat.send("Question")).toBe(false);
+        expect(chat.state.error).toBe("Could not send the message: No model is loaded: load one from the model panel");
+        expect(chat.state.messages).toHaveLength(2);
+        expect(chat.generating).toBe(false);
+
+        bridge.handle("chat:stop", () => Promise.reject(new Error("IPC channel closed")));
+        await chat.stop();
+        expect(chat.state.error).toBe("Could not stop the generation: IPC channel closed");
+    });
+
+    test("an empty message is not sent", async () => {
+        const {bridge, chat} = setup();
+        expect(await chat.send("   ")).toBe(false);
+        expect(bridge.calls).toEqual([]);
+    });
+
+    test("dispose removes the event listeners", () => {
+        const {bridge, chat} = setup();
+        expect(bridge.listenerCount("chat:delta")).toBe(1);
+        chat.dispose();
+        expect(bridge.listenerCount("chat:delta")).toBe(0);
+        expect(bridge.listenerCount("chat:done")).toBe(0);
+    });
+});

@@ -1,0 +1,56 @@
+import type {ErrorCode, EventChannel, Events, MessageDto, PonderApi, Req, RequestChannel, Res, Result} from "../../../preload/contract.js";
+
+type Handler<C extends RequestChannel> = (payload: Req<C>) => Result<Res<C>> | Promise<Result<Res<C>>>;
+type AnyHandler = (payload: unknown) => Result<unknown> | Promise<Result<unknown>>;
+
+/** A `PonderApi` whose requests are answered by per-channel handlers and whose events the test emits. */
+export function createFakeBridge() {
+    const handlers = new Map<RequestChannel, AnyHandler>();
+    const listeners = new Map<EventChannel, Set<(payload: never) => void>>();
+    const calls: {channel: RequestChannel, payload: unknown}[] = [];
+
+    const api: PonderApi = {
+        async invoke<C extends RequestChannel>(channel: C, payload: Req<C>): Promise<Result<Res<C>>> {
+            calls.push({channel, payload});
+            const handler = handlers.get(channel) as unknown as Handler<C> | undefined;
+            if (!handler)
+                return {ok: false, error: {code: "INTERNAL", message: `No fake handler for ${channel}`}};
+            return handler(payload);
+        },
+        on<C extends EventChannel>(channel: C, listener: (payload: Events[C]) => void): () => void {
+            const set = listeners.get(channel) ?? new Set();
+            listeners.set(channel, set);
+            set.add(listener as (payload: never) => void);
+            return () => void set.delete(listener as (payload: never) => void);
+        }
+    };
+
+    return {
+        api,
+        calls,
+        handle<C extends RequestChannel>(channel: C, handler: Handler<C>): void {
+            handlers.set(channel, handler as unknown as AnyHandler);
+        },
+        /** Answers `channel` with `value`. */
+        reply<C extends RequestChannel>(channel: C, value: Res<C>): void {
+            handlers.set(channel, () => ({ok: true, value}));
+        },
+        fail(channel: RequestChannel, code: ErrorCode, message: string): void {
+            handlers.set(channel, () => ({ok: false, error: {code, message}}));
+        },
+        emit<C extends EventChannel>(channel: C, payload: Events[C]): void {
+            for (const listener of listeners.get(channel) ?? [])
+                (listener as (payload: Events[C]) => void)(payload);
+        },
+        listenerCount(channel: EventChannel): number {
+            return listeners.get(channel)?.size ?? 0;
+        }
+    };
+}
+
+export function message(overrides: Partial<MessageDto> & Pick<MessageDto, "id" | "role">): MessageDto {
+    return {
+        conversationId: "c1", text: "", thinking: "", status: "complete", promptTokens: 0, thinkingTokens: 0, answerTokens: 0,
+        thinkingMs: 0, totalMs: 0, error: null, createdAt: 0, ...overrides
+    };
+}

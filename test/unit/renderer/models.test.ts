@@ -1,0 +1,82 @@
+import {describe, expect, test} from "vitest";
+import type {EngineStatus, ModelInfo} from "../../../preload/contract.js";
+import {createModels} from "../../../renderer/state/models.svelte.js";
+import {createFakeBridge} from "./fakeBridge.js";
+
+const model = (id: string, path: string): ModelInfo => ({
+    id, path, name: path.split("/").at(-1)!, sizeBytes: 1024, architecture: "qwen2", contextLength: 4096, addedAt: 0, lastUsedAt: null
+});
+const status = (state: EngineStatus["state"], loaded: ModelInfo | null = null, progress: number | null = null): EngineStatus => ({
+    state, model: loaded, progress, message: null,
+    build: {kind: "local", gpu: false, patched: true, llamaCppRelease: "b6000", seriesHash: "abc"}
+});
+
+describe("models state", () => {
+    test("refresh reads the known models and the engine status", async () => {
+        const bridge = createFakeBridge();
+        bridge.reply("models:list", [model("m1", "/models/a.gguf")]);
+        bridge.reply("app:status", {version: "0.1.0", engine: status("idle")});
+        const models = createModels(bridge.api);
+        await models.refresh();
+        expect(models.state.models.map((m) => m.id)).toEqual(["m1"]);
+        expect(models.state.version).toBe("0.1.0");
+        expect(models.state.engine?.state).toBe("idle");
+        expect(models.state.error).toBeNull();
+    });
+
+    test("without a file dialog (headless), pick asks for a typed path, which add registers", async () => {
+        const bridge = createFakeBridge();
+        bridge.reply("models:pick", null);
+        bridge.handle("models:add", ({path}) => ({ok: true, value: model("m2", path)}));
+        const models = createModels(bridge.api);
+        expect(await models.pick()).toBeNull();
+        expect(models.state.pickUnavailable).toBe(true);
+
+        models.state.path = "  /models/b.gguf ";
+        const added = await models.add();
+        expect(added?.path).toBe("/models/b.gguf");
+        expect(models.state.models).toHaveLength(1);
+        expect(models.state.path).toBe("");
+        expect(models.state.pickUnavailable).toBe(false);
+    });
+
+    test("a picked file is added", async () => {
+        const bridge = createFakeBridge();
+        bridge.reply("models:pick", "/models/c.gguf");
+        bridge.handle("models:add", ({path}) => ({ok: true, value: model("m3", path)}));
+        const models = createModels(bridge.api);
+        expect((await models.pick())?.id).toBe("m3");
+    });
+
+    test("load follows engine:status events to ready", async () => {
+        const bridge = createFakeBridge();
+        const m1 = model("m1", "/models/a.gguf");
+        let finish: () => void = () => {};
+        bridge.handle("models:load", () => new Promise((resolve) => finish = () => resolve({ok: true, value: status("ready", m1)})));
+        const models = createModels(bridge.api);
+        const loading = models.load("m1");
+        expect(models.busy).toBe(true);
+        bridge.emit("engine:status", status("loading", null, 0.4));
+        expect(models.state.engine?.progress).toBe(0.4);
+        finish();
+        expect(await loading).toBe(true);
+        expect(models.busy).toBe(false);
+        expect(models.loadedModel?.id).toBe("m1");
+    });
+
+    test("errors surface as readable messages", async () => {
+        const bridge = createFakeBridge();
+        const models = createModels(bridge.api);
+        models.state.path = "";
+        expect(await models.add()).toBeNull();
+        expect(models.state.error).toBe("Enter the path of a .gguf model file");
+
+        bridge.handle("models:add", () => ({ok: false, error: {code: "MODEL_INVALID", message: "Not a GGUF file: /etc/passwd"}}));
+        expect(await models.add("/etc/passwd")).toBeNull();
+        expect(models.state.error).toBe("Could not add the model: Not a GGUF file: /etc/passwd");
+
+        bridge.reply("models:load", {...status("error"), message: "Out of memory"});
+        expect(await models.load("m1")).toBe(false);
+        expect(models.state.error).toBe("Could not load the model: Out of memory");
+    });
+});

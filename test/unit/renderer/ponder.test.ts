@@ -1,0 +1,70 @@
+import {describe, expect, test} from "vitest";
+import type {ConversationSummary} from "../../../preload/contract.js";
+import {createPonder} from "../../../renderer/state/ponder.svelte.js";
+import {createFakeBridge, message} from "./fakeBridge.js";
+
+const summary = (id: string, title: string): ConversationSummary => ({id, title, createdAt: 0, updatedAt: 0, messageCount: 0});
+
+function setup() {
+    const bridge = createFakeBridge();
+    const conversations = [summary("c0", "Old")];
+    bridge.handle("conversations:list", () => ({ok: true, value: [...conversations]}));
+    bridge.handle("conversations:create", () => {
+        conversations.push(summary("c1", "New conversation"));
+        return {ok: true, value: summary("c1", "New conversation")};
+    });
+    bridge.handle("conversations:get", ({id}) => ({
+        ok: true,
+        value: {
+            conversation: summary(id, "Old"),
+            settings: {systemPrompt: "", temperature: 0, maxTokens: 0},
+            messages: [message({id: "m0", role: "user", conversationId: id})]
+        }
+    }));
+    bridge.handle("chat:send", ({conversationId, text}) => ({
+        ok: true,
+        value: {
+            userMessage: message({id: "u1", role: "user", conversationId, text}),
+            assistantMessage: message({id: "a1", role: "assistant", conversationId, status: "streaming"})
+        }
+    }));
+    return {bridge, ponder: createPonder(bridge.api)};
+}
+
+describe("ponder (the composed state)", () => {
+    test("sending with no conversation open creates one first", async () => {
+        const {bridge, ponder} = setup();
+        expect(await ponder.send("Hello")).toBe(true);
+        expect(bridge.calls.map((call) => call.channel)).toContain("conversations:create");
+        expect(ponder.chat.state.conversationId).toBe("c1");
+        expect(ponder.conversations.state.selectedId).toBe("c1");
+        expect(ponder.chat.state.messages.map((m) => m.text)).toEqual(["Hello", ""]);
+    });
+
+    test("opening a conversation loads its messages into the chat", async () => {
+        const {ponder} = setup();
+        await ponder.start();
+        await ponder.openConversation("c0");
+        expect(ponder.chat.state.conversationId).toBe("c0");
+        expect(ponder.chat.state.messages.map((m) => m.id)).toEqual(["m0"]);
+    });
+
+    test("deleting the open conversation closes it", async () => {
+        const {bridge, ponder} = setup();
+        await ponder.openConversation("c0");
+        bridge.reply("conversations:delete", undefined);
+        expect(await ponder.deleteConversation("c0")).toBe(true);
+        expect(ponder.chat.state.conversationId).toBeNull();
+        expect(ponder.chat.state.messages).toEqual([]);
+    });
+
+    test("a finished answer refreshes the conversation list (titles and order change)", async () => {
+        const {bridge, ponder} = setup();
+        await ponder.send("Hello");
+        const lists = () => bridge.calls.filter((call) => call.channel === "conversations:list").length;
+        const before = lists();
+        bridge.emit("chat:done", {conversationId: "c1", message: message({id: "a1", role: "assistant", conversationId: "c1", text: "Hi"})});
+        expect(lists()).toBe(before + 1);
+        expect(ponder.chat.state.messages.at(-1)?.text).toBe("Hi");
+    });
+});
