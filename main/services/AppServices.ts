@@ -39,8 +39,16 @@ export class AppServices {
         this.conversations.delete(id);
     }
 
-    /** Loads the model used last, if it is still there; failures are reported in the engine status, not thrown. */
+    /**
+     * Loads the llama.cpp runtime (so the status says which build runs) and the model used last, if it is
+     * still there; failures are reported in the engine status, not thrown.
+     */
     async restoreLastModel(): Promise<void> {
+        try {
+            await this.engine.runtime();
+        } catch {
+            return;
+        }
         const id = this.settings.get().defaultModelId;
         if (id == null || this.db.models.get(id) == null)
             return;

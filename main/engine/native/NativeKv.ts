@@ -1,0 +1,114 @@
+import {withLock} from "lifecycle-utils";
+import type {LlamaContext} from "node-llama-cpp";
+import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
+import {ponderContextOf, type PonderAddonContext} from "./ponderAddon.js";
+import type {KvStats, ScoreSnapshot, ScoringOptions} from "./types.js";
+
+/**
+ * Ponder's native KV API on one LlamaContext: attention scoring, batched eviction that keeps the positions of the
+ * remaining tokens, and memory read-outs.
+ *
+ * Every call runs under node-llama-cpp's own lock of the context (the one its decode queue takes), so it never
+ * overlaps a decode; natively, the decode worker and these calls also share a mutex.
+ */
+export class NativeKv {
+    private readonly _context: LlamaContext;
+    private readonly _addon: PonderAddonContext;
+    private _disposed = false;
+
+    public constructor(context: LlamaContext) {
+        const addon = ponderContextOf(context);
+        if (addon == null)
+            throw new Error(`${PATCHED_BUILD_MESSAGE} (this context's binary has no Ponder KV API)`);
+
+        this._context = context;
+        this._addon = addon;
+    }
+
+    public get context(): LlamaContext {
+        return this._context;
+    }
+
+    public get disposed(): boolean {
+        return this._disposed || this._context.disposed;
+    }
+
+    /**
+     * Turns attention scoring on or off. On: every decode adds, per layer, the attention each live cell receives
+     * from the last `rows` query rows, summed over heads and rows, into `s = gamma * s + a`. Off (the default): no
+     * extra graph nodes, no cost. A change rebuilds the compute graph at the next decode.
+     */
+    public async configureScoring(options: ScoringOptions): Promise<void> {
+        const {enabled, gamma = 1, rows = 1, squared = false} = options;
+        if (!Number.isFinite(gamma) || gamma < 0 || gamma > 1)
+            throw new RangeError(`gamma must be within [0, 1], got ${gamma}`);
+        if (!Number.isInteger(rows) || rows < 1)
+            throw new RangeError(`rows must be a positive integer, got ${rows}`);
+
+        await this._withContextLock(() => this._addon.ponderSetAttnScore(enabled, rows, squared, gamma));
+    }
+
+    /**
+     * Frees the cells of `sequenceId` at `positions`, in one pass over the cells; the remaining tokens keep their
+     * positions (no K re-rotation). Refuses position 0 and the sequence's newest token. Returns the tokens removed.
+     *
+     * node-llama-cpp's own bookkeeping (`sequence.contextTokens`, `nextTokenIndex`) still counts evicted tokens.
+     */
+    public async evict(sequenceId: number, positions: Iterable<number>): Promise<number> {
+        const list = positions instanceof Int32Array ? positions : Int32Array.from(positions);
+        if (list.length === 0)
+            return 0;
+
+        return await this._withContextLock(() => this._addon.ponderEvict(sequenceId, list));
+    }
+
+    /** Cells allocated and live, their size, the eviction counters and the number of layers. */
+    public async stats(): Promise<KvStats> {
+        const stats = await this._withContextLock(() => this._addon.ponderGetKvStats());
+        return {
+            ...stats,
+            bytesAllocated: stats.cellsAllocated * stats.bytesPerCell,
+            bytesUsed: stats.cellsUsed * stats.bytesPerCell
+        };
+    }
+
+    /** Per-layer scores of the live cells of `sequenceId` (accumulated and last decode), with their positions. */
+    public async scores(sequenceId: number = 0): Promise<ScoreSnapshot> {
+        const raw = await this._withContextLock(() => this._addon.ponderGetAttnScores(sequenceId));
+        return {
+            sequenceId,
+            positions: raw.positions,
+            layers: raw.accumulated.map((accumulated, layer) => ({
+                layer,
+                positions: raw.positions,
+                accumulated,
+                last: raw.last[layer] ?? new Float32Array(raw.positions.length)
+            }))
+        };
+    }
+
+    /** Stops using the context: scoring is turned off (when the context is still alive); later calls throw. */
+    public async dispose(): Promise<void> {
+        if (this._disposed)
+            return;
+
+        this._disposed = true;
+        if (!this._context.disposed) {
+            await withLock([this._context, "context"], () => {
+                if (!this._context.disposed)
+                    this._addon.ponderSetAttnScore(false, 1, false, 1);
+            });
+        }
+    }
+
+    private async _withContextLock<T>(fn: () => T): Promise<T> {
+        if (this.disposed)
+            throw new Error("NativeKv is disposed");
+
+        return await withLock([this._context, "context"], () => {
+            if (this.disposed)
+                throw new Error("NativeKv is disposed");
+            return fn();
+        });
+    }
+}

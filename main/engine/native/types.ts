@@ -1,0 +1,66 @@
+// Types of Ponder's native KV API (the patched llama.cpp build made by native/build.mjs).
+
+/** GPU backend to load, as node-llama-cpp names it; `"auto"` takes the best local build present. */
+export type NativeGpu = "auto" | "cuda" | "metal" | "vulkan" | false;
+
+export type NativeBuildInfo = {
+    /** `"local"`: built from source by native/build.mjs (or node-llama-cpp's own build); `"prebuilt"`: a shipped binary. */
+    kind: "local" | "prebuilt",
+    /** GPU backend of the loaded build: `false` for CPU only. */
+    gpu: "cuda" | "metal" | "vulkan" | false,
+    /** Whether the loaded binary carries Ponder's native API at the version this code needs. */
+    patched: boolean,
+    /** llama.cpp release the binary was built from (node-llama-cpp's tag, e.g. `"v0.5.0"`). */
+    llamaCppRelease: string,
+    /** Hash of the patch series compiled into the binary (see native/seriesHash.mjs); `null` when unpatched. */
+    seriesHash: string | null,
+    /** Native API version of the binary; `null` when unpatched. */
+    patchVersion: number | null
+};
+
+export type ScoringOptions = {
+    /** Adds the scoring branch to every layer's graph and folds the scores after each decode. */
+    enabled: boolean,
+    /** Decay of the accumulator, s = gamma * s + a (Lethe RASR, Eq. 5); `1` accumulates like H2O. Defaults to `1`. */
+    gamma?: number,
+    /** Query rows scored per decode: the last `rows` tokens of each ubatch (1 during generation). Defaults to `1`. */
+    rows?: number,
+    /** Sum squared attention weights instead (ReFreeKV's squared norm of the last query row). Defaults to `false`. */
+    squared?: boolean
+};
+
+export type KvStats = {
+    /** KV cells reserved by the context (all sequences). */
+    cellsAllocated: number,
+    /** KV cells holding at least one token. */
+    cellsUsed: number,
+    /** Bytes of one cell: one K row and one V row of every layer, from the cache types. */
+    bytesPerCell: number,
+    bytesAllocated: number,
+    bytesUsed: number,
+    /** Layers of the model (the length of `ScoreSnapshot.layers`). */
+    layers: number,
+    /** Tokens removed by `evict` since the context was created. */
+    tokensEvicted: number,
+    /** `evict` calls that removed tokens or not. */
+    pruneCalls: number,
+    /** Whether attention scoring is on. */
+    scoring: boolean
+};
+
+export type LayerScores = {
+    layer: number,
+    /** Position of each live cell of the sequence, in cell order (the same array for every layer). */
+    positions: Int32Array,
+    /** Decayed accumulated score of each cell; a cell starts from 0 when it is (re)used. */
+    accumulated: Float32Array,
+    /** Score of the last decode: attention mass (or squared mass) the cell received, summed over heads and rows. */
+    last: Float32Array
+};
+
+export type ScoreSnapshot = {
+    sequenceId: number,
+    /** Position of each live cell of the sequence, in cell order. */
+    positions: Int32Array,
+    layers: LayerScores[]
+};
