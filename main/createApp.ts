@@ -19,5 +19,5 @@ export type CreateAppOptions = {
 export function createApp(options: CreateAppOptions): AppServices {
     const db = new AppDatabase(path.join(options.dataDir, "ponder.sqlite"));
     const engine = new Engine({loadLlama: options.loadLlama ?? loadRuntime, contextSize: options.contextSize});
-    return new AppServices(db, engine, options.emit, {version: options.version, chat: options.chat});
+    return new AppServices(db, engine, options.emit, {version: options.version, modelsDir: path.join(options.dataDir, "models"), chat: options.chat});
 }

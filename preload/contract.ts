@@ -74,14 +74,110 @@ export type MessageDto = {
     /** Milliseconds from request to last token. */
     totalMs: number,
     error: string | null,
+    stats: MessageStats | null,
     createdAt: number
 };
 
-/** Per-conversation settings; compression policy and budget live here. */
+export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv";
+export type KvCacheType = "f16" | "q8_0" | "q4_0";
+
+/** The KV allocation of a conversation: a number of cells, a size in MiB, or the model's context. */
+export type KvBudget = {kind: "auto"} | {kind: "cells", cells: number} | {kind: "mib", mib: number};
+
+/** Each policy's parameters, with the papers' defaults (see main/engine/policies). */
+export type PolicyParams = {
+    streamingllm: {sinks: number},
+    h2o: {heavyRatio: number},
+    lethe: {sparseRatio: number, recentRatio: number, segments: number, sinks: number, gamma: number, initialEvictRatio: number},
+    refreekv: {threshold: number, firstM: number, wholeLayers: number}
+};
+
+export type CompressionSettings = {
+    policy: PolicyId,
+    budget: KvBudget,
+    kvType: KvCacheType,
+    flashAttention: boolean,
+    /** How per-layer selections become one set of cells to free. */
+    combine: "union" | "aggregate",
+    /** Generated tokens between prune rounds. */
+    pruneEvery: number,
+    params: PolicyParams
+};
+
+/** Per-conversation settings: sampling, and the compression policy with its KV budget. */
 export type ConversationSettings = {
     systemPrompt: string,
     temperature: number,
-    maxTokens: number
+    maxTokens: number,
+    compression: CompressionSettings
+};
+
+/** One reading of the KV memory of a generation (DESIGN §5). */
+export type KvSample = {
+    /** Tokens generated in this answer so far. */
+    step: number,
+    /** Tokens in the conversation's sequence (prompt and answer, kept or not). */
+    tokensSeen: number,
+    cellsLive: number,
+    cellsAllocated: number,
+    bytesPerCell: number,
+    allocatedBytes: number,
+    liveBytes: number,
+    /** What a full cache would hold now: tokensSeen x bytesPerCell. */
+    fullBytes: number,
+    pruneRounds: number,
+    tokensEvicted: number,
+    forcedDrops: number,
+    /** Per layer, the share of live cells that layer's own selection keeps (1 = all). */
+    keptPerLayer: number[],
+    /** Per layer, Hoyer sparsity of its attention scores (Lethe Eq. 1). */
+    sparsityPerLayer: number[],
+    /** Milliseconds spent reading scores and choosing cells. */
+    scoringMs: number,
+    tokensPerSecond: number
+};
+
+export type MessageStats = {
+    policy: PolicyId,
+    budgetCells: number,
+    /** Samples every few tokens while generating, then the last one. */
+    samples: KvSample[]
+};
+
+/** What a budget means for a model, shown before it is applied. */
+export type BudgetEstimate = {
+    cells: number,
+    bytesPerCell: number,
+    bytes: number,
+    /** Bytes of a full cache at the model's own context length. */
+    fullContextBytes: number | null,
+    modelContextLength: number | null,
+    freeMemoryBytes: number,
+    fits: boolean,
+    /** Whether the model's architecture supports pruning; Full KV always works. */
+    compressionSupported: boolean,
+    notes: string[]
+};
+
+export type ModelDetails = ModelInfo & {
+    layers: number | null,
+    headCount: number | null,
+    headCountKv: number | null,
+    embeddingLength: number | null,
+    kvBytesPerToken: number | null,
+    compressionSupported: boolean,
+    compressionNote: string | null
+};
+
+export type DownloadState = "downloading" | "done" | "cancelled" | "error";
+export type DownloadStatus = {
+    downloadId: string,
+    uri: string,
+    state: DownloadState,
+    downloadedBytes: number,
+    totalBytes: number,
+    error: string | null,
+    model: ModelInfo | null
 };
 
 export type ConversationDetail = {
@@ -112,12 +208,20 @@ export type Requests = {
     "models:pick": {req: void, res: string | null},
     "models:remove": {req: {id: string}, res: void},
     "models:load": {req: {id: string}, res: EngineStatus},
+    "models:details": {req: {id: string}, res: ModelDetails},
+    /** Downloads a GGUF by URL or Hugging Face URI (`hf:user/repo:quant`); progress arrives as `models:download` events. */
+    "models:download": {req: {uri: string}, res: DownloadStatus},
+    "models:cancelDownload": {req: {downloadId: string}, res: void},
+    "models:downloads": {req: void, res: DownloadStatus[]},
+    /** What a compression setting means for a model (the loaded one when `modelId` is absent). */
+    "compression:estimate": {req: {modelId?: string, compression: CompressionSettings}, res: BudgetEstimate},
     "conversations:list": {req: {query?: string}, res: ConversationSummary[]},
     "conversations:create": {req: {title?: string}, res: ConversationSummary},
     "conversations:rename": {req: {id: string, title: string}, res: ConversationSummary},
     "conversations:delete": {req: {id: string}, res: void},
     "conversations:get": {req: {id: string}, res: ConversationDetail},
     "conversations:updateSettings": {req: {id: string, settings: Partial<ConversationSettings>}, res: ConversationSettings},
+    "conversations:export": {req: {id: string, format: "markdown" | "json"}, res: {fileName: string, mimeType: string, content: string}},
     "chat:send": {req: {conversationId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
     "chat:regenerate": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
     "chat:stop": {req: {conversationId: string}, res: void},
@@ -137,7 +241,12 @@ export type Events = {
         elapsedMs: number
     },
     /** The final state of a message that stopped streaming (complete, stopped or error). */
-    "chat:done": {conversationId: string, message: MessageDto}
+    "chat:done": {conversationId: string, message: MessageDto},
+    /** A KV memory reading while an answer streams. */
+    "chat:memory": {conversationId: string, messageId: string, sample: KvSample},
+    /** Progress of a context rebuild after a compression change (0 to 1). */
+    "chat:rebuild": {conversationId: string, progress: number},
+    "models:download": DownloadStatus
 };
 
 export type RequestChannel = keyof Requests;
@@ -147,10 +256,11 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
     "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
+    "models:details", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate",
     "conversations:list", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
-    "conversations:updateSettings", "chat:send", "chat:regenerate", "chat:stop", "shell:openExternal"
+    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:stop", "shell:openExternal"
 ] as const satisfies readonly RequestChannel[];
-export const eventChannels = ["engine:status", "chat:delta", "chat:done"] as const satisfies readonly EventChannel[];
+export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download"] as const satisfies readonly EventChannel[];
 
 /** What the preload bridge exposes as `window.ponder`. */
 export type PonderApi = {

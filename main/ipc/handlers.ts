@@ -1,5 +1,6 @@
 import type {Req, RequestChannel, Res} from "../../preload/contract.js";
 import type {AppServices} from "../services/AppServices.js";
+import {exportConversation} from "../services/exportConversation.js";
 
 /** What only the host (Electron, or the headless server) can do. */
 export type Platform = {
@@ -22,12 +23,18 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "models:pick": () => platform.pickModelFile(),
         "models:remove": ({id}) => services.models.remove(id),
         "models:load": ({id}) => services.models.load(id),
+        "models:details": ({id}) => services.models.details(id),
+        "models:download": ({uri}) => services.downloads.start(uri),
+        "models:cancelDownload": ({downloadId}) => services.downloads.cancel(downloadId),
+        "models:downloads": () => services.downloads.list(),
+        "compression:estimate": ({modelId, compression}) => services.compression.estimate(compression, modelId),
         "conversations:list": ({query}) => services.conversations.list(query),
         "conversations:create": ({title}) => services.conversations.create(title),
         "conversations:rename": ({id, title}) => services.conversations.rename(id, title),
         "conversations:delete": ({id}) => services.deleteConversation(id),
         "conversations:get": ({id}) => services.conversations.get(id),
         "conversations:updateSettings": ({id, settings}) => services.conversations.updateSettings(id, settings),
+        "conversations:export": ({id, format}) => exportConversation(services.conversations.get(id), format),
         "chat:send": ({conversationId, text}) => services.chat.send(conversationId, text),
         "chat:regenerate": ({conversationId}) => services.chat.regenerate(conversationId),
         "chat:stop": ({conversationId}) => services.chat.stop(conversationId),

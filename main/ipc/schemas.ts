@@ -1,26 +1,35 @@
 import {z} from "zod";
-import type {Req, RequestChannel} from "../../preload/contract.js";
-import {appSettingsSchema, conversationSettingsSchema} from "../services/schemas.js";
+import type {AppSettings, Req, RequestChannel} from "../../preload/contract.js";
+import {appSettingsSchema, compressionSettingsSchema, conversationSettingsSchema} from "../services/schemas.js";
 
 const id = z.string().min(1).max(200);
-const none = z.undefined().or(z.null()).transform(() => undefined);
+const none = z.undefined().or(z.null()).transform((): void => undefined);
 
 /** One schema per request channel: every payload from a renderer is parsed before a handler sees it. */
 export const requestSchemas = {
     "app:status": none,
     "settings:get": none,
-    "settings:update": appSettingsSchema.partial().strict(),
+    "settings:update": appSettingsSchema.partial().strict() as z.ZodType<Partial<AppSettings>>,
     "models:list": none,
     "models:add": z.object({path: z.string().min(1).max(4096)}).strict(),
     "models:pick": none,
     "models:remove": z.object({id}).strict(),
     "models:load": z.object({id}).strict(),
+    "models:details": z.object({id}).strict(),
+    "models:download": z.object({uri: z.string().min(1).max(4096)}).strict(),
+    "models:cancelDownload": z.object({downloadId: id}).strict(),
+    "models:downloads": none,
+    "compression:estimate": z.object({modelId: id.optional(), compression: compressionSettingsSchema}).strict(),
     "conversations:list": z.object({query: z.string().max(200).optional()}).strict(),
     "conversations:create": z.object({title: z.string().max(500).optional()}).strict(),
     "conversations:rename": z.object({id, title: z.string().max(500)}).strict(),
     "conversations:delete": z.object({id}).strict(),
     "conversations:get": z.object({id}).strict(),
-    "conversations:updateSettings": z.object({id, settings: conversationSettingsSchema.partial().strict()}).strict(),
+    "conversations:updateSettings": z.object({
+        id,
+        settings: conversationSettingsSchema.extend({compression: compressionSettingsSchema.partial().strict()}).partial().strict()
+    }).strict() as z.ZodType<Req<"conversations:updateSettings">>,
+    "conversations:export": z.object({id, format: z.enum(["markdown", "json"])}).strict(),
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),
     "chat:regenerate": z.object({conversationId: id}).strict(),
     "chat:stop": z.object({conversationId: id}).strict(),

@@ -2,13 +2,17 @@ import type {AppStatus} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {Engine} from "../engine/Engine.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
+import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
+import {DownloadService} from "./DownloadService.js";
 import {ModelService} from "./ModelService.js";
 import {SettingsService} from "./SettingsService.js";
 import type {Clock, Emit} from "./types.js";
 
 export type AppServicesOptions = {
     version: string,
+    /** Folder downloaded models go to. */
+    modelsDir: string,
     chat?: ChatServiceOptions,
     now?: Clock
 };
@@ -19,6 +23,8 @@ export class AppServices {
     readonly conversations: ConversationService;
     readonly models: ModelService;
     readonly chat: ChatService;
+    readonly downloads: DownloadService;
+    readonly compression: CompressionService;
 
     constructor(readonly db: AppDatabase, readonly engine: Engine, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
@@ -26,6 +32,8 @@ export class AppServices {
         this.conversations = new ConversationService(db, this.settings, now);
         this.models = new ModelService(db, engine, this.settings, now);
         this.chat = new ChatService(db, engine, this.conversations, emit, now, _options.chat);
+        this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
+        this.compression = new CompressionService(engine, this.models);
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
     }
@@ -60,6 +68,7 @@ export class AppServices {
     }
 
     async dispose(): Promise<void> {
+        await this.downloads.dispose();
         await this.chat.dispose();
         await this.engine.dispose();
         this.db.dispose();

@@ -4,7 +4,7 @@ import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
 import {toConversationSummary, toMessageDto} from "./dto.js";
-import {conversationSettingsSchema} from "./schemas.js";
+import {conversationSettingsSchema, mergeConversationSettings} from "./schemas.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {Clock} from "./types.js";
 
@@ -48,27 +48,25 @@ export class ConversationService {
     }
 
     updateSettings(id: string, patch: Partial<ConversationSettings>): ConversationSettings {
-        const merged = conversationSettingsSchema.parse({...this.settingsOf(this._require(id)), ...patch});
+        const current = this.settingsOf(this._require(id));
+        const merged = conversationSettingsSchema.parse({
+            ...current,
+            ...patch,
+            compression: patch.compression == null ? current.compression : {...current.compression, ...patch.compression}
+        });
         this._db.conversations.updateSettings(id, JSON.stringify(merged), this._now());
         return merged;
     }
 
-    /** Stored settings over the current defaults; a field that no longer validates falls back to its default. */
+    /** Stored settings over the current defaults (see mergeConversationSettings). */
     settingsOf(row: ConversationRow): ConversationSettings {
-        const defaults = this._settings.get().defaultConversationSettings;
-        let stored: Record<string, unknown> = {};
+        let stored: unknown = {};
         try {
-            stored = JSON.parse(row.settings) as Record<string, unknown>;
+            stored = JSON.parse(row.settings);
         } catch {
             // A damaged settings column must not make the conversation unreadable.
         }
-        const merged: Record<string, unknown> = {...defaults};
-        for (const key of Object.keys(defaults) as (keyof ConversationSettings)[]) {
-            const field = conversationSettingsSchema.shape[key].safeParse(stored[key]);
-            if (field.success)
-                merged[key] = field.data;
-        }
-        return merged as ConversationSettings;
+        return mergeConversationSettings(this._settings.get().defaultConversationSettings, stored);
     }
 
     require(id: string): ConversationRow {

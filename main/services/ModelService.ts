@@ -1,5 +1,8 @@
 import {randomUUID} from "node:crypto";
-import type {EngineStatus, ModelInfo} from "../../preload/contract.js";
+import type {EngineStatus, ModelDetails, ModelInfo} from "../../preload/contract.js";
+import {compressionSupport} from "../engine/compressionSupport.js";
+import {kvBytesPerCell} from "../engine/kvMemory.js";
+import type {ModelInspection} from "../engine/types.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {Engine} from "../engine/Engine.js";
@@ -38,6 +41,26 @@ export class ModelService {
         return toModelInfo(this._db.models.getByPath(inspection.path)!);
     }
 
+    /** The model's shape and what its KV cache costs, read from the GGUF header. */
+    async details(id: string): Promise<ModelDetails> {
+        const row = this._require(id);
+        const inspection = await inspectModel(row.path).catch((): ModelInspection | null => null);
+        const stored = inspection ?? (JSON.parse(row.metadata) as Partial<ModelInspection>);
+        const shape = {layers: stored.layers ?? null, headCount: stored.headCount ?? null, headCountKv: stored.headCountKv ?? null, embeddingLength: stored.embeddingLength ?? null};
+        const support = compressionSupport(row.architecture);
+        return {
+            ...toModelInfo(row),
+            ...shape,
+            kvBytesPerToken: kvBytesPerCell(shape),
+            compressionSupported: support.supported,
+            compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note
+        };
+    }
+
+    inspectionOf(id: string): ModelInspection {
+        return JSON.parse(this._require(id).metadata) as ModelInspection;
+    }
+
     remove(id: string): void {
         if (this._engine.status.model?.id === id)
             throw new AppError("BUSY", "This model is loaded: load another model before removing it");
@@ -48,13 +71,18 @@ export class ModelService {
     }
 
     async load(id: string): Promise<EngineStatus> {
-        const row = this._db.models.get(id);
-        if (row == null)
-            throw new AppError("NOT_FOUND", `Model ${id} is not known`);
+        const row = this._require(id);
 
         await this._engine.loadModel(row.path, toModelInfo(row));
         this._db.models.markUsed(id, this._now());
         this._settings.update({defaultModelId: id});
         return this._engine.status;
+    }
+
+    private _require(id: string) {
+        const row = this._db.models.get(id);
+        if (row == null)
+            throw new AppError("NOT_FOUND", `Model ${id} is not known`);
+        return row;
     }
 }

@@ -1,6 +1,6 @@
 import type {AppSettings} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import {appSettingsSchema, defaultAppSettings} from "./schemas.js";
+import {appSettingsSchema, defaultAppSettings, defaultConversationSettings, mergeConversationSettings} from "./schemas.js";
 
 const key = "app";
 
@@ -8,7 +8,12 @@ export class SettingsService {
     constructor(private readonly _db: AppDatabase) {}
 
     get(): AppSettings {
-        const parsed = appSettingsSchema.safeParse({...defaultAppSettings, ...(this._db.settings.get(key) as object | undefined)});
+        const stored = (this._db.settings.get(key) ?? {}) as Partial<AppSettings>;
+        const parsed = appSettingsSchema.safeParse({
+            ...defaultAppSettings,
+            ...stored,
+            defaultConversationSettings: mergeConversationSettings(defaultConversationSettings, stored.defaultConversationSettings)
+        });
         return parsed.success ? parsed.data : defaultAppSettings;
     }
 

@@ -1,4 +1,4 @@
-import type {ConversationSummary, MessageDto, ModelInfo} from "../../preload/contract.js";
+import type {ConversationSummary, MessageDto, MessageStats, ModelInfo} from "../../preload/contract.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
 
 export function toConversationSummary(row: ConversationRow): ConversationSummary {
@@ -19,6 +19,7 @@ export function toMessageDto(row: MessageRow): MessageDto {
         thinkingMs: row.thinking_ms,
         totalMs: row.total_ms,
         error: row.error,
+        stats: parseStats(row.stats),
         createdAt: row.created_at
     };
 }
@@ -34,4 +35,13 @@ export function toModelInfo(row: ModelRow): ModelInfo {
         addedAt: row.added_at,
         lastUsedAt: row.last_used_at
     };
+}
+
+function parseStats(json: string): MessageStats | null {
+    try {
+        const stats = JSON.parse(json) as Partial<MessageStats>;
+        return Array.isArray(stats.samples) ? stats as MessageStats : null;
+    } catch {
+        return null;
+    }
 }

@@ -1,26 +1,118 @@
 import {z} from "zod";
-import type {AppSettings, ConversationSettings} from "../../preload/contract.js";
+import type {AppSettings, CompressionSettings, ConversationSettings} from "../../preload/contract.js";
+import {h2oPolicy} from "../engine/policies/h2o.js";
+import {lethePolicy} from "../engine/policies/lethe.js";
+import {refreeKvPolicy} from "../engine/policies/refreekv.js";
+import {streamingLlmPolicy} from "../engine/policies/streamingLlm.js";
+
+/** Smallest KV budget accepted: sinks, a recent window and room for a prompt. */
+export const minBudgetCells = 64;
+export const maxBudgetCells = 1_048_576;
+
+const budgetSchema = z.discriminatedUnion("kind", [
+    z.object({kind: z.literal("auto")}).strict(),
+    z.object({kind: z.literal("cells"), cells: z.number().int()
+        .min(minBudgetCells, `A KV budget below ${minBudgetCells} cells cannot hold a prompt and a recent window`)
+        .max(maxBudgetCells, `A KV budget above ${maxBudgetCells} cells is more than any model here can address`)}).strict(),
+    z.object({kind: z.literal("mib"), mib: z.number().positive("A KV budget must be more than 0 MiB").max(1_048_576, "A KV budget above 1 TiB is not a budget")}).strict()
+]);
+
+const paramsSchema = z.object({
+    streamingllm: z.object({sinks: z.number().int().min(0).max(256)}).strict(),
+    h2o: z.object({heavyRatio: z.number().min(0.05).max(0.95)}).strict(),
+    lethe: z.object({
+        sparseRatio: z.number().gt(1, "tau (sparse_ratio) must be above 1").max(1e9),
+        recentRatio: z.number().min(0).max(0.9),
+        segments: z.number().int().min(2).max(256),
+        sinks: z.number().int().min(0).max(256),
+        gamma: z.number().gt(0).max(1),
+        initialEvictRatio: z.number().min(0.05).max(1)
+    }).strict(),
+    refreekv: z.object({
+        threshold: z.number().gt(0, "T must be above 0").lt(1, "T must be below 1"),
+        firstM: z.number().int().min(0).max(256),
+        wholeLayers: z.number().int().min(0).max(16)
+    }).strict()
+}).strict();
+
+export const compressionSettingsSchema = z.object({
+    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv"]),
+    budget: budgetSchema,
+    kvType: z.enum(["f16", "q8_0", "q4_0"]),
+    flashAttention: z.boolean(),
+    combine: z.enum(["union", "aggregate"]),
+    pruneEvery: z.number().int().min(1).max(4096),
+    params: paramsSchema
+}).strict() satisfies z.ZodType<CompressionSettings>;
+
+export const defaultCompressionSettings: CompressionSettings = {
+    policy: "full",
+    budget: {kind: "auto"},
+    kvType: "f16",
+    flashAttention: false,
+    combine: "aggregate",
+    pruneEvery: 16,
+    params: {
+        streamingllm: {...streamingLlmPolicy.defaults},
+        h2o: {...h2oPolicy.defaults},
+        lethe: {...lethePolicy.defaults},
+        refreekv: {...refreeKvPolicy.defaults}
+    }
+};
 
 export const conversationSettingsSchema = z.object({
     systemPrompt: z.string().max(20_000),
     temperature: z.number().min(0).max(2),
-    maxTokens: z.number().int().min(1).max(131_072)
-}) satisfies z.ZodType<ConversationSettings>;
+    maxTokens: z.number().int().min(1).max(131_072),
+    compression: compressionSettingsSchema
+}).strict() satisfies z.ZodType<ConversationSettings>;
 
 export const defaultConversationSettings: ConversationSettings = {
     systemPrompt: "",
     temperature: 0.6,
-    maxTokens: 4096
+    maxTokens: 4096,
+    compression: defaultCompressionSettings
 };
 
 export const appSettingsSchema = z.object({
     theme: z.enum(["system", "light", "dark"]),
     defaultModelId: z.string().max(200).nullable(),
     defaultConversationSettings: conversationSettingsSchema
-}) satisfies z.ZodType<AppSettings>;
+}).strict() satisfies z.ZodType<AppSettings>;
 
 export const defaultAppSettings: AppSettings = {
     theme: "system",
     defaultModelId: null,
     defaultConversationSettings
 };
+
+/**
+ * Stored settings over the defaults, field by field: a field that no longer validates (an older or damaged
+ * row) falls back to its default instead of making the conversation unreadable.
+ */
+export function mergeConversationSettings(defaults: ConversationSettings, stored: unknown): ConversationSettings {
+    const source = typeof stored === "object" && stored != null ? stored as Record<string, unknown> : {};
+    const merged: Record<string, unknown> = {...defaults};
+    for (const key of ["systemPrompt", "temperature", "maxTokens"] as const) {
+        const field = conversationSettingsSchema.shape[key].safeParse(source[key]);
+        if (field.success)
+            merged[key] = field.data;
+    }
+    const compression = typeof source.compression === "object" && source.compression != null ? source.compression as Record<string, unknown> : {};
+    const mergedCompression: Record<string, unknown> = {...defaults.compression};
+    for (const key of ["policy", "budget", "kvType", "flashAttention", "combine", "pruneEvery"] as const) {
+        const field = compressionSettingsSchema.shape[key].safeParse(compression[key]);
+        if (field.success)
+            mergedCompression[key] = field.data;
+    }
+    const params = typeof compression.params === "object" && compression.params != null ? compression.params as Record<string, unknown> : {};
+    const mergedParams: Record<string, unknown> = {...defaults.compression.params};
+    for (const key of ["streamingllm", "h2o", "lethe", "refreekv"] as const) {
+        const field = paramsSchema.shape[key].safeParse({...defaults.compression.params[key], ...(params[key] as object | undefined)});
+        if (field.success)
+            mergedParams[key] = field.data;
+    }
+    mergedCompression.params = mergedParams;
+    merged.compression = mergedCompression;
+    return merged as ConversationSettings;
+}

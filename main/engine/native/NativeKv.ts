@@ -14,6 +14,7 @@ import type {KvStats, ScoreSnapshot, ScoringOptions} from "./types.js";
 export class NativeKv {
     private readonly _context: LlamaContext;
     private readonly _addon: PonderAddonContext;
+    private readonly _originalContextSize: number;
     private _disposed = false;
 
     public constructor(context: LlamaContext) {
@@ -23,6 +24,7 @@ export class NativeKv {
 
         this._context = context;
         this._addon = addon;
+        this._originalContextSize = context.contextSize;
     }
 
     public get context(): LlamaContext {
@@ -87,12 +89,30 @@ export class NativeKv {
         };
     }
 
-    /** Stops using the context: scoring is turned off (when the context is still alive); later calls throw. */
+    /**
+     * node-llama-cpp counts positions, not live cells: once a sequence's next position reaches `context.contextSize`,
+     * it shifts the context (erases the oldest tokens and re-rotates K for every later one). `evict` frees cells but
+     * keeps positions, so let positions run up to `limit` instead (the model's training context, say). The KV cache
+     * still has `cellsAllocated` cells: a decode that finds none free fails ("could not find a KV slot"), so evict
+     * before they run out. This changes what node-llama-cpp reports as `contextSize` for the whole context, and
+     * therefore how much chat history LlamaChat fits. `dispose()` restores it.
+     */
+    public setPositionLimit(limit: number): void {
+        if (!Number.isInteger(limit) || limit < this._originalContextSize)
+            throw new RangeError(`the position limit must be an integer of at least the context size (${this._originalContextSize}), got ${limit}`);
+        if (this.disposed)
+            throw new Error("NativeKv is disposed");
+
+        (this._context as unknown as {_contextSize: number})._contextSize = limit;
+    }
+
+    /** Stops using the context: scoring is turned off and the position limit restored; later calls throw. */
     public async dispose(): Promise<void> {
         if (this._disposed)
             return;
 
         this._disposed = true;
+        (this._context as unknown as {_contextSize: number})._contextSize = this._originalContextSize;
         if (!this._context.disposed) {
             await withLock([this._context, "context"], () => {
                 if (!this._context.disposed)

@@ -9,7 +9,7 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 function dispatcher() {
-    const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t"});
+    const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/ponder-test-models"});
     return createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
 }
 

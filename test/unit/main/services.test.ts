@@ -10,7 +10,7 @@ function setup() {
     const db = new AppDatabase(":memory:");
     const services = new AppServices(db, engine.asEngine(), <C extends EventChannel>(channel: C, payload: Events[C]) => {
         events.push({channel, payload});
-    }, {version: "test", chat: {flushIntervalMs: 0}});
+    }, {version: "test", modelsDir: "/tmp/ponder-test-models", chat: {flushIntervalMs: 0}});
     return {engine, events, db, services};
 }
 

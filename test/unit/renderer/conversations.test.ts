@@ -1,7 +1,7 @@
 import {describe, expect, test} from "vitest";
 import type {ConversationSummary} from "../../../preload/contract.js";
 import {createConversations} from "../../../renderer/state/conversations.svelte.js";
-import {createFakeBridge, message} from "./fakeBridge.js";
+import {createFakeBridge, message, conversationSettings} from "./fakeBridge.js";
 
 const summary = (id: string, title: string, updatedAt: number): ConversationSummary =>
     ({id, title, createdAt: 0, updatedAt, messageCount: 0});
@@ -60,7 +60,7 @@ describe("conversations state", () => {
             ok: true,
             value: {
                 conversation: summary(id, "Sky colour", 3),
-                settings: {systemPrompt: "", temperature: 0.6, maxTokens: 4096},
+                settings: conversationSettings(),
                 messages: [message({id: "m1", role: "user", conversationId: id})]
             }
         }));
@@ -80,7 +80,7 @@ describe("conversations state", () => {
         const {bridge, conversations} = await setup();
         let release: () => void = () => {};
         bridge.handle("conversations:get", ({id}) => new Promise((resolve) => {
-            const value = {conversation: summary(id, id, 1), settings: {systemPrompt: "", temperature: 0, maxTokens: 0}, messages: []};
+            const value = {conversation: summary(id, id, 1), settings: conversationSettings(), messages: []};
             if (id === "a")
                 release = () => resolve({ok: true, value});
             else

@@ -1,4 +1,4 @@
-import type {ErrorCode, EventChannel, Events, MessageDto, PonderApi, Req, RequestChannel, Res, Result} from "../../../preload/contract.js";
+import type {ErrorCode, EventChannel, Events, MessageDto, PonderApi, Req, RequestChannel, Res, Result, ConversationSettings} from "../../../preload/contract.js";
 
 type Handler<C extends RequestChannel> = (payload: Req<C>) => Result<Res<C>> | Promise<Result<Res<C>>>;
 type AnyHandler = (payload: unknown) => Result<unknown> | Promise<Result<unknown>>;
@@ -51,6 +51,21 @@ export function createFakeBridge() {
 export function message(overrides: Partial<MessageDto> & Pick<MessageDto, "id" | "role">): MessageDto {
     return {
         conversationId: "c1", text: "", thinking: "", status: "complete", promptTokens: 0, thinkingTokens: 0, answerTokens: 0,
-        thinkingMs: 0, totalMs: 0, error: null, createdAt: 0, ...overrides
+        thinkingMs: 0, totalMs: 0, error: null, stats: null, createdAt: 0, ...overrides
+    };
+}
+
+export function conversationSettings(overrides: Partial<ConversationSettings> = {}): ConversationSettings {
+    return {
+        systemPrompt: "", temperature: 0.6, maxTokens: 4096,
+        compression: {
+            policy: "full", budget: {kind: "auto"}, kvType: "f16", flashAttention: false, combine: "aggregate", pruneEvery: 16,
+            params: {
+                streamingllm: {sinks: 4}, h2o: {heavyRatio: 0.5},
+                lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
+                refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2}
+            }
+        },
+        ...overrides
     };
 }

@@ -1,7 +1,7 @@
 import {describe, expect, test} from "vitest";
 import type {ConversationSummary} from "../../../preload/contract.js";
 import {createPonder} from "../../../renderer/state/ponder.svelte.js";
-import {createFakeBridge, message} from "./fakeBridge.js";
+import {createFakeBridge, message, conversationSettings} from "./fakeBridge.js";
 
 const summary = (id: string, title: string): ConversationSummary => ({id, title, createdAt: 0, updatedAt: 0, messageCount: 0});
 
@@ -17,7 +17,7 @@ function setup() {
         ok: true,
         value: {
             conversation: summary(id, "Old"),
-            settings: {systemPrompt: "", temperature: 0, maxTokens: 0},
+            settings: conversationSettings(),
             messages: [message({id: "m0", role: "user", conversationId: id})]
         }
     }));

@@ -1,11 +1,11 @@
 import {describe, expect, test} from "vitest";
 import {createSettings} from "../../../renderer/state/settings.svelte.js";
-import {createFakeBridge} from "./fakeBridge.js";
+import {createFakeBridge, conversationSettings} from "./fakeBridge.js";
 
 describe("settings state", () => {
     test("the theme applies at once and reverts when it cannot be saved", async () => {
         const bridge = createFakeBridge();
-        const defaults = {systemPrompt: "", temperature: 0.6, maxTokens: 4096};
+        const defaults = conversationSettings();
         bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults});
         const settings = createSettings(bridge.api);
         await settings.load();

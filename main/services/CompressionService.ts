@@ -1,0 +1,82 @@
+import os from "node:os";
+import type {BudgetEstimate, CompressionSettings} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import {compressionSupport} from "../engine/compressionSupport.js";
+import type {Engine} from "../engine/Engine.js";
+import {kvBytesPerCell} from "../engine/kvMemory.js";
+import type {ModelInspection} from "../engine/types.js";
+import type {ModelService} from "./ModelService.js";
+
+const mib = 1024 * 1024;
+
+/** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
+export class CompressionService {
+    constructor(private readonly _engine: Engine, private readonly _models: ModelService) {}
+
+    async estimate(compression: CompressionSettings, modelId?: string): Promise<BudgetEstimate> {
+        const model = modelId != null ? this._models.inspectionOf(modelId) : this._engine.inspection;
+        if (model == null)
+            throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
+        return estimateBudget(model, compression, await this._freeMemory());
+    }
+
+    private async _freeMemory(): Promise<number> {
+        const build = this._engine.status.build;
+        if (build?.gpu !== false && build != null) {
+            const {llama} = await this._engine.runtime();
+            return (await llama.getVramState()).free;
+        }
+        return os.freemem();
+    }
+}
+
+/** Pure: the budget's cells and bytes for this model, and whether that fits in `freeMemoryBytes`. */
+export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number): BudgetEstimate {
+    const bytesPerCell = kvBytesPerCell(model, {k: compression.kvType, v: compression.kvType});
+    if (bytesPerCell == null)
+        throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
+
+    const notes: string[] = [];
+    const contextLength = model.contextLength;
+    let cells: number;
+    if (compression.budget.kind === "cells")
+        cells = compression.budget.cells;
+    else if (compression.budget.kind === "mib")
+        cells = Math.floor((compression.budget.mib * mib) / bytesPerCell);
+    else {
+        // auto: the model's context, capped at half the free memory.
+        const byMemory = Math.floor(freeMemoryBytes / 2 / bytesPerCell);
+        cells = Math.min(contextLength ?? 8192, byMemory);
+        if (contextLength != null && byMemory < contextLength)
+            notes.push(`Capped at half the free memory: the model's ${contextLength}-token context would need ${formatMib(contextLength * bytesPerCell)}.`);
+    }
+    if (cells < 64)
+        notes.push(`${cells} cells is below the smallest usable budget of 64 cells.`);
+    if (contextLength != null && cells > contextLength && compression.policy === "full")
+        notes.push(`With Full KV, tokens past the model's trained context (${contextLength}) are unlikely to help.`);
+
+    const support = compressionSupport(model.architecture);
+    if (!support.supported && compression.policy !== "full")
+        notes.push(support.note!);
+    if (compression.policy === "full")
+        notes.push(`Full KV keeps every token: the answer stops when ${cells} cells are used.`);
+    else
+        notes.push(`${compression.policy} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
+
+    const bytes = cells * bytesPerCell;
+    return {
+        cells,
+        bytesPerCell,
+        bytes,
+        fullContextBytes: contextLength != null ? contextLength * bytesPerCell : null,
+        modelContextLength: contextLength,
+        freeMemoryBytes,
+        fits: bytes <= freeMemoryBytes && cells >= 64,
+        compressionSupported: support.supported,
+        notes
+    };
+}
+
+function formatMib(bytes: number): string {
+    return `${(bytes / mib).toFixed(1)} MiB`;
+}

@@ -1,0 +1,89 @@
+import {describe, expect, it} from "vitest";
+import {estimateBudget} from "../../../main/services/CompressionService.js";
+import {compressionSettingsSchema, defaultCompressionSettings, defaultConversationSettings, mergeConversationSettings} from "../../../main/services/schemas.js";
+import {exportConversation} from "../../../main/services/exportConversation.js";
+import type {ModelInspection} from "../../../main/engine/types.js";
+import {AppDatabase} from "../../../main/db/AppDatabase.js";
+import {AppServices} from "../../../main/services/AppServices.js";
+import {FakeEngine} from "./FakeEngine.js";
+
+const qwen15b: ModelInspection = {
+    path: "/m.gguf", name: "R1-Distill-Qwen-1.5B", sizeBytes: 1, architecture: "qwen2", contextLength: 131072,
+    layers: 28, headCount: 12, headCountKv: 2, embeddingLength: 1536, hasChatTemplate: true
+};
+
+describe("budget estimate", () => {
+    it("turns cells and MiB into bytes with the model's own shape", () => {
+        const cells = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        expect(cells).toMatchObject({cells: 4096, bytesPerCell: 28672, bytes: 4096 * 28672, fits: true, compressionSupported: true});
+        const mib = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "mib", mib: 112}}, 8 * 2 ** 30);
+        expect(mib.cells).toBe(4096);
+        const q8 = estimateBudget(qwen15b, {...defaultCompressionSettings, kvType: "q8_0", budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        expect(q8.bytes).toBeLessThan(cells.bytes * 0.6);
+    });
+
+    it("caps auto at half the free memory and says so; reports a budget that does not fit", () => {
+        const auto = estimateBudget(qwen15b, defaultCompressionSettings, 2 ** 30);
+        expect(auto.cells).toBe(Math.floor(2 ** 29 / 28672));
+        expect(auto.notes.join(" ")).toMatch(/Capped at half the free memory/);
+        const huge = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "cells", cells: 131072}}, 2 ** 30);
+        expect(huge.fits).toBe(false);
+    });
+
+    it("says compression is off for sliding-window models", () => {
+        const gemma = estimateBudget({...qwen15b, architecture: "gemma3"}, {...defaultCompressionSettings, policy: "lethe"}, 2 ** 33);
+        expect(gemma.compressionSupported).toBe(false);
+        expect(gemma.notes.join(" ")).toMatch(/sliding-window/);
+    });
+});
+
+describe("compression settings", () => {
+    it("refuses absurd budgets and parameters with a readable reason", () => {
+        const bad = (patch: object) => compressionSettingsSchema.safeParse({...defaultCompressionSettings, ...patch});
+        expect(bad({budget: {kind: "cells", cells: 10}}).error?.issues[0]?.message).toMatch(/below 64 cells/);
+        expect(bad({budget: {kind: "cells", cells: 1e12}}).success).toBe(false);
+        expect(bad({budget: {kind: "mib", mib: -5}}).success).toBe(false);
+        expect(bad({budget: {kind: "cells", cells: 100.5}}).success).toBe(false);
+        expect(bad({policy: "magic"}).success).toBe(false);
+        expect(bad({params: {...defaultCompressionSettings.params, lethe: {...defaultCompressionSettings.params.lethe, sparseRatio: 0.5}}}).success).toBe(false);
+        expect(bad({budget: {kind: "cells", cells: 2048}}).success).toBe(true);
+    });
+
+    it("keeps valid stored fields and resets damaged ones to the defaults", () => {
+        const merged = mergeConversationSettings(defaultConversationSettings, {
+            temperature: 1.2,
+            compression: {policy: "lethe", budget: {kind: "cells", cells: 3}, params: {lethe: {sparseRatio: 100}}}
+        });
+        expect(merged.temperature).toBe(1.2);
+        expect(merged.compression.policy).toBe("lethe");
+        expect(merged.compression.budget).toEqual({kind: "auto"});
+        expect(merged.compression.params.lethe.sparseRatio).toBe(100);
+        expect(merged.compression.params.lethe.recentRatio).toBe(0.3);
+    });
+
+    it("persists a per-conversation policy and budget through the service, refusing invalid ones", () => {
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const c = services.conversations.create();
+        services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, policy: "refreekv", budget: {kind: "cells", cells: 1024}}});
+        expect(services.conversations.get(c.id).settings.compression).toMatchObject({policy: "refreekv", budget: {kind: "cells", cells: 1024}});
+        expect(() => services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, budget: {kind: "cells", cells: 1}}})).toThrow(/64 cells/);
+        expect(services.conversations.get(c.id).settings.compression.budget).toEqual({kind: "cells", cells: 1024});
+    });
+});
+
+describe("export", () => {
+    it("writes Markdown with thinking and stats, and JSON that parses back", async () => {
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const c = services.conversations.create("Sums / primes?");
+        services.chat.send(c.id, "2+2?");
+        await services.chat.idle();
+        const detail = services.conversations.get(c.id);
+        const md = exportConversation(detail, "markdown");
+        expect(md.fileName).toBe("Sums-primes.md");
+        expect(md.content).toContain("## Assistant");
+        expect(md.content).toContain("<summary>Thinking</summary>");
+        expect(md.content).toContain("The answer is 4");
+        const json = JSON.parse(exportConversation(detail, "json").content) as typeof detail;
+        expect(json.messages).toHaveLength(2);
+    });
+});
