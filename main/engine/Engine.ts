@@ -132,6 +132,9 @@ export class Engine {
             });
             return {stopReason: result.stopReason, promptTokens: session.sequence.tokenMeter.usedInputTokens - inputBefore};
         } catch (err) {
+            // A stop pressed before the first token surfaces as an AbortError: it is still a stop.
+            if (request.signal.aborted)
+                return {stopReason: "abort", promptTokens: 0};
             if (err instanceof AppError)
                 throw err;
             throw new AppError("INTERNAL", `Generation failed: ${(err as Error).message}`, {cause: err});
