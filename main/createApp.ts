@@ -11,13 +11,14 @@ export type CreateAppOptions = {
     version: string,
     emit: Emit,
     loadLlama?: LlamaLoader,
-    contextSize?: number,
+    /** Threads per context; `0` lets llama.cpp decide. */
+    threads?: number,
     chat?: AppServicesOptions["chat"]
 };
 
 /** The composition root shared by the Electron app and the headless server. */
 export function createApp(options: CreateAppOptions): AppServices {
     const db = new AppDatabase(path.join(options.dataDir, "ponder.sqlite"));
-    const engine = new Engine({loadLlama: options.loadLlama ?? loadRuntime, contextSize: options.contextSize});
+    const engine = new Engine({loadLlama: options.loadLlama ?? loadRuntime, threads: options.threads});
     return new AppServices(db, engine, options.emit, {version: options.version, modelsDir: path.join(options.dataDir, "models"), chat: options.chat});
 }

@@ -16,7 +16,7 @@ const {values} = parseArgs({
         token: {type: "string"},
         model: {type: "string"},
         seed: {type: "string"},
-        "context-size": {type: "string"}
+        threads: {type: "string"}
     }
 });
 
@@ -25,7 +25,7 @@ const app = createApp({
     dataDir: values["data-dir"],
     version: process.env.npm_package_version ?? "0.1.0",
     emit: (channel, payload) => bridge?.emit(channel, payload),
-    contextSize: values["context-size"] != null ? Number(values["context-size"]) : undefined,
+    threads: values.threads != null ? Number(values.threads) : undefined,
     chat: {seed: values.seed != null ? Number(values.seed) : undefined}
 });
 const dispatch = createDispatch(createHandlers(app, {

@@ -1,30 +1,42 @@
-import {LlamaChatSession, type ChatHistoryItem, type ChatModelResponse, type Llama, type LlamaContext, type LlamaModel} from "node-llama-cpp";
-import type {BuildInfo, EngineStatus} from "../../preload/contract.js";
+import {
+    LlamaChatSession, resolveChatWrapper, type ChatHistoryItem, type ChatModelResponse, type ChatWrapper, type Llama, type LlamaContext,
+    type LlamaModel
+} from "node-llama-cpp";
+import type {BuildInfo, CompressionSettings, EngineStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
+import {compressionSupport} from "./compressionSupport.js";
 import {inspectModel} from "./inspectModel.js";
+import {KvController} from "./KvController.js";
+import {NativeKv} from "./native/NativeKv.js";
 import type {ChatTurn, GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
 
-export type LlamaLoader = () => Promise<{llama: Llama, build: BuildInfo}>;
+export type LlamaLoader = () => Promise<{llama: Llama, build: BuildInfo, warning?: string}>;
 
 export type EngineOptions = {
-    /** Loads the llama.cpp runtime; the app's loader refuses an unpatched build. */
+    /** Loads the llama.cpp runtime; the app's loader prefers the patched build and says when it is missing. */
     loadLlama: LlamaLoader,
-    /** KV cells of the chat context, capped by the model's training context. Defaults to `8192`. */
-    contextSize?: number,
-    /** Use flash attention where the model supports it. Defaults to `false`. */
-    flashAttention?: boolean
+    /** Threads per context; `0` lets llama.cpp decide. Defaults to `0`. */
+    threads?: number
 };
 
-type Loaded = {model: LlamaModel, context: LlamaContext, session: LlamaChatSession, inspection: ModelInspection};
+/** What a context is created with; a change rebuilds it. */
+export type ContextConfig = {cells: number, kvType: CompressionSettings["kvType"], flashAttention: boolean};
+
+/** Positions node-llama-cpp may reach while pruning keeps the live cells within the budget. */
+const prunedPositionLimit = 1 << 22;
+
+type Loaded = {model: LlamaModel, inspection: ModelInspection, chatWrapper: ChatWrapper};
+type Active = {context: LlamaContext, session: LlamaChatSession, kv: NativeKv | null, config: ContextConfig};
 
 /**
- * Owns the llama.cpp runtime, the loaded model and its chat context. One generation at a time.
- * The only module (with its helpers) that imports node-llama-cpp.
+ * Owns the llama.cpp runtime, the loaded model and its chat context, and runs one generation at a time with
+ * the conversation's KV policy. The only module (with its helpers) that imports node-llama-cpp.
  */
 export class Engine {
     private _llama: Llama | null = null;
     private _build: BuildInfo | null = null;
     private _loaded: Loaded | null = null;
+    private _active: Active | null = null;
     private _status: EngineStatus = {state: "idle", build: null, model: null, progress: null, message: null};
     private _generating = false;
     private readonly _listeners = new Set<(status: EngineStatus) => void>();
@@ -39,11 +51,6 @@ export class Engine {
         return this._loaded?.inspection ?? null;
     }
 
-    /** The loaded context, for the memory read-outs of later layers. */
-    get context(): LlamaContext | null {
-        return this._loaded?.context ?? null;
-    }
-
     onStatus(listener: (status: EngineStatus) => void): () => void {
         this._listeners.add(listener);
         return () => this._listeners.delete(listener);
@@ -53,19 +60,19 @@ export class Engine {
     async runtime(): Promise<{llama: Llama, build: BuildInfo}> {
         if (this._llama == null || this._build == null) {
             try {
-                const {llama, build} = await this._options.loadLlama();
+                const {llama, build, warning} = await this._options.loadLlama();
                 this._llama = llama;
                 this._build = build;
+                this._setStatus({build, message: warning ?? null});
             } catch (err) {
                 this._setStatus({state: "error", message: (err as Error).message});
                 throw err;
             }
-            this._setStatus({build: this._build});
         }
         return {llama: this._llama, build: this._build};
     }
 
-    /** Validates and loads a GGUF model, replacing the loaded one. */
+    /** Validates and loads a GGUF model, replacing the loaded one. A file that fails validation changes nothing. */
     async loadModel(modelPath: string, modelInfo: EngineStatus["model"]): Promise<ModelInspection> {
         if (this._generating)
             throw new AppError("BUSY", "Stop the current answer before loading another model");
@@ -77,19 +84,10 @@ export class Engine {
 
         let model: LlamaModel | null = null;
         try {
-            model = await llama.loadModel({
-                modelPath: inspection.path,
-                onLoadProgress: (progress) => this._setStatus({progress})
-            });
-            const contextSize = Math.min(this._options.contextSize ?? 8192, inspection.contextLength ?? 8192);
-            const context = await model.createContext({
-                contextSize,
-                sequences: 1,
-                flashAttention: this._options.flashAttention ?? false,
-                ignoreMemorySafetyChecks: false
-            });
-            const session = new LlamaChatSession({contextSequence: context.getSequence(), autoDisposeSequence: true});
-            this._loaded = {model, context, session, inspection};
+            model = await llama.loadModel({modelPath: inspection.path, onLoadProgress: (progress) => this._setStatus({progress})});
+            // Resolving the chat wrapper renders the template several times: once per model, not per context.
+            const chatWrapper = resolveChatWrapper(model);
+            this._loaded = {model, inspection, chatWrapper};
         } catch (err) {
             await model?.dispose();
             this._setStatus({state: "error", progress: null, model: null, message: `Could not load ${inspection.name}: ${(err as Error).message}`});
@@ -100,7 +98,10 @@ export class Engine {
         return inspection;
     }
 
-    /** Streams an answer to the last user turn of `history`; the thinking and the answer arrive as separate segments. */
+    /**
+     * Streams an answer to the last user turn of `history`; the thinking and the answer arrive as separate
+     * segments, and the KV policy prunes while the model thinks.
+     */
     async generate(request: GenerateRequest): Promise<GenerationResult> {
         const loaded = this._loaded;
         if (loaded == null)
@@ -112,33 +113,109 @@ export class Engine {
         if (last == null || last.role !== "user")
             throw new AppError("BAD_REQUEST", "The conversation must end with a user message");
 
+        const {compression, cells} = request.kv;
+        if (compression.policy !== "full") {
+            if (this._build?.patched !== true)
+                throw new AppError("ENGINE_UNPATCHED", "Compression needs Ponder's patched llama.cpp build, which is not loaded: run npm run build:native, or use Full KV");
+            const support = compressionSupport(loaded.inspection.architecture);
+            if (!support.supported)
+                throw new AppError("BAD_REQUEST", support.note!);
+        }
+
         this._generating = true;
         this._setStatus({state: "generating"});
+        let controller: KvController | null = null;
+        const internalAbort = new AbortController();
+        const forwardAbort = () => internalAbort.abort();
+        request.signal.addEventListener("abort", forwardAbort);
+        let stoppedBy: "budget" | "prune-error" | null = null;
         try {
-            const {session} = loaded;
+            const active = await this._ensureContext({cells, kvType: compression.kvType, flashAttention: compression.flashAttention}, compression.policy !== "full");
+            const {session} = active;
+            if (active.kv != null) {
+                const sequence = session.sequence;
+                controller = new KvController({
+                    kv: active.kv,
+                    sequenceId: 0, // the context has one sequence
+                    compression,
+                    cells,
+                    tokensSeen: () => sequence.nextTokenIndex,
+                    now: () => performance.now()
+                });
+                await controller.start();
+            }
+
             session.setChatHistory(toChatHistory(request.systemPrompt, request.history.slice(0, -1)));
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
+            const started = performance.now();
+            let generated = 0;
+            let sinceSample = 0;
+            const sampleEvery = Math.max(4, Math.min(32, compression.pruneEvery));
+            const kvController = controller;
+            const sample = () => {
+                if (kvController == null || request.onSample == null)
+                    return;
+                const seconds = (performance.now() - started) / 1000;
+                void kvController.sample(seconds > 0 ? generated / seconds : 0).then(request.onSample, () => {});
+            };
+
             const result = await session.promptWithMeta(last.text, {
-                signal: request.signal,
+                signal: internalAbort.signal,
                 stopOnAbortSignal: true,
                 maxTokens: request.maxTokens,
                 temperature: request.temperature,
                 seed: request.seed,
-                onResponseChunk(chunk) {
+                budgets: {thoughtTokens: Infinity},
+                onResponseChunk: (chunk) => {
                     const segment = chunk.type === "segment" && chunk.segmentType === "thought" ? "thought" : "answer";
-                    if (chunk.text !== "" || chunk.tokens.length > 0)
-                        request.onChunk({segment, text: chunk.text, tokens: chunk.tokens.length});
+                    if (chunk.text === "" && chunk.tokens.length === 0)
+                        return;
+                    request.onChunk({segment, text: chunk.text, tokens: chunk.tokens.length});
+                    generated += chunk.tokens.length;
+                    sinceSample += chunk.tokens.length;
+                    if (kvController != null) {
+                        kvController.onTokens(chunk.tokens.length);
+                        if (kvController.error != null && stoppedBy == null) {
+                            stoppedBy = "prune-error";
+                            internalAbort.abort();
+                        }
+                    }
+                    if (sinceSample >= sampleEvery) {
+                        sinceSample = 0;
+                        sample();
+                    }
+                    // Full KV never frees a cell: stop at the budget instead of letting node-llama-cpp shift the context.
+                    if (compression.policy === "full" && session.sequence.nextTokenIndex >= cells - 2 && stoppedBy == null) {
+                        stoppedBy = "budget";
+                        internalAbort.abort();
+                    }
                 }
             });
-            return {stopReason: result.stopReason, promptTokens: session.sequence.tokenMeter.usedInputTokens - inputBefore};
+
+            await controller?.idle();
+            const seconds = (performance.now() - started) / 1000;
+            const finalSample = controller != null ? await controller.sample(seconds > 0 ? generated / seconds : 0) : null;
+            if (finalSample != null)
+                request.onSample?.(finalSample);
+            const promptTokens = session.sequence.tokenMeter.usedInputTokens - inputBefore;
+            if (stoppedBy === "prune-error")
+                throw new AppError("INTERNAL", `Pruning failed, so the answer stopped: ${controller?.error?.message}`);
+            if (stoppedBy === "budget")
+                return {stopReason: "budget", promptTokens};
+            return {stopReason: result.stopReason, promptTokens};
         } catch (err) {
             // A stop pressed before the first token surfaces as an AbortError: it is still a stop.
             if (request.signal.aborted)
                 return {stopReason: "abort", promptTokens: 0};
             if (err instanceof AppError)
                 throw err;
-            throw new AppError("INTERNAL", `Generation failed: ${(err as Error).message}`, {cause: err});
+            const message = (err as Error).message;
+            if (/slot|kv cache|failed to decode|NoKvSlot/i.test(message))
+                throw new AppError("BAD_REQUEST", `The conversation does not fit in the KV budget of ${cells} cells: raise the budget or start a new conversation (${message})`, {cause: err});
+            throw new AppError("INTERNAL", `Generation failed: ${message}`, {cause: err});
         } finally {
+            request.signal.removeEventListener("abort", forwardAbort);
+            await controller?.dispose().catch(() => {});
             this._generating = false;
             this._setStatus({state: "ready"});
         }
@@ -150,12 +227,53 @@ export class Engine {
         this._llama = null;
     }
 
+    /** The chat context for `config`, recreated when the budget, KV type or flash attention changed. */
+    private async _ensureContext(config: ContextConfig, pruning: boolean): Promise<Active> {
+        const loaded = this._loaded!;
+        const current = this._active;
+        if (current != null && sameConfig(current.config, config)) {
+            current.kv?.setPositionLimit(pruning ? prunedPositionLimit : config.cells);
+            return current;
+        }
+        await this._disposeContext();
+
+        const kvType = config.kvType === "f16" ? "F16" : config.kvType === "q8_0" ? "Q8_0" : "Q4_0";
+        let context: LlamaContext;
+        try {
+            context = await loaded.model.createContext({
+                contextSize: config.cells,
+                sequences: 1,
+                flashAttention: config.flashAttention,
+                threads: this._options.threads ?? 0,
+                experimentalKvCacheKeyType: kvType,
+                experimentalKvCacheValueType: kvType
+            });
+        } catch (err) {
+            throw new AppError("BAD_REQUEST", `Could not allocate a KV cache of ${config.cells} cells (${config.kvType}): ${(err as Error).message}`, {cause: err});
+        }
+        const kv = this._build?.patched === true ? new NativeKv(context) : null;
+        if (pruning)
+            kv?.setPositionLimit(prunedPositionLimit);
+        const session = new LlamaChatSession({contextSequence: context.getSequence(), chatWrapper: loaded.chatWrapper, autoDisposeSequence: true});
+        this._active = {context, session, kv, config};
+        return this._active;
+    }
+
+    private async _disposeContext(): Promise<void> {
+        const active = this._active;
+        this._active = null;
+        if (active == null)
+            return;
+        await active.kv?.dispose();
+        active.session.dispose({disposeSequence: true});
+        await active.context.dispose();
+    }
+
     private async _unload(): Promise<void> {
+        await this._disposeContext();
         const loaded = this._loaded;
         this._loaded = null;
         if (loaded != null) {
-            loaded.session.dispose({disposeSequence: true});
-            await loaded.context.dispose();
             await loaded.model.dispose();
             this._setStatus({state: "idle", model: null});
         }
@@ -166,6 +284,10 @@ export class Engine {
         for (const listener of this._listeners)
             listener(this._status);
     }
+}
+
+function sameConfig(a: ContextConfig, b: ContextConfig): boolean {
+    return a.cells === b.cells && a.kvType === b.kvType && a.flashAttention === b.flashAttention;
 }
 
 /** The stored conversation as node-llama-cpp chat history; past thinking goes back as a closed thought segment. */

@@ -1,19 +1,27 @@
 import {getLlama} from "node-llama-cpp";
-import type {BuildInfo} from "../../preload/contract.js";
 import type {LlamaLoader} from "./Engine.js";
+import {getNativeBuildInfo, loadPatchedLlama, PatchedBuildError} from "./native/loadPatchedLlama.js";
 
 /**
- * Loads the llama.cpp runtime and says which build it is. Interim loader: it reports the build as
- * found; the patched loader in `native/` replaces it.
+ * Loads Ponder's patched llama.cpp build. When it is missing or stale, Ponder still chats with Full KV on
+ * whatever build node-llama-cpp has, and says so in the status bar: never unpatched in silence.
  */
 export const loadRuntime: LlamaLoader = async () => {
-    const llama = await getLlama({gpu: false, build: "never", logLevel: "error" as never});
-    const build: BuildInfo = {
-        kind: llama.buildType === "localBuild" ? "local" : "prebuilt",
-        gpu: llama.gpu,
-        patched: false,
-        llamaCppRelease: llama.llamaCppRelease.release,
-        seriesHash: null
-    };
-    return {llama, build};
+    try {
+        const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
+        return {llama, build: toBuildInfo(getNativeBuildInfo(llama))};
+    } catch (err) {
+        if (!(err instanceof PatchedBuildError))
+            throw err;
+        const llama = await getLlama({gpu: "auto", build: "never", logLevel: "error" as never, progressLogs: false});
+        return {
+            llama,
+            build: toBuildInfo(getNativeBuildInfo(llama)),
+            warning: `${err.message}. Running unpatched: Full KV only, compression is off.`
+        };
+    }
 };
+
+function toBuildInfo(info: ReturnType<typeof getNativeBuildInfo>) {
+    return {kind: info.kind, gpu: info.gpu, patched: info.patched, llamaCppRelease: info.llamaCppRelease, seriesHash: info.seriesHash};
+}

@@ -1,4 +1,4 @@
-import type {BuildInfo} from "../../preload/contract.js";
+import type {BuildInfo, CompressionSettings, KvSample} from "../../preload/contract.js";
 
 export type ChatTurn =
     | {role: "user", text: string}
@@ -29,11 +29,16 @@ export type GenerateRequest = {
     /** Sampling seed; a fixed seed makes a generation repeatable. */
     seed?: number,
     signal: AbortSignal,
-    onChunk(chunk: GenerationChunk): void
+    /** The KV policy and the budget in cells (the context's allocation). */
+    kv: {compression: CompressionSettings, cells: number},
+    onChunk(chunk: GenerationChunk): void,
+    /** Memory readings every few tokens and at the end (patched build only). */
+    onSample?(sample: KvSample): void
 };
 
 export type GenerationResult = {
-    stopReason: "eogToken" | "maxTokens" | "abort" | "stopGenerationTrigger" | "customStopTrigger" | "functionCalls",
+    /** `budget`: Full KV filled its cells and stopped. */
+    stopReason: "eogToken" | "maxTokens" | "abort" | "stopGenerationTrigger" | "customStopTrigger" | "functionCalls" | "budget",
     /** Tokens evaluated for the prompt in this generation (after prefix reuse). */
     promptTokens: number
 };

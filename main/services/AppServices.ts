@@ -31,9 +31,9 @@ export class AppServices {
         this.settings = new SettingsService(db);
         this.conversations = new ConversationService(db, this.settings, now);
         this.models = new ModelService(db, engine, this.settings, now);
-        this.chat = new ChatService(db, engine, this.conversations, emit, now, _options.chat);
-        this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
         this.compression = new CompressionService(engine, this.models);
+        this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, _options.chat);
+        this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
     }

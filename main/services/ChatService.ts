@@ -1,10 +1,11 @@
 import {randomUUID} from "node:crypto";
-import type {MessageDto} from "../../preload/contract.js";
+import type {KvSample, MessageDto, MessageStats} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {Engine} from "../engine/Engine.js";
 import type {ChatTurn} from "../engine/types.js";
+import type {CompressionService} from "./CompressionService.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
 import {toMessageDto} from "./dto.js";
 import type {Clock, Emit} from "./types.js";
@@ -13,7 +14,9 @@ export type ChatServiceOptions = {
     /** Save a streaming answer at least this often, in milliseconds. Defaults to `250`. */
     flushIntervalMs?: number,
     /** Sampling seed for every generation; unset samples freshly each time. */
-    seed?: number
+    seed?: number,
+    /** Memory samples kept per message; older ones are thinned out. Defaults to `400`. */
+    maxSamples?: number
 };
 
 type Active = {conversationId: string, messageId: string, abort: AbortController, done: Promise<void>};
@@ -29,6 +32,7 @@ export class ChatService {
         private readonly _db: AppDatabase,
         private readonly _engine: Engine,
         private readonly _conversations: ConversationService,
+        private readonly _compression: CompressionService,
         private readonly _emit: Emit,
         private readonly _now: Clock,
         private readonly _options: ChatServiceOptions = {}
@@ -136,8 +140,18 @@ export class ChatService {
         let status: MessageRow["status"] = "complete";
         let error: string | null = null;
         let promptTokens = 0;
+        let stats: MessageStats | null = null;
         try {
+            const compression = settings.compression;
+            const cells = (await this._compression.estimate(compression)).cells;
+            stats = {policy: compression.policy, budgetCells: cells, samples: []};
+            const messageStats = stats;
             const result = await this._engine.generate({
+                kv: {compression, cells},
+                onSample: (sample) => {
+                    pushSample(messageStats.samples, sample, this._options.maxSamples ?? 400);
+                    this._emit("chat:memory", {conversationId, messageId, sample});
+                },
                 history,
                 systemPrompt: settings.systemPrompt,
                 temperature: settings.temperature,
@@ -173,6 +187,11 @@ export class ChatService {
             promptTokens = result.promptTokens;
             if (result.stopReason === "abort")
                 status = "stopped";
+            else if (result.stopReason === "budget") {
+                status = "stopped";
+                error = `The KV budget of ${cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
+                    "Raise the budget or choose a compression policy to think longer.";
+            }
         } catch (err) {
             status = "error";
             error = (err as Error).message;
@@ -180,7 +199,7 @@ export class ChatService {
 
         const now = this._now();
         progress.total_ms = now - started;
-        this._db.messages.finish(messageId, {...progress, status, prompt_tokens: promptTokens, error, stats: "{}"}, now);
+        this._db.messages.finish(messageId, {...progress, status, prompt_tokens: promptTokens, error, stats: stats == null ? "{}" : JSON.stringify(stats)}, now);
         this._db.conversations.touch(conversationId, now);
         const row = this._db.messages.get(messageId);
         if (row != null)
@@ -194,4 +213,13 @@ function toTurn(row: MessageRow): ChatTurn[] {
     if (row.status === "error" && row.text === "")
         return [];
     return [{role: "assistant", text: row.text, thinking: row.thinking}];
+}
+
+/** Appends a sample, halving the older ones when the list is full so a long answer keeps its whole shape. */
+export function pushSample(samples: KvSample[], sample: KvSample, max: number): void {
+    samples.push(sample);
+    if (samples.length > max) {
+        const thinned = samples.filter((_, index) => index % 2 === 0 || index === samples.length - 1);
+        samples.splice(0, samples.length, ...thinned);
+    }
 }

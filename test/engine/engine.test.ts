@@ -6,6 +6,9 @@ import {AppError} from "../../main/AppError.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import type {ChatTurn, GenerationChunk} from "../../main/engine/types.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+
+const fullKv = {compression: defaultCompressionSettings, cells: 2048};
 import {getFixtureModel, writeCorruptFixtures} from "../fixtures/gguf/fixtures.js";
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
@@ -20,6 +23,7 @@ async function collect(engine: Engine, history: ChatTurn[], options: {seed?: num
         maxTokens: options.maxTokens ?? 400,
         seed: options.seed ?? 1,
         signal: abort.signal,
+        kv: fullKv,
         onChunk(chunk) {
             chunks.push(chunk);
             if (options.abortAfter != null && chunks.length >= options.abortAfter)
@@ -32,7 +36,7 @@ async function collect(engine: Engine, history: ChatTurn[], options: {seed?: num
 }
 
 describe("Engine on generated models", () => {
-    const engine = new Engine({loadLlama: loadRuntime, contextSize: 2048});
+    const engine = new Engine({loadLlama: loadRuntime, threads: 1});
     let dir: string;
 
     beforeAll(() => {
@@ -96,8 +100,8 @@ describe("Engine on generated models", () => {
 
     it("refuses a second generation while one runs", async () => {
         const abort = new AbortController();
-        const running = engine.generate({history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 50, signal: abort.signal, onChunk() {}});
-        await expect(engine.generate({history: [{role: "user", text: "b"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: abort.signal, onChunk() {}}))
+        const running = engine.generate({history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 50, signal: abort.signal, kv: fullKv, onChunk() {}});
+        await expect(engine.generate({history: [{role: "user", text: "b"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: abort.signal, kv: fullKv, onChunk() {}}))
             .rejects.toMatchObject({code: "BUSY"});
         abort.abort();
         await running;

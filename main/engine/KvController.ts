@@ -1,0 +1,152 @@
+import type {CompressionSettings, KvSample} from "../../preload/contract.js";
+import type {NativeKv} from "./native/NativeKv.js";
+import type {ScoreSnapshot as NativeScoreSnapshot} from "./native/types.js";
+import {decide} from "./policies/decide.js";
+import {policies} from "./policies/index.js";
+import type {Policy, ScoreSnapshot} from "./policies/types.js";
+
+/** Cells kept free beyond the prune cadence, for tokens decoded while a prune round is applied. */
+const headroomCells = 8;
+
+export type KvControllerOptions = {
+    kv: NativeKv,
+    sequenceId: number,
+    compression: CompressionSettings,
+    /** Cells allocated to the context: the hard cap. */
+    cells: number,
+    /** Tokens in the sequence (kept or not): node-llama-cpp's next token index. */
+    tokensSeen(): number,
+    now(): number
+};
+
+type AnyPolicy = Policy<unknown, unknown>;
+
+/**
+ * Runs one compression policy on one sequence while it generates: every `pruneEvery` tokens it reads the
+ * native scores, lets the policy choose, frees the chosen cells (positions kept) and records the memory
+ * figures. One prune round at a time; rounds run between decodes (NativeKv takes the context's lock).
+ */
+export class KvController {
+    private readonly _policy: AnyPolicy;
+    private readonly _params: unknown;
+    private _state: unknown;
+    private _round: Promise<void> | null = null;
+    private _sinceRound = 0;
+    private _step = 0;
+    private _pruneRounds = 0;
+    private _forcedDrops = 0;
+    private _scoringMs = 0;
+    private _keptPerLayer: number[] = [];
+    private _sparsityPerLayer: number[] = [];
+    private _error: Error | null = null;
+
+    constructor(private readonly _options: KvControllerOptions) {
+        const {compression} = _options;
+        this._policy = policies[compression.policy] as unknown as AnyPolicy;
+        this._params = compression.policy === "full" ? {} : compression.params[compression.policy];
+        this._state = this._policy.initialState(this._params, _options.cells);
+    }
+
+    get policyId(): CompressionSettings["policy"] {
+        return this._options.compression.policy;
+    }
+
+    /** Live cells allowed after a prune round: the budget less room for the tokens until the next round. */
+    get maxKeep(): number {
+        return Math.max(8, this._options.cells - this._options.compression.pruneEvery - headroomCells);
+    }
+
+    /** A prune round that failed: generation must stop rather than run out of cells. */
+    get error(): Error | null {
+        return this._error;
+    }
+
+    /** Turns on the scores the policy needs (none for Full: zero cost). StreamingLLM reads positions through the same call. */
+    async start(): Promise<void> {
+        const needs = this._policy.needs(this._params);
+        const enabled = this.policyId !== "full";
+        await this._options.kv.configureScoring({enabled, gamma: needs.gamma ?? 1, rows: 1, squared: needs.squaredLast});
+    }
+
+    /**
+     * Call after tokens were generated; starts a prune round when one is due. ReFreeKV also prunes right after
+     * prefill (the first generated token), as its paper does.
+     */
+    onTokens(count: number): void {
+        const first = this._step === 0;
+        this._step += count;
+        this._sinceRound += count;
+        if (this._round != null || this.policyId === "full")
+            return;
+        if (this._sinceRound >= this._options.compression.pruneEvery || (first && this.policyId === "refreekv")) {
+            this._sinceRound = 0;
+            this._round = this._prune().catch((err: unknown) => {
+                this._error = err as Error;
+            }).finally(() => {
+                this._round = null;
+            });
+        }
+    }
+
+    async idle(): Promise<void> {
+        await this._round;
+    }
+
+    async sample(tokensPerSecond: number): Promise<KvSample> {
+        const stats = await this._options.kv.stats();
+        const tokensSeen = this._options.tokensSeen();
+        return {
+            step: this._step,
+            tokensSeen,
+            cellsLive: stats.cellsUsed,
+            cellsAllocated: stats.cellsAllocated,
+            bytesPerCell: stats.bytesPerCell,
+            allocatedBytes: stats.bytesAllocated,
+            liveBytes: stats.bytesUsed,
+            fullBytes: tokensSeen * stats.bytesPerCell,
+            pruneRounds: this._pruneRounds,
+            tokensEvicted: stats.tokensEvicted,
+            forcedDrops: this._forcedDrops,
+            keptPerLayer: this._keptPerLayer.length > 0 ? this._keptPerLayer : Array(stats.layers).fill(1),
+            sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
+            scoringMs: Math.round(this._scoringMs),
+            tokensPerSecond
+        };
+    }
+
+    async dispose(): Promise<void> {
+        await this.idle();
+        if (!this._options.kv.disposed)
+            await this._options.kv.configureScoring({enabled: false});
+    }
+
+    private async _prune(): Promise<void> {
+        const started = this._options.now();
+        const snapshot = toPolicySnapshot(await this._options.kv.scores(this._options.sequenceId));
+        const n = snapshot.positions.length;
+        if (n === 0)
+            return;
+        const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep: this.maxKeep}, this._options.compression.combine);
+        this._state = decision.state;
+        this._pruneRounds++;
+        this._forcedDrops += decision.forcedDrops;
+        this._keptPerLayer = Array.from(decision.keptPerLayer, (kept) => kept / n);
+        this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
+        this._scoringMs += this._options.now() - started;
+        if (decision.evict.length > 0)
+            await this._options.kv.evict(this._options.sequenceId, decision.evict);
+    }
+}
+
+/** The native per-layer arrays as the policies' flat layer-major arrays. */
+export function toPolicySnapshot(native: NativeScoreSnapshot): ScoreSnapshot {
+    const n = native.positions.length;
+    const layers = native.layers.length;
+    const accumulated = new Float32Array(layers * n);
+    const last = new Float32Array(layers * n);
+    native.layers.forEach((layer, l) => {
+        accumulated.set(layer.accumulated.subarray(0, n), l * n);
+        last.set(layer.last.subarray(0, n), l * n);
+    });
+    return {positions: native.positions, layers, accumulated, last};
+}

@@ -1,0 +1,88 @@
+import {afterAll, describe, expect, it} from "vitest";
+import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
+import {Engine} from "../../main/engine/Engine.js";
+import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import type {ChatTurn} from "../../main/engine/types.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+
+const budget = 128;
+const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
+
+async function run(engine: Engine, policy: PolicyId, history: ChatTurn[], maxTokens: number, cells = budget) {
+    const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};
+    const samples: KvSample[] = [];
+    let tokens = 0;
+    let thought = "";
+    let answer = "";
+    const result = await engine.generate({
+        history, systemPrompt: "", temperature: 0.8, maxTokens, seed: 9, signal: new AbortController().signal,
+        kv: {compression, cells},
+        onChunk(chunk) {
+            tokens += chunk.tokens;
+            if (chunk.segment === "thought")
+                thought += chunk.text;
+            else
+                answer += chunk.text;
+        },
+        onSample(sample) {
+            samples.push(sample);
+        }
+    });
+    return {result, samples, tokens, thought, answer};
+}
+
+describe("compression policies on a generated model", () => {
+    const engine = new Engine({loadLlama: loadRuntime, threads: 1});
+    afterAll(() => engine.dispose());
+
+    it("runs on the patched build", async () => {
+        const {build} = await engine.runtime();
+        expect(build.patched).toBe(true);
+        const model = await getFixtureModel("endless");
+        await engine.loadModel(model, modelInfo(model));
+    });
+
+    it("stops Full KV at its budget with a budget stop, not a failure", async () => {
+        const {result, tokens, samples} = await run(engine, "full", [{role: "user", text: "Think."}], 600);
+        expect(result.stopReason).toBe("budget");
+        expect(tokens).toBeLessThan(budget);
+        expect(samples.at(-1)!.cellsLive).toBeLessThanOrEqual(budget);
+        expect(samples.at(-1)!.pruneRounds).toBe(0);
+    });
+
+    for (const policy of ["streamingllm", "h2o", "lethe", "refreekv"] as const) {
+        it(`${policy}: generates 4 x the budget without exceeding it, with consistent stats`, async () => {
+            // A fresh context per policy (the cell count differs by one) so the counters start at zero.
+            const cells = budget + ["streamingllm", "h2o", "lethe", "refreekv"].indexOf(policy) + 1;
+            const {result, samples, tokens} = await run(engine, policy, [{role: "user", text: "Think for a long time."}], 4 * budget + 40, cells);
+            expect(result.stopReason).toBe("maxTokens");
+            expect(tokens).toBeGreaterThanOrEqual(4 * budget);
+            expect(samples.length).toBeGreaterThan(10);
+            for (const sample of samples) {
+                expect(sample.cellsLive).toBeLessThanOrEqual(cells);
+                expect(sample.cellsLive).toBeLessThanOrEqual(sample.cellsAllocated);
+                expect(sample.liveBytes).toBeLessThanOrEqual(sample.allocatedBytes);
+            }
+            const last = samples.at(-1)!;
+            expect(last.cellsLive + last.tokensEvicted).toBe(last.tokensSeen);
+            expect(last.pruneRounds).toBeGreaterThan(0);
+            expect(last.tokensEvicted).toBeGreaterThan(2 * budget);
+            expect(last.fullBytes).toBeGreaterThan(3 * last.liveBytes);
+            expect(last.keptPerLayer).toHaveLength(4);
+        });
+    }
+
+    it("continues a conversation in turn two after pruning in turn one", async () => {
+        const first = await run(engine, "lethe", [{role: "user", text: "Think for a long time."}], 300);
+        expect(first.samples.at(-1)!.tokensEvicted).toBeGreaterThan(0);
+        const second = await run(engine, "lethe", [
+            {role: "user", text: "Think for a long time."},
+            {role: "assistant", text: first.answer, thinking: first.thought},
+            {role: "user", text: "And now?"}
+        ], 200);
+        expect(second.tokens).toBeGreaterThan(50);
+        for (const sample of second.samples)
+            expect(sample.cellsLive).toBeLessThanOrEqual(budget);
+    });
+});
