@@ -1,0 +1,54 @@
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import type {LlamaModel, Token} from "node-llama-cpp";
+import {Engine} from "../../main/engine/Engine.js";
+import {fullTrace, kl, logSoftmax, measureFidelity} from "../../main/engine/fidelity.js";
+import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+
+describe("fidelity against the full cache", () => {
+    let engine: Engine;
+    let model: LlamaModel;
+    const prompt = Array.from({length: 40}, (_, i) => ((i * 37) % 500 + 10) as Token);
+
+    beforeAll(async () => {
+        engine = new Engine({loadLlama: loadRuntime});
+        const {llama} = await engine.runtime();
+        model = await llama.loadModel({modelPath: await getFixtureModel("tiny-qwen2")});
+    });
+    afterAll(async () => {
+        await model.dispose();
+        await engine.dispose();
+    });
+
+    it("computes KL and log-softmax correctly", () => {
+        const p = logSoftmax(Float32Array.of(0, 0));
+        expect(Math.exp(p[0]!)).toBeCloseTo(0.5);
+        expect(kl(p, p)).toBe(0);
+        // KL([0.5, 0.5] || [0.9, 0.1]) = 0.5 ln(0.5/0.9) + 0.5 ln(0.5/0.1)
+        const q = Float32Array.of(Math.log(0.9), Math.log(0.1));
+        expect(kl(p, q)).toBeCloseTo(0.5 * Math.log(0.5 / 0.9) + 0.5 * Math.log(5), 5);
+    });
+
+    it("finds a cache large enough never to prune identical to the full run", async () => {
+        const reference = await fullTrace(model, prompt, 60);
+        const report = await measureFidelity({model, prompt, steps: 60, reference, cells: 256, compression: {...defaultCompressionSettings, policy: "h2o"}});
+        expect(report.top1Agreement).toBe(1);
+        expect(report.meanKl).toBeLessThan(1e-4);
+        expect(report.firstDivergence).toBeNull();
+        expect(report.finalSample.pruneRounds).toBeGreaterThan(0);
+        expect(report.finalSample.tokensEvicted).toBe(0);
+    });
+
+    it("sees a small pruned cache depart from the full run", async () => {
+        const reference = await fullTrace(model, prompt, 120);
+        const report = await measureFidelity({
+            model, prompt, steps: 120, reference, cells: 64,
+            compression: {...defaultCompressionSettings, policy: "streamingllm", pruneEvery: 8}
+        });
+        expect(report.finalSample.tokensEvicted).toBeGreaterThan(50);
+        expect(report.meanKl).toBeGreaterThan(1e-4);
+        expect(report.top1Agreement).toBeLessThanOrEqual(1);
+        expect(report.finalSample.cellsLive).toBeLessThanOrEqual(64);
+    });
+});
