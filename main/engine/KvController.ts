@@ -1,7 +1,7 @@
 import type {CompressionSettings, KvSample} from "../../preload/contract.js";
 import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot} from "./native/types.js";
-import {decide} from "./policies/decide.js";
+import {decide, initialDecideState, type DecideState} from "./policies/decide.js";
 import {policies} from "./policies/index.js";
 import type {Policy, ScoreSnapshot} from "./policies/types.js";
 
@@ -29,7 +29,7 @@ type AnyPolicy = Policy<unknown, unknown>;
 export class KvController {
     private readonly _policy: AnyPolicy;
     private readonly _params: unknown;
-    private _state: unknown;
+    private _state: DecideState<unknown>;
     private _round: Promise<void> | null = null;
     private _sinceRound = 0;
     private _step = 0;
@@ -44,7 +44,7 @@ export class KvController {
         const {compression} = _options;
         this._policy = policies[compression.policy] as unknown as AnyPolicy;
         this._params = compression.policy === "full" ? {} : compression.params[compression.policy];
-        this._state = this._policy.initialState(this._params, _options.cells);
+        this._state = initialDecideState(this._policy, this._params, _options.cells);
     }
 
     get policyId(): CompressionSettings["policy"] {

@@ -12,12 +12,12 @@ export function decide<Params, State>(
     policy: Policy<Params, State>,
     snapshot: ScoreSnapshot,
     params: Params,
-    state: State,
+    state: DecideState<State>,
     target: PruneTarget,
     combine: CombineMode
-): PruneDecision<State> {
+): PruneDecision<DecideState<State>> {
     const n = snapshot.positions.length;
-    const perLayer = policy.select(snapshot, params, state, target);
+    const perLayer = policy.select(snapshot, params, state.perLayer, target);
     const keptPerLayer = new Int32Array(snapshot.layers);
     const sparsityPerLayer = new Float32Array(snapshot.layers);
     for (let l = 0; l < snapshot.layers; l++) {
@@ -28,7 +28,7 @@ export function decide<Params, State>(
     const aggregated = aggregateNormalised(snapshot.accumulated, snapshot.layers, n, (l) => perLayer.voting[l] ?? true);
     const aggregatedLast = aggregateNormalised(snapshot.last, snapshot.layers, n, (l) => perLayer.voting[l] ?? true);
     let keep: Uint8Array;
-    let nextState = perLayer.state;
+    let aggregateState = state.aggregate;
     if (combine === "union") {
         keep = new Uint8Array(n);
         const voters = perLayer.keep.filter((_, l) => perLayer.voting[l] ?? true);
@@ -37,10 +37,9 @@ export function decide<Params, State>(
                 keep[j] = keep[j]! | mask[j]!;
         }
     } else {
-        const single = policy.select({positions: snapshot.positions, layers: 1, accumulated: aggregated, last: aggregatedLast}, params, state, target);
+        const single = policy.select({positions: snapshot.positions, layers: 1, accumulated: aggregated, last: aggregatedLast}, params, state.aggregate, target);
         keep = single.keep[0]!;
-        // Per-layer state (Lethe's L_evict) follows the per-layer run; the aggregated run decides.
-        nextState = perLayer.state;
+        aggregateState = single.state;
     }
 
     // Never free position 0 (node-llama-cpp treats it as the sequence start) nor the newest token.
@@ -80,5 +79,12 @@ export function decide<Params, State>(
             evict.push(snapshot.positions[j]!);
     }
     evict.sort((a, b) => a - b);
-    return {evict: Int32Array.from(evict), keptCells: kept, forcedDrops, keptPerLayer, sparsityPerLayer, state: nextState};
+    return {evict: Int32Array.from(evict), keptCells: kept, forcedDrops, keptPerLayer, sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}};
+}
+
+/** A policy's state for its per-layer run (always made, for the per-layer read-outs) and its aggregated run. */
+export type DecideState<State> = {perLayer: State, aggregate: State};
+
+export function initialDecideState<Params, State>(policy: Policy<Params, State>, params: Params, budget: number): DecideState<State> {
+    return {perLayer: policy.initialState(params, budget), aggregate: policy.initialState(params, budget)};
 }

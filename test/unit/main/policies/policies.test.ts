@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {decide} from "../../../../main/engine/policies/decide.js";
+import {decide, initialDecideState} from "../../../../main/engine/policies/decide.js";
 import {h2oPolicy} from "../../../../main/engine/policies/h2o.js";
 import {lethePolicy, segmentedShrink} from "../../../../main/engine/policies/lethe.js";
 import {normPrefixLength, positionRank, refreeKvPolicy} from "../../../../main/engine/policies/refreekv.js";
@@ -135,19 +135,32 @@ describe("combining layers and the budget", () => {
         const b = Array(12).fill(0.01);
         b[6] = 5;
         const s = snapshot([a, b]);
-        const union = decide(h2oPolicy, s, {heavyRatio: 0.5}, null, {maxKeep: 12}, "union");
+        const union = decide(h2oPolicy, s, {heavyRatio: 0.5}, {perLayer: null, aggregate: null}, {maxKeep: 12}, "union");
         expect(union.keptPerLayer[0]).toBeLessThanOrEqual(12);
-        const small = decide(h2oPolicy, s, {heavyRatio: 0.25}, null, {maxKeep: 4}, "union");
+        const small = decide(h2oPolicy, s, {heavyRatio: 0.25}, {perLayer: null, aggregate: null}, {maxKeep: 4}, "union");
         expect(small.keptCells).toBeLessThanOrEqual(4);
-        const aggregate = decide(h2oPolicy, s, {heavyRatio: 0.5}, null, {maxKeep: 4}, "aggregate");
+        const aggregate = decide(h2oPolicy, s, {heavyRatio: 0.5}, {perLayer: null, aggregate: null}, {maxKeep: 4}, "aggregate");
         const keptPositions = new Set([...Array(12).keys()].filter((p) => !aggregate.evict.includes(p)));
         expect(keptPositions.has(3) && keptPositions.has(6)).toBe(true);
         expect(aggregate.keptCells).toBe(4);
     });
 
+    it("keeps Lethe's L_evict separately for the per-layer and the aggregated selection", () => {
+        const flat = Array(40).fill(1);
+        const s = snapshot([flat, flat, flat]);
+        const first = decide(lethePolicy, s, lethePolicy.defaults, initialDecideState(lethePolicy, lethePolicy.defaults, 30), {maxKeep: 30}, "aggregate");
+        expect(first.state.perLayer.evictThreshold).toHaveLength(3);
+        expect(first.state.aggregate.evictThreshold).toHaveLength(1);
+        // No breakpoint on flat scores: both double from 15 to 30, and the budget cap forces the drops.
+        expect([...first.state.aggregate.evictThreshold]).toEqual([30]);
+        expect(first.forcedDrops).toBe(10);
+        const second = decide(lethePolicy, s, lethePolicy.defaults, first.state, {maxKeep: 30}, "aggregate");
+        expect([...second.state.aggregate.evictThreshold]).toEqual([60]);
+    });
+
     it("drops the lowest-scored cells past the budget and counts them as forced", () => {
         const s = snapshot([Array.from({length: 20}, (_, j) => j + 1)]);
-        const decision = decide(fullPolicy, s, {}, null, {maxKeep: 15}, "union");
+        const decision = decide(fullPolicy, s, {}, {perLayer: null, aggregate: null}, {maxKeep: 15}, "union");
         expect(decision.keptCells).toBe(15);
         expect(decision.forcedDrops).toBe(5);
         // Lowest scores are at positions 1..5 (position 0 is protected).
@@ -158,7 +171,7 @@ describe("combining layers and the budget", () => {
         const scores = Array(30).fill(1);
         scores[0] = 0;
         scores[29] = 0;
-        const decision = decide(streamingLlmPolicy, snapshot([scores]), {sinks: 0}, null, {maxKeep: 6}, "union");
+        const decision = decide(streamingLlmPolicy, snapshot([scores]), {sinks: 0}, {perLayer: null, aggregate: null}, {maxKeep: 6}, "union");
         expect(decision.evict).not.toContain(0);
         expect(decision.evict).not.toContain(29);
         expect(decision.keptCells + decision.evict.length).toBe(30);

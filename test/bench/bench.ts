@@ -1,0 +1,160 @@
+// `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
+//
+//   npm run bench -- [--suites fidelity,speed,overhead,quality] [--policies streamingllm,h2o,lethe,refreekv]
+//                    [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384] [--speed-budget 2048]
+//                    [--problems 40] [--out test/bench/results] [--threads 2]
+//
+// Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import {parseArgs} from "node:util";
+import type {Llama, LlamaModel, Token} from "node-llama-cpp";
+import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
+import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
+import {getNativeBuildInfo, loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {decodeRun} from "./decodeRun.js";
+import {table, writeBarChart, writeLineChart} from "./plot.js";
+import {qualitySuite} from "./quality.js";
+
+const {values} = parseArgs({
+    options: {
+        suites: {type: "string", default: "fidelity,overhead,speed,quality"},
+        policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv"},
+        budgets: {type: "string", default: "0.25,0.5,0.75"},
+        model: {type: "string"},
+        "demo-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf")},
+        length: {type: "string", default: "16384"},
+        "speed-budget": {type: "string", default: "2048"},
+        problems: {type: "string", default: "40"},
+        combine: {type: "string", default: "union,aggregate"},
+        out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
+        threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
+    }
+});
+
+const suites = new Set(values.suites.split(","));
+const policies = values.policies.split(",") as PolicyId[];
+const budgets = values.budgets.split(",").map(Number);
+const threads = Number(values.threads);
+const out = values.out;
+await fs.mkdir(out, {recursive: true});
+
+const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
+const build = getNativeBuildInfo(llama);
+const results: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
+    machine: {cpus: os.cpus()[0]?.model, cores: os.availableParallelism(), memoryGiB: Math.round(os.totalmem() / 2 ** 30)},
+    build
+};
+const tables: string[] = [`# Ponder benchmark\n\n\`${results.command as string}\` on ${os.availableParallelism()} cores, llama.cpp ${build.llamaCppRelease} (${build.kind}, gpu: ${String(build.gpu)}), ${results.date as string}.`];
+
+function settings(policy: PolicyId, patch: Partial<CompressionSettings> = {}): CompressionSettings {
+    return {...defaultCompressionSettings, policy, ...patch};
+}
+
+function say(text: string): void {
+    console.log(text);
+    tables.push(text);
+}
+
+async function loadModel(llamaInstance: Llama, file: string): Promise<LlamaModel> {
+    return llamaInstance.loadModel({modelPath: file});
+}
+
+if (suites.has("fidelity")) {
+    // Mechanics on a generated model: how far each policy's next-token distributions move from Full KV.
+    const file = values.model ?? await getFixtureModel("tiny-qwen2");
+    const model = await loadModel(llama, file);
+    const prompt = Array.from({length: 64}, (_, i) => ((i * 53) % 500 + 10) as Token);
+    const steps = 448;
+    const full = prompt.length + steps;
+    const reference = await fullTrace(model, prompt, steps, threads);
+    const rows: (string | number)[][] = [];
+    const json: unknown[] = [];
+    for (const combine of values.combine.split(",") as CompressionSettings["combine"][]) {
+        for (const policy of policies) {
+            for (const share of budgets.filter((b) => b < 1)) {
+                const cells = Math.max(64, Math.round(full * share));
+                const report = await measureFidelity({model, prompt, steps, reference, cells, threads, compression: settings(policy, {combine, pruneEvery: 16})});
+                rows.push([policy, combine, `${Math.round(share * 100)}% (${cells})`, report.top1Agreement.toFixed(3), report.meanKl.toFixed(4),
+                    report.firstDivergence ?? "none", report.finalSample.cellsLive, report.finalSample.forcedDrops]);
+                json.push({policy, combine, share, cells, ...report});
+            }
+        }
+    }
+    await model.dispose();
+    results.fidelity = {model: path.basename(file), promptTokens: prompt.length, steps, rows: json};
+    say(`\n## Fidelity vs Full KV (teacher-forced, ${path.basename(file)}, ${prompt.length}-token prompt + ${steps} tokens; full cache = ${full} cells)\n\n` +
+        table(["policy", "combine", "budget", "top-1 agreement", "mean KL (nats)", "first greedy divergence", "live cells", "forced drops"], rows));
+}
+
+if (suites.has("overhead")) {
+    // Scoring cost where nothing is pruned: a short context, cells to spare.
+    const file = values.model ?? await getFixtureModel("bench-1.5b-shape");
+    const model = await loadModel(llama, file);
+    const prompt = Array.from({length: 32}, (_, i) => ((i * 29) % 500 + 10) as Token);
+    const rows: (string | number)[][] = [];
+    const json: unknown[] = [];
+    for (const flashAttention of [false, true]) {
+        const base = await decodeRun(model, {prompt, length: 384, cells: 1024, window: 128, threads, flashAttention, compression: settings("full")});
+        rows.push(["full (scoring off)", String(flashAttention), base.tokensPerSecond.toFixed(1), "1.000"]);
+        for (const policy of policies) {
+            const run = await decodeRun(model, {prompt, length: 384, cells: 1024, window: 128, threads, flashAttention, compression: settings(policy, {pruneEvery: 1_000_000})});
+            rows.push([`${policy} (scoring on)`, String(flashAttention), run.tokensPerSecond.toFixed(1), (run.tokensPerSecond / base.tokensPerSecond).toFixed(3)]);
+            json.push({policy, flashAttention, tokensPerSecond: run.tokensPerSecond, ratio: run.tokensPerSecond / base.tokensPerSecond, full: base.tokensPerSecond});
+        }
+    }
+    await model.dispose();
+    results.overhead = json;
+    say(`\n## Scoring overhead at short context (${path.basename(file)}, 32-token prompt, 384 tokens, no pruning)\n\n` +
+        table(["run", "flash attention", "tokens/s", "ratio to Full"], rows));
+}
+
+if (suites.has("speed")) {
+    // Decode speed and live KV memory against generated length: Full vs each policy, same run (Lethe Fig. 4's shape).
+    const file = values.model ?? await getFixtureModel("bench-1.5b-shape");
+    const model = await loadModel(llama, file);
+    const length = Number(values.length);
+    const budget = Number(values["speed-budget"]);
+    const window = Math.max(256, Math.floor(length / 16));
+    const prompt = Array.from({length: 32}, (_, i) => ((i * 31) % 500 + 10) as Token);
+    const runs: Record<string, Awaited<ReturnType<typeof decodeRun>>> = {};
+    runs.full = await decodeRun(model, {prompt, length, cells: length + prompt.length + 16, window, threads, compression: settings("full")});
+    for (const policy of policies)
+        runs[policy] = await decodeRun(model, {prompt, length, cells: budget, window, threads, compression: settings(policy, {pruneEvery: 32})});
+    await model.dispose();
+
+    const speedRows = Object.entries(runs).flatMap(([name, run]) => run.points.map((p) => ({x: p.tokens, y: p.tokensPerSecond, series: name})));
+    const memoryRows = Object.entries(runs).flatMap(([name, run]) => run.points.map((p) => ({x: p.tokens, y: p.liveBytes / 2 ** 20, series: name})));
+    await writeLineChart(path.join(out, "speed.svg"), {title: "Decode speed against generated length", x: "generated tokens", y: "tokens/s", rows: speedRows});
+    await writeLineChart(path.join(out, "memory.svg"), {title: "Live KV memory against generated length", x: "generated tokens", y: "KV MiB", rows: memoryRows});
+    const full = runs.full!;
+    const lastFull = full.points.at(-1)!;
+    const rows = Object.entries(runs).map(([name, run]) => {
+        const last = run.points.at(-1)!;
+        return [name, name === "full" ? String(full.points.length > 0 ? lastFull.tokens + prompt.length + 16 : 0) : String(budget), run.tokensPerSecond.toFixed(1),
+            (run.tokensPerSecond / full.tokensPerSecond).toFixed(2), last.tokensPerSecond.toFixed(1), (last.tokensPerSecond / lastFull.tokensPerSecond).toFixed(2),
+            (last.liveBytes / 2 ** 20).toFixed(1), (last.liveBytes / lastFull.liveBytes).toFixed(3), run.pruneRounds, (run.scoringMs / 1000).toFixed(1)];
+    });
+    results.speed = {model: path.basename(file), length, budget, runs};
+    say(`\n## Decode speed and KV memory to ${length} generated tokens (${path.basename(file)}; policies at ${budget} cells)\n\n` +
+        table(["run", "cells", "mean tok/s", "ratio", `tok/s at ${lastFull.tokens}`, "ratio", "live KV MiB at end", "ratio", "prune rounds", "pruning s"], rows) +
+        "\n\n![speed](speed.svg) ![memory](memory.svg)");
+}
+
+if (suites.has("quality")) {
+    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies, budgets, problems: Number(values.problems), threads});
+    results.quality = report.json;
+    const bars = report.rows.map((row) => ({group: `${Math.round(row.share * 100)}%`, series: row.policy, y: row.accuracy}));
+    await writeBarChart(path.join(out, "accuracy.svg"), {title: "Demo task accuracy by KV budget (share of the Full cache)", x: "budget", y: "accuracy", rows: bars});
+    say(`\n## Accuracy on the demo reasoning task (${report.problems} held-out problems, greedy)\n\n` + report.table + "\n\n![accuracy](accuracy.svg)");
+}
+
+await fs.writeFile(path.join(out, "results.json"), JSON.stringify(results, null, 2));
+await fs.writeFile(path.join(out, "tables.md"), tables.join("\n") + "\n");
+console.log(`\nResults in ${out}`);
+await llama.dispose();

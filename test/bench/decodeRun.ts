@@ -1,0 +1,59 @@
+import type {LlamaModel, Token} from "node-llama-cpp";
+import type {CompressionSettings} from "../../preload/contract.js";
+import {KvController} from "../../main/engine/KvController.js";
+import {NativeKv} from "../../main/engine/native/NativeKv.js";
+
+export type DecodePoint = {tokens: number, tokensPerSecond: number, liveBytes: number, allocatedBytes: number, fullBytes: number};
+
+/**
+ * Greedy decoding of `length` tokens after `prompt` in a context of `cells` cells, the policy pruning as it
+ * goes (asynchronously, as in the app). Every `window` tokens: throughput over the window and KV memory.
+ */
+export async function decodeRun(model: LlamaModel, options: {
+    prompt: Token[], length: number, cells: number, compression: CompressionSettings, window: number, threads?: number, flashAttention?: boolean
+}): Promise<{points: DecodePoint[], tokensPerSecond: number, scoringMs: number, pruneRounds: number, forcedDrops: number}> {
+    const context = await model.createContext({contextSize: options.cells, threads: options.threads ?? 0, sequences: 1, flashAttention: options.flashAttention ?? false});
+    const kv = new NativeKv(context);
+    try {
+        if (options.compression.policy !== "full")
+            kv.setPositionLimit(1 << 22);
+        const sequence = context.getSequence();
+        const controller = new KvController({
+            kv, sequenceId: 0, compression: options.compression, cells: options.cells,
+            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now()
+        });
+        await controller.start();
+        const points: DecodePoint[] = [];
+        let count = 0;
+        const started = performance.now();
+        let windowStart = started;
+        for await (const _token of sequence.evaluate(options.prompt, {temperature: 0})) {
+            void _token;
+            count++;
+            controller.onTokens(1);
+            if (controller.error != null)
+                throw controller.error;
+            if (count % options.window === 0) {
+                const now = performance.now();
+                const sample = await controller.sample(0);
+                points.push({
+                    tokens: count,
+                    tokensPerSecond: options.window / ((now - windowStart) / 1000),
+                    liveBytes: sample.liveBytes,
+                    allocatedBytes: sample.allocatedBytes,
+                    fullBytes: sample.fullBytes
+                });
+                windowStart = performance.now();
+            }
+            if (count >= options.length)
+                break;
+        }
+        const seconds = (performance.now() - started) / 1000;
+        const last = await controller.sample(0);
+        await controller.dispose();
+        return {points, tokensPerSecond: count / seconds, scoringMs: last.scoringMs, pruneRounds: last.pruneRounds, forcedDrops: last.forcedDrops};
+    } finally {
+        await kv.dispose();
+        await context.dispose();
+    }
+}
