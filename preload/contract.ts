@@ -146,8 +146,12 @@ export type MessageStats = {
 
 /** What a budget means for a model, shown before it is applied. */
 export type BudgetEstimate = {
+    /** Live cells Ponder keeps at most. */
     cells: number,
+    /** Cells llama.cpp reserves: the budget rounded up to its 256-cell padding. */
+    allocatedCells: number,
     bytesPerCell: number,
+    /** Bytes reserved: allocatedCells x bytesPerCell. */
     bytes: number,
     /** Bytes of a full cache at the model's own context length. */
     fullContextBytes: number | null,

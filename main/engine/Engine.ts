@@ -145,7 +145,9 @@ export class Engine {
                 await controller.start();
             }
 
-            session.setChatHistory(toChatHistory(request.systemPrompt, request.history.slice(0, -1)));
+            const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
+            await this._prefill(active, history, controller, cells, request.onRebuild);
+            session.setChatHistory(history);
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
             const started = performance.now();
             let generated = 0;
@@ -225,6 +227,58 @@ export class Engine {
         await this._unload();
         await this._llama?.dispose();
         this._llama = null;
+    }
+
+    /**
+     * Evaluates the stored conversation into the context in chunks, with progress, when much of it is not
+     * there yet (a new context after a budget change, another conversation): with a pruning policy each
+     * chunk is followed by a prune round, so a history longer than the budget still fits. node-llama-cpp
+     * then finds the prefix in place and evaluates only the new message.
+     */
+    private async _prefill(active: Active, history: ChatHistoryItem[], controller: KvController | null, cells: number,
+        onProgress: ((progress: number) => void) | undefined): Promise<void> {
+        if (history.length === 0)
+            return;
+        const loaded = this._loaded!;
+        const sequence = active.session.sequence;
+        const tokens = loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer);
+        const existing = sequence.contextTokens;
+        let common = 0;
+        while (common < existing.length && common < tokens.length && existing[common] === tokens[common])
+            common++;
+        const pruning = controller != null && controller.policyId !== "full";
+        // The kept prefix must end on a live cell: llama.cpp wants each new position to follow the newest one.
+        if (pruning && common > 0) {
+            const {positions} = await active.kv!.scores(0);
+            let lastLive = -1;
+            for (const position of positions) {
+                if (position < common && position > lastLive)
+                    lastLive = position;
+            }
+            common = lastLive + 1;
+        }
+        if (common === tokens.length && common === sequence.nextTokenIndex)
+            return;
+
+        if (common < sequence.nextTokenIndex)
+            await sequence.eraseContextTokenRanges([{start: common, end: sequence.nextTokenIndex}]);
+        const missing = tokens.length - common;
+        if (!pruning && tokens.length > cells - 16)
+            throw new AppError("BAD_REQUEST", `This conversation is ${tokens.length} tokens long, more than the KV budget of ${cells} cells holds with Full KV: raise the budget or choose a compression policy`);
+        const report = missing >= 256 ? onProgress : undefined;
+        const chunkTarget = Math.max(16, Math.floor(cells * 0.7));
+        let done = 0;
+        report?.(0);
+        while (done < missing) {
+            const live = pruning ? (await active.kv!.stats()).cellsUsed : common + done;
+            const room = Math.max(8, Math.min(512, cells - live - 16));
+            const chunk = tokens.slice(common + done, common + done + room);
+            await sequence.evaluateWithoutGeneratingNewTokens(chunk);
+            done += chunk.length;
+            if (pruning && done < missing)
+                await controller.pruneNow(chunkTarget);
+            report?.(done / missing);
+        }
     }
 
     /** The chat context for `config`, recreated when the budget, KV type or flash attention changed. */

@@ -88,6 +88,13 @@ export class KvController {
         }
     }
 
+    /** A prune round now, down to `maxKeep` live cells (prefill of a long history, between chunks). */
+    async pruneNow(maxKeep: number): Promise<void> {
+        await this.idle();
+        if (this.policyId !== "full")
+            await this._prune(maxKeep);
+    }
+
     async idle(): Promise<void> {
         await this._round;
     }
@@ -120,13 +127,13 @@ export class KvController {
             await this._options.kv.configureScoring({enabled: false});
     }
 
-    private async _prune(): Promise<void> {
+    private async _prune(maxKeep = this.maxKeep): Promise<void> {
         const started = this._options.now();
         const snapshot = toPolicySnapshot(await this._options.kv.scores(this._options.sequenceId));
         const n = snapshot.positions.length;
         if (n === 0)
             return;
-        const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep: this.maxKeep}, this._options.compression.combine);
+        const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep}, this._options.compression.combine);
         this._state = decision.state;
         this._pruneRounds++;
         this._forcedDrops += decision.forcedDrops;

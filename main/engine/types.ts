@@ -33,7 +33,9 @@ export type GenerateRequest = {
     kv: {compression: CompressionSettings, cells: number},
     onChunk(chunk: GenerationChunk): void,
     /** Memory readings every few tokens and at the end (patched build only). */
-    onSample?(sample: KvSample): void
+    onSample?(sample: KvSample): void,
+    /** Progress (0 to 1) of evaluating a long stored conversation into a new context. */
+    onRebuild?(progress: number): void
 };
 
 export type GenerationResult = {

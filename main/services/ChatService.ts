@@ -148,6 +148,7 @@ export class ChatService {
             const messageStats = stats;
             const result = await this._engine.generate({
                 kv: {compression, cells},
+                onRebuild: (progress) => this._emit("chat:rebuild", {conversationId, progress}),
                 onSample: (sample) => {
                     pushSample(messageStats.samples, sample, this._options.maxSamples ?? 400);
                     this._emit("chat:memory", {conversationId, messageId, sample});

@@ -8,6 +8,8 @@ import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
 
 const mib = 1024 * 1024;
+/** llama.cpp rounds a context's KV cells up to a multiple of this. */
+export const kvCellPadding = 256;
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
 export class CompressionService {
@@ -63,9 +65,13 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     else
         notes.push(`${compression.policy} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
 
-    const bytes = cells * bytesPerCell;
+    const allocatedCells = Math.ceil(cells / kvCellPadding) * kvCellPadding;
+    if (allocatedCells !== cells)
+        notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${allocatedCells} cells are allocated, ${cells} are used.`);
+    const bytes = allocatedCells * bytesPerCell;
     return {
         cells,
+        allocatedCells,
         bytesPerCell,
         bytes,
         fullContextBytes: contextLength != null ? contextLength * bytesPerCell : null,

@@ -73,6 +73,39 @@ describe("compression policies on a generated model", () => {
         });
     }
 
+    it("rebuilds a stored conversation longer than the budget into a new context, with progress", async () => {
+        const long = "The quick brown fox jumps over the lazy dog while counting primes. ".repeat(40);
+        const history: ChatTurn[] = [
+            {role: "user", text: "Tell me a story."}, {role: "assistant", text: long, thinking: long},
+            {role: "user", text: "Again."}, {role: "assistant", text: long, thinking: ""},
+            {role: "user", text: "Once more, shorter."}
+        ];
+        const progress: number[] = [];
+        const compression: CompressionSettings = {...defaultCompressionSettings, policy: "h2o", pruneEvery: 16};
+        const samples: KvSample[] = [];
+        let tokens = 0;
+        await engine.generate({
+            history, systemPrompt: "", temperature: 0.8, maxTokens: 40, seed: 3, signal: new AbortController().signal,
+            kv: {compression, cells: 256},
+            onChunk: (chunk) => void (tokens += chunk.tokens),
+            onSample: (sample) => void samples.push(sample),
+            onRebuild: (p) => void progress.push(p)
+        });
+        expect(progress[0]).toBe(0);
+        expect(progress.at(-1)).toBe(1);
+        expect(progress.length).toBeGreaterThan(3);
+        expect(tokens).toBeGreaterThan(0);
+        expect(samples.at(-1)!.tokensSeen).toBeGreaterThan(600);
+        for (const sample of samples)
+            expect(sample.cellsLive).toBeLessThanOrEqual(256);
+
+        // Full KV cannot hold it: a clear refusal, not a crash.
+        await expect(engine.generate({
+            history, systemPrompt: "", temperature: 0.8, maxTokens: 40, signal: new AbortController().signal,
+            kv: {compression: {...compression, policy: "full"}, cells: 300}, onChunk() {}
+        })).rejects.toThrow(/more than the KV budget of 300 cells/);
+    });
+
     it("continues a conversation in turn two after pruning in turn one", async () => {
         const first = await run(engine, "lethe", [{role: "user", text: "Think for a long time."}], 300);
         expect(first.samples.at(-1)!.tokensEvicted).toBeGreaterThan(0);

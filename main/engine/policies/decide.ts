@@ -1,4 +1,7 @@
-import {aggregateNormalised, hoyerSparsity, rankDescending} from "./scoreMath.js";
+import {aggregateNormalised, hoyerSparsity, orderByPosition, rankDescending} from "./scoreMath.js";
+
+/** Newest positions no round frees. */
+export const protectNewest = 8;
 import type {CombineMode, Policy, PruneDecision, PruneTarget, ScoreSnapshot} from "./types.js";
 
 /**
@@ -42,18 +45,18 @@ export function decide<Params, State>(
         aggregateState = single.state;
     }
 
-    // Never free position 0 (node-llama-cpp treats it as the sequence start) nor the newest token.
-    let oldest = 0;
-    let newest = 0;
-    for (let j = 1; j < n; j++) {
-        if (snapshot.positions[j]! < snapshot.positions[oldest]!)
-            oldest = j;
-        if (snapshot.positions[j]! > snapshot.positions[newest]!)
-            newest = j;
-    }
-    if (n > 0) {
-        keep[oldest] = 1;
-        keep[newest] = 1;
+    // Never free position 0 (node-llama-cpp treats it as the sequence start) nor the newest tokens: llama.cpp
+    // wants each new position to follow the newest live one, also after node-llama-cpp rewinds a few tokens.
+    const byPosition = orderByPosition(snapshot.positions);
+    const protectedCells = new Uint8Array(n);
+    if (n > 0)
+        protectedCells[byPosition[0]!] = 1;
+    const newestKept = Math.max(1, Math.min(protectNewest, target.maxKeep - 1));
+    for (let i = Math.max(0, n - newestKept); i < n; i++)
+        protectedCells[byPosition[i]!] = 1;
+    for (let j = 0; j < n; j++) {
+        if (protectedCells[j] === 1)
+            keep[j] = 1;
     }
 
     let kept = keep.reduce((sum, v) => sum + v, 0);
@@ -65,7 +68,7 @@ export function decide<Params, State>(
         const order = rankDescending(priority, 0, n);
         for (let i = order.length - 1; i >= 0 && kept > target.maxKeep; i--) {
             const j = order[i]!;
-            if (keep[j] === 1 && j !== oldest && j !== newest) {
+            if (keep[j] === 1 && protectedCells[j] === 0) {
                 keep[j] = 0;
                 kept--;
                 forcedDrops++;

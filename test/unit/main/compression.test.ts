@@ -15,7 +15,9 @@ const qwen15b: ModelInspection = {
 describe("budget estimate", () => {
     it("turns cells and MiB into bytes with the model's own shape", () => {
         const cells = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
-        expect(cells).toMatchObject({cells: 4096, bytesPerCell: 28672, bytes: 4096 * 28672, fits: true, compressionSupported: true});
+        expect(cells).toMatchObject({cells: 4096, allocatedCells: 4096, bytesPerCell: 28672, bytes: 4096 * 28672, fits: true, compressionSupported: true});
+        const odd = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "cells", cells: 1000}}, 8 * 2 ** 30);
+        expect(odd).toMatchObject({cells: 1000, allocatedCells: 1024, bytes: 1024 * 28672});
         const mib = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "mib", mib: 112}}, 8 * 2 ** 30);
         expect(mib.cells).toBe(4096);
         const q8 = estimateBudget(qwen15b, {...defaultCompressionSettings, kvType: "q8_0", budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
