@@ -58,7 +58,8 @@ const purifyConfig = {
 
 let purifierReady = false;
 
-function purify(dirty: string): string {
+/** The second layer on its own: any HTML -> HTML without scripts, handlers, forms, embeds or unsafe links (a no-op without a DOM). */
+export function sanitizeHtml(dirty: string): string {
     if (!DOMPurify.isSupported)
         return dirty;
     if (!purifierReady) {
@@ -75,5 +76,5 @@ function purify(dirty: string): string {
 
 /** Markdown from a model -> safe HTML: GFM, highlighted code, KaTeX math; no raw HTML, scripts or unsafe links. */
 export function renderMarkdown(markdown: string): string {
-    return purify(marked.parse(markdown, {async: false}));
+    return sanitizeHtml(marked.parse(markdown, {async: false}));
 }

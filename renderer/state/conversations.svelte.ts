@@ -93,6 +93,9 @@ export function createConversations(bridge: PonderApi) {
 
     /** Selects a conversation and loads its detail; `null` when it failed or another selection overtook this one. */
     async function select(id: string): Promise<ConversationDetail | null> {
+        // Another conversation's settings must not show as this one's while its own load.
+        if (state.selectedId !== id)
+            state.settings = null;
         state.selectedId = id;
         const result = await request(bridge, "conversations:get", {id});
         if (state.selectedId !== id)
@@ -105,6 +108,16 @@ export function createConversations(bridge: PonderApi) {
         state.error = null;
         state.settings = result.value.settings;
         upsert(result.value.conversation);
+        return result.value;
+    }
+
+    /** The conversation as a file (Markdown or JSON, with its memory statistics); `null` when it failed. */
+    async function exportAs(id: string, format: "markdown" | "json"): Promise<{fileName: string, mimeType: string, content: string} | null> {
+        const result = await request(bridge, "conversations:export", {id, format});
+        if (!result.ok) {
+            state.error = describeError("Could not export the conversation", result.error);
+            return null;
+        }
         return result.value;
     }
 
@@ -122,6 +135,6 @@ export function createConversations(bridge: PonderApi) {
         get selected() {
             return selected;
         },
-        refresh, create, rename, remove, select, deselect, upsert
+        refresh, create, rename, remove, select, deselect, upsert, exportAs
     };
 }

@@ -1,4 +1,4 @@
-import type {EngineStatus, ModelInfo, PonderApi} from "../../preload/contract.js";
+import type {EngineStatus, ModelDetails, ModelInfo, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 
@@ -17,6 +17,11 @@ export function createModels(bridge: PonderApi) {
         adding: false,
         /** The model a `models:load` request is on its way for. */
         loadingId: null as string | null,
+        /** The model whose details are shown, and the details fetched so far (by id). */
+        detailsId: null as string | null,
+        details: {} as Record<string, ModelDetails>,
+        detailsError: null as string | null,
+        removingId: null as string | null,
         error: null as string | null
     });
     const loadedModel = $derived(state.engine?.model ?? null);
@@ -92,6 +97,42 @@ export function createModels(bridge: PonderApi) {
         return result.value.state !== "error";
     }
 
+    /** Shows a model's details (fetched once), or hides them when they are shown already. */
+    async function toggleDetails(id: string): Promise<void> {
+        if (state.detailsId === id) {
+            state.detailsId = null;
+            return;
+        }
+        state.detailsId = id;
+        state.detailsError = null;
+        if (state.details[id])
+            return;
+        const result = await request(bridge, "models:details", {id});
+        if (!result.ok) {
+            if (state.detailsId === id)
+                state.detailsError = describeError("Could not read the model's details", result.error);
+            return;
+        }
+        state.details[id] = result.value;
+    }
+
+    /** Forgets a model (its file stays on disk). The loaded model cannot be removed. */
+    async function remove(id: string): Promise<boolean> {
+        state.removingId = id;
+        const result = await request(bridge, "models:remove", {id});
+        state.removingId = null;
+        if (!result.ok) {
+            state.error = describeError("Could not remove the model", result.error);
+            return false;
+        }
+        state.error = null;
+        state.models = state.models.filter((model) => model.id !== id);
+        delete state.details[id];
+        if (state.detailsId === id)
+            state.detailsId = null;
+        return true;
+    }
+
     function applyStatus(status: EngineStatus): void {
         state.engine = status;
     }
@@ -108,7 +149,7 @@ export function createModels(bridge: PonderApi) {
         get busy() {
             return busy;
         },
-        refresh, add, pick, load,
+        refresh, add, pick, load, toggleDetails, remove, upsert,
         dispose(): void {
             offStatus();
         }

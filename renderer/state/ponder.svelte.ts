@@ -1,25 +1,38 @@
 import type {PonderApi} from "../../preload/contract.js";
 import type {SocketBridge} from "../lib/createSocketBridge.js";
+import {createBudget, type BudgetOptions} from "./budget.svelte.js";
 import {createChat, type ChatOptions} from "./chat.svelte.js";
 import {createConversations} from "./conversations.svelte.js";
+import {createDownloads} from "./downloads.svelte.js";
+import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
 import {request} from "./request.js";
 import {createSettings} from "./settings.svelte.js";
 
 export type Ponder = ReturnType<typeof createPonder>;
+export type PonderOptions = ChatOptions & {memory?: MemoryOptions, budget?: BudgetOptions};
 
 /** All renderer state over one bridge, and the use cases that span several modules. */
-export function createPonder(bridge: PonderApi | SocketBridge, options: ChatOptions = {}) {
+export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOptions = {}) {
     const conversations = createConversations(bridge);
     const chat = createChat(bridge, options);
     const models = createModels(bridge);
     const settings = createSettings(bridge);
+    const memory = createMemory(bridge, chat, options.memory);
+    const budget = createBudget(bridge, conversations, settings, options.budget);
+    const downloads = createDownloads(bridge, models);
     const connection = $state({connected: true});
-    /** Requests from one component to another: bump `composerFocus` to move focus to the composer. */
-    const ui = $state({composerFocus: 0});
+    const ui = $state({
+        /** Bump to move focus to the composer. */
+        composerFocus: 0,
+        /** The memory panel (gauge, heatmap, budget controller) is open. */
+        memoryOpen: false,
+        /** The theme in effect, `system` resolved (App.svelte keeps it current): canvases read their colours by it. */
+        theme: "light" as "light" | "dark"
+    });
 
     async function start(): Promise<void> {
-        await Promise.all([conversations.refresh(), models.refresh(), settings.load()]);
+        await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh()]);
     }
 
     async function openConversation(id: string): Promise<void> {
@@ -35,8 +48,11 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: ChatOpti
         if (!created)
             return false;
         conversations.state.selectedId = created.id;
+        conversations.state.settings = null;
         chat.open(created.id, []);
         ui.composerFocus++;
+        // Its settings (the defaults at creation) feed the budget controller.
+        void conversations.select(created.id);
         return true;
     }
 
@@ -89,13 +105,16 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: ChatOpti
     }
 
     return {
-        conversations, chat, models, settings, connection, ui,
+        conversations, chat, models, settings, memory, budget, downloads, connection, ui,
         start, openConversation, newConversation, deleteConversation, send, openExternal,
         dispose(): void {
             offDone();
             offConnection();
             chat.dispose();
             models.dispose();
+            memory.dispose();
+            budget.dispose();
+            downloads.dispose();
         }
     };
 }

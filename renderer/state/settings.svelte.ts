@@ -1,14 +1,16 @@
-import type {AppSettings, PonderApi} from "../../preload/contract.js";
+import type {AppSettings, ConversationSettings, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 
 export type Settings = ReturnType<typeof createSettings>;
 export type Theme = AppSettings["theme"];
 
-/** App settings the renderer shows: the theme. */
+/** App settings the renderer shows: the theme, and the settings new conversations start with. */
 export function createSettings(bridge: PonderApi) {
     const state = $state({
         theme: "system" as Theme,
+        /** Settings of conversations created from now on; `null` until read. */
+        conversationDefaults: null as ConversationSettings | null,
         error: null as string | null
     });
 
@@ -19,6 +21,7 @@ export function createSettings(bridge: PonderApi) {
             return;
         }
         state.theme = result.value.theme;
+        state.conversationDefaults = result.value.defaultConversationSettings;
         state.error = null;
     }
 
@@ -36,5 +39,19 @@ export function createSettings(bridge: PonderApi) {
         state.error = null;
     }
 
-    return {state, load, setTheme};
+    /** Changes the settings new conversations start with; the reason as a sentence when it failed, else `null`. */
+    async function saveConversationDefaults(patch: Partial<ConversationSettings>): Promise<string | null> {
+        if (state.conversationDefaults == null)
+            await load();
+        const current = state.conversationDefaults;
+        if (current == null)
+            return state.error ?? "Could not read the current defaults";
+        const result = await request(bridge, "settings:update", {defaultConversationSettings: {...$state.snapshot(current), ...patch}});
+        if (!result.ok)
+            return describeError("Could not save the defaults", result.error);
+        state.conversationDefaults = result.value.defaultConversationSettings;
+        return null;
+    }
+
+    return {state, load, setTheme, saveConversationDefaults};
 }

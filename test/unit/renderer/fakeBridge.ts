@@ -1,4 +1,4 @@
-import type {ErrorCode, EventChannel, Events, MessageDto, PonderApi, Req, RequestChannel, Res, Result, ConversationSettings} from "../../../preload/contract.js";
+import type {ErrorCode, EventChannel, Events, KvSample, MessageDto, PonderApi, Req, RequestChannel, Res, Result, ConversationSettings} from "../../../preload/contract.js";
 
 type Handler<C extends RequestChannel> = (payload: Req<C>) => Result<Res<C>> | Promise<Result<Res<C>>>;
 type AnyHandler = (payload: unknown) => Result<unknown> | Promise<Result<unknown>>;
@@ -67,5 +67,15 @@ export function conversationSettings(overrides: Partial<ConversationSettings> = 
             }
         },
         ...overrides
+    };
+}
+
+/** A KV reading: 1000 tokens seen, 380 kept of 512 allocated, 32 KiB per cell. */
+export function kvSample(overrides: Partial<KvSample> = {}): KvSample {
+    return {
+        step: 1, tokensSeen: 1000, cellsLive: 380, cellsAllocated: 512, bytesPerCell: 32 * 1024,
+        allocatedBytes: 512 * 32 * 1024, liveBytes: 380 * 32 * 1024, fullBytes: 1000 * 32 * 1024,
+        pruneRounds: 3, tokensEvicted: 620, forcedDrops: 0, keptPerLayer: [1, 0.5], sparsityPerLayer: [0.2, 0.6],
+        scoringMs: 0.3, tokensPerSecond: 40, ...overrides
     };
 }

@@ -79,4 +79,35 @@ describe("models state", () => {
         expect(await models.load("m1")).toBe(false);
         expect(models.state.error).toBe("Could not load the model: Out of memory");
     });
+
+    test("details are fetched once and toggled; remove forgets the model", async () => {
+        const bridge = createFakeBridge();
+        const m1 = model("m1", "/models/a.gguf");
+        bridge.reply("models:list", [m1, model("m2", "/models/b.gguf")]);
+        bridge.reply("app:status", {version: "0.1.0", engine: status("ready", m1)});
+        bridge.handle("models:details", ({id}) => ({
+            ok: true,
+            value: {
+                ...model(id, "/models/a.gguf"), layers: 28, headCount: 28, headCountKv: 4, embeddingLength: 3584, kvBytesPerToken: 57_344,
+                compressionSupported: true, compressionNote: null
+            }
+        }));
+        const models = createModels(bridge.api);
+        await models.refresh();
+        await models.toggleDetails("m2");
+        expect(models.state.detailsId).toBe("m2");
+        expect(models.state.details.m2?.kvBytesPerToken).toBe(57_344);
+        await models.toggleDetails("m2");
+        expect(models.state.detailsId).toBeNull();
+        await models.toggleDetails("m2");
+        expect(bridge.calls.filter((call) => call.channel === "models:details")).toHaveLength(1);
+
+        bridge.fail("models:remove", "BUSY", "This model is loaded: load another model before removing it");
+        expect(await models.remove("m1")).toBe(false);
+        expect(models.state.error).toBe("Could not remove the model: This model is loaded: load another model before removing it");
+        bridge.reply("models:remove", undefined);
+        expect(await models.remove("m2")).toBe(true);
+        expect(models.state.models.map((entry) => entry.id)).toEqual(["m1"]);
+        expect(models.state.detailsId).toBeNull();
+    });
 });

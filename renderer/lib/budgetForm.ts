@@ -1,0 +1,127 @@
+// The budget controller's form: compression settings as the user edits them, where a number may be missing while it
+// is typed, and the checks that catch obvious mistakes before the backend sees them.
+
+import type {CompressionSettings, KvBudget, PolicyParams} from "../../preload/contract.js";
+import {budgetLimits, isTunable, paramSpecs, type ParamSpec} from "./policies.js";
+
+type Editable<T> = {[K in keyof T]: number | null};
+
+export type BudgetForm = Omit<CompressionSettings, "budget" | "pruneEvery" | "params"> & {
+    budgetKind: KvBudget["kind"],
+    /** Kept apart so switching the kind back and forth does not lose a typed value. */
+    cells: number | null,
+    mib: number | null,
+    pruneEvery: number | null,
+    params: {[P in keyof PolicyParams]: Editable<PolicyParams[P]>}
+};
+
+/** Field -> message, in the order the fields are shown; keys: `budget`, `pruneEvery`, `params.<policy>.<key>`. */
+export type FormErrors = Record<string, string>;
+
+export function toForm(compression: CompressionSettings): BudgetForm {
+    const {budget, params, ...rest} = compression;
+    return {
+        ...rest,
+        budgetKind: budget.kind,
+        cells: budget.kind === "cells" ? budget.cells : null,
+        mib: budget.kind === "mib" ? budget.mib : null,
+        params: {
+            streamingllm: {...params.streamingllm},
+            h2o: {...params.h2o},
+            lethe: {...params.lethe},
+            refreekv: {...params.refreekv}
+        }
+    };
+}
+
+function budgetOf(form: BudgetForm): KvBudget {
+    if (form.budgetKind === "cells")
+        return {kind: "cells", cells: form.cells ?? Number.NaN};
+    if (form.budgetKind === "mib")
+        return {kind: "mib", mib: form.mib ?? Number.NaN};
+    return {kind: "auto"};
+}
+
+/** The settings the form stands for; meaningful once `validateBudgetForm` finds nothing. */
+export function toCompression(form: BudgetForm): CompressionSettings {
+    const number = (value: number | null) => value ?? Number.NaN;
+    const params = form.params;
+    return {
+        policy: form.policy,
+        budget: budgetOf(form),
+        kvType: form.kvType,
+        flashAttention: form.flashAttention,
+        combine: form.combine,
+        pruneEvery: number(form.pruneEvery),
+        params: {
+            streamingllm: {sinks: number(params.streamingllm.sinks)},
+            h2o: {heavyRatio: number(params.h2o.heavyRatio)},
+            lethe: {
+                sparseRatio: number(params.lethe.sparseRatio), recentRatio: number(params.lethe.recentRatio), segments: number(params.lethe.segments),
+                sinks: number(params.lethe.sinks), gamma: number(params.lethe.gamma), initialEvictRatio: number(params.lethe.initialEvictRatio)
+            },
+            refreekv: {threshold: number(params.refreekv.threshold), firstM: number(params.refreekv.firstM), wholeLayers: number(params.refreekv.wholeLayers)}
+        }
+    };
+}
+
+const count = (value: number) => value.toLocaleString("en-US");
+
+function checkBudget(form: BudgetForm): string | null {
+    if (form.budgetKind === "cells") {
+        const cells = form.cells;
+        if (cells == null || !Number.isFinite(cells))
+            return "Enter the budget as a number of cells (tokens), for example 4096.";
+        if (!Number.isInteger(cells))
+            return "Cells are whole tokens: enter a whole number.";
+        if (cells < budgetLimits.minCells)
+            return `A budget needs at least ${budgetLimits.minCells} cells to hold the sinks, a recent window and the prompt.`;
+        if (cells > budgetLimits.maxCells)
+            return `At most ${count(budgetLimits.maxCells)} cells.`;
+    } else if (form.budgetKind === "mib") {
+        const mib = form.mib;
+        if (mib == null || !Number.isFinite(mib))
+            return "Enter the budget in MiB, for example 512.";
+        if (mib <= 0)
+            return "A budget must be more than 0 MiB.";
+        if (mib > budgetLimits.maxMib)
+            return "A budget above 1 TiB is not a budget.";
+    }
+    return null;
+}
+
+/** What is wrong with a parameter's value, in words, or `null`. */
+export function checkParam(spec: ParamSpec, value: number | null): string | null {
+    if (value == null || !Number.isFinite(value))
+        return `Enter a value for ${spec.label}.`;
+    if (spec.integer && !Number.isInteger(value))
+        return `${spec.label} must be a whole number.`;
+    const low = spec.minExclusive ? value <= spec.min : value < spec.min;
+    const high = spec.maxExclusive ? value >= spec.max : value > spec.max;
+    if (low || high) {
+        const lower = spec.minExclusive ? `above ${spec.min}` : `at least ${spec.min}`;
+        const upper = spec.maxExclusive ? `below ${spec.max}` : `at most ${count(spec.max)}`;
+        return `${spec.label} must be ${lower} and ${upper}.`;
+    }
+    return null;
+}
+
+/** Obvious mistakes only (the backend checks everything again); only the chosen policy's parameters are checked. */
+export function validateBudgetForm(form: BudgetForm): FormErrors {
+    const errors: FormErrors = {};
+    const budget = checkBudget(form);
+    if (budget)
+        errors.budget = budget;
+    const every = form.pruneEvery;
+    if (every == null || !Number.isInteger(every) || every < budgetLimits.minPruneEvery || every > budgetLimits.maxPruneEvery)
+        errors.pruneEvery = `Prune every 1 to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
+    if (isTunable(form.policy)) {
+        const values = form.params[form.policy] as Record<string, number | null>;
+        for (const spec of paramSpecs[form.policy]) {
+            const problem = checkParam(spec, values[spec.key] ?? null);
+            if (problem)
+                errors[`params.${form.policy}.${spec.key}`] = problem;
+        }
+    }
+    return errors;
+}

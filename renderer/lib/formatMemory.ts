@@ -1,0 +1,76 @@
+// KV memory figures as people read them (DESIGN §5): binary units, MiB up to a GiB, then GiB; savings in percent.
+
+import type {KvSample, MessageStats} from "../../preload/contract.js";
+
+const kib = 1024;
+const mib = 1024 * kib;
+const gib = 1024 * mib;
+
+export type MemoryParts = {value: string, unit: "KiB" | "MiB" | "GiB"};
+
+function digits(value: number): string {
+    return value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0);
+}
+
+/** `12_897_485` -> `{value: "12.3", unit: "MiB"}`: MiB below a GiB (two decimals under 10), GiB above. */
+export function splitMemory(bytes: number): MemoryParts {
+    const safe = Number.isFinite(bytes) ? Math.max(0, bytes) : 0;
+    if (safe >= gib)
+        return {value: digits(safe / gib), unit: "GiB"};
+    return {value: digits(safe / mib), unit: "MiB"};
+}
+
+/** `"12.3 MiB"`, `"1.25 GiB"`, `"0.06 MiB"`. */
+export function formatMemory(bytes: number): string {
+    const {value, unit} = splitMemory(bytes);
+    return `${value} ${unit}`;
+}
+
+/** Per-token cost, small: `"48 KiB/token"`, `"1.50 MiB/token"`. */
+export function formatPerToken(bytes: number): string {
+    if (bytes < mib) {
+        const value = bytes / kib;
+        return `${value.toFixed(value < 10 ? 1 : 0)} KiB/token`;
+    }
+    return `${formatMemory(bytes)}/token`;
+}
+
+/** Share of the full-equivalent cache not held: `1 - part / full` (DESIGN §5); `null` before there is a full cache to compare with. */
+export function savingsOf(part: number, full: number): number | null {
+    if (!(full > 0) || !Number.isFinite(part))
+        return null;
+    return 1 - part / full;
+}
+
+/** `0.623` -> `"62%"`; negative savings (more allocated than a full cache needs) keep their sign: `"−20%"`. */
+export function formatPercent(share: number | null): string {
+    if (share == null || !Number.isFinite(share))
+        return "–";
+    const percent = Math.round(share * 100);
+    return percent < 0 ? `−${-percent}%` : `${percent}%`;
+}
+
+/** The reading that sums up a message: its last sample. */
+export function lastSample(stats: MessageStats | null | undefined): KvSample | null {
+    return stats?.samples?.at(-1) ?? null;
+}
+
+/** A message footer's line: `"KV 12.3 MiB live · 62% saved"`. */
+export function describeFootprint(sample: KvSample): string {
+    const saved = savingsOf(sample.liveBytes, sample.fullBytes);
+    return saved == null ? `KV ${formatMemory(sample.liveBytes)} live` : `KV ${formatMemory(sample.liveBytes)} live · ${formatPercent(saved)} saved`;
+}
+
+/** The footprint's tooltip: every figure behind it. */
+export function describeSampleDetail(sample: KvSample): string {
+    return [
+        `Allocated ${formatMemory(sample.allocatedBytes)} (${count(sample.cellsAllocated)} cells)`,
+        `live ${formatMemory(sample.liveBytes)} (${count(sample.cellsLive)} cells)`,
+        `full cache ${formatMemory(sample.fullBytes)} (${count(sample.tokensSeen)} tokens)`,
+        `${count(sample.pruneRounds)} prune rounds, ${count(sample.tokensEvicted)} evicted, ${count(sample.forcedDrops)} forced drops`
+    ].join(" · ");
+}
+
+export function count(value: number): string {
+    return Math.round(value).toLocaleString("en-US");
+}

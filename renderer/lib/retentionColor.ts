@@ -1,0 +1,23 @@
+// The heatmap's colour scale: viridis (perceptually uniform, readable for colour-blind people, on light and dark
+// backgrounds alike). 0 = a layer keeps nothing of the live cells (dark violet), 1 = it keeps all (yellow).
+
+const stops: [number, number, number][] = [
+    [68, 1, 84], [72, 40, 120], [62, 73, 137], [49, 104, 142], [38, 130, 142],
+    [31, 158, 137], [53, 183, 121], [110, 206, 88], [181, 222, 43], [253, 231, 37]
+];
+
+/** Kept fraction (clamped to 0..1) -> `[r, g, b]`. */
+export function retentionColor(fraction: number): [number, number, number] {
+    const t = Number.isFinite(fraction) ? Math.min(1, Math.max(0, fraction)) : 0;
+    const position = t * (stops.length - 1);
+    const index = Math.min(stops.length - 2, Math.floor(position));
+    const local = position - index;
+    const a = stops[index]!;
+    const b = stops[index + 1]!;
+    return [0, 1, 2].map((channel) => Math.round(a[channel]! + (b[channel]! - a[channel]!) * local)) as [number, number, number];
+}
+
+/** The scale as a CSS gradient, for the legend. */
+export function retentionGradient(direction = "to right"): string {
+    return `linear-gradient(${direction}, ${stops.map(([r, g, b], i) => `rgb(${r} ${g} ${b}) ${Math.round((i / (stops.length - 1)) * 100)}%`).join(", ")})`;
+}

@@ -1,0 +1,266 @@
+import type {BudgetEstimate, CompressionSettings, ConversationSettings, KvBudget, PolicyId, PolicyParams, PonderApi} from "../../preload/contract.js";
+import {toCompression, toForm, validateBudgetForm, type BudgetForm} from "../lib/budgetForm.js";
+import {describeError} from "../lib/describeError.js";
+import {isTunable, policyDefaults, sharedDefaults} from "../lib/policies.js";
+import type {Conversations} from "./conversations.svelte.js";
+import {request} from "./request.js";
+import type {Settings} from "./settings.svelte.js";
+
+export type Budget = ReturnType<typeof createBudget>;
+
+export type BudgetOptions = {
+    /** Quiet time after the last edit before the estimate is asked for. Defaults to `300`. */
+    debounceMs?: number
+};
+
+type Option = "kvType" | "flashAttention" | "combine" | "pruneEvery";
+const mib = 1024 * 1024;
+
+/**
+ * The budget controller of the open conversation: a draft of its compression settings, checked as it is edited,
+ * what the draft means for the model (`compression:estimate`, debounced), apply, reset and save as default.
+ */
+export function createBudget(bridge: PonderApi, conversations: Conversations, settings: Settings, options: BudgetOptions = {}) {
+    const debounceMs = options.debounceMs ?? 300;
+    const state = $state({
+        conversationId: null as string | null,
+        form: null as BudgetForm | null,
+        estimate: null as BudgetEstimate | null,
+        estimating: false,
+        /** Why there is no estimate (no model loaded, the backend refused). */
+        estimateError: null as string | null,
+        applying: false,
+        savingDefault: false,
+        /** The backend's answer when apply or save failed. */
+        error: null as string | null,
+        /** A short confirmation after apply or save. */
+        notice: null as string | null
+    });
+    // The settings object the form was loaded from, to tell a new one from the same one seen again.
+    let loadedFrom: ConversationSettings | null = null;
+    let estimateKey: string | null = null;
+    let estimateSeq = 0;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+
+    const errors = $derived(state.form ? validateBudgetForm(state.form) : {});
+    const valid = $derived(state.form != null && Object.keys(errors).length === 0);
+    const compression = $derived(state.form && valid ? toCompression(state.form) : null);
+    const applied = $derived(conversations.state.settings?.compression ?? null);
+    const dirty = $derived(state.form != null && applied != null && JSON.stringify(toCompression(state.form)) !== JSON.stringify(applied));
+    /** The estimate describes other values than the form's (being edited, or invalid). */
+    const stale = $derived(state.estimate != null && (compression == null || JSON.stringify(compression) !== estimateKey));
+
+    function cancelEstimate(): void {
+        if (timer != null)
+            clearTimeout(timer);
+        timer = null;
+    }
+
+    async function estimate(): Promise<void> {
+        cancelEstimate();
+        const seq = ++estimateSeq;
+        const wanted = compression;
+        if (wanted == null) {
+            state.estimating = false;
+            return;
+        }
+        state.estimating = true;
+        const result = await request(bridge, "compression:estimate", {compression: $state.snapshot(wanted)});
+        if (seq !== estimateSeq)
+            return;
+        state.estimating = false;
+        if (!result.ok) {
+            state.estimate = null;
+            estimateKey = null;
+            state.estimateError = result.error.code === "MODEL_NOT_LOADED"
+                ? "Load a model to see what this budget means for it."
+                : describeError("Could not estimate the budget", result.error);
+            return;
+        }
+        state.estimate = result.value;
+        estimateKey = JSON.stringify(wanted);
+        state.estimateError = null;
+    }
+
+    function scheduleEstimate(): void {
+        cancelEstimate();
+        // Nothing to ask while the draft is invalid: the error says why.
+        if (!valid) {
+            estimateSeq++;
+            state.estimating = false;
+            return;
+        }
+        timer = setTimeout(() => void estimate(), debounceMs);
+    }
+
+    function changed(): void {
+        state.error = null;
+        state.notice = null;
+        scheduleEstimate();
+    }
+
+    /** Shows the conversation's settings (again when they are a new object); estimates them at once. */
+    function load(conversationId: string | null, settings: ConversationSettings | null): void {
+        if (conversationId === state.conversationId && settings === loadedFrom)
+            return;
+        const other = conversationId !== state.conversationId;
+        state.conversationId = conversationId;
+        loadedFrom = settings;
+        state.form = settings ? toForm($state.snapshot(settings.compression) as CompressionSettings) : null;
+        if (other) {
+            state.error = null;
+            state.notice = null;
+            state.estimate = null;
+            state.estimateError = null;
+            estimateKey = null;
+        }
+        if (state.form)
+            void estimate();
+        else
+            cancelEstimate();
+    }
+
+    function setPolicy(policy: PolicyId): void {
+        if (!state.form)
+            return;
+        state.form.policy = policy;
+        changed();
+    }
+
+    /** Switching kind shows the same budget in the new unit when the estimate knows it. */
+    function setBudgetKind(kind: KvBudget["kind"]): void {
+        const form = state.form;
+        if (!form || form.budgetKind === kind)
+            return;
+        const known = stale ? null : state.estimate;
+        if (kind === "cells")
+            form.cells = known?.cells ?? form.cells ?? 4096;
+        else if (kind === "mib")
+            form.mib = known ? Math.max(0.01, Math.round((known.bytes / mib) * 100) / 100) : form.mib ?? 512;
+        form.budgetKind = kind;
+        changed();
+    }
+
+    /** The number in the budget field: cells or MiB by the kind; `null` for auto. */
+    function budgetValue(): number | null {
+        const form = state.form;
+        return form?.budgetKind === "cells" ? form.cells : form?.budgetKind === "mib" ? form.mib : null;
+    }
+
+    function setBudgetValue(value: number | null | undefined): void {
+        const form = state.form;
+        if (!form || form.budgetKind === "auto")
+            return;
+        const number = value == null || Number.isNaN(value) ? null : value;
+        if (form.budgetKind === "cells")
+            form.cells = number;
+        else
+            form.mib = number;
+        changed();
+    }
+
+    function param(policy: keyof PolicyParams, key: string): number | null {
+        return (state.form?.params[policy] as Record<string, number | null> | undefined)?.[key] ?? null;
+    }
+
+    function setParam(policy: keyof PolicyParams, key: string, value: number | null | undefined): void {
+        if (!state.form)
+            return;
+        (state.form.params[policy] as Record<string, number | null>)[key] = value == null || Number.isNaN(value) ? null : value;
+        changed();
+    }
+
+    function setOption<K extends Option>(key: K, value: BudgetForm[K]): void {
+        if (!state.form)
+            return;
+        state.form[key] = value;
+        changed();
+    }
+
+    /** The chosen policy's parameters back to the papers' values, and the prune cadence and combine mode to the app's. */
+    function resetDefaults(): void {
+        const form = state.form;
+        if (!form)
+            return;
+        if (isTunable(form.policy))
+            (form.params as Record<string, unknown>)[form.policy] = {...policyDefaults[form.policy]};
+        form.pruneEvery = sharedDefaults.pruneEvery;
+        form.combine = sharedDefaults.combine;
+        changed();
+    }
+
+    /** Stores the draft as the conversation's settings; they apply from its next answer. */
+    async function apply(): Promise<boolean> {
+        const id = state.conversationId;
+        const wanted = compression;
+        if (id == null || !state.form)
+            return false;
+        if (wanted == null) {
+            state.notice = null;
+            return false;
+        }
+        state.applying = true;
+        state.error = null;
+        state.notice = null;
+        const result = await request(bridge, "conversations:updateSettings", {id, settings: {compression: $state.snapshot(wanted)}});
+        state.applying = false;
+        if (state.conversationId !== id)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Not applied", result.error);
+            return false;
+        }
+        if (conversations.state.selectedId === id) {
+            conversations.state.settings = result.value;
+            loadedFrom = conversations.state.settings;
+        }
+        state.form = toForm(result.value.compression);
+        state.notice = "Applied. It takes effect with the next answer.";
+        return true;
+    }
+
+    /** Makes the draft the compression of conversations created from now on. */
+    async function saveAsDefault(): Promise<boolean> {
+        const wanted = compression;
+        if (wanted == null)
+            return false;
+        state.savingDefault = true;
+        state.error = null;
+        state.notice = null;
+        const failure = await settings.saveConversationDefaults({compression: $state.snapshot(wanted)});
+        state.savingDefault = false;
+        if (failure) {
+            state.error = failure;
+            return false;
+        }
+        state.notice = "Saved as the default for new conversations.";
+        return true;
+    }
+
+    return {
+        state,
+        /** Field -> message for what is wrong in the draft (`budget`, `pruneEvery`, `params.<policy>.<key>`). */
+        get errors() {
+            return errors;
+        },
+        /** The message the controller shows beside Apply: the first mistake in the draft, else the backend's refusal. */
+        get message() {
+            return Object.values(errors)[0] ?? state.error;
+        },
+        get valid() {
+            return valid;
+        },
+        /** The draft differs from the conversation's stored settings. */
+        get dirty() {
+            return dirty;
+        },
+        get stale() {
+            return stale;
+        },
+        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam, setOption, resetDefaults, apply, saveAsDefault,
+        dispose(): void {
+            cancelEstimate();
+            estimateSeq++;
+        }
+    };
+}

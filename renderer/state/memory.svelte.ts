@@ -1,0 +1,187 @@
+import type {Events, KvSample, MessageDto, PonderApi} from "../../preload/contract.js";
+import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
+import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
+import {lastSample} from "../lib/formatMemory.js";
+import type {Chat} from "./chat.svelte.js";
+
+export type Memory = ReturnType<typeof createMemory>;
+
+/** A KV memory reading and where it comes from: `live` while its answer streams, otherwise the message's stored stats. */
+export type MemoryReading = {messageId: string, sample: KvSample, live: boolean};
+
+export type MemoryOptions = {
+    /** Shortest time between two updates of the gauge and charts while an answer streams (about 4 per second). Defaults to `250`. */
+    throttleMs?: number,
+    /** Heatmap columns kept before neighbours merge. Defaults to `240`. */
+    maxColumns?: number,
+    /** Points of the memory chart. Defaults to `400`. */
+    maxPoints?: number,
+    /** Clock in ms. Defaults to `Date.now`. */
+    now?: () => number,
+    /** How long a finished rebuild stays on screen. Defaults to `1500`. */
+    rebuildLingerMs?: number
+};
+
+type Published = {messageId: string, sample: KvSample};
+
+/**
+ * KV memory of the open conversation: live `chat:memory` readings of the streaming answer (accumulated outside
+ * Svelte's reactivity and published at most every `throttleMs`), the stored stats of finished answers, and the
+ * progress of a context rebuild after a compression change.
+ */
+export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptions = {}) {
+    const throttleMs = options.throttleMs ?? 250;
+    const maxColumns = options.maxColumns ?? 240;
+    const maxPoints = options.maxPoints ?? 400;
+    const now = options.now ?? (() => Date.now());
+    const rebuildLingerMs = options.rebuildLingerMs ?? 1500;
+
+    // Per-event bookkeeping: plain objects, never proxied.
+    let liveMessageId: string | null = null;
+    let latest: KvSample | null = null;
+    const history = createRetentionHistory(maxColumns);
+    const series = createPointSeries(maxPoints);
+    let lastPublishAt = Number.NEGATIVE_INFINITY;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    let rebuildTimer: ReturnType<typeof setTimeout> | null = null;
+
+    // What the UI sees.
+    let published = $state.raw<Published | null>(null);
+    let version = $state(0);
+    const rebuild = $state({conversationId: null as string | null, progress: null as number | null});
+
+    function publish(): void {
+        timer = null;
+        lastPublishAt = now();
+        if (liveMessageId != null && latest != null)
+            published = {messageId: liveMessageId, sample: latest};
+        version++;
+    }
+
+    function schedule(): void {
+        if (timer != null)
+            return;
+        const wait = lastPublishAt + throttleMs - now();
+        if (wait <= 0)
+            publish();
+        else
+            timer = setTimeout(publish, wait);
+    }
+
+    function onMemory({conversationId, messageId, sample}: Events["chat:memory"]): void {
+        if (conversationId !== chat.state.conversationId)
+            return;
+        if (messageId !== liveMessageId) {
+            liveMessageId = messageId;
+            history.clear();
+            series.clear();
+        }
+        latest = sample;
+        history.push(sample);
+        series.push(sample);
+        schedule();
+    }
+
+    function onRebuild({conversationId, progress}: Events["chat:rebuild"]): void {
+        if (conversationId !== chat.state.conversationId)
+            return;
+        if (rebuildTimer != null)
+            clearTimeout(rebuildTimer);
+        rebuildTimer = null;
+        rebuild.conversationId = conversationId;
+        rebuild.progress = Math.min(1, Math.max(0, progress));
+        if (progress >= 1)
+            rebuildTimer = setTimeout(() => {
+                rebuildTimer = null;
+                rebuild.progress = null;
+            }, rebuildLingerMs);
+    }
+
+    /** The live reading of `message` when it has one it should show: while streaming, or when no stats were stored. */
+    function liveOf(message: MessageDto): KvSample | null {
+        if (published?.messageId !== message.id)
+            return null;
+        return message.status === "streaming" || lastSample(message.stats) == null ? published.sample : null;
+    }
+
+    /** The answer the gauge and heatmap describe: the latest one with any reading. */
+    const shown = $derived(chat.state.messages.findLast((message) =>
+        message.role === "assistant" && (lastSample(message.stats) != null || published?.messageId === message.id)) ?? null);
+
+    const current = $derived.by((): MemoryReading | null => {
+        if (!shown)
+            return null;
+        const live = liveOf(shown);
+        if (live)
+            return {messageId: shown.id, sample: live, live: shown.status === "streaming"};
+        const stored = lastSample(shown.stats);
+        return stored ? {messageId: shown.id, sample: stored, live: false} : null;
+    });
+
+    const storedRetention = $derived.by((): RetentionView => {
+        const stored = createRetentionHistory(maxColumns);
+        for (const sample of shown?.stats?.samples ?? [])
+            stored.push(sample);
+        return {layers: stored.layers, columns: stored.columns};
+    });
+
+    const retention = $derived.by((): RetentionView & {live: boolean} => {
+        void version;
+        if (shown && liveOf(shown))
+            return {layers: history.layers, columns: history.columns, live: shown.status === "streaming"};
+        return {...storedRetention, live: false};
+    });
+
+    const points = $derived.by((): MemoryPoint[] => {
+        void version;
+        const all: MemoryPoint[] = [];
+        for (const message of chat.state.messages) {
+            if (message.role !== "assistant")
+                continue;
+            if (liveOf(message))
+                all.push(...series.points);
+            else
+                for (const sample of message.stats?.samples ?? [])
+                    all.push(toPoint(sample));
+        }
+        return decimate(all, maxPoints);
+    });
+
+    const offMemory = bridge.on("chat:memory", onMemory);
+    const offRebuild = bridge.on("chat:rebuild", onRebuild);
+
+    return {
+        /** The reading the gauge shows: live while an answer streams, else the last answer's last stored sample. */
+        get current() {
+            return current;
+        },
+        /** Per-layer kept fractions over decode steps of the shown answer (bounded: see createRetentionHistory). */
+        get retention() {
+            return retention;
+        },
+        /** KV memory against tokens over the whole conversation, thinned to at most `maxPoints`. */
+        get points() {
+            return points;
+        },
+        /** Grows with every published update: the charts redraw when it changes. */
+        get version() {
+            return version;
+        },
+        /** Progress (0..1) of rebuilding the open conversation's context after a compression change, or `null`. */
+        get rebuild() {
+            return rebuild.conversationId === chat.state.conversationId ? rebuild.progress : null;
+        },
+        /** The reading that sums up `message`: live while it streams, then its stored last sample. */
+        footprintOf(message: MessageDto): KvSample | null {
+            return liveOf(message) ?? lastSample(message.stats);
+        },
+        dispose(): void {
+            offMemory();
+            offRebuild();
+            if (timer != null)
+                clearTimeout(timer);
+            if (rebuildTimer != null)
+                clearTimeout(rebuildTimer);
+        }
+    };
+}
