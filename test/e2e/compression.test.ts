@@ -1,0 +1,148 @@
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import type {AddressInfo} from "node:net";
+import type {Browser, Page} from "playwright-core";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {launchChromium} from "./browser.js";
+import {ChatPage} from "./ChatPage.js";
+import {HeadlessPonder} from "./HeadlessPonder.js";
+
+const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+
+/** Serves one file over loopback with Range support, as a model host would. */
+async function serveFile(file: string): Promise<{url: string, close(): Promise<void>, requests: number}> {
+    const body = fs.readFileSync(file);
+    const state = {requests: 0};
+    const server = http.createServer((req, res) => {
+        state.requests++;
+        const range = /bytes=(\d+)-(\d*)/.exec(req.headers.range ?? "");
+        const headers = {"content-type": "application/octet-stream", "accept-ranges": "bytes"};
+        if (range != null) {
+            const start = Number(range[1]);
+            const end = range[2] !== "" ? Number(range[2]) : body.length - 1;
+            res.writeHead(206, {...headers, "content-length": end - start + 1, "content-range": `bytes ${start}-${end}/${body.length}`});
+            res.end(req.method === "HEAD" ? undefined : body.subarray(start, end + 1));
+            return;
+        }
+        res.writeHead(200, {...headers, "content-length": body.length});
+        res.end(req.method === "HEAD" ? undefined : body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    return {
+        url: `http://127.0.0.1:${port}/downloaded-model.gguf`,
+        close: () => new Promise((resolve) => server.close(() => resolve())),
+        get requests() {
+            return state.requests;
+        }
+    };
+}
+
+describe("compression in the app", () => {
+    let browser: Browser;
+    let backend: HeadlessPonder | null = null;
+    let dataDir: string;
+
+    beforeAll(async () => {
+        fs.mkdirSync(artifacts, {recursive: true});
+        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-kv-"));
+        browser = await launchChromium();
+    });
+    afterAll(async () => {
+        await backend?.stop();
+        await browser?.close();
+        fs.rmSync(dataDir, {recursive: true, force: true});
+    });
+
+    async function open(): Promise<{page: Page, chat: ChatPage}> {
+        const page = await browser.newPage({viewport: {width: 1440, height: 900}});
+        await page.goto(backend!.url);
+        await page.getByTestId("status-bar").waitFor();
+        return {page, chat: new ChatPage(page)};
+    }
+
+    async function openPanel(chat: ChatPage): Promise<void> {
+        if (await chat.byId("budget-controller").count() === 0)
+            await chat.byId("memory-button").click();
+        await chat.byId("budget-controller").waitFor();
+    }
+
+    it("sets a policy and budget, generates past the budget with the gauge and heatmap live, and keeps it all after a reload", async () => {
+        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 4});
+        const {page, chat} = await open();
+        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        await chat.newConversation();
+        await openPanel(chat);
+
+        // An invalid budget is refused with a clear message, and nothing is applied.
+        await chat.byId("budget-kind").selectOption("cells");
+        await chat.byId("budget-value").fill("10");
+        await chat.byId("budget-error").waitFor();
+        expect(await chat.byId("budget-error").textContent()).toMatch(/64/);
+
+        await chat.byId("policy-select").selectOption("lethe");
+        await chat.byId("budget-value").fill("128");
+        // The estimate follows the edit: what 128 cells mean for this model, before applying.
+        await page.waitForFunction(() => /\b128 tokens fit/.test(document.querySelector("[data-testid=budget-estimate]")?.textContent ?? ""));
+        expect(await chat.byId("budget-estimate").textContent()).toMatch(/KiB\/token/);
+        await chat.byId("apply-budget").click();
+        await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "controller.png")});
+
+        await chat.send("Think about this for a long while");
+        await chat.byId("thinking-block").first().waitFor();
+        // Past 4 x the budget while the gauge updates live.
+        await page.waitForFunction(() => {
+            const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
+            return Number(/([\d,]+) tokens/.exec(stats)?.[1]?.replace(/,/g, "") ?? 0) >= 520;
+        }, undefined, {timeout: 120_000});
+        const liveSavings = await chat.byId("gauge-savings").textContent();
+        expect(liveSavings).toMatch(/\d+/);
+        await chat.byId("stop-button").click();
+        await chat.waitForAnswerDone();
+
+        const heatmap = chat.byId("retention-heatmap");
+        expect(Number(await heatmap.getAttribute("data-steps"))).toBeGreaterThan(5);
+        expect(Number(await heatmap.getAttribute("data-layers"))).toBe(4);
+        const live = Number((await chat.byId("gauge-live").textContent())!.replace(/[^\d.]/g, ""));
+        const full = Number((await chat.byId("gauge-full").textContent())!.replace(/[^\d.]/g, ""));
+        expect(full).toBeGreaterThan(2 * live);
+        expect(Number(/(\d+)\s*%/.exec((await chat.byId("gauge-savings").textContent())!)?.[1])).toBeGreaterThan(50);
+        expect(await chat.byId("message-footprint").last().textContent()).toMatch(/saved/);
+        await chat.byId("memory-gauge").screenshot({path: path.join(artifacts, "gauge.png")});
+        await heatmap.screenshot({path: path.join(artifacts, "heatmap.png")});
+        await page.screenshot({path: path.join(artifacts, "memory-panel.png")});
+
+        await page.reload();
+        await chat.conversationItems().first().click();
+        await chat.byId("message-assistant").first().waitFor();
+        await openPanel(chat);
+        expect(await chat.byId("policy-select").inputValue()).toBe("lethe");
+        expect(await chat.byId("budget-kind").inputValue()).toBe("cells");
+        expect(await chat.byId("budget-value").inputValue()).toBe("128");
+        expect(Number(await chat.byId("savings-chart").getAttribute("data-points"))).toBeGreaterThan(5);
+        expect(await chat.byId("gauge-savings").textContent()).toMatch(/\d+\s*%/);
+        await page.close();
+    });
+
+    it("downloads a model from a loopback server with progress and adds it", async () => {
+        const source = await getFixtureModel("tiny-llama");
+        const server = await serveFile(source);
+        try {
+            const {page, chat} = await open();
+            await chat.byId("model-uri-input").fill(server.url);
+            await chat.byId("model-download-button").click();
+            await page.waitForFunction(() => document.querySelector("[data-testid=download-progress]")?.getAttribute("data-state") === "done", undefined, {timeout: 60_000});
+            expect(await chat.byId("download-progress").first().textContent()).toMatch(/100\s*%|done|Done/);
+            await chat.byId("model-item").filter({hasText: /downloaded-model|tiny-llama/}).first().waitFor();
+            expect(fs.readFileSync(path.join(dataDir, "models", "downloaded-model.gguf")).equals(fs.readFileSync(source))).toBe(true);
+            expect(server.requests).toBeGreaterThan(0);
+            await page.screenshot({path: path.join(artifacts, "download.png")});
+            await page.close();
+        } finally {
+            await server.close();
+        }
+    });
+});
