@@ -1,0 +1,225 @@
+// Decode speed of node-llama-cpp's stock prebuilt binary vs Ponder's patched build (scoring off, scoring on), measured in
+// the same run on the same generated model, at several KV sizes, flash attention off and on.
+//
+//   npx tsx native/bench.ts [--cells 512,4096] [--tokens 24] [--repeats 5] [--threads N]
+//
+// Each binary runs in its own child process: the stock and patched builds both ship a `libllama.v0.5.0.so`, and a process
+// that loaded one would resolve the other's symbols against it. The children fill their caches first; then the parent
+// asks them for runs in turn (stock, off, on, stock, ...) so that a change of machine load hits every variant alike.
+import {spawn, type ChildProcessWithoutNullStreams} from "node:child_process";
+import {mkdir, stat} from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import process from "node:process";
+import {createInterface} from "node:readline";
+import {fileURLToPath} from "node:url";
+import {getLlama, type ControlledEvaluateInputItem, type Llama, type Token} from "node-llama-cpp";
+import {generateModel, specHash, type ModelSpec} from "../test/fixtures/gguf/generateModel.js";
+import {fixturesDir} from "../test/fixtures/gguf/fixtures.js";
+import {getNativeBuildInfo, loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
+import {NativeKv} from "../main/engine/native/NativeKv.js";
+
+type Variant = "stock" | "patched-off" | "patched-on";
+const variants: Variant[] = ["stock", "patched-off", "patched-on"];
+
+type Config = {cells: number, flashAttention: boolean};
+
+/** A mid-sized random-weight model: big enough that a decode step is dominated by real work, not call overhead. */
+const benchSpec: Partial<ModelSpec> = {
+    arch: "qwen2", name: "ponder-bench", nLayer: 12, nEmbd: 768, nHead: 12, nHeadKv: 4, nFf: 2048, nCtxTrain: 8192, seed: 42
+};
+
+function parseArgs() {
+    const args = process.argv.slice(2);
+    const value = (name: string) => {
+        const index = args.indexOf(name);
+        return index >= 0 ? args[index + 1] : undefined;
+    };
+    return {
+        child: value("--child") as Variant | undefined,
+        modelPath: value("--model"),
+        cells: (value("--cells") ?? "512,4096").split(",").map(Number),
+        tokens: Number(value("--tokens") ?? 24),
+        repeats: Number(value("--repeats") ?? 5),
+        threads: Number(value("--threads") ?? os.availableParallelism())
+    };
+}
+
+async function ensureBenchModel(): Promise<string> {
+    const modelPath = path.join(fixturesDir(), `bench-${specHash(benchSpec)}.gguf`);
+    if ((await stat(modelPath).catch(() => null)) == null) {
+        console.log(`generating the bench model (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide) into ${modelPath}`);
+        await mkdir(path.dirname(modelPath), {recursive: true});
+        await generateModel(modelPath, benchSpec);
+    }
+    return modelPath;
+}
+
+async function loadVariant(variant: Variant): Promise<Llama> {
+    if (variant === "stock") {
+        // node-llama-cpp prefers a local build; a custom cmake option makes it look for a local build that does not
+        // exist, so it takes the prebuilt @node-llama-cpp/<platform> binary (existingPrebuiltBinaryMustMatchBuildOptions
+        // is false by default)
+        const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, cmakeOptions: {PONDER_BENCH_STOCK: "1"}, logLevel: "error" as never});
+        const info = getNativeBuildInfo(llama);
+        if (info.kind !== "prebuilt" || info.patched)
+            throw new Error(`expected the stock prebuilt binary, got ${JSON.stringify(info)}`);
+        return llama;
+    }
+    return await loadPatchedLlama({gpu: false, logLevel: "error"});
+}
+
+function randomToken(state: {seed: number}): Token {
+    state.seed = (Math.imul(state.seed, 1664525) + 1013904223) >>> 0;
+    return (40 + (state.seed >>> 8) % 210) as Token;
+}
+
+type Prepared = {config: Config, step(): Promise<void>, dispose(): Promise<void>};
+
+/** Child: loads one binary, prepares a filled context per config, then measures whatever the parent asks for. */
+async function runChild(variant: Variant, modelPath: string, configs: Config[], threads: number) {
+    const llama = await loadVariant(variant);
+    const info = getNativeBuildInfo(llama);
+    const build = `${info.kind}${info.patched ? ` patched ${info.seriesHash}` : ""}`;
+    const model = await llama.loadModel({modelPath});
+    const prepared: Prepared[] = [];
+    for (const config of configs) {
+        const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads, batchSize: 512});
+        const kv = variant === "stock" ? null : new NativeKv(context);
+        const sequence = context.getSequence();
+        if (variant === "patched-on")
+            await kv!.configureScoring({enabled: true, rows: 1, gamma: 0.95});
+
+        // fill the cache so that decoding attends to about `cells` cells
+        const state = {seed: 7};
+        await sequence.evaluateWithoutGeneratingNewTokens(Array.from({length: config.cells - 256}, () => randomToken(state)));
+
+        let next = randomToken(state);
+        const step = async () => {
+            const input: ControlledEvaluateInputItem[] = [[next, {generateNext: {token: true}}]];
+            const [output] = await sequence.controlledEvaluate(input);
+            next = output?.next.token ?? randomToken(state);
+        };
+        for (let i = 0; i < 8; i++) // warm-up: graph (re)build, caches
+            await step();
+        prepared.push({config, step, async dispose() {
+            await kv?.dispose();
+            await context.dispose();
+        }});
+    }
+    send({type: "ready", build});
+
+    for await (const line of createInterface({input: process.stdin})) {
+        const request = JSON.parse(line) as {type: "measure", index: number, tokens: number} | {type: "exit"};
+        if (request.type === "exit")
+            break;
+        const {step} = prepared[request.index]!;
+        const start = performance.now();
+        for (let i = 0; i < request.tokens; i++)
+            await step();
+        send({type: "measured", tokensPerSecond: request.tokens / ((performance.now() - start) / 1000)});
+    }
+
+    for (const item of prepared)
+        await item.dispose();
+    await model.dispose();
+    await llama.dispose();
+}
+
+function send(message: object) {
+    process.stdout.write("@@" + JSON.stringify(message) + "\n");
+}
+
+/** Parent side of a child: requests in, one reply per request. */
+class Child {
+    private readonly process: ChildProcessWithoutNullStreams;
+    private readonly replies: ((message: Record<string, unknown>) => void)[] = [];
+    private readonly exited: Promise<number | null>;
+    private stderr = "";
+
+    public constructor(variant: Variant, modelPath: string, cells: number[], threads: number) {
+        this.process = spawn(process.execPath, [
+            ...process.execArgv, fileURLToPath(import.meta.url), "--child", variant, "--model", modelPath,
+            "--cells", cells.join(","), "--threads", String(threads)
+        ], {stdio: ["pipe", "pipe", "pipe"]});
+        this.process.stderr.on("data", (chunk: Buffer) => {
+            this.stderr += chunk.toString();
+        });
+        createInterface({input: this.process.stdout}).on("line", (line) => {
+            if (line.startsWith("@@"))
+                this.replies.shift()?.(JSON.parse(line.slice(2)) as Record<string, unknown>);
+        });
+        this.exited = new Promise((resolve) => this.process.on("exit", resolve));
+    }
+
+    public reply(): Promise<Record<string, unknown>> {
+        return Promise.race([
+            new Promise<Record<string, unknown>>((resolve) => this.replies.push(resolve)),
+            this.exited.then((code) => {
+                throw new Error(`bench child exited (code ${code}):\n${this.stderr}`);
+            })
+        ]);
+    }
+
+    public async request(message: object): Promise<Record<string, unknown>> {
+        const reply = this.reply();
+        this.process.stdin.write(JSON.stringify(message) + "\n");
+        return await reply;
+    }
+
+    public async close() {
+        this.process.stdin.write(JSON.stringify({type: "exit"}) + "\n");
+        await this.exited;
+    }
+}
+
+async function main() {
+    const args = parseArgs();
+    const configs: Config[] = args.cells.flatMap((cells) => [false, true].map((flashAttention) => ({cells, flashAttention})));
+    if (args.child != null) {
+        await runChild(args.child, args.modelPath!, configs, args.threads);
+        return;
+    }
+
+    const modelPath = await ensureBenchModel();
+    console.log("preparing the three engines (filling the caches) ...");
+    const children = new Map(variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads)]));
+    const builds = new Map<Variant, string>();
+    for (const [variant, child] of children)
+        builds.set(variant, String((await child.reply()).build));
+
+    // interleave the variants, round after round, so that a change of machine load hits all of them alike
+    const rates = new Map<string, number[]>();
+    for (const [index, config] of configs.entries()) {
+        for (let round = 0; round < args.repeats; round++) {
+            for (const [variant, child] of children) {
+                const {tokensPerSecond} = await child.request({type: "measure", index, tokens: args.tokens});
+                const key = `${variant} ${config.cells} ${config.flashAttention}`;
+                rates.set(key, [...(rates.get(key) ?? []), Number(tokensPerSecond)]);
+            }
+        }
+    }
+    for (const child of children.values())
+        await child.close();
+
+    const rate = (variant: Variant, config: Config) => {
+        const values = [...rates.get(`${variant} ${config.cells} ${config.flashAttention}`)!].sort((a, b) => a - b);
+        return values[Math.floor(values.length / 2)]!;
+    };
+
+    console.log();
+    console.log(`model: ${path.basename(modelPath)} (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide, ${benchSpec.nHead}/${benchSpec.nHeadKv} heads, f16), ` +
+        `${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}`);
+    console.log(`decode tok/s at about <cells> - 250 cells in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens`);
+    console.log("builds: " + variants.map((variant) => `${variant} = ${builds.get(variant)}`).join(", "));
+    console.log();
+    console.log("| cells | flash attn | stock tok/s | patched off tok/s | patched on tok/s | off / stock | on / stock | on / off |");
+    console.log("|------:|:----------:|------------:|------------------:|-----------------:|------------:|-----------:|---------:|");
+    for (const config of configs) {
+        const [stock, off, on] = [rate("stock", config), rate("patched-off", config), rate("patched-on", config)];
+        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} | ${off.toFixed(1)} | ${on.toFixed(1)} | ` +
+            `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |`);
+    }
+}
+
+await main();
