@@ -11,6 +11,8 @@ export type CreateAppOptions = {
     version: string,
     emit: Emit,
     loadLlama?: LlamaLoader,
+    /** The demo model shipped with the app. */
+    bundledModelPath?: string,
     /** Threads per context; `0` lets llama.cpp decide. */
     threads?: number,
     chat?: AppServicesOptions["chat"]
@@ -20,5 +22,10 @@ export type CreateAppOptions = {
 export function createApp(options: CreateAppOptions): AppServices {
     const db = new AppDatabase(path.join(options.dataDir, "ponder.sqlite"));
     const engine = new Engine({loadLlama: options.loadLlama ?? loadRuntime, threads: options.threads});
-    return new AppServices(db, engine, options.emit, {version: options.version, modelsDir: path.join(options.dataDir, "models"), chat: options.chat});
+    return new AppServices(db, engine, options.emit, {
+        version: options.version,
+        modelsDir: path.join(options.dataDir, "models"),
+        bundledModelPath: options.bundledModelPath,
+        chat: options.chat
+    });
 }

@@ -24,6 +24,7 @@ let bridge: LoopbackBridge | null = null;
 const app = createApp({
     dataDir: values["data-dir"],
     version: process.env.npm_package_version ?? "0.1.0",
+    bundledModelPath: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf"),
     emit: (channel, payload) => bridge?.emit(channel, payload),
     threads: values.threads != null ? Number(values.threads) : undefined,
     chat: {seed: values.seed != null ? Number(values.seed) : undefined}

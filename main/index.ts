@@ -74,6 +74,9 @@ let send: ReturnType<ReturnType<typeof registerElectronIpc>> | null = null;
 const services = createApp({
     dataDir: app.getPath("userData"),
     version: app.getVersion(),
+    bundledModelPath: app.isPackaged
+        ? path.join(process.resourcesPath, "models", "ponder-demo.gguf")
+        : path.join(app.getAppPath(), "resources", "models", "ponder-demo.gguf"),
     emit: <C extends EventChannel>(channel: C, payload: Events[C]) => send?.(channel, payload)
 });
 const dispatch = createDispatch(createHandlers(services, {

@@ -13,6 +13,8 @@ export type AppServicesOptions = {
     version: string,
     /** Folder downloaded models go to. */
     modelsDir: string,
+    /** The demo model shipped with the app, registered and loaded on a fresh install. */
+    bundledModelPath?: string,
     chat?: ChatServiceOptions,
     now?: Clock
 };
@@ -57,7 +59,15 @@ export class AppServices {
         } catch {
             return;
         }
-        const id = this.settings.get().defaultModelId;
+        let id = this.settings.get().defaultModelId;
+        if ((id == null || this.db.models.get(id) == null) && this.db.models.list().length === 0 && this._options.bundledModelPath != null) {
+            // A fresh install chats at once, offline, with the demo model it ships.
+            try {
+                id = (await this.models.add(this._options.bundledModelPath)).id;
+            } catch {
+                return;
+            }
+        }
         if (id == null || this.db.models.get(id) == null)
             return;
         try {
