@@ -1,7 +1,7 @@
 // Decode speed of node-llama-cpp's stock prebuilt binary vs Ponder's patched build (scoring off, scoring on), measured in
 // the same run on the same generated model, at several KV sizes, flash attention off and on.
 //
-//   npx tsx native/bench.ts [--cells 512,4096] [--tokens 24] [--repeats 5] [--threads N]
+//   npx tsx native/bench.ts [--cells 512,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
 //
 // Each binary runs in its own child process: the stock and patched builds both ship a `libllama.v0.5.0.so`, and a process
 // that loaded one would resolve the other's symbols against it. The children fill their caches first; then the parent
@@ -39,14 +39,14 @@ function parseArgs() {
         child: value("--child") as Variant | undefined,
         modelPath: value("--model"),
         cells: (value("--cells") ?? "512,4096").split(",").map(Number),
-        tokens: Number(value("--tokens") ?? 24),
-        repeats: Number(value("--repeats") ?? 5),
-        threads: Number(value("--threads") ?? os.availableParallelism())
+        tokens: Number(value("--tokens") ?? 64),
+        repeats: Number(value("--repeats") ?? 7),
+        threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
     };
 }
 
 async function ensureBenchModel(): Promise<string> {
-    const modelPath = path.join(fixturesDir(), `bench-${specHash(benchSpec)}.gguf`);
+    const modelPath = path.join(fixturesDir(), `ponder-native-bench-${specHash(benchSpec)}.gguf`);
     if ((await stat(modelPath).catch(() => null)) == null) {
         console.log(`generating the bench model (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide) into ${modelPath}`);
         await mkdir(path.dirname(modelPath), {recursive: true});
@@ -55,18 +55,19 @@ async function ensureBenchModel(): Promise<string> {
     return modelPath;
 }
 
+// maxThreads 0: no node-llama-cpp thread budget shared between the contexts (four contexts stay alive per process)
 async function loadVariant(variant: Variant): Promise<Llama> {
     if (variant === "stock") {
         // node-llama-cpp prefers a local build; a custom cmake option makes it look for a local build that does not
         // exist, so it takes the prebuilt @node-llama-cpp/<platform> binary (existingPrebuiltBinaryMustMatchBuildOptions
         // is false by default)
-        const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, cmakeOptions: {PONDER_BENCH_STOCK: "1"}, logLevel: "error" as never});
+        const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, cmakeOptions: {PONDER_BENCH_STOCK: "1"}, maxThreads: 0, logLevel: "error" as never});
         const info = getNativeBuildInfo(llama);
         if (info.kind !== "prebuilt" || info.patched)
             throw new Error(`expected the stock prebuilt binary, got ${JSON.stringify(info)}`);
         return llama;
     }
-    return await loadPatchedLlama({gpu: false, logLevel: "error"});
+    return await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
 }
 
 function randomToken(state: {seed: number}): Token {
@@ -124,6 +125,7 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
         await item.dispose();
     await model.dispose();
     await llama.dispose();
+    process.exit(0); // stdin's reader would keep the process alive
 }
 
 function send(message: object) {
@@ -134,6 +136,7 @@ function send(message: object) {
 class Child {
     private readonly process: ChildProcessWithoutNullStreams;
     private readonly replies: ((message: Record<string, unknown>) => void)[] = [];
+    private readonly unclaimed: Record<string, unknown>[] = [];
     private readonly exited: Promise<number | null>;
     private stderr = "";
 
@@ -146,13 +149,22 @@ class Child {
             this.stderr += chunk.toString();
         });
         createInterface({input: this.process.stdout}).on("line", (line) => {
-            if (line.startsWith("@@"))
-                this.replies.shift()?.(JSON.parse(line.slice(2)) as Record<string, unknown>);
+            if (!line.startsWith("@@"))
+                return;
+            const message = JSON.parse(line.slice(2)) as Record<string, unknown>;
+            const resolve = this.replies.shift();
+            if (resolve != null)
+                resolve(message);
+            else
+                this.unclaimed.push(message);
         });
         this.exited = new Promise((resolve) => this.process.on("exit", resolve));
     }
 
     public reply(): Promise<Record<string, unknown>> {
+        const message = this.unclaimed.shift();
+        if (message != null)
+            return Promise.resolve(message);
         return Promise.race([
             new Promise<Record<string, unknown>>((resolve) => this.replies.push(resolve)),
             this.exited.then((code) => {

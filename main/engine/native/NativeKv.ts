@@ -1,7 +1,7 @@
 import {withLock} from "lifecycle-utils";
 import type {LlamaContext} from "node-llama-cpp";
 import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
-import {ponderContextOf, type PonderAddonContext} from "./ponderAddon.js";
+import {ponderContextOf, setLogicalContextSize, type PonderAddonContext} from "./ponderAddon.js";
 import type {KvStats, ScoreSnapshot, ScoringOptions} from "./types.js";
 
 /**
@@ -103,7 +103,7 @@ export class NativeKv {
         if (this.disposed)
             throw new Error("NativeKv is disposed");
 
-        (this._context as unknown as {_contextSize: number})._contextSize = limit;
+        setLogicalContextSize(this._context, limit);
     }
 
     /** Stops using the context: scoring is turned off and the position limit restored; later calls throw. */
@@ -112,7 +112,7 @@ export class NativeKv {
             return;
 
         this._disposed = true;
-        (this._context as unknown as {_contextSize: number})._contextSize = this._originalContextSize;
+        setLogicalContextSize(this._context, this._originalContextSize);
         if (!this._context.disposed) {
             await withLock([this._context, "context"], () => {
                 if (!this._context.disposed)

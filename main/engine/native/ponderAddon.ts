@@ -1,6 +1,7 @@
 // The one place that reaches into node-llama-cpp's internals for Ponder's native API: the addon bindings of a Llama
-// (`llama._bindings`) and the AddonContext of a LlamaContext (`context._ctx`). Both are internal to node-llama-cpp
-// 3.22.1; native/patches/0003 adds the `ponder*` members.
+// (`llama._bindings`), the AddonContext of a LlamaContext (`context._ctx`) and the context size node-llama-cpp counts
+// positions against (`context._contextSize`). All are internal to node-llama-cpp 3.22.1 (pinned); native/patches/0003
+// adds the `ponder*` members.
 import type {Llama, LlamaContext} from "node-llama-cpp";
 
 /** Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). */
@@ -52,4 +53,14 @@ export function ponderContextOf(context: LlamaContext): PonderAddonContext | nul
         return null;
 
     return addonContext as PonderAddonContext;
+}
+
+type WithContextSize = {_contextSize: number};
+
+/** Sets the size node-llama-cpp checks positions against (`context.contextSize`), not the KV cache's size. */
+export function setLogicalContextSize(context: LlamaContext, size: number): void {
+    const internal = context as unknown as WithContextSize;
+    if (typeof internal._contextSize !== "number")
+        throw new Error("node-llama-cpp's LlamaContext has no _contextSize: main/engine/native needs updating for this version");
+    internal._contextSize = size;
 }
