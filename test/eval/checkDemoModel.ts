@@ -1,0 +1,82 @@
+// Held-out accuracy of the embedded demo model with the full KV cache (no pruning), through node-llama-cpp the way
+// the app runs it (LlamaChatSession, empty history, greedy).
+//
+// Usage: npx tsx test/eval/checkDemoModel.ts [--count 100] [--model resources/models/ponder-demo.gguf]
+//                                            [--min-steps 10] [--max-steps 90] [--offset 0] [--verbose]
+
+import path from "node:path";
+import {fileURLToPath} from "node:url";
+import {parseArgs} from "node:util";
+import {getLlama, LlamaChatSession} from "node-llama-cpp";
+import {
+    DEFAULT_MAX_STEPS, DEFAULT_MIN_STEPS, demoThinkingPrefixLines, extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect
+} from "./demoTask.js";
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+const {values: args} = parseArgs({
+    options: {
+        "count": {type: "string", default: "100"},
+        "model": {type: "string", default: path.join(repoRoot, "resources", "models", "ponder-demo.gguf")},
+        "min-steps": {type: "string", default: String(DEFAULT_MIN_STEPS)},
+        "max-steps": {type: "string", default: String(DEFAULT_MAX_STEPS)},
+        "offset": {type: "string", default: "0"},
+        "context-size": {type: "string", default: "4096"},
+        "verbose": {type: "boolean", default: false}
+    }
+});
+
+const count = Number(args.count);
+const problems = heldOutDemoProblems(count, {minSteps: Number(args["min-steps"]), maxSteps: Number(args["max-steps"])},
+    Number(args.offset));
+
+const llama = await getLlama({gpu: false, build: "never"});
+const model = await llama.loadModel({modelPath: args.model});
+const context = await model.createContext({contextSize: Number(args["context-size"]), sequences: 1});
+const session = new LlamaChatSession({contextSequence: context.getSequence()});
+
+let correct = 0;
+let exactThinking = 0;
+let thinkingTokens = 0;
+const started = Date.now();
+for (const [i, problem] of problems.entries()) {
+    session.setChatHistory([]);
+    let thinking = "";
+    let answer = "";
+    let thoughtTokens = 0;
+    await session.promptWithMeta(problem.question, {
+        temperature: 0,
+        maxTokens: 20 * problem.steps + 100,
+        onResponseChunk(chunk) {
+            if (chunk.type === "segment" && chunk.segmentType === "thought") {
+                thinking += chunk.text;
+                thoughtTokens += chunk.tokens.length;
+            } else
+                answer += chunk.text;
+        }
+    });
+    const ok = isDemoAnswerCorrect(problem, answer);
+    const exact = thinking.trim() === problem.thinking;
+    correct += ok ? 1 : 0;
+    exactThinking += exact ? 1 : 0;
+    thinkingTokens += thoughtTokens;
+    if (args.verbose || !ok)
+        console.log(`#${i} seed ${problem.seed} steps ${problem.steps}: answer ${JSON.stringify(extractDemoAnswer(answer))} ` +
+            `expected ${problem.answer} ${ok ? "ok" : "WRONG"}; thinking ${thoughtTokens} tokens, ` +
+            `${demoThinkingPrefixLines(problem, thinking)}/${problem.steps} lines right`);
+}
+
+console.log(JSON.stringify({
+    model: path.relative(repoRoot, args.model),
+    problems: count,
+    steps: [Number(args["min-steps"]), Number(args["max-steps"])],
+    kvCache: "full",
+    accuracy: correct / count,
+    exactThinking: exactThinking / count,
+    meanThinkingTokens: Math.round(thinkingTokens / count),
+    seconds: Math.round((Date.now() - started) / 1000)
+}));
+
+session.dispose();
+await context.dispose();
+await model.dispose();
+await llama.dispose();
