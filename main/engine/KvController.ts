@@ -61,10 +61,10 @@ export class KvController {
         return this._error;
     }
 
-    /** Turns on the scores the policy needs (none for Full: zero cost). StreamingLLM reads positions through the same call. */
+    /** Turns on the scores the policy needs: none for Full and StreamingLLM (positions are read with scoring off), so they cost nothing. */
     async start(): Promise<void> {
         const needs = this._policy.needs(this._params);
-        const enabled = this.policyId !== "full";
+        const enabled = this.policyId === "h2o" || this.policyId === "lethe" || this.policyId === "refreekv";
         await this._options.kv.configureScoring({enabled, gamma: needs.gamma ?? 1, rows: 1, squared: needs.squaredLast});
     }
 

@@ -2,6 +2,7 @@
 import {createRequire} from "node:module";
 import {expect, test} from "vitest";
 import {getNativeBuildInfo, loadPatchedLlama, PatchedBuildError} from "../../main/engine/native/loadPatchedLlama.js";
+import {PONDER_PATCH_VERSION} from "../../main/engine/native/ponderAddon.js";
 import {computeSeriesHash} from "../../native/seriesHash.mjs";
 import {getTestLlama} from "./nativeTestUtils.js";
 
@@ -14,7 +15,7 @@ function nodeLlamaCppVersion(): string {
 
 test("the loaded engine is the local patched build of the current patch series", async () => {
     const info = getNativeBuildInfo(await getTestLlama());
-    expect(info).toMatchObject({kind: "local", gpu: false, patched: true, patchVersion: 1, llamaCppRelease: "v0.5.0"});
+    expect(info).toMatchObject({kind: "local", gpu: false, patched: true, patchVersion: PONDER_PATCH_VERSION, llamaCppRelease: "v0.5.0"});
     // a build of another series is stale: rebuild with `npm run build:native`
     expect(info.seriesHash).toBe(computeSeriesHash(nodeLlamaCppVersion()));
 });

@@ -38,6 +38,23 @@ describe.each(shapes)("eviction, %s model", (shape) => {
         }
     });
 
+    test("reads the live cells' positions with scoring off, with zero scores and no scoring cost", async () => {
+        const t = await createTestContext(model);
+        try {
+            await evaluateForLogits(t.sequence, randomTokens(24, 5));
+            await t.kv.evict(0, [4, 5, 9]);
+            const snapshot = await t.kv.scores(0);
+            expect([...snapshot.positions].sort((a, b) => a - b)).toEqual(Array.from({length: 24}, (_, i) => i).filter((p) => ![4, 5, 9].includes(p)));
+            expect((await t.kv.stats()).scoring).toBe(false);
+            for (const layer of snapshot.layers) {
+                expect(layer.accumulated.every((v) => v === 0)).toBe(true);
+                expect(layer.last.every((v) => v === 0)).toBe(true);
+            }
+        } finally {
+            await t.dispose();
+        }
+    });
+
     test("frees the cells of the given positions in one call and counts them", async () => {
         const t = await createTestContext(model);
         try {

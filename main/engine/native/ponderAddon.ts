@@ -5,7 +5,7 @@
 import type {Llama, LlamaContext} from "node-llama-cpp";
 
 /** Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). */
-export const PONDER_PATCH_VERSION = 1;
+export const PONDER_PATCH_VERSION = 2;
 
 export type PonderBindings = {
     ponderPatchVersion?: number,
