@@ -47,7 +47,8 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         cells = Math.floor((compression.budget.mib * mib) / bytesPerCell);
     else {
         // auto: the model's context, capped at half the free memory.
-        const byMemory = Math.floor(freeMemoryBytes / 2 / bytesPerCell);
+        // Rounded down to 1024 cells so that free memory moving a little does not rebuild the context each message.
+        const byMemory = Math.max(kvCellPadding, Math.floor(freeMemoryBytes / 2 / bytesPerCell / 1024) * 1024);
         cells = Math.min(contextLength ?? 8192, byMemory);
         if (contextLength != null && byMemory < contextLength)
             notes.push(`Capped at half the free memory: the model's ${contextLength}-token context would need ${formatMib(contextLength * bytesPerCell)}.`);

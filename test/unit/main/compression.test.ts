@@ -26,7 +26,7 @@ describe("budget estimate", () => {
 
     it("caps auto at half the free memory and says so; reports a budget that does not fit", () => {
         const auto = estimateBudget(qwen15b, defaultCompressionSettings, 2 ** 30);
-        expect(auto.cells).toBe(Math.floor(2 ** 29 / 28672));
+        expect(auto.cells).toBe(Math.floor(2 ** 29 / 28672 / 1024) * 1024);
         expect(auto.notes.join(" ")).toMatch(/Capped at half the free memory/);
         const huge = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "cells", cells: 131072}}, 2 ** 30);
         expect(huge.fits).toBe(false);
