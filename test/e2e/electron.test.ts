@@ -8,9 +8,12 @@ import {describe, expect, it} from "vitest";
 // The real desktop app, driven by Playwright's Electron support. It needs Electron's binary, which
 // cannot be downloaded on every machine (ours among them): there it says so and skips.
 function electronBinary(): string | null {
+    // Read where the binary would be rather than require("electron"), which tries to download a missing one.
     try {
-        const binary = createRequire(import.meta.url)("electron") as unknown;
-        return typeof binary === "string" && fs.existsSync(binary) ? binary : null;
+        const packageDir = path.dirname(createRequire(import.meta.url).resolve("electron/package.json"));
+        const relative = fs.readFileSync(path.join(packageDir, "path.txt"), "utf8");
+        const binary = path.join(process.env.ELECTRON_OVERRIDE_DIST_PATH ?? path.join(packageDir, "dist"), relative);
+        return fs.existsSync(binary) ? binary : null;
     } catch {
         return null;
     }
