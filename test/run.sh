@@ -9,6 +9,9 @@ step() { printf '\n== %s\n' "$*"; }
 step "Patched llama.cpp build (skipped when the patch series is unchanged)"
 node native/build.mjs --if-stale
 
+step "better-sqlite3 built for Node (npm start rebuilds it for Electron)"
+node -e "require('better-sqlite3')(':memory:').close()" 2>/dev/null || npm rebuild better-sqlite3
+
 step "Generated GGUF fixtures"
 tsx test/fixtures/generate.ts
 
