@@ -2,14 +2,15 @@
 // the app runs it (LlamaChatSession, empty history, greedy).
 //
 // Usage: npx tsx test/eval/checkDemoModel.ts [--count 100] [--model resources/models/ponder-demo.gguf]
-//                                            [--min-steps 10] [--max-steps 90] [--offset 0] [--verbose]
+//                                            [--min-steps 10] [--max-steps 110] [--min-vars 6] [--max-vars 16]
+//                                            [--offset 0] [--verbose]
 
 import path from "node:path";
 import {fileURLToPath} from "node:url";
 import {parseArgs} from "node:util";
 import {getLlama, LlamaChatSession} from "node-llama-cpp";
 import {
-    DEFAULT_MAX_STEPS, DEFAULT_MIN_STEPS, demoThinkingPrefixLines, extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect
+    DEFAULT_MAX_STEPS, DEFAULT_MAX_VARS, DEFAULT_MIN_STEPS, DEFAULT_MIN_VARS, demoThinkingPrefixLines, extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect
 } from "./demoTask.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -19,6 +20,8 @@ const {values: args} = parseArgs({
         "model": {type: "string", default: path.join(repoRoot, "resources", "models", "ponder-demo.gguf")},
         "min-steps": {type: "string", default: String(DEFAULT_MIN_STEPS)},
         "max-steps": {type: "string", default: String(DEFAULT_MAX_STEPS)},
+        "min-vars": {type: "string", default: String(DEFAULT_MIN_VARS)},
+        "max-vars": {type: "string", default: String(DEFAULT_MAX_VARS)},
         "offset": {type: "string", default: "0"},
         "context-size": {type: "string", default: "4096"},
         "verbose": {type: "boolean", default: false}
@@ -26,8 +29,10 @@ const {values: args} = parseArgs({
 });
 
 const count = Number(args.count);
-const problems = heldOutDemoProblems(count, {minSteps: Number(args["min-steps"]), maxSteps: Number(args["max-steps"])},
-    Number(args.offset));
+const problems = heldOutDemoProblems(count, {
+    minSteps: Number(args["min-steps"]), maxSteps: Number(args["max-steps"]),
+    minVars: Number(args["min-vars"]), maxVars: Number(args["max-vars"])
+}, Number(args.offset));
 
 const llama = await getLlama({gpu: false, build: "never"});
 const model = await llama.loadModel({modelPath: args.model});
@@ -69,6 +74,7 @@ console.log(JSON.stringify({
     model: path.relative(repoRoot, args.model),
     problems: count,
     steps: [Number(args["min-steps"]), Number(args["max-steps"])],
+    vars: [Number(args["min-vars"]), Number(args["max-vars"])],
     kvCache: "full",
     accuracy: correct / count,
     exactThinking: exactThinking / count,

@@ -1,14 +1,15 @@
 // The demo reasoning task of the embedded model resources/models/ponder-demo.gguf: a TypeScript port of
-// tools/train/task.py (same format, same mulberry32 stream: the same seed gives the same problem in both).
+// test/eval/train/task.py (same format, same mulberry32 stream: the same seed gives the same problem in both).
 //
 // A problem gives variables with one-digit values and a program of additions modulo 10; every operand is a
-// variable or the result of any earlier step, and the last step, always named ZZ, reads an early step. The model
-// thinks one fixed-width line per step and answers the value of ZZ:
+// variable or the result of any earlier step (usually far back), and the last step, always named ZZ, reads a step
+// from the first quarter. The model thinks one line per step (operands with their values, then the two-digit sum
+// whose last digit is the step's value) and answers the value of ZZ:
 //
-//   user:      kd=7,ab=3,qx=5            thinking:  ZX=kd+ab:7+3=0        answer:  7
-//              ZX=kd+ab                             ZY=ZX+qx:0+5=5
-//              ZY=ZX+qx                             ZZ=ZX+ab:0+3=3 ...
-//              ZZ=ZX+ab
+//   user:      k=7,a=3,q=5               thinking:  ZX=k:7+a:3=10          answer:  3
+//              ZX=k+a                               ZY=ZX:0+q:5=05
+//              ZY=ZX+q                              ZZ=ZX:0+a:3=03
+//              ZZ=ZX+a
 //              ZZ?
 //
 // Training uses seeds below 2^31; held-out problems use seeds from EVAL_SEED_BASE (2^31) up.
@@ -45,7 +46,7 @@ export type DemoProblem = {
     vars: number
 };
 
-/** mulberry32: uniform floats in [0, 1), bit-exact with tools/train/task.py. */
+/** mulberry32: uniform floats in [0, 1), bit-exact with test/eval/train/task.py. */
 export function mulberry32(seed: number) {
     let state = seed >>> 0;
     const uniform = () => {
@@ -69,8 +70,8 @@ export function generateDemoProblem(seed: number, options: DemoTaskOptions = {})
     const maxVars = options.maxVars ?? DEFAULT_MAX_VARS;
     if (!(minSteps >= 1 && minSteps <= maxSteps && maxSteps <= 26 * 26))
         throw new RangeError("need 1 <= minSteps <= maxSteps <= 676");
-    if (!(minVars >= 1 && minVars <= maxVars && maxVars <= 26 * 26))
-        throw new RangeError("need 1 <= minVars <= maxVars <= 676");
+    if (!(minVars >= 1 && minVars <= maxVars && maxVars <= 26))
+        throw new RangeError("need 1 <= minVars <= maxVars <= 26");
 
     const rng = mulberry32(seed);
     const nSteps = minSteps + rng.int(maxSteps - minSteps + 1);
@@ -78,7 +79,7 @@ export function generateDemoProblem(seed: number, options: DemoTaskOptions = {})
 
     const varNames: string[] = [];
     while (varNames.length < nVars) {
-        const name = LOWER[rng.int(26)]! + LOWER[rng.int(26)]!;
+        const name = LOWER[rng.int(26)]!;
         if (!varNames.includes(name))
             varNames.push(name);
     }
@@ -104,7 +105,7 @@ export function generateDemoProblem(seed: number, options: DemoTaskOptions = {})
         const v2 = values.get(op2)!;
         values.set(name, (v1 + v2) % 10);
         program.push(`${name}=${op1}+${op2}`);
-        lines.push(`${name}=${op1}+${op2}:${v1}+${v2}=${String(v1 + v2).padStart(2, "0")}`);
+        lines.push(`${name}=${op1}:${v1}+${op2}:${v2}=${String(v1 + v2).padStart(2, "0")}`);
     });
 
     const last = names[nSteps - 1]!;

@@ -1,0 +1,88 @@
+"""Exports a training checkpoint to GGUF (llama architecture) via exportGguf.ts.
+
+Usage: python3 test/eval/train/export.py --ckpt test/eval/train/runs/main/final.pt --out resources/models/ponder-demo.gguf
+
+The PyTorch model already uses llama.cpp's layouts (RoPE "NORM" adjacent pairs), so tensors are written as they
+are: a torch Linear weight [out, in] (row-major) is the ggml tensor with ne = [in, out].
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+# One core: OpenBLAS/OpenMP would otherwise start a thread per core (must be set before importing torch).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import ModelConfig, Transformer
+from task import MERGE_PAIRS, SPECIAL_TOKENS, VOCAB_SIZE
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+MODEL_NAME = "Ponder Demo Reasoner"
+
+
+def gguf_tensors(model: Transformer):
+    """(gguf name, torch tensor) in llama.cpp's conventional order."""
+    out = [("token_embd.weight", model.tok_embeddings.weight)]
+    for i, layer in enumerate(model.layers):
+        p = f"blk.{i}."
+        out += [
+            (p + "attn_norm.weight", layer.attn_norm.weight),
+            (p + "attn_q.weight", layer.wq.weight),
+            (p + "attn_k.weight", layer.wk.weight),
+            (p + "attn_v.weight", layer.wv.weight),
+            (p + "attn_output.weight", layer.wo.weight),
+            (p + "ffn_norm.weight", layer.ffn_norm.weight),
+            (p + "ffn_gate.weight", layer.w_gate.weight),
+            (p + "ffn_up.weight", layer.w_up.weight),
+            (p + "ffn_down.weight", layer.w_down.weight),
+        ]
+    out += [("output_norm.weight", model.norm.weight), ("output.weight", model.output.weight)]
+    return out
+
+
+def load_model(ckpt_path: str) -> Transformer:
+    ckpt = torch.load(ckpt_path)
+    model = Transformer(ModelConfig(**ckpt["config"]))
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    return model
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--out", default=os.path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf"))
+    p.add_argument("--type", choices=["f32", "f16"], default="f32", help="type of the matrices (norms stay F32)")
+    args = p.parse_args()
+
+    model = load_model(args.ckpt)
+    assert model.cfg.vocab_size == VOCAB_SIZE, "checkpoint vocabulary differs from task.py's tokenizer"
+    header = {"config": model.cfg.to_dict(), "name": MODEL_NAME, "merges": [f"{p[0]} {p[1]}" for p in MERGE_PAIRS],
+              "specialTokens": SPECIAL_TOKENS, "tensors": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        bin_path = os.path.join(tmp, "dump.bin")
+        offset = 0
+        with open(bin_path, "wb") as f:
+            for name, tensor in gguf_tensors(model):
+                array = tensor.detach().to(torch.float32).contiguous().numpy().astype("<f4")
+                header["tensors"].append({"name": name, "shape": list(array.shape), "offset": offset})
+                f.write(array.tobytes())
+                offset += array.nbytes
+        json_path = os.path.join(tmp, "dump.json")
+        with open(json_path, "w") as f:
+            json.dump(header, f)
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        subprocess.run(["npx", "tsx", os.path.join("test", "eval", "train", "exportGguf.ts"), json_path,
+                        os.path.abspath(args.out), args.type], cwd=REPO_ROOT, check=True)
+
+
+if __name__ == "__main__":
+    main()

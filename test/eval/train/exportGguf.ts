@@ -1,0 +1,115 @@
+// Writes the trained demo reasoner as a GGUF ("llama" architecture) from the raw tensors that export.py dumps.
+// Reuses the GGUF writer, the byte-level tokenizer table and the ChatML + <think> chat template of the test
+// fixtures, so the embedded model and the fixture models share one tokenizer/template definition.
+//
+// Usage (normally run by export.py): npx tsx test/eval/train/exportGguf.ts <dump.json> <out.gguf> [f32|f16]
+//
+// The dump is a JSON header {config, tensors: [{name, shape, offset}]} next to a .bin file of little-endian
+// float32 data; `shape` is the PyTorch shape (outermost first), which is reversed into ggml's innermost-first dims.
+
+import {readFile} from "node:fs/promises";
+import {GgmlType, gguf, writeGguf, type GgufTensor, type GgufValue} from "../../fixtures/gguf/writeGguf.js";
+import {bytesToUnicode, SPECIAL_TOKENS, TokenType} from "../../fixtures/gguf/tokenizer.js";
+import {CHAT_TEMPLATE} from "../../fixtures/gguf/chatTemplate.js";
+
+type Dump = {
+    config: {
+        vocab_size: number, n_embd: number, n_layer: number, n_head: number, n_ff: number,
+        rope_freq_base: number, rms_eps: number, context_length: number
+    },
+    name: string,
+    /** Merge rules "a b" in rank order; each adds the token a+b after the 256 byte tokens. */
+    merges: string[],
+    specialTokens: string[],
+    tensors: Array<{name: string, shape: number[], offset: number}>
+};
+
+/**
+ * Byte-level BPE vocabulary: ids 0..255 are the GPT-2 byte symbols in byte order, then one token per merge (the
+ * merges only join ASCII letters, whose GPT-2 symbols are the letters themselves), then the special tokens.
+ */
+function demoVocabulary(merges: readonly string[], specialTokens: readonly string[]) {
+    const tokens = [...bytesToUnicode()];
+    for (const merge of merges) {
+        if (!/^[A-Za-z] [A-Za-z]$/.test(merge))
+            throw new Error(`unexpected merge ${JSON.stringify(merge)}`);
+        tokens.push(merge.replace(" ", ""));
+    }
+    const tokenTypes: number[] = tokens.map(() => TokenType.NORMAL);
+    if (JSON.stringify(specialTokens) !== JSON.stringify(SPECIAL_TOKENS.map((s) => s.text)))
+        throw new Error("special tokens differ from test/fixtures/gguf/tokenizer.ts");
+    for (const special of SPECIAL_TOKENS) {
+        tokens.push(special.text);
+        tokenTypes.push(special.type);
+    }
+    const idOf = (text: string) => tokens.lastIndexOf(text);
+    return {tokens, tokenTypes, idOf};
+}
+
+async function main() {
+    const [dumpPath, outPath, typeArg = "f32"] = process.argv.slice(2);
+    if (dumpPath == null || outPath == null)
+        throw new Error("usage: exportGguf.ts <dump.json> <out.gguf> [f32|f16]");
+    const dump = JSON.parse(await readFile(dumpPath, "utf8")) as Dump;
+    const raw = await readFile(dumpPath.replace(/\.json$/, ".bin"));
+    const data = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
+    const c = dump.config;
+    const vocab = demoVocabulary(dump.merges, dump.specialTokens);
+    if (vocab.tokens.length !== c.vocab_size)
+        throw new Error(`vocabulary has ${vocab.tokens.length} tokens, the model ${c.vocab_size}`);
+    const matrixType = typeArg === "f16" ? GgmlType.F16 : GgmlType.F32;
+
+    const tensors: GgufTensor[] = dump.tensors.map((t) => {
+        const count = t.shape.reduce((a, b) => a * b, 1);
+        const values = data.subarray(t.offset / 4, t.offset / 4 + count);
+        return {
+            name: t.name,
+            dims: [...t.shape].reverse(),
+            type: t.shape.length >= 2 ? matrixType : GgmlType.F32,
+            data: values
+        };
+    });
+
+    const endOfText = vocab.idOf("<|endoftext|>");
+    const imEnd = vocab.idOf("<|im_end|>");
+    const a = "llama";
+    const metadata: Array<[string, GgufValue]> = [
+        ["general.architecture", gguf.string(a)],
+        ["general.type", gguf.string("model")],
+        ["general.name", gguf.string(dump.name)],
+        ["general.description", gguf.string(
+            "A ~1M-parameter llama-architecture model trained from scratch (test/eval/train in the Ponder repository) on a " +
+            "synthetic long-range reasoning task: it evaluates a program of mod-10 additions inside <think>...</think> " +
+            "and answers the value of ZZ. It knows nothing else."
+        )],
+        ["general.license", gguf.string("MIT")],
+        ["general.file_type", gguf.u32(matrixType === GgmlType.F16 ? 1 : 0)],
+        ["general.alignment", gguf.u32(32)],
+        [`${a}.context_length`, gguf.u32(c.context_length)],
+        [`${a}.embedding_length`, gguf.u32(c.n_embd)],
+        [`${a}.block_count`, gguf.u32(c.n_layer)],
+        [`${a}.feed_forward_length`, gguf.u32(c.n_ff)],
+        [`${a}.attention.head_count`, gguf.u32(c.n_head)],
+        [`${a}.attention.head_count_kv`, gguf.u32(c.n_head)],
+        [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(c.rms_eps)],
+        [`${a}.rope.freq_base`, gguf.f32(c.rope_freq_base)],
+        [`${a}.rope.dimension_count`, gguf.u32(c.n_embd / c.n_head)],
+        [`${a}.vocab_size`, gguf.u32(vocab.tokens.length)],
+        ["tokenizer.ggml.model", gguf.string("gpt2")],
+        ["tokenizer.ggml.pre", gguf.string("llama-bpe")],
+        ["tokenizer.ggml.tokens", gguf.strings(vocab.tokens)],
+        ["tokenizer.ggml.token_type", gguf.i32s(vocab.tokenTypes)],
+        ["tokenizer.ggml.merges", gguf.strings(dump.merges)],
+        ["tokenizer.ggml.bos_token_id", gguf.u32(endOfText)],
+        ["tokenizer.ggml.eos_token_id", gguf.u32(imEnd)],
+        ["tokenizer.ggml.eot_token_id", gguf.u32(imEnd)],
+        ["tokenizer.ggml.padding_token_id", gguf.u32(endOfText)],
+        ["tokenizer.ggml.add_bos_token", gguf.bool(false)],
+        ["tokenizer.ggml.add_eos_token", gguf.bool(false)],
+        ["tokenizer.chat_template", gguf.string(CHAT_TEMPLATE)]
+    ];
+    const size = await writeGguf(outPath, {metadata, tensors});
+    console.log(JSON.stringify({out: outPath, bytes: size, tensors: tensors.length, type: typeArg}));
+}
+
+await main();

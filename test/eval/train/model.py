@@ -1,0 +1,155 @@
+"""A small llama-architecture transformer that computes exactly what llama.cpp's LLM_ARCH_LLAMA graph computes.
+
+- RMSNorm (eps from the config) with a weight, pre-norm blocks, no biases anywhere.
+- RoPE in llama.cpp's "NORM" mode (the mode of LLM_ARCH_LLAMA): pairs of ADJACENT dimensions (x[2i], x[2i+1]) are
+  rotated by pos * freq_base^(-2i/head_dim). Because the PyTorch model already uses llama.cpp's layout, the q/k
+  weights are exported as they are (no convert_hf_to_gguf-style permutation).
+- Attention scale 1/sqrt(head_dim), causal softmax; SwiGLU feed-forward (down(silu(gate(x)) * up(x))).
+- Separate (untied) output matrix.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, asdict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 261
+    n_embd: int = 128
+    n_layer: int = 4
+    n_head: int = 4
+    n_ff: int = 384
+    rope_freq_base: float = 10000.0
+    rms_eps: float = 1e-5
+    context_length: int = 4096
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    def to_dict(self):
+        return asdict(self)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_tables(cfg: ModelConfig, positions: torch.Tensor):
+    """cos/sin of shape [T, head_dim/2] for the given absolute positions (llama.cpp NORM mode)."""
+    half = cfg.head_dim // 2
+    inv_freq = cfg.rope_freq_base ** (-torch.arange(0, half, dtype=torch.float64) * 2 / cfg.head_dim)
+    angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
+    return torch.cos(angles).float(), torch.sin(angles).float()
+
+
+def apply_rope(x, cos, sin):
+    """x: [B, H, T, D]; rotates adjacent pairs (x[2i], x[2i+1])."""
+    x0 = x[..., 0::2]
+    x1 = x[..., 1::2]
+    r0 = x0 * cos - x1 * sin
+    r1 = x0 * sin + x1 * cos
+    return torch.stack((r0, r1), dim=-1).flatten(-2)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.n_embd
+        self.attn_norm = RMSNorm(d, cfg.rms_eps)
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, d, bias=False)
+        self.wv = nn.Linear(d, d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.ffn_norm = RMSNorm(d, cfg.rms_eps)
+        self.w_gate = nn.Linear(d, cfg.n_ff, bias=False)
+        self.w_up = nn.Linear(d, cfg.n_ff, bias=False)
+        self.w_down = nn.Linear(cfg.n_ff, d, bias=False)
+
+    def forward(self, x, cos, sin, mask, cache=None):
+        """x: [B, T, d]; mask: additive [T, S] (or [B, 1, T, S]); cache: optional dict with k/v to append to."""
+        B, T, d = x.shape
+        H, D = self.cfg.n_head, self.cfg.head_dim
+        h = self.attn_norm(x)
+        q = self.wq(h).view(B, T, H, D).transpose(1, 2)
+        k = self.wk(h).view(B, T, H, D).transpose(1, 2)
+        v = self.wv(h).view(B, T, H, D).transpose(1, 2)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        if cache is not None:
+            if "k" in cache:
+                k = torch.cat((cache["k"], k), dim=2)
+                v = torch.cat((cache["v"], v), dim=2)
+            cache["k"], cache["v"] = k, v
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D)) + mask
+        attn = torch.softmax(scores, dim=-1) @ v
+        x = x + self.wo(attn.transpose(1, 2).reshape(B, T, d))
+        h = self.ffn_norm(x)
+        return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.layers = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.norm = RMSNorm(cfg.n_embd, cfg.rms_eps)
+        self.output = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        # PyTorch's default initialisation (embeddings N(0, 1), Linear U(+-1/sqrt(fan_in))): with it the copy and
+        # lookup (induction) circuits form several times sooner than with GPT-2's N(0, 0.02) on this task.
+
+    def forward(self, tokens, start_pos: int = 0, mask=None, caches=None):
+        """tokens: [B, T] -> logits [B, T, V]. mask: additive, broadcastable to [B, H, T, start_pos + T];
+        defaults to causal. caches: list of per-layer dicts for incremental decoding."""
+        B, T = tokens.shape
+        positions = torch.arange(start_pos, start_pos + T)
+        cos, sin = rope_tables(self.cfg, positions)
+        if mask is None:
+            mask = torch.full((T, start_pos + T), float("-inf")).triu(start_pos + 1)
+        x = self.tok_embeddings(tokens)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, mask, None if caches is None else caches[i])
+        return self.output(self.norm(x))
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+@torch.no_grad()
+def generate(model: Transformer, prompt: list[int], max_new_tokens: int, stop_ids: set[int],
+             window_fraction: float | None = None, sinks: int = 4) -> list[int]:
+    """Greedy decoding with a KV cache. With window_fraction set, every generated token only sees the first `sinks`
+    tokens and the most recent ceil(window_fraction * cache length) tokens (StreamingLLM-style eviction during
+    generation; the prompt itself is processed with full attention)."""
+    model.eval()
+    caches = [dict() for _ in model.layers]
+    logits = model(torch.tensor([prompt]), 0, None, caches)
+    out: list[int] = []
+    pos = len(prompt)
+    for _ in range(max_new_tokens):
+        token = int(logits[0, -1].argmax())
+        out.append(token)
+        if token in stop_ids:
+            break
+        mask = torch.zeros(1, pos + 1)
+        if window_fraction is not None:
+            length = pos + 1
+            keep = max(1, math.ceil(window_fraction * length))
+            if keep + sinks < length:
+                mask[0, sinks:length - keep] = float("-inf")
+        logits = model(torch.tensor([[token]]), pos, mask, caches)
+        pos += 1
+    return out

@@ -1,0 +1,274 @@
+"""Trains the demo reasoner on the task of task.py (seeded, deterministic, resumable).
+
+Every batch holds problems with the same number of steps and variables, so all its sequences have the same length
+(the format is fixed-width) and no padding is needed. The number of steps follows a curriculum: it is drawn
+uniformly from [min_steps, cap] where cap grows linearly from --curriculum-start to --max-steps over the first
+--curriculum-frac of training. The loss is the cross-entropy of the assistant part (thinking, "</think>", answer,
+"<|im_end|>"); the question is context only.
+
+Usage: python3 test/eval/train/train.py --out test/eval/train/runs/main [--resume] (see README.md)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+# One core: OpenBLAS/OpenMP would otherwise start a thread per core (must be set before importing torch).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from task import (VOCAB_SIZE, SPECIAL_IDS, TaskOptions, generate_problem, render_prompt, render_completion, tokenize, EVAL_SEED_BASE,
+                  DEFAULT_MIN_STEPS, DEFAULT_MAX_STEPS, DEFAULT_MIN_VARS, DEFAULT_MAX_VARS)
+from model import ModelConfig, Transformer
+
+SYSTEM_PROMPTS = [
+    "You are a helpful assistant.",
+    "Think step by step.",
+    "You are Ponder, a careful reasoning assistant. Show your work.",
+    "Answer with a single digit.",
+]
+
+
+def mix32(*values: int) -> int:
+    """Deterministic 32-bit hash of a tuple of ints (splitmix-style)."""
+    h = 0x9E3779B9
+    for v in values:
+        h ^= (v & 0xFFFFFFFF) + 0x9E3779B9 + ((h << 6) & 0xFFFFFFFF) + (h >> 2)
+        h &= 0xFFFFFFFF
+        h = ((h ^ (h >> 16)) * 0x85EBCA6B) & 0xFFFFFFFF
+        h = ((h ^ (h >> 13)) * 0xC2B2AE35) & 0xFFFFFFFF
+        h ^= h >> 16
+    return h
+
+
+def encode_example(problem, system: str | None = None):
+    prompt = tokenize(render_prompt(problem.question, system))
+    completion = tokenize(render_completion(problem.thinking, problem.answer))
+    return prompt, completion
+
+
+def make_batch(seeds, opts: TaskOptions, system_rate: float = 0.0, rng_key: int = 0, question_weight: float = 0.0):
+    """Returns tokens [B, T] and loss weights [B, T-1]: 1 where the target is a completion token, question_weight
+    where it is a token of the user message."""
+    rows, masks = [], []
+    for j, seed in enumerate(seeds):
+        problem = generate_problem(seed, opts)
+        system = None
+        if system_rate > 0:
+            h = mix32(rng_key, seed, 7)
+            if (h % 1000) / 1000 < system_rate:
+                system = SYSTEM_PROMPTS[(h >> 10) % len(SYSTEM_PROMPTS)]
+        prompt, completion = encode_example(problem, system)
+        rows.append(prompt + completion)
+        weights = [0.0] * (len(prompt) - 1) + [1.0] * len(completion)
+        if question_weight > 0:
+            # targets prompt[i + 1] for i in the user message: from its first character to its last
+            text = render_prompt(problem.question, system)
+            start = len(tokenize(text[:text.index(problem.question)]))
+            end = start + len(tokenize(problem.question))
+            for i in range(start - 1, end - 1):
+                weights[i] = question_weight
+        masks.append(weights)
+    T = max(len(r) for r in rows)
+    tokens = torch.full((len(rows), T), SPECIAL_IDS["<|endoftext|>"], dtype=torch.long)  # padding, masked out
+    loss_mask = torch.zeros((len(rows), T - 1))
+    for i, (r, m) in enumerate(zip(rows, masks)):
+        tokens[i, :len(r)] = torch.tensor(r)
+        loss_mask[i, :len(m)] = torch.tensor(m, dtype=torch.float)
+    return tokens, loss_mask
+
+
+def batch_spec(args, step: int):
+    """(n_steps, n_vars, batch_size, seeds) for a training step; a pure function of (args.seed, step)."""
+    h = mix32(args.seed, step, 1)
+    ramp = max(1, int(args.curriculum_frac * args.steps))
+    progress = min(1.0, max(0, step - args.curriculum_hold) / ramp)
+    cap = args.curriculum_start + (args.max_steps - args.curriculum_start) * progress
+    cap = max(args.train_min_steps, int(round(cap)))
+    n_steps = args.train_min_steps + h % (cap - args.train_min_steps + 1)
+    vcap = args.vars_curriculum_start + (args.max_vars - args.vars_curriculum_start) * progress
+    vcap = max(args.train_min_vars, int(round(vcap)))
+    n_vars = args.train_min_vars + mix32(h, 2) % (vcap - args.train_min_vars + 1)
+    opts = TaskOptions(n_steps, n_steps, n_vars, n_vars)
+    length = sum(len(x) for x in encode_example(generate_problem(0, opts)))
+    batch_size = max(1, args.batch_tokens // length)
+    seeds = [mix32(args.seed, step, 3, j) & 0x7FFFFFFF for j in range(batch_size)]  # training seeds < 2^31
+    return opts, seeds
+
+
+def lr_at(args, step: int) -> float:
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    decay_start = max(args.warmup, int(args.decay_start * args.steps))
+    if step < decay_start:
+        return args.lr
+    progress = (step - decay_start) / max(1, args.steps - decay_start)
+    return args.lr * (args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+@torch.no_grad()
+def teacher_forced_eval(model, args, count: int, opts: TaskOptions, seed_base: int = EVAL_SEED_BASE + 10_000_000):
+    """Held-out problems under teacher forcing: token accuracy on the completion, and the fraction of problems whose
+    completion is predicted entirely right (then greedy decoding reproduces it exactly)."""
+    model.eval()
+    exact, correct, total, answer_ok = 0, 0, 0, 0
+    for i in range(count):
+        problem = generate_problem(seed_base + i, opts)
+        prompt, completion = encode_example(problem)
+        tokens = torch.tensor([prompt + completion])
+        logits = model(tokens[:, :-1])
+        pred = logits[0, len(prompt) - 1:].argmax(-1)
+        target = tokens[0, len(prompt):]
+        ok = (pred == target)
+        correct += int(ok.sum())
+        total += len(target)
+        exact += int(ok.all())
+        answer_ok += int(ok[-2])  # the answer digit (followed by <|im_end|>)
+    model.train()
+    return {"token_acc": correct / total, "exact": exact / count, "answer_tf": answer_ok / count}
+
+
+def save_checkpoint(path, model, optimizer, step, args, cfg, cpu):
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                "args": vars(args), "config": cfg.to_dict(), "cpu": cpu}, tmp)
+    os.replace(tmp, path)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="run directory (checkpoints, log)")
+    p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt if it exists")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--steps", type=int, default=3000, help="optimizer steps")
+    p.add_argument("--batch-tokens", type=int, default=6144, help="tokens per batch (sequences of equal length)")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--min-lr-frac", type=float, default=0.05)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--decay-start", type=float, default=0.0,
+                   help="fraction of training after which the learning rate follows a cosine down to --min-lr-frac")
+    p.add_argument("--init-from", help="start from the weights of this checkpoint (fresh optimizer and schedule)")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--grad-clip", type=float, default=1.0)
+    # task
+    p.add_argument("--min-steps", type=int, default=DEFAULT_MIN_STEPS, help="fewest program steps of eval problems")
+    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="most program steps (training and eval)")
+    p.add_argument("--min-vars", type=int, default=DEFAULT_MIN_VARS)
+    p.add_argument("--max-vars", type=int, default=DEFAULT_MAX_VARS)
+    p.add_argument("--train-min-steps", type=int, default=2, help="fewest program steps in training problems")
+    p.add_argument("--train-min-vars", type=int, default=2, help="fewest variables in training problems")
+    p.add_argument("--vars-curriculum-start", type=int, default=4, help="initial cap on the number of variables")
+    p.add_argument("--question-loss", type=float, default=0.3,
+                   help="loss weight of the user message tokens (random, but they train copy/induction heads)")
+    p.add_argument("--curriculum-start", type=int, default=16, help="initial cap on the number of steps")
+    p.add_argument("--curriculum-frac", type=float, default=0.4, help="fraction of training to reach --max-steps")
+    p.add_argument("--curriculum-hold", type=int, default=0, help="steps at the initial caps before the ramp")
+    p.add_argument("--system-rate", type=float, default=0.1, help="fraction of examples with a system message")
+    # model
+    p.add_argument("--n-embd", type=int, default=128)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--n-ff", type=int, default=384)
+    p.add_argument("--context-length", type=int, default=4096)
+    # bookkeeping
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--eval-count", type=int, default=40)
+    p.add_argument("--ckpt-every", type=int, default=50)
+    p.add_argument("--stop-after", type=int, default=0, help="exit after this many steps in this invocation (testing)")
+    args = p.parse_args()
+
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.out, exist_ok=True)
+    ckpt_path = os.path.join(args.out, "checkpoint.pt")
+    log_path = os.path.join(args.out, "log.jsonl")
+
+    cfg = ModelConfig(vocab_size=VOCAB_SIZE, n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head, n_ff=args.n_ff,
+                      context_length=args.context_length)
+    torch.manual_seed(args.seed)
+    model = Transformer(cfg)
+    decay = [p_ for n, p_ in model.named_parameters() if p_.dim() >= 2]
+    no_decay = [p_ for n, p_ in model.named_parameters() if p_.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    start = 0
+    if args.init_from and not (args.resume and os.path.exists(ckpt_path)):
+        model.load_state_dict(torch.load(args.init_from)["model"])
+        print(f"initialised from {args.init_from}", flush=True)
+    if args.resume and os.path.exists(ckpt_path):
+        ckpt = torch.load(ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        start = ckpt["step"]
+        print(f"resumed from step {start}", flush=True)
+    print(f"model: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
+    with open(os.path.join(args.out, "args.json"), "w") as f:
+        json.dump(vars(args), f, indent=1)
+
+    eval_opts = TaskOptions(args.min_steps, args.max_steps, args.min_vars, args.max_vars)
+    log = open(log_path, "a")
+    model.train()
+    t_run = time.time()
+    cpu_run = time.process_time()
+    cpu_before = ckpt.get("cpu", 0.0) if start else 0.0  # CPU seconds spent before a resume
+    window_loss, window_tokens, window_time = 0.0, 0, 0.0
+    steps_this_run = 0
+    for step in range(start, args.steps):
+        t0 = time.time()
+        opts, seeds = batch_spec(args, step)
+        tokens, loss_mask = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss)
+        lr = lr_at(args, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        logits = model(tokens[:, :-1])
+        losses = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1), reduction="none")
+        completion_mask = (loss_mask == 1).float()
+        loss = (losses * loss_mask.reshape(-1)).sum() / completion_mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        optimizer.step()
+        dt = time.time() - t0
+        window_loss += float((losses.detach() * completion_mask.reshape(-1)).sum())
+        window_tokens += int(completion_mask.sum())
+        window_time += dt
+        steps_this_run += 1
+        done = step + 1
+        if done % args.log_every == 0 or done == args.steps:
+            record = {"step": done, "loss": window_loss / max(1, window_tokens), "lr": lr, "grad_norm": float(grad_norm),
+                      "n_steps": opts.max_steps, "batch": len(seeds), "seq": tokens.shape[1],
+                      "sec_per_step": window_time / args.log_every, "elapsed": time.time() - t_run,
+                      "cpu": time.process_time() - cpu_run + cpu_before}
+            print(json.dumps(record), flush=True)
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            window_loss, window_tokens, window_time = 0.0, 0, 0.0
+        if done % args.ckpt_every == 0 or done == args.steps:
+            save_checkpoint(ckpt_path, model, optimizer, done, args, cfg, time.process_time() - cpu_run + cpu_before)
+        if done % args.eval_every == 0 or done == args.steps:
+            for name, o in [("short", TaskOptions(args.min_steps, max(args.min_steps, 20), args.min_vars, args.max_vars)),
+                            ("full", eval_opts)]:
+                result = teacher_forced_eval(model, args, args.eval_count, o)
+                record = {"step": done, "eval": name, **result}
+                print(json.dumps(record), flush=True)
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+        if args.stop_after and steps_this_run >= args.stop_after:
+            break
+    if done == args.steps:
+        torch.save({"model": model.state_dict(), "config": cfg.to_dict(), "args": vars(args), "step": done,
+                    "cpu": time.process_time() - cpu_run + cpu_before},
+                   os.path.join(args.out, "final.pt"))
+    print(f"done: step {done}, {time.time() - t_run:.0f}s this run", flush=True)
+
+
+if __name__ == "__main__":
+    main()
