@@ -51,9 +51,13 @@ export class KvController {
         return this._options.compression.policy;
     }
 
-    /** Live cells allowed after a prune round: the budget less room for the tokens until the next round. */
+    /**
+     * Live cells allowed after a prune round: the budget less room for the tokens until the next round and for
+     * those decoded while a round waits for the context (a tenth of the budget, at least `headroomCells`).
+     */
     get maxKeep(): number {
-        return Math.max(8, this._options.cells - this._options.compression.pruneEvery - headroomCells);
+        const headroom = Math.max(headroomCells, Math.ceil(this._options.cells / 10));
+        return Math.max(8, this._options.cells - this._options.compression.pruneEvery - headroom);
     }
 
     /** A prune round that failed: generation must stop rather than run out of cells. */

@@ -151,7 +151,8 @@ if (suites.has("quality")) {
     results.quality = report.json;
     const bars = report.rows.map((row) => ({group: `${Math.round(row.share * 100)}%`, series: row.policy, y: row.accuracy}));
     await writeBarChart(path.join(out, "accuracy.svg"), {title: "Demo task accuracy by KV budget (share of the Full cache)", x: "budget", y: "accuracy", rows: bars});
-    say(`\n## Accuracy on the demo reasoning task (${report.problems} held-out problems, greedy)\n\n` + report.table + "\n\n![accuracy](accuracy.svg)");
+    say(`\n## Accuracy on the demo reasoning task (${report.problems} held-out problems, greedy)\n\n` + report.table + "\n\n![accuracy](accuracy.svg)" +
+        (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
 }
 
 await fs.writeFile(path.join(out, "results.json"), JSON.stringify(results, null, 2));

@@ -38,6 +38,7 @@ export async function qualitySuite(options: {llama: Llama, modelPath: string, po
     }
 
     const used: number[] = [];
+    const failures: string[] = [];
     let fullCorrect = 0;
     for (const problem of problems) {
         const run = await solve(problem.question, "full", 8192);
@@ -55,7 +56,12 @@ export async function qualitySuite(options: {llama: Llama, modelPath: string, po
             for (const [index, problem] of problems.entries()) {
                 const budget = Math.max(32, Math.round(used[index]! * share));
                 cells.push(budget);
-                const run = await solve(problem.question, policy, budget);
+                const run = await solve(problem.question, policy, budget).catch((err: unknown) => {
+                    failures.push(`${policy} ${Math.round(share * 100)}% problem ${index}: ${(err as Error).message}`);
+                    return null;
+                });
+                if (run == null)
+                    continue;
                 live.push(run.live / 1024);
                 full.push(run.full / 1024);
                 if (isDemoAnswerCorrect(problem, run.answer))
@@ -70,7 +76,8 @@ export async function qualitySuite(options: {llama: Llama, modelPath: string, po
     return {
         problems: problems.length,
         rows,
-        json: {problems: problems.length, rows},
+        json: {problems: problems.length, rows, failures},
+        failures,
         table: table(["policy", "budget (share of Full)", "accuracy", "vs Full", "mean cells", "mean live KV KiB at end", "mean full-cache KiB"],
             rows.map((r) => [r.policy, r.policy === "full" ? "100%" : `${Math.round(r.share * 100)}%`, r.accuracy.toFixed(3),
                 (r.accuracy - fullAccuracy).toFixed(3), r.meanCells.toFixed(0), r.meanLiveKiB.toFixed(1), r.meanFullKiB.toFixed(1)]))
