@@ -1,5 +1,6 @@
 // Scoring off costs nothing: the compute graph has the same nodes as before scoring was ever turned on.
 // llama.cpp logs the node count of the graph it reserves (at context creation, and after a scoring change).
+// node-llama-cpp delivers native log lines asynchronously, so each step waits for its line to arrive.
 import {expect, test} from "vitest";
 import {LlamaLogLevel} from "node-llama-cpp";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
@@ -9,6 +10,12 @@ import {evaluateForLogits, randomTokens} from "./nativeTestUtils.js";
 
 test("scoring adds graph nodes only while it is on", async () => {
     const nodeCounts: number[] = [];
+    async function nextCount(seen: number): Promise<number> {
+        for (const deadline = Date.now() + 10_000; nodeCounts.length <= seen && Date.now() < deadline;)
+            await new Promise((resolve) => setTimeout(resolve, 10));
+        expect(nodeCounts.length, "llama.cpp logged no graph reservation").toBeGreaterThan(seen);
+        return nodeCounts.at(-1)!;
+    }
     const llama = await loadPatchedLlama({
         gpu: false,
         logLevel: "info",
@@ -26,17 +33,18 @@ test("scoring adds graph nodes only while it is on", async () => {
         const kv = new NativeKv(context);
         const sequence = context.getSequence();
         try {
-            expect(nodeCounts.length).toBeGreaterThan(0);
-            const off = nodeCounts.at(-1)!;
+            const off = await nextCount(0);
 
+            let seen = nodeCounts.length;
             await kv.configureScoring({enabled: true});
             await evaluateForLogits(sequence, randomTokens(4, 1));
-            const on = nodeCounts.at(-1)!;
+            const on = await nextCount(seen);
             expect(on).toBeGreaterThan(off);
 
+            seen = nodeCounts.length;
             await kv.configureScoring({enabled: false});
             await evaluateForLogits(sequence, randomTokens(4, 2));
-            expect(nodeCounts.at(-1)).toBe(off);
+            expect(await nextCount(seen)).toBe(off);
         } finally {
             await kv.dispose();
             await context.dispose();
