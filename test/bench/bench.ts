@@ -2,7 +2,7 @@
 //
 //   npm run bench -- [--suites fidelity,speed,overhead,quality] [--policies streamingllm,h2o,lethe,refreekv]
 //                    [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384] [--speed-budget 2048]
-//                    [--problems 40] [--out test/bench/results] [--threads 2]
+//                    [--problems 40] [--fidelity-problems 8] [--out test/bench/results] [--threads 2]
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -15,7 +15,7 @@ import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
-import {decodeRun} from "./decodeRun.js";
+import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {qualitySuite} from "./quality.js";
 
@@ -29,6 +29,7 @@ const {values} = parseArgs({
         length: {type: "string", default: "16384"},
         "speed-budget": {type: "string", default: "2048"},
         problems: {type: "string", default: "40"},
+        "fidelity-problems": {type: "string", default: "8"},
         combine: {type: "string", default: "union,aggregate"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
@@ -123,9 +124,11 @@ if (suites.has("speed")) {
     const window = Math.max(256, Math.floor(length / 16));
     const prompt = Array.from({length: 32}, (_, i) => ((i * 31) % 500 + 10) as Token);
     const runs: Record<string, Awaited<ReturnType<typeof decodeRun>>> = {};
-    runs.full = await decodeRun(model, {prompt, length, cells: length + prompt.length + 16, window, threads, compression: settings("full")});
+    const progress = (name: string) => (p: DecodePoint) =>
+        console.error(`  speed ${name}: ${p.tokens}/${length} tokens, ${p.tokensPerSecond.toFixed(1)} tok/s, live KV ${(p.liveBytes / 2 ** 20).toFixed(1)} MiB`);
+    runs.full = await decodeRun(model, {prompt, length, cells: length + prompt.length + 16, window, threads, compression: settings("full"), onPoint: progress("full")});
     for (const policy of policies)
-        runs[policy] = await decodeRun(model, {prompt, length, cells: budget, window, threads, compression: settings(policy, {pruneEvery: 32})});
+        runs[policy] = await decodeRun(model, {prompt, length, cells: budget, window, threads, compression: settings(policy, {pruneEvery: 32}), onPoint: progress(policy)});
     await model.dispose();
 
     const speedRows = Object.entries(runs).flatMap(([name, run]) => run.points.map((p) => ({x: p.tokens, y: p.tokensPerSecond, series: name})));
@@ -147,7 +150,8 @@ if (suites.has("speed")) {
 }
 
 if (suites.has("quality")) {
-    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies, budgets, problems: Number(values.problems), threads});
+    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies, budgets, problems: Number(values.problems), threads,
+        fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${line}`)});
     results.quality = report.json;
     const bars = report.rows.map((row) => ({group: `${Math.round(row.share * 100)}%`, series: row.policy, y: row.accuracy}));
     await writeBarChart(path.join(out, "accuracy.svg"), {title: "Demo task accuracy by KV budget (share of the Full cache)", x: "budget", y: "accuracy", rows: bars});

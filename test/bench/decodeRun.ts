@@ -10,7 +10,9 @@ export type DecodePoint = {tokens: number, tokensPerSecond: number, liveBytes: n
  * goes (asynchronously, as in the app). Every `window` tokens: throughput over the window and KV memory.
  */
 export async function decodeRun(model: LlamaModel, options: {
-    prompt: Token[], length: number, cells: number, compression: CompressionSettings, window: number, threads?: number, flashAttention?: boolean
+    prompt: Token[], length: number, cells: number, compression: CompressionSettings, window: number, threads?: number, flashAttention?: boolean,
+    /** Called after each window (for progress lines on long runs). */
+    onPoint?: (point: DecodePoint) => void
 }): Promise<{points: DecodePoint[], tokensPerSecond: number, scoringMs: number, pruneRounds: number, forcedDrops: number}> {
     const context = await model.createContext({contextSize: options.cells, threads: options.threads ?? 0, sequences: 1, flashAttention: options.flashAttention ?? false});
     const kv = new NativeKv(context);
@@ -36,13 +38,15 @@ export async function decodeRun(model: LlamaModel, options: {
             if (count % options.window === 0) {
                 const now = performance.now();
                 const sample = await controller.sample(0);
-                points.push({
+                const point: DecodePoint = {
                     tokens: count,
                     tokensPerSecond: options.window / ((now - windowStart) / 1000),
                     liveBytes: sample.liveBytes,
                     allocatedBytes: sample.allocatedBytes,
                     fullBytes: sample.fullBytes
-                });
+                };
+                points.push(point);
+                options.onPoint?.(point);
                 windowStart = performance.now();
             }
             if (count >= options.length)
