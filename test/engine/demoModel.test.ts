@@ -1,0 +1,101 @@
+// The embedded demo model: a fresh install registers and loads it offline, and it reasons correctly with Full KV,
+// while a cache that keeps only the sinks and the recent tokens (StreamingLLM) loses the answers: the task needs
+// distant tokens. Greedy decoding on one thread, so the outcome is fixed for a given model and build.
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import {afterAll, describe, expect, it} from "vitest";
+import type {EventChannel, Events, MessageDto, PolicyId} from "../../preload/contract.js";
+import {createApp} from "../../main/createApp.js";
+import {Engine} from "../../main/engine/Engine.js";
+import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
+import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+
+const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
+// Mid-length problems (30-50 steps: about 400-650 thinking tokens), to keep the test short.
+const problems = heldOutDemoProblems(6, {minSteps: 30, maxSteps: 50});
+
+describe("the demo model", () => {
+    it("ships under 20 MB", async () => {
+        const {size} = await fs.stat(demoModel);
+        expect(size).toBeGreaterThan(1_000_000);
+        expect(size).toBeLessThan(20 * 2 ** 20);
+    });
+
+    it("is what a fresh install loads, and answers a held-out problem in a conversation", async () => {
+        const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-demo-"));
+        const done: MessageDto[] = [];
+        const app = createApp({
+            dataDir, version: "test", threads: 1, bundledModelPath: demoModel, chat: {flushIntervalMs: 0},
+            emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
+                if (channel === "chat:done")
+                    done.push((payload as Events["chat:done"]).message);
+            }
+        });
+        try {
+            await app.restoreLastModel();
+            expect(app.status().engine.model?.path).toBe(demoModel);
+            expect(app.models.list().map((m) => m.path)).toEqual([demoModel]);
+
+            const conversation = app.conversations.create("demo");
+            app.conversations.updateSettings(conversation.id, {temperature: 0});
+            const problem = problems[0]!;
+            app.chat.send(conversation.id, problem.question);
+            await app.chat.idle();
+            expect(done).toHaveLength(1);
+            const saved = app.conversations.get(conversation.id).messages.at(-1)!;
+            expect(saved.status).toBe("complete");
+            expect(saved.thinkingTokens).toBeGreaterThan(300);
+            expect(isDemoAnswerCorrect(problem, extractDemoAnswer(saved.text))).toBe(true);
+        } finally {
+            await app.dispose();
+            await fs.rm(dataDir, {recursive: true, force: true});
+        }
+    });
+
+    describe("through the engine, greedy", () => {
+        const engine = new Engine({loadLlama: loadRuntime, threads: 1});
+        afterAll(() => engine.dispose());
+        const fullCells: number[] = [];
+
+        async function solve(question: string, policy: PolicyId, cells: number) {
+            let text = "";
+            let tokens = 0;
+            const result = await engine.generate({
+                history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 2048, signal: new AbortController().signal,
+                kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
+                onChunk(chunk) {
+                    tokens += chunk.tokens;
+                    if (chunk.segment === "answer")
+                        text += chunk.text;
+                }
+            });
+            return {answer: extractDemoAnswer(text), used: result.promptTokens + tokens + 4};
+        }
+
+        it("answers held-out problems with Full KV", async () => {
+            await engine.loadModel(demoModel, null);
+            let correct = 0;
+            for (const problem of problems) {
+                const run = await solve(problem.question, "full", 4096);
+                fullCells.push(run.used);
+                if (isDemoAnswerCorrect(problem, run.answer))
+                    correct++;
+            }
+            expect(correct).toBeGreaterThanOrEqual(problems.length - 1);
+        });
+
+        it("loses the answers under StreamingLLM at half the cells: the task needs distant tokens", async () => {
+            expect(fullCells).toHaveLength(problems.length);
+            let correct = 0;
+            for (const [index, problem] of problems.entries()) {
+                const run = await solve(problem.question, "streamingllm", Math.round(fullCells[index]! / 2));
+                if (isDemoAnswerCorrect(problem, run.answer))
+                    correct++;
+            }
+            expect(correct).toBeLessThanOrEqual(2);
+        });
+    });
+});
