@@ -146,9 +146,21 @@ export class Engine {
             }
 
             const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
-            await this._prefill(active, history, controller, cells, request.onRebuild);
-            session.setChatHistory(history);
+            // Tokens evaluated for this answer: the new message (and a history rebuilt into a new context).
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
+            if (controller != null && compression.policy !== "full") {
+                // With a pruning policy the new message is read in chunks too, pruned as it goes, so a question longer
+                // than the budget still fits; the last tokens (the assistant's opening) are left to node-llama-cpp.
+                await this._prefill(active, [...history, {type: "user", text: last.text}, {type: "model", response: []}], controller, cells,
+                    request.onRebuild, promptTail);
+            } else {
+                const needed = loaded.chatWrapper.generateContextState({chatHistory: [...history, {type: "user", text: last.text}, {type: "model", response: []}]})
+                    .contextText.tokenize(loaded.model.tokenizer).length;
+                if (needed > cells - 16)
+                    throw new AppError("BAD_REQUEST", fullKvTooLong(needed, cells));
+                await this._prefill(active, history, controller, cells, request.onRebuild);
+            }
+            session.setChatHistory(history);
             const started = performance.now();
             let generated = 0;
             let sinceSample = 0;
@@ -236,12 +248,13 @@ export class Engine {
      * then finds the prefix in place and evaluates only the new message.
      */
     private async _prefill(active: Active, history: ChatHistoryItem[], controller: KvController | null, cells: number,
-        onProgress: ((progress: number) => void) | undefined): Promise<void> {
+        onProgress: ((progress: number) => void) | undefined, holdBack = 0): Promise<void> {
         if (history.length === 0)
             return;
         const loaded = this._loaded!;
         const sequence = active.session.sequence;
-        const tokens = loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer);
+        const rendered = loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer);
+        const tokens = rendered.slice(0, Math.max(0, rendered.length - holdBack));
         const existing = sequence.contextTokens;
         let common = 0;
         while (common < existing.length && common < tokens.length && existing[common] === tokens[common])
@@ -256,6 +269,13 @@ export class Engine {
                     lastLive = position;
             }
             common = lastLive + 1;
+        } else if (!pruning && common > 0 && active.kv != null) {
+            // Full KV after a pruned answer in the same context: keep only the prefix that has every cell.
+            const live = new Set((await active.kv.scores(0)).positions);
+            let whole = 0;
+            while (whole < common && live.has(whole))
+                whole++;
+            common = whole;
         }
         if (common === tokens.length && common === sequence.nextTokenIndex)
             return;
@@ -264,7 +284,7 @@ export class Engine {
             await sequence.eraseContextTokenRanges([{start: common, end: sequence.nextTokenIndex}]);
         const missing = tokens.length - common;
         if (!pruning && tokens.length > cells - 16)
-            throw new AppError("BAD_REQUEST", `This conversation is ${tokens.length} tokens long, more than the KV budget of ${cells} cells holds with Full KV: raise the budget or choose a compression policy`);
+            throw new AppError("BAD_REQUEST", fullKvTooLong(tokens.length, cells));
         const report = missing >= 256 ? onProgress : undefined;
         const chunkTarget = Math.max(16, Math.floor(cells * 0.7));
         let done = 0;
@@ -286,7 +306,7 @@ export class Engine {
         const loaded = this._loaded!;
         const current = this._active;
         if (current != null && sameConfig(current.config, config)) {
-            current.kv?.setPositionLimit(pruning ? prunedPositionLimit : config.cells);
+            current.kv?.setPositionLimit(pruning ? prunedPositionLimit : current.kv.originalContextSize);
             return current;
         }
         await this._disposeContext();
@@ -339,6 +359,13 @@ export class Engine {
             listener(this._status);
     }
 }
+
+function fullKvTooLong(tokens: number, cells: number): string {
+    return `This conversation is ${tokens} tokens long, more than the KV budget of ${cells} cells holds with Full KV: raise the budget or choose a compression policy`;
+}
+
+/** Tokens at the end of a prompt left for node-llama-cpp to evaluate itself (the assistant's opening, where its rendering may differ). */
+const promptTail = 16;
 
 function sameConfig(a: ContextConfig, b: ContextConfig): boolean {
     return a.cells === b.cells && a.kvType === b.kvType && a.flashAttention === b.flashAttention;

@@ -5,7 +5,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {afterAll, describe, expect, it} from "vitest";
-import type {EventChannel, Events, MessageDto, PolicyId} from "../../preload/contract.js";
+import type {EventChannel, Events, KvSample, MessageDto, PolicyId} from "../../preload/contract.js";
 import {createApp} from "../../main/createApp.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
@@ -85,6 +85,29 @@ describe("the demo model", () => {
                     correct++;
             }
             expect(correct).toBeGreaterThanOrEqual(problems.length - 1);
+        });
+
+        it("reads a question longer than the budget in chunks with a pruning policy, within the budget; Full KV refuses it", async () => {
+            const long = heldOutDemoProblems(1, {minSteps: 105, maxSteps: 110}, 1000)[0]!;
+            const samples: KvSample[] = [];
+            const rebuild: number[] = [];
+            const cells = 300;
+            const result = await engine.generate({
+                history: [{role: "user", text: long.question}], systemPrompt: "", temperature: 0, maxTokens: 64, signal: new AbortController().signal,
+                kv: {compression: {...defaultCompressionSettings, policy: "lethe", pruneEvery: 8}, cells},
+                onChunk() {},
+                onSample: (sample) => samples.push(sample),
+                onRebuild: (progress) => rebuild.push(progress)
+            });
+            const questionTokens = samples.at(-1)!.tokensSeen - samples.at(-1)!.step;
+            expect(questionTokens).toBeGreaterThan(cells);
+            expect(result.promptTokens).toBeGreaterThanOrEqual(questionTokens - 4);
+            expect(result.stopReason).toBe("maxTokens");
+            expect(rebuild.at(-1)).toBe(1);
+            for (const sample of samples)
+                expect(sample.cellsLive).toBeLessThanOrEqual(cells);
+
+            await expect(solve(long.question, "full", cells)).rejects.toThrow(/more than the KV budget of 300 cells holds with Full KV/);
         });
 
         it("loses the answers under StreamingLLM at half the cells: the task needs distant tokens", async () => {

@@ -97,6 +97,11 @@ export class NativeKv {
      * before they run out. This changes what node-llama-cpp reports as `contextSize` for the whole context, and
      * therefore how much chat history LlamaChat fits. `dispose()` restores it.
      */
+    /** The context's own size, the position limit before any `setPositionLimit`. */
+    public get originalContextSize(): number {
+        return this._originalContextSize;
+    }
+
     public setPositionLimit(limit: number): void {
         if (!Number.isInteger(limit) || limit < this._originalContextSize)
             throw new RangeError(`the position limit must be an integer of at least the context size (${this._originalContextSize}), got ${limit}`);
