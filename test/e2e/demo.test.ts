@@ -1,0 +1,53 @@
+// A fresh install in the browser: no model given, the embedded demo model loads, and a held-out problem is
+// answered correctly with its thinking shown, as a person would see it.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type {Browser} from "playwright-core";
+import {afterAll, beforeAll, expect, it} from "vitest";
+import {heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
+import {launchChromium} from "./browser.js";
+import {ChatPage} from "./ChatPage.js";
+import {HeadlessPonder} from "./HeadlessPonder.js";
+
+const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+let browser: Browser;
+let backend: HeadlessPonder | null = null;
+let dataDir: string;
+
+beforeAll(async () => {
+    fs.mkdirSync(artifacts, {recursive: true});
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-demo-"));
+    browser = await launchChromium();
+});
+afterAll(async () => {
+    await backend?.stop();
+    await browser?.close();
+    fs.rmSync(dataDir, {recursive: true, force: true});
+});
+
+it("loads the demo model on a fresh install and answers a held-out problem with its thinking", async () => {
+    backend = await HeadlessPonder.start({dataDir, seed: 7});
+    const page = await browser.newPage({viewport: {width: 1280, height: 860}});
+    await page.goto(backend.url);
+    const chat = new ChatPage(page);
+    await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
+    expect(await chat.byId("model-item").allTextContents()).toEqual([expect.stringContaining("Ponder Demo Reasoner")]);
+
+    const problem = heldOutDemoProblems(1, {minSteps: 20, maxSteps: 30}, 500)[0]!;
+    await chat.newConversation();
+    await chat.send(problem.question);
+    await chat.byId("thinking-block").first().waitFor();
+    await chat.waitForAnswerDone();
+
+    const assistant = chat.lastAssistant();
+    if (await assistant.getByTestId("thinking-content").count() === 0)
+        await assistant.getByTestId("thinking-toggle").click();
+    const thinking = (await assistant.getByTestId("thinking-content").textContent())!;
+    // One line per step of the program, each ending in the two-digit sum.
+    expect(thinking.match(/=\d\d/g)?.length).toBeGreaterThanOrEqual(20);
+    const answer = (await assistant.getByTestId("answer-content").textContent())!.trim();
+    expect(isDemoAnswerCorrect(problem, answer)).toBe(true);
+    await page.screenshot({path: path.join(artifacts, "demo.png"), fullPage: true});
+    await page.close();
+});
