@@ -4,6 +4,7 @@ import {createBudget, type BudgetOptions} from "./budget.svelte.js";
 import {createChat, type ChatOptions} from "./chat.svelte.js";
 import {createConversations} from "./conversations.svelte.js";
 import {createDownloads} from "./downloads.svelte.js";
+import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
 import {request} from "./request.js";
@@ -20,6 +21,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const settings = createSettings(bridge);
     const memory = createMemory(bridge, chat, options.memory);
     const budget = createBudget(bridge, conversations, settings, options.budget);
+    const generation = createGeneration(bridge, conversations, settings);
     const downloads = createDownloads(bridge, models);
     const connection = $state({connected: true});
     const ui = $state({
@@ -27,6 +29,8 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         composerFocus: 0,
         /** The memory panel (gauge, heatmap, budget controller) is open. */
         memoryOpen: false,
+        /** The generation panel (system prompt, temperature, max tokens) is open; at most one side panel is. */
+        generationOpen: false,
         /** The theme in effect, `system` resolved (App.svelte keeps it current): canvases read their colours by it. */
         theme: "light" as "light" | "dark"
     });
@@ -105,7 +109,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, downloads, connection, ui,
+        conversations, chat, models, settings, memory, budget, generation, downloads, connection, ui,
         start, openConversation, newConversation, deleteConversation, send, openExternal,
         dispose(): void {
             offDone();

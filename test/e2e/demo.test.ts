@@ -36,6 +36,20 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
 
     const problem = heldOutDemoProblems(1, {minSteps: 20, maxSteps: 30}, 500)[0]!;
     await chat.newConversation();
+    // Greedy decoding for this conversation, from the generation panel (Ctrl+Shift+G).
+    await page.keyboard.press("Control+Shift+G");
+    await chat.byId("generation-panel").waitFor();
+    await chat.byId("temperature").fill("5");
+    await chat.byId("apply-generation").click();
+    expect(await chat.byId("generation-error").textContent()).toMatch(/between 0 and 2/);
+    await chat.byId("temperature").fill("0");
+    await chat.byId("apply-generation").click();
+    await chat.byId("generation-panel").getByText(/takes effect with the next answer/).waitFor();
+    await expect.poll(() => chat.byId("generation-button").textContent()).toContain("T 0");
+    await page.screenshot({path: path.join(artifacts, "generation.png")});
+    await page.keyboard.press("Escape");
+    await chat.byId("generation-panel").waitFor({state: "detached"});
+
     await chat.send(problem.question);
     await chat.byId("thinking-block").first().waitFor();
     await chat.waitForAnswerDone();
@@ -49,5 +63,11 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     const answer = (await assistant.getByTestId("answer-content").textContent())!.trim();
     expect(isDemoAnswerCorrect(problem, answer)).toBe(true);
     await page.screenshot({path: path.join(artifacts, "demo.png"), fullPage: true});
+
+    // The setting is the conversation's, stored: still there after a reload.
+    await page.reload();
+    await chat.conversationItems().first().click();
+    await chat.byId("generation-button").click();
+    expect(await chat.byId("temperature").inputValue()).toBe("0");
     await page.close();
 });

@@ -1,0 +1,108 @@
+import type {ConversationSettings, PonderApi} from "../../preload/contract.js";
+import {describeError} from "../lib/describeError.js";
+import {toGenerationForm, toGenerationSettings, validateGenerationForm, type GenerationForm} from "../lib/generationForm.js";
+import type {Conversations} from "./conversations.svelte.js";
+import {request} from "./request.js";
+import type {Settings} from "./settings.svelte.js";
+
+export type Generation = ReturnType<typeof createGeneration>;
+
+/**
+ * The open conversation's generation settings (system prompt, temperature, max tokens): a draft checked as it is
+ * edited, applied to the conversation (from its next answer) or saved as the default for new conversations.
+ */
+export function createGeneration(bridge: PonderApi, conversations: Conversations, settings: Settings) {
+    const state = $state({
+        conversationId: null as string | null,
+        form: null as GenerationForm | null,
+        applying: false,
+        error: null as string | null,
+        notice: null as string | null
+    });
+    let loadedFrom: ConversationSettings | null = null;
+
+    const errors = $derived(state.form ? validateGenerationForm(state.form) : {});
+    const valid = $derived(state.form != null && Object.keys(errors).length === 0);
+    const stored = $derived(conversations.state.settings);
+    const dirty = $derived(state.form != null && stored != null &&
+        JSON.stringify(state.form) !== JSON.stringify(toGenerationForm(stored)));
+
+    /** Shows `settings` (the conversation's stored ones) unless they are the ones already shown. */
+    function load(conversationId: string | null, loaded: ConversationSettings | null): void {
+        if (conversationId === state.conversationId && loaded === loadedFrom)
+            return;
+        const other = conversationId !== state.conversationId;
+        state.conversationId = conversationId;
+        loadedFrom = loaded;
+        if (loaded == null) {
+            state.form = null;
+            return;
+        }
+        if (other || !dirty) {
+            state.form = toGenerationForm(loaded);
+            state.error = null;
+            state.notice = null;
+        }
+    }
+
+    function set<K extends keyof GenerationForm>(key: K, value: GenerationForm[K]): void {
+        if (!state.form)
+            return;
+        state.form[key] = (typeof value === "number" && Number.isNaN(value) ? null : value) as GenerationForm[K];
+        state.notice = null;
+    }
+
+    async function apply(): Promise<boolean> {
+        const id = state.conversationId;
+        if (id == null || !state.form || !valid)
+            return false;
+        state.applying = true;
+        state.error = null;
+        state.notice = null;
+        const result = await request(bridge, "conversations:updateSettings", {id, settings: toGenerationSettings($state.snapshot(state.form))});
+        state.applying = false;
+        if (state.conversationId !== id)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Not applied", result.error);
+            return false;
+        }
+        if (conversations.state.selectedId === id) {
+            conversations.state.settings = result.value;
+            // What the panel will be handed back: the state's proxy of it, not the object assigned.
+            loadedFrom = conversations.state.settings;
+        }
+        state.form = toGenerationForm(result.value);
+        state.notice = "Applied. It takes effect with the next answer.";
+        return true;
+    }
+
+    async function saveAsDefault(): Promise<boolean> {
+        if (!state.form || !valid)
+            return false;
+        state.error = null;
+        state.notice = null;
+        const failure = await settings.saveConversationDefaults(toGenerationSettings($state.snapshot(state.form)));
+        if (failure) {
+            state.error = failure;
+            return false;
+        }
+        state.notice = "Saved as the default for new conversations.";
+        return true;
+    }
+
+    return {
+        state,
+        get errors() {
+            return errors;
+        },
+        get valid() {
+            return valid;
+        },
+        /** The draft differs from the conversation's stored settings. */
+        get dirty() {
+            return dirty;
+        },
+        load, set, apply, saveAsDefault
+    };
+}
