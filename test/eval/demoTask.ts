@@ -14,6 +14,8 @@
 //
 // Training uses seeds below 2^31; held-out problems use seeds from EVAL_SEED_BASE (2^31) up.
 
+import {mulberry32} from "../fixtures/gguf/random.js";
+
 export const EVAL_SEED_BASE = 0x80000000;
 
 export const DEFAULT_MIN_STEPS = 10;
@@ -45,19 +47,6 @@ export type DemoProblem = {
     steps: number,
     vars: number
 };
-
-/** mulberry32: uniform floats in [0, 1), bit-exact with test/eval/train/task.py. */
-export function mulberry32(seed: number) {
-    let state = seed >>> 0;
-    const uniform = () => {
-        state = (state + 0x6d2b79f5) >>> 0;
-        let t = state;
-        t = Math.imul(t ^ (t >>> 15), t | 1);
-        t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-    return {uniform, int: (n: number) => Math.floor(uniform() * n)};
-}
 
 function stepName(index: number) {
     return UPPER[Math.floor(index / 26)]! + UPPER[index % 26]!;

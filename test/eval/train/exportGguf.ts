@@ -9,8 +9,7 @@
 
 import {readFile} from "node:fs/promises";
 import {GgmlType, gguf, writeGguf, type GgufTensor, type GgufValue} from "../../fixtures/gguf/writeGguf.js";
-import {bytesToUnicode, SPECIAL_TOKENS, TokenType} from "../../fixtures/gguf/tokenizer.js";
-import {CHAT_TEMPLATE} from "../../fixtures/gguf/chatTemplate.js";
+import {bytesToUnicode, SPECIAL_TOKENS, tokenizerMetadata, TokenType} from "../../fixtures/gguf/tokenizer.js";
 
 type Dump = {
     config: {
@@ -95,18 +94,7 @@ async function main() {
         [`${a}.rope.freq_base`, gguf.f32(c.rope_freq_base)],
         [`${a}.rope.dimension_count`, gguf.u32(c.n_embd / c.n_head)],
         [`${a}.vocab_size`, gguf.u32(vocab.tokens.length)],
-        ["tokenizer.ggml.model", gguf.string("gpt2")],
-        ["tokenizer.ggml.pre", gguf.string("llama-bpe")],
-        ["tokenizer.ggml.tokens", gguf.strings(vocab.tokens)],
-        ["tokenizer.ggml.token_type", gguf.i32s(vocab.tokenTypes)],
-        ["tokenizer.ggml.merges", gguf.strings(dump.merges)],
-        ["tokenizer.ggml.bos_token_id", gguf.u32(endOfText)],
-        ["tokenizer.ggml.eos_token_id", gguf.u32(imEnd)],
-        ["tokenizer.ggml.eot_token_id", gguf.u32(imEnd)],
-        ["tokenizer.ggml.padding_token_id", gguf.u32(endOfText)],
-        ["tokenizer.ggml.add_bos_token", gguf.bool(false)],
-        ["tokenizer.ggml.add_eos_token", gguf.bool(false)],
-        ["tokenizer.chat_template", gguf.string(CHAT_TEMPLATE)]
+        ...tokenizerMetadata({tokens: vocab.tokens, tokenTypes: vocab.tokenTypes, merges: dump.merges}, "llama-bpe", {endOfText, imEnd})
     ];
     const size = await writeGguf(outPath, {metadata, tensors});
     console.log(JSON.stringify({out: outPath, bytes: size, tensors: tensors.length, type: typeArg}));
