@@ -89,7 +89,7 @@ export type PolicyParams = {
     streamingllm: {sinks: number},
     h2o: {heavyRatio: number},
     lethe: {sparseRatio: number, recentRatio: number, segments: number, sinks: number, gamma: number, initialEvictRatio: number},
-    refreekv: {threshold: number, firstM: number, wholeLayers: number}
+    refreekv: {threshold: number, firstM: number, wholeLayers: number, mode: "once" | "rounds"}
 };
 
 export type CompressionSettings = {
@@ -97,8 +97,8 @@ export type CompressionSettings = {
     budget: KvBudget,
     kvType: KvCacheType,
     flashAttention: boolean,
-    /** How per-layer selections become one set of cells to free. */
-    combine: "union" | "aggregate",
+    /** How per-layer (and per-head) selections become one set of cells to free (main/engine/policies/types.ts). */
+    combine: "quota" | "union" | "aggregate",
     /** Generated tokens between prune rounds. */
     pruneEvery: number,
     params: PolicyParams

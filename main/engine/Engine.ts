@@ -295,8 +295,10 @@ export class Engine {
             const chunk = tokens.slice(common + done, common + done + room);
             await sequence.evaluateWithoutGeneratingNewTokens(chunk);
             done += chunk.length;
-            if (pruning && done < missing)
-                await controller.pruneNow(chunkTarget);
+            // Between chunks, room for the next one; after the last, the tokens still to come (the held-back tail
+            // and the first prune cadence) must fit too, or the first decodes find no free cell.
+            if (pruning)
+                await controller.pruneNow(done < missing ? chunkTarget : Math.max(8, controller.maxKeep - holdBack));
             report?.(done / missing);
         }
     }

@@ -3,7 +3,7 @@ import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot} from "./native/types.js";
 import {decide, initialDecideState, type DecideState} from "./policies/decide.js";
 import {policies} from "./policies/index.js";
-import type {Policy, ScoreSnapshot} from "./policies/types.js";
+import type {Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
 
 /** Cells kept free beyond the prune cadence, for tokens decoded while a prune round is applied. */
 const headroomCells = 8;
@@ -16,8 +16,18 @@ export type KvControllerOptions = {
     cells: number,
     /** Tokens in the sequence (kept or not): node-llama-cpp's next token index. */
     tokensSeen(): number,
-    now(): number
+    now(): number,
+    /**
+     * Replaces the policy's choice with the caller's: the positions to free at a round (the benchmark's oracle, which
+     * knows the future). Defaults to the policy.
+     */
+    chooseEvictions?: (snapshot: ScoreSnapshot, maxKeep: number) => Int32Array
 };
+
+/** Query rows scored per ubatch when a policy sums over queries (Eq. 2/5): every row of a ubatch without flash attention. */
+const allRows = 512;
+/** With flash attention the scored rows are recomputed beside the kernel; bounded so a prefill stays cheap. */
+const allRowsFlash = 32;
 
 type AnyPolicy = Policy<unknown, unknown>;
 
@@ -65,11 +75,15 @@ export class KvController {
         return this._error;
     }
 
-    /** Turns on the scores the policy needs: none for Full and StreamingLLM (positions are read with scoring off), so they cost nothing. */
+    /**
+     * Turns on the scores the policy needs: none for Full and StreamingLLM (positions are read with scoring off), so
+     * they cost nothing. Scores already accumulated in the context (earlier turns of the conversation) are kept.
+     */
     async start(): Promise<void> {
         const needs = this._policy.needs(this._params);
         const enabled = this.policyId === "h2o" || this.policyId === "lethe" || this.policyId === "refreekv";
-        await this._options.kv.configureScoring({enabled, gamma: needs.gamma ?? 1, rows: 1, squared: needs.squaredLast});
+        const rows = needs.allRows ? (this._options.compression.flashAttention ? allRowsFlash : allRows) : 1;
+        await this._options.kv.configureScoring({enabled, gamma: needs.gamma ?? 1, rows, squared: false});
     }
 
     /**
@@ -84,7 +98,7 @@ export class KvController {
             return;
         if (this._sinceRound >= this._options.compression.pruneEvery || (first && this.policyId === "refreekv")) {
             this._sinceRound = 0;
-            this._round = this._prune().catch((err: unknown) => {
+            this._round = this._prune(this.maxKeep, first ? "after-prefill" : "decode").catch((err: unknown) => {
                 this._error = err as Error;
             }).finally(() => {
                 this._round = null;
@@ -96,7 +110,7 @@ export class KvController {
     async pruneNow(maxKeep: number): Promise<void> {
         await this.idle();
         if (this.policyId !== "full")
-            await this._prune(maxKeep);
+            await this._prune(maxKeep, "prefill-chunk");
     }
 
     async idle(): Promise<void> {
@@ -125,39 +139,46 @@ export class KvController {
         };
     }
 
+    /** Waits for a round in flight. Scoring stays on, so the next turn's policy still sees this turn's history. */
     async dispose(): Promise<void> {
         await this.idle();
-        if (!this._options.kv.disposed)
-            await this._options.kv.configureScoring({enabled: false});
     }
 
-    private async _prune(maxKeep = this.maxKeep): Promise<void> {
+    private async _prune(maxKeep: number, phase: PruneTarget["phase"]): Promise<void> {
         const started = this._options.now();
         const snapshot = toPolicySnapshot(await this._options.kv.scores(this._options.sequenceId));
         const n = snapshot.positions.length;
         if (n === 0)
             return;
-        const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep}, this._options.compression.combine);
-        this._state = decision.state;
+        let evict: Int32Array;
+        if (this._options.chooseEvictions != null) {
+            evict = this._options.chooseEvictions(snapshot, maxKeep);
+        } else {
+            const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep, phase},
+                this._options.compression.combine);
+            this._state = decision.state;
+            this._forcedDrops += decision.forcedDrops;
+            this._keptPerLayer = Array.from(decision.keptPerLayer);
+            this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
+            evict = decision.evict;
+        }
         this._pruneRounds++;
-        this._forcedDrops += decision.forcedDrops;
-        this._keptPerLayer = Array.from(decision.keptPerLayer, (kept) => kept / n);
-        this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
         this._scoringMs += this._options.now() - started;
-        if (decision.evict.length > 0)
-            await this._options.kv.evict(this._options.sequenceId, decision.evict);
+        if (evict.length > 0)
+            await this._options.kv.evict(this._options.sequenceId, evict);
     }
 }
 
-/** The native per-layer arrays as the policies' flat layer-major arrays. */
+/** The native per-layer, per-head arrays as the policies' flat `(layer * heads + head) * n + cell` arrays. */
 export function toPolicySnapshot(native: NativeScoreSnapshot): ScoreSnapshot {
     const n = native.positions.length;
     const layers = native.layers.length;
-    const accumulated = new Float32Array(layers * n);
-    const last = new Float32Array(layers * n);
+    const heads = (native as Partial<{heads: number}>).heads ?? 1;
+    const accumulated = new Float32Array(layers * heads * n);
+    const last = new Float32Array(layers * heads * n);
     native.layers.forEach((layer, l) => {
-        accumulated.set(layer.accumulated.subarray(0, n), l * n);
-        last.set(layer.last.subarray(0, n), l * n);
+        accumulated.set(layer.accumulated.subarray(0, heads * n), l * heads * n);
+        last.set(layer.last.subarray(0, heads * n), l * heads * n);
     });
-    return {positions: native.positions, layers, accumulated, last};
+    return {positions: native.positions, layers, heads, accumulated, last};
 }

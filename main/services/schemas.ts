@@ -31,7 +31,8 @@ const paramsSchema = z.object({
     refreekv: z.object({
         threshold: z.number().gt(0, "T must be above 0").lt(1, "T must be below 1"),
         firstM: z.number().int().min(0).max(256),
-        wholeLayers: z.number().int().min(0).max(16)
+        wholeLayers: z.number().int().min(0).max(16),
+        mode: z.enum(["once", "rounds"])
     }).strict()
 }).strict();
 
@@ -40,7 +41,7 @@ export const compressionSettingsSchema = z.object({
     budget: budgetSchema,
     kvType: z.enum(["f16", "q8_0", "q4_0"]),
     flashAttention: z.boolean(),
-    combine: z.enum(["union", "aggregate"]),
+    combine: z.enum(["quota", "union", "aggregate"]),
     pruneEvery: z.number().int().min(1).max(4096),
     params: paramsSchema
 }).strict() satisfies z.ZodType<CompressionSettings>;

@@ -4,7 +4,7 @@
 import type {CompressionSettings, KvBudget, PolicyParams} from "../../preload/contract.js";
 import {budgetLimits, isTunable, paramSpecs, type ParamSpec} from "./policies.js";
 
-type Editable<T> = {[K in keyof T]: number | null};
+type Editable<T> = {[K in keyof T]: T[K] extends number ? number | null : T[K]};
 
 export type BudgetForm = Omit<CompressionSettings, "budget" | "pruneEvery" | "params"> & {
     budgetKind: KvBudget["kind"],
@@ -60,7 +60,10 @@ export function toCompression(form: BudgetForm): CompressionSettings {
                 sparseRatio: number(params.lethe.sparseRatio), recentRatio: number(params.lethe.recentRatio), segments: number(params.lethe.segments),
                 sinks: number(params.lethe.sinks), gamma: number(params.lethe.gamma), initialEvictRatio: number(params.lethe.initialEvictRatio)
             },
-            refreekv: {threshold: number(params.refreekv.threshold), firstM: number(params.refreekv.firstM), wholeLayers: number(params.refreekv.wholeLayers)}
+            refreekv: {
+                threshold: number(params.refreekv.threshold), firstM: number(params.refreekv.firstM), wholeLayers: number(params.refreekv.wholeLayers),
+                mode: params.refreekv.mode
+            }
         }
     };
 }

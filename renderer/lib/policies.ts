@@ -62,7 +62,7 @@ export const policyDefaults: PolicyParams = {
     streamingllm: {sinks: 4},
     h2o: {heavyRatio: 0.5},
     lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
-    refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2}
+    refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"}
 };
 
 /** Bounds of the settings beside the policy parameters. */
@@ -84,3 +84,16 @@ export function isTunable(id: PolicyId): id is Tunable {
 
 /** App defaults of the settings shared by every policy (main/services/schemas.ts). */
 export const sharedDefaults: Pick<CompressionSettings, "combine" | "pruneEvery"> = {combine: "aggregate", pruneEvery: 16};
+
+/** The ways per-layer selections become one set of cells (main/engine/policies/types.ts), as the controller offers them. */
+export const combineModes: {id: CompressionSettings["combine"], label: string, hint: string}[] = [
+    {id: "aggregate", label: "Aggregate", hint: "One selection on scores normalised and summed over layers and heads."},
+    {id: "quota", label: "Layer quotas", hint: "Each layer keeps its own top tokens up to its quota; quotas shrink together to fit the budget."},
+    {id: "union", label: "Union", hint: "A token is freed only when no layer keeps it; over budget, the lowest-scored go first."}
+];
+
+/** ReFreeKV's modes: the paper's single pruning after the prompt, or the 1% test at every round. */
+export const refreeKvModes: {id: PolicyParams["refreekv"]["mode"], label: string}[] = [
+    {id: "once", label: "Once after the prompt (paper)"},
+    {id: "rounds", label: "Every prune round (extension)"}
+];

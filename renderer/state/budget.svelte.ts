@@ -170,6 +170,13 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         changed();
     }
 
+    function setRefreeKvMode(mode: PolicyParams["refreekv"]["mode"]): void {
+        if (!state.form)
+            return;
+        state.form.params.refreekv.mode = mode;
+        changed();
+    }
+
     function setOption<K extends Option>(key: K, value: BudgetForm[K]): void {
         if (!state.form)
             return;
@@ -257,7 +264,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get stale() {
             return stale;
         },
-        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam, setOption, resetDefaults, apply, saveAsDefault,
+        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam, setRefreeKvMode, setOption, resetDefaults, apply, saveAsDefault,
         dispose(): void {
             cancelEstimate();
             estimateSeq++;

@@ -110,6 +110,26 @@ describe("the demo model", () => {
             await expect(solve(long.question, "full", cells)).rejects.toThrow(/more than the KV budget of 300 cells holds with Full KV/);
         });
 
+        it("answers a question that nearly fills the budget without running out of cells (default cadence)", async () => {
+            if (engine.inspection == null)
+                await engine.loadModel(demoModel, null);
+            const long = heldOutDemoProblems(1, {minSteps: 112, maxSteps: 116}, 1000)[0]!;
+            const cells = 512;
+            const samples: KvSample[] = [];
+            const result = await engine.generate({
+                history: [{role: "user", text: long.question}], systemPrompt: "", temperature: 0, maxTokens: 256, signal: new AbortController().signal,
+                kv: {compression: {...defaultCompressionSettings, policy: "lethe"}, cells},
+                onChunk() {},
+                onSample: (sample) => samples.push(sample)
+            });
+            const questionTokens = samples.at(-1)!.tokensSeen - samples.at(-1)!.step;
+            expect(questionTokens).toBeGreaterThan(cells - 64);
+            expect(result.stopReason).toBe("maxTokens");
+            expect(samples.at(-1)!.step).toBeGreaterThanOrEqual(250);
+            for (const sample of samples)
+                expect(sample.cellsLive).toBeLessThanOrEqual(cells);
+        });
+
         it("loses the answers under StreamingLLM at half the cells: the task needs distant tokens", async () => {
             expect(fullCells).toHaveLength(problems.length);
             let correct = 0;

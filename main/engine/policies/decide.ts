@@ -1,15 +1,13 @@
-import {aggregateNormalised, hoyerSparsity, orderByPosition, rankDescending} from "./scoreMath.js";
+import {aggregateNormalised, hoyerSparsity, orderByPosition, rankDescending, sumHeads} from "./scoreMath.js";
+import type {CombineMode, Policy, PruneDecision, PruneTarget, ScoreSnapshot, SelectorChoice} from "./types.js";
 
 /** Newest positions no round frees. */
 export const protectNewest = 8;
-import type {CombineMode, Policy, PruneDecision, PruneTarget, ScoreSnapshot} from "./types.js";
 
 /**
- * One prune round: the policy's per-layer selections, combined into one set of cells (llama.cpp's cells are
- * shared by all layers), capped by the budget, with position 0 and the newest cell always kept.
- * - `union`: a cell is freed only when no voting layer keeps it;
- * - `aggregate`: the policy selects once on the layers' normalised scores summed.
- * When the result is over `maxKeep`, the lowest-scored cells go and count as forced drops.
+ * One prune round: the policy's selectors (a layer each, or a layer and head), combined into one set of cells
+ * (llama.cpp's cells are shared by all layers) within the budget, with position 0 and the newest cells always kept.
+ * See `CombineMode` for the three ways. Cells a selector wanted but the budget did not allow count as forced drops.
  */
 export function decide<Params, State>(
     policy: Policy<Params, State>,
@@ -21,28 +19,24 @@ export function decide<Params, State>(
 ): PruneDecision<DecideState<State>> {
     const n = snapshot.positions.length;
     const perLayer = policy.select(snapshot, params, state.perLayer, target);
-    const keptPerLayer = new Int32Array(snapshot.layers);
-    const sparsityPerLayer = new Float32Array(snapshot.layers);
-    for (let l = 0; l < snapshot.layers; l++) {
-        keptPerLayer[l] = perLayer.keep[l]!.reduce((sum, v) => sum + v, 0);
-        sparsityPerLayer[l] = hoyerSparsity(snapshot.accumulated, l * n, n);
-    }
+    const votes = (choices: SelectorChoice[]) => {
+        const voting = choices.filter((choice) => choice.voting);
+        return voting.length > 0 ? voting : choices;
+    };
+    const votingLayers = new Set(perLayer.selectors.filter((choice) => choice.voting).map((choice) => choice.layer));
+    const include = (l: number) => votingLayers.size === 0 || votingLayers.has(l) || votingLayers.has(null);
+    const aggregated = aggregateNormalised(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include);
+    const aggregatedLast = aggregateNormalised(snapshot.last, snapshot.layers, snapshot.heads, n, include);
 
-    const aggregated = aggregateNormalised(snapshot.accumulated, snapshot.layers, n, (l) => perLayer.voting[l] ?? true);
-    const aggregatedLast = aggregateNormalised(snapshot.last, snapshot.layers, n, (l) => perLayer.voting[l] ?? true);
-    let keep: Uint8Array;
+    let choices: SelectorChoice[];
     let aggregateState = state.aggregate;
-    if (combine === "union") {
-        keep = new Uint8Array(n);
-        const voters = perLayer.keep.filter((_, l) => perLayer.voting[l] ?? true);
-        for (const mask of voters.length > 0 ? voters : perLayer.keep) {
-            for (let j = 0; j < n; j++)
-                keep[j] = keep[j]! | mask[j]!;
-        }
-    } else {
-        const single = policy.select({positions: snapshot.positions, layers: 1, accumulated: aggregated, last: aggregatedLast}, params, state.aggregate, target);
-        keep = single.keep[0]!;
+    if (combine === "aggregate") {
+        const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated: aggregated, last: aggregatedLast, aggregated: true},
+            params, state.aggregate, target);
+        choices = single.selectors;
         aggregateState = single.state;
+    } else {
+        choices = votes(perLayer.selectors);
     }
 
     // Never free position 0 (node-llama-cpp treats it as the sequence start) nor the newest tokens: llama.cpp
@@ -54,26 +48,63 @@ export function decide<Params, State>(
     const newestKept = Math.max(1, Math.min(protectNewest, target.maxKeep - 1));
     for (let i = Math.max(0, n - newestKept); i < n; i++)
         protectedCells[byPosition[i]!] = 1;
-    for (let j = 0; j < n; j++) {
-        if (protectedCells[j] === 1)
-            keep[j] = 1;
+
+    // A cell's entry level: the smallest share of its quota at which some selector keeps it (rank + 1) / quota;
+    // structural cells (sinks, recent window) enter first under `union`. Infinity: no selector keeps it.
+    const level = new Float64Array(n).fill(Infinity);
+    const structural = new Uint8Array(n);
+    for (const choice of choices) {
+        const quota = Math.min(choice.quota, choice.order.length);
+        for (let r = 0; r < quota; r++) {
+            const j = choice.order[r]!;
+            level[j] = Math.min(level[j]!, (r + 1) / quota);
+            if (r < choice.structural)
+                structural[j] = 1;
+        }
     }
 
-    let kept = keep.reduce((sum, v) => sum + v, 0);
-    let forcedDrops = 0;
-    if (kept > target.maxKeep) {
-        const priority = new Float32Array(n);
-        for (let j = 0; j < n; j++)
-            priority[j] = aggregated[j]! + aggregatedLast[j]!;
-        const order = rankDescending(priority, 0, n);
-        for (let i = order.length - 1; i >= 0 && kept > target.maxKeep; i--) {
-            const j = order[i]!;
-            if (keep[j] === 1 && protectedCells[j] === 0) {
-                keep[j] = 0;
-                kept--;
-                forcedDrops++;
-            }
+    const keep = new Uint8Array(n);
+    let kept = 0;
+    const candidates: number[] = [];
+    for (let j = 0; j < n; j++) {
+        if (protectedCells[j] === 1) {
+            keep[j] = 1;
+            kept++;
+        } else if (level[j]! <= 1) {
+            candidates.push(j);
         }
+    }
+    const priority = new Float32Array(n);
+    for (let j = 0; j < n; j++)
+        priority[j] = aggregated[j]! + aggregatedLast[j]!;
+    if (combine === "union")
+        candidates.sort((a, b) => (structural[b]! - structural[a]!) || (priority[b]! - priority[a]!) || (a - b));
+    else
+        candidates.sort((a, b) => (level[a]! - level[b]!) || (priority[b]! - priority[a]!) || (a - b));
+    const room = Math.max(0, target.maxKeep - kept);
+    for (const j of candidates.slice(0, room)) {
+        keep[j] = 1;
+        kept++;
+    }
+    const forcedDrops = Math.max(0, candidates.length - room);
+
+    // What each layer's own selection keeps of the cells: its selectors' top cells that survived the round.
+    const keptPerLayer = new Float32Array(snapshot.layers);
+    const headSums = sumHeads(snapshot.accumulated, snapshot.layers, snapshot.heads, n);
+    const sparsityPerLayer = new Float32Array(snapshot.layers);
+    for (let l = 0; l < snapshot.layers; l++) {
+        sparsityPerLayer[l] = hoyerSparsity(headSums, l * n, n);
+        const own = new Uint8Array(n);
+        for (const choice of perLayer.selectors) {
+            if (choice.layer !== l && choice.layer !== null)
+                continue;
+            for (let r = 0; r < Math.min(choice.quota, choice.order.length); r++)
+                own[choice.order[r]!] = 1;
+        }
+        let count = 0;
+        for (let j = 0; j < n; j++)
+            count += own[j]! & keep[j]!;
+        keptPerLayer[l] = n > 0 ? count / n : 1;
     }
 
     const evict: number[] = [];
@@ -90,4 +121,9 @@ export type DecideState<State> = {perLayer: State, aggregate: State};
 
 export function initialDecideState<Params, State>(policy: Policy<Params, State>, params: Params, budget: number): DecideState<State> {
     return {perLayer: policy.initialState(params, budget), aggregate: policy.initialState(params, budget)};
+}
+
+/** Positions of the `count` cells with the highest `scores`, for callers that rank cells themselves (the benchmark's oracle). */
+export function topPositions(positions: Int32Array, scores: Float32Array, count: number): Set<number> {
+    return new Set(Array.from(rankDescending(scores, 0, positions.length).subarray(0, count), (j) => positions[j]!));
 }

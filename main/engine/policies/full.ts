@@ -1,3 +1,4 @@
+import {orderByPosition} from "./scoreMath.js";
 import type {Policy} from "./types.js";
 
 export type FullParams = Record<string, never>;
@@ -7,9 +8,9 @@ export const fullPolicy: Policy<FullParams, null> = {
     id: "full",
     defaults: {},
     initialState: () => null,
-    needs: () => ({gamma: null, squaredLast: false}),
+    needs: () => ({gamma: null, allRows: false}),
     select(snapshot) {
         const n = snapshot.positions.length;
-        return {keep: Array.from({length: snapshot.layers}, () => new Uint8Array(n).fill(1)), voting: Array(snapshot.layers).fill(true), state: null};
+        return {selectors: [{order: orderByPosition(snapshot.positions).reverse(), quota: n, structural: n, layer: null, voting: true}], state: null};
     }
 };

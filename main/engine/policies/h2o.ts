@@ -1,36 +1,31 @@
-import {keepSinksAndRecent, orderByPosition, rankDescending} from "./scoreMath.js";
-import type {Policy} from "./types.js";
+import {orderByPosition, structuredOrder} from "./scoreMath.js";
+import type {Policy, SelectorChoice} from "./types.js";
 
 export type H2oParams = {
     /** Share of the budget given to heavy hitters; the rest is the recent window. Defaults to `0.5`. */
     heavyRatio: number
 };
 
-/** H2O (Zhang et al.): per layer, the heavy hitters by accumulated attention (gamma = 1) plus the recent window. */
+/**
+ * H2O (Zhang et al., §4): every attention head keeps its own heavy hitters, the cells with the most accumulated
+ * attention (gamma = 1), plus the recent window; on llama.cpp's shared cells the heads' and layers' sets are joined.
+ */
 export const h2oPolicy: Policy<H2oParams, null> = {
     id: "h2o",
     defaults: {heavyRatio: 0.5},
     initialState: () => null,
-    needs: () => ({gamma: 1, squaredLast: false}),
+    needs: () => ({gamma: 1, allRows: true}),
     select(snapshot, params, _state, target) {
         const n = snapshot.positions.length;
         const byPosition = orderByPosition(snapshot.positions);
         const recent = Math.max(1, target.maxKeep - Math.floor(target.maxKeep * params.heavyRatio));
-        const keep: Uint8Array[] = [];
+        const selectors: SelectorChoice[] = [];
         for (let l = 0; l < snapshot.layers; l++) {
-            const mask = new Uint8Array(n);
-            keepSinksAndRecent(mask, byPosition, 0, recent);
-            let room = target.maxKeep - Math.min(recent, n);
-            for (const j of rankDescending(snapshot.accumulated, l * n, n)) {
-                if (room <= 0)
-                    break;
-                if (mask[j] === 0) {
-                    mask[j] = 1;
-                    room--;
-                }
+            for (let h = 0; h < snapshot.heads; h++) {
+                const {order, structural} = structuredOrder(byPosition, 0, recent, snapshot.accumulated, (l * snapshot.heads + h) * n);
+                selectors.push({order, quota: Math.min(n, target.maxKeep), structural, layer: l, voting: true});
             }
-            keep.push(mask);
         }
-        return {keep, voting: Array(snapshot.layers).fill(true), state: null};
+        return {selectors, state: null};
     }
 };

@@ -1,5 +1,5 @@
-import {keepSinksAndRecent, orderByPosition, rankDescending} from "./scoreMath.js";
-import type {Policy} from "./types.js";
+import {orderByPosition, rankDescending, structuredOrder, sumHeads} from "./scoreMath.js";
+import type {Policy, SelectorChoice} from "./types.js";
 
 export type LetheParams = {
     /** tau: the largest ratio of the top score to a segment's score still counted as salient. Defaults to `400` (Lethe §5 ablation). */
@@ -22,44 +22,57 @@ export type LetheState = {
 };
 
 /**
- * Lethe (seed 000): RASR scores (Eq. 5, accumulated natively with decay gamma) and, per layer, Algorithm 1's
- * segmented shrinking with its own L_evict, so layers keep different sets and sizes.
+ * Lethe (seed 000): RASR scores (Eq. 5, accumulated natively with decay gamma, summed over heads as Eq. 2) and, per
+ * layer, Algorithm 1's segmented shrinking with its own L_evict. Each layer's result is its quota: the cells it is
+ * owed (sinks + recent + top[:breakpoint]), so layers keep different sets and sizes (§4 spatial adaptivity).
  */
 export const lethePolicy: Policy<LetheParams, LetheState> = {
     id: "lethe",
     defaults: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
     initialState: () => ({evictThreshold: new Float64Array(0)}),
-    needs: (params) => ({gamma: params.gamma, squaredLast: false}),
-    select(snapshot, params, state, _target) {
+    needs: (params) => ({gamma: params.gamma, allRows: true}),
+    select(snapshot, params, state, target) {
         const n = snapshot.positions.length;
         const byPosition = orderByPosition(snapshot.positions);
+        const scores = sumHeads(snapshot.accumulated, snapshot.layers, snapshot.heads, n);
         const thresholds = state.evictThreshold.length === snapshot.layers
             ? Float64Array.from(state.evictThreshold)
-            : new Float64Array(snapshot.layers).fill(Math.max(1, Math.floor(_target.maxKeep * params.initialEvictRatio)));
+            : new Float64Array(snapshot.layers).fill(Math.max(1, Math.floor(target.maxKeep * params.initialEvictRatio)));
 
-        const keep: Uint8Array[] = [];
+        const selectors: SelectorChoice[] = [];
         for (let l = 0; l < snapshot.layers; l++) {
-            const mask = new Uint8Array(n);
-            if (n <= thresholds[l]!) {
-                mask.fill(1);
-                keep.push(mask);
-                continue;
+            const recent = Math.floor(params.recentRatio * n);
+            const {order, structural} = structuredOrder(byPosition, params.sinks, recent, scores, l * n);
+            let quota = n;
+            if (n > thresholds[l]!) {
+                const breakpoint = segmentedShrink(scores, l * n, n, params).breakpoint;
+                if (breakpoint >= 0) {
+                    // Algorithm 1 lines 12-15: sinks + recent + top_indices[:breakpoint]
+                    quota = structural + countOutside(rankDescending(scores, l * n, n), breakpoint, order, structural);
+                    thresholds[l] = Math.max(thresholds[l]!, breakpoint + recent); // line 16
+                } else {
+                    thresholds[l] = 2 * thresholds[l]!; // line 18: no breakpoint, delay pruning
+                }
+                // Our addition under a hard budget: L_evict never grows past what the budget allows, so Algorithm 1
+                // keeps running through the whole chain of thought instead of leaving every eviction to the cap.
+                thresholds[l] = Math.min(thresholds[l]!, target.maxKeep);
             }
-            const result = segmentedShrink(snapshot.accumulated, l * n, n, params);
-            keepSinksAndRecent(mask, byPosition, params.sinks, result.recent);
-            if (result.breakpoint >= 0) {
-                for (let i = 0; i < result.breakpoint; i++)
-                    mask[result.order[i]!] = 1;
-                thresholds[l] = Math.max(thresholds[l]!, result.breakpoint + result.recent); // Algorithm 1 line 16
-            } else {
-                mask.fill(1);
-                thresholds[l] = 2 * thresholds[l]!; // Algorithm 1 line 18: no breakpoint, delay pruning
-            }
-            keep.push(mask);
+            selectors.push({order, quota, structural, layer: l, voting: true});
         }
-        return {keep, voting: Array(snapshot.layers).fill(true), state: {evictThreshold: thresholds}};
+        return {selectors, state: {evictThreshold: thresholds}};
     }
 };
+
+/** How many of `top[:count]` are not among the first `structural` cells of `order`. */
+function countOutside(top: Int32Array, count: number, order: Int32Array, structural: number): number {
+    const inStructure = new Set(order.subarray(0, structural));
+    let outside = 0;
+    for (let i = 0; i < count; i++) {
+        if (!inStructure.has(top[i]!))
+            outside++;
+    }
+    return outside;
+}
 
 /**
  * Algorithm 1 (Lethe §4) on one layer's scores: the first cut point c = floor(K d / D) whose score has
@@ -84,3 +97,4 @@ export function segmentedShrink(scores: ArrayLike<number>, start: number, n: num
     }
     return {order, breakpoint, recent};
 }
+

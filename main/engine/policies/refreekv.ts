@@ -1,5 +1,5 @@
 import {orderByPosition} from "./scoreMath.js";
-import type {Policy} from "./types.js";
+import type {Policy, SelectorChoice} from "./types.js";
 
 export type RefreeKvParams = {
     /** T, the largest relative loss of the attention norm. Defaults to `0.01` (ReFreeKV §2.2, universal). */
@@ -7,40 +7,44 @@ export type RefreeKvParams = {
     /** m, the first positions ranked ahead of all others. Defaults to `4` (ReFreeKV §3.1). */
     firstM: number,
     /** Leading layers kept whole. Defaults to `2` (ReFreeKV Appendix B). */
-    wholeLayers: number
+    wholeLayers: number,
+    /**
+     * `"once"`: the paper's method, one pruning after prefill (Appendix A); later the budget alone evicts, by the same
+     * position ranking. `"rounds"`: our extension, the 1% test at every prune round against the pruned cache. Defaults
+     * to `"once"`.
+     */
+    mode: "once" | "rounds"
 };
 
 /**
- * ReFreeKV (seed 002, Appendix A): per layer from layer `wholeLayers` on, rank cells as the first m positions then
- * the rest newest first, and keep the shortest ranked prefix whose norm of the last row's attention loses less
- * than T. Applied after prefill and, as our extension, at every prune round.
+ * ReFreeKV (seed 002, §2.2 and Appendix A): per layer from layer `wholeLayers` on and per attention head, rank cells as
+ * the first m positions then the rest newest first, and keep the shortest ranked prefix whose norm of the last query
+ * row's attention (k = 1, §2.3) loses less than T (Eq. 1, via the cumulative sum of Eq. 3).
  */
 export const refreeKvPolicy: Policy<RefreeKvParams, null> = {
     id: "refreekv",
-    defaults: {threshold: 0.01, firstM: 4, wholeLayers: 2},
+    defaults: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"},
     initialState: () => null,
-    // k = 1 (ReFreeKV §3.4): the last query row; squared before the head sum for the Frobenius norm.
-    needs: () => ({gamma: null, squaredLast: true}),
-    select(snapshot, params) {
+    needs: () => ({gamma: null, allRows: false}),
+    select(snapshot, params, _state, target) {
         const n = snapshot.positions.length;
         const ranked = positionRank(snapshot.positions, params.firstM);
-        const keep: Uint8Array[] = [];
-        const voting: boolean[] = [];
+        const test = target.phase === "after-prefill" || params.mode === "rounds";
+        const structural = Math.min(params.firstM, n);
+        const selectors: SelectorChoice[] = [];
         for (let l = 0; l < snapshot.layers; l++) {
-            const mask = new Uint8Array(n);
-            if (l < params.wholeLayers) {
-                mask.fill(1);
-                keep.push(mask);
-                voting.push(false); // Whole layers would veto every eviction under the union of keep sets.
+            const whole = !snapshot.aggregated && l < params.wholeLayers;
+            if (whole || !test) {
+                // Whole layers (Appendix B) would veto every eviction on shared cells, so they do not vote.
+                selectors.push({order: ranked, quota: n, structural, layer: l, voting: !whole});
                 continue;
             }
-            const length = normPrefixLength(snapshot.last, l * n, ranked, params.threshold);
-            for (let i = 0; i < length; i++)
-                mask[ranked[i]!] = 1;
-            keep.push(mask);
-            voting.push(true);
+            for (let h = 0; h < snapshot.heads; h++) {
+                const quota = normPrefixLength(snapshot.last, (l * snapshot.heads + h) * n, ranked, params.threshold);
+                selectors.push({order: ranked, quota, structural, layer: l, voting: true});
+            }
         }
-        return {keep, voting, state: null};
+        return {selectors, state: null};
     }
 };
 
@@ -57,19 +61,19 @@ export function positionRank(positions: Int32Array, firstM: number): Int32Array 
 }
 
 /**
- * Shortest ranked prefix with 1 - ||a_prefix|| / ||a|| < T, where `squared` holds each cell's squared attention
- * summed over heads: cumulative sum then sqrt gives the prefix norm (ReFreeKV Eq. 1 and Eq. 3).
+ * Shortest ranked prefix with 1 - ||a_prefix|| / ||a|| < T for one head's attention row `a` (Appendix A: square,
+ * reorder by rank, cumulative sum, sqrt; Eq. 1 and Eq. 3).
  */
-export function normPrefixLength(squared: ArrayLike<number>, start: number, ranked: Int32Array, threshold: number): number {
+export function normPrefixLength(attention: ArrayLike<number>, start: number, ranked: Int32Array, threshold: number): number {
     let total = 0;
     for (const j of ranked)
-        total += squared[start + j]!;
+        total += attention[start + j]! ** 2;
     if (total <= 0)
         return ranked.length;
     const norm = Math.sqrt(total);
     let cumulative = 0;
     for (let i = 0; i < ranked.length; i++) {
-        cumulative += squared[start + ranked[i]!]!;
+        cumulative += attention[start + ranked[i]!]! ** 2;
         if (1 - Math.sqrt(cumulative) / norm < threshold)
             return i + 1;
     }

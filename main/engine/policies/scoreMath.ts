@@ -33,28 +33,70 @@ export function orderByPosition(positions: Int32Array): Int32Array {
     return order;
 }
 
-/** Marks the `sinks` oldest and the `recent` newest cells in `mask`. */
-export function keepSinksAndRecent(mask: Uint8Array, byPosition: Int32Array, sinks: number, recent: number): void {
-    const n = byPosition.length;
-    for (let i = 0; i < Math.min(sinks, n); i++)
-        mask[byPosition[i]!] = 1;
-    for (let i = Math.max(0, n - recent); i < n; i++)
-        mask[byPosition[i]!] = 1;
-}
 
-/** Each layer's scores divided by that layer's total, summed over the given layers: one comparable vector. */
-export function aggregateNormalised(scores: Float32Array, layers: number, n: number, include: (layer: number) => boolean): Float32Array {
+/**
+ * Each (layer, head) row of scores divided by its total, summed over the rows whose layer is included: one comparable
+ * vector. `scores` is `layers * heads * n`.
+ */
+export function aggregateNormalised(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array {
     const out = new Float32Array(n);
     for (let l = 0; l < layers; l++) {
         if (!include(l))
             continue;
-        let total = 0;
-        for (let j = 0; j < n; j++)
-            total += scores[l * n + j]!;
-        if (total <= 0)
-            continue;
-        for (let j = 0; j < n; j++)
-            out[j] = out[j]! + scores[l * n + j]! / total;
+        for (let h = 0; h < heads; h++) {
+            const base = (l * heads + h) * n;
+            let total = 0;
+            for (let j = 0; j < n; j++)
+                total += scores[base + j]!;
+            if (total <= 0)
+                continue;
+            for (let j = 0; j < n; j++)
+                out[j] = out[j]! + scores[base + j]! / total;
+        }
     }
     return out;
+}
+
+/** Per layer, the scores summed over heads: `layers * n` from `layers * heads * n` (Lethe Eq. 2's head sum). */
+export function sumHeads(scores: Float32Array, layers: number, heads: number, n: number): Float32Array {
+    if (heads === 1)
+        return scores;
+    const out = new Float32Array(layers * n);
+    for (let l = 0; l < layers; l++) {
+        for (let h = 0; h < heads; h++) {
+            const base = (l * heads + h) * n;
+            for (let j = 0; j < n; j++)
+                out[l * n + j] = out[l * n + j]! + scores[base + j]!;
+        }
+    }
+    return out;
+}
+
+/**
+ * A ranking with a policy's structure first: the `sinks` oldest cells, then the `recent` newest (newest first), then
+ * the rest by `scores[start..start+n)` descending. Returns the ranking and how many structural cells lead it.
+ */
+export function structuredOrder(byPosition: Int32Array, sinks: number, recent: number, scores: ArrayLike<number> | null, start = 0) {
+    const n = byPosition.length;
+    const order = new Int32Array(n);
+    const taken = new Uint8Array(n);
+    let k = 0;
+    for (let i = 0; i < Math.min(sinks, n); i++) {
+        order[k++] = byPosition[i]!;
+        taken[byPosition[i]!] = 1;
+    }
+    for (let i = n - 1; i >= Math.max(0, n - recent); i--) {
+        const j = byPosition[i]!;
+        if (taken[j] === 0) {
+            order[k++] = j;
+            taken[j] = 1;
+        }
+    }
+    const structural = k;
+    const rest = scores == null ? byPosition.slice().reverse() : rankDescending(scores, start, n);
+    for (const j of rest) {
+        if (taken[j] === 0)
+            order[k++] = j;
+    }
+    return {order, structural};
 }

@@ -1,4 +1,4 @@
-import {keepSinksAndRecent, orderByPosition} from "./scoreMath.js";
+import {orderByPosition, structuredOrder} from "./scoreMath.js";
 import type {Policy} from "./types.js";
 
 export type StreamingLlmParams = {
@@ -11,12 +11,10 @@ export const streamingLlmPolicy: Policy<StreamingLlmParams, null> = {
     id: "streamingllm",
     defaults: {sinks: 4},
     initialState: () => null,
-    needs: () => ({gamma: null, squaredLast: false}),
+    needs: () => ({gamma: null, allRows: false}),
     select(snapshot, params, _state, target) {
-        const n = snapshot.positions.length;
-        const mask = new Uint8Array(n);
         const sinks = Math.min(params.sinks, target.maxKeep);
-        keepSinksAndRecent(mask, orderByPosition(snapshot.positions), sinks, target.maxKeep - sinks);
-        return {keep: Array.from({length: snapshot.layers}, () => mask), voting: Array(snapshot.layers).fill(true), state: null};
+        const {order} = structuredOrder(orderByPosition(snapshot.positions), sinks, snapshot.positions.length, null);
+        return {selectors: [{order, quota: target.maxKeep, structural: target.maxKeep, layer: null, voting: true}], state: null};
     }
 };

@@ -1,38 +1,58 @@
 /**
- * What a policy sees at a prune round: the live cells of one sequence, with per-layer scores.
- * Arrays are indexed by live cell `j` (0..n-1); per-layer arrays are `layers * n`, layer-major.
+ * What a policy sees at a prune round: the live cells of one sequence, with per-layer, per-head scores.
+ * Arrays are indexed by live cell `j` (0..n-1); per-head arrays are `layers * heads * n`, laid out
+ * `(layer * heads + head) * n + j`.
  */
 export type ScoreSnapshot = {
     /** Original position of each live cell. */
     positions: Int32Array,
     layers: number,
-    /** Decayed accumulated attention received (RASR, Lethe Eq. 5; H2O with gamma = 1). */
+    /** Query heads per layer (1 when the scores were already summed over heads). */
+    heads: number,
+    /** Decayed accumulated attention received, per head (RASR, Lethe Eq. 5; H2O with gamma = 1). */
     accumulated: Float32Array,
-    /** Attention received at the last step (squared and summed over heads when squared scoring is on: ReFreeKV). */
-    last: Float32Array
+    /** Attention received from the scored query rows of the last decode, per head (ReFreeKV's last row, k = 1). */
+    last: Float32Array,
+    /** Whether this is one selection on scores aggregated over layers and heads (no layer is "layer 0"). */
+    aggregated?: boolean
 };
 
 export type PruneTarget = {
     /** Hard cap on live cells after this round. */
-    maxKeep: number
+    maxKeep: number,
+    /**
+     * When the round runs: between chunks of a long prompt, right after a prompt was read (the first generated token:
+     * where ReFreeKV's paper prunes), or while decoding.
+     */
+    phase: "prefill-chunk" | "after-prefill" | "decode"
 };
 
-/** One layer's vote: 1 keeps the cell, 0 lets it go. */
-export type KeepMask = Uint8Array;
+/**
+ * One selector's wish for a round: a ranking of the live cells, best first (its structural cells such as sinks and the
+ * recent window first, then by score), and how many of them it keeps (its quota). A selector is a layer, or a
+ * (layer, head) pair for the per-head policies. Cells the ranking leaves out are never kept by this selector.
+ */
+export type SelectorChoice = {
+    order: Int32Array,
+    quota: number,
+    /** How many cells at the head of `order` are the policy's structure (sinks, recent window): dropped last. */
+    structural: number,
+    /** The layer the selector belongs to (for the per-layer read-outs); `null` for a selection shared by all layers. */
+    layer: number | null,
+    /** Whether the selector takes part when selections are combined (ReFreeKV's whole layers 0 and 1 do not). */
+    voting: boolean
+};
 
 export type PolicySelection<State> = {
-    /** One mask per layer (or one mask for an aggregated selection). */
-    keep: KeepMask[],
-    /** Layers whose mask counts when layers are combined by union (ReFreeKV's whole layers 0 and 1 do not). */
-    voting: boolean[],
+    selectors: SelectorChoice[],
     state: State
 };
 
 export type ScoreNeeds = {
     /** Decay of the accumulated score; `null` when the policy needs no accumulation. */
     gamma: number | null,
-    /** Whether the last-step score should be squared before the head sum (ReFreeKV's norm). */
-    squaredLast: boolean
+    /** Whether prompts are scored by every query row (sums over queries, Eq. 2/5) or by the last row only (ReFreeKV k = 1). */
+    allRows: boolean
 };
 
 export type Policy<Params, State> = {
@@ -40,24 +60,31 @@ export type Policy<Params, State> = {
     readonly defaults: Params,
     initialState(params: Params, budget: number): State,
     needs(params: Params): ScoreNeeds,
-    /** Pure: typed arrays in, one keep mask per layer out. */
+    /** Pure: typed arrays in, one ranking and quota per selector out. */
     select(snapshot: ScoreSnapshot, params: Params, state: State, target: PruneTarget): PolicySelection<State>
 };
 
 export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv";
 
-/** How per-layer selections become one set of cells to free (cells are shared by all layers). */
-export type CombineMode = "union" | "aggregate";
+/**
+ * How the selectors' choices become one set of cells to free (llama.cpp's cells are shared by all layers):
+ * - `quota`: each selector keeps the top of its ranking up to its quota; over the budget, every quota shrinks by one
+ *   common factor (Lethe's layer-adaptive budgets on shared cells);
+ * - `union`: a cell goes only when no selector keeps it; over the budget, the lowest aggregated scores go first,
+ *   selectors' structural cells last;
+ * - `aggregate`: the policy selects once on the layers' and heads' normalised scores summed.
+ */
+export type CombineMode = "quota" | "union" | "aggregate";
 
 export type PruneDecision<State> = {
     /** Positions to free. */
     evict: Int32Array,
     keptCells: number,
-    /** Cells the policy wanted to keep but the budget did not allow. */
+    /** Cells the selectors wanted to keep but the budget did not allow. */
     forcedDrops: number,
-    /** Per layer, how many cells that layer's own selection keeps. */
-    keptPerLayer: Int32Array,
-    /** Per layer, Hoyer sparsity of its accumulated scores (Lethe Eq. 1). */
+    /** Per layer, the share of the live cells that layer's own (scaled) selection keeps. */
+    keptPerLayer: Float32Array,
+    /** Per layer, Hoyer sparsity of its accumulated scores summed over heads (Lethe Eq. 1). */
     sparsityPerLayer: Float32Array,
     state: State
 };
