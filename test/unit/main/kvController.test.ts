@@ -1,0 +1,65 @@
+import {describe, expect, it} from "vitest";
+import {KvController} from "../../../main/engine/KvController.js";
+import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
+import type {ScoringOptions} from "../../../main/engine/native/types.js";
+import {defaultCompressionSettings} from "../../../main/services/schemas.js";
+import type {CompressionSettings} from "../../../preload/contract.js";
+
+/** A NativeKv stand-in: `n` live cells at positions 0..n-1, three layers of two heads whose last row looks at the newest 4. */
+function fakeKv(n: number) {
+    const calls: ScoringOptions[] = [];
+    const evicted: number[][] = [];
+    const positions = Int32Array.from({length: n}, (_, i) => i);
+    const last = new Float32Array(2 * n);
+    for (let h = 0; h < 2; h++) {
+        for (let j = n - 4; j < n; j++)
+            last[h * n + j] = 0.25;
+    }
+    const kv = {
+        disposed: false,
+        configureScoring: async (options: ScoringOptions) => void calls.push(options),
+        scores: async () => ({sequenceId: 0, positions, heads: 2, layers: [0, 1, 2].map((layer) => ({layer, positions, heads: 2, accumulated: last, last}))}),
+        evict: async (_sequence: number, list: Int32Array) => {
+            evicted.push([...list]);
+            return list.length;
+        }
+    } as unknown as NativeKv;
+    return {kv, calls, evicted};
+}
+
+function controller(kv: NativeKv, compression: Partial<CompressionSettings>) {
+    return new KvController({
+        kv, sequenceId: 0, cells: 4096, compression: {...defaultCompressionSettings, ...compression}, tokensSeen: () => 100, now: () => 0
+    });
+}
+
+describe("KvController", () => {
+    it("scores prompts by every query row for Lethe and H2O (Eq. 2/5), by the last row for ReFreeKV (k = 1)", async () => {
+        for (const [policy, flash, rows] of [["lethe", false, 512], ["h2o", false, 512], ["lethe", true, 32], ["refreekv", false, 1]] as const) {
+            const {kv, calls} = fakeKv(16);
+            await controller(kv, {policy, flashAttention: flash}).start();
+            expect(calls[0]).toMatchObject({enabled: true, rows});
+        }
+    });
+
+    it("leaves scoring on when an answer ends, so the next turn's policy still sees the history", async () => {
+        const {kv, calls} = fakeKv(16);
+        const c = controller(kv, {policy: "lethe"});
+        await c.start();
+        await c.dispose();
+        expect(calls.filter((call) => !call.enabled)).toHaveLength(0);
+    });
+
+    it("runs ReFreeKV's 1% test right after the prompt, then only the budget evicts (paper mode)", async () => {
+        const {kv, evicted} = fakeKv(100);
+        const c = controller(kv, {policy: "refreekv", pruneEvery: 4});
+        await c.start();
+        c.onTokens(1);
+        await c.idle();
+        // After the prompt: the first 4 positions and the newest few survive (the 4096-cell budget forces nothing).
+        expect(evicted[0]).toEqual(Array.from({length: 100 - 4 - 8}, (_, i) => 4 + i));
+        c.onTokens(4);
+        await c.idle();
+        expect(evicted).toHaveLength(1);
+    });
+});
