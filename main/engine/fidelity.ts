@@ -1,6 +1,7 @@
 import type {ControlledEvaluateInputItem, LlamaContextSequence, LlamaModel, Token} from "node-llama-cpp";
 import type {CompressionSettings, KvSample} from "../../preload/contract.js";
 import {KvController} from "./KvController.js";
+import {protectNewest} from "./policies/decide.js";
 import {NativeKv} from "./native/NativeKv.js";
 
 export type FidelityOptions = {
@@ -13,11 +14,24 @@ export type FidelityOptions = {
     cells: number,
     threads?: number,
     /** A trace already made by `fullTrace` for the same prompt, to share between policies. */
-    reference?: FullTrace
+    reference?: FullTrace,
+    /**
+     * Instead of the policy, keep at each round the cells the full run's rest of the trace attends to most (needs a
+     * reference made with `attention: true`): the bound no eviction at this budget can beat. Defaults to `false`.
+     */
+    oracle?: boolean
 };
 
 /** The full-cache run: its greedy tokens and, at each step, the log-probabilities it predicted. */
-export type FullTrace = {tokens: Token[], logProbs: Float32Array[]};
+export type FullTrace = {
+    tokens: Token[],
+    logProbs: Float32Array[],
+    /**
+     * With `attention: true`: for each step, the attention its query paid to every earlier position (each layer's and
+     * head's softmax row, averaged over layers and heads: sums to 1), indexed by position.
+     */
+    attention?: Float32Array[]
+};
 
 export type FidelityReport = {
     steps: number,
@@ -28,29 +42,83 @@ export type FidelityReport = {
     /** Index of the first token where a free-running greedy pruned run leaves the full run's tokens; `null` if never. */
     firstDivergence: number | null,
     /** Memory at the end of the teacher-forced run. */
-    finalSample: KvSample
+    finalSample: KvSample,
+    /**
+     * Regret: the mean share of the attention the full run paid at each step that went to cells this run had freed
+     * (teacher-forced; needs a reference made with `attention: true`), else `null`.
+     */
+    regret: number | null,
+    /** With `oracle`: the text of the free greedy run (special tokens included), to grade an answer. */
+    greedyText: string
 };
 
 const positionLimit = 1 << 22;
 
-/** Greedy decoding with a full cache: the reference every pruned run is measured against. */
-export async function fullTrace(model: LlamaModel, prompt: Token[], steps: number, threads = 1): Promise<FullTrace> {
+/**
+ * Greedy decoding with a full cache: the reference every pruned run is measured against. With `attention`, also what
+ * each step attended to (the patched build's scores of the last query row), for the oracle and the regret read-out.
+ */
+export async function fullTrace(model: LlamaModel, prompt: Token[], steps: number, threads = 1, options: {attention?: boolean} = {}): Promise<FullTrace> {
     const context = await model.createContext({contextSize: prompt.length + steps + 16, threads, sequences: 1});
+    const kv = options.attention === true ? new NativeKv(context) : null;
     try {
+        await kv?.configureScoring({enabled: true, rows: 1, gamma: 1});
         const sequence = context.getSequence();
         const tokens: Token[] = [];
         const logProbs: Float32Array[] = [];
+        const attention: Float32Array[] = [];
+        const total = prompt.length + steps;
         let logits = await evaluateForLogits(sequence, prompt, model);
         for (let i = 0; i < steps; i++) {
             const next = argmax(logits) as Token;
             tokens.push(next);
             logProbs.push(logSoftmax(logits));
             logits = await evaluateForLogits(sequence, [next], model);
+            if (kv != null)
+                attention.push(await lastRowAttention(kv, total));
         }
-        return {tokens, logProbs};
+        return kv != null ? {tokens, logProbs, attention} : {tokens, logProbs};
     } finally {
+        await kv?.dispose();
         await context.dispose();
     }
+}
+
+/** The last decode's attention over positions, averaged over layers and heads (each row a softmax over the cells). */
+async function lastRowAttention(kv: NativeKv, length: number): Promise<Float32Array> {
+    const snapshot = await kv.scores(0);
+    const out = new Float32Array(length);
+    const n = snapshot.positions.length;
+    let rows = 0;
+    for (const layer of snapshot.layers) {
+        const heads = Math.max(1, Math.round(layer.last.length / Math.max(1, n)));
+        for (let h = 0; h < heads; h++) {
+            let sum = 0;
+            for (let j = 0; j < n; j++)
+                sum += layer.last[h * n + j]!;
+            if (sum <= 0)
+                continue;
+            rows++;
+            for (let j = 0; j < n; j++) {
+                const position = snapshot.positions[j]!;
+                if (position < length)
+                    out[position] = out[position]! + layer.last[h * n + j]! / sum;
+            }
+        }
+    }
+    return rows > 0 ? out.map((v) => v / rows) : out;
+}
+
+/** For each step, the attention that step and the rest of the trace pay to each position: suffix sums. */
+export function futureAttention(attention: Float32Array[]): Float32Array[] {
+    const future: Float32Array[] = Array(attention.length);
+    let running = new Float32Array(attention[0]?.length ?? 0);
+    for (let step = attention.length - 1; step >= 0; step--) {
+        const row = attention[step]!;
+        running = running.map((v, p) => v + (row[p] ?? 0));
+        future[step] = running;
+    }
+    return future;
 }
 
 /**
@@ -62,46 +130,77 @@ export async function measureFidelity(options: FidelityOptions): Promise<Fidelit
     const reference = options.reference ?? await fullTrace(options.model, options.prompt, options.steps, options.threads);
     const steps = Math.min(options.steps, reference.tokens.length);
 
+    if (options.oracle === true && reference.attention == null)
+        throw new Error("The oracle needs a reference trace made with attention: true");
+
     let agree = 0;
     let klSum = 0;
-    const forced = await prunedRun(options, async (sequence, controller, logits, step) => {
+    let regretSum = 0;
+    const forced = await prunedRun(options, reference, async (kv, logits, step) => {
         const predicted = logSoftmax(logits);
         if (argmax(logits) === reference.tokens[step])
             agree++;
         klSum += kl(reference.logProbs[step]!, predicted);
-        void controller;
-        void sequence;
+        if (reference.attention != null && step > 0) {
+            // The full run's attention at this step (its query is the token fed at step - 1) to cells freed here.
+            const row = reference.attention[step - 1]!;
+            const live = new Set((await kv.positions()));
+            const newest = options.prompt.length + step - 1;
+            let lost = 0;
+            let all = 0;
+            for (let p = 0; p < newest; p++) {
+                all += row[p]!;
+                if (!live.has(p))
+                    lost += row[p]!;
+            }
+            regretSum += all > 0 ? lost / all : 0;
+        }
         return reference.tokens[step]!;
     }, steps);
 
     let firstDivergence: number | null = null;
-    await prunedRun(options, async (_sequence, _controller, logits, step) => {
+    const greedy: Token[] = [];
+    await prunedRun(options, reference, async (_kv, logits, step) => {
         const next = argmax(logits) as Token;
         if (firstDivergence == null && next !== reference.tokens[step])
             firstDivergence = step;
+        greedy.push(next);
         return next;
     }, steps);
 
-    return {steps, top1Agreement: agree / steps, meanKl: klSum / steps, firstDivergence, finalSample: forced};
+    return {
+        steps, top1Agreement: agree / steps, meanKl: klSum / steps, firstDivergence, finalSample: forced,
+        regret: reference.attention != null && steps > 1 ? regretSum / (steps - 1) : null,
+        greedyText: options.oracle === true ? options.model.detokenize(greedy, true) : ""
+    };
 }
 
-type StepFn = (sequence: LlamaContextSequence, controller: KvController, logits: Float32Array, step: number) => Promise<Token>;
+type StepFn = (kv: {positions(): Promise<Int32Array>}, logits: Float32Array, step: number) => Promise<Token>;
 
-/** Decodes `steps` tokens chosen by `choose` in a context of `cells` cells with the policy pruning every few tokens. */
-async function prunedRun(options: FidelityOptions, choose: StepFn, steps: number): Promise<KvSample> {
+/**
+ * Decodes `steps` tokens chosen by `choose` in a context of `cells` cells with the policy pruning every few tokens
+ * (or, with `oracle`, the reference's future attention choosing: positions only, scoring off).
+ */
+async function prunedRun(options: FidelityOptions, reference: FullTrace, choose: StepFn, steps: number): Promise<KvSample> {
     const context = await options.model.createContext({contextSize: options.cells, threads: options.threads ?? 1, sequences: 1});
     const kv = new NativeKv(context);
     try {
         kv.setPositionLimit(positionLimit);
         const sequence = context.getSequence();
+        const future = options.oracle === true ? futureAttention(reference.attention!) : null;
+        let current = 0;
         const controller = new KvController({
-            kv, sequenceId: 0, compression: options.compression, cells: options.cells,
-            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now()
+            kv, sequenceId: 0, cells: options.cells,
+            compression: future != null ? {...options.compression, policy: "streamingllm"} : options.compression,
+            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now(),
+            chooseEvictions: future != null ? (snapshot, maxKeep) => oracleEvictions(snapshot.positions, future[current]!, maxKeep) : undefined
         });
         await controller.start();
+        const positions = async () => (await kv.scores(0)).positions;
         let logits = await evaluateForLogits(sequence, options.prompt, options.model);
         for (let step = 0; step < steps; step++) {
-            const next = await choose(sequence, controller, logits, step);
+            current = step;
+            const next = await choose({positions}, logits, step);
             controller.onTokens(1);
             // Wait for the round so every run prunes at the same steps: the comparison is then repeatable.
             await controller.idle();
@@ -129,6 +228,21 @@ async function evaluateForLogits(sequence: LlamaContextSequence, tokens: Token[]
     for (const [token, value] of logits)
         dense[token] = value;
     return dense;
+}
+
+/**
+ * The oracle's round: keep position 0, the newest `protectNewest` cells and then the cells with the most future
+ * attention, up to `maxKeep`; free the rest.
+ */
+export function oracleEvictions(positions: Int32Array, future: Float32Array, maxKeep: number): Int32Array {
+    const n = positions.length;
+    const order = Array.from({length: n}, (_, j) => j);
+    let newest = -1;
+    for (const p of positions)
+        newest = Math.max(newest, p);
+    const protect = (p: number) => p === 0 || p > newest - protectNewest;
+    order.sort((a, b) => Number(protect(positions[b]!)) - Number(protect(positions[a]!)) || (future[positions[b]!] ?? 0) - (future[positions[a]!] ?? 0));
+    return Int32Array.from(order.slice(maxKeep).map((j) => positions[j]!)).sort();
 }
 
 export function argmax(values: Float32Array): number {

@@ -2,7 +2,8 @@
 //
 //   npm run bench -- [--suites fidelity,speed,overhead,quality] [--policies streamingllm,h2o,lethe,refreekv]
 //                    [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384] [--speed-budget 2048]
-//                    [--problems 40] [--fidelity-problems 8] [--out test/bench/results] [--threads 2]
+//                    [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
+//                    [--out test/bench/results] [--threads 2]
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -17,7 +18,7 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
-import {qualitySuite} from "./quality.js";
+import {problemSets, qualitySuite} from "./quality.js";
 
 const {values} = parseArgs({
     options: {
@@ -30,7 +31,8 @@ const {values} = parseArgs({
         "speed-budget": {type: "string", default: "2048"},
         problems: {type: "string", default: "40"},
         "fidelity-problems": {type: "string", default: "8"},
-        combine: {type: "string", default: "union,aggregate"},
+        combine: {type: "string", default: "aggregate,quota,union"},
+        sets: {type: "string", default: "demo,local"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
     }
@@ -73,16 +75,23 @@ if (suites.has("fidelity")) {
     const prompt = Array.from({length: 64}, (_, i) => ((i * 53) % 500 + 10) as Token);
     const steps = 448;
     const full = prompt.length + steps;
-    const reference = await fullTrace(model, prompt, steps, threads);
+    const reference = await fullTrace(model, prompt, steps, threads, {attention: true});
     const rows: (string | number)[][] = [];
     const json: unknown[] = [];
+    for (const share of budgets.filter((b) => b < 1)) {
+        const cells = Math.max(64, Math.round(full * share));
+        const report = await measureFidelity({model, prompt, steps, reference, cells, threads, compression: settings("streamingllm", {pruneEvery: 16}), oracle: true});
+        rows.push(["oracle", "-", `${Math.round(share * 100)}% (${cells})`, report.top1Agreement.toFixed(3), report.meanKl.toFixed(4),
+            report.firstDivergence ?? "none", (report.regret ?? 0).toFixed(4), report.finalSample.cellsLive, 0]);
+        json.push({policy: "oracle", share, cells, ...report, greedyText: undefined});
+    }
     for (const combine of values.combine.split(",") as CompressionSettings["combine"][]) {
         for (const policy of policies) {
             for (const share of budgets.filter((b) => b < 1)) {
                 const cells = Math.max(64, Math.round(full * share));
                 const report = await measureFidelity({model, prompt, steps, reference, cells, threads, compression: settings(policy, {combine, pruneEvery: 16})});
                 rows.push([policy, combine, `${Math.round(share * 100)}% (${cells})`, report.top1Agreement.toFixed(3), report.meanKl.toFixed(4),
-                    report.firstDivergence ?? "none", report.finalSample.cellsLive, report.finalSample.forcedDrops]);
+                    report.firstDivergence ?? "none", (report.regret ?? 0).toFixed(4), report.finalSample.cellsLive, report.finalSample.forcedDrops]);
                 json.push({policy, combine, share, cells, ...report});
             }
         }
@@ -90,7 +99,7 @@ if (suites.has("fidelity")) {
     await model.dispose();
     results.fidelity = {model: path.basename(file), promptTokens: prompt.length, steps, rows: json};
     say(`\n## Fidelity vs Full KV (teacher-forced, ${path.basename(file)}, ${prompt.length}-token prompt + ${steps} tokens; full cache = ${full} cells)\n\n` +
-        table(["policy", "combine", "budget", "top-1 agreement", "mean KL (nats)", "first greedy divergence", "live cells", "forced drops"], rows));
+        table(["policy", "combine", "budget", "top-1 agreement", "mean KL (nats)", "first greedy divergence", "regret", "live cells", "forced drops"], rows));
 }
 
 if (suites.has("overhead")) {
@@ -149,13 +158,19 @@ if (suites.has("speed")) {
         "\n\n![speed](speed.svg) ![memory](memory.svg)");
 }
 
-if (suites.has("quality")) {
-    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies, budgets, problems: Number(values.problems), threads,
-        fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${line}`)});
-    results.quality = report.json;
-    const bars = report.rows.map((row) => ({group: `${Math.round(row.share * 100)}%`, series: row.policy, y: row.accuracy}));
-    await writeBarChart(path.join(out, "accuracy.svg"), {title: "Demo task accuracy by KV budget (share of the Full cache)", x: "budget", y: "accuracy", rows: bars});
-    say(`\n## Accuracy on the demo reasoning task (${report.problems} held-out problems, greedy)\n\n` + report.table + "\n\n![accuracy](accuracy.svg)" +
+for (const set of values.sets.split(",")) {
+    if (!suites.has("quality"))
+        break;
+    if (!(set in problemSets))
+        throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
+    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies, budgets, problems: Number(values.problems), threads, set,
+        fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${set} ${line}`)});
+    (results.quality ??= {}) as Record<string, unknown>;
+    (results.quality as Record<string, unknown>)[set] = report.json;
+    const chart = set === "demo" ? "accuracy.svg" : `accuracy-${set}.svg`;
+    const bars = report.rows.map((row) => ({group: row.policy === "refreekv (paper)" ? "no cap" : `${Math.round(row.share * 100)}%`, series: row.policy, y: row.accuracy}));
+    await writeBarChart(path.join(out, chart), {title: `Accuracy by KV budget (share of the Full cache): ${set}`, x: "budget", y: "accuracy", rows: bars});
+    say(`\n## Accuracy on ${report.title} (${report.problems} held-out problems, greedy)\n\n` + report.table + `\n\n![accuracy](${chart})` +
         (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
 }
 

@@ -5,27 +5,39 @@ import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
 import {kvBytesPerCell} from "../../main/engine/kvMemory.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
-import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
+import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect, type DemoProblem, type DemoTaskOptions} from "../eval/demoTask.js";
 import {table} from "./plot.js";
 
+/** A quality row: a policy (or the oracle, or ReFreeKV as its paper runs it) at a share of the cells Full used. */
 export type QualityRow = {
-    policy: PolicyId, share: number, accuracy: number, meanCells: number,
+    policy: PolicyId | "oracle" | "refreekv (paper)", share: number, accuracy: number, meanCells: number,
     /** Mean KV memory held at the end of each answer (Full: every token of it). */
     meanLiveKiB: number,
     /** Mean of (KV memory at the end) / (KV memory of that problem's Full run). */
     memoryVsFull: number,
     /** Fidelity against Full on the problems it was measured on (teacher-forced, DESIGN §6); null for Full. */
-    fidelity: {problems: number, top1Agreement: number, meanKl: number} | null
+    fidelity: {problems: number, top1Agreement: number, meanKl: number, regret: number} | null
 };
 
+/** The problem sets: the training distribution (operands anywhere back), and one that reads mostly recent steps. */
+export const problemSets: {[name: string]: {options: DemoTaskOptions, offset: number, title: string}} = {
+    demo: {options: {}, offset: 0, title: "the demo task (operands anywhere back)"},
+    local: {options: {locality: {recentSteps: 4, farShare: 0.1}}, offset: 100_000, title: "mostly recent steps (90% of step operands among the last 4 steps)"}
+};
+
+const pruneEvery = 8;
+
 /**
- * Accuracy of the demo model on held-out problems with Full KV, then per policy at each share of the cells
- * that problem's Full run used, through the app's own engine (chat template, thought segments, pruning).
+ * Accuracy of the demo model on held-out problems with Full KV, then per policy at each share of the cells that
+ * problem's Full run used, through the app's own engine (chat template, thought segments, pruning); beside them the
+ * oracle (future attention of Full's trace, DESIGN §7) at the same budgets, and ReFreeKV as its paper runs it (once
+ * after the prompt, no cap), with the KV it saved.
  */
 export async function qualitySuite(options: {
     llama: Llama, modelPath: string, policies: PolicyId[], budgets: number[], problems: number, threads: number,
-    /** How many of the problems fidelity (top-1 agreement, KL vs Full) is measured on. */
+    /** How many of the problems fidelity (top-1 agreement, KL, regret vs Full) is measured on. */
     fidelityProblems: number,
+    set?: keyof typeof problemSets,
     onProgress?: (line: string) => void
 }) {
     const bytesPerCell = kvBytesPerCell(await inspectModel(options.modelPath));
@@ -33,15 +45,16 @@ export async function qualitySuite(options: {
         throw new Error(`${options.modelPath}: incomplete attention metadata, KV memory cannot be accounted`);
     const engine = new Engine({loadLlama: async () => ({llama: options.llama, build: {kind: "local", gpu: options.llama.gpu, patched: true, llamaCppRelease: "", seriesHash: null}}), threads: options.threads});
     await engine.loadModel(options.modelPath, null);
-    const problems = heldOutDemoProblems(options.problems);
+    const set = problemSets[options.set ?? "demo"]!;
+    const problems = heldOutDemoProblems(options.problems, set.options, set.offset);
 
-    async function solve(question: string, policy: PolicyId, cells: number) {
+    async function solve(question: string, policy: PolicyId, cells: number, params = defaultCompressionSettings.params) {
         let text = "";
         let tokens = 0;
         let live = 0;
         const result = await engine.generate({
             history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 4096, signal: new AbortController().signal,
-            kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
+            kv: {compression: {...defaultCompressionSettings, policy, pruneEvery, params}, cells},
             onChunk(chunk) {
                 tokens += chunk.tokens;
                 if (chunk.segment === "answer")
@@ -69,87 +82,111 @@ export async function qualitySuite(options: {
     const rows: QualityRow[] = [{
         policy: "full", share: 1, accuracy: fullCorrect / problems.length, meanCells: mean(used), meanLiveKiB: mean(fullBytes) / 1024, memoryVsFull: 1, fidelity: null
     }];
-    const fidelity = await demoFidelity(options, problems.slice(0, options.fidelityProblems).map((p) => p.question), used);
+
+    async function policyRow(policy: QualityRow["policy"], share: number, run: (problem: DemoProblem, index: number, cells: number) => Promise<{answer: string, live: number} | null>) {
+        let correct = 0;
+        const cells: number[] = [];
+        const live: number[] = [];
+        const vsFull: number[] = [];
+        for (const [index, problem] of problems.entries()) {
+            const budget = Math.max(32, Math.round(used[index]! * share));
+            cells.push(budget);
+            const result = await run(problem, index, budget).catch((err: unknown) => {
+                failures.push(`${policy} ${Math.round(share * 100)}% problem ${index}: ${(err as Error).message}`);
+                return null;
+            });
+            if (result == null)
+                continue;
+            live.push(result.live / 1024);
+            vsFull.push(result.live / fullBytes[index]!);
+            if (isDemoAnswerCorrect(problem, result.answer))
+                correct++;
+        }
+        options.onProgress?.(`${policy} at ${Math.round(share * 100)}%: accuracy ${(correct / problems.length).toFixed(3)}`);
+        return {policy, share, accuracy: correct / problems.length, meanCells: mean(cells), meanLiveKiB: mean(live), memoryVsFull: mean(vsFull), fidelity: null};
+    }
+
+    const demo = await demoFidelity(options, problems, used);
     for (const share of options.budgets) {
         for (const policy of options.policies) {
-            let correct = 0;
-            const cells: number[] = [];
-            const live: number[] = [];
-            const vsFull: number[] = [];
-            for (const [index, problem] of problems.entries()) {
-                const budget = Math.max(32, Math.round(used[index]! * share));
-                cells.push(budget);
-                const run = await solve(problem.question, policy, budget).catch((err: unknown) => {
-                    failures.push(`${policy} ${Math.round(share * 100)}% problem ${index}: ${(err as Error).message}`);
-                    return null;
-                });
-                if (run == null)
-                    continue;
-                live.push(run.live / 1024);
-                vsFull.push(run.live / fullBytes[index]!);
-                if (isDemoAnswerCorrect(problem, run.answer))
-                    correct++;
-            }
-            rows.push({
-                policy, share, accuracy: correct / problems.length, meanCells: mean(cells), meanLiveKiB: mean(live), memoryVsFull: mean(vsFull),
-                fidelity: fidelity.get(`${policy}@${share}`) ?? null
-            });
-            options.onProgress?.(`${policy} at ${Math.round(share * 100)}%: accuracy ${(correct / problems.length).toFixed(3)}`);
+            const row: QualityRow = await policyRow(policy, share, (problem, _index, cells) => solve(problem.question, policy, cells));
+            rows.push({...row, fidelity: demo.fidelity.get(`${policy}@${share}`) ?? null});
         }
+        const oracle: QualityRow = await policyRow("oracle", share, async (_problem, index) => demo.oracle.get(`${index}@${share}`) ?? null);
+        rows.push({...oracle, fidelity: demo.fidelity.get(`oracle@${share}`) ?? null});
+    }
+    if (options.policies.includes("refreekv")) {
+        // The paper's ReFreeKV: the 1% test once after the prompt, then every generated token kept (a budget that never binds).
+        rows.push(await policyRow("refreekv (paper)", 1, (problem, index) => solve(problem.question, "refreekv", used[index]! * 2 + 256)));
     }
     await engine.dispose();
 
     const fullAccuracy = rows[0]!.accuracy;
     return {
         problems: problems.length,
+        title: set.title,
         rows,
-        json: {problems: problems.length, rows, failures},
+        json: {problems: problems.length, set: options.set ?? "demo", rows, failures},
         failures,
-        table: table(["policy", "budget (share of Full)", "accuracy", "vs Full", "mean cells", "KV KiB at end", "KV vs Full", "top-1 agreement", "mean KL (nats)"],
-            rows.map((r) => [r.policy, r.policy === "full" ? "100%" : `${Math.round(r.share * 100)}%`, r.accuracy.toFixed(3),
-                (r.accuracy - fullAccuracy).toFixed(3), r.meanCells.toFixed(0), r.meanLiveKiB.toFixed(1), r.memoryVsFull.toFixed(3),
+        table: table(["policy", "budget (share of Full)", "accuracy", "vs Full", "mean cells", "KV KiB at end", "KV vs Full", "top-1 agreement", "mean KL (nats)", "regret"],
+            rows.map((r) => [r.policy, r.policy === "full" ? "100%" : r.policy === "refreekv (paper)" ? "no cap" : `${Math.round(r.share * 100)}%`,
+                r.accuracy.toFixed(3), (r.accuracy - fullAccuracy).toFixed(3), r.meanCells.toFixed(0), r.meanLiveKiB.toFixed(1), r.memoryVsFull.toFixed(3),
                 r.fidelity == null ? (r.policy === "full" ? "1.000" : "n/a") : `${r.fidelity.top1Agreement.toFixed(3)} (n=${r.fidelity.problems})`,
-                r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.meanKl.toFixed(4)]))
+                r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.meanKl.toFixed(4),
+                r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.regret.toFixed(4)]))
     };
 }
 
 /**
- * Teacher-forced fidelity on real reasoning (DESIGN §6): each question's Full greedy trace, replayed through each
- * policy's pruned cache at each share of that problem's Full cells. A problem counts where its question fits the
- * budget with a prune round to spare (the others are refused by the engine, as in the accuracy runs).
+ * Teacher-forced fidelity on real reasoning (DESIGN §6) and the oracle, one problem at a time: each question's Full
+ * greedy trace with what every step attended to; on the first `fidelityProblems` problems each policy's pruned cache
+ * replays it at each share of that problem's Full cells (top-1 agreement, KL, regret); on every problem the oracle runs
+ * at each share (its free greedy run is graded). A budget counts where the question fits with a prune round to spare.
  */
-async function demoFidelity(options: Parameters<typeof qualitySuite>[0], questions: string[], used: number[]) {
-    const sums = new Map<string, {problems: number, top1: number, kl: number}>();
-    if (questions.length === 0)
-        return new Map<string, {problems: number, top1Agreement: number, meanKl: number}>();
+async function demoFidelity(options: Parameters<typeof qualitySuite>[0], problems: DemoProblem[], used: number[]) {
+    const sums = new Map<string, {problems: number, top1: number, kl: number, regret: number}>();
+    const oracle = new Map<string, {answer: string, live: number} | null>();
+    const add = (key: string, report: {top1Agreement: number, meanKl: number, regret: number | null}) => {
+        const sum = sums.get(key) ?? {problems: 0, top1: 0, kl: 0, regret: 0};
+        sums.set(key, {problems: sum.problems + 1, top1: sum.top1 + report.top1Agreement, kl: sum.kl + report.meanKl, regret: sum.regret + (report.regret ?? 0)});
+    };
+    const settings = (policy: PolicyId) => ({...defaultCompressionSettings, policy, pruneEvery});
     const model: LlamaModel = await options.llama.loadModel({modelPath: options.modelPath});
     try {
         const wrapper = resolveChatWrapper(model);
-        const pruneEvery = 8;
-        for (const [index, question] of questions.entries()) {
-            const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: question}, {type: "model", response: []}]})
+        for (const [index, problem] of problems.entries()) {
+            const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: problem.question}, {type: "model", response: []}]})
                 .contextText.tokenize(model.tokenizer);
             const steps = Math.max(1, used[index]! - prompt.length - 4);
-            const reference = await fullTrace(model, prompt, steps, options.threads);
+            const reference = await fullTrace(model, prompt, steps, options.threads, {attention: true});
             for (const share of options.budgets) {
                 const cells = Math.max(32, Math.round(used[index]! * share));
-                if (prompt.length + pruneEvery > cells)
+                if (prompt.length + pruneEvery + 16 > cells) {
+                    oracle.set(`${index}@${share}`, null);
                     continue;
-                for (const policy of options.policies) {
-                    const report = await measureFidelity({
-                        model, prompt, steps, reference, cells, threads: options.threads, compression: {...defaultCompressionSettings, policy, pruneEvery}
-                    });
-                    const key = `${policy}@${share}`;
-                    const sum = sums.get(key) ?? {problems: 0, top1: 0, kl: 0};
-                    sums.set(key, {problems: sum.problems + 1, top1: sum.top1 + report.top1Agreement, kl: sum.kl + report.meanKl});
                 }
+                const measure = (policy: PolicyId, isOracle: boolean) => measureFidelity({
+                    model, prompt, steps, reference, cells, threads: options.threads, compression: settings(policy), oracle: isOracle
+                });
+                const best = await measure("streamingllm", true);
+                oracle.set(`${index}@${share}`, {answer: extractDemoAnswer(best.greedyText.split("<|im_end|>")[0]!), live: best.finalSample.liveBytes});
+                if (index >= options.fidelityProblems)
+                    continue;
+                add(`oracle@${share}`, best);
+                for (const policy of options.policies)
+                    add(`${policy}@${share}`, await measure(policy, false));
             }
-            options.onProgress?.(`fidelity: problem ${index + 1}/${questions.length} (${prompt.length}-token question, ${steps} steps)`);
+            options.onProgress?.(`oracle and fidelity: problem ${index + 1}/${problems.length} (${prompt.length}-token question, ${steps} steps)`);
         }
     } finally {
         await model.dispose();
     }
-    return new Map([...sums].map(([key, sum]) => [key, {problems: sum.problems, top1Agreement: sum.top1 / sum.problems, meanKl: sum.kl / sum.problems}]));
+    return {
+        fidelity: new Map([...sums].map(([key, sum]) => [key, {
+            problems: sum.problems, top1Agreement: sum.top1 / sum.problems, meanKl: sum.kl / sum.problems, regret: sum.regret / sum.problems
+        }])),
+        oracle
+    };
 }
 
 function mean(values: number[]): number {

@@ -51,4 +51,29 @@ describe("fidelity against the full cache", () => {
         expect(report.top1Agreement).toBeLessThanOrEqual(1);
         expect(report.finalSample.cellsLive).toBeLessThanOrEqual(64);
     });
+
+    it("records what the full run attended to, and bounds eviction with an oracle that knows the future", async () => {
+        const steps = 120;
+        const reference = await fullTrace(model, prompt, steps, 1, {attention: true});
+        expect(reference.attention).toHaveLength(steps);
+        // Each step's row is a distribution over the positions before it (and itself).
+        for (const [step, row] of reference.attention!.entries()) {
+            expect(row.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 3);
+            expect(row.slice(prompt.length + step + 1).every((v) => v === 0)).toBe(true);
+        }
+        const cells = 80;
+        const compression = {...defaultCompressionSettings, policy: "streamingllm" as const, pruneEvery: 8};
+        const oracle = await measureFidelity({model, prompt, steps, reference, cells, compression, oracle: true});
+        const streaming = await measureFidelity({model, prompt, steps, reference, cells, compression});
+        expect(oracle.finalSample.cellsLive).toBeLessThanOrEqual(cells);
+        expect(oracle.finalSample.tokensEvicted).toBeGreaterThan(50);
+        // The oracle frees the cells the future needs least: less of the full run's attention lands on freed cells.
+        expect(oracle.regret!).toBeLessThan(streaming.regret!);
+        expect(oracle.meanKl).toBeLessThan(streaming.meanKl);
+        expect(oracle.greedyText.length).toBeGreaterThan(0);
+
+        // Regret is zero when nothing is freed.
+        const roomy = await measureFidelity({model, prompt, steps, reference, cells: 256, compression});
+        expect(roomy.regret).toBe(0);
+    });
 });

@@ -33,7 +33,12 @@ export type DemoTaskOptions = {
     minSteps?: number,
     maxSteps?: number,
     minVars?: number,
-    maxVars?: number
+    maxVars?: number,
+    /**
+     * Read mostly recent steps, as natural chains of thought do: a step operand is one of the last `recentSteps` steps,
+     * except with probability `farShare` any earlier step. Unset (the training distribution): any earlier step, uniformly.
+     */
+    locality?: {recentSteps: number, farShare: number}
 };
 
 export type DemoProblem = {
@@ -80,6 +85,10 @@ export function generateDemoProblem(seed: number, options: DemoTaskOptions = {})
     const names = Array.from({length: nSteps}, (_, k) => stepName(first + k));
     const program: string[] = [];
     const lines: string[] = [];
+    const locality = options.locality;
+    const earlierStep = (k: number) => (locality == null || rng.uniform() < locality.farShare
+        ? names[rng.int(k)]!
+        : names[k - 1 - rng.int(Math.min(locality.recentSteps, k))]!);
     names.forEach((name, k) => {
         let op1: string;
         let op2: string;
@@ -87,8 +96,8 @@ export function generateDemoProblem(seed: number, options: DemoTaskOptions = {})
             op1 = names[rng.int(Math.max(1, Math.floor((nSteps + 3) / 4)))]!;
             op2 = varNames[rng.int(nVars)]!;
         } else {
-            op1 = k > 0 && rng.uniform() < P_STEP_OPERAND_1 ? names[rng.int(k)]! : varNames[rng.int(nVars)]!;
-            op2 = k > 0 && rng.uniform() < P_STEP_OPERAND_2 ? names[rng.int(k)]! : varNames[rng.int(nVars)]!;
+            op1 = k > 0 && rng.uniform() < P_STEP_OPERAND_1 ? earlierStep(k) : varNames[rng.int(nVars)]!;
+            op2 = k > 0 && rng.uniform() < P_STEP_OPERAND_2 ? earlierStep(k) : varNames[rng.int(nVars)]!;
         }
         const v1 = values.get(op1)!;
         const v2 = values.get(op2)!;

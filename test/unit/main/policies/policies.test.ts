@@ -1,7 +1,7 @@
 import {describe, expect, it} from "vitest";
 import {decide, initialDecideState} from "../../../../main/engine/policies/decide.js";
 import {h2oPolicy} from "../../../../main/engine/policies/h2o.js";
-import {lethePolicy, segmentedShrink} from "../../../../main/engine/policies/lethe.js";
+import {lethePolicy, segmentedShrink, type LetheState} from "../../../../main/engine/policies/lethe.js";
 import {normPrefixLength, positionRank, refreeKvPolicy} from "../../../../main/engine/policies/refreekv.js";
 import {hoyerSparsity} from "../../../../main/engine/policies/scoreMath.js";
 import {streamingLlmPolicy} from "../../../../main/engine/policies/streamingLlm.js";
@@ -125,7 +125,7 @@ describe("Lethe Algorithm 1", () => {
         const flat = Array(40).fill(1);
         const peaked = Array(40).fill(0.0001);
         peaked[20] = 5;
-        let state = {evictThreshold: Float64Array.of(16)};
+        let state: LetheState = {evictThreshold: Float64Array.of(16)};
         // Several rounds with no breakpoint: L_evict doubles 16 -> 30 (capped at maxKeep), not 16 -> 32 -> 64 -> 128.
         for (let round = 0; round < 4; round++)
             state = lethePolicy.select(snapshot([flat]), lethePolicy.defaults, state, decode(30)).state;
