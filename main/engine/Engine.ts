@@ -16,7 +16,9 @@ export type EngineOptions = {
     /** Loads the llama.cpp runtime; the app's loader prefers the patched build and says when it is missing. */
     loadLlama: LlamaLoader,
     /** Threads per context; `0` lets llama.cpp decide. Defaults to `0`. */
-    threads?: number
+    threads?: number,
+    /** Whether `dispose()` also disposes the runtime `loadLlama` gave (false when the caller shares it). Defaults to `true`. */
+    ownsRuntime?: boolean
 };
 
 /** What a context is created with; a change rebuilds it. */
@@ -237,7 +239,8 @@ export class Engine {
 
     async dispose(): Promise<void> {
         await this._unload();
-        await this._llama?.dispose();
+        if (this._options.ownsRuntime !== false)
+            await this._llama?.dispose();
         this._llama = null;
     }
 

@@ -43,7 +43,7 @@ export async function qualitySuite(options: {
     const bytesPerCell = kvBytesPerCell(await inspectModel(options.modelPath));
     if (bytesPerCell == null)
         throw new Error(`${options.modelPath}: incomplete attention metadata, KV memory cannot be accounted`);
-    const engine = new Engine({loadLlama: async () => ({llama: options.llama, build: {kind: "local", gpu: options.llama.gpu, patched: true, llamaCppRelease: "", seriesHash: null}}), threads: options.threads});
+    const engine = new Engine({loadLlama: async () => ({llama: options.llama, build: {kind: "local", gpu: options.llama.gpu, patched: true, llamaCppRelease: "", seriesHash: null}}), threads: options.threads, ownsRuntime: false});
     await engine.loadModel(options.modelPath, null);
     const set = problemSets[options.set ?? "demo"]!;
     const problems = heldOutDemoProblems(options.problems, set.options, set.offset);
@@ -155,9 +155,10 @@ async function demoFidelity(options: Parameters<typeof qualitySuite>[0], problem
     try {
         const wrapper = resolveChatWrapper(model);
         for (const [index, problem] of problems.entries()) {
-            const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: problem.question}, {type: "model", response: []}]})
-                .contextText.tokenize(model.tokenizer);
-            const steps = Math.max(1, used[index]! - prompt.length - 4);
+            // As the engine prompts: the assistant's turn opened with a thought segment (`<think>\n` for this template).
+            const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: problem.question},
+                {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}]}).contextText.tokenize(model.tokenizer);
+            const steps = Math.max(1, used[index]! - prompt.length - 2);
             const reference = await fullTrace(model, prompt, steps, options.threads, {attention: true});
             for (const share of options.budgets) {
                 const cells = Math.max(32, Math.round(used[index]! * share));

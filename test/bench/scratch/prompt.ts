@@ -1,0 +1,11 @@
+import {resolveChatWrapper} from "node-llama-cpp";
+import {loadPatchedLlama} from "../../../main/engine/native/loadPatchedLlama.js";
+import {heldOutDemoProblems} from "../../eval/demoTask.js";
+const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
+const model = await llama.loadModel({modelPath: "resources/models/ponder-demo.gguf"});
+const wrapper = resolveChatWrapper(model);
+const p = heldOutDemoProblems(1)[0]!;
+const t = wrapper.generateContextState({chatHistory: [{type: "user", text: p.question}, {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}]}).contextText;
+console.log(JSON.stringify(t.toString()), wrapper.constructor.name);
+const toks = t.tokenize(model.tokenizer);
+console.log("first", toks.slice(0, 4), "bos", model.tokens.bos, "shouldPrependBos", model.tokens.shouldPrependBosToken, "len", toks.length);

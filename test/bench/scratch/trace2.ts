@@ -1,0 +1,14 @@
+import {resolveChatWrapper, type Token} from "node-llama-cpp";
+import {loadPatchedLlama} from "../../../main/engine/native/loadPatchedLlama.js";
+import {fullTrace} from "../../../main/engine/fidelity.js";
+import {heldOutDemoProblems} from "../../eval/demoTask.js";
+const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
+const model = await llama.loadModel({modelPath: "resources/models/ponder-demo.gguf"});
+const wrapper = resolveChatWrapper(model);
+const p = heldOutDemoProblems(1)[0]!;
+const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: p.question}, {type: "model", response: []}]}).contextText.tokenize(model.tokenizer);
+const ref = await fullTrace(model, prompt, 1200, 2);
+const text = model.detokenize(ref.tokens, true);
+const got = text.replace("<think>\n", "").split("\n"); const exp = p.thinking.split("\n");
+let i = 0; while (got[i] === exp[i]) i++;
+console.log(i, exp.length, JSON.stringify(got.slice(Math.max(0,i-1), i + 2)), JSON.stringify(exp.slice(Math.max(0,i-1), i + 2)), JSON.stringify(text.slice(0, 20)));
