@@ -46,7 +46,9 @@ describe.each(shapes)("eviction, %s model", (shape) => {
             const snapshot = await t.kv.scores(0);
             expect([...snapshot.positions].sort((a, b) => a - b)).toEqual(Array.from({length: 24}, (_, i) => i).filter((p) => ![4, 5, 9].includes(p)));
             expect((await t.kv.stats()).scoring).toBe(false);
+            expect(snapshot.heads).toBeGreaterThan(0);
             for (const layer of snapshot.layers) {
+                expect(layer.accumulated).toHaveLength(snapshot.heads * snapshot.positions.length);
                 expect(layer.accumulated.every((v) => v === 0)).toBe(true);
                 expect(layer.last.every((v) => v === 0)).toBe(true);
             }

@@ -52,9 +52,12 @@ test("generating 4x the context's cells with eviction stays within the allocated
             const newestIndex = snapshot.positions.indexOf(newest);
             expect(newestIndex).toBeGreaterThanOrEqual(0);
             if (t.sequence.nextTokenIndex > cellsAllocated) {
-                // every cell has been used before: the newest token sits in a reused cell, whose score restarted at 0
-                for (const layer of snapshot.layers)
-                    expect(layer.accumulated[newestIndex]).toBe(layer.last[newestIndex]);
+                // every cell has been used before: the newest token sits in a reused cell, whose scores restarted at 0
+                const n = snapshot.positions.length;
+                for (const layer of snapshot.layers) {
+                    for (let h = 0; h < layer.heads; h++)
+                        expect(layer.accumulated[h * n + newestIndex]).toBe(layer.last[h * n + newestIndex]);
+                }
                 reusedCellsChecked++;
             }
 

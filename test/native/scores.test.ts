@@ -1,14 +1,26 @@
-// Attention scores of the patched engine: what one step's scores add up to, flash attention on and off agreeing,
-// and the decayed accumulator (Lethe RASR, Eq. 5) against its closed form.
+// Attention scores of the patched engine, per query head: what one step's scores add up to per head, flash attention
+// on and off agreeing, the decayed accumulator (Lethe RASR, Eq. 5) against its closed form, reused cells restarting
+// from 0, and settings changes that keep the accumulated scores.
 import {afterAll, beforeAll, describe, expect, test} from "vitest";
 import type {LlamaModel} from "node-llama-cpp";
 import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
-import type {ScoreSnapshot} from "../../main/engine/native/types.js";
+import type {LayerScores, ScoreSnapshot} from "../../main/engine/native/types.js";
 import {
     createTestContext, evaluateForLogits, loadTestModel, maxAbsDifference, MODEL_SHAPES, randomTokens, sum, type ModelShape
 } from "./nativeTestUtils.js";
 
 const shapes: ModelShape[] = ["gqa", "mqa"];
+
+/** Head h's scores of every cell (`n` cells, head-major layout). */
+function headOf(values: Float32Array, h: number, n: number): Float32Array {
+    return values.subarray(h * n, (h + 1) * n);
+}
+
+/** The per-head sums of one layer's `last` (or `accumulated`) scores. */
+function headSums(layer: LayerScores, key: "last" | "accumulated"): number[] {
+    const n = layer.positions.length;
+    return Array.from({length: layer.heads}, (_, h) => sum(headOf(layer[key], h, n)));
+}
 
 describe.each(shapes)("attention scores, %s model", (shape) => {
     let model: LlamaModel;
@@ -26,7 +38,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
         await model?.dispose();
     });
 
-    test("one step's score mass per layer is query heads x scored rows (softmax rows sum to 1)", async () => {
+    test("per query head, one step's scores sum to the scored rows (softmax rows sum to 1); over heads, to heads x rows", async () => {
         const t = await createTestContext(model);
         try {
             const rows = 4;
@@ -35,20 +47,56 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
             // prefill: the last `rows` query rows of the prompt are scored
             await evaluateForLogits(t.sequence, randomTokens(24, 1));
             let snapshot = await t.kv.scores(0);
+            expect(snapshot.heads).toBe(nHead);
             expect(snapshot.layers).toHaveLength(nLayer);
             expect(snapshot.positions).toHaveLength(24);
-            for (const layer of snapshot.layers)
+            for (const layer of snapshot.layers) {
+                expect(layer.heads).toBe(nHead);
+                expect(layer.last).toHaveLength(nHead * 24);
+                expect(layer.accumulated).toHaveLength(nHead * 24);
+                for (const headSum of headSums(layer, "last"))
+                    expect(headSum).toBeCloseTo(rows, 5);
                 expect(sum(layer.last)).toBeCloseTo(nHead * rows, 4);
+            }
+
+            // the heads are kept apart: in layer 0 at least two heads attend differently
+            const first = snapshot.layers[0]!;
+            expect(maxAbsDifference(headOf(first.last, 0, 24), headOf(first.last, 1, 24))).toBeGreaterThan(1e-4);
 
             // decoding one token at a time: one query row per step
             for (let step = 0; step < 5; step++) {
                 await evaluateForLogits(t.sequence, randomTokens(1, 100 + step));
                 snapshot = await t.kv.scores(0);
                 for (const layer of snapshot.layers) {
-                    expect(sum(layer.last)).toBeCloseTo(nHead, 4);
-                    // gamma = 1: the accumulator holds the whole mass seen so far
-                    expect(sum(layer.accumulated)).toBeCloseTo(nHead * rows + nHead * (step + 1), 3);
+                    for (const headSum of headSums(layer, "last"))
+                        expect(headSum).toBeCloseTo(1, 5);
+                    // gamma = 1: each head's accumulator holds the whole mass it gave so far
+                    for (const headSum of headSums(layer, "accumulated"))
+                        expect(headSum).toBeCloseTo(rows + step + 1, 4);
+                    expect(sum(layer.accumulated)).toBeCloseTo(nHead * (rows + step + 1), 3);
                 }
+            }
+        } finally {
+            await t.dispose();
+        }
+    });
+
+    test("a prefill scored on all its rows (rows = 512, 300 tokens) sums to heads x 300 per layer", async () => {
+        const t = await createTestContext(model, {contextSize: 512, batchSize: 512});
+        try {
+            await t.kv.configureScoring({enabled: true, rows: 512, gamma: 1});
+            await evaluateForLogits(t.sequence, randomTokens(300, 6));
+            const snapshot = await t.kv.scores(0);
+            expect(snapshot.positions).toHaveLength(300);
+            for (const layer of snapshot.layers) {
+                for (const headSum of headSums(layer, "last"))
+                    expect(headSum).toBeCloseTo(300, 2);
+                expect(sum(layer.accumulated)).toBeCloseTo(nHead * 300, 1);
+                // causal attention: the first cell is seen by all 300 rows, and with weight 1 by the first row
+                const n = layer.positions.length;
+                const first = layer.positions.indexOf(0);
+                for (let h = 0; h < nHead; h++)
+                    expect(layer.last[h * n + first]).toBeGreaterThanOrEqual(1 - 1e-5);
             }
         } finally {
             await t.dispose();
@@ -63,9 +111,11 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
             const snapshot = await t.kv.scores(0);
             const n = snapshot.positions.length;
             for (const layer of snapshot.layers) {
-                const mass = sum(layer.last);
-                expect(mass).toBeGreaterThanOrEqual(nHead / n - 1e-6);
-                expect(mass).toBeLessThanOrEqual(nHead + 1e-6);
+                expect(layer.last).toHaveLength(nHead * n);
+                for (const mass of headSums(layer, "last")) {
+                    expect(mass).toBeGreaterThanOrEqual(1 / n - 1e-6);
+                    expect(mass).toBeLessThanOrEqual(1 + 1e-6);
+                }
                 for (const value of layer.last)
                     expect(value).toBeGreaterThanOrEqual(0);
             }
@@ -74,12 +124,13 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
         }
     });
 
-    test.each([false, true])("flash attention on and off give the same scores (squared: %s)", async (squared) => {
+    test.each([false, true])("flash attention on and off give the same scores per head (squared: %s)", async (squared) => {
         const snapshots: ScoreSnapshot[][] = [];
         for (const flashAttention of [false, true]) {
             const t = await createTestContext(model, {flashAttention});
             try {
                 expect(t.context.flashAttention).toBe(flashAttention);
+                // 3 rows in the prefill, 1 row (the grouped-query product under flash attention) while decoding
                 await t.kv.configureScoring({enabled: true, rows: 3, squared, gamma: 0.9});
                 const steps: ScoreSnapshot[] = [];
                 await evaluateForLogits(t.sequence, randomTokens(30, 3));
@@ -100,25 +151,32 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
         const [off, on] = snapshots as [ScoreSnapshot[], ScoreSnapshot[]];
         for (let step = 0; step < off.length; step++) {
             expect(Array.from(on[step]!.positions)).toEqual(Array.from(off[step]!.positions));
+            expect(on[step]!.heads).toBe(nHead);
             for (let layer = 0; layer < nLayer; layer++) {
                 const tolerance = layer === 0 ? 1e-6 : 2e-2;
-                expect(maxAbsDifference(on[step]!.layers[layer]!.last, off[step]!.layers[layer]!.last)).toBeLessThanOrEqual(tolerance);
-                expect(maxAbsDifference(on[step]!.layers[layer]!.accumulated, off[step]!.layers[layer]!.accumulated))
-                    .toBeLessThanOrEqual(5 * tolerance);
+                const [layerOn, layerOff] = [on[step]!.layers[layer]!, off[step]!.layers[layer]!];
+                expect(layerOn.last).toHaveLength(nHead * layerOn.positions.length);
+                expect(maxAbsDifference(layerOn.last, layerOff.last)).toBeLessThanOrEqual(tolerance);
+                expect(maxAbsDifference(layerOn.accumulated, layerOff.accumulated)).toBeLessThanOrEqual(5 * tolerance);
             }
         }
     });
 
-    test("the decayed accumulator matches its closed form s_T = sum_t gamma^(T-t) a_t over many steps", async () => {
+    test("the decayed accumulator matches its closed form s_T = sum_t gamma^(T-t) a_t per head over many steps", async () => {
         const gamma = 0.8;
         const t = await createTestContext(model);
         try {
             await t.kv.configureScoring({enabled: true, rows: 2, gamma});
 
-            // every step's raw score per layer and position
-            const history: Map<number, number>[][] = [];
+            // every step's raw score per layer, head and position
+            const history: Map<number, Float32Array>[][] = [];
             const record = (snapshot: ScoreSnapshot) => {
-                history.push(snapshot.layers.map((layer) => new Map(Array.from(layer.positions, (pos, i) => [pos, layer.last[i]!]))));
+                history.push(snapshot.layers.map((layer) => {
+                    const n = layer.positions.length;
+                    return new Map(Array.from(layer.positions, (pos, i) => [
+                        pos, Float32Array.from({length: layer.heads}, (_, h) => layer.last[h * n + i]!)
+                    ]));
+                }));
             };
 
             await evaluateForLogits(t.sequence, randomTokens(10, 4));
@@ -129,14 +187,94 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
             }
 
             const final = await t.kv.scores(0);
+            const n = final.positions.length;
             for (const layer of final.layers) {
-                for (let i = 0; i < final.positions.length; i++) {
+                expect(layer.heads).toBe(nHead);
+                expect(layer.accumulated).toHaveLength(nHead * n);
+                for (let i = 0; i < n; i++) {
                     const pos = final.positions[i]!;
-                    let expected = 0;
-                    for (const step of history)
-                        expected = gamma * expected + (step[layer.layer]!.get(pos) ?? 0);
-                    expect(layer.accumulated[i]).toBeCloseTo(expected, 5);
+                    for (let h = 0; h < layer.heads; h++) {
+                        let expected = 0;
+                        for (const step of history)
+                            expected = gamma * expected + (step[layer.layer]!.get(pos)?.[h] ?? 0);
+                        expect(layer.accumulated[h * n + i]).toBeCloseTo(expected, 5);
+                    }
                 }
+            }
+        } finally {
+            await t.dispose();
+        }
+    });
+
+    test("a reused cell's scores restart from 0", async () => {
+        const t = await createTestContext(model);
+        try {
+            await t.kv.configureScoring({enabled: true, rows: 1, gamma: 1});
+            await evaluateForLogits(t.sequence, randomTokens(20, 7));
+            for (let step = 0; step < 8; step++)
+                await evaluateForLogits(t.sequence, randomTokens(1, 400 + step));
+
+            // position 5 has collected attention for 9 steps; evict it, and the next token takes its cell
+            const before = await t.kv.scores(0);
+            const cell = before.positions.indexOf(5);
+            const n = before.positions.length;
+            expect(cell).toBeGreaterThanOrEqual(0);
+            for (const layer of before.layers)
+                expect(sum(Array.from({length: layer.heads}, (_, h) => layer.accumulated[h * n + cell]!))).toBeGreaterThan(0.01);
+
+            expect(await t.kv.evict(0, [5])).toBe(1);
+            await evaluateForLogits(t.sequence, randomTokens(1, 500));
+            const after = await t.kv.scores(0);
+            const newest = t.sequence.nextTokenIndex - 1;
+            expect(after.positions[cell]).toBe(newest);
+            for (const layer of after.layers) {
+                for (let h = 0; h < layer.heads; h++) {
+                    expect(layer.last[h * n + cell]).toBeGreaterThan(0);
+                    expect(layer.accumulated[h * n + cell]).toBe(layer.last[h * n + cell]);
+                }
+            }
+        } finally {
+            await t.dispose();
+        }
+    });
+
+    test("changing gamma, rows or squared while scoring keeps the accumulated scores; turning it off clears them", async () => {
+        const t = await createTestContext(model);
+        try {
+            await t.kv.configureScoring({enabled: true, rows: 1, gamma: 1});
+            await evaluateForLogits(t.sequence, randomTokens(16, 8));
+            for (let step = 0; step < 4; step++)
+                await evaluateForLogits(t.sequence, randomTokens(1, 600 + step));
+            const kept = await t.kv.scores(0);
+
+            await t.kv.configureScoring({enabled: true, rows: 2, gamma: 0.5});
+            const unchanged = await t.kv.scores(0);
+            for (let layer = 0; layer < nLayer; layer++)
+                expect(Array.from(unchanged.layers[layer]!.accumulated)).toEqual(Array.from(kept.layers[layer]!.accumulated));
+
+            // the next step decays with the new gamma: s = 0.5 * s + a (the new cell is appended after the others)
+            await evaluateForLogits(t.sequence, randomTokens(1, 700));
+            const next = await t.kv.scores(0);
+            const [n0, n1] = [kept.positions.length, next.positions.length];
+            for (let layer = 0; layer < nLayer; layer++) {
+                const [a, s0, s1] = [next.layers[layer]!.last, kept.layers[layer]!.accumulated, next.layers[layer]!.accumulated];
+                for (let h = 0; h < nHead; h++) {
+                    for (let i = 0; i < n0; i++)
+                        expect(s1[h * n1 + i]).toBeCloseTo(0.5 * s0[h * n0 + i]! + a[h * n1 + i]!, 5);
+                }
+            }
+
+            await t.kv.configureScoring({enabled: true, rows: 2, gamma: 0.5, squared: true});
+            const squaredKept = await t.kv.scores(0);
+            for (let layer = 0; layer < nLayer; layer++)
+                expect(Array.from(squaredKept.layers[layer]!.accumulated)).toEqual(Array.from(next.layers[layer]!.accumulated));
+
+            await t.kv.configureScoring({enabled: false});
+            await t.kv.configureScoring({enabled: true, rows: 1, gamma: 1});
+            const cleared = await t.kv.scores(0);
+            for (const layer of cleared.layers) {
+                expect(layer.accumulated.every((v) => v === 0)).toBe(true);
+                expect(layer.last.every((v) => v === 0)).toBe(true);
             }
         } finally {
             await t.dispose();

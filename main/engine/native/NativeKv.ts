@@ -36,9 +36,11 @@ export class NativeKv {
     }
 
     /**
-     * Turns attention scoring on or off. On: every decode adds, per layer, the attention each live cell receives
-     * from the last `rows` query rows, summed over heads and rows, into `s = gamma * s + a`. Off (the default): no
-     * extra graph nodes, no cost. A change rebuilds the compute graph at the next decode.
+     * Turns attention scoring on or off. On: every decode adds, per layer and query head, the attention each live cell
+     * receives from the last `rows` query rows, summed over the rows, into `s = gamma * s + a`, inside the compute
+     * graph (on the device; nothing is read back until `scores()`). Off (the default): no extra graph nodes, no cost,
+     * and the scores are freed. A change rebuilds the compute graph at the next decode; changing `gamma`, `rows` or
+     * `squared` while on keeps the accumulated scores.
      */
     public async configureScoring(options: ScoringOptions): Promise<void> {
         const {enabled, gamma = 1, rows = 1, squared = false} = options;
@@ -74,17 +76,24 @@ export class NativeKv {
         };
     }
 
-    /** Per-layer scores of the live cells of `sequenceId` (accumulated and last decode), with their positions. */
+    /**
+     * Per-layer, per-head scores of the live cells of `sequenceId` (accumulated and last decode), with their
+     * positions: each layer's arrays hold `heads * n` floats, head-major (`[h * n + j]` for cell j). One read of the
+     * scores from the device per call: call it per prune round, not per token.
+     */
     public async scores(sequenceId: number = 0): Promise<ScoreSnapshot> {
         const raw = await this._withContextLock(() => this._addon.ponderGetAttnScores(sequenceId));
+        const size = raw.heads * raw.positions.length;
         return {
             sequenceId,
             positions: raw.positions,
+            heads: raw.heads,
             layers: raw.accumulated.map((accumulated, layer) => ({
                 layer,
                 positions: raw.positions,
+                heads: raw.heads,
                 accumulated,
-                last: raw.last[layer] ?? new Float32Array(raw.positions.length)
+                last: raw.last[layer] ?? new Float32Array(size)
             }))
         };
     }

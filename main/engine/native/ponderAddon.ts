@@ -5,7 +5,7 @@
 import type {Llama, LlamaContext} from "node-llama-cpp";
 
 /** Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). */
-export const PONDER_PATCH_VERSION = 2;
+export const PONDER_PATCH_VERSION = 3;
 
 export type PonderBindings = {
     ponderPatchVersion?: number,
@@ -23,8 +23,13 @@ export type PonderAddonKvStats = {
 };
 
 export type PonderAddonScores = {
+    /** Position of each live cell of the sequence, in cell order (`n` cells). */
     positions: Int32Array,
+    /** Heads of the scores (the query heads; the most of any layer). */
+    heads: number,
+    /** Per layer, `heads * n` floats, head-major: `[h * n + j]` is head h's score of cell j. */
     accumulated: Float32Array[],
+    /** Same layout as `accumulated`: the scores of the last decode. */
     last: Float32Array[]
 };
 

@@ -19,11 +19,18 @@ export type NativeBuildInfo = {
 };
 
 export type ScoringOptions = {
-    /** Adds the scoring branch to every layer's graph and folds the scores after each decode. */
+    /**
+     * Adds the scoring branch to every layer's graph; the per-head scores are accumulated in the graph, on the device,
+     * and read only by `scores()`. Turning it off frees them; changing the other options while on keeps them.
+     */
     enabled: boolean,
     /** Decay of the accumulator, s = gamma * s + a (Lethe RASR, Eq. 5); `1` accumulates like H2O. Defaults to `1`. */
     gamma?: number,
-    /** Query rows scored per decode: the last `rows` tokens of each ubatch (1 during generation). Defaults to `1`. */
+    /**
+     * Query rows scored per decode: the last `rows` tokens of each ubatch (1 during generation), summed before the
+     * decay. Defaults to `1`. Up to a whole ubatch with flash attention off; with it on, the scored rows' attention is
+     * recomputed (an `[n_kv, rows, heads]` side branch per layer), so keep `rows` small there (16-32).
+     */
     rows?: number,
     /** Sum squared attention weights instead (ReFreeKV's squared norm of the last query row). Defaults to `false`. */
     squared?: boolean
@@ -50,11 +57,19 @@ export type KvStats = {
 
 export type LayerScores = {
     layer: number,
-    /** Position of each live cell of the sequence, in cell order (the same array for every layer). */
+    /** Position of each live cell of the sequence, in cell order (the same array for every layer); `n` cells. */
     positions: Int32Array,
-    /** Decayed accumulated score of each cell; a cell starts from 0 when it is (re)used. */
+    /** Query heads of the scores (`heads * n` floats per array). */
+    heads: number,
+    /**
+     * Decayed accumulated score per head and cell, head-major: `accumulated[h * n + j]` is head h's score of cell j
+     * (`s = gamma * s + a` per decode). A cell starts from 0 when it is (re)used.
+     */
     accumulated: Float32Array,
-    /** Score of the last decode: attention mass (or squared mass) the cell received, summed over heads and rows. */
+    /**
+     * Score of the last decode per head and cell, head-major like `accumulated`: the attention weight (or squared
+     * weight) the cell received from the head, summed over the scored rows.
+     */
     last: Float32Array
 };
 
@@ -62,5 +77,7 @@ export type ScoreSnapshot = {
     sequenceId: number,
     /** Position of each live cell of the sequence, in cell order. */
     positions: Int32Array,
+    /** Query heads of every layer's scores. */
+    heads: number,
     layers: LayerScores[]
 };

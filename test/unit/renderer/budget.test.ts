@@ -152,10 +152,11 @@ describe("budget controller state", () => {
         budget.setBudgetKind("mib");
         budget.setBudgetValue(256);
         budget.setParam("refreekv", "threshold", 0.02);
+        budget.setRefreeKvMode("rounds");
         expect(await budget.apply()).toBe(true);
         const call = bridge.calls.find((entry) => entry.channel === "conversations:updateSettings");
         expect(call?.payload).toMatchObject({id: "c1", settings: {compression: {policy: "refreekv", budget: {kind: "mib", mib: 256}}}});
-        expect(conversations.state.settings?.compression.params.refreekv.threshold).toBe(0.02);
+        expect(conversations.state.settings?.compression.params.refreekv).toMatchObject({threshold: 0.02, mode: "rounds"});
         expect(budget.dirty).toBe(false);
         expect(budget.state.notice).toBe("Applied. It takes effect with the next answer.");
         // Loading the same (now stored) settings again keeps the form and its notice.
