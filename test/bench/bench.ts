@@ -23,7 +23,7 @@ import {problemSets, qualitySuite} from "./quality.js";
 const {values} = parseArgs({
     options: {
         suites: {type: "string", default: "fidelity,overhead,speed,quality"},
-        policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv"},
+        policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,oracle"},
         budgets: {type: "string", default: "0.25,0.5,0.75"},
         model: {type: "string"},
         "demo-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf")},
@@ -39,7 +39,9 @@ const {values} = parseArgs({
 });
 
 const suites = new Set(values.suites.split(","));
-const policies = values.policies.split(",") as PolicyId[];
+const policyList = values.policies.split(",").filter((policy) => policy !== "");
+/** Policies through the engine; "oracle" adds the quality suite's oracle rows (the fidelity suite always has them). */
+const policies = policyList.filter((policy) => policy !== "oracle") as PolicyId[];
 const budgets = values.budgets.split(",").map(Number);
 const threads = Number(values.threads);
 const out = values.out;
@@ -163,7 +165,7 @@ for (const set of values.sets.split(",")) {
         break;
     if (!(set in problemSets))
         throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
-    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies, budgets, problems: Number(values.problems), threads, set,
+    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies: policyList as (PolicyId | "oracle")[], budgets, problems: Number(values.problems), threads, set,
         fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${set} ${line}`)});
     (results.quality ??= {}) as Record<string, unknown>;
     (results.quality as Record<string, unknown>)[set] = report.json;

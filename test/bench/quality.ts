@@ -34,7 +34,8 @@ const pruneEvery = 8;
  * after the prompt, no cap), with the KV it saved.
  */
 export async function qualitySuite(options: {
-    llama: Llama, modelPath: string, policies: PolicyId[], budgets: number[], problems: number, threads: number,
+    /** Policies to run through the engine; `"oracle"` adds the oracle's rows. */
+    llama: Llama, modelPath: string, policies: (PolicyId | "oracle")[], budgets: number[], problems: number, threads: number,
     /** How many of the problems fidelity (top-1 agreement, KL, regret vs Full) is measured on. */
     fidelityProblems: number,
     set?: keyof typeof problemSets,
@@ -106,16 +107,20 @@ export async function qualitySuite(options: {
         return {policy, share, accuracy: correct / problems.length, meanCells: mean(cells), meanLiveKiB: mean(live), memoryVsFull: mean(vsFull), fidelity: null};
     }
 
-    const demo = await demoFidelity(options, problems, used);
+    const policies = options.policies.filter((policy): policy is PolicyId => policy !== "oracle");
+    const withOracle = options.policies.includes("oracle");
+    const demo = await demoFidelity({...options, policies}, withOracle, problems, used);
     for (const share of options.budgets) {
-        for (const policy of options.policies) {
+        for (const policy of policies) {
             const row: QualityRow = await policyRow(policy, share, (problem, _index, cells) => solve(problem.question, policy, cells));
             rows.push({...row, fidelity: demo.fidelity.get(`${policy}@${share}`) ?? null});
         }
+        if (!withOracle)
+            continue;
         const oracle: QualityRow = await policyRow("oracle", share, async (_problem, index) => demo.oracle.get(`${index}@${share}`) ?? null);
         rows.push({...oracle, fidelity: demo.fidelity.get(`oracle@${share}`) ?? null});
     }
-    if (options.policies.includes("refreekv")) {
+    if (policies.includes("refreekv")) {
         // The paper's ReFreeKV: the 1% test once after the prompt, then every generated token kept (a budget that never binds).
         rows.push(await policyRow("refreekv (paper)", 1, (problem, index) => solve(problem.question, "refreekv", used[index]! * 2 + 256)));
     }
@@ -143,7 +148,8 @@ export async function qualitySuite(options: {
  * replays it at each share of that problem's Full cells (top-1 agreement, KL, regret); on every problem the oracle runs
  * at each share (its free greedy run is graded). A budget counts where the question fits with a prune round to spare.
  */
-async function demoFidelity(options: Parameters<typeof qualitySuite>[0], problems: DemoProblem[], used: number[]) {
+async function demoFidelity(options: Omit<Parameters<typeof qualitySuite>[0], "policies"> & {policies: PolicyId[]}, withOracle: boolean,
+    problems: DemoProblem[], used: number[]) {
     const sums = new Map<string, {problems: number, top1: number, kl: number, regret: number}>();
     const oracle = new Map<string, {answer: string, live: number} | null>();
     const add = (key: string, report: {top1Agreement: number, meanKl: number, regret: number | null}) => {
@@ -155,10 +161,13 @@ async function demoFidelity(options: Parameters<typeof qualitySuite>[0], problem
     try {
         const wrapper = resolveChatWrapper(model);
         for (const [index, problem] of problems.entries()) {
+            if (!withOracle && index >= options.fidelityProblems)
+                break;
             // As the engine prompts: the assistant's turn opened with a thought segment (`<think>\n` for this template).
             const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: problem.question},
                 {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}]}).contextText.tokenize(model.tokenizer);
-            const steps = Math.max(1, used[index]! - prompt.length - 2);
+            // A few steps past Full's answer: the oracle's greedy run is graded up to its end-of-turn token.
+            const steps = Math.max(1, used[index]! - prompt.length + 8);
             const reference = await fullTrace(model, prompt, steps, options.threads, {attention: true});
             for (const share of options.budgets) {
                 const cells = Math.max(32, Math.round(used[index]! * share));
@@ -169,11 +178,14 @@ async function demoFidelity(options: Parameters<typeof qualitySuite>[0], problem
                 const measure = (policy: PolicyId, isOracle: boolean) => measureFidelity({
                     model, prompt, steps, reference, cells, threads: options.threads, compression: settings(policy), oracle: isOracle
                 });
-                const best = await measure("streamingllm", true);
-                oracle.set(`${index}@${share}`, {answer: extractDemoAnswer(best.greedyText.split("<|im_end|>")[0]!), live: best.finalSample.liveBytes});
+                if (withOracle) {
+                    const best = await measure("streamingllm", true);
+                    oracle.set(`${index}@${share}`, {answer: extractDemoAnswer(best.greedyText.split("<|im_end|>")[0]!), live: best.finalSample.liveBytes});
+                    if (index < options.fidelityProblems)
+                        add(`oracle@${share}`, best);
+                }
                 if (index >= options.fidelityProblems)
                     continue;
-                add(`oracle@${share}`, best);
                 for (const policy of options.policies)
                     add(`${policy}@${share}`, await measure(policy, false));
             }
