@@ -1,4 +1,4 @@
-import {aggregateNormalised, hoyerSparsity, orderByPosition, rankDescending, sumHeads} from "./scoreMath.js";
+import {aggregateNormalised, hoyerSparsity, orderByPosition, sumHeads} from "./scoreMath.js";
 import type {CombineMode, Policy, PruneDecision, PruneTarget, ScoreSnapshot, SelectorChoice} from "./types.js";
 
 /** Newest positions no round frees. */
@@ -123,7 +123,3 @@ export function initialDecideState<Params, State>(policy: Policy<Params, State>,
     return {perLayer: policy.initialState(params, budget), aggregate: policy.initialState(params, budget)};
 }
 
-/** Positions of the `count` cells with the highest `scores`, for callers that rank cells themselves (the benchmark's oracle). */
-export function topPositions(positions: Int32Array, scores: Float32Array, count: number): Set<number> {
-    return new Set(Array.from(rankDescending(scores, 0, positions.length).subarray(0, count), (j) => positions[j]!));
-}
