@@ -173,7 +173,7 @@ export class KvController {
 export function toPolicySnapshot(native: NativeScoreSnapshot): ScoreSnapshot {
     const n = native.positions.length;
     const layers = native.layers.length;
-    const heads = (native as Partial<{heads: number}>).heads ?? 1;
+    const heads = native.heads;
     const accumulated = new Float32Array(layers * heads * n);
     const last = new Float32Array(layers * heads * n);
     native.layers.forEach((layer, l) => {

@@ -91,8 +91,7 @@ async function lastRowAttention(kv: NativeKv, length: number): Promise<Float32Ar
     const n = snapshot.positions.length;
     let rows = 0;
     for (const layer of snapshot.layers) {
-        const heads = Math.max(1, Math.round(layer.last.length / Math.max(1, n)));
-        for (let h = 0; h < heads; h++) {
+        for (let h = 0; h < snapshot.heads; h++) {
             let sum = 0;
             for (let j = 0; j < n; j++)
                 sum += layer.last[h * n + j]!;

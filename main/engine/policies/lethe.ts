@@ -45,10 +45,10 @@ export const lethePolicy: Policy<LetheParams, LetheState> = {
             const {order, structural} = structuredOrder(byPosition, params.sinks, recent, scores, l * n);
             let quota = n;
             if (n > thresholds[l]!) {
-                const breakpoint = segmentedShrink(scores, l * n, n, params).breakpoint;
+                const {order: top, breakpoint} = segmentedShrink(scores, l * n, n, params);
                 if (breakpoint >= 0) {
                     // Algorithm 1 lines 12-15: sinks + recent + top_indices[:breakpoint]
-                    quota = structural + countOutside(rankDescending(scores, l * n, n), breakpoint, order, structural);
+                    quota = structural + countOutside(top, breakpoint, order, structural);
                     thresholds[l] = Math.max(thresholds[l]!, breakpoint + recent); // line 16
                 } else {
                     thresholds[l] = 2 * thresholds[l]!; // line 18: no breakpoint, delay pruning
