@@ -5,8 +5,10 @@ import {decide, initialDecideState, type DecideState} from "./policies/decide.js
 import {policies} from "./policies/index.js";
 import type {Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
 
-/** Cells kept free beyond the prune cadence, for tokens decoded while a prune round is applied. */
+/** Cells kept free beyond the prune cadence, for tokens decoded while a prune round is applied: the least. */
 const headroomCells = 8;
+/** Headroom per token seen decoded during a round: twice the most seen, so a slower round than any so far still fits. */
+const headroomPerRoundToken = 2;
 
 export type KvControllerOptions = {
     kv: NativeKv,
@@ -49,6 +51,9 @@ export class KvController {
     private _keptPerLayer: number[] = [];
     private _sparsityPerLayer: number[] = [];
     private _error: Error | null = null;
+    /** Tokens decoded while the round in flight runs, and the most any finished round has seen (null: none finished). */
+    private _duringRound = 0;
+    private _mostDuringRound: number | null = null;
 
     constructor(private readonly _options: KvControllerOptions) {
         const {compression} = _options;
@@ -62,12 +67,19 @@ export class KvController {
     }
 
     /**
-     * Live cells allowed after a prune round: the budget less room for the tokens until the next round and for
-     * those decoded while a round waits for the context (a tenth of the budget, at least `headroomCells`).
+     * Live cells allowed after a prune round: the budget less room for the tokens until the next round and for those
+     * decoded while a round runs. That room is measured: twice the most tokens any round so far has seen decoded while
+     * it ran (at least `headroomCells`); before the first round ends, a tenth of the budget.
      */
     get maxKeep(): number {
-        const headroom = Math.max(headroomCells, Math.ceil(this._options.cells / 10));
-        return Math.max(8, this._options.cells - this._options.compression.pruneEvery - headroom);
+        return Math.max(8, this._options.cells - this._options.compression.pruneEvery - this.headroom);
+    }
+
+    /** Cells kept free for the tokens decoded while a round runs (see `maxKeep`). */
+    get headroom(): number {
+        if (this._mostDuringRound == null)
+            return Math.max(headroomCells, Math.ceil(this._options.cells / 10));
+        return headroomCells + headroomPerRoundToken * this._mostDuringRound;
     }
 
     /** A prune round that failed: generation must stop rather than run out of cells. */
@@ -94,13 +106,17 @@ export class KvController {
         const first = this._step === 0;
         this._step += count;
         this._sinceRound += count;
+        if (this._round != null)
+            this._duringRound += count;
         if (this._round != null || this.policyId === "full")
             return;
         if (this._sinceRound >= this._options.compression.pruneEvery || (first && this.policyId === "refreekv")) {
             this._sinceRound = 0;
+            this._duringRound = 0;
             this._round = this._prune(this.maxKeep, first ? "after-prefill" : "decode").catch((err: unknown) => {
                 this._error = err as Error;
             }).finally(() => {
+                this._mostDuringRound = Math.max(this._mostDuringRound ?? 0, this._duringRound);
                 this._round = null;
             });
         }

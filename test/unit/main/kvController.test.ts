@@ -62,4 +62,21 @@ describe("KvController", () => {
         await c.idle();
         expect(evicted).toHaveLength(1);
     });
+
+    it("keeps a tenth of the budget free until a round has run, then twice the tokens seen decoded during a round", async () => {
+        const {kv} = fakeKv(16);
+        const c = controller(kv, {policy: "lethe", pruneEvery: 8});
+        await c.start();
+        expect(c.maxKeep).toBe(4096 - 8 - 410);
+        c.onTokens(8); // starts a round
+        c.onTokens(1); // decoded while it runs
+        c.onTokens(2);
+        await c.idle();
+        expect(c.headroom).toBe(8 + 2 * 3);
+        expect(c.maxKeep).toBe(4096 - 8 - 14);
+        // A quicker round later does not lower the room a slower one needed.
+        c.onTokens(8);
+        await c.idle();
+        expect(c.headroom).toBe(14);
+    });
 });
