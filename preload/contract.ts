@@ -88,7 +88,7 @@ export type KvBudget = {kind: "auto"} | {kind: "cells", cells: number} | {kind: 
 export type PolicyParams = {
     streamingllm: {sinks: number},
     h2o: {heavyRatio: number},
-    lethe: {sparseRatio: number, recentRatio: number, segments: number, sinks: number, gamma: number, initialEvictRatio: number},
+    lethe: {sparseRatio: number, recentRatio: number, segments: number, sinks: number, gamma: number, initialEvictRatio: number, keepInput: number},
     refreekv: {threshold: number, firstM: number, wholeLayers: number, mode: "once" | "rounds"}
 };
 

@@ -54,6 +54,8 @@ export class KvController {
     /** Tokens decoded while the round in flight runs, and the most any finished round has seen (null: none finished). */
     private _duringRound = 0;
     private _mostDuringRound: number | null = null;
+    /** Where this answer's input ends (the position of its first generated token); null until it is known. */
+    private _inputEnd: number | null = null;
 
     constructor(private readonly _options: KvControllerOptions) {
         const {compression} = _options;
@@ -104,6 +106,8 @@ export class KvController {
      */
     onTokens(count: number): void {
         const first = this._step === 0;
+        if (first)
+            this._inputEnd = Math.max(0, this._options.tokensSeen() - count);
         this._step += count;
         this._sinceRound += count;
         if (this._round != null)
@@ -170,7 +174,7 @@ export class KvController {
         if (this._options.chooseEvictions != null) {
             evict = this._options.chooseEvictions(snapshot, maxKeep);
         } else {
-            const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep, phase},
+            const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep, phase, inputEnd: this._inputEnd ?? undefined},
                 this._options.compression.combine);
             this._state = decision.state;
             this._forcedDrops += decision.forcedDrops;

@@ -26,7 +26,8 @@ const paramsSchema = z.object({
         segments: z.number().int().min(2).max(256),
         sinks: z.number().int().min(0).max(256),
         gamma: z.number().gt(0).max(1),
-        initialEvictRatio: z.number().min(0.05).max(1)
+        initialEvictRatio: z.number().min(0.05).max(1),
+        keepInput: z.number().min(0).max(1)
     }).strict(),
     refreekv: z.object({
         threshold: z.number().gt(0, "T must be above 0").lt(1, "T must be below 1"),

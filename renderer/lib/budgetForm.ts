@@ -58,7 +58,8 @@ export function toCompression(form: BudgetForm): CompressionSettings {
             h2o: {heavyRatio: number(params.h2o.heavyRatio)},
             lethe: {
                 sparseRatio: number(params.lethe.sparseRatio), recentRatio: number(params.lethe.recentRatio), segments: number(params.lethe.segments),
-                sinks: number(params.lethe.sinks), gamma: number(params.lethe.gamma), initialEvictRatio: number(params.lethe.initialEvictRatio)
+                sinks: number(params.lethe.sinks), gamma: number(params.lethe.gamma), initialEvictRatio: number(params.lethe.initialEvictRatio),
+                keepInput: number(params.lethe.keepInput)
             },
             refreekv: {
                 threshold: number(params.refreekv.threshold), firstM: number(params.refreekv.firstM), wholeLayers: number(params.refreekv.wholeLayers),

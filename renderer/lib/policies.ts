@@ -47,7 +47,9 @@ export const paramSpecs: {[P in Tunable]: (ParamSpec & {key: keyof PolicyParams[
         {key: "sinks", label: "Sink tokens", hint: "First tokens always kept.", min: 0, max: 256, integer: true, step: 1},
         {key: "gamma", label: "Decay γ", hint: "Decay of accumulated attention (RASR, Eq. 5).", min: 0, minExclusive: true, max: 1, step: 0.01},
         {key: "initialEvictRatio", label: "First prune at", hint: "Share of the budget filled before a layer first prunes.",
-            min: 0.05, max: 1, step: 0.05}
+            min: 0.05, max: 1, step: 0.05},
+        {key: "keepInput", label: "Keep the question up to", hint: "Keeps the question and earlier turns whole while they take at most this share of the budget (0: never).",
+            min: 0, max: 1, step: 0.05}
     ],
     refreekv: [
         {key: "threshold", label: "Loss threshold T", hint: "Largest relative loss of attention norm a layer may drop.",
@@ -61,7 +63,7 @@ export const paramSpecs: {[P in Tunable]: (ParamSpec & {key: keyof PolicyParams[
 export const policyDefaults: PolicyParams = {
     streamingllm: {sinks: 4},
     h2o: {heavyRatio: 0.5},
-    lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
+    lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
     refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"}
 };
 

@@ -30,11 +30,13 @@ export function decide<Params, State>(
 
     let choices: SelectorChoice[];
     let aggregateState = state.aggregate;
+    let policyProtects = perLayer.protect;
     if (combine === "aggregate") {
         const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated: aggregated, last: aggregatedLast, aggregated: true},
             params, state.aggregate, target);
         choices = single.selectors;
         aggregateState = single.state;
+        policyProtects = single.protect;
     } else {
         choices = votes(perLayer.selectors);
     }
@@ -48,6 +50,16 @@ export function decide<Params, State>(
     const newestKept = Math.max(1, Math.min(protectNewest, target.maxKeep - 1));
     for (let i = Math.max(0, n - newestKept); i < n; i++)
         protectedCells[byPosition[i]!] = 1;
+    // Then what the policy protects, oldest first, as far as the budget goes.
+    let protectedCount = protectedCells.reduce((sum, v) => sum + v, 0);
+    for (const j of [...(policyProtects ?? [])].sort((a, b) => snapshot.positions[a]! - snapshot.positions[b]!)) {
+        if (protectedCount >= target.maxKeep)
+            break;
+        if (protectedCells[j] === 0) {
+            protectedCells[j] = 1;
+            protectedCount++;
+        }
+    }
 
     // A cell's entry level: the smallest share of its quota at which some selector keeps it (rank + 1) / quota;
     // structural cells (sinks, recent window) enter first under `union`. Infinity: no selector keeps it.

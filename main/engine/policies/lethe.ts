@@ -1,5 +1,5 @@
 import {orderByPosition, rankDescending, structuredOrder, sumHeads} from "./scoreMath.js";
-import type {Policy, SelectorChoice} from "./types.js";
+import type {Policy, PruneTarget, SelectorChoice} from "./types.js";
 
 export type LetheParams = {
     /** tau: the largest ratio of the top score to a segment's score still counted as salient. Defaults to `400` (Lethe §5 ablation). */
@@ -13,7 +13,12 @@ export type LetheParams = {
     /** gamma of RASR's decay. Defaults to `0.95` (the paper gives none). */
     gamma: number,
     /** First L_evict as a share of the budget. Defaults to `0.5` (the paper gives none). */
-    initialEvictRatio: number
+    initialEvictRatio: number,
+    /**
+     * Keep the turn's input (the question, earlier turns) whole while it takes at most this share of the budget; `0`
+     * never. Defaults to `0.5`. Not in the paper: see `protectedInput`.
+     */
+    keepInput: number
 };
 
 export type LetheState = {
@@ -28,7 +33,7 @@ export type LetheState = {
  */
 export const lethePolicy: Policy<LetheParams, LetheState> = {
     id: "lethe",
-    defaults: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
+    defaults: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
     initialState: () => ({evictThreshold: new Float64Array(0)}),
     needs: (params) => ({gamma: params.gamma, allRows: true}),
     select(snapshot, params, state, target) {
@@ -59,9 +64,28 @@ export const lethePolicy: Policy<LetheParams, LetheState> = {
             }
             selectors.push({order, quota, structural, layer: l, voting: true});
         }
-        return {selectors, state: {evictThreshold: thresholds}};
+        return {selectors, state: {evictThreshold: thresholds}, protect: protectedInput(snapshot.positions, target, params.keepInput)};
     }
 };
+
+/**
+ * The input's cells, when they take at most `share` of the budget; else none. Attention history cannot see what a
+ * question will be asked for next: the parts of it not read yet score as low as filler, so RASR frees them just
+ * before they are needed. Where the input leaves at least the rest of the budget to the chain of thought, it is
+ * kept whole (as reasoning-cache methods that compress only the generated thoughts do); where it would crowd out
+ * the thoughts, RASR ranks it with them.
+ */
+export function protectedInput(positions: Int32Array, target: PruneTarget, share: number): Int32Array | undefined {
+    const end = target.inputEnd;
+    if (end == null || !(share > 0))
+        return undefined;
+    const cells: number[] = [];
+    for (let j = 0; j < positions.length; j++) {
+        if (positions[j]! < end)
+            cells.push(j);
+    }
+    return cells.length > 0 && cells.length <= share * target.maxKeep ? Int32Array.from(cells) : undefined;
+}
 
 /** How many of `top[:count]` are not among the first `structural` cells of `order`. */
 function countOutside(top: Int32Array, count: number, order: Int32Array, structural: number): number {

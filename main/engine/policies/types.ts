@@ -24,7 +24,12 @@ export type PruneTarget = {
      * When the round runs: between chunks of a long prompt, right after a prompt was read (the first generated token:
      * where ReFreeKV's paper prunes), or while decoding.
      */
-    phase: "prefill-chunk" | "after-prefill" | "decode"
+    phase: "prefill-chunk" | "after-prefill" | "decode",
+    /**
+     * Positions below this one are the turn's input (system prompt, earlier turns, the new message); unset while the
+     * input is still being read.
+     */
+    inputEnd?: number
 };
 
 /**
@@ -45,7 +50,9 @@ export type SelectorChoice = {
 
 export type PolicySelection<State> = {
     selectors: SelectorChoice[],
-    state: State
+    state: State,
+    /** Cells the policy keeps whatever the selectors say (within the budget, like position 0 and the newest cells). */
+    protect?: Int32Array
 };
 
 export type ScoreNeeds = {

@@ -79,4 +79,21 @@ describe("KvController", () => {
         await c.idle();
         expect(c.headroom).toBe(14);
     });
+
+    it("tells the policy where the answer's input ends: Lethe keeps an unattended question whole when it fits", async () => {
+        for (const [keepInput, questionEvicted] of [[0.5, 0], [0, 22]] as const) {
+            const {kv, evicted} = fakeKv(100);
+            const compression = {...defaultCompressionSettings, policy: "lethe" as const, pruneEvery: 8,
+                params: {...defaultCompressionSettings.params, lethe: {...defaultCompressionSettings.params.lethe, keepInput}}};
+            let seen = 30;
+            const c = new KvController({kv, sequenceId: 0, cells: 100, compression, tokensSeen: () => seen, now: () => 0});
+            await c.start();
+            seen = 31;
+            c.onTokens(1); // the first answer token: positions 0..29 were the input
+            c.onTokens(7);
+            await c.idle();
+            // Without it, RASR frees the unattended question but for the sinks and the ties ranked first.
+            expect(evicted[0]!.filter((p) => p < 30)).toHaveLength(questionEvicted);
+        }
+    });
 });

@@ -8,7 +8,7 @@ describe("policies and the budget form", () => {
         expect(policyDefaults).toEqual({
             streamingllm: {sinks: 4},
             h2o: {heavyRatio: 0.5},
-            lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
+            lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
             refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"}
         });
         // Every parameter the controller shows has a default, and every default is shown (ReFreeKV's mode as a choice).

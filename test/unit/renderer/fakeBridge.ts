@@ -62,7 +62,7 @@ export function conversationSettings(overrides: Partial<ConversationSettings> = 
             policy: "full", budget: {kind: "auto"}, kvType: "f16", flashAttention: false, combine: "aggregate", pruneEvery: 16,
             params: {
                 streamingllm: {sinks: 4}, h2o: {heavyRatio: 0.5},
-                lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5},
+                lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
                 refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"}
             }
         },

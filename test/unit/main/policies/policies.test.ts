@@ -144,6 +144,23 @@ describe("Lethe Algorithm 1", () => {
         const sel = lethePolicy.select(snapshot([sparse, flat]), lethePolicy.defaults, {evictThreshold: Float64Array.of(8, 8)}, decode(30));
         expect(sel.selectors[0]!.quota).toBeLessThan(sel.selectors[1]!.quota);
     });
+
+    it("keeps the input whole while it takes at most keepInput of the budget, and ranks it by RASR otherwise", () => {
+        // 60 cells: a 20-cell question nobody has attended yet (0..19), then 40 generated cells with some attention.
+        const scores = Array.from({length: 60}, (_, i) => (i < 20 ? 0 : 1 + (i % 7)));
+        const target = (maxKeep: number): PruneTarget => ({maxKeep, phase: "decode", inputEnd: 20});
+        const questionKept = (decision: {evict: Int32Array}) => 20 - [...decision.evict].filter((p) => p < 20).length;
+        const state = () => initialDecideState(lethePolicy, lethePolicy.defaults, 40);
+        // 20 <= 0.5 * 40: the question survives whole, within the budget.
+        const keptWhole = decide(lethePolicy, snapshot([scores]), lethePolicy.defaults, state(), target(40), "aggregate");
+        expect(questionKept(keptWhole)).toBe(20);
+        expect(keptWhole.keptCells).toBeLessThanOrEqual(40);
+        // 20 > 0.5 * 30: it would crowd out the thoughts, so its unattended cells go (the 4 sinks stay).
+        expect(questionKept(decide(lethePolicy, snapshot([scores]), lethePolicy.defaults, state(), target(30), "aggregate"))).toBe(4);
+        // keepInput 0, or no input known yet (a prompt still being read): RASR alone.
+        expect(questionKept(decide(lethePolicy, snapshot([scores]), {...lethePolicy.defaults, keepInput: 0}, state(), target(40), "aggregate"))).toBe(4);
+        expect(questionKept(decide(lethePolicy, snapshot([scores]), lethePolicy.defaults, state(), decode(40), "aggregate"))).toBe(4);
+    });
 });
 
 describe("ReFreeKV", () => {
