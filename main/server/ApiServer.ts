@@ -28,6 +28,8 @@ export type ApiServerOptions = {
     keyHash: Buffer | null,
     /** Browser origins allowed by CORS. Defaults to none. */
     corsOrigins?: string[],
+    /** Streamed events written within this many milliseconds reach the socket together. Defaults to `16`. */
+    streamFlushMs?: number,
     /** Largest request body, in bytes. Defaults to `4 MiB`. */
     maxBodyBytes?: number,
     /** Each request's log entry, whenever it changes. */
@@ -256,7 +258,30 @@ export class ApiServer {
         log.policy = body.ponder?.policy ?? defaults.policy;
         this._log(log);
 
-        const send = (payload: unknown) => res.write(`data: ${JSON.stringify(payload)}\n\n`);
+        // Events are written as they come, but reach the socket together every few milliseconds: one write (and one
+        // wake-up of the client) per token would cost the engine's decode speed on a busy machine. The first goes at once.
+        const flushMs = this._options.streamFlushMs ?? 16;
+        let flushTimer: NodeJS.Timeout | null = null;
+        let sentAny = false;
+        const flush = () => {
+            if (flushTimer != null) {
+                clearTimeout(flushTimer);
+                flushTimer = null;
+                res.uncork();
+            }
+        };
+        const send = (payload: unknown) => {
+            if (sentAny && flushTimer == null && flushMs > 0) {
+                res.cork();
+                flushTimer = setTimeout(flush, flushMs);
+            }
+            sentAny = true;
+            res.write(`data: ${JSON.stringify(payload)}\n\n`);
+        };
+        const end = () => {
+            flush();
+            res.end("data: [DONE]\n\n");
+        };
         let sentRole = false;
         let lastLogged = 0;
         try {
@@ -307,13 +332,16 @@ export class ApiServer {
             log.promptTokens = usage.prompt_tokens;
             log.budgetCells = result.budgetCells;
             log.sample = result.sample ?? log.sample;
-            log.tokensPerSecond = result.generationMs > 0 && result.firstTokenMs != null
-                ? (result.thinkingTokens + result.answerTokens) / ((result.generationMs) / 1000) : null;
+            // Decode speed: the tokens after the first over the time after it (the prompt's evaluation is not decoding).
+            const generated = result.thinkingTokens + result.answerTokens;
+            const decodeMs = result.firstTokenMs != null ? result.generationMs - result.firstTokenMs : 0;
+            log.tokensPerSecond = generated > 1 && decodeMs > 0 ? (generated - 1) / (decodeMs / 1000) : null;
             if (result.stopReason === "abort") {
                 log.state = "aborted";
                 log.httpStatus = 499;
                 log.totalMs = this._now() - log.startedAt;
                 this._log(log);
+                flush();
                 res.destroy();
                 return;
             }
@@ -326,7 +354,7 @@ export class ApiServer {
                     send({id, object, created, model: model.id, choices: [{index: 0, text: "", logprobs: null, finish_reason: finish}], ponder});
                 if (input.includeUsage)
                     send({id, object, created, model: model.id, choices: [], usage});
-                res.end("data: [DONE]\n\n");
+                end();
                 log.httpStatus = 200;
             } else if (kind === "chat") {
                 this._json(context, 200, {
@@ -356,7 +384,7 @@ export class ApiServer {
             if (res.headersSent) {
                 // Mid-stream: the error travels as an event, as OpenAI's own streams report one.
                 send({error: error.error});
-                res.end("data: [DONE]\n\n");
+                end();
                 log.state = "error";
                 log.httpStatus = error.status;
                 log.error = error.error.message;

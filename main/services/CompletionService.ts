@@ -55,8 +55,8 @@ export class CompletionService {
     constructor(
         private readonly _engine: Engine,
         private readonly _queue: GenerationQueue,
-        private readonly _compression: CompressionService,
-        private readonly _settings: SettingsService,
+        private readonly _compression: Pick<CompressionService, "estimate">,
+        private readonly _settings: Pick<SettingsService, "get">,
         private readonly _now: Clock
     ) {}
 
