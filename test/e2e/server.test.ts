@@ -62,6 +62,8 @@ describe("the API server from the Server panel", () => {
         expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
         await expect(app.byId("server-button").textContent()).resolves.toContain("API 127.0.0.1:");
 
+        // A draft being typed survives the status events a request brings (the engine starting and finishing).
+        await app.byId("server-cells").fill("2048");
         const client = new OpenAI({baseURL: url, apiKey: "local", maxRetries: 0});
         const problem = heldOutDemoProblems(1, {minSteps: 40, maxSteps: 45}, 900)[0]!;
         const completion = await client.chat.completions.create({
@@ -78,6 +80,7 @@ describe("the API server from the Server panel", () => {
         expect(figures).toContain(`${completion.usage!.completion_tokens_details!.reasoning_tokens} tokens thinking`);
         expect(figures).toMatch(/Lethe/);
         expect(figures).toMatch(/KV \d+(\.\d+)?% saved/);
+        await expect(app.byId("server-cells").inputValue()).resolves.toBe("2048");
         const gaugeSavings = (await app.byId("server-gauge").getByTestId("gauge-savings").textContent())!;
         expect(gaugeSavings).toMatch(/^\d+(\.\d+)?%$/);
         await entry.scrollIntoViewIfNeeded();
