@@ -134,7 +134,7 @@ export class ApiServer {
             if (route === "GET /v1/models")
                 return this._models(context);
             if (route === "POST /v1/chat/completions" || route === "POST /v1/completions") {
-                const body = await this._readBody(req);
+                const body = await this._readBody(req, res);
                 if ("status" in body)
                     return this._fail(context, body);
                 return route === "POST /v1/chat/completions" ? await this._chat(context, body.json) : await this._completion(context, body.json);
@@ -177,24 +177,37 @@ export class ApiServer {
         return null;
     }
 
-    private async _readBody(req: http.IncomingMessage): Promise<{json: unknown} | ApiError> {
+    private async _readBody(req: http.IncomingMessage, res: http.ServerResponse): Promise<{json: unknown} | ApiError> {
         const limit = this._options.maxBodyBytes ?? 4 * 1024 * 1024;
         if (!/^application\/json\b/i.test(req.headers["content-type"] ?? ""))
             return apiError(415, "The body must be JSON, sent with Content-Type: application/json", {code: "unsupported_media_type"});
+        const tooLarge = () => {
+            // The rest of the upload is read and dropped, so the client gets the answer; then the connection closes.
+            res.shouldKeepAlive = false;
+            req.resume();
+            return apiError(413, `The body is larger than the limit of ${limit} bytes`, {code: "body_too_large"});
+        };
         if (Number(req.headers["content-length"] ?? 0) > limit)
-            return apiError(413, `The body is larger than ${limit} bytes`, {code: "body_too_large"});
-        const chunks: Buffer[] = [];
-        let size = 0;
-        for await (const chunk of req) {
-            size += (chunk as Buffer).length;
-            if (size > limit) {
-                req.destroy();
-                return apiError(413, `The body is larger than ${limit} bytes`, {code: "body_too_large"});
-            }
-            chunks.push(chunk as Buffer);
-        }
+            return tooLarge();
+        const text = await new Promise<string | null>((resolve, reject) => {
+            const chunks: Buffer[] = [];
+            let size = 0;
+            const onData = (chunk: Buffer) => {
+                size += chunk.length;
+                if (size > limit) {
+                    req.off("data", onData);
+                    resolve(null);
+                } else
+                    chunks.push(chunk);
+            };
+            req.on("data", onData);
+            req.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+            req.once("error", reject);
+        });
+        if (text == null)
+            return tooLarge();
         try {
-            return {json: JSON.parse(Buffer.concat(chunks).toString("utf8"))};
+            return {json: JSON.parse(text)};
         } catch (err) {
             return apiError(400, `The body is not valid JSON: ${(err as Error).message}`, {code: "invalid_json"});
         }

@@ -151,9 +151,10 @@ describe("the API server", () => {
         const bad = await fetch(`${status.url}/chat/completions`, {method: "POST", headers: {"content-type": "application/json"}, body: "{\"model\": "});
         expect(bad.status).toBe(400);
         expect(await bad.json()).toMatchObject({error: {type: "invalid_request_error", code: "invalid_json"}});
-        const huge = await fetch(`${status.url}/chat/completions`, {method: "POST", headers: {"content-type": "application/json"},
-            body: JSON.stringify({model: "tiny-thinker", messages: [{role: "user", content: "x".repeat(5 * 1024 * 1024)}]})}).catch(() => null);
-        expect(huge == null || huge.status === 413).toBe(true);
+        const huge = JSON.stringify({model: "tiny-thinker", messages: [{role: "user", content: "x".repeat(5 * 1024 * 1024)}]});
+        await expect(post(status.url!, huge, {"content-length": String(Buffer.byteLength(huge))})).resolves.toMatchObject({status: 413, code: "body_too_large"});
+        await expect(post(status.url!, huge, {"transfer-encoding": "chunked"})).resolves.toMatchObject({status: 413, code: "body_too_large"});
+        await expect(post(status.url!, "{}", {"content-type": "text/plain"})).resolves.toMatchObject({status: 415});
         const wrongModel = await client.chat.completions.create({model: "gpt-4o", messages: [{role: "user", content: "x"}]}).catch((err: unknown) => err);
         expect(wrongModel).toBeInstanceOf(OpenAI.NotFoundError);
         expect((wrongModel as Error).message).toMatch(/serves "tiny-thinker"/);
@@ -252,6 +253,24 @@ describe("the API server", () => {
         expect(logs().at(-1)!.thinkingTokens).toBeLessThan(2000);
     });
 
+    it("reports a failure mid-stream as an error event, and before the stream as an error status", async () => {
+        const {client, engine, logs} = await setup();
+        engine.failWith = new Error("the device was lost");
+        const stream = await client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "x"}], stream: true});
+        let reasoning = "";
+        const error = await (async () => {
+            for await (const chunk of stream)
+                reasoning += (chunk.choices[0]?.delta as {reasoning_content?: string} | undefined)?.reasoning_content ?? "";
+        })().catch((err: unknown) => err);
+        expect(reasoning).toBe("Let me");
+        expect(error).toBeInstanceOf(OpenAI.APIError);
+        expect((error as Error).message).toMatch(/the device was lost/);
+        expect(logs().at(-1)).toMatchObject({state: "error", httpStatus: 500});
+
+        const plain = await client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "x"}]}).catch((err: unknown) => err);
+        expect(plain).toBeInstanceOf(OpenAI.InternalServerError);
+    });
+
     it("logs each request with its client, tokens and state", async () => {
         const {client, services} = await setup();
         await client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "2+2?"}]});
@@ -260,6 +279,24 @@ describe("the API server", () => {
         expect(entry!.client).toMatch(/127\.0\.0\.1/);
     });
 });
+
+/** A raw POST to /chat/completions (the openai client would not send these bodies). */
+async function post(baseUrl: string, body: string, headers: Record<string, string>): Promise<{status: number, code: string | null}> {
+    const http = await import("node:http");
+    const url = new URL(`${baseUrl}/chat/completions`);
+    return await new Promise((resolve, reject) => {
+        const req = http.request({host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: {"content-type": "application/json", ...headers}}, (res) => {
+            let text = "";
+            res.on("data", (chunk: Buffer) => text += chunk.toString());
+            res.on("end", () => resolve({status: res.statusCode ?? 0, code: (JSON.parse(text) as {error: {code: string | null}}).error.code}));
+        });
+        req.on("error", reject);
+        // In pieces, as a large upload arrives.
+        for (let offset = 0; offset < body.length; offset += 256 * 1024)
+            req.write(body.slice(offset, offset + 256 * 1024));
+        req.end();
+    });
+}
 
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
     const start = Date.now();
