@@ -79,6 +79,19 @@ describe("the API server on the demo model", () => {
         expect(completion.choices[0]!.finish_reason).toBe("length");
     });
 
+    it("ends at a stop sequence, which is not returned", async () => {
+        const full = await client.chat.completions.create({model, messages: [{role: "user", content: short!.question}], temperature: 0});
+        const thinking = (full.choices[0]!.message as Message).reasoning_content;
+        // The third line of the thinking starts with its step's name: stop there.
+        const stopAt = thinking.trim().split("\n")[2]!.slice(0, 3);
+        const stopped = await client.chat.completions.create({model, messages: [{role: "user", content: short!.question}], temperature: 0, stop: [stopAt]});
+        const message = stopped.choices[0]!.message as Message;
+        expect(stopped.choices[0]!.finish_reason).toBe("stop");
+        expect((message.reasoning_content + (message.content ?? "")).includes(stopAt)).toBe(false);
+        expect(stopped.usage!.completion_tokens).toBeLessThan(full.usage!.completion_tokens);
+        expect(thinking.startsWith(message.reasoning_content.trimEnd())).toBe(true);
+    });
+
     it("prunes with the policy the request names, and reports the KV figures in usage", async () => {
         const completion = await client.chat.completions.create({
             model, messages: [{role: "user", content: long.question}], temperature: 0,
