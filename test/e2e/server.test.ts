@@ -83,6 +83,8 @@ describe("the API server from the Server panel", () => {
         await expect(app.byId("server-cells").inputValue()).resolves.toBe("2048");
         const gaugeSavings = (await app.byId("server-gauge").getByTestId("gauge-savings").textContent())!;
         expect(gaugeSavings).toMatch(/^\d+(\.\d+)?%$/);
+        await app.byId("server-toggle").scrollIntoViewIfNeeded();
+        await page.screenshot({path: path.join(artifacts, "server-panel-top.png"), fullPage: false});
         await entry.scrollIntoViewIfNeeded();
         await page.screenshot({path: path.join(artifacts, "server-panel.png"), fullPage: false});
         expect(errors).toEqual([]);
