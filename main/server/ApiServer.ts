@@ -1,13 +1,13 @@
 import {createHash, randomUUID, timingSafeEqual} from "node:crypto";
 import http from "node:http";
 import type {AddressInfo} from "node:net";
-import {z} from "zod";
 import type {ServerRequestLog} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {CompletionRequest, CompletionResult} from "../services/CompletionService.js";
 import {QueueAbortError} from "../services/GenerationQueue.js";
 import {chatCompletionRequestSchema, completionRequestSchema, type PonderExtension} from "./openaiSchemas.js";
-import {apiError, finishReason, ponderStop, stopList, toTurns, toUsage, type ApiError} from "./openaiWire.js";
+import {EventStream} from "./EventStream.js";
+import {apiError, finishReason, fromZod, ponderStop, stopList, toApiError, toTurns, toUsage, type ApiError} from "./openaiWire.js";
 
 /** What the server needs from the app: the model it serves and generations. Nothing else (no database, no files). */
 export type ApiBackend = {
@@ -271,30 +271,8 @@ export class ApiServer {
         log.policy = body.ponder?.policy ?? defaults.policy;
         this._log(log);
 
-        // Events are written as they come, but reach the socket together every few milliseconds: one write (and one
-        // wake-up of the client) per token would cost the engine's decode speed on a busy machine. The first goes at once.
-        const flushMs = this._options.streamFlushMs ?? 16;
-        let flushTimer: NodeJS.Timeout | null = null;
-        let sentAny = false;
-        const flush = () => {
-            if (flushTimer != null) {
-                clearTimeout(flushTimer);
-                flushTimer = null;
-                res.uncork();
-            }
-        };
-        const send = (payload: unknown) => {
-            if (sentAny && flushTimer == null && flushMs > 0) {
-                res.cork();
-                flushTimer = setTimeout(flush, flushMs);
-            }
-            sentAny = true;
-            res.write(`data: ${JSON.stringify(payload)}\n\n`);
-        };
-        const end = () => {
-            flush();
-            res.end("data: [DONE]\n\n");
-        };
+        const events = new EventStream(res, this._options.streamFlushMs ?? 16);
+        const send = (payload: unknown) => events.send(payload);
         let sentRole = false;
         let lastLogged = 0;
         try {
@@ -311,10 +289,8 @@ export class ApiServer {
                 onStart: () => {
                     log.state = "running";
                     this._log(log);
-                    if (stream) {
-                        res.writeHead(200, {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no"});
-                        res.flushHeaders();
-                    }
+                    if (stream)
+                        events.open();
                 },
                 onChunk: (chunk) => {
                     if (chunk.segment === "thought")
@@ -354,7 +330,7 @@ export class ApiServer {
                 log.httpStatus = 499;
                 log.totalMs = this._now() - log.startedAt;
                 this._log(log);
-                flush();
+                events.flush();
                 res.destroy();
                 return;
             }
@@ -367,7 +343,7 @@ export class ApiServer {
                     send({id, object, created, model: model.id, choices: [{index: 0, text: "", logprobs: null, finish_reason: finish}], ponder});
                 if (input.includeUsage)
                     send({id, object, created, model: model.id, choices: [], usage});
-                end();
+                events.end();
                 log.httpStatus = 200;
             } else if (kind === "chat") {
                 this._json(context, 200, {
@@ -397,7 +373,7 @@ export class ApiServer {
             if (res.headersSent) {
                 // Mid-stream: the error travels as an event, as OpenAI's own streams report one.
                 send({error: error.error});
-                end();
+                events.end();
                 log.state = "error";
                 log.httpStatus = error.status;
                 log.error = error.error.message;
@@ -438,25 +414,4 @@ function describeClient(req: http.IncomingMessage): string {
     const agent = req.headers["user-agent"];
     const address = req.socket.remoteAddress ?? "unknown";
     return agent != null ? `${address} · ${agent.slice(0, 80)}` : address;
-}
-
-/** The first zod issue as an OpenAI error, naming the parameter. */
-function fromZod(error: z.ZodError): ApiError {
-    const issue = error.issues[0]!;
-    const param = issue.path.map((part, index) => typeof part === "number" ? `[${part}]` : `${index > 0 ? "." : ""}${String(part)}`).join("") || null;
-    const custom = issue.code === "custom" ? (issue.params as {code?: string} | undefined)?.code : undefined;
-    const code = custom ?? (issue.code === "unrecognized_keys" ? "unknown_parameter" : "invalid_value");
-    const message = issue.code === "unrecognized_keys"
-        ? `Unrecognized request argument${issue.keys.length > 1 ? "s" : ""}: ${issue.keys.join(", ")}`
-        : `${param != null ? `${param}: ` : ""}${issue.message}`;
-    return apiError(400, message, {param: issue.code === "unrecognized_keys" ? issue.keys[0] ?? null : param, code});
-}
-
-function toApiError(err: unknown): ApiError {
-    if (err instanceof AppError) {
-        const status = {BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429, STORAGE: 500, INTERNAL: 500}[err.code];
-        const code = {BUSY: "queue_full", MODEL_NOT_LOADED: "model_not_loaded", ENGINE_UNPATCHED: "engine_unpatched"}[err.code as string] ?? null;
-        return apiError(status, err.message, {code, param: err.code === "ENGINE_UNPATCHED" ? "ponder.policy" : null});
-    }
-    return apiError(500, `Generation failed: ${err instanceof Error ? err.message : String(err)}`);
 }

@@ -1,3 +1,5 @@
+import type {z} from "zod";
+import {AppError} from "../AppError.js";
 import type {ChatTurn} from "../engine/types.js";
 import type {CompletionResult} from "../services/CompletionService.js";
 import type {ChatCompletionRequestBody} from "./openaiSchemas.js";
@@ -102,4 +104,25 @@ export function stopList(stop: string | string[] | null | undefined): string[] |
     if (stop == null)
         return undefined;
     return typeof stop === "string" ? [stop] : stop;
+}
+
+/** The first zod issue as an OpenAI error, naming the parameter. */
+export function fromZod(error: z.ZodError): ApiError {
+    const issue = error.issues[0]!;
+    const param = issue.path.map((part, index) => typeof part === "number" ? `[${part}]` : `${index > 0 ? "." : ""}${String(part)}`).join("") || null;
+    const custom = issue.code === "custom" ? (issue.params as {code?: string} | undefined)?.code : undefined;
+    const code = custom ?? (issue.code === "unrecognized_keys" ? "unknown_parameter" : "invalid_value");
+    const message = issue.code === "unrecognized_keys"
+        ? `Unrecognized request argument${issue.keys.length > 1 ? "s" : ""}: ${issue.keys.join(", ")}`
+        : `${param != null ? `${param}: ` : ""}${issue.message}`;
+    return apiError(400, message, {param: issue.code === "unrecognized_keys" ? issue.keys[0] ?? null : param, code});
+}
+
+export function toApiError(err: unknown): ApiError {
+    if (err instanceof AppError) {
+        const status = {BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429, STORAGE: 500, INTERNAL: 500}[err.code];
+        const code = {BUSY: "queue_full", MODEL_NOT_LOADED: "model_not_loaded", ENGINE_UNPATCHED: "engine_unpatched"}[err.code as string] ?? null;
+        return apiError(status, err.message, {code, param: err.code === "ENGINE_UNPATCHED" ? "ponder.policy" : null});
+    }
+    return apiError(500, `Generation failed: ${err instanceof Error ? err.message : String(err)}`);
 }
