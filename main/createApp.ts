@@ -15,7 +15,8 @@ export type CreateAppOptions = {
     bundledModelPath?: string,
     /** Threads per context; `0` lets llama.cpp decide. */
     threads?: number,
-    chat?: AppServicesOptions["chat"]
+    chat?: AppServicesOptions["chat"],
+    server?: AppServicesOptions["server"]
 };
 
 /** The composition root shared by the Electron app and the headless server. */
@@ -26,6 +27,7 @@ export function createApp(options: CreateAppOptions): AppServices {
         version: options.version,
         modelsDir: path.join(options.dataDir, "models"),
         bundledModelPath: options.bundledModelPath,
-        chat: options.chat
+        chat: options.chat,
+        server: options.server
     });
 }

@@ -16,9 +16,17 @@ const {values} = parseArgs({
         token: {type: "string"},
         model: {type: "string"},
         seed: {type: "string"},
-        threads: {type: "string"}
+        threads: {type: "string"},
+        // The OpenAI-compatible API server, for this run (the app's own setting is left as it is).
+        serve: {type: "boolean", default: false},
+        "serve-host": {type: "string"},
+        "serve-port": {type: "string"}
     }
 });
+
+const serve = values.serve
+    ? {enabled: true, ...(values["serve-host"] != null ? {host: values["serve-host"]} : {}), ...(values["serve-port"] != null ? {port: Number(values["serve-port"])} : {})}
+    : undefined;
 
 let bridge: LoopbackBridge | null = null;
 const app = createApp({
@@ -27,7 +35,8 @@ const app = createApp({
     bundledModelPath: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf"),
     emit: (channel, payload) => bridge?.emit(channel, payload),
     threads: values.threads != null ? Number(values.threads) : undefined,
-    chat: {seed: values.seed != null ? Number(values.seed) : undefined}
+    chat: {seed: values.seed != null ? Number(values.seed) : undefined},
+    server: {override: serve}
 });
 const dispatch = createDispatch(createHandlers(app, {
     openExternal: async () => {},
@@ -36,14 +45,20 @@ const dispatch = createDispatch(createHandlers(app, {
 bridge = await LoopbackBridge.start({dispatch, staticDir: values.renderer, port: Number(values.port), token: values.token});
 
 if (values.model != null) {
+    await app.server.restore();
     const model = await app.models.add(values.model);
     await app.models.load(model.id);
 } else
     await app.restoreLastModel();
 
 // One machine-readable line for whoever started us, then a human one.
-console.log(JSON.stringify({ponderHeadless: {url: bridge.url, port: bridge.port, pid: process.pid}}));
+const server = app.server.status();
+console.log(JSON.stringify({ponderHeadless: {url: bridge.url, port: bridge.port, pid: process.pid, api: server.url}}));
 console.error(`Ponder is running headless at ${bridge.url}`);
+if (server.url != null)
+    console.error(`The OpenAI-compatible API listens at ${server.url}${server.hasKey ? " (the API key is required)" : ""}`);
+else if (server.error != null)
+    console.error(`The API server did not start: ${server.error}`);
 
 let stopping = false;
 async function shutdown(): Promise<void> {

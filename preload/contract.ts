@@ -196,6 +196,62 @@ export type AppSettings = {
     defaultConversationSettings: ConversationSettings
 };
 
+/** The local OpenAI-compatible API server's settings. */
+export type ServerSettings = {
+    /** Whether the server listens. Off by default. */
+    enabled: boolean,
+    /** Address to listen on; anything but loopback requires an API key. Defaults to `127.0.0.1`. */
+    host: string,
+    /** Port to listen on; `0` picks a free one. Defaults to `8080`. */
+    port: number,
+    /** The KV policy of requests that do not name one. */
+    policy: PolicyId,
+    /** The KV budget of requests that do not give one. */
+    budget: KvBudget,
+    /** Browser origins allowed to call the server (CORS); none by default. */
+    corsOrigins: string[],
+    /** Requests that may wait while one generates; more are answered 429. Defaults to `4`. */
+    maxQueued: number
+};
+
+export type ServerStatus = {
+    settings: ServerSettings,
+    /** Whether an API key is set; the key itself is shown once, when generated. */
+    hasKey: boolean,
+    running: boolean,
+    /** Base URL for OpenAI clients while running, e.g. `http://127.0.0.1:8080/v1`. */
+    url: string | null,
+    /** The model id served (the loaded model), or `null` when none is loaded. */
+    model: string | null,
+    /** Why the server is not running although enabled. */
+    error: string | null
+};
+
+/** One request to the API server, as the Server panel's log shows it. */
+export type ServerRequestLog = {
+    id: string,
+    startedAt: number,
+    /** The client's address and, when it says, its name (User-Agent). */
+    client: string,
+    method: string,
+    path: string,
+    state: "queued" | "running" | "done" | "error" | "aborted",
+    httpStatus: number | null,
+    stream: boolean,
+    promptTokens: number,
+    thinkingTokens: number,
+    answerTokens: number,
+    /** Decode speed once tokens came. */
+    tokensPerSecond: number | null,
+    firstTokenMs: number | null,
+    totalMs: number | null,
+    policy: PolicyId | null,
+    budgetCells: number | null,
+    /** The latest memory reading of its generation. */
+    sample: KvSample | null,
+    error: string | null
+};
+
 export type AppStatus = {
     version: string,
     engine: EngineStatus
@@ -229,7 +285,13 @@ export type Requests = {
     "chat:send": {req: {conversationId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
     "chat:regenerate": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
     "chat:stop": {req: {conversationId: string}, res: void},
-    "shell:openExternal": {req: {url: string}, res: void}
+    "shell:openExternal": {req: {url: string}, res: void},
+    "server:get": {req: void, res: {status: ServerStatus, log: ServerRequestLog[]}},
+    /** Changes the API server's settings, starting, stopping or moving it as needed. */
+    "server:update": {req: Partial<ServerSettings>, res: ServerStatus},
+    /** Makes a new API key, replacing any; the key is in this answer only. */
+    "server:generateKey": {req: void, res: {key: string, status: ServerStatus}},
+    "server:clearKey": {req: void, res: ServerStatus}
 };
 
 export type Events = {
@@ -250,7 +312,10 @@ export type Events = {
     "chat:memory": {conversationId: string, messageId: string, sample: KvSample},
     /** Progress of a context rebuild after a compression change (0 to 1). */
     "chat:rebuild": {conversationId: string, progress: number},
-    "models:download": DownloadStatus
+    "models:download": DownloadStatus,
+    "server:status": ServerStatus,
+    /** A request to the API server, new or changed (its state, tokens, memory reading). */
+    "server:request": ServerRequestLog
 };
 
 export type RequestChannel = keyof Requests;
@@ -262,9 +327,11 @@ export const requestChannels = [
     "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
     "models:details", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate",
     "conversations:list", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
-    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:stop", "shell:openExternal"
+    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:stop", "shell:openExternal",
+    "server:get", "server:update", "server:generateKey", "server:clearKey"
 ] as const satisfies readonly RequestChannel[];
-export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download"] as const satisfies readonly EventChannel[];
+export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download",
+    "server:status", "server:request"] as const satisfies readonly EventChannel[];
 
 /** What the preload bridge exposes as `window.ponder`. */
 export type PonderApi = {

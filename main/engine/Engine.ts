@@ -181,6 +181,7 @@ export class Engine {
                 maxTokens: request.maxTokens,
                 temperature: request.temperature,
                 seed: request.seed,
+                customStopTriggers: request.stop != null && request.stop.length > 0 ? request.stop : undefined,
                 budgets: {thoughtTokens: Infinity},
                 onResponseChunk: (chunk) => {
                     const segment = chunk.type === "segment" && chunk.segmentType === "thought" ? "thought" : "answer";

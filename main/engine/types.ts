@@ -28,6 +28,8 @@ export type GenerateRequest = {
     maxTokens: number,
     /** Sampling seed; a fixed seed makes a generation repeatable. */
     seed?: number,
+    /** Texts that end the generation when produced; they are not part of the answer. */
+    stop?: string[],
     signal: AbortSignal,
     /** The KV policy and the budget in cells (the context's allocation). */
     kv: {compression: CompressionSettings, cells: number},

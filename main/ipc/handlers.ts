@@ -38,6 +38,10 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "chat:send": ({conversationId, text}) => services.chat.send(conversationId, text),
         "chat:regenerate": ({conversationId}) => services.chat.regenerate(conversationId),
         "chat:stop": ({conversationId}) => services.chat.stop(conversationId),
-        "shell:openExternal": ({url}) => platform.openExternal(url)
+        "shell:openExternal": ({url}) => platform.openExternal(url),
+        "server:get": () => services.server.get(),
+        "server:update": (patch) => services.server.update(patch),
+        "server:generateKey": () => services.server.generateKey(),
+        "server:clearKey": () => services.server.clearKey()
     } satisfies Handlers;
 }

@@ -1,5 +1,6 @@
 import {z} from "zod";
 import type {AppSettings, Req, RequestChannel} from "../../preload/contract.js";
+import {serverSettingsSchema} from "../services/ServerService.js";
 import {appSettingsSchema, compressionSettingsSchema, conversationSettingsSchema} from "../services/schemas.js";
 
 const id = z.string().min(1).max(200);
@@ -33,5 +34,9 @@ export const requestSchemas = {
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),
     "chat:regenerate": z.object({conversationId: id}).strict(),
     "chat:stop": z.object({conversationId: id}).strict(),
-    "shell:openExternal": z.object({url: z.url({protocol: /^https?$/})}).strict()
+    "shell:openExternal": z.object({url: z.url({protocol: /^https?$/})}).strict(),
+    "server:get": none,
+    "server:update": serverSettingsSchema.partial().strict() as z.ZodType<Req<"server:update">>,
+    "server:generateKey": none,
+    "server:clearKey": none
 } satisfies {[C in RequestChannel]: z.ZodType<Req<C>, unknown>};

@@ -5,6 +5,9 @@ import {ChatService, type ChatServiceOptions} from "./ChatService.js";
 import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
 import {DownloadService} from "./DownloadService.js";
+import {CompletionService} from "./CompletionService.js";
+import {GenerationQueue} from "./GenerationQueue.js";
+import {ServerService, type ServerServiceOptions} from "./ServerService.js";
 import {ModelService} from "./ModelService.js";
 import {SettingsService} from "./SettingsService.js";
 import type {Clock, Emit} from "./types.js";
@@ -16,6 +19,9 @@ export type AppServicesOptions = {
     /** The demo model shipped with the app, registered and loaded on a fresh install. */
     bundledModelPath?: string,
     chat?: ChatServiceOptions,
+    /** Generations that may wait for the engine while one runs; more are refused as busy. Defaults to `4`. */
+    maxQueued?: number,
+    server?: ServerServiceOptions,
     now?: Clock
 };
 
@@ -27,6 +33,11 @@ export class AppServices {
     readonly chat: ChatService;
     readonly downloads: DownloadService;
     readonly compression: CompressionService;
+    /** The engine's turns: the chat and the API server generate one at a time. */
+    readonly queue: GenerationQueue;
+    readonly completions: CompletionService;
+    /** The local OpenAI-compatible API server. */
+    readonly server: ServerService;
 
     constructor(readonly db: AppDatabase, readonly engine: Engine, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
@@ -34,7 +45,10 @@ export class AppServices {
         this.conversations = new ConversationService(db, this.settings, now);
         this.models = new ModelService(db, engine, this.settings, now);
         this.compression = new CompressionService(engine, this.models);
-        this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, _options.chat);
+        this.queue = new GenerationQueue(_options.maxQueued ?? 4);
+        this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, this.queue, _options.chat);
+        this.completions = new CompletionService(engine, this.queue, this.compression, this.settings, now);
+        this.server = new ServerService(db, engine, this.completions, this.queue, this.settings, emit, _options.server);
         this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
@@ -51,9 +65,11 @@ export class AppServices {
 
     /**
      * Loads the llama.cpp runtime (so the status says which build runs) and the model used last, if it is
-     * still there; failures are reported in the engine status, not thrown.
+     * still there, and starts the API server when it is enabled; failures are reported in the statuses, not thrown.
      */
     async restoreLastModel(): Promise<void> {
+        // The API server starts first when enabled: it answers 503 until the model is loaded.
+        await this.server.restore();
         try {
             await this.engine.runtime();
         } catch {
@@ -79,6 +95,7 @@ export class AppServices {
 
     async dispose(): Promise<void> {
         await this.downloads.dispose();
+        await this.server.dispose();
         await this.chat.dispose();
         await this.engine.dispose();
         this.db.dispose();

@@ -8,6 +8,7 @@ import type {ChatTurn} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
 import {toMessageDto} from "./dto.js";
+import {QueueAbortError, type GenerationQueue} from "./GenerationQueue.js";
 import type {Clock, Emit} from "./types.js";
 
 export type ChatServiceOptions = {
@@ -35,6 +36,8 @@ export class ChatService {
         private readonly _compression: CompressionService,
         private readonly _emit: Emit,
         private readonly _now: Clock,
+        /** The engine's turns, shared with the API server. */
+        private readonly _queue: GenerationQueue,
         private readonly _options: ChatServiceOptions = {}
     ) {}
 
@@ -108,6 +111,8 @@ export class ChatService {
             throw new AppError("BUSY", "An answer is already being generated: stop it first");
         if (this._engine.inspection == null)
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
+        if (this._queue.full)
+            throw new AppError("BUSY", "The engine is busy answering requests from the API server: try again in a moment");
     }
 
     private _insertAssistant(conversationId: string, now: number): MessageRow {
@@ -141,7 +146,10 @@ export class ChatService {
         let error: string | null = null;
         let promptTokens = 0;
         let stats: MessageStats | null = null;
+        let release: (() => void) | null = null;
         try {
+            // Waits while the API server generates; the answer shows as streaming, empty, until its turn.
+            release = await this._queue.acquire(signal);
             const compression = settings.compression;
             const cells = (await this._compression.estimate(compression)).cells;
             stats = {policy: compression.policy, budgetCells: cells, samples: []};
@@ -194,8 +202,14 @@ export class ChatService {
                     "Raise the budget or choose a compression policy to think longer.";
             }
         } catch (err) {
-            status = "error";
-            error = (err as Error).message;
+            if (err instanceof QueueAbortError)
+                status = "stopped";
+            else {
+                status = "error";
+                error = (err as Error).message;
+            }
+        } finally {
+            release?.();
         }
 
         const now = this._now();

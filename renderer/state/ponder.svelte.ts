@@ -8,6 +8,7 @@ import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
 import {request} from "./request.js";
+import {createServer} from "./server.svelte.js";
 import {createSettings} from "./settings.svelte.js";
 
 export type Ponder = ReturnType<typeof createPonder>;
@@ -23,6 +24,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const budget = createBudget(bridge, conversations, settings, options.budget);
     const generation = createGeneration(bridge, conversations, settings);
     const downloads = createDownloads(bridge, models);
+    const server = createServer(bridge);
     const connection = $state({connected: true});
     const ui = $state({
         /** Bump to move focus to the composer. */
@@ -31,12 +33,14 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         memoryOpen: false,
         /** The generation panel (system prompt, temperature, max tokens) is open; at most one side panel is. */
         generationOpen: false,
+        /** The Server panel (the local OpenAI-compatible API) is open. */
+        serverOpen: false,
         /** The theme in effect, `system` resolved (App.svelte keeps it current): canvases read their colours by it. */
         theme: "light" as "light" | "dark"
     });
 
     async function start(): Promise<void> {
-        await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh()]);
+        await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh(), server.load()]);
     }
 
     async function openConversation(id: string): Promise<void> {
@@ -109,7 +113,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, generation, downloads, connection, ui,
+        conversations, chat, models, settings, memory, budget, generation, downloads, server, connection, ui,
         start, openConversation, newConversation, deleteConversation, send, openExternal,
         dispose(): void {
             offDone();
@@ -119,6 +123,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
             memory.dispose();
             budget.dispose();
             downloads.dispose();
+            server.dispose();
         }
     };
 }

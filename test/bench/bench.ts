@@ -1,9 +1,9 @@
 // `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
 //
-//   npm run bench -- [--suites fidelity,speed,overhead,quality] [--policies streamingllm,h2o,lethe,refreekv]
+//   npm run bench -- [--suites fidelity,speed,overhead,quality,server] [--policies streamingllm,h2o,lethe,refreekv]
 //                    [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384] [--speed-budget 2048]
 //                    [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
-//                    [--out test/bench/results] [--threads 2]
+//                    [--server-repeats 10] [--server-tokens 384] [--out test/bench/results] [--threads 2]
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -19,10 +19,11 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {problemSets, qualitySuite} from "./quality.js";
+import {serverSuite} from "./serverBench.js";
 
 const {values} = parseArgs({
     options: {
-        suites: {type: "string", default: "fidelity,overhead,speed,quality"},
+        suites: {type: "string", default: "fidelity,overhead,speed,quality,server"},
         policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,oracle"},
         budgets: {type: "string", default: "0.25,0.5,0.75"},
         model: {type: "string"},
@@ -33,6 +34,8 @@ const {values} = parseArgs({
         "fidelity-problems": {type: "string", default: "8"},
         combine: {type: "string", default: "aggregate,quota,union"},
         sets: {type: "string", default: "demo,local"},
+        "server-repeats": {type: "string", default: "10"},
+        "server-tokens": {type: "string", default: "384"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
     }
@@ -174,6 +177,21 @@ for (const set of values.sets.split(",")) {
     await writeBarChart(path.join(out, chart), {title: `Accuracy by KV budget (share of the Full cache): ${set}`, x: "budget", y: "accuracy", rows: bars});
     say(`\n## Accuracy on ${report.title} (${report.problems} held-out problems, greedy)\n\n` + report.table + `\n\n![accuracy](${chart})` +
         (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
+}
+
+if (suites.has("server")) {
+    // The OpenAI-compatible server (HTTP, SSE, the openai client) against the engine called directly, same engine, same run.
+    const report = await serverSuite({llama, build, modelPath: values["demo-model"], threads, repeats: Number(values["server-repeats"]),
+        maxTokens: Number(values["server-tokens"]), policy: "lethe", cells: 512, onProgress: (line) => console.error(`  server ${line}`)});
+    results.server = report;
+    const {engine, server} = report.summary;
+    say(`\n## API server vs the engine called directly (${report.model}, Lethe at 512 cells, ${values["server-tokens"]} tokens, ` +
+        `${threads} threads, medians of ${values["server-repeats"]} pairs run back to back, streaming through the openai client)\n\n` +
+        table(["path", "decode tok/s (at the client)", "time to first token (ms)", "decode tok/s (inside the server)"], [
+            ["engine, direct", engine.tokensPerSecond.toFixed(1), engine.firstTokenMs.toFixed(1), "–"],
+            ["API server", server.tokensPerSecond.toFixed(1), server.firstTokenMs.toFixed(1), server.serverSideTokensPerSecond.toFixed(1)],
+            ["ratio (server / direct, median over pairs)", report.decodeRatio.toFixed(3), report.firstTokenRatio.toFixed(3), report.serverSideDecodeRatio.toFixed(3)]
+        ]));
 }
 
 await fs.writeFile(path.join(out, "results.json"), JSON.stringify(results, null, 2));

@@ -4,11 +4,15 @@ import readline from "node:readline";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
 
-export type HeadlessOptions = {dataDir: string, model?: string, seed?: number, port?: number, token?: string};
+export type HeadlessOptions = {dataDir: string, model?: string, seed?: number, port?: number, token?: string,
+    /** Starts the OpenAI-compatible API server on this port (`--serve`). */
+    servePort?: number};
 
 /** Ponder's built main process in headless mode, as a child process the test can kill. */
 export class HeadlessPonder {
-    private constructor(readonly process: ChildProcess, readonly url: string, readonly port: number, readonly token: string) {}
+    private constructor(readonly process: ChildProcess, readonly url: string, readonly port: number, readonly token: string,
+        /** The API server's base URL when it was started with `--serve`. */
+        readonly api: string | null) {}
 
     static async start(options: HeadlessOptions): Promise<HeadlessPonder> {
         const args = [path.join(repoRoot, "out/main/headless.js"), "--data-dir", options.dataDir];
@@ -20,6 +24,8 @@ export class HeadlessPonder {
             args.push("--port", String(options.port));
         if (options.token != null)
             args.push("--token", options.token);
+        if (options.servePort != null)
+            args.push("--serve", "--serve-port", String(options.servePort));
 
         const child = spawn(process.execPath, args, {cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"]});
         let stderr = "";
@@ -35,13 +41,13 @@ export class HeadlessPonder {
             });
             lines.on("line", (line) => {
                 try {
-                    const info = (JSON.parse(line) as {ponderHeadless?: {url: string, port: number}}).ponderHeadless;
+                    const info = (JSON.parse(line) as {ponderHeadless?: {url: string, port: number, api: string | null}}).ponderHeadless;
                     if (info == null)
                         return;
                     clearTimeout(timer);
                     child.removeAllListeners("exit");
                     const token = new URL(info.url).searchParams.get("token")!;
-                    resolve(new HeadlessPonder(child, info.url, info.port, token));
+                    resolve(new HeadlessPonder(child, info.url, info.port, token, info.api ?? null));
                 } catch {
                     // Not our line.
                 }

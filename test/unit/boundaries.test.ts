@@ -38,6 +38,14 @@ describe("module boundaries", () => {
         expect(violations).toEqual([]);
     });
 
+    it("keeps the API server's HTTP side off the database and the file system", () => {
+        const violations = files.filter((file) => file.startsWith("main/server/"))
+            .flatMap((file) => importsOf(file).filter((spec) => /(^|\/)db\//.test(spec) || /^(node:)?fs(\/promises)?$/.test(spec) || /Service\.js$/.test(spec) && !/CompletionService|GenerationQueue/.test(spec))
+                .map((spec) => `${file} imports ${spec}`));
+        expect(files.some((file) => file.startsWith("main/server/"))).toBe(true);
+        expect(violations).toEqual([]);
+    });
+
     it("keeps the renderer off main-process code, except the contract", () => {
         const violations = files.filter((file) => file.startsWith("renderer/"))
             .flatMap((file) => importsOf(file).filter((spec) => /(^|\/)main\//.test(spec) || (/preload\//.test(spec) && !/preload\/contract/.test(spec)))

@@ -35,6 +35,8 @@ export class FakeEngine {
         return {stopReason: "eogToken", promptTokens: 5};
     }
 
+    async dispose(): Promise<void> {}
+
     asEngine(): Engine {
         return this as unknown as Engine;
     }

@@ -1,0 +1,123 @@
+import type {KvBudget, KvSample, PolicyId} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import type {Engine} from "../engine/Engine.js";
+import type {ChatTurn, GenerationChunk, GenerationResult} from "../engine/types.js";
+import type {CompressionService} from "./CompressionService.js";
+import type {GenerationQueue} from "./GenerationQueue.js";
+import type {SettingsService} from "./SettingsService.js";
+import type {Clock} from "./types.js";
+
+/** One generation asked for by a program outside the app: no conversation, nothing stored. */
+export type CompletionRequest = {
+    /** The conversation so far; the last turn is the user's prompt to answer. */
+    history: ChatTurn[],
+    systemPrompt: string,
+    temperature: number,
+    /** Tokens to generate at most, thinking included. */
+    maxTokens: number,
+    seed?: number,
+    /** Texts that end the answer when generated (not included in it). */
+    stop?: string[],
+    policy: PolicyId,
+    budget: KvBudget,
+    signal: AbortSignal,
+    /** Its turn came: the engine is about to generate for it. */
+    onStart?(): void,
+    onChunk(chunk: GenerationChunk): void,
+    onSample?(sample: KvSample): void
+};
+
+export type CompletionResult = {
+    stopReason: GenerationResult["stopReason"],
+    /** Tokens the engine evaluated for the prompt (a prefix already in the context is reused, not evaluated). */
+    promptTokensEvaluated: number,
+    thinking: string,
+    text: string,
+    thinkingTokens: number,
+    answerTokens: number,
+    policy: PolicyId,
+    budgetCells: number,
+    /** The last memory reading (patched build only). */
+    sample: KvSample | null,
+    /** Milliseconds spent waiting for the engine. */
+    queuedMs: number,
+    /** Milliseconds from its turn to the first generated token; `null` when none came. */
+    firstTokenMs: number | null,
+    /** Milliseconds from its turn to the last token. */
+    generationMs: number
+};
+
+/**
+ * Generations for the API server: the same engine as the chat, in the same queue, with the app's compression
+ * settings under the request's policy and budget. Reads no conversation and stores nothing.
+ */
+export class CompletionService {
+    constructor(
+        private readonly _engine: Engine,
+        private readonly _queue: GenerationQueue,
+        private readonly _compression: Pick<CompressionService, "estimate">,
+        private readonly _settings: Pick<SettingsService, "get">,
+        private readonly _now: Clock
+    ) {}
+
+    async complete(request: CompletionRequest): Promise<CompletionResult> {
+        if (this._engine.inspection == null)
+            throw new AppError("MODEL_NOT_LOADED", "No model is loaded in Ponder: load one in the app first");
+        const compression = {...this._settings.get().defaultConversationSettings.compression, policy: request.policy, budget: request.budget};
+        const estimate = await this._compression.estimate(compression);
+        if (!estimate.fits)
+            throw new AppError("BAD_REQUEST", `A KV budget of ${estimate.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
+
+        const queued = this._now();
+        const release = await this._queue.acquire(request.signal);
+        try {
+            const started = this._now();
+            request.onStart?.();
+            const progress = {thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started};
+            let sample: KvSample | null = null;
+            const result = await this._engine.generate({
+                history: request.history,
+                systemPrompt: request.systemPrompt,
+                temperature: request.temperature,
+                maxTokens: request.maxTokens,
+                seed: request.seed,
+                stop: request.stop,
+                signal: request.signal,
+                kv: {compression, cells: estimate.cells},
+                onSample: (reading) => {
+                    sample = reading;
+                    request.onSample?.(reading);
+                },
+                onChunk: (chunk) => {
+                    const now = this._now();
+                    progress.firstTokenAt ??= now;
+                    progress.lastTokenAt = now;
+                    if (chunk.segment === "thought") {
+                        progress.thinking += chunk.text;
+                        progress.thinkingTokens += chunk.tokens;
+                    } else {
+                        progress.text += chunk.text;
+                        progress.answerTokens += chunk.tokens;
+                    }
+                    request.onChunk(chunk);
+                }
+            });
+            return {
+                stopReason: result.stopReason,
+                promptTokensEvaluated: result.promptTokens,
+                thinking: progress.thinking,
+                text: progress.text,
+                thinkingTokens: progress.thinkingTokens,
+                answerTokens: progress.answerTokens,
+                policy: compression.policy,
+                budgetCells: estimate.cells,
+                sample,
+                queuedMs: started - queued,
+                firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
+                generationMs: progress.lastTokenAt - started
+            };
+        } finally {
+            release();
+        }
+    }
+}
