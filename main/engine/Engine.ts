@@ -186,13 +186,15 @@ export class Engine {
                 // With a pruning policy the new message is read in chunks too, pruned as it goes, so a question longer
                 // than the budget still fits; the last tokens (the assistant's opening) are left to node-llama-cpp.
                 await this._prefill(active, [...history, {type: "user", text: last.text}, {type: "model", response: []}], controller, cells,
-                    request.onRebuild, promptTail);
+                    request.onRebuild, promptTail, internalAbort.signal);
             } else {
                 const needed = loaded.chatWrapper.generateContextState({chatHistory: [...history, {type: "user", text: last.text}, {type: "model", response: []}]})
                     .contextText.tokenize(loaded.model.tokenizer).length;
                 if (needed > cells - 16)
                     throw new AppError("BAD_REQUEST", fullKvTooLong(needed, cells));
-                await this._prefill(active, history, controller, cells, request.onRebuild);
+                // The new message is read here too, in chunks that a stop can come between.
+                await this._prefill(active, [...history, {type: "user", text: last.text}, {type: "model", response: []}], controller, cells,
+                    request.onRebuild, promptTail, internalAbort.signal);
             }
             session.setChatHistory(history);
             const started = performance.now();
@@ -287,7 +289,7 @@ export class Engine {
      * then finds the prefix in place and evaluates only the new message.
      */
     private async _prefill(active: Active, history: ChatHistoryItem[], controller: KvController | null, cells: number,
-        onProgress: ((progress: number) => void) | undefined, holdBack = 0): Promise<void> {
+        onProgress: ((progress: number) => void) | undefined, holdBack = 0, signal?: AbortSignal): Promise<void> {
         if (history.length === 0)
             return;
         const loaded = this._loaded!;
@@ -327,17 +329,30 @@ export class Engine {
         const report = missing >= 256 ? onProgress : undefined;
         const chunkTarget = Math.max(16, Math.floor(cells * 0.7));
         let done = 0;
+        // Chunks sized so each takes about `prefillChunkMs`: a stop waits for one chunk at most, on any model and machine.
+        let chunkTokens = 16;
+        // Tokens left before the next prune round: as much as fits (512 at most), read in one or more chunks.
+        let untilPrune = 0;
         report?.(0);
         while (done < missing) {
-            const live = pruning ? (await active.kv!.stats()).cellsUsed : common + done;
-            const room = Math.max(8, Math.min(512, cells - live - 16));
-            const chunk = tokens.slice(common + done, common + done + room);
+            signal?.throwIfAborted();
+            if (untilPrune === 0) {
+                const live = pruning ? (await active.kv!.stats()).cellsUsed : common + done;
+                untilPrune = Math.max(8, Math.min(512, cells - live - 16));
+            }
+            const chunk = tokens.slice(common + done, common + done + Math.min(untilPrune, chunkTokens));
+            const started = performance.now();
             await sequence.evaluateWithoutGeneratingNewTokens(chunk);
+            const elapsed = Math.max(1, performance.now() - started);
+            chunkTokens = Math.max(8, Math.min(512, Math.round(chunk.length * prefillChunkMs / elapsed)));
             done += chunk.length;
-            // Between chunks, room for the next one; after the last, the tokens still to come (the held-back tail
+            untilPrune -= chunk.length;
+            // Between windows, room for the next one; after the last, the tokens still to come (the held-back tail
             // and the first prune cadence) must fit too, or the first decodes find no free cell.
-            if (pruning)
+            if (pruning && (untilPrune === 0 || done >= missing)) {
+                untilPrune = 0;
                 await controller.pruneNow(done < missing ? chunkTarget : Math.max(8, controller.maxKeep - holdBack));
+            }
             report?.(done / missing);
         }
     }
@@ -404,6 +419,9 @@ export class Engine {
 function fullKvTooLong(tokens: number, cells: number): string {
     return `This conversation is ${tokens} tokens long, more than the KV budget of ${cells} cells holds with Full KV: raise the budget or choose a compression policy`;
 }
+
+/** How long one chunk of prompt evaluation should take: the longest a stop waits during a prefill. */
+const prefillChunkMs = 250;
 
 /** How long `dispose()` waits for the runtime to let go. */
 const runtimeDisposeMs = 3000;
