@@ -58,6 +58,14 @@ export class DownloadService {
 
         try {
             await fs.mkdir(staging, {recursive: true});
+            // A size beyond the disk is refused before the downloader sees it (it plans its chunks from the size).
+            const announced = await announcedBytes(trimmed);
+            const free = await freeBytes(staging);
+            if (announced != null && free != null && announced > free) {
+                update({state: "error", error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(announced)}, ${formatBytes(free)} are free`});
+                await this._discard(entry);
+                return entry.status;
+            }
             entry.download = await startModelDownload(trimmed, staging, (downloadedBytes, totalBytes) => update({downloadedBytes, totalBytes}));
         } catch (err) {
             update({state: "error", error: `Cannot download ${trimmed}: ${(err as Error).message}`});
@@ -122,6 +130,24 @@ export class DownloadService {
     private async _discard(entry: Entry): Promise<void> {
         await entry.download?.cancel({discard: true}).catch(() => {});
         await fs.rm(entry.staging, {recursive: true, force: true}).catch(() => {});
+    }
+}
+
+/** The size an http(s) server announces for `uri` (read from the response headers, the body is not fetched), or `null`. */
+async function announcedBytes(uri: string): Promise<number | null> {
+    if (!/^https?:\/\//.test(uri))
+        return null;
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), 15_000);
+    try {
+        const response = await fetch(uri, {signal: abort.signal});
+        const length = Number(response.headers.get("content-length"));
+        return response.ok && Number.isFinite(length) && length > 0 ? length : null;
+    } catch {
+        return null;
+    } finally {
+        clearTimeout(timer);
+        abort.abort();
     }
 }
 
