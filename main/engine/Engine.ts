@@ -182,20 +182,16 @@ export class Engine {
             const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
             // Tokens evaluated for this answer: the new message (and a history rebuilt into a new context).
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
-            if (controller != null && compression.policy !== "full") {
-                // With a pruning policy the new message is read in chunks too, pruned as it goes, so a question longer
-                // than the budget still fits; the last tokens (the assistant's opening) are left to node-llama-cpp.
-                await this._prefill(active, [...history, {type: "user", text: last.text}, {type: "model", response: []}], controller, cells,
-                    request.onRebuild, promptTail, internalAbort.signal);
-            } else {
-                const needed = loaded.chatWrapper.generateContextState({chatHistory: [...history, {type: "user", text: last.text}, {type: "model", response: []}]})
-                    .contextText.tokenize(loaded.model.tokenizer).length;
+            const prompt: ChatHistoryItem[] = [...history, {type: "user", text: last.text}, {type: "model", response: []}];
+            if (controller == null || compression.policy === "full") {
+                const needed = loaded.chatWrapper.generateContextState({chatHistory: prompt}).contextText.tokenize(loaded.model.tokenizer).length;
                 if (needed > cells - 16)
                     throw new AppError("BAD_REQUEST", fullKvTooLong(needed, cells));
-                // The new message is read here too, in chunks that a stop can come between.
-                await this._prefill(active, [...history, {type: "user", text: last.text}, {type: "model", response: []}], controller, cells,
-                    request.onRebuild, promptTail, internalAbort.signal);
             }
+            // The new message is read in chunks a stop can come between; with a pruning policy each is pruned as it goes,
+            // so a question longer than the budget still fits. The last tokens (the assistant's opening) are left to
+            // node-llama-cpp.
+            await this._prefill(active, prompt, controller, cells, request.onRebuild, promptTail, internalAbort.signal);
             session.setChatHistory(history);
             const started = performance.now();
             let generated = 0;
