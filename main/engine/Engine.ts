@@ -2,6 +2,7 @@ import {
     LlamaChatSession, resolveChatWrapper, type ChatHistoryItem, type ChatModelResponse, type ChatWrapper, type Llama, type LlamaContext,
     type LlamaModel
 } from "node-llama-cpp";
+import {withLock} from "lifecycle-utils";
 import type {BuildInfo, CompressionSettings, EngineStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "./compressionSupport.js";
@@ -74,16 +75,38 @@ export class Engine {
         return {llama: this._llama, build: this._build};
     }
 
-    /** Validates and loads a GGUF model, replacing the loaded one. A file that fails validation changes nothing. */
+    /**
+     * Validates and loads a GGUF model, replacing the loaded one. A file that fails validation changes nothing; a
+     * model that fails to load puts the previous one back. Loads and generations run one at a time, in order.
+     */
     async loadModel(modelPath: string, modelInfo: EngineStatus["model"]): Promise<ModelInspection> {
         if (this._generating)
             throw new AppError("BUSY", "Stop the current answer before loading another model");
+        return withLock([this, "engine"], async () => {
+            if (this._generating)
+                throw new AppError("BUSY", "Stop the current answer before loading another model");
+            const inspection = await inspectModel(modelPath);
+            const {llama} = await this.runtime();
+            const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model};
+            await this._unload();
+            this._setStatus({state: "loading", progress: 0, model: modelInfo, message: `Loading ${inspection.name}`});
+            try {
+                await this._load(llama, inspection);
+            } catch (err) {
+                const reason = `Could not load ${inspection.name}: ${(err as Error).message}`;
+                const restored = previous != null && await this._load(llama, previous.inspection).then(() => true, () => false);
+                if (restored)
+                    this._setStatus({state: "ready", progress: null, model: previous.info, message: `${reason}. ${previous.inspection.name} is loaded again.`});
+                else
+                    this._setStatus({state: "error", progress: null, model: null, message: reason});
+                throw new AppError("MODEL_INVALID", reason, {cause: err});
+            }
+            this._setStatus({state: "ready", progress: null, model: modelInfo, message: null});
+            return inspection;
+        });
+    }
 
-        const inspection = await inspectModel(modelPath);
-        const {llama} = await this.runtime();
-        await this._unload();
-        this._setStatus({state: "loading", progress: 0, model: modelInfo, message: `Loading ${inspection.name}`});
-
+    private async _load(llama: Llama, inspection: ModelInspection): Promise<void> {
         let model: LlamaModel | null = null;
         try {
             model = await llama.loadModel({modelPath: inspection.path, onLoadProgress: (progress) => this._setStatus({progress})});
@@ -92,12 +115,8 @@ export class Engine {
             this._loaded = {model, inspection, chatWrapper};
         } catch (err) {
             await model?.dispose();
-            this._setStatus({state: "error", progress: null, model: null, message: `Could not load ${inspection.name}: ${(err as Error).message}`});
-            throw new AppError("MODEL_INVALID", `Could not load ${inspection.name}: ${(err as Error).message}`, {cause: err});
+            throw err;
         }
-
-        this._setStatus({state: "ready", progress: null, model: modelInfo, message: null});
-        return inspection;
     }
 
     /**
@@ -105,11 +124,25 @@ export class Engine {
      * segments, and the KV policy prunes while the model thinks.
      */
     async generate(request: GenerateRequest): Promise<GenerationResult> {
+        if (this._generating)
+            throw new AppError("BUSY", "An answer is already being generated");
+        // Held from here, so a load asked for meanwhile is refused; a load already running finishes first.
+        this._generating = true;
+        try {
+            return await withLock([this, "engine"], request.signal, () => this._generate(request));
+        } catch (err) {
+            if (request.signal.aborted && !(err instanceof AppError))
+                return {stopReason: "abort", promptTokens: 0};
+            throw err;
+        } finally {
+            this._generating = false;
+        }
+    }
+
+    private async _generate(request: GenerateRequest): Promise<GenerationResult> {
         const loaded = this._loaded;
         if (loaded == null)
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
-        if (this._generating)
-            throw new AppError("BUSY", "An answer is already being generated");
 
         const last = request.history.at(-1);
         if (last == null || last.role !== "user")
@@ -124,7 +157,6 @@ export class Engine {
                 throw new AppError("BAD_REQUEST", support.note!);
         }
 
-        this._generating = true;
         this._setStatus({state: "generating"});
         let controller: KvController | null = null;
         const internalAbort = new AbortController();
@@ -150,18 +182,16 @@ export class Engine {
             const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
             // Tokens evaluated for this answer: the new message (and a history rebuilt into a new context).
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
-            if (controller != null && compression.policy !== "full") {
-                // With a pruning policy the new message is read in chunks too, pruned as it goes, so a question longer
-                // than the budget still fits; the last tokens (the assistant's opening) are left to node-llama-cpp.
-                await this._prefill(active, [...history, {type: "user", text: last.text}, {type: "model", response: []}], controller, cells,
-                    request.onRebuild, promptTail);
-            } else {
-                const needed = loaded.chatWrapper.generateContextState({chatHistory: [...history, {type: "user", text: last.text}, {type: "model", response: []}]})
-                    .contextText.tokenize(loaded.model.tokenizer).length;
+            const prompt: ChatHistoryItem[] = [...history, {type: "user", text: last.text}, {type: "model", response: []}];
+            if (controller == null || compression.policy === "full") {
+                const needed = loaded.chatWrapper.generateContextState({chatHistory: prompt}).contextText.tokenize(loaded.model.tokenizer).length;
                 if (needed > cells - 16)
                     throw new AppError("BAD_REQUEST", fullKvTooLong(needed, cells));
-                await this._prefill(active, history, controller, cells, request.onRebuild);
             }
+            // The new message is read in chunks a stop can come between; with a pruning policy each is pruned as it goes,
+            // so a question longer than the budget still fits. The last tokens (the assistant's opening) are left to
+            // node-llama-cpp.
+            await this._prefill(active, prompt, controller, cells, request.onRebuild, promptTail, internalAbort.signal);
             session.setChatHistory(history);
             const started = performance.now();
             let generated = 0;
@@ -233,15 +263,19 @@ export class Engine {
         } finally {
             request.signal.removeEventListener("abort", forwardAbort);
             await controller?.dispose().catch(() => {});
-            this._generating = false;
             this._setStatus({state: "ready"});
         }
     }
 
     async dispose(): Promise<void> {
-        await this._unload();
-        if (this._options.ownsRuntime !== false)
-            await this._llama?.dispose();
+        await withLock([this, "engine"], () => this._unload());
+        if (this._options.ownsRuntime !== false && this._llama != null) {
+            // node-llama-cpp 3.22.1 keeps a dispose guard for a model whose load failed until that model is garbage
+            // collected, so the runtime's dispose can wait without end after a failed load: bound the wait.
+            let timer: NodeJS.Timeout | undefined;
+            await Promise.race([this._llama.dispose(), new Promise((resolve) => timer = setTimeout(resolve, runtimeDisposeMs))]);
+            clearTimeout(timer);
+        }
         this._llama = null;
     }
 
@@ -252,7 +286,7 @@ export class Engine {
      * then finds the prefix in place and evaluates only the new message.
      */
     private async _prefill(active: Active, history: ChatHistoryItem[], controller: KvController | null, cells: number,
-        onProgress: ((progress: number) => void) | undefined, holdBack = 0): Promise<void> {
+        onProgress: ((progress: number) => void) | undefined, holdBack = 0, signal?: AbortSignal): Promise<void> {
         if (history.length === 0)
             return;
         const loaded = this._loaded!;
@@ -292,17 +326,30 @@ export class Engine {
         const report = missing >= 256 ? onProgress : undefined;
         const chunkTarget = Math.max(16, Math.floor(cells * 0.7));
         let done = 0;
+        // Chunks sized so each takes about `prefillChunkMs`: a stop waits for one chunk at most, on any model and machine.
+        let chunkTokens = 16;
+        // Tokens left before the next prune round: as much as fits (512 at most), read in one or more chunks.
+        let untilPrune = 0;
         report?.(0);
         while (done < missing) {
-            const live = pruning ? (await active.kv!.stats()).cellsUsed : common + done;
-            const room = Math.max(8, Math.min(512, cells - live - 16));
-            const chunk = tokens.slice(common + done, common + done + room);
+            signal?.throwIfAborted();
+            if (untilPrune === 0) {
+                const live = pruning ? (await active.kv!.stats()).cellsUsed : common + done;
+                untilPrune = Math.max(8, Math.min(512, cells - live - 16));
+            }
+            const chunk = tokens.slice(common + done, common + done + Math.min(untilPrune, chunkTokens));
+            const started = performance.now();
             await sequence.evaluateWithoutGeneratingNewTokens(chunk);
+            const elapsed = Math.max(1, performance.now() - started);
+            chunkTokens = Math.max(8, Math.min(512, Math.round(chunk.length * prefillChunkMs / elapsed)));
             done += chunk.length;
-            // Between chunks, room for the next one; after the last, the tokens still to come (the held-back tail
+            untilPrune -= chunk.length;
+            // Between windows, room for the next one; after the last, the tokens still to come (the held-back tail
             // and the first prune cadence) must fit too, or the first decodes find no free cell.
-            if (pruning)
+            if (pruning && (untilPrune === 0 || done >= missing)) {
+                untilPrune = 0;
                 await controller.pruneNow(done < missing ? chunkTarget : Math.max(8, controller.maxKeep - holdBack));
+            }
             report?.(done / missing);
         }
     }
@@ -369,6 +416,12 @@ export class Engine {
 function fullKvTooLong(tokens: number, cells: number): string {
     return `This conversation is ${tokens} tokens long, more than the KV budget of ${cells} cells holds with Full KV: raise the budget or choose a compression policy`;
 }
+
+/** How long one chunk of prompt evaluation should take: the longest a stop waits during a prefill. */
+const prefillChunkMs = 250;
+
+/** How long `dispose()` waits for the runtime to let go. */
+const runtimeDisposeMs = 3000;
 
 /** Tokens at the end of a prompt left for node-llama-cpp to evaluate itself (the assistant's opening, where its rendering may differ). */
 const promptTail = 16;

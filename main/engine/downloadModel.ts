@@ -2,12 +2,13 @@ import {createModelDownloader} from "node-llama-cpp";
 
 export type ModelDownload = {
     totalBytes: number,
-    /** Resolves to the downloaded file's path. */
-    done: Promise<string>,
-    cancel(): Promise<void>
+    /** Starts the transfer (resuming a partial file in the same folder); resolves to the downloaded file's path. */
+    start(): Promise<string>,
+    /** Stops the transfer; `discard` also deletes the partial file, which otherwise stays for a resume. */
+    cancel(options?: {discard?: boolean}): Promise<void>
 };
 
-/** Starts a download with node-llama-cpp's downloader; a partial file left by a cancel is resumed next time. */
+/** Reads a download's size and file name with node-llama-cpp's downloader; nothing is transferred until `start()`. */
 export async function startModelDownload(uri: string, dirPath: string, onProgress: (downloaded: number, total: number) => void): Promise<ModelDownload> {
     const downloader = await createModelDownloader({
         modelUri: uri,
@@ -19,7 +20,7 @@ export async function startModelDownload(uri: string, dirPath: string, onProgres
     });
     return {
         totalBytes: downloader.totalSize,
-        done: downloader.download(),
-        cancel: () => downloader.cancel({deleteTempFile: false})
+        start: () => downloader.download(),
+        cancel: (options) => downloader.cancel({deleteTempFile: options?.discard === true})
     };
 }

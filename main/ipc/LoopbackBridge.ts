@@ -14,7 +14,15 @@ export type LoopbackBridgeOptions = {
     /** Port on 127.0.0.1; `0` picks a free one. Defaults to `0`. */
     port?: number,
     /** Shared secret a page must present; random when unset. */
-    token?: string
+    token?: string,
+    /** Open WebSocket connections at most; more are refused with 503. Defaults to `16`. */
+    maxClients?: number,
+    /** Open TCP connections at most (pages, assets and sockets); more are dropped. Defaults to `128`. */
+    maxConnections?: number,
+    /** Largest request frame in bytes; a larger one closes that socket (1009). Defaults to `1048576`. */
+    maxFrameBytes?: number,
+    /** Where errors no request can be answered with go. Defaults to `console.error`. */
+    log?: (message: string, err: unknown) => void
 };
 
 const contentTypes: Record<string, string> = {
@@ -32,25 +40,45 @@ const contentTypes: Record<string, string> = {
 /**
  * The IPC contract over a loopback WebSocket, for browser tests and the headless mode. Listens on
  * 127.0.0.1 only, requires a random token and a same-origin page, and goes through the same
- * dispatch (schemas, error envelope) as Electron IPC.
+ * dispatch (schemas, error envelope) as Electron IPC. No request can take the process down: every
+ * listener catches its errors, sockets and frames are capped.
  */
 export class LoopbackBridge {
     readonly token: string;
     private readonly _server: http.Server;
     private readonly _wss: WebSocketServer;
     private readonly _clients = new Set<WebSocket>();
+    private readonly _log: (message: string, err: unknown) => void;
 
     private constructor(private readonly _options: LoopbackBridgeOptions) {
         this.token = _options.token ?? randomBytes(24).toString("hex");
-        this._server = http.createServer((req, res) => void this._serveStatic(req, res));
-        this._wss = new WebSocketServer({noServer: true, maxPayload: 1024 * 1024});
+        this._log = _options.log ?? ((message, err) => console.error(message, err));
+        this._server = http.createServer((req, res) => {
+            this._serveStatic(req, res).catch((err: unknown) => {
+                this._log("Loopback request failed", err);
+                if (!res.headersSent)
+                    res.writeHead(500).end();
+                else
+                    res.destroy();
+            });
+        });
+        this._server.maxConnections = _options.maxConnections ?? 128;
+        this._server.on("connection", (socket) => socket.on("error", () => socket.destroy()));
+        this._wss = new WebSocketServer({noServer: true, maxPayload: _options.maxFrameBytes ?? 1024 * 1024});
         this._server.on("upgrade", (req, socket, head) => {
-            if (!this._authorised(req)) {
-                socket.write("HTTP/1.1 403 Forbidden\r\n\r\n");
+            socket.on("error", () => socket.destroy());
+            try {
+                const refusal = this._refusal(req);
+                if (refusal != null) {
+                    socket.end(`HTTP/1.1 ${refusal}\r\nConnection: close\r\n\r\n`);
+                    socket.destroy();
+                    return;
+                }
+                this._wss.handleUpgrade(req, socket, head, (ws) => this._accept(ws));
+            } catch (err) {
+                this._log("Loopback upgrade failed", err);
                 socket.destroy();
-                return;
             }
-            this._wss.handleUpgrade(req, socket, head, (ws) => this._accept(ws));
         });
     }
 
@@ -76,7 +104,8 @@ export class LoopbackBridge {
         const frame: BridgeEventFrame = {event: channel, payload};
         const text = JSON.stringify(frame);
         for (const client of this._clients)
-            client.send(text);
+            if (client.readyState === client.OPEN)
+                client.send(text, (err) => err != null && client.terminate());
     }
 
     async dispose(): Promise<void> {
@@ -86,34 +115,50 @@ export class LoopbackBridge {
         await new Promise<void>((resolve) => this._server.close(() => resolve()));
     }
 
-    private _authorised(req: http.IncomingMessage): boolean {
-        const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    /** Why an upgrade is refused (a status line), or `null` to accept it. */
+    private _refusal(req: http.IncomingMessage): string | null {
+        let url: URL;
+        try {
+            url = new URL(req.url ?? "/", "http://127.0.0.1");
+        } catch {
+            return "400 Bad Request";
+        }
         if (url.pathname !== "/bridge")
-            return false;
+            return "403 Forbidden";
         const origin = req.headers.origin;
         if (origin != null && origin !== `http://127.0.0.1:${this.port}` && origin !== `http://localhost:${this.port}`)
-            return false;
+            return "403 Forbidden";
         const given = Buffer.from(url.searchParams.get("token") ?? "");
         const expected = Buffer.from(this.token);
-        return given.length === expected.length && timingSafeEqual(given, expected);
+        if (given.length !== expected.length || !timingSafeEqual(given, expected))
+            return "403 Forbidden";
+        if (this._clients.size >= (this._options.maxClients ?? 16))
+            return "503 Service Unavailable";
+        return null;
     }
 
     private _accept(ws: WebSocket): void {
         this._clients.add(ws);
         ws.on("close", () => this._clients.delete(ws));
-        ws.on("message", async (data) => {
-            let frame: BridgeRequestFrame;
-            try {
-                frame = JSON.parse(String(data)) as BridgeRequestFrame;
-            } catch {
-                return;
-            }
-            if (frame == null || typeof frame.id !== "number")
-                return;
-            const response: BridgeResponseFrame = {id: frame.id, result: await this._options.dispatch(frame.channel, frame.payload)};
-            if (ws.readyState === ws.OPEN)
-                ws.send(JSON.stringify(response));
+        // ws reports a bad or oversized frame as an error and closes the socket; unheard, it would throw.
+        ws.on("error", () => ws.terminate());
+        ws.on("message", (data) => {
+            this._answer(ws, data).catch((err: unknown) => this._log("Loopback frame failed", err));
         });
+    }
+
+    private async _answer(ws: WebSocket, data: unknown): Promise<void> {
+        let frame: BridgeRequestFrame;
+        try {
+            frame = JSON.parse(String(data)) as BridgeRequestFrame;
+        } catch {
+            return;
+        }
+        if (frame == null || typeof frame !== "object" || typeof frame.id !== "number")
+            return;
+        const response: BridgeResponseFrame = {id: frame.id, result: await this._options.dispatch(frame.channel, frame.payload)};
+        if (ws.readyState === ws.OPEN)
+            ws.send(JSON.stringify(response), (err) => err != null && ws.terminate());
     }
 
     private async _serveStatic(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -122,7 +167,13 @@ export class LoopbackBridge {
             res.writeHead(404).end();
             return;
         }
-        const pathname = decodeURIComponent(new URL(req.url ?? "/", "http://127.0.0.1").pathname);
+        let pathname: string;
+        try {
+            pathname = decodeURIComponent(new URL(req.url ?? "/", "http://127.0.0.1").pathname);
+        } catch {
+            res.writeHead(400).end();
+            return;
+        }
         const file = path.resolve(root, "." + (pathname === "/" ? "/index.html" : pathname));
         if (!file.startsWith(path.resolve(root) + path.sep)) {
             res.writeHead(403).end();

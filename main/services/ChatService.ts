@@ -123,7 +123,9 @@ export class ChatService {
         const abort = new AbortController();
         const active: Active = {conversationId, messageId: assistantRow.id, abort, done: Promise.resolve()};
         this._active = active;
+        // `_generate` reports its own failures as the message's error; nothing may reject unheard here.
         active.done = this._generate(conversationId, assistantRow.id, abort.signal)
+            .catch(() => {})
             .finally(() => {
                 if (this._active === active)
                     this._active = null;
@@ -147,6 +149,9 @@ export class ChatService {
         let promptTokens = 0;
         let stats: MessageStats | null = null;
         let release: (() => void) | null = null;
+        // A write that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
+        const storage = new AbortController();
+        let storageError: unknown = null;
         try {
             // Waits while the API server generates; the answer shows as streaming, empty, until its turn.
             release = await this._queue.acquire(signal);
@@ -166,7 +171,7 @@ export class ChatService {
                 temperature: settings.temperature,
                 maxTokens: settings.maxTokens,
                 seed: this._options.seed,
-                signal,
+                signal: AbortSignal.any([signal, storage.signal]),
                 onChunk: (chunk) => {
                     const now = this._now();
                     if (chunk.segment === "thought") {
@@ -187,9 +192,14 @@ export class ChatService {
                         answerTokens: progress.answer_tokens,
                         elapsedMs: progress.total_ms
                     });
-                    if (now - lastFlush >= flushInterval) {
+                    if (now - lastFlush >= flushInterval && storageError == null) {
                         lastFlush = now;
-                        this._db.messages.saveProgress(messageId, progress, now);
+                        try {
+                            this._db.messages.saveProgress(messageId, progress, now);
+                        } catch (err) {
+                            storageError = err;
+                            storage.abort();
+                        }
                     }
                 }
             });
@@ -211,15 +221,36 @@ export class ChatService {
         } finally {
             release?.();
         }
+        if (storageError != null) {
+            status = "error";
+            error = storageFailure(storageError);
+        }
 
         const now = this._now();
         progress.total_ms = now - started;
-        this._db.messages.finish(messageId, {...progress, status, prompt_tokens: promptTokens, error, stats: stats == null ? "{}" : JSON.stringify(stats)}, now);
-        this._db.conversations.touch(conversationId, now);
+        const finish = {...progress, status, prompt_tokens: promptTokens, error, stats: stats == null ? "{}" : JSON.stringify(stats)};
+        try {
+            this._db.transaction(() => {
+                this._db.messages.finish(messageId, finish, now);
+                this._db.conversations.touch(conversationId, now);
+            });
+        } catch (err) {
+            // The row keeps what was saved last and stays `streaming`, so the next start marks it interrupted.
+            finish.status = "error";
+            finish.error = storageFailure(err);
+        }
         const row = this._db.messages.get(messageId);
         if (row != null)
-            this._emit("chat:done", {conversationId, message: toMessageDto(row)});
+            this._emit("chat:done", {conversationId, message: toMessageDto({...row, ...finish, updated_at: now})});
     }
+}
+
+/** What a person reads when saving the answer failed. */
+function storageFailure(err: unknown): string {
+    const code = String((err as {code?: unknown}).code ?? "");
+    if (/SQLITE_FULL|ENOSPC/.test(code) || /database or disk is full/i.test((err as Error).message))
+        return "The disk is full, so the answer stopped here: everything saved before is kept. Free some space and try again.";
+    return `The answer could not be saved, so it stopped here (${(err as Error).message}): everything saved before is kept.`;
 }
 
 function toTurn(row: MessageRow): ChatTurn[] {

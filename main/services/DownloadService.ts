@@ -1,18 +1,32 @@
-import {randomUUID} from "node:crypto";
+import {createHash, randomUUID} from "node:crypto";
+import fs from "node:fs/promises";
+import path from "node:path";
 import type {DownloadStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {startModelDownload, type ModelDownload} from "../engine/downloadModel.js";
 import type {ModelService} from "./ModelService.js";
 import type {Emit} from "./types.js";
 
+export type DownloadServiceOptions = {
+    /** Downloads that may run at once; more are refused. Defaults to `2`. */
+    maxConcurrent?: number,
+    /** Bytes that must stay free on the disk after a download. Defaults to `512 MiB`. */
+    reserveBytes?: number
+};
+
+type Entry = {status: DownloadStatus, download: ModelDownload | null, staging: string};
+
 /**
- * Model downloads by URL or Hugging Face URI into the models folder, with progress events, cancel, and
- * resume (a partial file is kept and continued by the next download of the same URI).
+ * Model downloads by URL or Hugging Face URI into the models folder, with progress events, cancel, and resume.
+ * Each URI downloads into its own folder under `.partial/` (named by a hash of the URI), so a partial file is
+ * resumed only by the same URI, never by another file that happens to share its name and size; a finished file
+ * moves into the models folder and its partial folder goes.
  */
 export class DownloadService {
-    private readonly _downloads = new Map<string, {status: DownloadStatus, download: ModelDownload | null}>();
+    private readonly _downloads = new Map<string, Entry>();
 
-    constructor(private readonly _dir: string, private readonly _models: ModelService, private readonly _emit: Emit) {}
+    constructor(private readonly _dir: string, private readonly _models: ModelService, private readonly _emit: Emit,
+        private readonly _options: DownloadServiceOptions = {}) {}
 
     list(): DownloadStatus[] {
         return [...this._downloads.values()].map((entry) => entry.status);
@@ -22,43 +36,79 @@ export class DownloadService {
         const trimmed = uri.trim();
         if (!/^(https?:\/\/|hf:)/.test(trimmed))
             throw new AppError("BAD_REQUEST", "Give a model as an http(s) URL or a Hugging Face URI like hf:user/repo:Q4_K_M");
-        for (const entry of this._downloads.values()) {
-            if (entry.status.uri === trimmed && entry.status.state === "downloading")
-                throw new AppError("BUSY", "This model is already being downloaded");
-        }
+        const running = [...this._downloads.values()].filter((entry) => entry.status.state === "downloading");
+        if (running.some((entry) => entry.status.uri === trimmed))
+            throw new AppError("BUSY", "This model is already being downloaded");
+        const maxConcurrent = this._options.maxConcurrent ?? 2;
+        if (running.length >= maxConcurrent)
+            throw new AppError("BUSY", `${running.length} downloads are running, the most at once: wait for one or cancel it`);
 
         const status: DownloadStatus = {downloadId: randomUUID(), uri: trimmed, state: "downloading", downloadedBytes: 0, totalBytes: 0, error: null, model: null};
-        const entry: {status: DownloadStatus, download: ModelDownload | null} = {status, download: null};
+        const staging = path.join(this._dir, ".partial", createHash("sha256").update(trimmed).digest("hex").slice(0, 16));
+        const entry: Entry = {status, download: null, staging};
         this._downloads.set(status.downloadId, entry);
         const update = (patch: Partial<DownloadStatus>) => {
+            if (entry.status.state !== "downloading")
+                return;
             entry.status = {...entry.status, ...patch};
             this._emit("models:download", entry.status);
         };
+        // Announced at once, so it can be cancelled while its size is still being asked for.
+        this._emit("models:download", entry.status);
 
         try {
-            entry.download = await startModelDownload(trimmed, this._dir, (downloadedBytes, totalBytes) => update({downloadedBytes, totalBytes}));
+            await fs.mkdir(staging, {recursive: true});
+            // A size beyond the disk is refused before the downloader sees it (it plans its chunks from the size).
+            const announced = await announcedBytes(trimmed);
+            const free = await freeBytes(staging);
+            if (announced != null && free != null && announced > free) {
+                update({state: "error", error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(announced)}, ${formatBytes(free)} are free`});
+                await this._discard(entry);
+                return entry.status;
+            }
+            entry.download = await startModelDownload(trimmed, staging, (downloadedBytes, totalBytes) => update({downloadedBytes, totalBytes}));
         } catch (err) {
             update({state: "error", error: `Cannot download ${trimmed}: ${(err as Error).message}`});
+            await this._discard(entry);
+            return entry.status;
+        }
+        if (entry.status.state === "cancelled") {
+            await entry.download.cancel();
+            await fs.rmdir(staging).catch(() => {}); // only when nothing was transferred
+            return entry.status;
+        }
+
+        const needed = entry.download.totalBytes - await partialBytes(staging) + (this._options.reserveBytes ?? 512 * 1024 * 1024);
+        const free = await freeBytes(staging);
+        if (free != null && needed > free) {
+            update({state: "error", error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(needed)} (with room to spare), ${formatBytes(free)} are free`});
+            await this._discard(entry);
             return entry.status;
         }
         update({totalBytes: entry.download.totalBytes});
 
-        void entry.download.done.then(async (path) => {
-            if (entry.status.state === "cancelled")
+        entry.download.start().then(async (file) => {
+            if (entry.status.state !== "downloading")
                 return;
             try {
-                const model = await this._models.add(path);
+                const target = await freeName(this._dir, path.basename(file));
+                await fs.rename(file, target);
+                await fs.rm(staging, {recursive: true, force: true});
+                const model = await this._models.add(target);
                 update({state: "done", downloadedBytes: entry.status.totalBytes, model});
             } catch (err) {
                 update({state: "error", error: (err as Error).message});
             }
-        }, (err: unknown) => {
-            if (entry.status.state !== "cancelled")
-                update({state: "error", error: `Download failed: ${(err as Error).message}`});
+        }, async (err: unknown) => {
+            if (entry.status.state !== "downloading")
+                return;
+            update({state: "error", error: `Download failed: ${(err as Error).message}`});
+            await this._discard(entry);
         });
         return entry.status;
     }
 
+    /** Stops a download; its partial file stays for a later download of the same URI to resume. */
     async cancel(downloadId: string): Promise<void> {
         const entry = this._downloads.get(downloadId);
         if (entry == null)
@@ -66,8 +116,8 @@ export class DownloadService {
         if (entry.status.state !== "downloading")
             return;
         entry.status = {...entry.status, state: "cancelled"};
-        await entry.download?.cancel();
         this._emit("models:download", entry.status);
+        await entry.download?.cancel();
     }
 
     async dispose(): Promise<void> {
@@ -75,4 +125,62 @@ export class DownloadService {
             if (entry.status.state === "downloading")
                 await entry.download?.cancel();
     }
+
+    /** Deletes a failed download's partial file and folder. */
+    private async _discard(entry: Entry): Promise<void> {
+        await entry.download?.cancel({discard: true}).catch(() => {});
+        await fs.rm(entry.staging, {recursive: true, force: true}).catch(() => {});
+    }
+}
+
+/** The size an http(s) server announces for `uri` (read from the response headers, the body is not fetched), or `null`. */
+async function announcedBytes(uri: string): Promise<number | null> {
+    if (!/^https?:\/\//.test(uri))
+        return null;
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), 15_000);
+    try {
+        const response = await fetch(uri, {signal: abort.signal});
+        const length = Number(response.headers.get("content-length"));
+        return response.ok && Number.isFinite(length) && length > 0 ? length : null;
+    } catch {
+        return null;
+    } finally {
+        clearTimeout(timer);
+        abort.abort();
+    }
+}
+
+async function partialBytes(dir: string): Promise<number> {
+    let total = 0;
+    for (const name of await fs.readdir(dir).catch(() => []))
+        total += (await fs.stat(path.join(dir, name)).catch(() => null))?.size ?? 0;
+    return total;
+}
+
+async function freeBytes(dir: string): Promise<number | null> {
+    try {
+        const stats = await fs.statfs(dir);
+        return stats.bavail * stats.bsize;
+    } catch {
+        return null;
+    }
+}
+
+/** `name` in `dir`, or, when a file of that name is there already, the name with a short suffix that is free. */
+async function freeName(dir: string, name: string): Promise<string> {
+    const extension = path.extname(name);
+    const base = name.slice(0, name.length - extension.length);
+    for (let attempt = 0; ; attempt++) {
+        const candidate = path.join(dir, attempt === 0 ? name : `${base}-${attempt + 1}${extension}`);
+        try {
+            await fs.access(candidate);
+        } catch {
+            return candidate;
+        }
+    }
+}
+
+function formatBytes(bytes: number): string {
+    return bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
 }

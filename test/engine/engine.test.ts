@@ -9,6 +9,7 @@ import type {ChatTurn, GenerationChunk} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 
 const fullKv = {compression: defaultCompressionSettings, cells: 2048};
+import {writeCorruptModels} from "../fixtures/gguf/corruptModels.js";
 import {getFixtureModel, writeCorruptFixtures} from "../fixtures/gguf/fixtures.js";
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
@@ -123,5 +124,21 @@ describe("Engine on generated models", () => {
         }
         // A failed load leaves the loaded model in place.
         expect(engine.status.state).toBe("ready");
+    });
+
+    it("refuses every model of the corrupt-model suite with MODEL_INVALID, and the loaded model still answers", async () => {
+        const corrupt = await writeCorruptModels(path.join(dir, "suite"), await getFixtureModel("tiny-qwen2"));
+        expect(corrupt.length).toBeGreaterThanOrEqual(25);
+        const loaded = engine.status.model;
+        for (const model of corrupt) {
+            const error = await engine.loadModel(model.path, modelInfo(model.path)).catch((err: unknown) => err);
+            expect(error, model.name).toBeInstanceOf(AppError);
+            expect((error as AppError).code, model.name).toBe("MODEL_INVALID");
+            expect((error as AppError).message, model.name).toMatch(model.error);
+        }
+        expect(engine.status.state).toBe("ready");
+        expect(engine.status.model).toEqual(loaded);
+        const {answer, thought} = await collect(engine, [{role: "user", text: "still there?"}], {maxTokens: 40});
+        expect(answer.length + thought.length).toBeGreaterThan(0);
     });
 });

@@ -109,6 +109,39 @@ describe("chat", () => {
         expect(answer).toMatchObject({status: "error", error: "out of memory", thinking: "Let me"});
     });
 
+    it("stops with a clear error when the disk fills while an answer streams, keeping everything saved before", async () => {
+        const {services, engine, db, events} = setup();
+        const unhandled: unknown[] = [];
+        const onUnhandled = (reason: unknown) => unhandled.push(reason);
+        process.on("unhandledRejection", onUnhandled);
+        try {
+            const c = services.conversations.create();
+            services.chat.send(c.id, "first");
+            await services.chat.idle();
+            // Chunks larger than a page: saving them needs new pages, which a database at its page limit refuses (SQLITE_FULL).
+            engine.thought = ["a".repeat(6000), "b".repeat(6000), "c".repeat(6000)];
+            const sqlite = (db as unknown as {_db: {pragma(source: string, options?: {simple: boolean}): unknown}})._db;
+            const {assistantMessage} = services.chat.send(c.id, "second");
+            sqlite.pragma(`max_page_count = ${Number(sqlite.pragma("page_count", {simple: true}))}`);
+            await services.chat.idle();
+            await new Promise((resolve) => setTimeout(resolve, 20));
+
+            expect(unhandled).toEqual([]);
+            expect(engine.requests[1]!.signal.aborted).toBe(true);
+            const done = events.filter((e) => e.channel === "chat:done").map((e) => e.payload as Events["chat:done"]).at(-1)!;
+            expect(done.message).toMatchObject({id: assistantMessage.id, status: "error", error: expect.stringMatching(/disk is full.*everything saved before is kept/)});
+
+            sqlite.pragma("max_page_count = 1073741823");
+            expect(services.chat.recoverInterrupted()).toBe(1);
+            const messages = services.conversations.get(c.id).messages;
+            expect(messages.map((m) => [m.role, m.status])).toEqual([["user", "complete"], ["assistant", "complete"], ["user", "complete"], ["assistant", "interrupted"]]);
+            expect(messages[1]!.text).toBe("The answer is 4");
+            expect(messages[2]!.text).toBe("second");
+        } finally {
+            process.off("unhandledRejection", onUnhandled);
+        }
+    });
+
     it("refuses to chat with no model loaded", () => {
         const {services, engine} = setup();
         engine.inspection = null;

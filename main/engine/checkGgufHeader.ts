@@ -1,0 +1,255 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import {AppError} from "../AppError.js";
+
+/** What the header check learnt about a GGUF file on the way through. */
+export type GgufHeader = {
+    version: number,
+    tensorCount: number,
+    kvCount: number,
+    alignment: number,
+    /** `general.architecture`, when present as a string. */
+    architecture: string | null,
+    /** Where the tensor data starts, and how many bytes the tensor infos say it holds. */
+    dataOffset: number,
+    dataBytes: number
+};
+
+// GGUF value types (gguf.md) and the byte size of the fixed-size ones.
+const valueTypeNames = ["uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string", "array", "uint64", "int64", "float64"];
+const fixedValueSize: Record<number, number> = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8};
+const STRING = 8;
+const ARRAY = 9;
+const UINT32 = 4;
+
+/** ggml tensor types as `[block size, bytes per block]` (ggml.c `type_traits`); removed types are absent. */
+const ggmlTypes: Record<number, readonly [number, number]> = {
+    0: [1, 4], 1: [1, 2], 2: [32, 18], 3: [32, 20], 6: [32, 22], 7: [32, 24], 8: [32, 34], 9: [32, 36],
+    10: [256, 84], 11: [256, 110], 12: [256, 144], 13: [256, 176], 14: [256, 210], 15: [256, 292],
+    16: [256, 66], 17: [256, 74], 18: [256, 98], 19: [256, 50], 20: [32, 18], 21: [256, 110], 22: [256, 82], 23: [256, 136],
+    24: [1, 1], 25: [1, 2], 26: [1, 4], 27: [1, 8], 28: [1, 8], 29: [256, 56], 30: [1, 2],
+    34: [256, 54], 35: [256, 66], 39: [32, 17], 40: [64, 36], 41: [128, 18], 42: [64, 18]
+};
+
+// Limits of llama.cpp's reader (gguf.cpp), and of the GGUF spec for keys.
+const MAX_STRING_LENGTH = 2 ** 30;
+const MAX_ARRAY_ELEMENTS = 2 ** 30;
+const MAX_KEY_LENGTH = 65535;
+const MAX_TENSOR_NAME = 63;
+const MAX_DIMS = 4;
+const DEFAULT_ALIGNMENT = 32;
+/** The smallest a key/value pair (8-byte length, 1-byte key, type, 1-byte value) and a tensor info can be. */
+const MIN_KV_BYTES = 8 + 1 + 4 + 1;
+const MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8;
+
+const WINDOW = 64 * 1024;
+
+/**
+ * Walks a GGUF file's header before any other parser sees it: magic, version, counts, every key/value and every
+ * tensor info, with each length and count checked against the bytes left in the file and every type checked against
+ * the known ones. It reads through one 64 KiB window and keeps nothing per entry, so a hostile header costs no more
+ * memory than a good one. Throws `MODEL_INVALID` naming the first thing that is wrong.
+ */
+export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
+    const name = path.basename(filePath);
+    const fail = (what: string): never => {
+        throw new AppError("MODEL_INVALID", `${name} is not a usable GGUF model: ${what}`);
+    };
+
+    let handle;
+    try {
+        handle = await fs.open(filePath, "r");
+    } catch (err) {
+        throw new AppError("MODEL_INVALID", `Cannot open ${filePath}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {cause: err});
+    }
+    try {
+        const stat = await handle.stat();
+        if (!stat.isFile())
+            throw new AppError("MODEL_INVALID", `${filePath} is not a file`);
+        const reader = new WindowReader(handle, stat.size, fail);
+
+        if (stat.size < 4 || (await reader.bytes(4)).toString("latin1") !== "GGUF")
+            throw new AppError("MODEL_INVALID", `${name} is not a GGUF model file (it does not start with the GGUF signature)`);
+
+        const version = await reader.u32("the version");
+        if (version !== 2 && version !== 3)
+            fail(version === 1 ? "GGUF version 1 is no longer supported" : `unknown GGUF version ${version}`);
+        const tensorCount = await reader.count("the tensor count");
+        const kvCount = await reader.count("the key/value count");
+        if (kvCount * MIN_KV_BYTES + tensorCount * MIN_TENSOR_INFO_BYTES > reader.remaining)
+            fail(`the header announces ${kvCount} key/value pairs and ${tensorCount} tensors, more than the ${reader.remaining} bytes left in the file can hold`);
+
+        let alignment = DEFAULT_ALIGNMENT;
+        let architecture: string | null = null;
+        for (let i = 0; i < kvCount; i++) {
+            const key = await reader.string(`the name of key/value pair ${i}`, MAX_KEY_LENGTH, true);
+            if (key.length === 0)
+                fail(`key/value pair ${i} has an empty name`);
+            const type = await reader.u32(`the type of ${key}`);
+            if (key === "general.alignment") {
+                if (type !== UINT32)
+                    fail(`general.alignment must be a uint32, not ${typeName(type)}`);
+                alignment = await reader.u32("general.alignment");
+                if (alignment === 0 || (alignment & (alignment - 1)) !== 0)
+                    fail(`general.alignment ${alignment} is not a power of 2`);
+            } else if (key === "general.architecture" && type === STRING)
+                architecture = await reader.string("general.architecture", 256, true);
+            else
+                await skipValue(reader, key, type);
+        }
+
+        if (architecture == null)
+            fail("it has no general.architecture (a string naming the model's architecture)");
+
+        let expectedOffset = 0;
+        for (let i = 0; i < tensorCount; i++) {
+            const tensor = await reader.string(`the name of tensor ${i}`, MAX_TENSOR_NAME, true);
+            const dimCount = await reader.u32(`the dimension count of ${tensor}`);
+            if (dimCount > MAX_DIMS)
+                fail(`tensor ${tensor} has ${dimCount} dimensions (at most ${MAX_DIMS})`);
+            let elements = 1n;
+            let firstDim = 1n;
+            for (let d = 0; d < dimCount; d++) {
+                const dim = await reader.u64(`dimension ${d} of ${tensor}`);
+                if (dim >= 2n ** 63n)
+                    fail(`tensor ${tensor} has a negative dimension`);
+                if (d === 0)
+                    firstDim = dim;
+                elements *= dim;
+                if (elements >= 2n ** 63n)
+                    fail(`tensor ${tensor} has more elements than fit in 64 bits`);
+            }
+            const type = await reader.u32(`the type of ${tensor}`);
+            const traits = ggmlTypes[type];
+            if (traits == null)
+                fail(`tensor ${tensor} has unknown ggml type ${type}`);
+            const [blockSize, blockBytes] = traits!;
+            if (firstDim % BigInt(blockSize) !== 0n)
+                fail(`tensor ${tensor} has ${firstDim} elements per row, not a multiple of its type's block size ${blockSize}`);
+            const offset = await reader.u64(`the data offset of ${tensor}`);
+            if (offset !== BigInt(expectedOffset))
+                fail(`tensor ${tensor} starts at data offset ${offset}, expected ${expectedOffset}`);
+            const bytes = elements / BigInt(blockSize) * BigInt(blockBytes);
+            const padded = (bytes + BigInt(alignment) - 1n) / BigInt(alignment) * BigInt(alignment);
+            if (padded > BigInt(stat.size))
+                fail(`tensor ${tensor} (${bytes} bytes) is larger than the whole file`);
+            expectedOffset += Number(padded);
+        }
+
+        const dataOffset = Math.ceil(reader.position / alignment) * alignment;
+        if (tensorCount > 0 && dataOffset + expectedOffset > stat.size)
+            fail(`it is truncated: ${formatBytes(stat.size)} on disk, the header describes ${formatBytes(dataOffset + expectedOffset)} (an incomplete download?)`);
+        return {version, tensorCount, kvCount, alignment, architecture, dataOffset, dataBytes: expectedOffset};
+    } finally {
+        await handle.close();
+    }
+}
+
+async function skipValue(reader: WindowReader, key: string, type: number): Promise<void> {
+    if (type === STRING) {
+        await reader.string(`the value of ${key}`, MAX_STRING_LENGTH, false);
+        return;
+    }
+    if (type === ARRAY) {
+        const itemType = await reader.u32(`the item type of ${key}`);
+        if (itemType === ARRAY)
+            reader.fail(`${key} is an array of arrays, which llama.cpp cannot read`);
+        if (itemType !== STRING && fixedValueSize[itemType] == null)
+            reader.fail(`${key} is an array of unknown type ${itemType}`);
+        const count = await reader.count(`the length of ${key}`);
+        const itemBytes = itemType === STRING ? 8 : fixedValueSize[itemType]!;
+        if (count * itemBytes > reader.remaining)
+            reader.fail(`${key} announces ${count} items, more than the ${reader.remaining} bytes left in the file can hold`);
+        if (count > MAX_ARRAY_ELEMENTS)
+            reader.fail(`${key} has ${count} items, more than llama.cpp reads (${MAX_ARRAY_ELEMENTS})`);
+        if (itemType !== STRING) {
+            await reader.skip(count * itemBytes, `the items of ${key}`);
+            return;
+        }
+        for (let i = 0; i < count; i++)
+            await reader.string(`item ${i} of ${key}`, MAX_STRING_LENGTH, false);
+        return;
+    }
+    const size = fixedValueSize[type];
+    if (size == null)
+        reader.fail(`${key} has unknown value type ${type}`);
+    await reader.skip(size!, `the value of ${key}`);
+}
+
+function typeName(type: number): string {
+    return valueTypeNames[type] ?? `type ${type}`;
+}
+
+function formatBytes(bytes: number): string {
+    return bytes >= 1024 * 1024 ? (bytes / 1024 / 1024).toFixed(1) + " MiB" : `${bytes} bytes`;
+}
+
+/** Sequential little-endian reads through one fixed window; every read is checked against the file's end first. */
+class WindowReader {
+    position = 0;
+    private readonly _window = Buffer.alloc(WINDOW);
+    private _windowStart = 0;
+    private _windowEnd = 0;
+
+    constructor(private readonly _handle: fs.FileHandle, private readonly _size: number, readonly fail: (what: string) => never) {}
+
+    get remaining(): number {
+        return this._size - this.position;
+    }
+
+    async u32(what: string): Promise<number> {
+        return (await this.bytes(4, what)).readUInt32LE(0);
+    }
+
+    async u64(what: string): Promise<bigint> {
+        return (await this.bytes(8, what)).readBigUInt64LE(0);
+    }
+
+    /** A u64 count, as a number; anything past 2^53 is refused (no file is that large). */
+    async count(what: string): Promise<number> {
+        const value = await this.u64(what);
+        if (value > BigInt(Number.MAX_SAFE_INTEGER))
+            this.fail(`${what} is ${value}, far more than the file can hold`);
+        return Number(value);
+    }
+
+    /** A length-prefixed string: decoded when `keep`, else skipped. */
+    async string(what: string, maxLength: number, keep: true): Promise<string>;
+    async string(what: string, maxLength: number, keep: false): Promise<void>;
+    async string(what: string, maxLength: number, keep: boolean): Promise<string | void> {
+        const length = await this.u64(`the length of ${what}`);
+        if (length > BigInt(this.remaining))
+            this.fail(`${what} is ${length} bytes long, but only ${this.remaining} bytes are left in the file`);
+        if (length > BigInt(maxLength))
+            this.fail(`${what} is ${length} bytes long (at most ${maxLength})`);
+        if (!keep) {
+            await this.skip(Number(length), what);
+            return;
+        }
+        return (await this.bytes(Number(length), what)).toString("utf8");
+    }
+
+    async skip(length: number, what: string): Promise<void> {
+        if (length > this.remaining)
+            this.fail(`the file ends inside ${what} (truncated)`);
+        this.position += length;
+    }
+
+    /** `length` bytes at the current position; at most one window, and never past the file's end. */
+    async bytes(length: number, what = "the header"): Promise<Buffer> {
+        if (length > this.remaining)
+            this.fail(`the file ends inside ${what} (truncated)`);
+        if (length > WINDOW)
+            this.fail(`${what} is longer than ${WINDOW} bytes`);
+        if (this.position < this._windowStart || this.position + length > this._windowEnd) {
+            const {bytesRead} = await this._handle.read(this._window, 0, Math.min(WINDOW, this._size - this.position), this.position);
+            this._windowStart = this.position;
+            this._windowEnd = this.position + bytesRead;
+            if (bytesRead < length)
+                this.fail(`the file ends inside ${what} (truncated)`);
+        }
+        const start = this.position - this._windowStart;
+        this.position += length;
+        return this._window.subarray(start, start + length);
+    }
+}
