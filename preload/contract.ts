@@ -157,6 +157,14 @@ export type BudgetEstimate = {
     fullContextBytes: number | null,
     modelContextLength: number | null,
     freeMemoryBytes: number,
+    /** Bytes of the model's weights (from the GGUF's tensors). */
+    weightsBytes: number | null,
+    /** Approximate bytes of llama.cpp's compute buffer for this budget (attention scores and one layer's activations). */
+    computeBytes: number | null,
+    /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
+    modelLoaded: boolean,
+    /** What still has to fit in free memory: the weights (unless loaded), the KV cache and the compute buffer. */
+    neededBytes: number,
     fits: boolean,
     /** Whether the model's architecture supports pruning; Full KV always works. */
     compressionSupported: boolean,
@@ -168,7 +176,11 @@ export type ModelDetails = ModelInfo & {
     headCount: number | null,
     headCountKv: number | null,
     embeddingLength: number | null,
+    /** A head's K size (`attention.key_length`, else embedding / heads). */
+    keyLength: number | null,
     kvBytesPerToken: number | null,
+    /** Bytes of the weights, from the GGUF's tensors. */
+    weightsBytes: number | null,
     compressionSupported: boolean,
     compressionNote: string | null
 };

@@ -55,6 +55,10 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         headCount: asNumber(arch.attention?.head_count),
         headCountKv: asNumber(arch.attention?.head_count_kv) ?? asNumber(arch.attention?.head_count),
         embeddingLength: asNumber(arch.embedding_length),
+        keyLength: asNumber(arch.attention?.key_length),
+        valueLength: asNumber(arch.attention?.value_length),
+        feedForwardLength: asNumber(arch.feed_forward_length),
+        weightsBytes: insights.modelSize,
         hasChatTemplate: typeof metadata.tokenizer?.chat_template === "string"
     };
 }

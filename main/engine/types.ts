@@ -15,6 +15,12 @@ export type ModelInspection = {
     headCount: number | null,
     headCountKv: number | null,
     embeddingLength: number | null,
+    /** `attention.key_length` / `value_length`: a head's K and V size when the GGUF declares it (else embedding / heads). */
+    keyLength?: number | null,
+    valueLength?: number | null,
+    feedForwardLength?: number | null,
+    /** Bytes of the weights (all tensors, as stored in the file). Absent in inspections stored by older versions. */
+    weightsBytes?: number,
     hasChatTemplate: boolean
 };
 

@@ -1,7 +1,7 @@
 import {randomUUID} from "node:crypto";
 import type {EngineStatus, ModelDetails, ModelInfo} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
-import {kvBytesPerCell} from "../engine/kvMemory.js";
+import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
@@ -48,10 +48,13 @@ export class ModelService {
         const stored = inspection ?? (JSON.parse(row.metadata) as Partial<ModelInspection>);
         const shape = {layers: stored.layers ?? null, headCount: stored.headCount ?? null, headCountKv: stored.headCountKv ?? null, embeddingLength: stored.embeddingLength ?? null};
         const support = compressionSupport(row.architecture);
+        const heads = {...shape, keyLength: stored.keyLength ?? null, valueLength: stored.valueLength ?? null};
         return {
             ...toModelInfo(row),
             ...shape,
-            kvBytesPerToken: kvBytesPerCell(shape),
+            keyLength: headLength(shape, heads.keyLength),
+            kvBytesPerToken: kvBytesPerCell(heads),
+            weightsBytes: stored.weightsBytes ?? null,
             compressionSupported: support.supported,
             compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note
         };
@@ -59,6 +62,22 @@ export class ModelService {
 
     inspectionOf(id: string): ModelInspection {
         return JSON.parse(this._require(id).metadata) as ModelInspection;
+    }
+
+    /**
+     * The stored inspection, read again from the file when it was stored by a version that did not record the
+     * weights and head sizes (the estimate needs them); a file gone since keeps the stored one.
+     */
+    async inspection(id: string): Promise<ModelInspection> {
+        const stored = this.inspectionOf(id);
+        if (stored.weightsBytes != null)
+            return stored;
+        const row = this._require(id);
+        const fresh = await inspectModel(row.path).catch(() => null);
+        if (fresh == null)
+            return stored;
+        this._db.models.upsert({...row, metadata: JSON.stringify(fresh)});
+        return fresh;
     }
 
     remove(id: string): void {

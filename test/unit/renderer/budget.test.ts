@@ -13,7 +13,8 @@ function estimateOf(compression: CompressionSettings): BudgetEstimate {
         : compression.budget.kind === "mib" ? Math.floor((compression.budget.mib * 1024 * 1024) / bytesPerCell) : 4096;
     return {
         cells, allocatedCells: cells, bytesPerCell, bytes: cells * bytesPerCell, fullContextBytes: 4096 * bytesPerCell, modelContextLength: 4096,
-        freeMemoryBytes: 2 ** 30, fits: cells * bytesPerCell <= 2 ** 30, compressionSupported: true, notes: []
+        freeMemoryBytes: 2 ** 30, weightsBytes: 2 ** 20, computeBytes: 2 ** 20, modelLoaded: true, neededBytes: cells * bytesPerCell + 2 ** 20,
+        fits: cells * bytesPerCell + 2 ** 20 <= 2 ** 30, compressionSupported: true, notes: []
     };
 }
 
