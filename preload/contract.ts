@@ -182,7 +182,9 @@ export type ModelDetails = ModelInfo & {
     /** Bytes of the weights, from the GGUF's tensors. */
     weightsBytes: number | null,
     compressionSupported: boolean,
-    compressionNote: string | null
+    compressionNote: string | null,
+    /** What loading it with the default budget needs against free memory now; `null` when it cannot be estimated. */
+    fit: BudgetEstimate | null
 };
 
 export type DownloadState = "downloading" | "done" | "cancelled" | "error";

@@ -23,7 +23,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "models:pick": () => platform.pickModelFile(),
         "models:remove": ({id}) => services.models.remove(id),
         "models:load": ({id}) => services.models.load(id),
-        "models:details": ({id}) => services.models.details(id),
+        "models:details": ({id}) => services.modelDetails(id),
         "models:download": ({uri}) => services.downloads.start(uri),
         "models:cancelDownload": ({downloadId}) => services.downloads.cancel(downloadId),
         "models:downloads": () => services.downloads.list(),

@@ -1,4 +1,4 @@
-import type {AppStatus} from "../../preload/contract.js";
+import type {AppStatus, ModelDetails} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {Engine} from "../engine/Engine.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
@@ -42,6 +42,13 @@ export class AppServices {
 
     status(): AppStatus {
         return {version: this._options.version, engine: this.engine.status};
+    }
+
+    /** A model's details, with what loading it at the default budget needs against free memory. */
+    async modelDetails(id: string): Promise<ModelDetails> {
+        const details = await this.models.details(id);
+        const fit = await this.compression.estimate(this.settings.get().defaultConversationSettings.compression, id).catch(() => null);
+        return {...details, fit};
     }
 
     async deleteConversation(id: string): Promise<void> {

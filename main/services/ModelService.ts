@@ -42,7 +42,7 @@ export class ModelService {
     }
 
     /** The model's shape and what its KV cache costs, read from the GGUF header. */
-    async details(id: string): Promise<ModelDetails> {
+    async details(id: string): Promise<Omit<ModelDetails, "fit">> {
         const row = this._require(id);
         const inspection = await inspectModel(row.path).catch((): ModelInspection | null => null);
         const stored = inspection ?? (JSON.parse(row.metadata) as Partial<ModelInspection>);

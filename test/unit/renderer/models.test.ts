@@ -89,7 +89,7 @@ describe("models state", () => {
             ok: true,
             value: {
                 ...model(id, "/models/a.gguf"), layers: 28, headCount: 28, headCountKv: 4, embeddingLength: 3584, keyLength: 128, kvBytesPerToken: 57_344,
-                weightsBytes: 4_000_000_000, compressionSupported: true, compressionNote: null
+                weightsBytes: 4_000_000_000, compressionSupported: true, compressionNote: null, fit: null
             }
         }));
         const models = createModels(bridge.api);
