@@ -38,6 +38,8 @@ export type MessageRow = {
     total_ms: number,
     error: string | null,
     stats: string,
+    /** `max_tokens`: the answer reached its token limit before it ended (it can be continued). */
+    cut_reason: "max_tokens" | null,
     created_at: number,
     updated_at: number
 };

@@ -27,8 +27,10 @@ export type ModelInspection = {
 export type GenerationChunk = {segment: "thought" | "answer", text: string, tokens: number};
 
 export type GenerateRequest = {
-    /** The conversation so far; the last turn is the user's prompt to answer. */
+    /** The conversation so far; the last turn is the user's prompt to answer (or, with `continueLast`, the answer to continue). */
     history: ChatTurn[],
+    /** The last turn is an unfinished answer (cut off, stopped): generate its rest. Defaults to `false`. */
+    continueLast?: boolean,
     systemPrompt: string,
     temperature: number,
     maxTokens: number,

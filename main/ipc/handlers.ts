@@ -37,6 +37,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "conversations:export": ({id, format}) => exportConversation(services.conversations.get(id), format),
         "chat:send": ({conversationId, text}) => services.chat.send(conversationId, text),
         "chat:regenerate": ({conversationId}) => services.chat.regenerate(conversationId),
+        "chat:continue": ({conversationId}) => services.chat.continue(conversationId),
         "chat:stop": ({conversationId}) => services.chat.stop(conversationId),
         "shell:openExternal": ({url}) => platform.openExternal(url)
     } satisfies Handlers;

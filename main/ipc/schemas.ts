@@ -32,6 +32,7 @@ export const requestSchemas = {
     "conversations:export": z.object({id, format: z.enum(["markdown", "json"])}).strict(),
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),
     "chat:regenerate": z.object({conversationId: id}).strict(),
+    "chat:continue": z.object({conversationId: id}).strict(),
     "chat:stop": z.object({conversationId: id}).strict(),
     "shell:openExternal": z.object({url: z.url({protocol: /^https?$/})}).strict()
 } satisfies {[C in RequestChannel]: z.ZodType<Req<C>, unknown>};

@@ -84,6 +84,31 @@ export class ChatService {
         return {assistantMessage: toMessageDto(assistantRow)};
     }
 
+    /**
+     * Resumes the conversation's last answer where it ended early (cut off at its token limit, stopped, interrupted):
+     * the same message grows, with a fresh allowance of max tokens.
+     */
+    continue(conversationId: string): {assistantMessage: MessageDto} {
+        this._conversations.require(conversationId);
+        this._assertCanGenerate();
+        const last = this._db.messages.listByConversation(conversationId).at(-1);
+        if (last == null || last.role !== "assistant")
+            throw new AppError("BAD_REQUEST", "There is no answer to continue: the conversation does not end with one");
+        if (last.status === "complete" && last.cut_reason == null)
+            throw new AppError("BAD_REQUEST", "The last answer is complete: there is nothing to continue");
+        if (last.status === "error" && last.text === "" && last.thinking === "")
+            throw new AppError("BAD_REQUEST", "The last answer failed before it wrote anything: regenerate it instead");
+
+        const now = this._now();
+        this._db.transaction(() => {
+            this._db.messages.markStreaming(last.id, now);
+            this._db.conversations.touch(conversationId, now);
+        });
+        const row = this._db.messages.get(last.id)!;
+        this._start(conversationId, row, true);
+        return {assistantMessage: toMessageDto(row)};
+    }
+
     /** Stops the answer being generated in this conversation; what it wrote so far is kept. */
     async stop(conversationId: string): Promise<void> {
         const active = this._active;
@@ -114,30 +139,39 @@ export class ChatService {
         return this._db.messages.insert({id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now});
     }
 
-    private _start(conversationId: string, assistantRow: MessageRow): void {
+    private _start(conversationId: string, assistantRow: MessageRow, continuing = false): void {
         const abort = new AbortController();
         const active: Active = {conversationId, messageId: assistantRow.id, abort, done: Promise.resolve()};
         this._active = active;
-        active.done = this._generate(conversationId, assistantRow.id, abort.signal)
+        active.done = this._generate(conversationId, assistantRow, abort.signal, continuing)
             .finally(() => {
                 if (this._active === active)
                     this._active = null;
             });
     }
 
-    private async _generate(conversationId: string, messageId: string, signal: AbortSignal): Promise<void> {
+    private async _generate(conversationId: string, assistantRow: MessageRow, signal: AbortSignal, continuing: boolean): Promise<void> {
+        const messageId = assistantRow.id;
         const conversation = this._conversations.require(conversationId);
         const settings = this._conversations.settingsOf(conversation);
-        const history = this._db.messages.listByConversation(conversationId)
-            .filter((row) => row.id !== messageId)
-            .flatMap(toTurn);
+        const rows = this._db.messages.listByConversation(conversationId);
+        const history = rows
+            .filter((row) => continuing ? row.seq <= assistantRow.seq : row.id !== messageId)
+            .flatMap((row) => row.id === messageId ? [{role: "assistant" as const, text: row.text, thinking: row.thinking}] : toTurn(row));
 
-        const started = this._now();
-        const progress = {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0};
+        // A continuation goes on from what the answer holds, its times included.
+        const started = this._now() - (continuing ? assistantRow.total_ms : 0);
+        const progress = continuing
+            ? {
+                text: assistantRow.text, thinking: assistantRow.thinking, thinking_tokens: assistantRow.thinking_tokens,
+                answer_tokens: assistantRow.answer_tokens, thinking_ms: assistantRow.thinking_ms, total_ms: assistantRow.total_ms
+            }
+            : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0};
         let lastFlush = started;
         const flushInterval = this._options.flushIntervalMs ?? 250;
 
         let status: MessageRow["status"] = "complete";
+        let cutReason: MessageRow["cut_reason"] = null;
         let error: string | null = null;
         let promptTokens = 0;
         let stats: MessageStats | null = null;
@@ -154,6 +188,7 @@ export class ChatService {
                     this._emit("chat:memory", {conversationId, messageId, sample});
                 },
                 history,
+                continueLast: continuing,
                 systemPrompt: settings.systemPrompt,
                 temperature: settings.temperature,
                 maxTokens: settings.maxTokens,
@@ -188,6 +223,10 @@ export class ChatService {
             promptTokens = result.promptTokens;
             if (result.stopReason === "abort")
                 status = "stopped";
+            else if (result.stopReason === "maxTokens") {
+                status = "stopped";
+                cutReason = "max_tokens";
+            }
             else if (result.stopReason === "budget") {
                 status = "stopped";
                 error = `The KV budget of ${cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
@@ -200,7 +239,12 @@ export class ChatService {
 
         const now = this._now();
         progress.total_ms = now - started;
-        this._db.messages.finish(messageId, {...progress, status, prompt_tokens: promptTokens, error, stats: stats == null ? "{}" : JSON.stringify(stats)}, now);
+        if (continuing && stats != null)
+            stats = {...stats, samples: [...(parseSamples(assistantRow.stats)), ...stats.samples]};
+        this._db.messages.finish(messageId, {
+            ...progress, status, prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens, error, cut_reason: cutReason,
+            stats: stats == null ? (continuing ? assistantRow.stats : "{}") : JSON.stringify(stats)
+        }, now);
         this._db.conversations.touch(conversationId, now);
         const row = this._db.messages.get(messageId);
         if (row != null)
@@ -214,6 +258,15 @@ function toTurn(row: MessageRow): ChatTurn[] {
     if (row.status === "error" && row.text === "")
         return [];
     return [{role: "assistant", text: row.text, thinking: row.thinking}];
+}
+
+function parseSamples(json: string): KvSample[] {
+    try {
+        const samples = (JSON.parse(json) as Partial<MessageStats>).samples;
+        return Array.isArray(samples) ? samples : [];
+    } catch {
+        return [];
+    }
 }
 
 /** Appends a sample, halving the older ones when the list is full so a long answer keeps its whole shape. */

@@ -71,7 +71,8 @@ export const conversationSettingsSchema = z.object({
 export const defaultConversationSettings: ConversationSettings = {
     systemPrompt: "",
     temperature: 0.6,
-    maxTokens: 4096,
+    // Reasoning models think for thousands of tokens (R1-class model cards evaluate at 32k): a limit that rarely cuts.
+    maxTokens: 32_768,
     compression: defaultCompressionSettings
 };
 

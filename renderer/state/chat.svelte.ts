@@ -145,6 +145,31 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         return true;
     }
 
+    /** Resumes the last answer where it was cut off, stopped or interrupted; it grows in place. */
+    async function continueAnswer(): Promise<boolean> {
+        const conversationId = state.conversationId;
+        const message = lastMessage;
+        if (conversationId == null || !canContinue(message))
+            return false;
+        const before = {status: message.status, cut: message.cut, error: message.error};
+        // Streaming from now on: deltas may arrive before the response and append to it.
+        Object.assign(message, {status: "streaming", cut: null, error: null});
+        state.live[message.id] = {lastDeltaAt: now()};
+        state.error = null;
+        const result = await request(bridge, "chat:continue", {conversationId});
+        if (result.ok || state.conversationId !== conversationId)
+            return result.ok;
+        Object.assign(message, before);
+        delete state.live[message.id];
+        state.error = describeError("Could not continue the answer", result.error);
+        return false;
+    }
+
+    function canContinue(message: MessageDto | null): message is MessageDto {
+        return !generating && message?.role === "assistant" && message.status !== "complete" && message.status !== "streaming" &&
+            !(message.status === "error" && message.text === "" && message.thinking === "");
+    }
+
     async function stop(): Promise<void> {
         const conversationId = state.conversationId;
         if (conversationId == null)
@@ -174,9 +199,13 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         get canRegenerate() {
             return !generating && lastMessage?.role === "assistant";
         },
+        /** Whether the last message is an answer that ended early (cut off, stopped, interrupted) and may be continued. */
+        get canContinue() {
+            return canContinue(lastMessage);
+        },
         /** The clock live figures are measured with. */
         now,
-        open, send, regenerate, stop,
+        open, send, regenerate, continueAnswer, stop,
         dispose(): void {
             offDelta();
             offDone();

@@ -13,7 +13,7 @@ import {getFixtureModel, writeCorruptFixtures} from "../fixtures/gguf/fixtures.j
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
 
-async function collect(engine: Engine, history: ChatTurn[], options: {seed?: number, maxTokens?: number, abortAfter?: number} = {}) {
+async function collect(engine: Engine, history: ChatTurn[], options: {seed?: number, maxTokens?: number, abortAfter?: number, continueLast?: boolean} = {}) {
     const chunks: GenerationChunk[] = [];
     const abort = new AbortController();
     const result = await engine.generate({
@@ -22,6 +22,7 @@ async function collect(engine: Engine, history: ChatTurn[], options: {seed?: num
         temperature: 0.8,
         maxTokens: options.maxTokens ?? 400,
         seed: options.seed ?? 1,
+        continueLast: options.continueLast,
         signal: abort.signal,
         kv: fullKv,
         onChunk(chunk) {
@@ -96,6 +97,32 @@ describe("Engine on generated models", () => {
             {role: "user", text: "Which number?"}
         ], {seed: 4});
         expect(second.thoughtTokens + second.answerTokens).toBeGreaterThan(0);
+    });
+
+    it("continues an answer cut by max tokens inside its thought: the thought goes on, then closes and the answer comes", async () => {
+        const question: ChatTurn = {role: "user", text: "What is 12 times 7?"};
+        const cut = await collect(engine, [question], {seed: 3, maxTokens: 3});
+        expect(cut.result.stopReason).toBe("maxTokens");
+        expect(cut.thoughtTokens).toBeGreaterThan(0);
+        expect(cut.thoughtTokens).toBeLessThanOrEqual(3);
+        expect(cut.answerTokens).toBe(0);
+
+        const rest = await collect(engine, [question, {role: "assistant", thinking: cut.thought, text: ""}], {seed: 3, continueLast: true});
+        expect(rest.result.stopReason).toBe("eogToken");
+        expect(rest.chunks[0]?.segment).toBe("thought");
+        expect(rest.thoughtTokens).toBeGreaterThan(0);
+        expect(rest.answerTokens).toBeGreaterThan(0);
+        expect(rest.thought).not.toContain("<think>");
+        // The question is not read again: its tokens are still in the context.
+        expect(rest.result.promptTokens).toBeLessThan(cut.result.promptTokens);
+
+        // A cut inside the answer goes on as answer.
+        const answerCut = await collect(engine, [question], {seed: 5, maxTokens: 400});
+        const inAnswer = await collect(engine, [question, {role: "assistant", thinking: answerCut.thought, text: answerCut.answer.slice(0, 3)}], {seed: 5, continueLast: true});
+        expect(inAnswer.thoughtTokens).toBe(0);
+        expect(inAnswer.answerTokens).toBeGreaterThan(0);
+
+        await expect(collect(engine, [question], {continueLast: true})).rejects.toMatchObject({code: "BAD_REQUEST"});
     });
 
     it("refuses a second generation while one runs", async () => {

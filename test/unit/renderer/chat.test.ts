@@ -114,6 +114,37 @@ describe("chat state", () => {
         expect(chat.generating).toBe(true);
     });
 
+    test("continue grows a cut answer in place; deltas may come before the response", async () => {
+        const bridge = createFakeBridge();
+        const chat = createChat(bridge.api, {now: () => 0});
+        const cut = message({id: "a1", role: "assistant", thinking: "Let me", status: "stopped", thinkingTokens: 2, cut: {reason: "maxTokens", tokens: 2}});
+        chat.open("c1", [message({id: "u1", role: "user", text: "q"}), cut]);
+        expect(chat.canContinue).toBe(true);
+        expect(chat.canRegenerate).toBe(true);
+        bridge.handle("chat:continue", () => {
+            bridge.emit("chat:delta", delta("thought", " think", 3, 0, 30));
+            return {ok: true, value: {assistantMessage: message({...cut, status: "streaming", cut: null})}};
+        });
+        expect(await chat.continueAnswer()).toBe(true);
+        expect(chat.state.messages).toHaveLength(2);
+        expect(chat.state.messages[1]).toMatchObject({id: "a1", thinking: "Let me think", status: "streaming", cut: null});
+        expect(chat.canContinue).toBe(false);
+        bridge.emit("chat:done", {conversationId: "c1", message: message({id: "a1", role: "assistant", thinking: "Let me think", text: "4"})});
+        expect(chat.canContinue).toBe(false);
+        expect(await chat.continueAnswer()).toBe(false);
+    });
+
+    test("a refused continue puts the answer back as it was, with the reason", async () => {
+        const bridge = createFakeBridge();
+        const chat = createChat(bridge.api, {now: () => 0});
+        chat.open("c1", [message({id: "u1", role: "user", text: "q"}), message({id: "a1", role: "assistant", text: "Part", status: "interrupted"})]);
+        bridge.handle("chat:continue", () => ({ok: false, error: {code: "MODEL_NOT_LOADED", message: "No model is loaded: open a model first"}}));
+        expect(await chat.continueAnswer()).toBe(false);
+        expect(chat.state.messages[1]).toMatchObject({status: "interrupted", text: "Part"});
+        expect(chat.state.error).toMatch(/Could not continue the answer.*No model is loaded/);
+        expect(chat.generating).toBe(false);
+    });
+
     test("stop asks the backend to stop the open conversation", async () => {
         const {bridge, chat} = setup();
         bridge.reply("chat:stop", undefined);
