@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import type {MessageRow} from "./types.js";
 
 export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms">;
-export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason">;
+export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason" | "cut_tokens">;
 
 export class MessageRepo {
     constructor(private readonly _db: Database.Database) {}
@@ -34,7 +34,7 @@ export class MessageRepo {
     finish(id: string, finish: MessageFinish, now: number): void {
         this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
             answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, status = @status,
-            prompt_tokens = @prompt_tokens, error = @error, stats = @stats, cut_reason = @cut_reason, updated_at = @now WHERE id = @id`)
+            prompt_tokens = @prompt_tokens, error = @error, stats = @stats, cut_reason = @cut_reason, cut_tokens = @cut_tokens, updated_at = @now WHERE id = @id`)
             .run({...finish, id, now});
     }
 

@@ -40,6 +40,8 @@ export type MessageRow = {
     stats: string,
     /** `max_tokens`: the answer reached its token limit before it ended (it can be continued). */
     cut_reason: "max_tokens" | null,
+    /** Tokens generated when it was cut (the max tokens limit, plus what earlier continuations generated). */
+    cut_tokens: number | null,
     created_at: number,
     updated_at: number
 };

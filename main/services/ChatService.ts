@@ -172,6 +172,7 @@ export class ChatService {
 
         let status: MessageRow["status"] = "complete";
         let cutReason: MessageRow["cut_reason"] = null;
+        let cutTokens: number | null = null;
         let error: string | null = null;
         let promptTokens = 0;
         let stats: MessageStats | null = null;
@@ -226,6 +227,8 @@ export class ChatService {
             else if (result.stopReason === "maxTokens") {
                 status = "stopped";
                 cutReason = "max_tokens";
+                // The engine generated exactly the limit (special tokens such as the thought's end included).
+                cutTokens = (continuing ? assistantRow.cut_tokens ?? assistantRow.thinking_tokens + assistantRow.answer_tokens : 0) + settings.maxTokens;
             }
             else if (result.stopReason === "budget") {
                 status = "stopped";
@@ -242,7 +245,7 @@ export class ChatService {
         if (continuing && stats != null)
             stats = {...stats, samples: [...(parseSamples(assistantRow.stats)), ...stats.samples]};
         this._db.messages.finish(messageId, {
-            ...progress, status, prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens, error, cut_reason: cutReason,
+            ...progress, status, prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens, error, cut_reason: cutReason, cut_tokens: cutTokens,
             stats: stats == null ? (continuing ? assistantRow.stats : "{}") : JSON.stringify(stats)
         }, now);
         this._db.conversations.touch(conversationId, now);

@@ -1,0 +1,84 @@
+// Working with messages in Chromium against the real backend: an answer cut by max tokens, and continuing it.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type {Browser, Page} from "playwright-core";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {launchChromium} from "./browser.js";
+import {ChatPage} from "./ChatPage.js";
+import {HeadlessPonder} from "./HeadlessPonder.js";
+
+const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+
+describe("messages in Chromium against the real backend", () => {
+    let browser: Browser;
+    let backend: HeadlessPonder;
+    let dataDir: string;
+
+    beforeAll(async () => {
+        fs.mkdirSync(artifacts, {recursive: true});
+        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-messages-"));
+        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("tiny-qwen2"), seed: 3});
+        browser = await launchChromium();
+    });
+    afterAll(async () => {
+        await backend?.stop();
+        await browser?.close();
+        fs.rmSync(dataDir, {recursive: true, force: true});
+    });
+
+    async function open(): Promise<{page: Page, chat: ChatPage}> {
+        const page = await browser.newPage({viewport: {width: 1280, height: 860}});
+        const errors: string[] = [];
+        page.on("pageerror", (err) => errors.push(err.message));
+        await page.goto(backend.url);
+        await page.getByTestId("status-bar").waitFor();
+        const chat = new ChatPage(page);
+        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        expect(errors).toEqual([]);
+        return {page, chat};
+    }
+
+    async function setMaxTokens(chat: ChatPage, value: number): Promise<void> {
+        await chat.page.keyboard.press("Control+Shift+G");
+        await chat.byId("generation-panel").waitFor();
+        await chat.byId("max-tokens").fill(String(value));
+        await chat.byId("apply-generation").click();
+        await chat.byId("generation-panel").getByText(/takes effect with the next answer/).waitFor();
+        await chat.page.keyboard.press("Escape");
+        await chat.byId("generation-panel").waitFor({state: "detached"});
+    }
+
+    it("labels an answer cut by max tokens, keeps the label after a reload, and Continue completes it", async () => {
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await setMaxTokens(chat, 3);
+        await chat.send("What is 12 times 7?");
+        await chat.waitForAnswerDone();
+
+        const assistant = chat.lastAssistant();
+        await assistant.getByTestId("message-cut").waitFor();
+        expect(await assistant.getByTestId("message-status").textContent()).toMatch(/Cut off at 3 tokens/);
+        expect((await assistant.getByTestId("answer-content").textContent())!.trim()).toBe("");
+        await page.screenshot({path: path.join(artifacts, "cut-off.png"), fullPage: true});
+
+        // Stored as cut: still labelled after a reload.
+        await page.reload();
+        await chat.conversationItems().filter({hasText: "What is 12 times 7"}).first().click();
+        await chat.lastAssistant().getByTestId("message-cut").waitFor();
+
+        await setMaxTokens(chat, 400);
+        await chat.lastAssistant().getByTestId("continue-button").click();
+        await chat.waitForAnswerDone();
+        const done = chat.lastAssistant();
+        await done.getByTestId("answer-content").waitFor();
+        expect((await done.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
+        expect(await done.getByTestId("message-status").count()).toBe(0);
+        // The thought went on from where it was cut, in the same message.
+        expect(Number(/(\d+) tokens/.exec((await done.getByTestId("thinking-stats").textContent())!)?.[1])).toBeGreaterThan(3);
+        expect(await chat.byId("message-assistant").count()).toBe(1);
+        await page.screenshot({path: path.join(artifacts, "continued.png"), fullPage: true});
+        await page.close();
+    });
+});
