@@ -106,12 +106,51 @@ export type CompressionSettings = {
     params: PolicyParams
 };
 
-/** Per-conversation settings: sampling, and the compression policy with its KV budget. */
-export type ConversationSettings = {
-    systemPrompt: string,
+/** How the next token is drawn (node-llama-cpp's sampler options). */
+export type SamplingValues = {
     temperature: number,
+    /** Nucleus sampling: the smallest set of tokens whose probability reaches this share; 1 = off. */
+    topP: number,
+    /** Only the k likeliest tokens; 0 = off. */
+    topK: number,
+    /** Tokens below this share of the likeliest token's probability are dropped; 0 = off. */
+    minP: number,
+    /** Penalty on tokens among the last 64; 1 = off. */
+    repeatPenalty: number
+};
+
+/** A named set of sampling values a user saved. */
+export type SamplingPreset = SamplingValues & {name: string};
+
+/** Per-conversation settings: sampling, thinking, and the compression policy with its KV budget. */
+export type ConversationSettings = SamplingValues & {
+    systemPrompt: string,
     maxTokens: number,
+    /** Fixed sampling seed (repeatable answers); `null` draws a new one each time. */
+    seed: number | null,
+    /** Whether the model thinks before answering, where its chat template has a thought segment. */
+    thinking: boolean,
+    /** Most tokens of thought before the thought is closed and the answer starts; `null` = no limit. */
+    thinkingBudget: number | null,
     compression: CompressionSettings
+};
+
+/** Sampling a model's publisher recommends: declared in the GGUF (`general.sampling.*`) or known for its family. */
+export type RecommendedSampling = {
+    source: "gguf" | "family",
+    /** Who recommends it, for the label: "Qwen3 model card", "the GGUF file". */
+    label: string,
+    /** With thinking on (and for models that always think). */
+    thinking: SamplingValues,
+    /** With thinking off, for hybrid models that recommend other values then. */
+    nonThinking: SamplingValues | null
+};
+
+/** What the loaded model offers the generation settings. */
+export type GenerationCapabilities = {
+    /** The chat template has a thought segment that can be left out (thinking off). */
+    thinkingToggle: boolean,
+    recommended: RecommendedSampling | null
 };
 
 /** One reading of the KV memory of a generation (DESIGN §5). */
@@ -209,7 +248,9 @@ export type ConversationDetail = {
 export type AppSettings = {
     theme: "system" | "light" | "dark",
     defaultModelId: string | null,
-    defaultConversationSettings: ConversationSettings
+    defaultConversationSettings: ConversationSettings,
+    /** Sampling presets the user saved, by name. */
+    samplingPresets: SamplingPreset[]
 };
 
 export type AppStatus = {
@@ -235,6 +276,8 @@ export type Requests = {
     "models:downloads": {req: void, res: DownloadStatus[]},
     /** What a compression setting means for a model (the loaded one when `modelId` is absent). */
     "compression:estimate": {req: {modelId?: string, compression: CompressionSettings}, res: BudgetEstimate},
+    /** Whether the loaded model can think on and off, and its recommended sampling; `null` when no model is loaded. */
+    "generation:capabilities": {req: void, res: GenerationCapabilities | null},
     "conversations:list": {req: {query?: string}, res: ConversationSummary[]},
     "conversations:create": {req: {title?: string}, res: ConversationSummary},
     "conversations:rename": {req: {id: string, title: string}, res: ConversationSummary},
@@ -278,7 +321,7 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
     "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
-    "models:details", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate",
+    "models:details", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:stop", "shell:openExternal"
 ] as const satisfies readonly RequestChannel[];

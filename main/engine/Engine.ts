@@ -150,8 +150,10 @@ export class Engine {
 
             const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
             // The context the answer is generated in: a new user message and an empty answer, or the unfinished answer.
+            // Thinking off: the answer opens with an empty, closed thought, where the template has thought segments.
+            const skipThought = last.role === "user" && request.thinking?.enabled === false && loaded.chatWrapper.settings.segments?.thought != null;
             const full: ChatHistoryItem[] = last.role === "user"
-                ? [...history, {type: "user", text: last.text}, {type: "model", response: []}]
+                ? [...history, {type: "user", text: last.text}, {type: "model", response: skipThought ? [{type: "segment", segmentType: "thought", text: "", ended: true}] : []}]
                 : [...history, {type: "model", response: partialResponse(last)}];
             // Tokens evaluated for this answer: the new message (and a history rebuilt into a new context).
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
@@ -183,8 +185,12 @@ export class Engine {
                 stopOnAbortSignal: true,
                 maxTokens: request.maxTokens,
                 temperature: request.temperature,
+                topP: request.topP,
+                topK: request.topK,
+                minP: request.minP,
+                repeatPenalty: request.repeatPenalty != null && request.repeatPenalty > 1 ? {penalty: request.repeatPenalty, lastTokens: 64} : false as const,
                 seed: request.seed,
-                budgets: {thoughtTokens: Infinity},
+                budgets: {thoughtTokens: request.thinking?.budget ?? Infinity},
                 onResponseChunk: (chunk: LlamaChatResponseChunk) => {
                     const segment = chunk.type === "segment" && chunk.segmentType === "thought" ? "thought" : "answer";
                     if (chunk.text === "" && chunk.tokens.length === 0)
@@ -210,7 +216,7 @@ export class Engine {
                     }
                 }
             };
-            const result = last.role === "user"
+            const result = last.role === "user" && !skipThought
                 ? await session.promptWithMeta(last.text, options)
                 : await continueResponse(session, loaded.chatWrapper, full, options);
 

@@ -44,6 +44,7 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
             `${path.basename(resolved)} is truncated: ${formatMiB(stat.size)} on disk, the header describes ${formatMiB(expectedBytes)} (an incomplete download?)`);
 
     const metadata = info.metadata;
+    const template = metadata.tokenizer?.chat_template;
     const arch = info.architectureMetadata as Record<string, unknown> & {attention?: Record<string, unknown>};
     return {
         path: resolved,
@@ -59,8 +60,20 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         valueLength: asNumber(arch.attention?.value_length),
         feedForwardLength: asNumber(arch.feed_forward_length),
         weightsBytes: insights.modelSize,
-        hasChatTemplate: typeof metadata.tokenizer?.chat_template === "string"
+        hasChatTemplate: typeof template === "string",
+        thinkingToggle: typeof template === "string" && /<think>|enable_thinking/.test(template),
+        declaredSampling: declaredSampling(metadata.general as Record<string, unknown> | undefined)
     };
+}
+
+/** `general.sampling.*` (llama.cpp's LLM_KV_GENERAL_SAMPLING_*), as far as the file declares it. */
+function declaredSampling(general: Record<string, unknown> | undefined): ModelInspection["declaredSampling"] {
+    const sampling = general?.sampling as Record<string, unknown> | undefined;
+    if (sampling == null || typeof sampling !== "object")
+        return undefined;
+    const fields = {temperature: sampling.temp, topP: sampling.top_p, topK: sampling.top_k, minP: sampling.min_p, repeatPenalty: sampling.penalty_repeat};
+    const declared = Object.fromEntries(Object.entries(fields).map(([key, value]) => [key, asNumber(value)]).filter(([, value]) => value != null));
+    return Object.keys(declared).length > 0 ? declared : undefined;
 }
 
 function asNumber(value: unknown): number | null {

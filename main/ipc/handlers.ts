@@ -28,6 +28,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "models:cancelDownload": ({downloadId}) => services.downloads.cancel(downloadId),
         "models:downloads": () => services.downloads.list(),
         "compression:estimate": ({modelId, compression}) => services.compression.estimate(compression, modelId),
+        "generation:capabilities": () => services.models.capabilities(),
         "conversations:list": ({query}) => services.conversations.list(query),
         "conversations:create": ({title}) => services.conversations.create(title),
         "conversations:rename": ({id, title}) => services.conversations.rename(id, title),

@@ -20,6 +20,7 @@ export const requestSchemas = {
     "models:cancelDownload": z.object({downloadId: id}).strict(),
     "models:downloads": none,
     "compression:estimate": z.object({modelId: id.optional(), compression: compressionSettingsSchema}).strict(),
+    "generation:capabilities": none,
     "conversations:list": z.object({query: z.string().max(200).optional()}).strict(),
     "conversations:create": z.object({title: z.string().max(500).optional()}).strict(),
     "conversations:rename": z.object({id, title: z.string().max(500)}).strict(),

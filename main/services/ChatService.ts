@@ -192,8 +192,13 @@ export class ChatService {
                 continueLast: continuing,
                 systemPrompt: settings.systemPrompt,
                 temperature: settings.temperature,
+                topP: settings.topP,
+                topK: settings.topK,
+                minP: settings.minP,
+                repeatPenalty: settings.repeatPenalty,
+                thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
                 maxTokens: settings.maxTokens,
-                seed: this._options.seed,
+                seed: settings.seed ?? this._options.seed,
                 signal,
                 onChunk: (chunk) => {
                     const now = this._now();

@@ -1,5 +1,5 @@
 import {randomUUID} from "node:crypto";
-import type {EngineStatus, ModelDetails, ModelInfo} from "../../preload/contract.js";
+import type {EngineStatus, GenerationCapabilities, ModelDetails, ModelInfo} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
@@ -8,6 +8,7 @@ import type {AppDatabase} from "../db/AppDatabase.js";
 import type {Engine} from "../engine/Engine.js";
 import {inspectModel} from "../engine/inspectModel.js";
 import {toModelInfo} from "./dto.js";
+import {recommendedSampling} from "./recommendedSampling.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {Clock} from "./types.js";
 
@@ -58,6 +59,14 @@ export class ModelService {
             compressionSupported: support.supported,
             compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note
         };
+    }
+
+    /** Whether the loaded model can think on and off, and the sampling its publisher recommends. */
+    capabilities(): GenerationCapabilities | null {
+        const inspection = this._engine.inspection;
+        if (inspection == null)
+            return null;
+        return {thinkingToggle: inspection.thinkingToggle === true, recommended: recommendedSampling(inspection)};
     }
 
     inspectionOf(id: string): ModelInspection {

@@ -16,6 +16,8 @@ describe("model details and fit before loading", () => {
         // 4 layers x 2 KV heads x (64 + 64) f16 elements: 2,048 bytes (160 / 4 = 40 per head would say 1,280).
         expect(details).toMatchObject({headCount: 4, embeddingLength: 160, keyLength: 64, kvBytesPerToken: 2048});
         expect(details.weightsBytes).toBeGreaterThan(1_000_000);
+        // Its chat template has a thought segment: thinking can be turned off.
+        expect(app.models.inspectionOf(model.id).thinkingToggle).toBe(true);
         const fit = details.fit!;
         expect(fit.modelLoaded).toBe(false);
         expect(fit.bytesPerCell).toBe(2048);
@@ -34,5 +36,18 @@ describe("model details and fit before loading", () => {
         expect(estimate.bytesPerCell).toBe(4 * 1 * (64 + 64) * 2);
         expect(estimate.weightsBytes).toBeGreaterThan(1_000_000);
         expect(app.models.inspectionOf(model.id).keyLength).toBe(64);
+    });
+});
+
+describe("generation capabilities of the loaded model", () => {
+    it("say whether thinking can be turned off and what its family recommends; nothing without a model", () => {
+        const engine = new FakeEngine();
+        const app = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        engine.inspection = {...engine.inspection!, name: "Qwen3-4B", architecture: "qwen3", thinkingToggle: true};
+        expect(app.models.capabilities()).toMatchObject({thinkingToggle: true, recommended: {label: "Qwen3 model card"}});
+        engine.inspection = {...engine.inspection, name: "tiny", architecture: "llama", thinkingToggle: false};
+        expect(app.models.capabilities()).toEqual({thinkingToggle: false, recommended: null});
+        engine.inspection = null;
+        expect(app.models.capabilities()).toBeNull();
     });
 });

@@ -57,7 +57,8 @@ export function message(overrides: Partial<MessageDto> & Pick<MessageDto, "id" |
 
 export function conversationSettings(overrides: Partial<ConversationSettings> = {}): ConversationSettings {
     return {
-        systemPrompt: "", temperature: 0.6, maxTokens: 4096,
+        systemPrompt: "", temperature: 0.6, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1, maxTokens: 4096, seed: null, thinking: true,
+        thinkingBudget: null,
         compression: {
             policy: "full", budget: {kind: "auto"}, kvType: "f16", flashAttention: false, combine: "aggregate", pruneEvery: 16,
             params: {
