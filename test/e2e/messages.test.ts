@@ -1,4 +1,5 @@
-// Working with messages in Chromium against the real backend: an answer cut by max tokens, and continuing it.
+// Working with messages in Chromium against the real backend: an answer cut by max tokens and continued, thinking off,
+// a thinking budget, sampling presets.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -13,7 +14,7 @@ const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
 
 describe("messages in Chromium against the real backend", () => {
     let browser: Browser;
-    let backend: HeadlessPonder;
+    let backend: HeadlessPonder | null = null;
     let dataDir: string;
 
     beforeAll(async () => {
@@ -32,7 +33,7 @@ describe("messages in Chromium against the real backend", () => {
         const page = await browser.newPage({viewport: {width: 1280, height: 860}});
         const errors: string[] = [];
         page.on("pageerror", (err) => errors.push(err.message));
-        await page.goto(backend.url);
+        await page.goto(backend!.url);
         await page.getByTestId("status-bar").waitFor();
         const chat = new ChatPage(page);
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
@@ -41,9 +42,13 @@ describe("messages in Chromium against the real backend", () => {
     }
 
     async function setMaxTokens(chat: ChatPage, value: number): Promise<void> {
+        await setGeneration(chat, async () => chat.byId("max-tokens").fill(String(value)));
+    }
+
+    async function setGeneration(chat: ChatPage, edit: () => Promise<void>): Promise<void> {
         await chat.page.keyboard.press("Control+Shift+G");
         await chat.byId("generation-panel").waitFor();
-        await chat.byId("max-tokens").fill(String(value));
+        await edit();
         await chat.byId("apply-generation").click();
         await chat.byId("generation-panel").getByText(/takes effect with the next answer/).waitFor();
         await chat.page.keyboard.press("Escape");
@@ -79,6 +84,60 @@ describe("messages in Chromium against the real backend", () => {
         expect(Number(/(\d+) tokens/.exec((await done.getByTestId("thinking-stats").textContent())!)?.[1])).toBeGreaterThan(3);
         expect(await chat.byId("message-assistant").count()).toBe(1);
         await page.screenshot({path: path.join(artifacts, "continued.png"), fullPage: true});
+        await page.close();
+    });
+
+    it("answers without a thought with thinking off, and saves the sampling values as a named preset", async () => {
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await setGeneration(chat, async () => {
+            await chat.byId("thinking-toggle-setting").uncheck();
+            await chat.byId("temperature").fill("0.3");
+            await chat.byId("top-k").fill("1000.5");
+            await chat.byId("apply-generation").click();
+            expect(await chat.byId("generation-error").textContent()).toMatch(/Top-k must be a whole number/);
+            await chat.byId("top-k").fill("30");
+            await chat.byId("preset-name").fill("Precise");
+            await chat.byId("save-preset").click();
+            await chat.byId("generation-panel").getByText(/Saved the preset "Precise"/).waitFor();
+            expect(await chat.byId("preset-select").locator("option").allTextContents()).toContainEqual(expect.stringMatching(/^Precise · T 0.3 · top-p 0.95 · top-k 30/));
+            await page.screenshot({path: path.join(artifacts, "generation-sampling.png")});
+        });
+        await chat.send("What is 12 times 7?");
+        await chat.waitForAnswerDone();
+        const assistant = chat.lastAssistant();
+        expect((await assistant.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
+        expect(await assistant.getByTestId("thinking-block").count()).toBe(0);
+        await page.screenshot({path: path.join(artifacts, "thinking-off.png"), fullPage: true});
+
+        // Stored with the conversation: still off after a reload; the preset is the app's.
+        await page.reload();
+        await chat.conversationItems().first().click();
+        await chat.byId("generation-button").click();
+        expect(await chat.byId("thinking-toggle-setting").isChecked()).toBe(false);
+        expect(await chat.byId("top-k").inputValue()).toBe("30");
+        expect(await chat.byId("preset-select").locator("option").count()).toBe(2);
+        await page.close();
+    });
+
+    it("closes the thought at the thinking budget and answers", async () => {
+        await backend?.stop();
+        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 5});
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await setGeneration(chat, async () => {
+            await chat.byId("thinking-budget").fill("24");
+            await chat.byId("max-tokens").fill("200");
+        });
+        await chat.send("Think as long as you like");
+        await chat.waitForAnswerDone();
+        const assistant = chat.lastAssistant();
+        const thought = Number(/(\d+) tokens/.exec((await assistant.getByTestId("thinking-stats").textContent())!)?.[1]);
+        expect(thought).toBeGreaterThan(12);
+        expect(thought).toBeLessThanOrEqual(24);
+        expect((await assistant.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
+        expect(await assistant.getByTestId("message-cut").count()).toBe(0);
+        await page.screenshot({path: path.join(artifacts, "thinking-budget.png"), fullPage: true});
         await page.close();
     });
 });
