@@ -253,6 +253,20 @@ export type AppSettings = {
     samplingPresets: SamplingPreset[]
 };
 
+/** A message found by full-text search. */
+export type SearchHit = {
+    conversationId: string,
+    conversationTitle: string,
+    messageId: string,
+    role: "user" | "assistant",
+    /** Where the match is: the message's text, or its thinking. */
+    field: "text" | "thinking",
+    /** Some words around the match; each matched word between U+0002 and U+0003. */
+    snippet: string,
+    /** The searched words, to highlight in the message. */
+    terms: string[]
+};
+
 export type AppStatus = {
     version: string,
     engine: EngineStatus
@@ -279,6 +293,8 @@ export type Requests = {
     /** Whether the loaded model can think on and off, and its recommended sampling; `null` when no model is loaded. */
     "generation:capabilities": {req: void, res: GenerationCapabilities | null},
     "conversations:list": {req: {query?: string}, res: ConversationSummary[]},
+    /** Full-text search over every message's text and thinking (words, prefixes), best matches first. */
+    "search:messages": {req: {query: string}, res: SearchHit[]},
     "conversations:create": {req: {title?: string}, res: ConversationSummary},
     "conversations:rename": {req: {id: string, title: string}, res: ConversationSummary},
     "conversations:delete": {req: {id: string}, res: void},
@@ -322,7 +338,7 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 export const requestChannels = [
     "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
     "models:details", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
-    "conversations:list", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
+    "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:stop", "shell:openExternal"
 ] as const satisfies readonly RequestChannel[];
 export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download"] as const satisfies readonly EventChannel[];

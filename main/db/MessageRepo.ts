@@ -4,6 +4,16 @@ import type {MessageRow} from "./types.js";
 export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms">;
 export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason" | "cut_tokens">;
 
+/** A message matching a full-text search, with a snippet of each column (matches between U+0002 and U+0003). */
+export type MessageSearchRow = {
+    message_id: string,
+    conversation_id: string,
+    title: string,
+    role: MessageRow["role"],
+    text_snippet: string,
+    thinking_snippet: string
+};
+
 export class MessageRepo {
     constructor(private readonly _db: Database.Database) {}
 
@@ -45,6 +55,22 @@ export class MessageRepo {
 
     delete(id: string): void {
         this._db.prepare("DELETE FROM messages WHERE id = ?").run(id);
+    }
+
+    /**
+     * Messages whose text or thinking match an FTS5 `match` expression, best first (bm25, the text weighted above the
+     * thinking), newest first among equals.
+     */
+    search(match: string, limit: number): MessageSearchRow[] {
+        return this._db.prepare(`SELECT f.message_id, m.conversation_id, c.title, m.role,
+                snippet(messages_fts, 1, char(2), char(3), '…', 16) AS text_snippet,
+                snippet(messages_fts, 2, char(2), char(3), '…', 16) AS thinking_snippet
+            FROM messages_fts f
+            JOIN messages m ON m.id = f.message_id
+            JOIN conversations c ON c.id = m.conversation_id
+            WHERE messages_fts MATCH ?
+            ORDER BY bm25(messages_fts, 0, 2, 1), m.created_at DESC
+            LIMIT ?`).all(match, limit) as MessageSearchRow[];
     }
 
     /** Marks answers left streaming by a process that died as interrupted. Returns how many. */

@@ -30,6 +30,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "compression:estimate": ({modelId, compression}) => services.compression.estimate(compression, modelId),
         "generation:capabilities": () => services.models.capabilities(),
         "conversations:list": ({query}) => services.conversations.list(query),
+        "search:messages": ({query}) => services.conversations.searchMessages(query),
         "conversations:create": ({title}) => services.conversations.create(title),
         "conversations:rename": ({id, title}) => services.conversations.rename(id, title),
         "conversations:delete": ({id}) => services.deleteConversation(id),

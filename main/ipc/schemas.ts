@@ -22,6 +22,7 @@ export const requestSchemas = {
     "compression:estimate": z.object({modelId: id.optional(), compression: compressionSettingsSchema}).strict(),
     "generation:capabilities": none,
     "conversations:list": z.object({query: z.string().max(200).optional()}).strict(),
+    "search:messages": z.object({query: z.string().max(200, "A search is at most 200 characters")}).strict(),
     "conversations:create": z.object({title: z.string().max(500).optional()}).strict(),
     "conversations:rename": z.object({id, title: z.string().max(500)}).strict(),
     "conversations:delete": z.object({id}).strict(),

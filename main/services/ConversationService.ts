@@ -1,5 +1,5 @@
 import {randomUUID} from "node:crypto";
-import type {ConversationDetail, ConversationSettings, ConversationSummary} from "../../preload/contract.js";
+import type {ConversationDetail, ConversationSettings, ConversationSummary, SearchHit} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
@@ -15,6 +15,29 @@ export class ConversationService {
 
     list(query?: string): ConversationSummary[] {
         return this._db.conversations.list(query).map(toConversationSummary);
+    }
+
+    /**
+     * Messages whose text or thinking contain every word of `query` (a word may be the start of a longer one), best
+     * first. Punctuation separates words; FTS5 syntax is not interpreted, so any text is a valid search.
+     */
+    searchMessages(query: string, limit = 50): SearchHit[] {
+        const terms = searchTerms(query);
+        if (terms.length === 0)
+            return [];
+        const match = terms.map((term) => `"${term}"*`).join(" ");
+        return this._db.messages.search(match, limit).map((row) => {
+            const inText = row.text_snippet.includes("\u0002");
+            return {
+                conversationId: row.conversation_id,
+                conversationTitle: row.title,
+                messageId: row.message_id,
+                role: row.role,
+                field: inText || !row.thinking_snippet.includes("\u0002") ? "text" : "thinking",
+                snippet: inText || !row.thinking_snippet.includes("\u0002") ? row.text_snippet : row.thinking_snippet,
+                terms
+            };
+        });
     }
 
     create(title?: string): ConversationSummary {
@@ -89,4 +112,9 @@ function notFound(id: string): AppError {
 export function cleanTitle(title: string | undefined): string | null {
     const clean = (title ?? "").replace(/\s+/g, " ").trim().slice(0, 120);
     return clean === "" ? null : clean;
+}
+
+/** The words of a search, as FTS5's unicode61 tokenizer splits them (at most 8). */
+export function searchTerms(query: string): string[] {
+    return (query.match(/[\p{L}\p{N}\p{M}]+/gu) ?? []).slice(0, 8);
 }

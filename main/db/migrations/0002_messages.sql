@@ -2,3 +2,22 @@
 -- continuation finishes it.
 ALTER TABLE messages ADD COLUMN cut_reason TEXT CHECK (cut_reason IN ('max_tokens'));
 ALTER TABLE messages ADD COLUMN cut_tokens INTEGER;
+
+-- Full-text search over what was said and thought. Messages are indexed once they stop streaming (an answer saved
+-- every few hundred milliseconds is not re-indexed each time); the index keeps its own copy, keyed by message id.
+CREATE VIRTUAL TABLE messages_fts USING fts5(message_id UNINDEXED, text, thinking, tokenize = 'unicode61 remove_diacritics 2');
+
+INSERT INTO messages_fts (message_id, text, thinking) SELECT id, text, thinking FROM messages WHERE status != 'streaming';
+
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.status != 'streaming' BEGIN
+    INSERT INTO messages_fts (message_id, text, thinking) VALUES (new.id, new.text, new.thinking);
+END;
+
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text, thinking, status ON messages BEGIN
+    DELETE FROM messages_fts WHERE message_id = old.id;
+    INSERT INTO messages_fts (message_id, text, thinking) SELECT new.id, new.text, new.thinking WHERE new.status != 'streaming';
+END;
+
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE message_id = old.id;
+END;
