@@ -1,5 +1,5 @@
 // Working with messages in Chromium against the real backend: an answer cut by max tokens and continued, thinking off,
-// a thinking budget, sampling presets.
+// a thinking budget, sampling presets, full-text search that opens the message.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -117,6 +117,52 @@ describe("messages in Chromium against the real backend", () => {
         expect(await chat.byId("thinking-toggle-setting").isChecked()).toBe(false);
         expect(await chat.byId("top-k").inputValue()).toBe("30");
         expect(await chat.byId("preset-select").locator("option").count()).toBe(2);
+        await page.close();
+    });
+
+    it("finds a word of an answer's thinking and opens the message with the word highlighted", async () => {
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await chat.send("Tell me about colours");
+        await chat.waitForAnswerDone();
+        const assistant = chat.lastAssistant();
+        await assistant.getByTestId("thinking-block").waitFor();
+        if (await assistant.getByTestId("thinking-content").isHidden())
+            await assistant.getByTestId("thinking-toggle").click();
+        // The thinking holds words the user never typed; take one from it.
+        const thought = (await assistant.getByTestId("thinking-content").textContent())!;
+        // A whole word at the start of a token (the index splits at anything that is not a letter or a digit).
+        const word = thought.match(/(?<![\p{L}\p{N}])\p{L}{5,}/gu)?.find((candidate) => !/tell|about|colours/i.test(candidate));
+        expect(word).toBeTruthy();
+
+        await chat.newConversation();
+        await page.keyboard.press("Control+K");
+        await page.keyboard.type(word!);
+        const hit = chat.byId("search-hit").first();
+        await hit.waitFor();
+        expect(await hit.locator("mark").first().textContent()).toMatch(new RegExp(word!, "i"));
+        expect(await hit.textContent()).toMatch(/Tell me about colours · thinking/);
+        await page.screenshot({path: path.join(artifacts, "search.png")});
+
+        await hit.click();
+        const opened = page.locator("[data-message-id][data-found]");
+        await opened.waitFor();
+        expect(await page.locator(".chat h1").textContent()).toContain("Tell me about colours");
+        // The thought is open and the word is highlighted in it.
+        await opened.getByTestId("thinking-content").waitFor({state: "visible"});
+        const highlighted = await page.evaluate(() => {
+            const found = CSS.highlights.get("search-match");
+            return found == null ? [] : [...found].map((range) => (range as Range).toString());
+        });
+        expect(highlighted.length).toBeGreaterThan(0);
+        expect(highlighted.every((text) => text.toLowerCase() === word!.toLowerCase())).toBe(true);
+        expect(await opened.isVisible()).toBe(true);
+        await page.screenshot({path: path.join(artifacts, "search-opened.png")});
+
+        // Words that are nowhere say so.
+        await page.keyboard.press("Control+K");
+        await page.keyboard.type("zzqxv");
+        await chat.byId("search-results").getByText("No message contains these words.").waitFor();
         await page.close();
     });
 

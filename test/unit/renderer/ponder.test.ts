@@ -32,6 +32,16 @@ function setup() {
 }
 
 describe("ponder (the composed state)", () => {
+    test("a search result opens its conversation and asks for its message to be shown, again on a second click", async () => {
+        const {ponder} = setup();
+        const hit = {conversationId: "c0", conversationTitle: "Old", messageId: "m0", role: "user" as const, field: "text" as const, snippet: "x", terms: ["x"]};
+        await ponder.openSearchHit(hit);
+        expect(ponder.chat.state.conversationId).toBe("c0");
+        expect(ponder.ui.focus).toMatchObject({messageId: "m0", field: "text", terms: ["x"], nonce: 1});
+        await ponder.openSearchHit(hit);
+        expect(ponder.ui.focus?.nonce).toBe(2);
+    });
+
     test("sending with no conversation open creates one first", async () => {
         const {bridge, ponder} = setup();
         expect(await ponder.send("Hello")).toBe(true);
