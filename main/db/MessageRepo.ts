@@ -1,7 +1,8 @@
 import type Database from "better-sqlite3";
 import type {MessageRow} from "./types.js";
 
-export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms">;
+export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms"> &
+    Partial<Pick<MessageRow, "first_token_ms">>;
 export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason" | "cut_tokens">;
 
 /** A message matching a full-text search, with a snippet of each column (matches between U+0002 and U+0003). */
@@ -37,15 +38,17 @@ export class MessageRepo {
     /** Saves what a streaming answer has produced so far; a crash after this loses nothing before it. */
     saveProgress(id: string, progress: MessageProgress, now: number): void {
         this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
-            answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, updated_at = @now WHERE id = @id`)
-            .run({...progress, id, now});
+            answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms,
+            first_token_ms = COALESCE(@first_token_ms, first_token_ms), updated_at = @now WHERE id = @id`)
+            .run({first_token_ms: null, ...progress, id, now});
     }
 
     finish(id: string, finish: MessageFinish, now: number): void {
         this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
             answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, status = @status,
+            first_token_ms = COALESCE(@first_token_ms, first_token_ms),
             prompt_tokens = @prompt_tokens, error = @error, stats = @stats, cut_reason = @cut_reason, cut_tokens = @cut_tokens, updated_at = @now WHERE id = @id`)
-            .run({...finish, id, now});
+            .run({first_token_ms: null, ...finish, id, now});
     }
 
     /** Marks an answer streaming again, to be continued. */

@@ -42,6 +42,8 @@ export type MessageRow = {
     cut_reason: "max_tokens" | null,
     /** Tokens generated when it was cut (the max tokens limit, plus what earlier continuations generated). */
     cut_tokens: number | null,
+    /** Milliseconds from the request to the first generated token; `null` before it. */
+    first_token_ms: number | null,
     created_at: number,
     updated_at: number
 };

@@ -164,9 +164,10 @@ export class ChatService {
         const progress = continuing
             ? {
                 text: assistantRow.text, thinking: assistantRow.thinking, thinking_tokens: assistantRow.thinking_tokens,
-                answer_tokens: assistantRow.answer_tokens, thinking_ms: assistantRow.thinking_ms, total_ms: assistantRow.total_ms
+                answer_tokens: assistantRow.answer_tokens, thinking_ms: assistantRow.thinking_ms, total_ms: assistantRow.total_ms,
+                first_token_ms: assistantRow.first_token_ms
             }
-            : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0};
+            : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0, first_token_ms: null as number | null};
         let lastFlush = started;
         const flushInterval = this._options.flushIntervalMs ?? 250;
 
@@ -202,6 +203,7 @@ export class ChatService {
                 signal,
                 onChunk: (chunk) => {
                     const now = this._now();
+                    progress.first_token_ms ??= now - started;
                     if (chunk.segment === "thought") {
                         progress.thinking += chunk.text;
                         progress.thinking_tokens += chunk.tokens;

@@ -83,6 +83,9 @@ describe("messages in Chromium against the real backend", () => {
         // The thought went on from where it was cut, in the same message.
         expect(Number(/(\d+) tokens/.exec((await done.getByTestId("thinking-stats").textContent())!)?.[1])).toBeGreaterThan(3);
         expect(await chat.byId("message-assistant").count()).toBe(1);
+        // Time to first token and decode speed, with the prompt's speed in the tooltip.
+        expect(await done.getByTestId("message-stats").textContent()).toMatch(/tok\/s · \d+ tokens · [\d.]+ s · first token (\d+ ms|[\d.]+ s)/);
+        expect(await done.getByTestId("message-stats").getAttribute("title")).toMatch(/Prompt \d+ tokens read at [\d.]+ tok\/s .* decode [\d.]+ tok\/s/);
         await page.screenshot({path: path.join(artifacts, "continued.png"), fullPage: true});
         await page.close();
     });

@@ -3,6 +3,10 @@
 ALTER TABLE messages ADD COLUMN cut_reason TEXT CHECK (cut_reason IN ('max_tokens'));
 ALTER TABLE messages ADD COLUMN cut_tokens INTEGER;
 
+-- Milliseconds from the request to the first generated token (reading the prompt), for time-to-first-token, prompt
+-- and decode speeds.
+ALTER TABLE messages ADD COLUMN first_token_ms INTEGER;
+
 -- Full-text search over what was said and thought. Messages are indexed once they stop streaming (an answer saved
 -- every few hundred milliseconds is not re-indexed each time); the index keeps its own copy, keyed by message id.
 CREATE VIRTUAL TABLE messages_fts USING fts5(message_id UNINDEXED, text, thinking, tokenize = 'unicode61 remove_diacritics 2');

@@ -107,6 +107,10 @@ describe("chat", () => {
         await services.chat.idle();
         let answer = services.conversations.get(c.id).messages[1]!;
         expect(answer).toMatchObject({status: "stopped", thinking: "Let me", text: "", cut: {reason: "maxTokens", tokens: 2}});
+        const firstTokenMs = answer.firstTokenMs;
+        expect(firstTokenMs).not.toBeNull();
+        expect(firstTokenMs!).toBeGreaterThanOrEqual(0);
+        expect(firstTokenMs!).toBeLessThanOrEqual(answer.totalMs);
 
         services.conversations.updateSettings(c.id, {maxTokens: 3});
         services.chat.continue(c.id);
@@ -121,6 +125,8 @@ describe("chat", () => {
         const messages = services.conversations.get(c.id).messages;
         expect(messages).toHaveLength(2);
         expect(messages[1]).toMatchObject({status: "complete", thinking: "Let me think", text: "The answer is 4", cut: null, thinkingTokens: 3, answerTokens: 4});
+        // The wait for the first token is the first request's, kept through continuations.
+        expect(messages[1]!.firstTokenMs).toBe(firstTokenMs);
         expect(() => services.chat.continue(c.id)).toThrow(/complete: there is nothing to continue/);
     });
 
