@@ -18,20 +18,48 @@ export type MessageSearchRow = {
 export class MessageRepo {
     constructor(private readonly _db: Database.Database) {}
 
+    /**
+     * The messages the conversation shows: the path from its first message to its leaf (or, without a leaf, to its
+     * newest message).
+     */
     listByConversation(conversationId: string): MessageRow[] {
-        return this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq").all(conversationId) as MessageRow[];
+        return this._db.prepare(`WITH RECURSIVE path(id, depth) AS (
+                SELECT COALESCE(
+                    (SELECT leaf_id FROM conversations WHERE id = @conversationId),
+                    (SELECT id FROM messages WHERE conversation_id = @conversationId ORDER BY seq DESC LIMIT 1)), 0
+                UNION ALL
+                SELECT m.parent_id, path.depth + 1 FROM messages m JOIN path ON m.id = path.id WHERE m.parent_id IS NOT NULL
+            )
+            SELECT m.* FROM path JOIN messages m ON m.id = path.id ORDER BY path.depth DESC`).all({conversationId}) as MessageRow[];
+    }
+
+    /** The versions of a message: the messages with its parent, oldest first (itself included). */
+    siblingIds(row: Pick<MessageRow, "conversation_id" | "parent_id">): string[] {
+        return (this._db.prepare("SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY seq")
+            .all(row.conversation_id, row.parent_id) as Array<{id: string}>).map((sibling) => sibling.id);
+    }
+
+    /** The newest child of a message (the version shown when a branch is entered), if any. */
+    newestChild(row: Pick<MessageRow, "conversation_id" | "id">): MessageRow | undefined {
+        return this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY seq DESC LIMIT 1")
+            .get(row.conversation_id, row.id) as MessageRow | undefined;
     }
 
     get(id: string): MessageRow | undefined {
         return this._db.prepare("SELECT * FROM messages WHERE id = ?").get(id) as MessageRow | undefined;
     }
 
-    /** Appends a message at the end of its conversation. */
-    insert(row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at">): MessageRow {
-        this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at)
+    /**
+     * Adds a message after `parent_id` (`null`: a first message; absent: the end of the path the conversation shows),
+     * and shows the path that ends with it.
+     */
+    insert(row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at"> & Partial<Pick<MessageRow, "parent_id">>): MessageRow {
+        const parentId = row.parent_id !== undefined ? row.parent_id : this.listByConversation(row.conversation_id).at(-1)?.id ?? null;
+        this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id)
             VALUES (@id, @conversation_id,
                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
-                @role, @text, @status, @created_at, @created_at)`).run(row);
+                @role, @text, @status, @created_at, @created_at, @parent_id)`).run({...row, parent_id: parentId});
+        this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(row.id, row.conversation_id);
         return this.get(row.id)!;
     }
 

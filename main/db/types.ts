@@ -20,7 +20,9 @@ export type ConversationRow = {
     model_id: string | null,
     created_at: number,
     updated_at: number,
-    message_count: number
+    message_count: number,
+    /** The last message of the path the conversation shows. */
+    leaf_id: string | null
 };
 
 export type MessageRow = {
@@ -44,6 +46,8 @@ export type MessageRow = {
     cut_tokens: number | null,
     /** Milliseconds from the request to the first generated token; `null` before it. */
     first_token_ms: number | null,
+    /** The message this one follows; `null` for a conversation's first message. Siblings are versions. */
+    parent_id: string | null,
     created_at: number,
     updated_at: number
 };

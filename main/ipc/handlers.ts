@@ -40,6 +40,8 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "chat:send": ({conversationId, text}) => services.chat.send(conversationId, text),
         "chat:regenerate": ({conversationId}) => services.chat.regenerate(conversationId),
         "chat:continue": ({conversationId}) => services.chat.continue(conversationId),
+        "chat:edit": ({conversationId, messageId, text}) => services.chat.edit(conversationId, messageId, text),
+        "conversations:switchBranch": ({id, messageId}) => services.switchBranch(id, messageId),
         "chat:stop": ({conversationId}) => services.chat.stop(conversationId),
         "shell:openExternal": ({url}) => platform.openExternal(url)
     } satisfies Handlers;

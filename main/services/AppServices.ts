@@ -1,4 +1,5 @@
-import type {AppStatus, ModelDetails} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import type {AppStatus, ConversationDetail, ModelDetails} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {Engine} from "../engine/Engine.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
@@ -49,6 +50,13 @@ export class AppServices {
         const details = await this.models.details(id);
         const fit = await this.compression.estimate(this.settings.get().defaultConversationSettings.compression, id).catch(() => null);
         return {...details, fit};
+    }
+
+    /** Shows another version of a message; refused while an answer is being written in that conversation. */
+    switchBranch(conversationId: string, messageId: string): ConversationDetail {
+        if (this.chat.generatingIn(conversationId))
+            throw new AppError("BUSY", "Stop the answer being written before switching versions");
+        return this.conversations.switchBranch(conversationId, messageId);
     }
 
     async deleteConversation(id: string): Promise<void> {

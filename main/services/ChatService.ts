@@ -61,10 +61,10 @@ export class ChatService {
         });
 
         this._start(conversationId, assistantRow);
-        return {userMessage: toMessageDto(userRow), assistantMessage: toMessageDto(assistantRow)};
+        return {userMessage: this._dto(userRow), assistantMessage: this._dto(assistantRow)};
     }
 
-    /** Replaces the last answer with a new one. */
+    /** Generates another version of the last answer; the earlier ones stay, as its siblings. */
     regenerate(conversationId: string): {assistantMessage: MessageDto} {
         this._conversations.require(conversationId);
         this._assertCanGenerate();
@@ -75,13 +75,44 @@ export class ChatService {
 
         const now = this._now();
         const assistantRow = this._db.transaction(() => {
-            if (last.role === "assistant")
-                this._db.messages.delete(last.id);
             this._db.conversations.touch(conversationId, now);
-            return this._insertAssistant(conversationId, now);
+            return this._insertAssistant(conversationId, now, last.role === "assistant" ? last.parent_id : last.id);
         });
         this._start(conversationId, assistantRow);
-        return {assistantMessage: toMessageDto(assistantRow)};
+        return {assistantMessage: this._dto(assistantRow)};
+    }
+
+    /**
+     * Sends a new version of one of the user's messages: a sibling of it, answered afresh. The original and everything
+     * after it stay, as another branch.
+     */
+    edit(conversationId: string, messageId: string, text: string): {userMessage: MessageDto, assistantMessage: MessageDto} {
+        this._conversations.require(conversationId);
+        if (text.trim() === "")
+            throw new AppError("BAD_REQUEST", "The message is empty");
+        const original = this._db.messages.get(messageId);
+        if (original == null || original.conversation_id !== conversationId)
+            throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        if (original.role !== "user")
+            throw new AppError("BAD_REQUEST", "Only your own messages can be edited; regenerate an answer instead");
+        this._assertCanGenerate();
+
+        const now = this._now();
+        const {userRow, assistantRow} = this._db.transaction(() => {
+            const userRow = this._db.messages.insert({
+                id: randomUUID(), conversation_id: conversationId, role: "user", text, status: "complete", created_at: now, parent_id: original.parent_id
+            });
+            const assistantRow = this._insertAssistant(conversationId, now, userRow.id);
+            this._db.conversations.touch(conversationId, now);
+            return {userRow, assistantRow};
+        });
+        this._start(conversationId, assistantRow);
+        return {userMessage: this._dto(userRow), assistantMessage: this._dto(assistantRow)};
+    }
+
+    /** A message with its versions (siblings), as the renderer shows it. */
+    private _dto(row: MessageRow): MessageDto {
+        return {...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)};
     }
 
     /**
@@ -106,7 +137,7 @@ export class ChatService {
         });
         const row = this._db.messages.get(last.id)!;
         this._start(conversationId, row, true);
-        return {assistantMessage: toMessageDto(row)};
+        return {assistantMessage: this._dto(row)};
     }
 
     /** Stops the answer being generated in this conversation; what it wrote so far is kept. */
@@ -116,6 +147,11 @@ export class ChatService {
             return;
         active.abort.abort();
         await active.done;
+    }
+
+    /** Whether an answer is being generated in this conversation. */
+    generatingIn(conversationId: string): boolean {
+        return this._active?.conversationId === conversationId;
     }
 
     /** Resolves when the current generation, if any, has finished and been saved. */
@@ -135,8 +171,10 @@ export class ChatService {
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
     }
 
-    private _insertAssistant(conversationId: string, now: number): MessageRow {
-        return this._db.messages.insert({id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now});
+    private _insertAssistant(conversationId: string, now: number, parentId?: string | null): MessageRow {
+        return this._db.messages.insert({
+            id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now, parent_id: parentId
+        });
     }
 
     private _start(conversationId: string, assistantRow: MessageRow, continuing = false): void {
@@ -258,7 +296,7 @@ export class ChatService {
         this._db.conversations.touch(conversationId, now);
         const row = this._db.messages.get(messageId);
         if (row != null)
-            this._emit("chat:done", {conversationId, message: toMessageDto(row)});
+            this._emit("chat:done", {conversationId, message: this._dto(row)});
     }
 }
 

@@ -40,6 +40,20 @@ export class ConversationService {
         });
     }
 
+    /**
+     * Shows another version of a message: the path through it, continued by the newest version at each step below.
+     */
+    switchBranch(id: string, messageId: string): ConversationDetail {
+        this._require(id);
+        let row = this._db.messages.get(messageId);
+        if (row == null || row.conversation_id !== id)
+            throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        for (let child = this._db.messages.newestChild(row); child != null; child = this._db.messages.newestChild(child))
+            row = child;
+        this._db.conversations.setLeaf(id, row.id);
+        return this.get(id);
+    }
+
     create(title?: string): ConversationSummary {
         const id = randomUUID();
         const settings = this._settings.get().defaultConversationSettings;
@@ -66,7 +80,7 @@ export class ConversationService {
         return {
             conversation: toConversationSummary(row),
             settings: this.settingsOf(row),
-            messages: this._db.messages.listByConversation(id).map(toMessageDto)
+            messages: this._db.messages.listByConversation(id).map((row) => ({...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)}))
         };
     }
 

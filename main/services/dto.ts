@@ -21,6 +21,7 @@ export function toMessageDto(row: MessageRow): MessageDto {
         error: row.error,
         stats: parseStats(row.stats),
         firstTokenMs: row.first_token_ms,
+        siblingIds: [row.id],
         cut: row.cut_reason === "max_tokens" ? {reason: "maxTokens", tokens: row.cut_tokens ?? row.thinking_tokens + row.answer_tokens} : null,
         createdAt: row.created_at
     };

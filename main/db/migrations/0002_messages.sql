@@ -25,3 +25,13 @@ END;
 CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
     DELETE FROM messages_fts WHERE message_id = old.id;
 END;
+
+-- Messages form a tree: each has a parent (the message it answers or follows), siblings are versions (a regenerated
+-- answer, an edited question). A conversation shows the path from the root to its leaf.
+ALTER TABLE messages ADD COLUMN parent_id TEXT REFERENCES messages(id) ON DELETE CASCADE;
+UPDATE messages SET parent_id = (
+    SELECT p.id FROM messages p WHERE p.conversation_id = messages.conversation_id AND p.seq < messages.seq ORDER BY p.seq DESC LIMIT 1
+);
+CREATE INDEX messages_parent ON messages(conversation_id, parent_id);
+ALTER TABLE conversations ADD COLUMN leaf_id TEXT REFERENCES messages(id) ON DELETE SET NULL;
+UPDATE conversations SET leaf_id = (SELECT m.id FROM messages m WHERE m.conversation_id = conversations.id ORDER BY m.seq DESC LIMIT 1);

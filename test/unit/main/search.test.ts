@@ -69,17 +69,24 @@ describe("full-text search over messages", () => {
         expect(services.conversations.searchMessages("way")).toEqual([]);
     });
 
-    it("indexes the messages a database held before the search index existed", () => {
+    it("indexes the messages a database held before the search index existed, and makes them a path", () => {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-search-"));
         try {
             const file = path.join(dir, "ponder.db");
-            const before = new AppDatabase(file, migrations.filter((migration) => migration.id === 1));
-            before.conversations.insert({id: "c", title: "Old", settings: "{}", now: 1});
-            before.messages.insert({id: "m", conversation_id: "c", role: "user", text: "an ancient question", status: "complete", created_at: 1});
-            before.dispose();
+            // The first migration as shipped, with a conversation written by the version before this one.
+            const first = migrations.find((migration) => migration.id === 1)!;
+            const seeded = {...first, sql: first.sql + `
+                INSERT INTO conversations (id, title, created_at, updated_at) VALUES ('c', 'Old', 1, 1);
+                INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at)
+                    VALUES ('m1', 'c', 1, 'user', 'an ancient question', 'complete', 1, 1),
+                           ('m2', 'c', 2, 'assistant', 'an old answer', 'complete', 2, 2);`};
+            new AppDatabase(file, [seeded]).dispose();
             const after = new AppDatabase(file);
             const services = new AppServices(after, new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: dir});
-            expect(services.conversations.searchMessages("ancient")).toMatchObject([{messageId: "m", conversationTitle: "Old"}]);
+            expect(services.conversations.searchMessages("ancient")).toMatchObject([{messageId: "m1", conversationTitle: "Old"}]);
+            const detail = services.conversations.get("c");
+            expect(detail.messages.map((message) => message.id)).toEqual(["m1", "m2"]);
+            expect(after.messages.get("m2")?.parent_id).toBe("m1");
             after.dispose();
         } finally {
             fs.rmSync(dir, {recursive: true, force: true});

@@ -51,7 +51,7 @@ export function createFakeBridge() {
 export function message(overrides: Partial<MessageDto> & Pick<MessageDto, "id" | "role">): MessageDto {
     return {
         conversationId: "c1", text: "", thinking: "", status: "complete", promptTokens: 0, thinkingTokens: 0, answerTokens: 0,
-        thinkingMs: 0, totalMs: 0, firstTokenMs: null, error: null, stats: null, cut: null, createdAt: 0, ...overrides
+        thinkingMs: 0, totalMs: 0, firstTokenMs: null, siblingIds: [overrides.id], error: null, stats: null, cut: null, createdAt: 0, ...overrides
     };
 }
 
