@@ -145,6 +145,45 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         return true;
     }
 
+    /** Sends a new version of one of the user's messages: the conversation shows the new branch from there. */
+    async function editMessage(messageId: string, text: string): Promise<boolean> {
+        const conversationId = state.conversationId;
+        const trimmed = text.trim();
+        const index = state.messages.findIndex((message) => message.id === messageId);
+        if (conversationId == null || trimmed === "" || generating || index < 0)
+            return false;
+        state.sending = true;
+        state.error = null;
+        const result = await request(bridge, "chat:edit", {conversationId, messageId, text: trimmed});
+        state.sending = false;
+        if (state.conversationId !== conversationId)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Could not send the edited message", result.error);
+            return false;
+        }
+        state.messages.splice(index);
+        state.messages.push(result.value.userMessage);
+        addAssistant(result.value.assistantMessage);
+        return true;
+    }
+
+    /** Shows another version of a message (and the newest messages after it). */
+    async function showVersion(messageId: string): Promise<boolean> {
+        const conversationId = state.conversationId;
+        if (conversationId == null || generating)
+            return false;
+        const result = await request(bridge, "conversations:switchBranch", {id: conversationId, messageId});
+        if (state.conversationId !== conversationId)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Could not show that version", result.error);
+            return false;
+        }
+        open(conversationId, result.value.messages);
+        return true;
+    }
+
     /** Resumes the last answer where it was cut off, stopped or interrupted; it grows in place. */
     async function continueAnswer(): Promise<boolean> {
         const conversationId = state.conversationId;
@@ -205,7 +244,7 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         },
         /** The clock live figures are measured with. */
         now,
-        open, send, regenerate, continueAnswer, stop,
+        open, send, regenerate, continueAnswer, editMessage, showVersion, stop,
         dispose(): void {
             offDelta();
             offDone();

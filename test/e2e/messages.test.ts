@@ -1,5 +1,5 @@
 // Working with messages in Chromium against the real backend: an answer cut by max tokens and continued, thinking off,
-// a thinking budget, sampling presets, full-text search that opens the message.
+// a thinking budget, sampling presets, full-text search that opens the message, versions and branches.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -166,6 +166,54 @@ describe("messages in Chromium against the real backend", () => {
         await page.keyboard.press("Control+K");
         await page.keyboard.type("zzqxv");
         await chat.byId("search-results").getByText("No message contains these words.").waitFor();
+        await page.close();
+    });
+
+    it("keeps regenerated answers as versions, branches on an edited question, and switches between them", async () => {
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await chat.send("First question");
+        await chat.waitForAnswerDone();
+        await chat.send("Second question");
+        await chat.waitForAnswerDone();
+        const firstAnswer = (await chat.lastAssistant().getByTestId("answer-content").textContent())!;
+
+        // Regenerate: a second version of the last answer, `< 2/2 >`, and the first one is one click away.
+        await chat.lastAssistant().getByTestId("regenerate-button").click();
+        await chat.waitForAnswerDone();
+        expect(await chat.lastAssistant().getByTestId("version-count").textContent()).toBe("2/2");
+        await chat.lastAssistant().getByTestId("previous-version").click();
+        await expect.poll(() => chat.lastAssistant().getByTestId("version-count").textContent()).toBe("1/2");
+        expect(await chat.lastAssistant().getByTestId("answer-content").textContent()).toBe(firstAnswer);
+
+        // Edit the first question: a new branch from there, answered afresh.
+        const first = chat.byId("message-user").first();
+        await first.hover();
+        await first.getByTestId("edit-message").click();
+        await chat.byId("edit-input").fill("A better first question");
+        await chat.byId("edit-input").press("Enter");
+        await chat.waitForAnswerDone();
+        expect(await chat.byId("message-user").count()).toBe(1);
+        expect(await chat.byId("message-user").first().textContent()).toContain("A better first question");
+        expect(await chat.byId("message-user").first().getByTestId("version-count").textContent()).toBe("2/2");
+        await page.screenshot({path: path.join(artifacts, "branch-edited.png"), fullPage: true});
+
+        // The original branch is whole: both questions, and the newest version of the answer.
+        await chat.byId("message-user").first().getByTestId("previous-version").click();
+        await expect.poll(() => chat.byId("message-user").count()).toBe(2);
+        expect(await chat.byId("message-user").nth(1).textContent()).toContain("Second question");
+        expect(await chat.lastAssistant().getByTestId("version-count").textContent()).toBe("2/2");
+
+        // Stored: the same branch after a reload, and the next answer follows it.
+        await page.reload();
+        await chat.conversationItems().filter({hasText: "First question"}).first().click();
+        await expect.poll(() => chat.byId("message-user").count()).toBe(2);
+        await chat.send("Third question");
+        await chat.waitForAnswerDone();
+        expect(await chat.byId("message-user").allTextContents()).toEqual([
+            expect.stringContaining("First question"), expect.stringContaining("Second question"), expect.stringContaining("Third question")
+        ]);
+        await page.screenshot({path: path.join(artifacts, "branch-versions.png"), fullPage: true});
         await page.close();
     });
 

@@ -1,6 +1,6 @@
 import {describe, expect, test} from "vitest";
 import {createChat} from "../../../renderer/state/chat.svelte.js";
-import {createFakeBridge, message} from "./fakeBridge.js";
+import {conversationSettings, createFakeBridge, message} from "./fakeBridge.js";
 
 function setup() {
     const bridge = createFakeBridge();
@@ -143,6 +143,39 @@ describe("chat state", () => {
         expect(chat.state.messages[1]).toMatchObject({status: "interrupted", text: "Part"});
         expect(chat.state.error).toMatch(/Could not continue the answer.*No model is loaded/);
         expect(chat.generating).toBe(false);
+    });
+
+    test("editing a message replaces it and what follows with the new branch", async () => {
+        const {bridge, chat} = setup();
+        bridge.handle("chat:edit", ({text}) => ({
+            ok: true,
+            value: {
+                userMessage: message({id: "u9", role: "user", text, siblingIds: ["u0", "u9"]}),
+                assistantMessage: message({id: "a9", role: "assistant", status: "streaming"})
+            }
+        }));
+        expect(await chat.editMessage("u0", "  Better  ")).toBe(true);
+        expect(bridge.calls.at(-1)).toEqual({channel: "chat:edit", payload: {conversationId: "c1", messageId: "u0", text: "Better"}});
+        expect(chat.state.messages.map((m) => m.id)).toEqual(["u9", "a9"]);
+        expect(chat.generating).toBe(true);
+        expect(await chat.editMessage("u9", "again")).toBe(false);
+    });
+
+    test("showing another version loads that branch; a refusal keeps the one shown", async () => {
+        const {bridge, chat} = setup();
+        bridge.handle("conversations:switchBranch", ({id}) => ({
+            ok: true,
+            value: {
+                conversation: {id, title: "t", createdAt: 0, updatedAt: 0, messageCount: 4}, settings: conversationSettings(),
+                messages: [message({id: "u0", role: "user"}), message({id: "a7", role: "assistant", text: "Older", siblingIds: ["a7", "a0"]})]
+            }
+        }));
+        expect(await chat.showVersion("a7")).toBe(true);
+        expect(chat.state.messages.map((m) => m.text)).toEqual(["", "Older"]);
+        bridge.fail("conversations:switchBranch", "BUSY", "Stop the answer being written before switching versions");
+        expect(await chat.showVersion("a0")).toBe(false);
+        expect(chat.state.messages.at(-1)?.id).toBe("a7");
+        expect(chat.state.error).toMatch(/Could not show that version: Stop the answer/);
     });
 
     test("stop asks the backend to stop the open conversation", async () => {
