@@ -17,7 +17,8 @@ CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.status != '
     INSERT INTO messages_fts (message_id, text, thinking) VALUES (new.id, new.text, new.thinking);
 END;
 
-CREATE TRIGGER messages_fts_update AFTER UPDATE OF text, thinking, status ON messages BEGIN
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text, thinking, status ON messages
+WHEN old.status != 'streaming' OR new.status != 'streaming' BEGIN
     DELETE FROM messages_fts WHERE message_id = old.id;
     INSERT INTO messages_fts (message_id, text, thinking) SELECT new.id, new.text, new.thinking WHERE new.status != 'streaming';
 END;
