@@ -311,6 +311,10 @@ export type Requests = {
     "chat:continue": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
     /** Sends a new version of one of the user's messages (a branch), answered afresh. */
     "chat:edit": {req: {conversationId: string, messageId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
+    /** Deletes a message and everything after it (in every branch); returns what the conversation shows then. */
+    "conversations:deleteMessage": {req: {id: string, messageId: string}, res: ConversationDetail},
+    /** A new conversation holding a copy of the path up to a message, with the same settings. */
+    "conversations:fork": {req: {id: string, messageId: string}, res: ConversationSummary},
     /** Shows another version of a message (and the newest path below it); the KV context follows at the next answer. */
     "conversations:switchBranch": {req: {id: string, messageId: string}, res: ConversationDetail},
     "chat:stop": {req: {conversationId: string}, res: void},
@@ -347,7 +351,7 @@ export const requestChannels = [
     "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
     "models:details", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
-    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "chat:stop", "shell:openExternal"
+    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "chat:stop", "shell:openExternal"
 ] as const satisfies readonly RequestChannel[];
 export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download"] as const satisfies readonly EventChannel[];
 

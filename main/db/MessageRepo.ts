@@ -79,6 +79,23 @@ export class MessageRepo {
             .run({first_token_ms: null, ...finish, id, now});
     }
 
+    /** Copies a path of messages into another conversation, in order, each after the one before. */
+    copyPath(rows: MessageRow[], conversationId: string, newId: () => string, now: number): MessageRow[] {
+        const copies: MessageRow[] = [];
+        for (const row of rows) {
+            const id = newId();
+            this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, thinking, status, prompt_tokens, thinking_tokens,
+                    answer_tokens, thinking_ms, total_ms, error, stats, cut_reason, cut_tokens, first_token_ms, parent_id, created_at, updated_at)
+                VALUES (@id, @conversation_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
+                    @role, @text, @thinking, @status, @prompt_tokens, @thinking_tokens, @answer_tokens, @thinking_ms, @total_ms, @error, @stats,
+                    @cut_reason, @cut_tokens, @first_token_ms, @parent_id, @created_at, @now)`)
+                .run({...row, id, conversation_id: conversationId, parent_id: copies.at(-1)?.id ?? null, now});
+            copies.push(this.get(id)!);
+        }
+        this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(copies.at(-1)?.id ?? null, conversationId);
+        return copies;
+    }
+
     /** Marks an answer streaming again, to be continued. */
     markStreaming(id: string, now: number): void {
         this._db.prepare("UPDATE messages SET status = 'streaming', error = NULL, updated_at = ? WHERE id = ?").run(now, id);

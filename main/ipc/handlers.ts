@@ -42,6 +42,8 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "chat:continue": ({conversationId}) => services.chat.continue(conversationId),
         "chat:edit": ({conversationId, messageId, text}) => services.chat.edit(conversationId, messageId, text),
         "conversations:switchBranch": ({id, messageId}) => services.switchBranch(id, messageId),
+        "conversations:deleteMessage": ({id, messageId}) => services.deleteMessage(id, messageId),
+        "conversations:fork": ({id, messageId}) => services.conversations.fork(id, messageId),
         "chat:stop": ({conversationId}) => services.chat.stop(conversationId),
         "shell:openExternal": ({url}) => platform.openExternal(url)
     } satisfies Handlers;

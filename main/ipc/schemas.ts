@@ -37,6 +37,8 @@ export const requestSchemas = {
     "chat:continue": z.object({conversationId: id}).strict(),
     "chat:edit": z.object({conversationId: id, messageId: id, text: z.string().min(1).max(200_000)}).strict(),
     "conversations:switchBranch": z.object({id, messageId: id}).strict(),
+    "conversations:deleteMessage": z.object({id, messageId: id}).strict(),
+    "conversations:fork": z.object({id, messageId: id}).strict(),
     "chat:stop": z.object({conversationId: id}).strict(),
     "shell:openExternal": z.object({url: z.url({protocol: /^https?$/})}).strict()
 } satisfies {[C in RequestChannel]: z.ZodType<Req<C>, unknown>};

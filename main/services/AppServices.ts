@@ -59,6 +59,13 @@ export class AppServices {
         return this.conversations.switchBranch(conversationId, messageId);
     }
 
+    /** Deletes a message and what follows it; refused while an answer is being written in that conversation. */
+    deleteMessage(conversationId: string, messageId: string): ConversationDetail {
+        if (this.chat.generatingIn(conversationId))
+            throw new AppError("BUSY", "Stop the answer being written before deleting messages");
+        return this.conversations.deleteMessage(conversationId, messageId);
+    }
+
     async deleteConversation(id: string): Promise<void> {
         await this.chat.stop(id);
         this.conversations.delete(id);

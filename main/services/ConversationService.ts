@@ -75,6 +75,51 @@ export class ConversationService {
             throw notFound(id);
     }
 
+    /**
+     * Deletes a message and everything after it in every branch. The conversation then shows another version of it
+     * (the one before, else the one after) or, without one, the path up to the message before it.
+     */
+    deleteMessage(id: string, messageId: string): ConversationDetail {
+        this._require(id);
+        const row = this._db.messages.get(messageId);
+        if (row == null || row.conversation_id !== id)
+            throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        const siblings = this._db.messages.siblingIds(row);
+        const index = siblings.indexOf(row.id);
+        const next = siblings[index - 1] ?? siblings[index + 1] ?? null;
+        const shown = this._db.messages.listByConversation(id).some((message) => message.id === row.id);
+        this._db.transaction(() => {
+            this._db.messages.delete(row.id);
+            if (shown) {
+                let leaf = next != null ? this._db.messages.get(next) : row.parent_id != null ? this._db.messages.get(row.parent_id) : undefined;
+                if (next != null)
+                    for (let child = leaf && this._db.messages.newestChild(leaf); child != null; child = this._db.messages.newestChild(child))
+                        leaf = child;
+                this._db.conversations.setLeaf(id, leaf?.id ?? null);
+            }
+            this._db.conversations.touch(id, this._now());
+        });
+        return this.get(id);
+    }
+
+    /** A new conversation with the path up to `messageId` (copied) and the same settings: the original is unchanged. */
+    fork(id: string, messageId: string): ConversationSummary {
+        const source = this._require(id);
+        const path = this._db.messages.listByConversation(id);
+        const end = path.findIndex((message) => message.id === messageId);
+        if (end < 0)
+            throw new AppError("NOT_FOUND", "Fork at a message of the path shown in this conversation");
+        if (path.slice(0, end + 1).some((message) => message.status === "streaming"))
+            throw new AppError("BUSY", "Wait for the answer to finish before forking at it");
+        const forkId = randomUUID();
+        const now = this._now();
+        this._db.transaction(() => {
+            this._db.conversations.insert({id: forkId, title: cleanTitle(`${source.title} (fork)`)!, settings: source.settings, now});
+            this._db.messages.copyPath(path.slice(0, end + 1), forkId, randomUUID, now);
+        });
+        return toConversationSummary(this._require(forkId));
+    }
+
     get(id: string): ConversationDetail {
         const row = this._require(id);
         return {

@@ -77,4 +77,58 @@ describe("message versions and branches", () => {
         expect(() => services.switchBranch(c.id, "nope")).toThrow(/not in this conversation/);
         expect(texts(services, c.id)).toEqual(["q", "The answer is 4"]);
     });
+
+    it("deletes a message with what follows it, then shows another version or the path before it", async () => {
+        const {engine, services} = setup();
+        const c = services.conversations.create();
+        engine.answer = ["Kangaroo"];
+        services.chat.send(c.id, "q1");
+        await services.chat.idle();
+        engine.answer = ["Wombat"];
+        services.chat.send(c.id, "q2");
+        await services.chat.idle();
+        engine.answer = ["Platypus"];
+        services.chat.regenerate(c.id);
+        await services.chat.idle();
+        let shown = services.conversations.get(c.id).messages;
+
+        // The shown version goes; the other version of that answer is shown.
+        expect(services.deleteMessage(c.id, shown[3]!.id).messages.map((m) => m.text)).toEqual(["q1", "Kangaroo", "q2", "Wombat"]);
+        shown = services.conversations.get(c.id).messages;
+        expect(shown[3]!.siblingIds).toEqual([shown[3]!.id]);
+        // A question goes with its answers, from the search index too; the path before it stays.
+        expect(services.deleteMessage(c.id, shown[2]!.id).messages.map((m) => m.text)).toEqual(["q1", "Kangaroo"]);
+        expect(services.conversations.searchMessages("wombat")).toEqual([]);
+        expect(services.conversations.searchMessages("kangaroo")).toHaveLength(1);
+        expect(services.conversations.get(c.id).conversation.messageCount).toBe(2);
+        expect(services.deleteMessage(c.id, shown[0]!.id).messages).toEqual([]);
+        expect(() => services.deleteMessage(c.id, "nope")).toThrow(/not in this conversation/);
+    });
+
+    it("forks a conversation at a message: a copy of the path up to it, same settings, the original untouched", async () => {
+        const {engine, services} = setup();
+        const c = services.conversations.create("Zoo");
+        services.conversations.updateSettings(c.id, {temperature: 1.3});
+        engine.answer = ["A1"];
+        services.chat.send(c.id, "q1");
+        await services.chat.idle();
+        engine.answer = ["A2"];
+        services.chat.send(c.id, "q2");
+        await services.chat.idle();
+        const original = services.conversations.get(c.id);
+
+        const fork = services.conversations.fork(c.id, original.messages[1]!.id);
+        expect(fork).toMatchObject({title: "Zoo (fork)", messageCount: 2});
+        const forked = services.conversations.get(fork.id);
+        expect(forked.messages.map((m) => [m.role, m.text, m.thinking])).toEqual([["user", "q1", ""], ["assistant", "A1", "Let me think"]]);
+        expect(forked.messages.every((m) => !original.messages.some((o) => o.id === m.id))).toBe(true);
+        expect(forked.settings.temperature).toBe(1.3);
+        // It goes on by itself.
+        engine.answer = ["F2"];
+        services.chat.send(fork.id, "another q2");
+        await services.chat.idle();
+        expect(texts(services, fork.id)).toEqual(["q1", "A1", "another q2", "F2"]);
+        expect(texts(services, c.id)).toEqual(["q1", "A1", "q2", "A2"]);
+        expect(() => services.conversations.fork(c.id, "nope")).toThrow(/Fork at a message/);
+    });
 });
