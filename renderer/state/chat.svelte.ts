@@ -184,6 +184,22 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         return true;
     }
 
+    /** Deletes a message and everything after it; the conversation shows what remains. */
+    async function deleteMessage(messageId: string): Promise<boolean> {
+        const conversationId = state.conversationId;
+        if (conversationId == null || generating)
+            return false;
+        const result = await request(bridge, "conversations:deleteMessage", {id: conversationId, messageId});
+        if (state.conversationId !== conversationId)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Could not delete the message", result.error);
+            return false;
+        }
+        open(conversationId, result.value.messages);
+        return true;
+    }
+
     /** Resumes the last answer where it was cut off, stopped or interrupted; it grows in place. */
     async function continueAnswer(): Promise<boolean> {
         const conversationId = state.conversationId;
@@ -244,7 +260,7 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         },
         /** The clock live figures are measured with. */
         now,
-        open, send, regenerate, continueAnswer, editMessage, showVersion, stop,
+        open, send, regenerate, continueAnswer, editMessage, showVersion, deleteMessage, stop,
         dispose(): void {
             offDelta();
             offDone();

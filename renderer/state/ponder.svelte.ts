@@ -7,6 +7,7 @@ import {createDownloads} from "./downloads.svelte.js";
 import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
+import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 import {createSearch, type SearchOptions} from "./search.svelte.js";
 import {createSettings} from "./settings.svelte.js";
@@ -60,6 +61,21 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         if (chat.state.conversationId !== hit.conversationId)
             return;
         ui.focus = {messageId: hit.messageId, field: hit.field, terms: hit.terms, nonce: (ui.focus?.nonce ?? 0) + 1};
+    }
+
+    /** Starts a new conversation from a copy of the open one up to `messageId`, and opens it. */
+    async function forkAt(messageId: string): Promise<boolean> {
+        const id = chat.state.conversationId;
+        if (id == null)
+            return false;
+        const result = await request(bridge, "conversations:fork", {id, messageId});
+        if (!result.ok) {
+            chat.state.error = describeError("Could not fork the conversation", result.error);
+            return false;
+        }
+        conversations.upsert(result.value);
+        await openConversation(result.value.id);
+        return true;
     }
 
     async function newConversation(): Promise<boolean> {
@@ -125,7 +141,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
 
     return {
         conversations, chat, models, settings, memory, budget, generation, downloads, search, connection, ui,
-        start, openConversation, openSearchHit, newConversation, deleteConversation, send, openExternal,
+        start, openConversation, openSearchHit, forkAt, newConversation, deleteConversation, send, openExternal,
         dispose(): void {
             offDone();
             offConnection();

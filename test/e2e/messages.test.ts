@@ -1,5 +1,6 @@
 // Working with messages in Chromium against the real backend: an answer cut by max tokens and continued, thinking off,
-// a thinking budget, sampling presets, full-text search that opens the message, versions and branches.
+// a thinking budget, sampling presets, full-text search that opens the message, versions and branches, deleting a
+// message, forking a conversation.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -139,10 +140,10 @@ describe("messages in Chromium against the real backend", () => {
         expect(word).toBeTruthy();
 
         await chat.newConversation();
-        await page.keyboard.press("Control+K");
-        await page.keyboard.type(word!);
+        await chat.byId("conversation-search").fill(word!);
         const hit = chat.byId("search-hit").first();
-        await hit.waitFor();
+        await chat.byId("search-results").waitFor();
+        await expect.poll(() => chat.byId("search-hit").count(), {timeout: 10_000, message: `no hit for "${word}" in: ${thought}`}).toBeGreaterThan(0);
         expect(await hit.locator("mark").first().textContent()).toMatch(new RegExp(word!, "i"));
         expect(await hit.textContent()).toMatch(/Tell me about colours · thinking/);
         await page.screenshot({path: path.join(artifacts, "search.png")});
@@ -163,8 +164,7 @@ describe("messages in Chromium against the real backend", () => {
         await page.screenshot({path: path.join(artifacts, "search-opened.png")});
 
         // Words that are nowhere say so.
-        await page.keyboard.press("Control+K");
-        await page.keyboard.type("zzqxv");
+        await chat.byId("conversation-search").fill("zzqxv");
         await chat.byId("search-results").getByText("No message contains these words.").waitFor();
         await page.close();
     });
@@ -214,6 +214,43 @@ describe("messages in Chromium against the real backend", () => {
             expect.stringContaining("First question"), expect.stringContaining("Second question"), expect.stringContaining("Third question")
         ]);
         await page.screenshot({path: path.join(artifacts, "branch-versions.png"), fullPage: true});
+        await page.close();
+    });
+
+    it("deletes a message with what follows it, and forks a conversation at a message", async () => {
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await chat.send("Zebra question");
+        await chat.waitForAnswerDone();
+        await chat.send("Yak question");
+        await chat.waitForAnswerDone();
+        const firstAnswer = (await chat.byId("message-assistant").first().getByTestId("answer-content").textContent())!;
+
+        // Fork at the first answer: a new conversation with the path up to it, opened.
+        await chat.byId("message-assistant").first().getByTestId("fork-message").click();
+        await expect.poll(() => page.locator(".chat h1").textContent()).toBe("Zebra question (fork)");
+        await expect.poll(() => chat.byId("message-user").count()).toBe(1);
+        expect(await chat.lastAssistant().getByTestId("answer-content").textContent()).toBe(firstAnswer);
+        await chat.send("Walrus question");
+        await chat.waitForAnswerDone();
+        expect(await chat.byId("message-user").allTextContents()).toEqual([expect.stringContaining("Zebra"), expect.stringContaining("Walrus")]);
+        await page.screenshot({path: path.join(artifacts, "forked.png"), fullPage: true});
+
+        // Back in the original, nothing changed; delete the second question (asked to confirm): its answer goes too.
+        await chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Zebra question", {exact: true})}).first().click();
+        await expect.poll(() => chat.byId("message-user").count()).toBe(2);
+        const second = chat.byId("message-user").nth(1);
+        await second.hover();
+        await second.getByTestId("delete-message").click();
+        await second.getByTestId("confirm-delete-message").click();
+        await expect.poll(() => chat.byId("message-user").count()).toBe(1);
+        expect(await chat.byId("message-assistant").count()).toBe(1);
+        await page.reload();
+        await chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Zebra question", {exact: true})}).first().click();
+        await chat.byId("message-user").first().waitFor();
+        expect(await chat.byId("message-user").count()).toBe(1);
+        expect(await chat.byId("message-assistant").count()).toBe(1);
+        await page.screenshot({path: path.join(artifacts, "deleted.png"), fullPage: true});
         await page.close();
     });
 

@@ -178,6 +178,16 @@ describe("chat state", () => {
         expect(chat.state.error).toMatch(/Could not show that version: Stop the answer/);
     });
 
+    test("deleting a message shows what the conversation holds then", async () => {
+        const {bridge, chat} = setup();
+        bridge.reply("conversations:deleteMessage", {
+            conversation: {id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0}, settings: conversationSettings(), messages: []
+        });
+        expect(await chat.deleteMessage("u0")).toBe(true);
+        expect(bridge.calls.at(-1)).toEqual({channel: "conversations:deleteMessage", payload: {id: "c1", messageId: "u0"}});
+        expect(chat.state.messages).toEqual([]);
+    });
+
     test("stop asks the backend to stop the open conversation", async () => {
         const {bridge, chat} = setup();
         bridge.reply("chat:stop", undefined);
