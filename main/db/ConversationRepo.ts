@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import type {ConversationRow} from "./types.js";
 
-const selectColumns = `c.id, c.title, c.settings, c.model_id, c.created_at, c.updated_at,
+const selectColumns = `c.id, c.title, c.settings, c.model_id, c.created_at, c.updated_at, c.leaf_id,
     (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count`;
 
 export class ConversationRepo {
@@ -33,6 +33,11 @@ export class ConversationRepo {
 
     updateSettings(id: string, settings: string, now: number): boolean {
         return this._db.prepare("UPDATE conversations SET settings = ?, updated_at = ? WHERE id = ?").run(settings, now, id).changes > 0;
+    }
+
+    /** Shows the path that ends at `leafId`. */
+    setLeaf(id: string, leafId: string | null): void {
+        this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(leafId, id);
     }
 
     touch(id: string, now: number): void {

@@ -1,45 +1,124 @@
 import type Database from "better-sqlite3";
 import type {MessageRow} from "./types.js";
 
-export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms">;
-export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats">;
+export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms"> &
+    Partial<Pick<MessageRow, "first_token_ms">>;
+export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason" | "cut_tokens">;
+
+/** A message matching a full-text search, with a snippet of each column (matches between U+0002 and U+0003). */
+export type MessageSearchRow = {
+    message_id: string,
+    conversation_id: string,
+    title: string,
+    role: MessageRow["role"],
+    text_snippet: string,
+    thinking_snippet: string
+};
 
 export class MessageRepo {
     constructor(private readonly _db: Database.Database) {}
 
+    /**
+     * The messages the conversation shows: the path from its first message to its leaf (or, without a leaf, to its
+     * newest message).
+     */
     listByConversation(conversationId: string): MessageRow[] {
-        return this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? ORDER BY seq").all(conversationId) as MessageRow[];
+        return this._db.prepare(`WITH RECURSIVE path(id, depth) AS (
+                SELECT COALESCE(
+                    (SELECT leaf_id FROM conversations WHERE id = @conversationId),
+                    (SELECT id FROM messages WHERE conversation_id = @conversationId ORDER BY seq DESC LIMIT 1)), 0
+                UNION ALL
+                SELECT m.parent_id, path.depth + 1 FROM messages m JOIN path ON m.id = path.id WHERE m.parent_id IS NOT NULL
+            )
+            SELECT m.* FROM path JOIN messages m ON m.id = path.id ORDER BY path.depth DESC`).all({conversationId}) as MessageRow[];
+    }
+
+    /** The versions of a message: the messages with its parent, oldest first (itself included). */
+    siblingIds(row: Pick<MessageRow, "conversation_id" | "parent_id">): string[] {
+        return (this._db.prepare("SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY seq")
+            .all(row.conversation_id, row.parent_id) as Array<{id: string}>).map((sibling) => sibling.id);
+    }
+
+    /** The newest child of a message (the version shown when a branch is entered), if any. */
+    newestChild(row: Pick<MessageRow, "conversation_id" | "id">): MessageRow | undefined {
+        return this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY seq DESC LIMIT 1")
+            .get(row.conversation_id, row.id) as MessageRow | undefined;
     }
 
     get(id: string): MessageRow | undefined {
         return this._db.prepare("SELECT * FROM messages WHERE id = ?").get(id) as MessageRow | undefined;
     }
 
-    /** Appends a message at the end of its conversation. */
-    insert(row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at">): MessageRow {
-        this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at)
+    /**
+     * Adds a message after `parent_id` (`null`: a first message; absent: the end of the path the conversation shows),
+     * and shows the path that ends with it.
+     */
+    insert(row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at"> & Partial<Pick<MessageRow, "parent_id">>): MessageRow {
+        const parentId = row.parent_id !== undefined ? row.parent_id : this.listByConversation(row.conversation_id).at(-1)?.id ?? null;
+        this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id)
             VALUES (@id, @conversation_id,
                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
-                @role, @text, @status, @created_at, @created_at)`).run(row);
+                @role, @text, @status, @created_at, @created_at, @parent_id)`).run({...row, parent_id: parentId});
+        this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(row.id, row.conversation_id);
         return this.get(row.id)!;
     }
 
     /** Saves what a streaming answer has produced so far; a crash after this loses nothing before it. */
     saveProgress(id: string, progress: MessageProgress, now: number): void {
         this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
-            answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, updated_at = @now WHERE id = @id`)
-            .run({...progress, id, now});
+            answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms,
+            first_token_ms = COALESCE(@first_token_ms, first_token_ms), updated_at = @now WHERE id = @id`)
+            .run({first_token_ms: null, ...progress, id, now});
     }
 
     finish(id: string, finish: MessageFinish, now: number): void {
         this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
             answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, status = @status,
-            prompt_tokens = @prompt_tokens, error = @error, stats = @stats, updated_at = @now WHERE id = @id`)
-            .run({...finish, id, now});
+            first_token_ms = COALESCE(@first_token_ms, first_token_ms),
+            prompt_tokens = @prompt_tokens, error = @error, stats = @stats, cut_reason = @cut_reason, cut_tokens = @cut_tokens, updated_at = @now WHERE id = @id`)
+            .run({first_token_ms: null, ...finish, id, now});
+    }
+
+    /** Copies a path of messages into another conversation, in order, each after the one before. */
+    copyPath(rows: MessageRow[], conversationId: string, newId: () => string, now: number): MessageRow[] {
+        const copies: MessageRow[] = [];
+        for (const row of rows) {
+            const id = newId();
+            this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, thinking, status, prompt_tokens, thinking_tokens,
+                    answer_tokens, thinking_ms, total_ms, error, stats, cut_reason, cut_tokens, first_token_ms, parent_id, created_at, updated_at)
+                VALUES (@id, @conversation_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
+                    @role, @text, @thinking, @status, @prompt_tokens, @thinking_tokens, @answer_tokens, @thinking_ms, @total_ms, @error, @stats,
+                    @cut_reason, @cut_tokens, @first_token_ms, @parent_id, @created_at, @now)`)
+                .run({...row, id, conversation_id: conversationId, parent_id: copies.at(-1)?.id ?? null, now});
+            copies.push(this.get(id)!);
+        }
+        this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(copies.at(-1)?.id ?? null, conversationId);
+        return copies;
+    }
+
+    /** Marks an answer streaming again, to be continued. */
+    markStreaming(id: string, now: number): void {
+        this._db.prepare("UPDATE messages SET status = 'streaming', error = NULL, updated_at = ? WHERE id = ?").run(now, id);
     }
 
     delete(id: string): void {
         this._db.prepare("DELETE FROM messages WHERE id = ?").run(id);
+    }
+
+    /**
+     * Messages whose text or thinking match an FTS5 `match` expression, best first (bm25, the text weighted above the
+     * thinking), newest first among equals.
+     */
+    search(match: string, limit: number): MessageSearchRow[] {
+        return this._db.prepare(`SELECT f.message_id, m.conversation_id, c.title, m.role,
+                snippet(messages_fts, 1, char(2), char(3), '…', 16) AS text_snippet,
+                snippet(messages_fts, 2, char(2), char(3), '…', 16) AS thinking_snippet
+            FROM messages_fts f
+            JOIN messages m ON m.id = f.message_id
+            JOIN conversations c ON c.id = m.conversation_id
+            WHERE messages_fts MATCH ?
+            ORDER BY bm25(messages_fts, 0, 2, 1), m.created_at DESC
+            LIMIT ?`).all(match, limit) as MessageSearchRow[];
     }
 
     /** Marks answers left streaming by a process that died as interrupted. Returns how many. */

@@ -20,7 +20,9 @@ export type ConversationRow = {
     model_id: string | null,
     created_at: number,
     updated_at: number,
-    message_count: number
+    message_count: number,
+    /** The last message of the path the conversation shows. */
+    leaf_id: string | null
 };
 
 export type MessageRow = {
@@ -38,6 +40,14 @@ export type MessageRow = {
     total_ms: number,
     error: string | null,
     stats: string,
+    /** `max_tokens`: the answer reached its token limit before it ended (it can be continued). */
+    cut_reason: "max_tokens" | null,
+    /** Tokens generated when it was cut (the max tokens limit, plus what earlier continuations generated). */
+    cut_tokens: number | null,
+    /** Milliseconds from the request to the first generated token; `null` before it. */
+    first_token_ms: number | null,
+    /** The message this one follows; `null` for a conversation's first message. Siblings are versions. */
+    parent_id: string | null,
     created_at: number,
     updated_at: number
 };

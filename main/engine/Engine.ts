@@ -1,6 +1,6 @@
 import {
-    LlamaChatSession, resolveChatWrapper, type ChatHistoryItem, type ChatModelResponse, type ChatWrapper, type Llama, type LlamaContext,
-    type LlamaModel
+    LlamaChat, LlamaChatSession, resolveChatWrapper, type ChatHistoryItem, type ChatModelResponse, type ChatWrapper, type Llama,
+    type LlamaChatResponseChunk, type LLamaChatGenerateResponseOptions, type LlamaContext, type LlamaModel
 } from "node-llama-cpp";
 import {withLock} from "lifecycle-utils";
 import type {BuildInfo, CompressionSettings, EngineStatus} from "../../preload/contract.js";
@@ -145,8 +145,9 @@ export class Engine {
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
 
         const last = request.history.at(-1);
-        if (last == null || last.role !== "user")
-            throw new AppError("BAD_REQUEST", "The conversation must end with a user message");
+        const continuing = request.continueLast === true;
+        if (last == null || last.role !== (continuing ? "assistant" : "user"))
+            throw new AppError("BAD_REQUEST", continuing ? "Only an answer can be continued" : "The conversation must end with a user message");
 
         const {compression, cells} = request.kv;
         if (compression.policy !== "full") {
@@ -180,18 +181,23 @@ export class Engine {
             }
 
             const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
+            // The context the answer is generated in: a new user message and an empty answer, or the unfinished answer.
+            // Thinking off: the answer opens with an empty, closed thought, where the template has thought segments.
+            const skipThought = last.role === "user" && request.thinking?.enabled === false && loaded.chatWrapper.settings.segments?.thought != null;
+            const full: ChatHistoryItem[] = last.role === "user"
+                ? [...history, {type: "user", text: last.text}, {type: "model", response: skipThought ? [{type: "segment", segmentType: "thought", text: "", ended: true}] : []}]
+                : [...history, {type: "model", response: partialResponse(last)}];
             // Tokens evaluated for this answer: the new message (and a history rebuilt into a new context).
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
-            const prompt: ChatHistoryItem[] = [...history, {type: "user", text: last.text}, {type: "model", response: []}];
             if (controller == null || compression.policy === "full") {
-                const needed = loaded.chatWrapper.generateContextState({chatHistory: prompt}).contextText.tokenize(loaded.model.tokenizer).length;
+                const needed = loaded.chatWrapper.generateContextState({chatHistory: full}).contextText.tokenize(loaded.model.tokenizer).length;
                 if (needed > cells - 16)
                     throw new AppError("BAD_REQUEST", fullKvTooLong(needed, cells));
             }
             // The new message is read in chunks a stop can come between; with a pruning policy each is pruned as it goes,
             // so a question longer than the budget still fits. The last tokens (the assistant's opening) are left to
             // node-llama-cpp.
-            await this._prefill(active, prompt, controller, cells, request.onRebuild, promptTail, internalAbort.signal);
+            await this._prefill(active, full, controller, cells, request.onRebuild, promptTail, internalAbort.signal);
             session.setChatHistory(history);
             const started = performance.now();
             let generated = 0;
@@ -205,15 +211,19 @@ export class Engine {
                 void kvController.sample(seconds > 0 ? generated / seconds : 0).then(request.onSample, () => {});
             };
 
-            const result = await session.promptWithMeta(last.text, {
+            const options = {
                 signal: internalAbort.signal,
                 stopOnAbortSignal: true,
                 maxTokens: request.maxTokens,
                 temperature: request.temperature,
+                topP: request.topP,
+                topK: request.topK,
+                minP: request.minP,
+                repeatPenalty: request.repeatPenalty != null && request.repeatPenalty > 1 ? {penalty: request.repeatPenalty, lastTokens: 64} : false as const,
                 seed: request.seed,
                 customStopTriggers: request.stop != null && request.stop.length > 0 ? request.stop : undefined,
-                budgets: {thoughtTokens: Infinity},
-                onResponseChunk: (chunk) => {
+                budgets: {thoughtTokens: request.thinking?.budget ?? Infinity},
+                onResponseChunk: (chunk: LlamaChatResponseChunk) => {
                     const segment = chunk.type === "segment" && chunk.segmentType === "thought" ? "thought" : "answer";
                     if (chunk.text === "" && chunk.tokens.length === 0)
                         return;
@@ -237,7 +247,10 @@ export class Engine {
                         internalAbort.abort();
                     }
                 }
-            });
+            };
+            const result = last.role === "user" && !skipThought
+                ? await session.promptWithMeta(last.text, options)
+                : await continueResponse(session, loaded.chatWrapper, full, options);
 
             await controller?.idle();
             const seconds = (performance.now() - started) / 1000;
@@ -411,6 +424,31 @@ export class Engine {
         for (const listener of this._listeners)
             listener(this._status);
     }
+}
+
+/**
+ * Generates the rest of the unfinished answer that ends `history`, in the session's sequence: node-llama-cpp continues
+ * a chat history whose last item is a model response (an unended thought segment goes on as thought).
+ */
+async function continueResponse(session: LlamaChatSession, chatWrapper: ChatWrapper, history: ChatHistoryItem[],
+    options: LLamaChatGenerateResponseOptions<undefined>): Promise<{stopReason: GenerationResult["stopReason"]}> {
+    const chat = new LlamaChat({contextSequence: session.sequence, chatWrapper, autoDisposeSequence: false});
+    try {
+        const {metadata} = await chat.generateResponse(history, options);
+        return {stopReason: metadata.stopReason};
+    } finally {
+        chat.dispose({disposeSequence: false});
+    }
+}
+
+/** An unfinished answer as a model response: its thought is still open when no answer text followed it. */
+function partialResponse(turn: Extract<ChatTurn, {role: "assistant"}>): ChatModelResponse["response"] {
+    const response: ChatModelResponse["response"] = [];
+    if (turn.thinking !== "")
+        response.push({type: "segment", segmentType: "thought", text: turn.thinking, ended: turn.text !== ""});
+    if (turn.text !== "")
+        response.push(turn.text);
+    return response;
 }
 
 function fullKvTooLong(tokens: number, cells: number): string {

@@ -1,6 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import {readGgufFileInfo} from "node-llama-cpp";
+import {GgufInsights, readGgufFileInfo} from "node-llama-cpp";
 import {AppError} from "../AppError.js";
 import {checkGgufHeader} from "./checkGgufHeader.js";
 import type {ModelInspection} from "./types.js";
@@ -26,12 +26,15 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
 
     let info;
     try {
-        info = await readGgufFileInfo(resolved, {readTensorInfo: false, logWarnings: false, sourceType: "filesystem"});
+        info = await readGgufFileInfo(resolved, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"});
     } catch (err) {
         throw new AppError("MODEL_INVALID", `${path.basename(resolved)} has a damaged GGUF header: ${(err as Error).message}`, {cause: err});
     }
 
+    // The weights' size as llama.cpp counts it (the tensors' bytes, without alignment padding).
+    const insights = await GgufInsights.from(info);
     const metadata = info.metadata;
+    const template = metadata.tokenizer?.chat_template;
     const arch = (info.architectureMetadata ?? {}) as Record<string, unknown> & {attention?: Record<string, unknown>};
     return {
         path: resolved,
@@ -43,8 +46,24 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         headCount: asNumber(arch.attention?.head_count),
         headCountKv: asNumber(arch.attention?.head_count_kv) ?? asNumber(arch.attention?.head_count),
         embeddingLength: asNumber(arch.embedding_length),
-        hasChatTemplate: typeof metadata.tokenizer?.chat_template === "string"
+        keyLength: asNumber(arch.attention?.key_length),
+        valueLength: asNumber(arch.attention?.value_length),
+        feedForwardLength: asNumber(arch.feed_forward_length),
+        weightsBytes: insights.modelSize,
+        hasChatTemplate: typeof template === "string",
+        thinkingToggle: typeof template === "string" && /<think>|enable_thinking/.test(template),
+        declaredSampling: declaredSampling(metadata.general as Record<string, unknown> | undefined)
     };
+}
+
+/** `general.sampling.*` (llama.cpp's LLM_KV_GENERAL_SAMPLING_*), as far as the file declares it. */
+function declaredSampling(general: Record<string, unknown> | undefined): ModelInspection["declaredSampling"] {
+    const sampling = general?.sampling as Record<string, unknown> | undefined;
+    if (sampling == null || typeof sampling !== "object")
+        return undefined;
+    const fields = {temperature: sampling.temp, topP: sampling.top_p, topK: sampling.top_k, minP: sampling.min_p, repeatPenalty: sampling.penalty_repeat};
+    const declared = Object.fromEntries(Object.entries(fields).map(([key, value]) => [key, asNumber(value)]).filter(([, value]) => value != null));
+    return Object.keys(declared).length > 0 ? declared : undefined;
 }
 
 function asNumber(value: unknown): number | null {

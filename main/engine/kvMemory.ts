@@ -14,16 +14,31 @@ export function rowBytes(type: KvCacheType, elements: number): number {
     return Math.ceil(elements / blockSize) * blockBytes;
 }
 
+export type KvShape = Pick<ModelInspection, "layers" | "headCount" | "headCountKv" | "embeddingLength"> &
+    Partial<Pick<ModelInspection, "keyLength" | "valueLength">>;
+
 /**
- * Bytes one KV cell costs across all layers: per layer a K row of n_head_kv x head_dim elements and a
- * V row of the same size, in the cache's types (DESIGN §5). Returns `null` when the metadata is incomplete.
+ * Bytes one KV cell costs across all layers: per layer a K row of n_head_kv x key_length elements and a V row of
+ * n_head_kv x value_length, in the cache's types (DESIGN §5), as llama.cpp sizes them (`n_embd_k_gqa`,
+ * `n_embd_v_gqa`). A head is embedding / heads wide only when the GGUF declares no `attention.key_length` /
+ * `value_length` (Qwen3 declares 128 over embeddings of 1024 to 2560 with 16 to 32 heads). Returns `null` when the
+ * metadata is incomplete.
  */
-export function kvBytesPerCell(model: Pick<ModelInspection, "layers" | "headCount" | "headCountKv" | "embeddingLength">,
-    types: {k: KvCacheType, v: KvCacheType} = {k: "f16", v: "f16"}): number | null {
-    const {layers, headCount, headCountKv, embeddingLength} = model;
-    if (layers == null || headCount == null || headCountKv == null || embeddingLength == null || headCount === 0)
+export function kvBytesPerCell(model: KvShape, types: {k: KvCacheType, v: KvCacheType} = {k: "f16", v: "f16"}): number | null {
+    const {layers, headCountKv} = model;
+    const keyLength = headLength(model, model.keyLength);
+    const valueLength = headLength(model, model.valueLength);
+    if (layers == null || headCountKv == null || keyLength == null || valueLength == null)
         return null;
-    const headDim = embeddingLength / headCount;
-    const elements = headCountKv * headDim;
-    return layers * (rowBytes(types.k, elements) + rowBytes(types.v, elements));
+    return layers * (rowBytes(types.k, headCountKv * keyLength) + rowBytes(types.v, headCountKv * valueLength));
+}
+
+/** A head's declared length, else embedding / heads (llama.cpp's default for `n_embd_head_k` / `_v`). */
+export function headLength(model: Pick<ModelInspection, "headCount" | "embeddingLength">, declared: number | null | undefined): number | null {
+    if (declared != null)
+        return declared;
+    const {headCount, embeddingLength} = model;
+    if (headCount == null || embeddingLength == null || headCount === 0)
+        return null;
+    return embeddingLength / headCount;
 }

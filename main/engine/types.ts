@@ -15,16 +15,38 @@ export type ModelInspection = {
     headCount: number | null,
     headCountKv: number | null,
     embeddingLength: number | null,
-    hasChatTemplate: boolean
+    /** `attention.key_length` / `value_length`: a head's K and V size when the GGUF declares it (else embedding / heads). */
+    keyLength?: number | null,
+    valueLength?: number | null,
+    feedForwardLength?: number | null,
+    /** Bytes of the weights (all tensors, as stored in the file). Absent in inspections stored by older versions. */
+    weightsBytes?: number,
+    hasChatTemplate: boolean,
+    /** The chat template has a `<think>` segment, so thinking can be left out (or it reads `enable_thinking`). */
+    thinkingToggle?: boolean,
+    /** Sampling the GGUF declares (`general.sampling.*`), when it does. */
+    declaredSampling?: Partial<Record<"temperature" | "topP" | "topK" | "minP" | "repeatPenalty", number>>
 };
 
 export type GenerationChunk = {segment: "thought" | "answer", text: string, tokens: number};
 
 export type GenerateRequest = {
-    /** The conversation so far; the last turn is the user's prompt to answer. */
+    /** The conversation so far; the last turn is the user's prompt to answer (or, with `continueLast`, the answer to continue). */
     history: ChatTurn[],
+    /** The last turn is an unfinished answer (cut off, stopped): generate its rest. Defaults to `false`. */
+    continueLast?: boolean,
     systemPrompt: string,
     temperature: number,
+    /** Top-p (1 = off), top-k (0 = off), min-p (0 = off), repeat penalty over the last 64 tokens (1 = off). Default off. */
+    topP?: number,
+    topK?: number,
+    minP?: number,
+    repeatPenalty?: number,
+    /**
+     * Thinking off leaves the thought out (an empty, closed thought opens the answer, as Qwen3's `enable_thinking=false`
+     * renders it), where the chat template has one; a budget closes the thought after that many tokens. Defaults to on, no budget.
+     */
+    thinking?: {enabled: boolean, budget: number | null},
     maxTokens: number,
     /** Sampling seed; a fixed seed makes a generation repeatable. */
     seed?: number,

@@ -1,4 +1,5 @@
-import type {AppStatus} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import type {AppStatus, ConversationDetail, ModelDetails} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {Engine} from "../engine/Engine.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
@@ -56,6 +57,27 @@ export class AppServices {
 
     status(): AppStatus {
         return {version: this._options.version, engine: this.engine.status};
+    }
+
+    /** A model's details, with what loading it at the default budget needs against free memory. */
+    async modelDetails(id: string): Promise<ModelDetails> {
+        const details = await this.models.details(id);
+        const fit = await this.compression.estimate(this.settings.get().defaultConversationSettings.compression, id).catch(() => null);
+        return {...details, fit};
+    }
+
+    /** Shows another version of a message; refused while an answer is being written in that conversation. */
+    switchBranch(conversationId: string, messageId: string): ConversationDetail {
+        if (this.chat.generatingIn(conversationId))
+            throw new AppError("BUSY", "Stop the answer being written before switching versions");
+        return this.conversations.switchBranch(conversationId, messageId);
+    }
+
+    /** Deletes a message and what follows it; refused while an answer is being written in that conversation. */
+    deleteMessage(conversationId: string, messageId: string): ConversationDetail {
+        if (this.chat.generatingIn(conversationId))
+            throw new AppError("BUSY", "Stop the answer being written before deleting messages");
+        return this.conversations.deleteMessage(conversationId, messageId);
     }
 
     async deleteConversation(id: string): Promise<void> {

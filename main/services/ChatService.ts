@@ -64,10 +64,10 @@ export class ChatService {
         });
 
         this._start(conversationId, assistantRow);
-        return {userMessage: toMessageDto(userRow), assistantMessage: toMessageDto(assistantRow)};
+        return {userMessage: this._dto(userRow), assistantMessage: this._dto(assistantRow)};
     }
 
-    /** Replaces the last answer with a new one. */
+    /** Generates another version of the last answer; the earlier ones stay, as its siblings. */
     regenerate(conversationId: string): {assistantMessage: MessageDto} {
         this._conversations.require(conversationId);
         this._assertCanGenerate();
@@ -78,13 +78,69 @@ export class ChatService {
 
         const now = this._now();
         const assistantRow = this._db.transaction(() => {
-            if (last.role === "assistant")
-                this._db.messages.delete(last.id);
             this._db.conversations.touch(conversationId, now);
-            return this._insertAssistant(conversationId, now);
+            return this._insertAssistant(conversationId, now, last.role === "assistant" ? last.parent_id : last.id);
         });
         this._start(conversationId, assistantRow);
-        return {assistantMessage: toMessageDto(assistantRow)};
+        return {assistantMessage: this._dto(assistantRow)};
+    }
+
+    /**
+     * Sends a new version of one of the user's messages: a sibling of it, answered afresh. The original and everything
+     * after it stay, as another branch.
+     */
+    edit(conversationId: string, messageId: string, text: string): {userMessage: MessageDto, assistantMessage: MessageDto} {
+        this._conversations.require(conversationId);
+        if (text.trim() === "")
+            throw new AppError("BAD_REQUEST", "The message is empty");
+        const original = this._db.messages.get(messageId);
+        if (original == null || original.conversation_id !== conversationId)
+            throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        if (original.role !== "user")
+            throw new AppError("BAD_REQUEST", "Only your own messages can be edited; regenerate an answer instead");
+        this._assertCanGenerate();
+
+        const now = this._now();
+        const {userRow, assistantRow} = this._db.transaction(() => {
+            const userRow = this._db.messages.insert({
+                id: randomUUID(), conversation_id: conversationId, role: "user", text, status: "complete", created_at: now, parent_id: original.parent_id
+            });
+            const assistantRow = this._insertAssistant(conversationId, now, userRow.id);
+            this._db.conversations.touch(conversationId, now);
+            return {userRow, assistantRow};
+        });
+        this._start(conversationId, assistantRow);
+        return {userMessage: this._dto(userRow), assistantMessage: this._dto(assistantRow)};
+    }
+
+    /** A message with its versions (siblings), as the renderer shows it. */
+    private _dto(row: MessageRow): MessageDto {
+        return {...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)};
+    }
+
+    /**
+     * Resumes the conversation's last answer where it ended early (cut off at its token limit, stopped, interrupted):
+     * the same message grows, with a fresh allowance of max tokens.
+     */
+    continue(conversationId: string): {assistantMessage: MessageDto} {
+        this._conversations.require(conversationId);
+        this._assertCanGenerate();
+        const last = this._db.messages.listByConversation(conversationId).at(-1);
+        if (last == null || last.role !== "assistant")
+            throw new AppError("BAD_REQUEST", "There is no answer to continue: the conversation does not end with one");
+        if (last.status === "complete" && last.cut_reason == null)
+            throw new AppError("BAD_REQUEST", "The last answer is complete: there is nothing to continue");
+        if (last.status === "error" && last.text === "" && last.thinking === "")
+            throw new AppError("BAD_REQUEST", "The last answer failed before it wrote anything: regenerate it instead");
+
+        const now = this._now();
+        this._db.transaction(() => {
+            this._db.messages.markStreaming(last.id, now);
+            this._db.conversations.touch(conversationId, now);
+        });
+        const row = this._db.messages.get(last.id)!;
+        this._start(conversationId, row, true);
+        return {assistantMessage: this._dto(row)};
     }
 
     /** Stops the answer being generated in this conversation; what it wrote so far is kept. */
@@ -94,6 +150,11 @@ export class ChatService {
             return;
         active.abort.abort();
         await active.done;
+    }
+
+    /** Whether an answer is being generated in this conversation. */
+    generatingIn(conversationId: string): boolean {
+        return this._active?.conversationId === conversationId;
     }
 
     /** Resolves when the current generation, if any, has finished and been saved. */
@@ -115,16 +176,18 @@ export class ChatService {
             throw new AppError("BUSY", "The engine is busy answering requests from the API server: try again in a moment");
     }
 
-    private _insertAssistant(conversationId: string, now: number): MessageRow {
-        return this._db.messages.insert({id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now});
+    private _insertAssistant(conversationId: string, now: number, parentId?: string | null): MessageRow {
+        return this._db.messages.insert({
+            id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now, parent_id: parentId
+        });
     }
 
-    private _start(conversationId: string, assistantRow: MessageRow): void {
+    private _start(conversationId: string, assistantRow: MessageRow, continuing = false): void {
         const abort = new AbortController();
         const active: Active = {conversationId, messageId: assistantRow.id, abort, done: Promise.resolve()};
         this._active = active;
         // `_generate` reports its own failures as the message's error; nothing may reject unheard here.
-        active.done = this._generate(conversationId, assistantRow.id, abort.signal)
+        active.done = this._generate(conversationId, assistantRow, abort.signal, continuing)
             .catch(() => {})
             .finally(() => {
                 if (this._active === active)
@@ -132,19 +195,30 @@ export class ChatService {
             });
     }
 
-    private async _generate(conversationId: string, messageId: string, signal: AbortSignal): Promise<void> {
+    private async _generate(conversationId: string, assistantRow: MessageRow, signal: AbortSignal, continuing: boolean): Promise<void> {
+        const messageId = assistantRow.id;
         const conversation = this._conversations.require(conversationId);
         const settings = this._conversations.settingsOf(conversation);
-        const history = this._db.messages.listByConversation(conversationId)
-            .filter((row) => row.id !== messageId)
-            .flatMap(toTurn);
+        const rows = this._db.messages.listByConversation(conversationId);
+        const history = rows
+            .filter((row) => continuing ? row.seq <= assistantRow.seq : row.id !== messageId)
+            .flatMap((row) => row.id === messageId ? [{role: "assistant" as const, text: row.text, thinking: row.thinking}] : toTurn(row));
 
-        const started = this._now();
-        const progress = {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0};
+        // A continuation goes on from what the answer holds, its times included.
+        const started = this._now() - (continuing ? assistantRow.total_ms : 0);
+        const progress = continuing
+            ? {
+                text: assistantRow.text, thinking: assistantRow.thinking, thinking_tokens: assistantRow.thinking_tokens,
+                answer_tokens: assistantRow.answer_tokens, thinking_ms: assistantRow.thinking_ms, total_ms: assistantRow.total_ms,
+                first_token_ms: assistantRow.first_token_ms
+            }
+            : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0, first_token_ms: null as number | null};
         let lastFlush = started;
         const flushInterval = this._options.flushIntervalMs ?? 250;
 
         let status: MessageRow["status"] = "complete";
+        let cutReason: MessageRow["cut_reason"] = null;
+        let cutTokens: number | null = null;
         let error: string | null = null;
         let promptTokens = 0;
         let stats: MessageStats | null = null;
@@ -167,13 +241,20 @@ export class ChatService {
                     this._emit("chat:memory", {conversationId, messageId, sample});
                 },
                 history,
+                continueLast: continuing,
                 systemPrompt: settings.systemPrompt,
                 temperature: settings.temperature,
+                topP: settings.topP,
+                topK: settings.topK,
+                minP: settings.minP,
+                repeatPenalty: settings.repeatPenalty,
+                thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
                 maxTokens: settings.maxTokens,
-                seed: this._options.seed,
+                seed: settings.seed ?? this._options.seed,
                 signal: AbortSignal.any([signal, storage.signal]),
                 onChunk: (chunk) => {
                     const now = this._now();
+                    progress.first_token_ms ??= now - started;
                     if (chunk.segment === "thought") {
                         progress.thinking += chunk.text;
                         progress.thinking_tokens += chunk.tokens;
@@ -206,6 +287,12 @@ export class ChatService {
             promptTokens = result.promptTokens;
             if (result.stopReason === "abort")
                 status = "stopped";
+            else if (result.stopReason === "maxTokens") {
+                status = "stopped";
+                cutReason = "max_tokens";
+                // The engine generated exactly the limit (special tokens such as the thought's end included).
+                cutTokens = (continuing ? assistantRow.cut_tokens ?? assistantRow.thinking_tokens + assistantRow.answer_tokens : 0) + settings.maxTokens;
+            }
             else if (result.stopReason === "budget") {
                 status = "stopped";
                 error = `The KV budget of ${cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
@@ -228,7 +315,12 @@ export class ChatService {
 
         const now = this._now();
         progress.total_ms = now - started;
-        const finish = {...progress, status, prompt_tokens: promptTokens, error, stats: stats == null ? "{}" : JSON.stringify(stats)};
+        if (continuing && stats != null)
+            stats = {...stats, samples: [...(parseSamples(assistantRow.stats)), ...stats.samples]};
+        const finish = {
+            ...progress, status, prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens, error, cut_reason: cutReason, cut_tokens: cutTokens,
+            stats: stats == null ? (continuing ? assistantRow.stats : "{}") : JSON.stringify(stats)
+        };
         try {
             this._db.transaction(() => {
                 this._db.messages.finish(messageId, finish, now);
@@ -241,7 +333,7 @@ export class ChatService {
         }
         const row = this._db.messages.get(messageId);
         if (row != null)
-            this._emit("chat:done", {conversationId, message: toMessageDto({...row, ...finish, updated_at: now})});
+            this._emit("chat:done", {conversationId, message: this._dto({...row, ...finish, updated_at: now})});
     }
 }
 
@@ -259,6 +351,15 @@ function toTurn(row: MessageRow): ChatTurn[] {
     if (row.status === "error" && row.text === "")
         return [];
     return [{role: "assistant", text: row.text, thinking: row.thinking}];
+}
+
+function parseSamples(json: string): KvSample[] {
+    try {
+        const samples = (JSON.parse(json) as Partial<MessageStats>).samples;
+        return Array.isArray(samples) ? samples : [];
+    } catch {
+        return [];
+    }
 }
 
 /** Appends a sample, halving the older ones when the list is full so a long answer keeps its whole shape. */

@@ -3,6 +3,7 @@ import type {BudgetEstimate, CompressionSettings} from "../../preload/contract.j
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {Engine} from "../engine/Engine.js";
+import {computeBufferBytes} from "../engine/computeBufferBytes.js";
 import {kvBytesPerCell} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
@@ -16,10 +17,11 @@ export class CompressionService {
     constructor(private readonly _engine: Engine, private readonly _models: ModelService) {}
 
     async estimate(compression: CompressionSettings, modelId?: string): Promise<BudgetEstimate> {
-        const model = modelId != null ? this._models.inspectionOf(modelId) : this._engine.inspection;
+        const model = modelId != null ? await this._models.inspection(modelId) : this._engine.inspection;
         if (model == null)
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
-        return estimateBudget(model, compression, await this._freeMemory());
+        const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
+        return estimateBudget(model, compression, await this._freeMemory(), {modelLoaded});
     }
 
     private async _freeMemory(): Promise<number> {
@@ -32,8 +34,12 @@ export class CompressionService {
     }
 }
 
-/** Pure: the budget's cells and bytes for this model, and whether that fits in `freeMemoryBytes`. */
-export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number): BudgetEstimate {
+/**
+ * Pure: the budget's cells and bytes for this model, and whether the weights (unless `modelLoaded`), the KV cache and
+ * the compute buffer fit in `freeMemoryBytes`.
+ */
+export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
+    {modelLoaded = true}: {modelLoaded?: boolean} = {}): BudgetEstimate {
     const bytesPerCell = kvBytesPerCell(model, {k: compression.kvType, v: compression.kvType});
     if (bytesPerCell == null)
         throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
@@ -70,6 +76,9 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     if (allocatedCells !== cells)
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${allocatedCells} cells are allocated, ${cells} are used.`);
     const bytes = allocatedCells * bytesPerCell;
+    const weightsBytes = model.weightsBytes ?? null;
+    const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: compression.flashAttention});
+    const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + (computeBytes ?? 0);
     return {
         cells,
         allocatedCells,
@@ -78,7 +87,11 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         fullContextBytes: contextLength != null ? contextLength * bytesPerCell : null,
         modelContextLength: contextLength,
         freeMemoryBytes,
-        fits: bytes <= freeMemoryBytes && cells >= 64,
+        weightsBytes,
+        computeBytes,
+        modelLoaded,
+        neededBytes,
+        fits: neededBytes <= freeMemoryBytes && cells >= 64,
         compressionSupported: support.supported,
         notes
     };

@@ -1,5 +1,5 @@
 import {randomUUID} from "node:crypto";
-import type {ConversationDetail, ConversationSettings, ConversationSummary} from "../../preload/contract.js";
+import type {ConversationDetail, ConversationSettings, ConversationSummary, SearchHit} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
@@ -15,6 +15,43 @@ export class ConversationService {
 
     list(query?: string): ConversationSummary[] {
         return this._db.conversations.list(query).map(toConversationSummary);
+    }
+
+    /**
+     * Messages whose text or thinking contain every word of `query` (a word may be the start of a longer one), best
+     * first. Punctuation separates words; FTS5 syntax is not interpreted, so any text is a valid search.
+     */
+    searchMessages(query: string, limit = 50): SearchHit[] {
+        const terms = searchTerms(query);
+        if (terms.length === 0)
+            return [];
+        const match = terms.map((term) => `"${term}"*`).join(" ");
+        return this._db.messages.search(match, limit).map((row) => {
+            const inText = row.text_snippet.includes("\u0002");
+            return {
+                conversationId: row.conversation_id,
+                conversationTitle: row.title,
+                messageId: row.message_id,
+                role: row.role,
+                field: inText || !row.thinking_snippet.includes("\u0002") ? "text" : "thinking",
+                snippet: inText || !row.thinking_snippet.includes("\u0002") ? row.text_snippet : row.thinking_snippet,
+                terms
+            };
+        });
+    }
+
+    /**
+     * Shows another version of a message: the path through it, continued by the newest version at each step below.
+     */
+    switchBranch(id: string, messageId: string): ConversationDetail {
+        this._require(id);
+        let row = this._db.messages.get(messageId);
+        if (row == null || row.conversation_id !== id)
+            throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        for (let child = this._db.messages.newestChild(row); child != null; child = this._db.messages.newestChild(child))
+            row = child;
+        this._db.conversations.setLeaf(id, row.id);
+        return this.get(id);
     }
 
     create(title?: string): ConversationSummary {
@@ -38,12 +75,57 @@ export class ConversationService {
             throw notFound(id);
     }
 
+    /**
+     * Deletes a message and everything after it in every branch. The conversation then shows another version of it
+     * (the one before, else the one after) or, without one, the path up to the message before it.
+     */
+    deleteMessage(id: string, messageId: string): ConversationDetail {
+        this._require(id);
+        const row = this._db.messages.get(messageId);
+        if (row == null || row.conversation_id !== id)
+            throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        const siblings = this._db.messages.siblingIds(row);
+        const index = siblings.indexOf(row.id);
+        const next = siblings[index - 1] ?? siblings[index + 1] ?? null;
+        const shown = this._db.messages.listByConversation(id).some((message) => message.id === row.id);
+        this._db.transaction(() => {
+            this._db.messages.delete(row.id);
+            if (shown) {
+                let leaf = next != null ? this._db.messages.get(next) : row.parent_id != null ? this._db.messages.get(row.parent_id) : undefined;
+                if (next != null)
+                    for (let child = leaf && this._db.messages.newestChild(leaf); child != null; child = this._db.messages.newestChild(child))
+                        leaf = child;
+                this._db.conversations.setLeaf(id, leaf?.id ?? null);
+            }
+            this._db.conversations.touch(id, this._now());
+        });
+        return this.get(id);
+    }
+
+    /** A new conversation with the path up to `messageId` (copied) and the same settings: the original is unchanged. */
+    fork(id: string, messageId: string): ConversationSummary {
+        const source = this._require(id);
+        const path = this._db.messages.listByConversation(id);
+        const end = path.findIndex((message) => message.id === messageId);
+        if (end < 0)
+            throw new AppError("NOT_FOUND", "Fork at a message of the path shown in this conversation");
+        if (path.slice(0, end + 1).some((message) => message.status === "streaming"))
+            throw new AppError("BUSY", "Wait for the answer to finish before forking at it");
+        const forkId = randomUUID();
+        const now = this._now();
+        this._db.transaction(() => {
+            this._db.conversations.insert({id: forkId, title: cleanTitle(`${source.title} (fork)`)!, settings: source.settings, now});
+            this._db.messages.copyPath(path.slice(0, end + 1), forkId, randomUUID, now);
+        });
+        return toConversationSummary(this._require(forkId));
+    }
+
     get(id: string): ConversationDetail {
         const row = this._require(id);
         return {
             conversation: toConversationSummary(row),
             settings: this.settingsOf(row),
-            messages: this._db.messages.listByConversation(id).map(toMessageDto)
+            messages: this._db.messages.listByConversation(id).map((row) => ({...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)}))
         };
     }
 
@@ -89,4 +171,9 @@ function notFound(id: string): AppError {
 export function cleanTitle(title: string | undefined): string | null {
     const clean = (title ?? "").replace(/\s+/g, " ").trim().slice(0, 120);
     return clean === "" ? null : clean;
+}
+
+/** The words of a search, as FTS5's unicode61 tokenizer splits them (at most 8). */
+export function searchTerms(query: string): string[] {
+    return (query.match(/[\p{L}\p{N}\p{M}]+/gu) ?? []).slice(0, 8);
 }

@@ -1,13 +1,14 @@
 import {randomUUID} from "node:crypto";
-import type {EngineStatus, ModelDetails, ModelInfo} from "../../preload/contract.js";
+import type {EngineStatus, GenerationCapabilities, ModelDetails, ModelInfo} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
-import {kvBytesPerCell} from "../engine/kvMemory.js";
+import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {Engine} from "../engine/Engine.js";
 import {inspectModel} from "../engine/inspectModel.js";
 import {toModelInfo} from "./dto.js";
+import {recommendedSampling} from "./recommendedSampling.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {Clock} from "./types.js";
 
@@ -42,23 +43,50 @@ export class ModelService {
     }
 
     /** The model's shape and what its KV cache costs, read from the GGUF header. */
-    async details(id: string): Promise<ModelDetails> {
+    async details(id: string): Promise<Omit<ModelDetails, "fit">> {
         const row = this._require(id);
         const inspection = await inspectModel(row.path).catch((): ModelInspection | null => null);
         const stored = inspection ?? (JSON.parse(row.metadata) as Partial<ModelInspection>);
         const shape = {layers: stored.layers ?? null, headCount: stored.headCount ?? null, headCountKv: stored.headCountKv ?? null, embeddingLength: stored.embeddingLength ?? null};
         const support = compressionSupport(row.architecture);
+        const heads = {...shape, keyLength: stored.keyLength ?? null, valueLength: stored.valueLength ?? null};
         return {
             ...toModelInfo(row),
             ...shape,
-            kvBytesPerToken: kvBytesPerCell(shape),
+            keyLength: headLength(shape, heads.keyLength),
+            kvBytesPerToken: kvBytesPerCell(heads),
+            weightsBytes: stored.weightsBytes ?? null,
             compressionSupported: support.supported,
             compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note
         };
     }
 
+    /** Whether the loaded model can think on and off, and the sampling its publisher recommends. */
+    capabilities(): GenerationCapabilities | null {
+        const inspection = this._engine.inspection;
+        if (inspection == null)
+            return null;
+        return {thinkingToggle: inspection.thinkingToggle === true, recommended: recommendedSampling(inspection)};
+    }
+
     inspectionOf(id: string): ModelInspection {
         return JSON.parse(this._require(id).metadata) as ModelInspection;
+    }
+
+    /**
+     * The stored inspection, read again from the file when it was stored by a version that did not record the
+     * weights and head sizes (the estimate needs them); a file gone since keeps the stored one.
+     */
+    async inspection(id: string): Promise<ModelInspection> {
+        const stored = this.inspectionOf(id);
+        if (stored.weightsBytes != null)
+            return stored;
+        const row = this._require(id);
+        const fresh = await inspectModel(row.path).catch(() => null);
+        if (fresh == null)
+            return stored;
+        this._db.models.upsert({...row, metadata: JSON.stringify(fresh)});
+        return fresh;
     }
 
     remove(id: string): void {

@@ -9,12 +9,18 @@ export class SettingsService {
 
     get(): AppSettings {
         const stored = (this._db.settings.get(key) ?? {}) as Partial<AppSettings>;
-        const parsed = appSettingsSchema.safeParse({
+        const merged = {
             ...defaultAppSettings,
             ...stored,
             defaultConversationSettings: mergeConversationSettings(defaultConversationSettings, stored.defaultConversationSettings)
-        });
-        return parsed.success ? parsed.data : defaultAppSettings;
+        };
+        const parsed = appSettingsSchema.safeParse(merged);
+        if (parsed.success)
+            return parsed.data;
+        // Damaged presets lose only themselves.
+        const presets = appSettingsSchema.shape.samplingPresets.safeParse(merged.samplingPresets);
+        const retried = appSettingsSchema.safeParse({...merged, samplingPresets: presets.success ? presets.data : []});
+        return retried.success ? retried.data : defaultAppSettings;
     }
 
     update(patch: Partial<AppSettings>): AppSettings {

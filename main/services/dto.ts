@@ -20,6 +20,9 @@ export function toMessageDto(row: MessageRow): MessageDto {
         totalMs: row.total_ms,
         error: row.error,
         stats: parseStats(row.stats),
+        firstTokenMs: row.first_token_ms,
+        siblingIds: [row.id],
+        cut: row.cut_reason === "max_tokens" ? {reason: "maxTokens", tokens: row.cut_tokens ?? row.thinking_tokens + row.answer_tokens} : null,
         createdAt: row.created_at
     };
 }

@@ -1,5 +1,5 @@
 import {z} from "zod";
-import type {AppSettings, CompressionSettings, ConversationSettings} from "../../preload/contract.js";
+import type {AppSettings, CompressionSettings, ConversationSettings, SamplingPreset} from "../../preload/contract.js";
 import {h2oPolicy} from "../engine/policies/h2o.js";
 import {lethePolicy} from "../engine/policies/lethe.js";
 import {refreeKvPolicy} from "../engine/policies/refreekv.js";
@@ -62,30 +62,59 @@ export const defaultCompressionSettings: CompressionSettings = {
     }
 };
 
+export const samplingFields = {
+    temperature: z.number().min(0, "Temperature must be between 0 and 2").max(2, "Temperature must be between 0 and 2"),
+    topP: z.number().gt(0, "Top-p must be above 0 and at most 1").max(1, "Top-p must be above 0 and at most 1"),
+    topK: z.number().int("Top-k must be a whole number").min(0, "Top-k must be from 0 (off) to 1,000").max(1000, "Top-k must be from 0 (off) to 1,000"),
+    minP: z.number().min(0, "Min-p must be between 0 (off) and 1").max(1, "Min-p must be between 0 (off) and 1"),
+    repeatPenalty: z.number().min(1, "Repeat penalty must be between 1 (off) and 2").max(2, "Repeat penalty must be between 1 (off) and 2")
+};
+
+export const samplingPresetSchema = z.object({
+    name: z.string().trim().min(1, "A preset needs a name").max(60, "A preset name is at most 60 characters"),
+    ...samplingFields
+}).strict() satisfies z.ZodType<SamplingPreset>;
+
 export const conversationSettingsSchema = z.object({
     systemPrompt: z.string().max(20_000),
-    temperature: z.number().min(0).max(2),
+    ...samplingFields,
     maxTokens: z.number().int().min(1).max(131_072),
+    seed: z.number().int("The seed must be a whole number").min(0, "The seed must be from 0 to 4,294,967,295").max(4_294_967_295, "The seed must be from 0 to 4,294,967,295").nullable(),
+    thinking: z.boolean(),
+    thinkingBudget: z.number().int("The thinking budget must be a whole number of tokens").min(1, "The thinking budget must be at least 1 token")
+        .max(131_072, "The thinking budget is at most 131,072 tokens").nullable(),
     compression: compressionSettingsSchema
 }).strict() satisfies z.ZodType<ConversationSettings>;
 
 export const defaultConversationSettings: ConversationSettings = {
     systemPrompt: "",
     temperature: 0.6,
-    maxTokens: 4096,
+    // Qwen3's and R1's recommendation for thinking; greedy decoding makes reasoning models loop.
+    topP: 0.95,
+    topK: 20,
+    minP: 0,
+    repeatPenalty: 1,
+    seed: null,
+    thinking: true,
+    thinkingBudget: null,
+    // Reasoning models think for thousands of tokens (R1-class model cards evaluate at 32k): a limit that rarely cuts.
+    maxTokens: 32_768,
     compression: defaultCompressionSettings
 };
 
 export const appSettingsSchema = z.object({
     theme: z.enum(["system", "light", "dark"]),
     defaultModelId: z.string().max(200).nullable(),
-    defaultConversationSettings: conversationSettingsSchema
+    defaultConversationSettings: conversationSettingsSchema,
+    samplingPresets: z.array(samplingPresetSchema).max(50, "At most 50 presets")
+        .refine((presets) => new Set(presets.map((preset) => preset.name.trim().toLowerCase())).size === presets.length, "Two presets have the same name")
 }).strict() satisfies z.ZodType<AppSettings>;
 
 export const defaultAppSettings: AppSettings = {
     theme: "system",
     defaultModelId: null,
-    defaultConversationSettings
+    defaultConversationSettings,
+    samplingPresets: []
 };
 
 /**
@@ -95,7 +124,7 @@ export const defaultAppSettings: AppSettings = {
 export function mergeConversationSettings(defaults: ConversationSettings, stored: unknown): ConversationSettings {
     const source = typeof stored === "object" && stored != null ? stored as Record<string, unknown> : {};
     const merged: Record<string, unknown> = {...defaults};
-    for (const key of ["systemPrompt", "temperature", "maxTokens"] as const) {
+    for (const key of ["systemPrompt", "temperature", "topP", "topK", "minP", "repeatPenalty", "maxTokens", "seed", "thinking", "thinkingBudget"] as const) {
         const field = conversationSettingsSchema.shape[key].safeParse(source[key]);
         if (field.success)
             merged[key] = field.data;

@@ -19,6 +19,26 @@ export function tokensPerSecond(message: Pick<MessageDto, "thinkingTokens" | "an
     return tokens / (message.totalMs / 1000);
 }
 
+/** A short wait: milliseconds under a second, else seconds. */
+export function formatLatency(ms: number): string {
+    return ms < 1000 ? `${Math.round(Math.max(0, ms))} ms` : formatSeconds(ms);
+}
+
+/** Generated tokens per second after the first token (the decode speed), or over the whole answer before it is known. */
+export function decodeRate(message: Pick<MessageDto, "thinkingTokens" | "answerTokens" | "totalMs" | "firstTokenMs">): number | null {
+    const tokens = message.thinkingTokens + message.answerTokens;
+    if (message.firstTokenMs == null || tokens < 2 || message.totalMs <= message.firstTokenMs)
+        return tokensPerSecond(message);
+    return (tokens - 1) / ((message.totalMs - message.firstTokenMs) / 1000);
+}
+
+/** Prompt tokens read per second before the first token. */
+export function promptRate(message: Pick<MessageDto, "promptTokens" | "firstTokenMs">): number | null {
+    if (message.firstTokenMs == null || message.firstTokenMs <= 0 || message.promptTokens <= 0)
+        return null;
+    return message.promptTokens / (message.firstTokenMs / 1000);
+}
+
 export function formatRate(rate: number | null): string {
     return rate == null ? "– tok/s" : `${rate.toFixed(rate < 10 ? 1 : 0)} tok/s`;
 }

@@ -145,6 +145,86 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         return true;
     }
 
+    /** Sends a new version of one of the user's messages: the conversation shows the new branch from there. */
+    async function editMessage(messageId: string, text: string): Promise<boolean> {
+        const conversationId = state.conversationId;
+        const trimmed = text.trim();
+        const index = state.messages.findIndex((message) => message.id === messageId);
+        if (conversationId == null || trimmed === "" || generating || index < 0)
+            return false;
+        state.sending = true;
+        state.error = null;
+        const result = await request(bridge, "chat:edit", {conversationId, messageId, text: trimmed});
+        state.sending = false;
+        if (state.conversationId !== conversationId)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Could not send the edited message", result.error);
+            return false;
+        }
+        state.messages.splice(index);
+        state.messages.push(result.value.userMessage);
+        addAssistant(result.value.assistantMessage);
+        return true;
+    }
+
+    /** Shows another version of a message (and the newest messages after it). */
+    async function showVersion(messageId: string): Promise<boolean> {
+        const conversationId = state.conversationId;
+        if (conversationId == null || generating)
+            return false;
+        const result = await request(bridge, "conversations:switchBranch", {id: conversationId, messageId});
+        if (state.conversationId !== conversationId)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Could not show that version", result.error);
+            return false;
+        }
+        open(conversationId, result.value.messages);
+        return true;
+    }
+
+    /** Deletes a message and everything after it; the conversation shows what remains. */
+    async function deleteMessage(messageId: string): Promise<boolean> {
+        const conversationId = state.conversationId;
+        if (conversationId == null || generating)
+            return false;
+        const result = await request(bridge, "conversations:deleteMessage", {id: conversationId, messageId});
+        if (state.conversationId !== conversationId)
+            return result.ok;
+        if (!result.ok) {
+            state.error = describeError("Could not delete the message", result.error);
+            return false;
+        }
+        open(conversationId, result.value.messages);
+        return true;
+    }
+
+    /** Resumes the last answer where it was cut off, stopped or interrupted; it grows in place. */
+    async function continueAnswer(): Promise<boolean> {
+        const conversationId = state.conversationId;
+        const message = lastMessage;
+        if (conversationId == null || !canContinue(message))
+            return false;
+        const before = {status: message.status, cut: message.cut, error: message.error};
+        // Streaming from now on: deltas may arrive before the response and append to it.
+        Object.assign(message, {status: "streaming", cut: null, error: null});
+        state.live[message.id] = {lastDeltaAt: now()};
+        state.error = null;
+        const result = await request(bridge, "chat:continue", {conversationId});
+        if (result.ok || state.conversationId !== conversationId)
+            return result.ok;
+        Object.assign(message, before);
+        delete state.live[message.id];
+        state.error = describeError("Could not continue the answer", result.error);
+        return false;
+    }
+
+    function canContinue(message: MessageDto | null): message is MessageDto {
+        return !generating && message?.role === "assistant" && message.status !== "complete" && message.status !== "streaming" &&
+            !(message.status === "error" && message.text === "" && message.thinking === "");
+    }
+
     async function stop(): Promise<void> {
         const conversationId = state.conversationId;
         if (conversationId == null)
@@ -174,9 +254,13 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         get canRegenerate() {
             return !generating && lastMessage?.role === "assistant";
         },
+        /** Whether the last message is an answer that ended early (cut off, stopped, interrupted) and may be continued. */
+        get canContinue() {
+            return canContinue(lastMessage);
+        },
         /** The clock live figures are measured with. */
         now,
-        open, send, regenerate, stop,
+        open, send, regenerate, continueAnswer, editMessage, showVersion, deleteMessage, stop,
         dispose(): void {
             offDelta();
             offDone();

@@ -1,6 +1,6 @@
-import type {ConversationSettings, PonderApi} from "../../preload/contract.js";
+import type {ConversationSettings, GenerationCapabilities, PonderApi, SamplingValues} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
-import {toGenerationForm, toGenerationSettings, validateGenerationForm, type GenerationForm} from "../lib/generationForm.js";
+import {samplingKeys, toGenerationForm, toGenerationSettings, validateGenerationForm, type GenerationForm} from "../lib/generationForm.js";
 import type {Conversations} from "./conversations.svelte.js";
 import {request} from "./request.js";
 import type {Settings} from "./settings.svelte.js";
@@ -8,8 +8,9 @@ import type {Settings} from "./settings.svelte.js";
 export type Generation = ReturnType<typeof createGeneration>;
 
 /**
- * The open conversation's generation settings (system prompt, temperature, max tokens): a draft checked as it is
- * edited, applied to the conversation (from its next answer) or saved as the default for new conversations.
+ * The open conversation's generation settings (system prompt, sampling, max tokens, thinking): a draft checked as it
+ * is edited, applied to the conversation (from its next answer) or saved as the default for new conversations; named
+ * sampling presets, and what the loaded model recommends.
  */
 export function createGeneration(bridge: PonderApi, conversations: Conversations, settings: Settings) {
     const state = $state({
@@ -17,7 +18,9 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
         form: null as GenerationForm | null,
         applying: false,
         error: null as string | null,
-        notice: null as string | null
+        notice: null as string | null,
+        /** What the loaded model offers (thinking toggle, recommended sampling); `null` without a model. */
+        capabilities: null as GenerationCapabilities | null
     });
     let loadedFrom: ConversationSettings | null = null;
 
@@ -77,6 +80,51 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
         return true;
     }
 
+    /** Reads what the loaded model offers; called when the panel opens and when another model loads. */
+    async function refreshCapabilities(): Promise<void> {
+        const result = await request(bridge, "generation:capabilities", undefined);
+        state.capabilities = result.ok ? result.value : null;
+    }
+
+    /** Puts sampling values (a preset, a recommendation) into the draft; apply stores them. */
+    function useSampling(values: SamplingValues): void {
+        if (!state.form)
+            return;
+        for (const key of samplingKeys)
+            state.form[key] = values[key];
+        state.notice = null;
+        state.error = null;
+    }
+
+    /** Saves the draft's sampling values under `name`, replacing a preset of that name. */
+    async function savePreset(name: string): Promise<boolean> {
+        const trimmed = name.trim();
+        if (!state.form)
+            return false;
+        if (trimmed === "") {
+            state.error = "Name the preset to save it.";
+            return false;
+        }
+        if (samplingKeys.some((key) => key in errors)) {
+            state.error = "Correct the sampling values before saving them as a preset.";
+            return false;
+        }
+        const form = $state.snapshot(state.form);
+        const preset = {name: trimmed, ...Object.fromEntries(samplingKeys.map((key) => [key, form[key]!])) as SamplingValues};
+        const others = settings.state.samplingPresets.filter((existing) => existing.name.toLowerCase() !== trimmed.toLowerCase());
+        const failure = await settings.savePresets([...$state.snapshot(others), preset]);
+        state.error = failure;
+        state.notice = failure == null ? `Saved the preset "${trimmed}".` : null;
+        return failure == null;
+    }
+
+    async function deletePreset(name: string): Promise<boolean> {
+        const failure = await settings.savePresets($state.snapshot(settings.state.samplingPresets).filter((preset) => preset.name !== name));
+        state.error = failure;
+        state.notice = failure == null ? `Deleted the preset "${name}".` : null;
+        return failure == null;
+    }
+
     async function saveAsDefault(): Promise<boolean> {
         if (!state.form || !valid)
             return false;
@@ -103,6 +151,6 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
         get dirty() {
             return dirty;
         },
-        load, set, apply, saveAsDefault
+        load, set, apply, saveAsDefault, refreshCapabilities, useSampling, savePreset, deletePreset
     };
 }

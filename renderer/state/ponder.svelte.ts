@@ -1,4 +1,4 @@
-import type {PonderApi} from "../../preload/contract.js";
+import type {PonderApi, SearchHit} from "../../preload/contract.js";
 import type {SocketBridge} from "../lib/createSocketBridge.js";
 import {createBudget, type BudgetOptions} from "./budget.svelte.js";
 import {createChat, type ChatOptions} from "./chat.svelte.js";
@@ -7,12 +7,17 @@ import {createDownloads} from "./downloads.svelte.js";
 import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
+import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {createSearch, type SearchOptions} from "./search.svelte.js";
 import {createServer} from "./server.svelte.js";
 import {createSettings} from "./settings.svelte.js";
 
 export type Ponder = ReturnType<typeof createPonder>;
-export type PonderOptions = ChatOptions & {memory?: MemoryOptions, budget?: BudgetOptions};
+export type PonderOptions = ChatOptions & {memory?: MemoryOptions, budget?: BudgetOptions, search?: SearchOptions};
+
+/** A message to bring into view with the searched words highlighted; `nonce` makes the same hit jump again. */
+export type MessageFocus = {messageId: string, field: SearchHit["field"], terms: string[], nonce: number};
 
 /** All renderer state over one bridge, and the use cases that span several modules. */
 export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOptions = {}) {
@@ -25,6 +30,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const generation = createGeneration(bridge, conversations, settings);
     const downloads = createDownloads(bridge, models);
     const server = createServer(bridge);
+    const search = createSearch(bridge, options.search);
     const connection = $state({connected: true});
     const ui = $state({
         /** Bump to move focus to the composer. */
@@ -36,7 +42,9 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         /** The Server panel (the local OpenAI-compatible API) is open. */
         serverOpen: false,
         /** The theme in effect, `system` resolved (App.svelte keeps it current): canvases read their colours by it. */
-        theme: "light" as "light" | "dark"
+        theme: "light" as "light" | "dark",
+        /** The message a search result opened, to scroll to and highlight. */
+        focus: null as MessageFocus | null
     });
 
     async function start(): Promise<void> {
@@ -49,6 +57,29 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         const detail = await conversations.select(id);
         if (detail)
             chat.open(id, detail.messages);
+    }
+
+    /** Opens a search result: its conversation, scrolled to the message with the words highlighted. */
+    async function openSearchHit(hit: SearchHit): Promise<void> {
+        await openConversation(hit.conversationId);
+        if (chat.state.conversationId !== hit.conversationId)
+            return;
+        ui.focus = {messageId: hit.messageId, field: hit.field, terms: hit.terms, nonce: (ui.focus?.nonce ?? 0) + 1};
+    }
+
+    /** Starts a new conversation from a copy of the open one up to `messageId`, and opens it. */
+    async function forkAt(messageId: string): Promise<boolean> {
+        const id = chat.state.conversationId;
+        if (id == null)
+            return false;
+        const result = await request(bridge, "conversations:fork", {id, messageId});
+        if (!result.ok) {
+            chat.state.error = describeError("Could not fork the conversation", result.error);
+            return false;
+        }
+        conversations.upsert(result.value);
+        await openConversation(result.value.id);
+        return true;
     }
 
     async function newConversation(): Promise<boolean> {
@@ -113,8 +144,8 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, generation, downloads, server, connection, ui,
-        start, openConversation, newConversation, deleteConversation, send, openExternal,
+        conversations, chat, models, settings, memory, budget, generation, downloads, server, search, connection, ui,
+        start, openConversation, openSearchHit, forkAt, newConversation, deleteConversation, send, openExternal,
         dispose(): void {
             offDone();
             offConnection();

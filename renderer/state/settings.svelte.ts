@@ -1,4 +1,4 @@
-import type {AppSettings, ConversationSettings, PonderApi} from "../../preload/contract.js";
+import type {AppSettings, ConversationSettings, PonderApi, SamplingPreset} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 
@@ -11,6 +11,8 @@ export function createSettings(bridge: PonderApi) {
         theme: "system" as Theme,
         /** Settings of conversations created from now on; `null` until read. */
         conversationDefaults: null as ConversationSettings | null,
+        /** Sampling presets the user saved. */
+        samplingPresets: [] as SamplingPreset[],
         error: null as string | null
     });
 
@@ -22,6 +24,7 @@ export function createSettings(bridge: PonderApi) {
         }
         state.theme = result.value.theme;
         state.conversationDefaults = result.value.defaultConversationSettings;
+        state.samplingPresets = result.value.samplingPresets;
         state.error = null;
     }
 
@@ -53,5 +56,14 @@ export function createSettings(bridge: PonderApi) {
         return null;
     }
 
-    return {state, load, setTheme, saveConversationDefaults};
+    /** Stores the presets (a preset of the same name is replaced); the reason as a sentence when it failed, else `null`. */
+    async function savePresets(presets: SamplingPreset[]): Promise<string | null> {
+        const result = await request(bridge, "settings:update", {samplingPresets: presets});
+        if (!result.ok)
+            return describeError("Could not save the presets", result.error);
+        state.samplingPresets = result.value.samplingPresets;
+        return null;
+    }
+
+    return {state, load, setTheme, saveConversationDefaults, savePresets};
 }

@@ -5,7 +5,7 @@ import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {AppError} from "../../main/AppError.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import type {ChatTurn, GenerationChunk} from "../../main/engine/types.js";
+import type {ChatTurn, GenerateRequest, GenerationChunk} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 
 const fullKv = {compression: defaultCompressionSettings, cells: 2048};
@@ -14,15 +14,24 @@ import {getFixtureModel, writeCorruptFixtures} from "../fixtures/gguf/fixtures.j
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
 
-async function collect(engine: Engine, history: ChatTurn[], options: {seed?: number, maxTokens?: number, abortAfter?: number} = {}) {
+type CollectOptions = {seed?: number, maxTokens?: number, abortAfter?: number, continueLast?: boolean} &
+    Partial<Pick<GenerateRequest, "topK" | "topP" | "minP" | "repeatPenalty" | "thinking" | "temperature">>;
+
+async function collect(engine: Engine, history: ChatTurn[], options: CollectOptions = {}) {
     const chunks: GenerationChunk[] = [];
     const abort = new AbortController();
     const result = await engine.generate({
         history,
         systemPrompt: "",
-        temperature: 0.8,
+        temperature: options.temperature ?? 0.8,
+        topK: options.topK,
+        topP: options.topP,
+        minP: options.minP,
+        repeatPenalty: options.repeatPenalty,
+        thinking: options.thinking,
         maxTokens: options.maxTokens ?? 400,
         seed: options.seed ?? 1,
+        continueLast: options.continueLast,
         signal: abort.signal,
         kv: fullKv,
         onChunk(chunk) {
@@ -97,6 +106,68 @@ describe("Engine on generated models", () => {
             {role: "user", text: "Which number?"}
         ], {seed: 4});
         expect(second.thoughtTokens + second.answerTokens).toBeGreaterThan(0);
+    });
+
+    it("continues an answer cut by max tokens inside its thought: the thought goes on, then closes and the answer comes", async () => {
+        const question: ChatTurn = {role: "user", text: "What is 12 times 7?"};
+        const cut = await collect(engine, [question], {seed: 3, maxTokens: 3});
+        expect(cut.result.stopReason).toBe("maxTokens");
+        expect(cut.thoughtTokens).toBeGreaterThan(0);
+        expect(cut.thoughtTokens).toBeLessThanOrEqual(3);
+        expect(cut.answerTokens).toBe(0);
+
+        const rest = await collect(engine, [question, {role: "assistant", thinking: cut.thought, text: ""}], {seed: 3, continueLast: true});
+        expect(rest.result.stopReason).toBe("eogToken");
+        expect(rest.chunks[0]?.segment).toBe("thought");
+        expect(rest.thoughtTokens).toBeGreaterThan(0);
+        expect(rest.answerTokens).toBeGreaterThan(0);
+        expect(rest.thought).not.toContain("<think>");
+        // The question is not read again: its tokens are still in the context.
+        expect(rest.result.promptTokens).toBeLessThan(cut.result.promptTokens);
+
+        // A cut inside the answer goes on as answer.
+        const answerCut = await collect(engine, [question], {seed: 5, maxTokens: 400});
+        const inAnswer = await collect(engine, [question, {role: "assistant", thinking: answerCut.thought, text: answerCut.answer.slice(0, 3)}], {seed: 5, continueLast: true});
+        expect(inAnswer.thoughtTokens).toBe(0);
+        expect(inAnswer.answerTokens).toBeGreaterThan(0);
+
+        await expect(collect(engine, [question], {continueLast: true})).rejects.toMatchObject({code: "BAD_REQUEST"});
+    });
+
+    it("passes the sampler settings: top-k 1 answers the same whatever the seed, a wide top-k does not", async () => {
+        const question: ChatTurn = {role: "user", text: "Name a colour"};
+        const a = await collect(engine, [question], {seed: 1, topK: 1, maxTokens: 40});
+        const b = await collect(engine, [question], {seed: 2, topK: 1, maxTokens: 40});
+        expect(b.thought + b.answer).toBe(a.thought + a.answer);
+        const c = await collect(engine, [question], {seed: 1, topK: 200, topP: 1, minP: 0, maxTokens: 40});
+        const d = await collect(engine, [question], {seed: 2, topK: 200, topP: 1, minP: 0, maxTokens: 40});
+        expect(d.thought + d.answer).not.toBe(c.thought + c.answer);
+    });
+
+    it("leaves the thought out with thinking off, on a template with thought segments", async () => {
+        const run = await collect(engine, [{role: "user", text: "What is 12 times 7?"}], {seed: 3, thinking: {enabled: false, budget: null}});
+        expect(run.result.stopReason).toBe("eogToken");
+        expect(run.thoughtTokens).toBe(0);
+        expect(run.chunks.every((chunk) => chunk.segment === "answer")).toBe(true);
+        expect(run.answerTokens).toBeGreaterThan(0);
+        expect(run.answer).not.toContain("</think>");
+    });
+
+    it("closes the thought at the thinking budget, then answers", async () => {
+        const endless = await getFixtureModel("endless");
+        await engine.loadModel(endless, modelInfo(endless));
+        try {
+            const free = await collect(engine, [{role: "user", text: "Think"}], {seed: 5, maxTokens: 120});
+            expect(free.result.stopReason).toBe("maxTokens");
+            expect(free.answerTokens).toBe(0);
+            const run = await collect(engine, [{role: "user", text: "Think"}], {seed: 5, maxTokens: 300, thinking: {enabled: true, budget: 30}});
+            expect(run.thoughtTokens).toBeGreaterThan(20);
+            expect(run.thoughtTokens).toBeLessThanOrEqual(30);
+            expect(run.answerTokens).toBeGreaterThan(0);
+        } finally {
+            const qwen = await getFixtureModel("tiny-qwen2");
+            await engine.loadModel(qwen, modelInfo(qwen));
+        }
     });
 
     it("refuses a second generation while one runs", async () => {

@@ -20,11 +20,17 @@ export class FakeEngine {
 
     async generate(request: GenerateRequest): Promise<GenerationResult> {
         this.requests.push(request);
-        const chunks = [
+        const script = [
             ...this.thought.map((text) => ({segment: "thought" as const, text, tokens: 1})),
             ...this.answer.map((text) => ({segment: "answer" as const, text, tokens: 1}))
         ];
+        // A continuation goes on after the chunks the unfinished answer already holds.
+        const last = request.history.at(-1);
+        const done = request.continueLast === true && last?.role === "assistant" ? chunksIn(script, last.thinking, last.text) : 0;
+        const chunks = script.slice(done);
         for (const [index, chunk] of chunks.entries()) {
+            if (index >= request.maxTokens)
+                return {stopReason: "maxTokens", promptTokens: 5};
             await new Promise((resolve) => setTimeout(resolve, 1));
             if (request.signal.aborted)
                 return {stopReason: "abort", promptTokens: 5};
@@ -40,4 +46,18 @@ export class FakeEngine {
     asEngine(): Engine {
         return this as unknown as Engine;
     }
+}
+
+function chunksIn(script: Array<{segment: "thought" | "answer", text: string}>, thinking: string, text: string): number {
+    let thought = "";
+    let answer = "";
+    for (const [index, chunk] of script.entries()) {
+        if (thought === thinking && answer === text)
+            return index;
+        if (chunk.segment === "thought")
+            thought += chunk.text;
+        else
+            answer += chunk.text;
+    }
+    return script.length;
 }

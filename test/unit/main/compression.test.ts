@@ -32,6 +32,23 @@ describe("budget estimate", () => {
         expect(huge.fits).toBe(false);
     });
 
+    it("counts the weights (unless loaded), the KV cache and the compute buffer against free memory", () => {
+        const model = {...qwen15b, weightsBytes: 1_100_000_000};
+        const budget = {...defaultCompressionSettings, budget: {kind: "cells" as const, cells: 4096}};
+        const loaded = estimateBudget(model, budget, 2 ** 30);
+        // no flash attention: 512 ubatch tokens x 4096 cells x (12 heads + mask) f32 dominate the compute buffer
+        expect(loaded.computeBytes).toBeGreaterThan(512 * 4096 * 13 * 4);
+        expect(loaded.computeBytes).toBeLessThan(512 * 4096 * 13 * 4 * 1.25);
+        expect(loaded.neededBytes).toBe(loaded.bytes + loaded.computeBytes!);
+        expect(loaded.fits).toBe(true);
+        const notLoaded = estimateBudget(model, budget, 2 ** 30, {modelLoaded: false});
+        expect(notLoaded.neededBytes).toBe(1_100_000_000 + notLoaded.bytes + notLoaded.computeBytes!);
+        expect(notLoaded.fits).toBe(false);
+        // flash attention keeps only an f16 mask of the scores
+        const flash = estimateBudget(model, {...budget, flashAttention: true}, 2 ** 30);
+        expect(flash.computeBytes).toBe(512 * 4096 * 2 + (loaded.computeBytes! - 512 * 4096 * 13 * 4));
+    });
+
     it("says compression is off for sliding-window models", () => {
         const gemma = estimateBudget({...qwen15b, architecture: "gemma3"}, {...defaultCompressionSettings, policy: "lethe"}, 2 ** 33);
         expect(gemma.compressionSupported).toBe(false);

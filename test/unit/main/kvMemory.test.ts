@@ -11,6 +11,18 @@ describe("KV bytes per cell", () => {
         expect(kvBytesPerCell(shape, {k: "q4_0", v: "q4_0"})).toBe(28 * 2 * 8 * 18);
     });
 
+    it("sizes heads by attention.key_length / value_length when the GGUF declares them (Qwen3)", () => {
+        // Qwen3-0.6B: 28 layers, 16 query heads, 8 KV heads, width 1024, heads of 128 (1024 / 16 would say 64).
+        const qwen3small = {layers: 28, headCount: 16, headCountKv: 8, embeddingLength: 1024, keyLength: 128, valueLength: 128};
+        expect(kvBytesPerCell(qwen3small)).toBe(28 * 2 * 8 * 128 * 2);
+        // Qwen3-4B: 36 layers, 32 / 8 heads, width 2560 (80 per head by division), heads of 128: 1.6x the division.
+        const qwen3medium = {layers: 36, headCount: 32, headCountKv: 8, embeddingLength: 2560, keyLength: 128, valueLength: 128};
+        expect(kvBytesPerCell(qwen3medium)! / kvBytesPerCell({...qwen3medium, keyLength: null, valueLength: null})!).toBeCloseTo(1.6, 10);
+        // Different K and V sizes, and q8_0 on each.
+        expect(kvBytesPerCell({layers: 2, headCount: 4, headCountKv: 1, embeddingLength: 64, keyLength: 192, valueLength: 128}, {k: "q8_0", v: "f16"}))
+            .toBe(2 * (6 * 34 + 128 * 2));
+    });
+
     it("rounds partial blocks up and refuses incomplete metadata", () => {
         expect(rowBytes("q8_0", 33)).toBe(68);
         expect(kvBytesPerCell({layers: null, headCount: 2, headCountKv: 1, embeddingLength: 8})).toBeNull();

@@ -99,6 +99,50 @@ describe("chat", () => {
         expect(engine.requests[1]!.history).toEqual([{role: "user", text: "q"}]);
     });
 
+    it("marks an answer cut by max tokens, and Continue finishes the same message", async () => {
+        const {services, engine} = setup();
+        const c = services.conversations.create();
+        services.conversations.updateSettings(c.id, {maxTokens: 2});
+        services.chat.send(c.id, "q");
+        await services.chat.idle();
+        let answer = services.conversations.get(c.id).messages[1]!;
+        expect(answer).toMatchObject({status: "stopped", thinking: "Let me", text: "", cut: {reason: "maxTokens", tokens: 2}});
+        const firstTokenMs = answer.firstTokenMs;
+        expect(firstTokenMs).not.toBeNull();
+        expect(firstTokenMs!).toBeGreaterThanOrEqual(0);
+        expect(firstTokenMs!).toBeLessThanOrEqual(answer.totalMs);
+
+        services.conversations.updateSettings(c.id, {maxTokens: 3});
+        services.chat.continue(c.id);
+        await services.chat.idle();
+        answer = services.conversations.get(c.id).messages[1]!;
+        expect(answer).toMatchObject({status: "stopped", thinking: "Let me think", text: "The answer", cut: {reason: "maxTokens", tokens: 5}});
+        expect(engine.requests[1]).toMatchObject({continueLast: true, history: [{role: "user", text: "q"}, {role: "assistant", thinking: "Let me", text: ""}]});
+
+        services.conversations.updateSettings(c.id, {maxTokens: 100});
+        services.chat.continue(c.id);
+        await services.chat.idle();
+        const messages = services.conversations.get(c.id).messages;
+        expect(messages).toHaveLength(2);
+        expect(messages[1]).toMatchObject({status: "complete", thinking: "Let me think", text: "The answer is 4", cut: null, thinkingTokens: 3, answerTokens: 4});
+        // The wait for the first token is the first request's, kept through continuations.
+        expect(messages[1]!.firstTokenMs).toBe(firstTokenMs);
+        expect(() => services.chat.continue(c.id)).toThrow(/complete: there is nothing to continue/);
+    });
+
+    it("continues a stopped answer, and refuses to continue where there is no answer", async () => {
+        const {services} = setup();
+        const c = services.conversations.create();
+        expect(() => services.chat.continue(c.id)).toThrow(/no answer to continue/);
+        services.chat.send(c.id, "q");
+        await new Promise((resolve) => setTimeout(resolve, 3));
+        await services.chat.stop(c.id);
+        expect(services.conversations.get(c.id).messages[1]!.status).toBe("stopped");
+        services.chat.continue(c.id);
+        await services.chat.idle();
+        expect(services.conversations.get(c.id).messages[1]).toMatchObject({status: "complete", thinking: "Let me think", text: "The answer is 4"});
+    });
+
     it("records an engine failure on the message instead of losing it", async () => {
         const {services, engine} = setup();
         engine.failWith = new Error("out of memory");

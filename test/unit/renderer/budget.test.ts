@@ -13,7 +13,8 @@ function estimateOf(compression: CompressionSettings): BudgetEstimate {
         : compression.budget.kind === "mib" ? Math.floor((compression.budget.mib * 1024 * 1024) / bytesPerCell) : 4096;
     return {
         cells, allocatedCells: cells, bytesPerCell, bytes: cells * bytesPerCell, fullContextBytes: 4096 * bytesPerCell, modelContextLength: 4096,
-        freeMemoryBytes: 2 ** 30, fits: cells * bytesPerCell <= 2 ** 30, compressionSupported: true, notes: []
+        freeMemoryBytes: 2 ** 30, weightsBytes: 2 ** 20, computeBytes: 2 ** 20, modelLoaded: true, neededBytes: cells * bytesPerCell + 2 ** 20,
+        fits: cells * bytesPerCell + 2 ** 20 <= 2 ** 30, compressionSupported: true, notes: []
     };
 }
 
@@ -192,9 +193,9 @@ describe("budget controller state", () => {
     test("save as default changes the settings of new conversations only", async () => {
         const {bridge, settings, budget} = setup();
         const defaults = conversationSettings({temperature: 0.3});
-        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults});
+        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: []});
         bridge.handle("settings:update", (patch) => ({
-            ok: true, value: {theme: "dark", defaultModelId: null, defaultConversationSettings: patch.defaultConversationSettings ?? defaults}
+            ok: true, value: {theme: "dark", defaultModelId: null, defaultConversationSettings: patch.defaultConversationSettings ?? defaults, samplingPresets: []}
         }));
         budget.setPolicy("streamingllm");
         budget.setParam("streamingllm", "sinks", 8);

@@ -1,6 +1,6 @@
 import {describe, expect, test} from "vitest";
 import {createChat} from "../../../renderer/state/chat.svelte.js";
-import {createFakeBridge, message} from "./fakeBridge.js";
+import {conversationSettings, createFakeBridge, message} from "./fakeBridge.js";
 
 function setup() {
     const bridge = createFakeBridge();
@@ -112,6 +112,80 @@ describe("chat state", () => {
         expect(await chat.regenerate()).toBe(true);
         expect(chat.state.messages.map((m) => m.id)).toEqual(["u0", "a9"]);
         expect(chat.generating).toBe(true);
+    });
+
+    test("continue grows a cut answer in place; deltas may come before the response", async () => {
+        const bridge = createFakeBridge();
+        const chat = createChat(bridge.api, {now: () => 0});
+        const cut = message({id: "a1", role: "assistant", thinking: "Let me", status: "stopped", thinkingTokens: 2, cut: {reason: "maxTokens", tokens: 2}});
+        chat.open("c1", [message({id: "u1", role: "user", text: "q"}), cut]);
+        expect(chat.canContinue).toBe(true);
+        expect(chat.canRegenerate).toBe(true);
+        bridge.handle("chat:continue", () => {
+            bridge.emit("chat:delta", delta("thought", " think", 3, 0, 30));
+            return {ok: true, value: {assistantMessage: message({...cut, status: "streaming", cut: null})}};
+        });
+        expect(await chat.continueAnswer()).toBe(true);
+        expect(chat.state.messages).toHaveLength(2);
+        expect(chat.state.messages[1]).toMatchObject({id: "a1", thinking: "Let me think", status: "streaming", cut: null});
+        expect(chat.canContinue).toBe(false);
+        bridge.emit("chat:done", {conversationId: "c1", message: message({id: "a1", role: "assistant", thinking: "Let me think", text: "4"})});
+        expect(chat.canContinue).toBe(false);
+        expect(await chat.continueAnswer()).toBe(false);
+    });
+
+    test("a refused continue puts the answer back as it was, with the reason", async () => {
+        const bridge = createFakeBridge();
+        const chat = createChat(bridge.api, {now: () => 0});
+        chat.open("c1", [message({id: "u1", role: "user", text: "q"}), message({id: "a1", role: "assistant", text: "Part", status: "interrupted"})]);
+        bridge.handle("chat:continue", () => ({ok: false, error: {code: "MODEL_NOT_LOADED", message: "No model is loaded: open a model first"}}));
+        expect(await chat.continueAnswer()).toBe(false);
+        expect(chat.state.messages[1]).toMatchObject({status: "interrupted", text: "Part"});
+        expect(chat.state.error).toMatch(/Could not continue the answer.*No model is loaded/);
+        expect(chat.generating).toBe(false);
+    });
+
+    test("editing a message replaces it and what follows with the new branch", async () => {
+        const {bridge, chat} = setup();
+        bridge.handle("chat:edit", ({text}) => ({
+            ok: true,
+            value: {
+                userMessage: message({id: "u9", role: "user", text, siblingIds: ["u0", "u9"]}),
+                assistantMessage: message({id: "a9", role: "assistant", status: "streaming"})
+            }
+        }));
+        expect(await chat.editMessage("u0", "  Better  ")).toBe(true);
+        expect(bridge.calls.at(-1)).toEqual({channel: "chat:edit", payload: {conversationId: "c1", messageId: "u0", text: "Better"}});
+        expect(chat.state.messages.map((m) => m.id)).toEqual(["u9", "a9"]);
+        expect(chat.generating).toBe(true);
+        expect(await chat.editMessage("u9", "again")).toBe(false);
+    });
+
+    test("showing another version loads that branch; a refusal keeps the one shown", async () => {
+        const {bridge, chat} = setup();
+        bridge.handle("conversations:switchBranch", ({id}) => ({
+            ok: true,
+            value: {
+                conversation: {id, title: "t", createdAt: 0, updatedAt: 0, messageCount: 4}, settings: conversationSettings(),
+                messages: [message({id: "u0", role: "user"}), message({id: "a7", role: "assistant", text: "Older", siblingIds: ["a7", "a0"]})]
+            }
+        }));
+        expect(await chat.showVersion("a7")).toBe(true);
+        expect(chat.state.messages.map((m) => m.text)).toEqual(["", "Older"]);
+        bridge.fail("conversations:switchBranch", "BUSY", "Stop the answer being written before switching versions");
+        expect(await chat.showVersion("a0")).toBe(false);
+        expect(chat.state.messages.at(-1)?.id).toBe("a7");
+        expect(chat.state.error).toMatch(/Could not show that version: Stop the answer/);
+    });
+
+    test("deleting a message shows what the conversation holds then", async () => {
+        const {bridge, chat} = setup();
+        bridge.reply("conversations:deleteMessage", {
+            conversation: {id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0}, settings: conversationSettings(), messages: []
+        });
+        expect(await chat.deleteMessage("u0")).toBe(true);
+        expect(bridge.calls.at(-1)).toEqual({channel: "conversations:deleteMessage", payload: {id: "c1", messageId: "u0"}});
+        expect(chat.state.messages).toEqual([]);
     });
 
     test("stop asks the backend to stop the open conversation", async () => {

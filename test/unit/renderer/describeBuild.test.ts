@@ -1,6 +1,6 @@
 import {describe, expect, test} from "vitest";
 import {describeBuild} from "../../../renderer/lib/describeBuild.js";
-import {formatSeconds, formatTokens, tokensPerSecond} from "../../../renderer/lib/format.js";
+import {decodeRate, formatLatency, formatSeconds, formatTokens, promptRate, tokensPerSecond} from "../../../renderer/lib/format.js";
 
 describe("display formatting", () => {
     test("the build says whether it is Ponder's patched engine", () => {
@@ -22,5 +22,13 @@ describe("display formatting", () => {
     test("tokens per second counts thought and answer tokens over the elapsed time", () => {
         expect(tokensPerSecond({thinkingTokens: 30, answerTokens: 20, totalMs: 2000})).toBe(25);
         expect(tokensPerSecond({thinkingTokens: 0, answerTokens: 0, totalMs: 0})).toBeNull();
+        // Decode speed leaves out the wait for the first token; prompt speed is the prompt read in that wait.
+        const message = {thinkingTokens: 30, answerTokens: 21, totalMs: 3000, firstTokenMs: 500, promptTokens: 1000};
+        expect(decodeRate(message)).toBe(20);
+        expect(promptRate(message)).toBe(2000);
+        expect(decodeRate({...message, firstTokenMs: null})).toBe(17);
+        expect(promptRate({...message, firstTokenMs: null})).toBeNull();
+        expect(formatLatency(230.4)).toBe("230 ms");
+        expect(formatLatency(1500)).toBe("1.5 s");
     });
 });

@@ -51,13 +51,14 @@ export function createFakeBridge() {
 export function message(overrides: Partial<MessageDto> & Pick<MessageDto, "id" | "role">): MessageDto {
     return {
         conversationId: "c1", text: "", thinking: "", status: "complete", promptTokens: 0, thinkingTokens: 0, answerTokens: 0,
-        thinkingMs: 0, totalMs: 0, error: null, stats: null, createdAt: 0, ...overrides
+        thinkingMs: 0, totalMs: 0, firstTokenMs: null, siblingIds: [overrides.id], error: null, stats: null, cut: null, createdAt: 0, ...overrides
     };
 }
 
 export function conversationSettings(overrides: Partial<ConversationSettings> = {}): ConversationSettings {
     return {
-        systemPrompt: "", temperature: 0.6, maxTokens: 4096,
+        systemPrompt: "", temperature: 0.6, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1, maxTokens: 4096, seed: null, thinking: true,
+        thinkingBudget: null,
         compression: {
             policy: "full", budget: {kind: "auto"}, kvType: "f16", flashAttention: false, combine: "aggregate", pruneEvery: 16,
             params: {

@@ -21,7 +21,9 @@ function setup() {
 describe("generation settings state", () => {
     test("shows the conversation's settings, not dirty until edited", () => {
         const {generation} = setup();
-        expect(generation.state.form).toEqual({systemPrompt: "", temperature: 0.6, maxTokens: 4096});
+        expect(generation.state.form).toEqual({
+            systemPrompt: "", temperature: 0.6, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1, maxTokens: 4096, seed: null, thinking: true, thinkingBudget: null
+        });
         expect(generation.dirty).toBe(false);
         generation.set("temperature", 0);
         expect(generation.dirty).toBe(true);
@@ -37,7 +39,12 @@ describe("generation settings state", () => {
         generation.set("temperature", Number.NaN);
         expect(generation.state.form?.temperature).toBeNull();
         expect(bridge.calls.filter((call) => call.channel === "conversations:updateSettings")).toHaveLength(0);
-        expect(validateGenerationForm({systemPrompt: "x".repeat(20_001), temperature: 1, maxTokens: 10}).systemPrompt).toMatch(/at most 20,000/);
+        const form = {...generation.state.form!, temperature: 1, maxTokens: 10};
+        expect(validateGenerationForm({...form, systemPrompt: "x".repeat(20_001)}).systemPrompt).toMatch(/at most 20,000/);
+        expect(Object.keys(validateGenerationForm({...form, topP: 0, topK: 1.5, minP: -1, repeatPenalty: 0.9, seed: -3, thinkingBudget: 0})).sort())
+            .toEqual(["minP", "repeatPenalty", "seed", "thinkingBudget", "topK", "topP"]);
+        // Empty seed and thinking budget mean "a new seed each time" and "no limit".
+        expect(validateGenerationForm({...form, seed: null, thinkingBudget: null})).toEqual({});
     });
 
     test("apply sends only the generation fields and the stored settings follow", async () => {
@@ -47,7 +54,10 @@ describe("generation settings state", () => {
         generation.set("maxTokens", 512);
         expect(await generation.apply()).toBe(true);
         const call = bridge.calls.find((entry) => entry.channel === "conversations:updateSettings")!;
-        expect(call.payload).toEqual({id: "c1", settings: {systemPrompt: "Be brief.", temperature: 0, maxTokens: 512}});
+        expect(call.payload).toEqual({
+            id: "c1",
+            settings: {systemPrompt: "Be brief.", temperature: 0, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1, maxTokens: 512, seed: null, thinking: true, thinkingBudget: null}
+        });
         expect(conversations.state.settings?.temperature).toBe(0);
         expect(generation.dirty).toBe(false);
         expect(generation.state.notice).toMatch(/next answer/);
@@ -77,5 +87,40 @@ describe("generation settings state", () => {
         conversations.state.settings = other;
         generation.load("c2", other);
         expect(generation.state.form?.temperature).toBe(0.2);
+    });
+
+    test("recommended values and presets fill the draft's sampling fields only", async () => {
+        const {bridge, settings, generation} = setup();
+        const qwen3 = {temperature: 0.6, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1};
+        bridge.reply("generation:capabilities", {thinkingToggle: true, recommended: {source: "family", label: "Qwen3 model card", thinking: qwen3, nonThinking: null}});
+        await generation.refreshCapabilities();
+        expect(generation.state.capabilities?.recommended?.label).toBe("Qwen3 model card");
+        generation.set("maxTokens", 999);
+        generation.useSampling({temperature: 1.1, topP: 0.8, topK: 5, minP: 0.1, repeatPenalty: 1.2});
+        expect(generation.state.form).toMatchObject({temperature: 1.1, topP: 0.8, topK: 5, minP: 0.1, repeatPenalty: 1.2, maxTokens: 999});
+
+        let stored: unknown[] = [{name: "Old", ...qwen3}, {name: "Creative", ...qwen3}];
+        settings.state.samplingPresets = stored as typeof settings.state.samplingPresets;
+        bridge.handle("settings:update", (patch) => {
+            stored = patch.samplingPresets ?? stored;
+            return {ok: true, value: {theme: "system", defaultModelId: null, defaultConversationSettings: conversationSettings(), samplingPresets: stored as never}};
+        });
+        expect(await generation.savePreset("  ")).toBe(false);
+        expect(generation.state.error).toMatch(/Name the preset/);
+        expect(await generation.savePreset("creative")).toBe(true);
+        expect(settings.state.samplingPresets.map((preset) => preset.name)).toEqual(["Old", "creative"]);
+        expect(settings.state.samplingPresets[1]).toMatchObject({temperature: 1.1, topK: 5});
+        generation.set("topP", 0);
+        expect(await generation.savePreset("broken")).toBe(false);
+        expect(generation.state.error).toMatch(/Correct the sampling values/);
+        expect(await generation.deletePreset("Old")).toBe(true);
+        expect(settings.state.samplingPresets.map((preset) => preset.name)).toEqual(["creative"]);
+    });
+
+    test("without a model there is nothing to recommend", async () => {
+        const {bridge, generation} = setup();
+        bridge.reply("generation:capabilities", null);
+        await generation.refreshCapabilities();
+        expect(generation.state.capabilities).toBeNull();
     });
 });

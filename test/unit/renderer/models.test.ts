@@ -88,8 +88,8 @@ describe("models state", () => {
         bridge.handle("models:details", ({id}) => ({
             ok: true,
             value: {
-                ...model(id, "/models/a.gguf"), layers: 28, headCount: 28, headCountKv: 4, embeddingLength: 3584, kvBytesPerToken: 57_344,
-                compressionSupported: true, compressionNote: null
+                ...model(id, "/models/a.gguf"), layers: 28, headCount: 28, headCountKv: 4, embeddingLength: 3584, keyLength: 128, kvBytesPerToken: 57_344,
+                weightsBytes: 4_000_000_000, compressionSupported: true, compressionNote: null, fit: null
             }
         }));
         const models = createModels(bridge.api);

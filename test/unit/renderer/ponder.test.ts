@@ -32,6 +32,29 @@ function setup() {
 }
 
 describe("ponder (the composed state)", () => {
+    test("forking opens the new conversation; a refusal says why", async () => {
+        const {bridge, ponder} = setup();
+        await ponder.openConversation("c0");
+        bridge.reply("conversations:fork", summary("c9", "Old (fork)"));
+        expect(await ponder.forkAt("m0")).toBe(true);
+        expect(bridge.calls.find((call) => call.channel === "conversations:fork")?.payload).toEqual({id: "c0", messageId: "m0"});
+        expect(ponder.chat.state.conversationId).toBe("c9");
+        expect(ponder.conversations.state.items.map((item) => item.id)).toContain("c9");
+        bridge.fail("conversations:fork", "BUSY", "Wait for the answer to finish before forking at it");
+        expect(await ponder.forkAt("m0")).toBe(false);
+        expect(ponder.chat.state.error).toMatch(/Could not fork the conversation: Wait for the answer/);
+    });
+
+    test("a search result opens its conversation and asks for its message to be shown, again on a second click", async () => {
+        const {ponder} = setup();
+        const hit = {conversationId: "c0", conversationTitle: "Old", messageId: "m0", role: "user" as const, field: "text" as const, snippet: "x", terms: ["x"]};
+        await ponder.openSearchHit(hit);
+        expect(ponder.chat.state.conversationId).toBe("c0");
+        expect(ponder.ui.focus).toMatchObject({messageId: "m0", field: "text", terms: ["x"], nonce: 1});
+        await ponder.openSearchHit(hit);
+        expect(ponder.ui.focus?.nonce).toBe(2);
+    });
+
     test("sending with no conversation open creates one first", async () => {
         const {bridge, ponder} = setup();
         expect(await ponder.send("Hello")).toBe(true);

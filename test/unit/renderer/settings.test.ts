@@ -6,13 +6,13 @@ describe("settings state", () => {
     test("the theme applies at once and reverts when it cannot be saved", async () => {
         const bridge = createFakeBridge();
         const defaults = conversationSettings();
-        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults});
+        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: []});
         const settings = createSettings(bridge.api);
         await settings.load();
         expect(settings.state.theme).toBe("dark");
 
         bridge.handle("settings:update", ({theme}) => ({
-            ok: true, value: {theme: theme ?? "system", defaultModelId: null, defaultConversationSettings: defaults}
+            ok: true, value: {theme: theme ?? "system", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: []}
         }));
         await settings.setTheme("light");
         expect(settings.state.theme).toBe("light");

@@ -1,0 +1,86 @@
+// The fit estimate against what llama.cpp itself allocates, on generated qwen3-shaped models whose heads (64) are wider
+// than embedding / heads (160 / 4 = 40): KV bytes per cell and in all, weights, and the compute buffer.
+import {setTimeout as delay} from "node:timers/promises";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import type {Llama} from "node-llama-cpp";
+import {inspectModel} from "../../main/engine/inspectModel.js";
+import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
+import {NativeKv} from "../../main/engine/native/NativeKv.js";
+import type {ModelInspection} from "../../main/engine/types.js";
+import {estimateBudget} from "../../main/services/CompressionService.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {getFixtureModel, type FixtureName} from "../fixtures/gguf/fixtures.js";
+
+const mib = 1024 * 1024;
+let llama: Llama;
+/** llama.cpp's own report of the compute buffer it reserved for the last context, in bytes. */
+const computeLogs: number[] = [];
+
+beforeAll(async () => {
+    llama = await loadPatchedLlama({
+        gpu: false, logLevel: "info",
+        llamaOptions: {
+            logger(_level, message) {
+                const match = /CPU compute buffer size = +([\d.]+) MiB/.exec(message);
+                if (match != null)
+                    computeLogs.push(Number(match[1]) * mib);
+            }
+        }
+    });
+});
+
+afterAll(async () => {
+    await llama?.dispose();
+});
+
+describe.each<[FixtureName, string]>([["tiny-qwen3", "GQA 4/2"], ["tiny-qwen3-mqa", "MQA 4/1"]])("fit estimate, %s (%s)", (fixture) => {
+    let inspection: ModelInspection;
+
+    beforeAll(async () => {
+        inspection = await inspectModel(await getFixtureModel(fixture));
+    });
+
+    it("reads the declared head size, not embedding / heads", () => {
+        expect(inspection.embeddingLength! / inspection.headCount!).toBe(40);
+        expect(inspection.keyLength).toBe(64);
+        expect(inspection.valueLength).toBe(64);
+    });
+
+    it.each([["f16", false], ["q8_0", true]] as const)("matches llama.cpp's KV cache, weights and compute buffer with a %s cache", async (kvType, flashAttention) => {
+        const cells = 4096;
+        const compression = {...defaultCompressionSettings, kvType, flashAttention, budget: {kind: "cells" as const, cells}};
+        const estimate = estimateBudget(inspection, compression, 64 * 1024 * mib, {modelLoaded: false});
+        const model = await llama.loadModel({modelPath: inspection.path});
+        try {
+            computeLogs.length = 0;
+            const type = kvType === "f16" ? "F16" : "Q8_0";
+            const context = await model.createContext({
+                contextSize: cells, sequences: 1, flashAttention, threads: 1, experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type
+            });
+            const kv = new NativeKv(context);
+            try {
+                const stats = await kv.stats();
+                // KV: exact, per cell and in all.
+                expect(estimate.bytesPerCell).toBe(stats.bytesPerCell);
+                expect(estimate.allocatedCells).toBe(stats.cellsAllocated);
+                expect(estimate.bytes).toBe(stats.bytesAllocated);
+                // Weights: what llama.cpp counts as the model's size, within 1%.
+                expect(Math.abs(estimate.weightsBytes! - model.size) / model.size).toBeLessThan(0.01);
+                // Compute buffer: the log line arrives through the logger's queue.
+                for (let i = 0; i < 50 && computeLogs.length === 0; i++)
+                    await delay(20);
+                const reported = computeLogs.at(-1)!;
+                expect(reported).toBeGreaterThan(0);
+                const error = Math.abs(estimate.computeBytes! - reported) / reported;
+                expect(error).toBeLessThan(flashAttention ? 0.15 : 0.03);
+                console.log(`${fixture} ${kvType}${flashAttention ? " flash" : ""}: KV ${stats.bytesAllocated} B, weights ${estimate.weightsBytes} vs ${model.size}, ` +
+                    `compute ${estimate.computeBytes} vs ${reported} (${(error * 100).toFixed(1)}%)`);
+            } finally {
+                await kv.dispose();
+                await context.dispose();
+            }
+        } finally {
+            await model.dispose();
+        }
+    });
+});
