@@ -32,7 +32,7 @@ describe("GGUF header check", () => {
             expect(header.tensorCount).toBeGreaterThan(0);
             expect(header.dataOffset % header.alignment).toBe(0);
         }
-        expect([...architectures].sort()).toEqual(["llama", "qwen2"]);
+        expect([...architectures].sort()).toEqual(["llama", "qwen2", "qwen3"]);
     }, 120_000);
 
     it("passes every ggml type it knows, with the file exactly as long as the tensors need", async () => {
