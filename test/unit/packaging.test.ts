@@ -36,3 +36,18 @@ test("the packaged binary's fuses close Node entry points and load the app only 
 test("native code stays outside the asar archive", () => {
     expect(config.asarUnpack).toEqual(expect.arrayContaining(["**/node_modules/node-llama-cpp/**", "**/node_modules/better-sqlite3/**"]));
 });
+
+test("the package carries the patched engine's binaries, not node-llama-cpp's source, build tree or unpatched prebuilt binaries", () => {
+    const {minimatch} = require("minimatch") as {minimatch(file: string, pattern: string, options: {dot: boolean}): boolean};
+    const patterns = (config.files as string[]).filter((pattern) => pattern.startsWith("!"));
+    const excluded = (file: string) => patterns.some((pattern) => minimatch(file, pattern.slice(1), {dot: true}));
+    const build = "node_modules/node-llama-cpp/llama/localBuilds/linux-x64";
+    for (const kept of [`${build}/Release/llama-addon.node`, `${build}/Release/libggml-cpu-haswell.so`, `${build}/buildDone.status`,
+        `${build}/ponder-native.json`, "node_modules/node-llama-cpp/llama/lastBuild.json", "node_modules/node-llama-cpp/dist/index.js",
+        "node_modules/better-sqlite3/build/Release/better_sqlite3.node"])
+        expect(excluded(kept), kept).toBe(false);
+    for (const dropped of ["node_modules/@node-llama-cpp/linux-x64-cuda/bins/linux-x64-cuda/libggml-cuda.so",
+        "node_modules/node-llama-cpp/llama/llama.cpp/src/llama.cpp", "node_modules/node-llama-cpp/llama/gitRelease.bundle",
+        `${build}/CMakeFiles/llama-addon.dir/addon/addon.cpp.o`, `${build}/bin/libggml-base.so`, `${build}/build.ninja`, `${build}/.ninja_log`])
+        expect(excluded(dropped), dropped).toBe(true);
+});
