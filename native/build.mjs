@@ -3,13 +3,13 @@
 // node-llama-cpp's local build folder (node_modules/node-llama-cpp/llama/localBuilds/<platform>-<arch>[-<gpu>]/), where
 // getLlama({build: "never", usePrebuiltBinaries: false}) finds it.
 //
-//   node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--native] [--if-stale] [--force]
+//   node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable] [--if-stale] [--force]
 //
-// By default the engine is built as node-llama-cpp builds its own prebuilt binaries (its CI mode): GGML_NATIVE=OFF,
-// every CPU variant as a dynamically loaded backend (GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON; ggml picks the best
-// one the CPU supports at run time), no OpenMP, CUDA for a list of architectures. That build runs on any CPU of its
-// architecture and decodes as fast as the stock prebuilt binary; a -march=native build did neither (see native/README.md).
-// --native    build for this machine's CPU only (GGML_NATIVE=ON, node-llama-cpp's source-build default); never ship it.
+// --portable  build as node-llama-cpp builds its own prebuilt binaries (its CI mode): GGML_NATIVE=OFF, every CPU variant
+//             as a dynamically loaded backend (GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON; ggml picks the best one the
+//             CPU supports at run time), no OpenMP, CUDA for a list of architectures. Runs on any CPU of its
+//             architecture: what release builds use. Without it: node-llama-cpp's source-build default for this
+//             machine (GGML_NATIVE=ON, OpenMP), never to be shipped. See native/README.md for why it is not the default.
 // --if-stale  skip everything when a build of the same series hash (series + patches + node-llama-cpp version + gpu)
 //             exists; used by `postinstall`, since `npm install` can wipe node-llama-cpp's local builds.
 // --force     rebuild even when --if-stale would skip.
@@ -32,7 +32,7 @@ const log = (message) => console.log(`[ponder-native] ${message}`);
 class BuildError extends Error {}
 
 function parseArgs(argv) {
-    const args = {gpu: "auto", ifStale: false, force: false, sourceOnly: false, native: false};
+    const args = {gpu: "auto", ifStale: false, force: false, sourceOnly: false, portable: false};
     for (let i = 0; i < argv.length; i++) {
         const arg = argv[i];
         if (arg === "--if-stale")
@@ -41,15 +41,15 @@ function parseArgs(argv) {
             args.force = true;
         else if (arg === "--source-only")
             args.sourceOnly = true;
-        else if (arg === "--native")
-            args.native = true;
+        else if (arg === "--portable")
+            args.portable = true;
         else if (arg === "--gpu" || arg.startsWith("--gpu=")) {
             const value = arg === "--gpu" ? argv[++i] : arg.slice("--gpu=".length);
             if (value == null || !gpuOptions.includes(value))
                 throw new BuildError(`--gpu expects one of ${gpuOptions.join(", ")}, got ${value ?? "nothing"}`);
             args.gpu = value;
         } else if (arg === "--help" || arg === "-h") {
-            console.log("usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--native] [--if-stale] [--force] [--source-only]");
+            console.log("usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable] [--if-stale] [--force] [--source-only]");
             process.exit(0);
         } else
             throw new BuildError(`unknown argument: ${arg} (see --help)`);
@@ -267,7 +267,7 @@ function main() {
     const series = readSeries();
     const seriesHash = computeSeriesHash(nlc.version);
 
-    const config = args.native ? "native" : "portable";
+    const config = args.portable ? "portable" : "native";
     log(`node-llama-cpp ${nlc.version}, ${series.length} patches, series ${seriesHash}, gpu ${args.gpu}, ${config} build`);
 
     if (args.ifStale && !args.force && !args.sourceOnly) {
@@ -294,7 +294,7 @@ function main() {
             return;
         }
 
-        log(`step 3/4: compiling (gpu ${args.gpu}, ${config}); a portable CPU build compiles ggml-cpu once per CPU variant: 15 to 45 minutes on 2 cores`);
+        log(`step 3/4: compiling (gpu ${args.gpu}, ${config}); a native CPU build takes about 4 minutes on 2 cores, a portable one (ggml-cpu once per CPU variant) about 43`);
         const invocation = sourceBuildInvocation(args.gpu, config);
         runNodeLlamaCpp(nlc, invocation.args, invocation.env);
 

@@ -1,12 +1,12 @@
 // How native/build.mjs runs `node-llama-cpp source build` for each build configuration.
 //
-// "portable" (the default) is node-llama-cpp's CI mode, the configuration its own prebuilt binaries are built in:
+// "portable" (`--portable`, release builds) is node-llama-cpp's CI mode, the configuration its own prebuilt binaries are built in:
 // GGML_NATIVE=OFF, every CPU variant of the architecture as a dynamically loaded backend (GGML_BACKEND_DL=ON,
 // GGML_CPU_ALL_VARIANTS=ON; ggml loads the best one the CPU supports at run time), no OpenMP, CUDA for a fixed list of
 // architectures. node-llama-cpp only honours `--ciMode` when `CI` is set, and the mode adds no custom CMake options, so
 // the build folder keeps the name getLlama looks for (`linux-x64`, not `linux-x64-<hash>`).
-// "native" is node-llama-cpp's source-build default: GGML_NATIVE=ON (-march=native), OpenMP, one CPU backend linked in;
-// for this machine only, never for an installer (an older CPU dies on an illegal instruction).
+// "native" (the default) is node-llama-cpp's source-build default: GGML_NATIVE=ON (-march=native), OpenMP, one CPU
+// backend linked in; for this machine only, never for an installer (an older CPU dies on an illegal instruction).
 
 /** @typedef {"portable" | "native"} BuildConfig */
 

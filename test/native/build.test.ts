@@ -36,22 +36,25 @@ test("a missing build is refused, with no fallback to the prebuilt binaries", as
     expect((error as PatchedBuildError).code).toBe("PATCHED_BUILD_MISSING");
 });
 
-test("the build is portable: no -march=native, every CPU variant a dynamically loaded backend, as the prebuilt binaries", async () => {
+test("the build's CMake configuration is the one its stamp records: portable (all CPU variants, loaded at run time) or native", async () => {
     await getTestLlama();
     const entry = createRequire(import.meta.url).resolve("node-llama-cpp");
     const llamaDir = path.join(entry.slice(0, entry.lastIndexOf("node-llama-cpp") + "node-llama-cpp".length), "llama");
     const folder = (JSON.parse(fs.readFileSync(path.join(llamaDir, "lastBuild.json"), "utf8")) as {folderName: string}).folderName;
     const release = path.join(llamaDir, "localBuilds", folder, "Release");
     const stamp = JSON.parse(fs.readFileSync(path.join(llamaDir, "localBuilds", folder, "ponder-native.json"), "utf8")) as {config: string};
-    expect(stamp.config).toBe("portable");
-
     const cmakeCache = fs.readFileSync(path.join(llamaDir, "localBuilds", folder, "CMakeCache.txt"), "utf8");
+    const libraryPattern = process.platform === "win32" ? /^ggml-cpu-.+\.dll$/ : /^libggml-cpu-.+\.(so|dylib)$/;
+    const variants = fs.readdirSync(release).filter((file) => libraryPattern.test(file));
+    expect(["portable", "native"]).toContain(stamp.config);
+    if (stamp.config === "native") {
+        expect(cmakeCache).toMatch(/^GGML_NATIVE:\w+=ON$/m);
+        expect(variants).toEqual([]);
+        return;
+    }
     expect(cmakeCache).toMatch(/^GGML_NATIVE:\w+=OFF$/m);
     expect(cmakeCache).toMatch(/^GGML_BACKEND_DL:\w+=ON$/m);
     expect(cmakeCache).toMatch(/^GGML_CPU_ALL_VARIANTS:\w+=ON$/m);
-
-    const libraryPattern = process.platform === "win32" ? /^ggml-cpu-.+\.dll$/ : /^libggml-cpu-.+\.(so|dylib)$/;
-    const variants = fs.readdirSync(release).filter((file) => libraryPattern.test(file));
     // x64: sse42 up to sapphirerapids/zen4; arm64: several armv8/armv9 levels
     expect(variants.length).toBeGreaterThan(3);
     if (process.platform === "linux") {
