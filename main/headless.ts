@@ -2,6 +2,7 @@ import os from "node:os";
 import path from "node:path";
 import {parseArgs} from "node:util";
 import {createApp} from "./createApp.js";
+import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {createDispatch} from "./ipc/dispatch.js";
 import {createHandlers} from "./ipc/handlers.js";
 import {LoopbackBridge} from "./ipc/LoopbackBridge.js";
@@ -23,6 +24,17 @@ const {values} = parseArgs({
         "serve-port": {type: "string"}
     }
 });
+
+// One process per data directory: a second one would mark the first one's live answer as interrupted.
+let lock: DataDirLock;
+try {
+    lock = DataDirLock.acquire(values["data-dir"]);
+} catch (err) {
+    if (!(err instanceof DataDirLockedError))
+        throw err;
+    console.error(err.message);
+    process.exit(1);
+}
 
 const serve = values.serve
     ? {enabled: true, ...(values["serve-host"] != null ? {host: values["serve-host"]} : {}), ...(values["serve-port"] != null ? {port: Number(values["serve-port"])} : {})}
@@ -67,6 +79,7 @@ async function shutdown(): Promise<void> {
     stopping = true;
     await bridge?.dispose();
     await app.dispose();
+    lock.dispose();
     process.exit(0);
 }
 process.on("SIGINT", () => void shutdown());

@@ -1,28 +1,21 @@
 import path from "node:path";
-import {app, BrowserWindow, dialog, session, shell, type IpcMainInvokeEvent} from "electron";
+import {app, BrowserWindow, dialog, net, protocol, session, shell, type IpcMainInvokeEvent} from "electron";
+import {APP_PAGE_URL, APP_SCHEME, APP_SCHEME_PRIVILEGES, isAppPage} from "./appPage.js";
+import {secureAppSession} from "./appSession.js";
 import {createApp} from "./createApp.js";
+import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {createDispatch} from "./ipc/dispatch.js";
 import {createHandlers} from "./ipc/handlers.js";
 import {registerElectronIpc} from "./ipc/registerElectronIpc.js";
 import type {EventChannel, Events} from "../preload/contract.js";
 
 const rendererDevUrl = process.env.ELECTRON_RENDERER_URL;
-const rendererFile = path.join(import.meta.dirname, "../renderer/index.html");
+const rendererDir = path.join(import.meta.dirname, "../renderer");
 let mainWindow: BrowserWindow | null = null;
 
-function isAppPage(url: string): boolean {
-    if (rendererDevUrl != null && url.startsWith(rendererDevUrl))
-        return true;
-    try {
-        const parsed = new URL(url);
-        return parsed.protocol === "file:" && path.normalize(decodeURIComponent(parsed.pathname)) === path.normalize(rendererFile);
-    } catch {
-        return false;
-    }
-}
-
 function isTrustedSender(event: IpcMainInvokeEvent): boolean {
-    return mainWindow != null && event.sender === mainWindow.webContents && event.senderFrame != null && isAppPage(event.senderFrame.url);
+    return mainWindow != null && event.sender === mainWindow.webContents && event.senderFrame != null &&
+        isAppPage(event.senderFrame.url, rendererDevUrl);
 }
 
 function createWindow(): BrowserWindow {
@@ -50,63 +43,88 @@ function createWindow(): BrowserWindow {
         return {action: "deny"};
     });
     window.webContents.on("will-navigate", (event, url) => {
-        if (!isAppPage(url))
+        if (!isAppPage(url, rendererDevUrl))
             event.preventDefault();
     });
-    if (rendererDevUrl != null)
-        void window.loadURL(rendererDevUrl);
-    else
-        void window.loadFile(rendererFile);
+    void window.loadURL(rendererDevUrl ?? APP_PAGE_URL);
     return window;
 }
 
+// Before the app is ready: app:// is a standard, secure origin (the CSP's 'self', fetch, the clipboard).
+protocol.registerSchemesAsPrivileged([{scheme: APP_SCHEME, privileges: APP_SCHEME_PRIVILEGES}]);
+
+// A second instance hands over to the first ("second-instance" below) and starts nothing: no database, no engine.
 if (!app.requestSingleInstanceLock())
     app.quit();
+else
+    await start();
 
-app.on("web-contents-created", (_event, contents) => {
-    contents.on("will-attach-webview", (event) => event.preventDefault());
-});
+async function start(): Promise<void> {
+    app.on("web-contents-created", (_event, contents) => {
+        contents.on("will-attach-webview", (event) => event.preventDefault());
+    });
 
-await app.whenReady();
-session.defaultSession.setPermissionRequestHandler((_contents, _permission, callback) => callback(false));
+    await app.whenReady();
+    secureAppSession(session.defaultSession, {
+        rendererDir,
+        devUrl: rendererDevUrl,
+        isAppWindow: (contents) => contents != null && mainWindow != null && contents === mainWindow.webContents,
+        fetchFile: (fileUrl) => net.fetch(fileUrl)
+    });
 
-let send: ReturnType<ReturnType<typeof registerElectronIpc>> | null = null;
-const services = createApp({
-    dataDir: app.getPath("userData"),
-    version: app.getVersion(),
-    bundledModelPath: app.isPackaged
-        ? path.join(process.resourcesPath, "models", "ponder-demo.gguf")
-        : path.join(app.getAppPath(), "resources", "models", "ponder-demo.gguf"),
-    emit: <C extends EventChannel>(channel: C, payload: Events[C]) => send?.(channel, payload)
-});
-const dispatch = createDispatch(createHandlers(services, {
-    openExternal: (url) => shell.openExternal(url),
-    pickModelFile: async () => {
-        const result = await dialog.showOpenDialog(mainWindow!, {
-            title: "Open a GGUF model",
-            properties: ["openFile"],
-            filters: [{name: "GGUF models", extensions: ["gguf"]}]
-        });
-        return result.canceled ? null : (result.filePaths[0] ?? null);
-    }
-}), (message, err) => console.error(message, err));
-const senderFor = registerElectronIpc(dispatch, isTrustedSender);
-
-mainWindow = createWindow();
-send = senderFor(mainWindow.webContents);
-void services.restoreLastModel();
-
-app.on("second-instance", () => {
-    if (mainWindow?.isMinimized())
-        mainWindow.restore();
-    mainWindow?.focus();
-});
-app.on("window-all-closed", () => app.quit());
-let disposed = false;
-app.on("before-quit", (event) => {
-    if (disposed)
+    // the headless server's default data directory is this one on Linux: one process per directory
+    let lock: DataDirLock;
+    try {
+        lock = DataDirLock.acquire(app.getPath("userData"));
+    } catch (err) {
+        if (!(err instanceof DataDirLockedError))
+            throw err;
+        dialog.showErrorBox("Ponder", err.message);
+        app.exit(1);
         return;
-    event.preventDefault();
-    disposed = true;
-    void services.dispose().finally(() => app.quit());
-});
+    }
+
+    let send: ReturnType<ReturnType<typeof registerElectronIpc>> | null = null;
+    const services = createApp({
+        dataDir: app.getPath("userData"),
+        version: app.getVersion(),
+        bundledModelPath: app.isPackaged
+            ? path.join(process.resourcesPath, "models", "ponder-demo.gguf")
+            : path.join(app.getAppPath(), "resources", "models", "ponder-demo.gguf"),
+        emit: <C extends EventChannel>(channel: C, payload: Events[C]) => send?.(channel, payload)
+    });
+    const dispatch = createDispatch(createHandlers(services, {
+        openExternal: (url) => shell.openExternal(url),
+        pickModelFile: async () => {
+            const result = await dialog.showOpenDialog(mainWindow!, {
+                title: "Open a GGUF model",
+                properties: ["openFile"],
+                filters: [{name: "GGUF models", extensions: ["gguf"]}]
+            });
+            return result.canceled ? null : (result.filePaths[0] ?? null);
+        }
+    }), (message, err) => console.error(message, err));
+    const senderFor = registerElectronIpc(dispatch, isTrustedSender);
+
+    mainWindow = createWindow();
+    send = senderFor(mainWindow.webContents);
+    void services.restoreLastModel();
+
+    app.on("second-instance", () => {
+        if (mainWindow?.isMinimized())
+            mainWindow.restore();
+        mainWindow?.focus();
+    });
+    app.on("window-all-closed", () => app.quit());
+    let disposed = false;
+    app.on("before-quit", (event) => {
+        if (disposed)
+            return;
+        event.preventDefault();
+        disposed = true;
+        void services.dispose().finally(() => {
+            lock.dispose();
+            app.quit();
+        });
+    });
+}

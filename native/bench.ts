@@ -1,13 +1,21 @@
 // Decode speed of node-llama-cpp's stock prebuilt binary vs Ponder's patched build (scoring off, scoring on), measured in
 // the same run on the same generated model, at several KV sizes, flash attention off and on.
 //
-//   npx tsx native/bench.ts [--cells 512,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
+//   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
+//                           [--compare-build <folder>]
+//
+// --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance a copy of
+// `localBuilds/linux-x64` made by `node native/build.mjs --native`, before rebuilding the default portable one), so that
+// build configurations are measured apart from the patches in one run. It is copied into node-llama-cpp's local builds
+// under the folder name getLlama gives the custom CMake option PONDER_BENCH_BUILD=1, and removed afterwards.
 //
 // Each binary runs in its own child process: the stock and patched builds both ship a `libllama.v0.5.0.so`, and a process
 // that loaded one would resolve the other's symbols against it. The children fill their caches first; then the parent
 // asks them for runs in turn (stock, off, on, stock, ...) so that a change of machine load hits every variant alike.
 import {spawn, type ChildProcessWithoutNullStreams} from "node:child_process";
-import {mkdir, stat} from "node:fs/promises";
+import {cp, mkdir, rm, stat} from "node:fs/promises";
+import {createHash} from "node:crypto";
+import {createRequire} from "node:module";
 import os from "node:os";
 import path from "node:path";
 import process from "node:process";
@@ -19,8 +27,9 @@ import {fixturesDir} from "../test/fixtures/gguf/fixtures.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../main/engine/native/NativeKv.js";
 
-type Variant = "stock" | "patched-off" | "patched-on";
-const variants: Variant[] = ["stock", "patched-off", "patched-on"];
+type Variant = "stock" | "compare-off" | "patched-off" | "patched-on";
+
+const compareBuildOption = {PONDER_BENCH_BUILD: "1"};
 
 type Config = {cells: number, flashAttention: boolean};
 
@@ -38,7 +47,8 @@ function parseArgs() {
     return {
         child: value("--child") as Variant | undefined,
         modelPath: value("--model"),
-        cells: (value("--cells") ?? "512,4096").split(",").map(Number),
+        cells: (value("--cells") ?? "512,2048,4096").split(",").map(Number),
+        compareBuild: value("--compare-build"),
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
         threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
@@ -67,7 +77,19 @@ async function loadVariant(variant: Variant): Promise<Llama> {
             throw new Error(`expected the stock prebuilt binary, got ${JSON.stringify(info)}`);
         return llama;
     }
+    if (variant === "compare-off")
+        return await getLlama({gpu: false, build: "never", usePrebuiltBinaries: false, cmakeOptions: compareBuildOption, maxThreads: 0, logLevel: "error" as never});
     return await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
+}
+
+/** Where getLlama looks for a local build made with {@link compareBuildOption} (its getBuildFolderNameForBuildOptions). */
+function compareBuildFolder(): string {
+    const entry = createRequire(import.meta.url).resolve("node-llama-cpp");
+    const llamaDir = path.join(entry.slice(0, entry.lastIndexOf("node-llama-cpp") + "node-llama-cpp".length), "llama");
+    const hash = Array.from(createHash("sha1").update(Object.entries(compareBuildOption).map(([key, value]) => `${key}=${value}`).join(";")).digest())
+        .map((byte) => byte.toString(36)).join("");
+    const platform = {linux: "linux", darwin: "mac", win32: "win"}[process.platform as string] ?? process.platform;
+    return path.join(llamaDir, "localBuilds", `${platform}-${process.arch}-${hash}`);
 }
 
 function randomToken(state: {seed: number}): Token {
@@ -86,7 +108,7 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     const prepared: Prepared[] = [];
     for (const config of configs) {
         const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads, batchSize: 512});
-        const kv = variant === "stock" ? null : new NativeKv(context);
+        const kv = variant === "patched-off" || variant === "patched-on" ? new NativeKv(context) : null;
         const sequence = context.getSequence();
         if (variant === "patched-on")
             await kv!.configureScoring({enabled: true, rows: 1, gamma: 0.95});
@@ -194,7 +216,12 @@ async function main() {
     }
 
     const modelPath = await ensureBenchModel();
-    console.log("preparing the three engines (filling the caches) ...");
+    const variants: Variant[] = ["stock", ...(args.compareBuild != null ? ["compare-off" as const] : []), "patched-off", "patched-on"];
+    if (args.compareBuild != null) {
+        await rm(compareBuildFolder(), {recursive: true, force: true});
+        await cp(path.resolve(args.compareBuild), compareBuildFolder(), {recursive: true});
+    }
+    console.log(`preparing the ${variants.length} engines (filling the caches) ...`);
     const children = new Map(variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads)]));
     const builds = new Map<Variant, string>();
     for (const [variant, child] of children)
@@ -213,6 +240,8 @@ async function main() {
     }
     for (const child of children.values())
         await child.close();
+    if (args.compareBuild != null)
+        await rm(compareBuildFolder(), {recursive: true, force: true});
 
     const rate = (variant: Variant, config: Config) => {
         const values = [...rates.get(`${variant} ${config.cells} ${config.flashAttention}`)!].sort((a, b) => a - b);
@@ -225,11 +254,16 @@ async function main() {
     console.log(`decode tok/s at about <cells> - 250 cells in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens`);
     console.log("builds: " + variants.map((variant) => `${variant} = ${builds.get(variant)}`).join(", "));
     console.log();
-    console.log("| cells | flash attn | stock tok/s | patched off tok/s | patched on tok/s | off / stock | on / stock | on / off |");
-    console.log("|------:|:----------:|------------:|------------------:|-----------------:|------------:|-----------:|---------:|");
+    const withCompare = variants.includes("compare-off");
+    console.log(`| cells | flash attn | stock tok/s |${withCompare ? " compared off tok/s |" : ""} patched off tok/s | patched on tok/s |` +
+        `${withCompare ? " compared / stock |" : ""} off / stock | on / stock | on / off |`);
+    console.log(`|------:|:----------:|------------:|${withCompare ? "-------------------:|" : ""}------------------:|-----------------:|` +
+        `${withCompare ? "-----------------:|" : ""}------------:|-----------:|---------:|`);
     for (const config of configs) {
         const [stock, off, on] = [rate("stock", config), rate("patched-off", config), rate("patched-on", config)];
-        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} | ${off.toFixed(1)} | ${on.toFixed(1)} | ` +
+        const compared = withCompare ? rate("compare-off", config) : 0;
+        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${compared.toFixed(1)} |` : ""} ` +
+            `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(compared / stock).toFixed(3)} |` : ""} ` +
             `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |`);
     }
 }

@@ -3,8 +3,13 @@
 // node-llama-cpp's local build folder (node_modules/node-llama-cpp/llama/localBuilds/<platform>-<arch>[-<gpu>]/), where
 // getLlama({build: "never", usePrebuiltBinaries: false}) finds it.
 //
-//   node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--if-stale] [--force]
+//   node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable] [--if-stale] [--force]
 //
+// --portable  build as node-llama-cpp builds its own prebuilt binaries (its CI mode): GGML_NATIVE=OFF, every CPU variant
+//             as a dynamically loaded backend (GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON; ggml picks the best one the
+//             CPU supports at run time), no OpenMP, CUDA for a list of architectures. Runs on any CPU of its
+//             architecture: what release builds use. Without it: node-llama-cpp's source-build default for this
+//             machine (GGML_NATIVE=ON, OpenMP), never to be shipped. See native/README.md for why it is not the default.
 // --if-stale  skip everything when a build of the same series hash (series + patches + node-llama-cpp version + gpu)
 //             exists; used by `postinstall`, since `npm install` can wipe node-llama-cpp's local builds.
 // --force     rebuild even when --if-stale would skip.
@@ -16,6 +21,7 @@ import process from "node:process";
 import {createRequire} from "node:module";
 import {createHash} from "node:crypto";
 import {computeSeriesHash, nativeDir, readSeries} from "./seriesHash.mjs";
+import {sourceBuildInvocation} from "./buildConfig.mjs";
 
 const stampFileName = "ponder-native.json";
 const gpuOptions = ["auto", "false", "cuda", "metal", "vulkan"];
@@ -26,7 +32,7 @@ const log = (message) => console.log(`[ponder-native] ${message}`);
 class BuildError extends Error {}
 
 function parseArgs(argv) {
-    const args = {gpu: "auto", ifStale: false, force: false, sourceOnly: false};
+    const args = {gpu: "auto", ifStale: false, force: false, sourceOnly: false, portable: false};
     for (let i = 0; i < argv.length; i++) {
         const arg = argv[i];
         if (arg === "--if-stale")
@@ -35,13 +41,15 @@ function parseArgs(argv) {
             args.force = true;
         else if (arg === "--source-only")
             args.sourceOnly = true;
+        else if (arg === "--portable")
+            args.portable = true;
         else if (arg === "--gpu" || arg.startsWith("--gpu=")) {
             const value = arg === "--gpu" ? argv[++i] : arg.slice("--gpu=".length);
             if (value == null || !gpuOptions.includes(value))
                 throw new BuildError(`--gpu expects one of ${gpuOptions.join(", ")}, got ${value ?? "nothing"}`);
             args.gpu = value;
         } else if (arg === "--help" || arg === "-h") {
-            console.log("usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--if-stale] [--force] [--source-only]");
+            console.log("usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable] [--if-stale] [--force] [--source-only]");
             process.exit(0);
         } else
             throw new BuildError(`unknown argument: ${arg} (see --help)`);
@@ -93,10 +101,10 @@ function run(command, args, {cwd, env, capture = false} = {}) {
     return result;
 }
 
-function runNodeLlamaCpp(nlc, args) {
+function runNodeLlamaCpp(nlc, args, env = process.env) {
     // `npx --no node-llama-cpp ...`, without npx's shell and lookup: the package's own CLI with this Node
     log(`$ node-llama-cpp ${args.join(" ")}`);
-    const result = run(process.execPath, [nlc.cli, ...args], {cwd: path.join(nativeDir, "..")});
+    const result = run(process.execPath, [nlc.cli, ...args], {cwd: path.join(nativeDir, ".."), env});
     if (result.status !== 0)
         throw new BuildError(`node-llama-cpp ${args.join(" ")} failed (exit code ${result.status})`);
 }
@@ -190,9 +198,9 @@ function writeSeriesHeader(nlc, seriesHash) {
     );
 }
 
-/** The stamp's hash: patch series (series, patches, node-llama-cpp version) and the GPU backend built. */
-function buildHashFor(seriesHash, gpu) {
-    return createHash("sha256").update(`${seriesHash}\0gpu=${gpu}`).digest("hex").slice(0, 16);
+/** The stamp's hash: patch series (series, patches, node-llama-cpp version), the GPU backend and the build configuration. */
+function buildHashFor(seriesHash, gpu, config) {
+    return createHash("sha256").update(`${seriesHash}\0gpu=${gpu}\0config=${config}`).digest("hex").slice(0, 16);
 }
 
 function binaryPathOf(nlc, folderName) {
@@ -207,7 +215,7 @@ function isBuildComplete(nlc, folderName) {
  * A complete local build of this patch series for `gpu`, or null. With `--gpu auto`, a build for any GPU counts: it is
  * what an explicit `--gpu` asked for before, and auto would pick the best build present anyway.
  */
-function findCurrentBuild(nlc, seriesHash, gpu) {
+function findCurrentBuild(nlc, seriesHash, gpu, config) {
     if (!fs.existsSync(nlc.localBuildsDir))
         return null;
     for (const folderName of fs.readdirSync(nlc.localBuildsDir)) {
@@ -216,8 +224,8 @@ function findCurrentBuild(nlc, seriesHash, gpu) {
             continue;
         try {
             const stamp = readJson(stampPath);
-            const wanted = gpu === "auto" ? stamp.buildHash : buildHashFor(seriesHash, gpu);
-            if (stamp.seriesHash === seriesHash && stamp.buildHash === buildHashFor(seriesHash, String(stamp.gpu)) &&
+            const wanted = gpu === "auto" ? stamp.buildHash : buildHashFor(seriesHash, gpu, config);
+            if (stamp.seriesHash === seriesHash && stamp.config === config && stamp.buildHash === buildHashFor(seriesHash, String(stamp.gpu), config) &&
                 stamp.buildHash === wanted && isBuildComplete(nlc, folderName))
                 return {folderName, stamp};
         } catch {
@@ -259,10 +267,11 @@ function main() {
     const series = readSeries();
     const seriesHash = computeSeriesHash(nlc.version);
 
-    log(`node-llama-cpp ${nlc.version}, ${series.length} patches, series ${seriesHash}, gpu ${args.gpu}`);
+    const config = args.portable ? "portable" : "native";
+    log(`node-llama-cpp ${nlc.version}, ${series.length} patches, series ${seriesHash}, gpu ${args.gpu}, ${config} build`);
 
     if (args.ifStale && !args.force && !args.sourceOnly) {
-        const current = findCurrentBuild(nlc, seriesHash, args.gpu);
+        const current = findCurrentBuild(nlc, seriesHash, args.gpu, config);
         if (current != null) {
             log(`up to date: ${path.relative(process.cwd(), binaryPathOf(nlc, current.folderName))} (gpu ${current.stamp.gpu}); nothing to do`);
             return;
@@ -285,8 +294,9 @@ function main() {
             return;
         }
 
-        log(`step 3/4: compiling (gpu ${args.gpu}); a CPU build takes about 4 minutes on 2 cores`);
-        runNodeLlamaCpp(nlc, ["source", "build", "--gpu", args.gpu, "--noUsageExample"]);
+        log(`step 3/4: compiling (gpu ${args.gpu}, ${config}); a native CPU build takes about 4 minutes on 2 cores, a portable one (ggml-cpu once per CPU variant) about 43`);
+        const invocation = sourceBuildInvocation(args.gpu, config);
+        runNodeLlamaCpp(nlc, invocation.args, invocation.env);
 
         log("step 4/4: checking the build and writing its stamp");
         const folderName = readJson(nlc.lastBuildPath).folderName;
@@ -295,8 +305,9 @@ function main() {
         const metadata = readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"));
         const gpu = metadata.buildOptions?.gpu ?? false;
         const stamp = {
-            buildHash: buildHashFor(seriesHash, String(gpu)),
+            buildHash: buildHashFor(seriesHash, String(gpu), config),
             seriesHash,
+            config,
             requestedGpu: args.gpu,
             gpu,
             nodeLlamaCppVersion: nlc.version,

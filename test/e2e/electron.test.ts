@@ -37,6 +37,10 @@ describe.skipIf(binary == null)("the Electron app", () => {
             await page.getByTestId("conversation-item").first().waitFor();
             expect(await page.evaluate(() => typeof (window as unknown as {require?: unknown}).require)).toBe("undefined");
             expect(await page.evaluate(() => typeof (window as unknown as {ponder?: unknown}).ponder)).toBe("object");
+            // served from the privileged app:// scheme, not file://; the copy buttons' clipboard write is granted
+            expect(page.url()).toBe("app://ponder/index.html");
+            await page.evaluate(() => navigator.clipboard.writeText("copied by Ponder"));
+            expect(await app.evaluate(({clipboard}) => clipboard.readText())).toBe("copied by Ponder");
             const before = page.url();
             await page.evaluate(() => {
                 window.location.href = "https://example.com/";
