@@ -251,7 +251,10 @@ export class ApiServer {
     }
 
     private async _generate(context: Context, kind: "chat" | "completion",
-        body: {model: string, stream?: boolean | null, temperature?: number | null, seed?: number | null, stop?: string | string[] | null, ponder?: PonderExtension},
+        body: {
+            model: string, stream?: boolean | null, temperature?: number | null, seed?: number | null, stop?: string | string[] | null,
+            top_p?: number | null, top_k?: number | null, min_p?: number | null, repeat_penalty?: number | null, ponder?: PonderExtension
+        },
         input: Pick<CompletionRequest, "systemPrompt" | "history"> & {maxTokens: number | undefined, includeUsage: boolean}): Promise<void> {
         const {res, log} = context;
         const model = this._options.backend.model();
@@ -282,6 +285,10 @@ export class ApiServer {
                 temperature: body.temperature ?? defaults.temperature,
                 maxTokens: input.maxTokens ?? defaults.maxTokens,
                 seed: body.seed ?? undefined,
+                topP: body.top_p ?? undefined,
+                topK: body.top_k ?? undefined,
+                minP: body.min_p ?? undefined,
+                repeatPenalty: body.repeat_penalty ?? undefined,
                 stop: stopList(body.stop),
                 policy: log.policy,
                 budget: budget == null ? defaults.budget : "cells" in budget ? {kind: "cells", cells: budget.cells} : {kind: "mib", mib: budget.mib},

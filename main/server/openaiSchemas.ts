@@ -62,7 +62,11 @@ const common = {
     seed: z.number().int().min(0).max(2 ** 32 - 1).nullish(),
     stop,
     user: z.string().max(200).optional(),
-    top_p: neutralOnly("top_p", 1),
+    top_p: z.number().gt(0, "top_p must be above 0").max(1).nullish(),
+    // llama-server's sampling extensions, which tools written for it send.
+    top_k: z.number().int().min(0).max(100_000).nullish(),
+    min_p: z.number().min(0).max(1).nullish(),
+    repeat_penalty: z.number().min(1, "repeat_penalty below 1 would favour repeats").max(10).nullish(),
     n: neutralOnly("n", 1),
     frequency_penalty: neutralOnly("frequency_penalty", 0),
     presence_penalty: neutralOnly("presence_penalty", 0),

@@ -16,6 +16,11 @@ export type CompletionRequest = {
     /** Tokens to generate at most, thinking included. */
     maxTokens: number,
     seed?: number,
+    /** Nucleus, top-k and min-p sampling and the repeat penalty; unset: node-llama-cpp's defaults. */
+    topP?: number,
+    topK?: number,
+    minP?: number,
+    repeatPenalty?: number,
     /** Texts that end the answer when generated (not included in it). */
     stop?: string[],
     policy: PolicyId,
@@ -81,6 +86,10 @@ export class CompletionService {
                 temperature: request.temperature,
                 maxTokens: request.maxTokens,
                 seed: request.seed,
+                topP: request.topP,
+                topK: request.topK,
+                minP: request.minP,
+                repeatPenalty: request.repeatPenalty,
                 stop: request.stop,
                 signal: request.signal,
                 kv: {compression, cells: estimate.cells},

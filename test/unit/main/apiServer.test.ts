@@ -123,12 +123,21 @@ describe("the API server", () => {
         expect((completion.usage as unknown as {kv: object}).kv).toMatchObject({policy: "streamingllm", budget_cells: 300});
     });
 
+    it("passes top_p, and llama-server's top_k, min_p and repeat_penalty, to the engine", async () => {
+        const {client, engine} = await setup();
+        const body = {model: "tiny-thinker", messages: [{role: "user" as const, content: "b"}], top_p: 0.95, top_k: 20, min_p: 0.05, repeat_penalty: 1.1};
+        await client.chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming);
+        expect(engine.requests.at(-1)).toMatchObject({topP: 0.95, topK: 20, minP: 0.05, repeatPenalty: 1.1});
+        await client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "b"}]});
+        expect(engine.requests.at(-1)).toMatchObject({topP: undefined, topK: undefined, minP: undefined, repeatPenalty: undefined});
+    });
+
     it("answers 400 with an OpenAI error for malformed bodies and for sampling fields it cannot honour", async () => {
         const {client, status} = await setup();
         const cases: [object, RegExp, string | null][] = [
             [{model: "tiny-thinker", messages: []}, /at least one message/, "messages"],
             [{model: "tiny-thinker", messages: [{role: "user", content: "x"}], temperature: 9}, /temperature/, "temperature"],
-            [{model: "tiny-thinker", messages: [{role: "user", content: "x"}], top_p: 0.5}, /top_p is not supported/, "top_p"],
+            [{model: "tiny-thinker", messages: [{role: "user", content: "x"}], top_p: 0}, /top_p must be above 0/, "top_p"],
             [{model: "tiny-thinker", messages: [{role: "user", content: "x"}], frequency_penalty: 0.4}, /frequency_penalty/, "frequency_penalty"],
             [{model: "tiny-thinker", messages: [{role: "user", content: "x"}], n: 2}, /n is not supported/, "n"],
             [{model: "tiny-thinker", messages: [{role: "user", content: "x"}], tools: [{type: "function", function: {name: "f"}}]}, /tools/, "tools"],
