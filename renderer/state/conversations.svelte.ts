@@ -50,13 +50,16 @@ export function createConversations(bridge: PonderApi) {
     }
 
     async function create(title?: string): Promise<ConversationSummary | null> {
+        const queryBefore = state.query;
         const result = await request(bridge, "conversations:create", title == null ? {} : {title});
         if (!result.ok) {
             state.error = describeError("Could not create a conversation", result.error);
             return null;
         }
         state.error = null;
-        state.query = "";
+        // Clear the search so the new conversation shows, unless the person typed a new one while it was created.
+        if (state.query === queryBefore)
+            state.query = "";
         upsert(result.value);
         return result.value;
     }

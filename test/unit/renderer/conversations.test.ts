@@ -42,6 +42,19 @@ describe("conversations state", () => {
         expect(conversations.visible[0]?.id).toBe("d");
     });
 
+    test("create keeps a search typed while the conversation was being created", async () => {
+        const {bridge, conversations} = await setup();
+        let answer!: () => void;
+        bridge.handle("conversations:create", () => new Promise((resolve) => {
+            answer = () => resolve({ok: true, value: summary("d", "New conversation", 9)});
+        }));
+        const creating = conversations.create();
+        conversations.state.query = "colour";
+        answer();
+        await creating;
+        expect(conversations.state.query).toBe("colour");
+    });
+
     test("rename trims the title and updates the row; an unchanged or empty title is not sent", async () => {
         const {bridge, conversations} = await setup();
         bridge.handle("conversations:rename", ({id, title}) => ({ok: true, value: summary(id, title, 5)}));
