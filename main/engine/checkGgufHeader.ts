@@ -12,7 +12,9 @@ export type GgufHeader = {
     architecture: string | null,
     /** Where the tensor data starts, and how many bytes the tensor infos say it holds. */
     dataOffset: number,
-    dataBytes: number
+    dataBytes: number,
+    /** The tensors' bytes without alignment padding: the weights' size as llama.cpp counts it. */
+    tensorBytes: number
 };
 
 // GGUF value types (gguf.md) and the byte size of the fixed-size ones.
@@ -102,6 +104,7 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
             fail("it has no general.architecture (a string naming the model's architecture)");
 
         let expectedOffset = 0;
+        let tensorBytes = 0;
         for (let i = 0; i < tensorCount; i++) {
             const tensor = await reader.string(`the name of tensor ${i}`, MAX_TENSOR_NAME, true);
             const dimCount = await reader.u32(`the dimension count of ${tensor}`);
@@ -134,12 +137,13 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
             if (padded > BigInt(stat.size))
                 fail(`tensor ${tensor} (${bytes} bytes) is larger than the whole file`);
             expectedOffset += Number(padded);
+            tensorBytes += Number(bytes);
         }
 
         const dataOffset = Math.ceil(reader.position / alignment) * alignment;
         if (tensorCount > 0 && dataOffset + expectedOffset > stat.size)
             fail(`it is truncated: ${formatBytes(stat.size)} on disk, the header describes ${formatBytes(dataOffset + expectedOffset)} (an incomplete download?)`);
-        return {version, tensorCount, kvCount, alignment, architecture, dataOffset, dataBytes: expectedOffset};
+        return {version, tensorCount, kvCount, alignment, architecture, dataOffset, dataBytes: expectedOffset, tensorBytes};
     } finally {
         await handle.close();
     }

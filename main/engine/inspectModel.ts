@@ -1,6 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import {GgufInsights, readGgufFileInfo} from "node-llama-cpp";
+import {readGgufFileInfo} from "node-llama-cpp";
 import {AppError} from "../AppError.js";
 import {checkGgufHeader} from "./checkGgufHeader.js";
 import type {ModelInspection} from "./types.js";
@@ -22,17 +22,15 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
 
     // Every length and count is checked against the file before node-llama-cpp's reader sees it: that reader (and
     // llama.cpp's) trusts them, and a hostile header aborts the process or grows memory without end.
-    await checkGgufHeader(resolved);
+    const header = await checkGgufHeader(resolved);
 
     let info;
     try {
-        info = await readGgufFileInfo(resolved, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"});
+        info = await readGgufFileInfo(resolved, {readTensorInfo: false, logWarnings: false, sourceType: "filesystem"});
     } catch (err) {
         throw new AppError("MODEL_INVALID", `${path.basename(resolved)} has a damaged GGUF header: ${(err as Error).message}`, {cause: err});
     }
 
-    // The weights' size as llama.cpp counts it (the tensors' bytes, without alignment padding).
-    const insights = await GgufInsights.from(info);
     const metadata = info.metadata;
     const template = metadata.tokenizer?.chat_template;
     const arch = (info.architectureMetadata ?? {}) as Record<string, unknown> & {attention?: Record<string, unknown>};
@@ -49,7 +47,7 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         keyLength: asNumber(arch.attention?.key_length),
         valueLength: asNumber(arch.attention?.value_length),
         feedForwardLength: asNumber(arch.feed_forward_length),
-        weightsBytes: insights.modelSize,
+        weightsBytes: header.tensorBytes,
         hasChatTemplate: typeof template === "string",
         thinkingToggle: typeof template === "string" && /<think>|enable_thinking/.test(template),
         declaredSampling: declaredSampling(metadata.general as Record<string, unknown> | undefined)

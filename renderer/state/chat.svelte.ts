@@ -169,31 +169,25 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
     }
 
     /** Shows another version of a message (and the newest messages after it). */
-    async function showVersion(messageId: string): Promise<boolean> {
-        const conversationId = state.conversationId;
-        if (conversationId == null || generating)
-            return false;
-        const result = await request(bridge, "conversations:switchBranch", {id: conversationId, messageId});
-        if (state.conversationId !== conversationId)
-            return result.ok;
-        if (!result.ok) {
-            state.error = describeError("Could not show that version", result.error);
-            return false;
-        }
-        open(conversationId, result.value.messages);
-        return true;
+    function showVersion(messageId: string): Promise<boolean> {
+        return changePath("conversations:switchBranch", messageId, "Could not show that version");
     }
 
     /** Deletes a message and everything after it; the conversation shows what remains. */
-    async function deleteMessage(messageId: string): Promise<boolean> {
+    function deleteMessage(messageId: string): Promise<boolean> {
+        return changePath("conversations:deleteMessage", messageId, "Could not delete the message");
+    }
+
+    /** Asks for a change to the path shown at `messageId`, then shows the path the backend returns. */
+    async function changePath(channel: "conversations:switchBranch" | "conversations:deleteMessage", messageId: string, failure: string): Promise<boolean> {
         const conversationId = state.conversationId;
         if (conversationId == null || generating)
             return false;
-        const result = await request(bridge, "conversations:deleteMessage", {id: conversationId, messageId});
+        const result = await request(bridge, channel, {id: conversationId, messageId});
         if (state.conversationId !== conversationId)
             return result.ok;
         if (!result.ok) {
-            state.error = describeError("Could not delete the message", result.error);
+            state.error = describeError(failure, result.error);
             return false;
         }
         open(conversationId, result.value.messages);
