@@ -8,7 +8,8 @@ export default defineConfig({
         build: {
             outDir: "out/main",
             externalizeDeps: true,
-            rollupOptions: {input: {index: resolve(import.meta.dirname, "main/index.ts"), headless: resolve(import.meta.dirname, "main/headless.ts")}}
+            rollupOptions: {input: {index: resolve(import.meta.dirname, "main/index.ts"), headless: resolve(import.meta.dirname, "main/headless.ts"),
+                engineProcess: resolve(import.meta.dirname, "main/engineProcess.ts")}}
         }
     },
     preload: {

@@ -1,7 +1,7 @@
 import path from "node:path";
 import {AppDatabase} from "./db/AppDatabase.js";
-import {Engine, type LlamaLoader} from "./engine/Engine.js";
-import {loadRuntime} from "./engine/loadRuntime.js";
+import type {EngineApi} from "./engine/EngineApi.js";
+import {EngineProxy, type SpawnEngine} from "./engine/process/EngineProxy.js";
 import {AppServices, type AppServicesOptions} from "./services/AppServices.js";
 import type {Emit} from "./services/types.js";
 
@@ -10,11 +10,13 @@ export type CreateAppOptions = {
     dataDir: string,
     version: string,
     emit: Emit,
-    loadLlama?: LlamaLoader,
+    /**
+     * Where the engine runs: a process of its own (`spawn`: the app and headless mode, so llama.cpp never runs beside
+     * the database and the window), or an engine object made here (`local`: tests of the services on a real engine).
+     */
+    engine: {spawn: SpawnEngine} | {local: () => EngineApi},
     /** The demo model shipped with the app. */
     bundledModelPath?: string,
-    /** Threads per context; `0` lets llama.cpp decide. */
-    threads?: number,
     chat?: AppServicesOptions["chat"],
     server?: AppServicesOptions["server"]
 };
@@ -22,12 +24,16 @@ export type CreateAppOptions = {
 /** The composition root shared by the Electron app and the headless server. */
 export function createApp(options: CreateAppOptions): AppServices {
     const db = new AppDatabase(path.join(options.dataDir, "ponder.sqlite"));
-    const engine = new Engine({loadLlama: options.loadLlama ?? loadRuntime, threads: options.threads});
-    return new AppServices(db, engine, options.emit, {
+    let services: AppServices | null = null;
+    const engine: EngineApi = "spawn" in options.engine
+        ? new EngineProxy({spawn: options.engine.spawn, onModelCrashed: (model) => services?.models.markCrashed(model.id)})
+        : options.engine.local();
+    services = new AppServices(db, engine, options.emit, {
         version: options.version,
         modelsDir: path.join(options.dataDir, "models"),
         bundledModelPath: options.bundledModelPath,
         chat: options.chat,
         server: options.server
     });
+    return services;
 }

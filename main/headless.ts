@@ -2,6 +2,7 @@ import os from "node:os";
 import path from "node:path";
 import {parseArgs} from "node:util";
 import {createApp} from "./createApp.js";
+import {forkEngine} from "./engine/process/forkEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {createDispatch} from "./ipc/dispatch.js";
 import {createHandlers} from "./ipc/handlers.js";
@@ -46,7 +47,11 @@ const app = createApp({
     version: process.env.npm_package_version ?? "0.1.0",
     bundledModelPath: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf"),
     emit: (channel, payload) => bridge?.emit(channel, payload),
-    threads: values.threads != null ? Number(values.threads) : undefined,
+    // llama.cpp runs in a process of its own: an abort or a crash there restarts the engine, not this server.
+    engine: {spawn: forkEngine({
+        entry: path.join(import.meta.dirname, "engineProcess.js"),
+        args: values.threads != null ? [`--threads=${values.threads}`] : []
+    })},
     chat: {seed: values.seed != null ? Number(values.seed) : undefined},
     server: {override: serve}
 });

@@ -3,6 +3,7 @@ import {app, BrowserWindow, dialog, net, protocol, session, shell, type IpcMainI
 import {APP_PAGE_URL, APP_SCHEME, APP_SCHEME_PRIVILEGES, isAppPage} from "./appPage.js";
 import {secureAppSession} from "./appSession.js";
 import {createApp} from "./createApp.js";
+import {utilityEngine} from "./engine/process/utilityEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {createDispatch} from "./ipc/dispatch.js";
 import {createHandlers} from "./ipc/handlers.js";
@@ -91,7 +92,9 @@ async function start(): Promise<void> {
         bundledModelPath: app.isPackaged
             ? path.join(process.resourcesPath, "models", "ponder-demo.gguf")
             : path.join(app.getAppPath(), "resources", "models", "ponder-demo.gguf"),
-        emit: <C extends EventChannel>(channel: C, payload: Events[C]) => send?.(channel, payload)
+        emit: <C extends EventChannel>(channel: C, payload: Events[C]) => send?.(channel, payload),
+        // llama.cpp runs in a utility process: an abort or a crash there restarts the engine, not the window.
+        engine: {spawn: utilityEngine(path.join(import.meta.dirname, "engineProcess.js"))}
     });
     const dispatch = createDispatch(createHandlers(services, {
         openExternal: (url) => shell.openExternal(url),

@@ -10,6 +10,8 @@ export type ErrorCode =
     | "ENGINE_UNPATCHED"
     | "BUSY"
     | "STORAGE"
+    /** The engine process stopped (a crash, a native abort, out of memory); it restarts. */
+    | "ENGINE_STOPPED"
     | "INTERNAL";
 
 export type ErrorInfo = {code: ErrorCode, message: string};
@@ -46,7 +48,9 @@ export type ModelInfo = {
     architecture: string | null,
     contextLength: number | null,
     addedAt: number,
-    lastUsedAt: number | null
+    lastUsedAt: number | null,
+    /** When loading it stopped the engine (a crash in llama.cpp): it is not loaded by itself again. `null` when it never did. */
+    crashedAt: number | null
 };
 
 export type ConversationSummary = {

@@ -24,7 +24,12 @@ export class ModelRepo {
     }
 
     markUsed(id: string, now: number): void {
-        this._db.prepare("UPDATE models SET last_used_at = ? WHERE id = ?").run(now, id);
+        this._db.prepare("UPDATE models SET last_used_at = ?, crashed_at = NULL WHERE id = ?").run(now, id);
+    }
+
+    /** Loading it stopped the engine. */
+    markCrashed(id: string, now: number): void {
+        this._db.prepare("UPDATE models SET crashed_at = ? WHERE id = ?").run(now, id);
     }
 
     delete(id: string): boolean {

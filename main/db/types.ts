@@ -10,7 +10,9 @@ export type ModelRow = {
     context_length: number | null,
     metadata: string,
     added_at: number,
-    last_used_at: number | null
+    last_used_at: number | null,
+    /** When loading it last stopped the engine; cleared by a load that works. Absent before it is first set. */
+    crashed_at?: number | null
 };
 
 export type ConversationRow = {

@@ -2,10 +2,12 @@ import {
     LlamaChat, LlamaChatSession, resolveChatWrapper, type ChatHistoryItem, type ChatModelResponse, type ChatWrapper, type Llama,
     type LlamaChatResponseChunk, type LLamaChatGenerateResponseOptions, type LlamaContext, type LlamaModel
 } from "node-llama-cpp";
+import os from "node:os";
 import {withLock} from "lifecycle-utils";
 import type {BuildInfo, CompressionSettings, EngineStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "./compressionSupport.js";
+import type {EngineApi} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
 import {NativeKv} from "./native/NativeKv.js";
@@ -35,7 +37,7 @@ type Active = {context: LlamaContext, session: LlamaChatSession, kv: NativeKv | 
  * Owns the llama.cpp runtime, the loaded model and its chat context, and runs one generation at a time with
  * the conversation's KV policy. The only module (with its helpers) that imports node-llama-cpp.
  */
-export class Engine {
+export class Engine implements EngineApi {
     private _llama: Llama | null = null;
     private _build: BuildInfo | null = null;
     private _loaded: Loaded | null = null;
@@ -73,6 +75,19 @@ export class Engine {
             }
         }
         return {llama: this._llama, build: this._build};
+    }
+
+    async start(): Promise<BuildInfo> {
+        return (await this.runtime()).build;
+    }
+
+    async freeMemory(): Promise<number> {
+        const {llama, build} = await this.runtime();
+        return build.gpu !== false ? (await llama.getVramState()).free : os.freemem();
+    }
+
+    inspect(modelPath: string): Promise<ModelInspection> {
+        return inspectModel(modelPath);
     }
 
     /**

@@ -120,8 +120,8 @@ export function fromZod(error: z.ZodError): ApiError {
 
 export function toApiError(err: unknown): ApiError {
     if (err instanceof AppError) {
-        const status = {BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429, STORAGE: 500, INTERNAL: 500}[err.code];
-        const code = {BUSY: "queue_full", MODEL_NOT_LOADED: "model_not_loaded", ENGINE_UNPATCHED: "engine_unpatched"}[err.code as string] ?? null;
+        const status = {BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429, STORAGE: 500, ENGINE_STOPPED: 503, INTERNAL: 500}[err.code];
+        const code = {BUSY: "queue_full", MODEL_NOT_LOADED: "model_not_loaded", ENGINE_UNPATCHED: "engine_unpatched", ENGINE_STOPPED: "engine_stopped"}[err.code as string] ?? null;
         return apiError(status, err.message, {code, param: err.code === "ENGINE_UNPATCHED" ? "ponder.policy" : null});
     }
     return apiError(500, `Generation failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -1,7 +1,7 @@
 import {AppError} from "../AppError.js";
 import type {AppStatus, ConversationDetail, ModelDetails} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import type {Engine} from "../engine/Engine.js";
+import type {EngineApi} from "../engine/EngineApi.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
 import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
@@ -40,7 +40,7 @@ export class AppServices {
     /** The local OpenAI-compatible API server. */
     readonly server: ServerService;
 
-    constructor(readonly db: AppDatabase, readonly engine: Engine, emit: Emit, private readonly _options: AppServicesOptions) {
+    constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
         this.settings = new SettingsService(db);
         this.conversations = new ConversationService(db, this.settings, now);
@@ -93,7 +93,7 @@ export class AppServices {
         // The API server starts first when enabled: it answers 503 until the model is loaded.
         await this.server.restore();
         try {
-            await this.engine.runtime();
+            await this.engine.start();
         } catch {
             return;
         }
@@ -106,7 +106,8 @@ export class AppServices {
                 return;
             }
         }
-        if (id == null || this.db.models.get(id) == null)
+        // A model whose loading stopped the engine waits for a person to load it: no crash loop at start-up.
+        if (id == null || this.db.models.get(id) == null || this.db.models.get(id)!.crashed_at != null)
             return;
         try {
             await this.models.load(id);

@@ -3,7 +3,7 @@ import type {KvSample, MessageDto, MessageStats} from "../../preload/contract.js
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
-import type {Engine} from "../engine/Engine.js";
+import type {EngineApi} from "../engine/EngineApi.js";
 import type {ChatTurn} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
@@ -31,7 +31,7 @@ export class ChatService {
 
     constructor(
         private readonly _db: AppDatabase,
-        private readonly _engine: Engine,
+        private readonly _engine: EngineApi,
         private readonly _conversations: ConversationService,
         private readonly _compression: CompressionService,
         private readonly _emit: Emit,
@@ -301,7 +301,11 @@ export class ChatService {
         } catch (err) {
             if (err instanceof QueueAbortError)
                 status = "stopped";
-            else {
+            else if (err instanceof AppError && err.code === "ENGINE_STOPPED") {
+                // The engine process died under the answer: what arrived is kept, and Continue resumes it.
+                status = "interrupted";
+                error = err.message;
+            } else {
                 status = "error";
                 error = (err as Error).message;
             }

@@ -1,6 +1,6 @@
 import type {KvBudget, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import type {Engine} from "../engine/Engine.js";
+import type {EngineApi} from "../engine/EngineApi.js";
 import type {ChatTurn, GenerationChunk, GenerationResult} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
@@ -58,7 +58,7 @@ export type CompletionResult = {
  */
 export class CompletionService {
     constructor(
-        private readonly _engine: Engine,
+        private readonly _engine: EngineApi,
         private readonly _queue: GenerationQueue,
         private readonly _compression: Pick<CompressionService, "estimate">,
         private readonly _settings: Pick<SettingsService, "get">,

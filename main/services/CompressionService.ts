@@ -1,8 +1,7 @@
-import os from "node:os";
 import type {BudgetEstimate, CompressionSettings} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
-import type {Engine} from "../engine/Engine.js";
+import type {EngineApi} from "../engine/EngineApi.js";
 import {computeBufferBytes} from "../engine/computeBufferBytes.js";
 import {kvBytesPerCell} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
@@ -14,23 +13,14 @@ export const kvCellPadding = 256;
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
 export class CompressionService {
-    constructor(private readonly _engine: Engine, private readonly _models: ModelService) {}
+    constructor(private readonly _engine: EngineApi, private readonly _models: ModelService) {}
 
     async estimate(compression: CompressionSettings, modelId?: string): Promise<BudgetEstimate> {
         const model = modelId != null ? await this._models.inspection(modelId) : this._engine.inspection;
         if (model == null)
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
-        return estimateBudget(model, compression, await this._freeMemory(), {modelLoaded});
-    }
-
-    private async _freeMemory(): Promise<number> {
-        const build = this._engine.status.build;
-        if (build?.gpu !== false && build != null) {
-            const {llama} = await this._engine.runtime();
-            return (await llama.getVramState()).free;
-        }
-        return os.freemem();
+        return estimateBudget(model, compression, await this._engine.freeMemory(), {modelLoaded});
     }
 }
 

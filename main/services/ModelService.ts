@@ -5,8 +5,7 @@ import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import type {Engine} from "../engine/Engine.js";
-import {inspectModel} from "../engine/inspectModel.js";
+import type {EngineApi} from "../engine/EngineApi.js";
 import {toModelInfo} from "./dto.js";
 import {recommendedSampling} from "./recommendedSampling.js";
 import type {SettingsService} from "./SettingsService.js";
@@ -15,7 +14,7 @@ import type {Clock} from "./types.js";
 export class ModelService {
     constructor(
         private readonly _db: AppDatabase,
-        private readonly _engine: Engine,
+        private readonly _engine: EngineApi,
         private readonly _settings: SettingsService,
         private readonly _now: Clock
     ) {}
@@ -26,7 +25,7 @@ export class ModelService {
 
     /** Validates a local GGUF file and remembers it; adding the same path again refreshes it. */
     async add(path: string): Promise<ModelInfo> {
-        const inspection = await inspectModel(path);
+        const inspection = await this._engine.inspect(path);
         const existing = this._db.models.getByPath(inspection.path);
         this._db.models.upsert({
             id: existing?.id ?? randomUUID(),
@@ -45,7 +44,7 @@ export class ModelService {
     /** The model's shape and what its KV cache costs, read from the GGUF header. */
     async details(id: string): Promise<Omit<ModelDetails, "fit">> {
         const row = this._require(id);
-        const inspection = await inspectModel(row.path).catch((): ModelInspection | null => null);
+        const inspection = await this._engine.inspect(row.path).catch((): ModelInspection | null => null);
         const stored = inspection ?? (JSON.parse(row.metadata) as Partial<ModelInspection>);
         const shape = {layers: stored.layers ?? null, headCount: stored.headCount ?? null, headCountKv: stored.headCountKv ?? null, embeddingLength: stored.embeddingLength ?? null};
         const support = compressionSupport(row.architecture);
@@ -82,7 +81,7 @@ export class ModelService {
         if (stored.weightsBytes != null)
             return stored;
         const row = this._require(id);
-        const fresh = await inspectModel(row.path).catch(() => null);
+        const fresh = await this._engine.inspect(row.path).catch(() => null);
         if (fresh == null)
             return stored;
         this._db.models.upsert({...row, metadata: JSON.stringify(fresh)});
@@ -94,6 +93,15 @@ export class ModelService {
             throw new AppError("BUSY", "This model is loaded: load another model before removing it");
         if (!this._db.models.delete(id))
             throw new AppError("NOT_FOUND", `Model ${id} is not known`);
+        if (this._settings.get().defaultModelId === id)
+            this._settings.update({defaultModelId: null});
+    }
+
+    /** Loading the model stopped the engine: it is marked, and start-up does not load it by itself again. */
+    markCrashed(id: string): void {
+        if (this._db.models.get(id) == null)
+            return;
+        this._db.models.markCrashed(id, this._now());
         if (this._settings.get().defaultModelId === id)
             this._settings.update({defaultModelId: null});
     }

@@ -4,7 +4,7 @@ import {z} from "zod";
 import type {ServerRequestLog, ServerSettings, ServerStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import type {Engine} from "../engine/Engine.js";
+import type {EngineApi} from "../engine/EngineApi.js";
 import {ApiServer, hashKey, isLoopback} from "../server/ApiServer.js";
 import type {CompletionService} from "./CompletionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
@@ -58,7 +58,7 @@ export class ServerService {
 
     constructor(
         private readonly _db: AppDatabase,
-        private readonly _engine: Engine,
+        private readonly _engine: EngineApi,
         private readonly _completions: CompletionService,
         private readonly _queue: GenerationQueue,
         private readonly _settings: SettingsService,

@@ -36,7 +36,8 @@ export function toModelInfo(row: ModelRow): ModelInfo {
         architecture: row.architecture,
         contextLength: row.context_length,
         addedAt: row.added_at,
-        lastUsedAt: row.last_used_at
+        lastUsedAt: row.last_used_at,
+        crashedAt: row.crashed_at ?? null
     };
 }
 

@@ -9,6 +9,7 @@ const fallbacks: Record<ErrorCode, string> = {
     ENGINE_UNPATCHED: "The inference engine is not Ponder's patched build",
     BUSY: "The engine is busy with another request",
     STORAGE: "The database could not be read or written",
+    ENGINE_STOPPED: "The engine stopped unexpectedly and is restarting",
     INTERNAL: "Something went wrong in Ponder's backend"
 };
 

@@ -11,6 +11,7 @@ import {createApp} from "../../main/createApp.js";
 import type {AppServices} from "../../main/services/AppServices.js";
 import {heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {spawnTestEngine} from "./spawnTestEngine.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const model = "ponder-demo";
@@ -21,7 +22,7 @@ async function startApp(): Promise<{app: AppServices, dataDir: string, done: Mes
     const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-api-"));
     const done: MessageDto[] = [];
     const app = createApp({
-        dataDir, version: "test", threads: 1, bundledModelPath: demoModel, chat: {flushIntervalMs: 0},
+        dataDir, version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: demoModel, chat: {flushIntervalMs: 0},
         emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
             if (channel === "chat:done")
                 done.push((payload as Events["chat:done"]).message);

@@ -12,6 +12,7 @@ import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {spawnTestEngine} from "./spawnTestEngine.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 // Mid-length problems (30-50 steps: about 400-650 thinking tokens), to keep the test short.
@@ -28,7 +29,7 @@ describe("the demo model", () => {
         const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-demo-"));
         const done: MessageDto[] = [];
         const app = createApp({
-            dataDir, version: "test", threads: 1, bundledModelPath: demoModel, chat: {flushIntervalMs: 0},
+            dataDir, version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: demoModel, chat: {flushIntervalMs: 0},
             emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
                 if (channel === "chat:done")
                     done.push((payload as Events["chat:done"]).message);

@@ -12,7 +12,7 @@ const fullKv = {compression: defaultCompressionSettings, cells: 2048};
 import {writeCorruptModels} from "../fixtures/gguf/corruptModels.js";
 import {getFixtureModel, writeCorruptFixtures} from "../fixtures/gguf/fixtures.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
+const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 
 type CollectOptions = {seed?: number, maxTokens?: number, abortAfter?: number, continueLast?: boolean} &
     Partial<Pick<GenerateRequest, "topK" | "topP" | "minP" | "repeatPenalty" | "thinking" | "temperature">>;

@@ -12,7 +12,7 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {writeGguf, gguf} from "../fixtures/gguf/writeGguf.js";
 
 const fullKv = {compression: defaultCompressionSettings, cells: 1024};
-const modelInfo = (p: string) => ({id: path.basename(p), path: p, name: path.basename(p), sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
+const modelInfo = (p: string) => ({id: path.basename(p), path: p, name: path.basename(p), sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 
 describe("Engine loads and sends, one at a time", () => {
     /** Every model the runtime loaded, to tell which are still held. */

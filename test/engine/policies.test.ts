@@ -7,7 +7,7 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
 const budget = 128;
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
+const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 
 async function run(engine: Engine, policy: PolicyId, history: ChatTurn[], maxTokens: number, cells = budget) {
     const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};

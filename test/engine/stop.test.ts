@@ -11,7 +11,7 @@ describe("Stop during a prefill", () => {
 
     beforeAll(async () => {
         const file = await getFixtureModel("bench-1.5b-shape");
-        await engine.loadModel(file, {id: "b", path: file, name: "b", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null});
+        await engine.loadModel(file, {id: "b", path: file, name: "b", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
     });
     afterAll(() => engine.dispose());
 

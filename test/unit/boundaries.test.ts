@@ -3,12 +3,13 @@ import path from "node:path";
 import {describe, expect, it} from "vitest";
 
 // One importer per boundary (STYLE.md): node-llama-cpp only in main/engine, better-sqlite3 only in
-// main/db, Electron only in the entry point, the IPC binding and the preload; renderer never imports main.
+// main/db, Electron only in the entry point, the IPC binding, the engine process's spawner and the preload; renderer
+// never imports main; the main process never loads llama.cpp (it runs in the engine process).
 const root = path.resolve(import.meta.dirname, "../..");
 const rules: {module: RegExp, allowed: RegExp}[] = [
     {module: /^node-llama-cpp(\/|$)/, allowed: /^main\/engine\//},
     {module: /^better-sqlite3$/, allowed: /^main\/db\//},
-    {module: /^electron$/, allowed: /^(main\/index\.ts|main\/ipc\/registerElectronIpc\.ts|preload\/index\.ts)$/}
+    {module: /^electron$/, allowed: /^(main\/index\.ts|main\/ipc\/registerElectronIpc\.ts|main\/engine\/process\/utilityEngine\.ts|preload\/index\.ts)$/}
 ];
 
 function sourceFiles(dir: string): string[] {
@@ -44,6 +45,42 @@ describe("module boundaries", () => {
                 .map((spec) => `${file} imports ${spec}`));
         expect(files.some((file) => file.startsWith("main/server/"))).toBe(true);
         expect(violations).toEqual([]);
+    });
+
+    it("keeps llama.cpp out of the main process: the app's and headless mode's code reach node-llama-cpp only through the engine process", () => {
+        // What the entry points load at run time (type-only imports are erased), followed through relative imports.
+        const reached = new Set<string>();
+        /** Each external module, with the files that import it. */
+        const external = new Map<string, Set<string>>();
+        const visit = (file: string) => {
+            if (reached.has(file))
+                return;
+            reached.add(file);
+            const text = fs.readFileSync(path.join(root, file), "utf8");
+            for (const match of text.matchAll(/(?:^|\n)\s*(import|export)\s(?!type\s)[^;]*?from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)) {
+                const spec = match[2] ?? match[3]!;
+                if (!spec.startsWith("."))
+                    external.set(spec, new Set([...external.get(spec) ?? [], file]));
+                else
+                    visit(path.join(path.dirname(file), spec).replace(/\.js$/, ".ts"));
+            }
+        };
+        const llamaImporters = () => [...external].filter(([spec]) => /^node-llama-cpp/.test(spec)).flatMap(([, importers]) => [...importers]);
+        visit("main/index.ts");
+        visit("main/headless.ts");
+        expect(reached.has("main/services/ChatService.ts")).toBe(true);
+        expect(reached.has("main/engine/process/EngineProxy.ts")).toBe(true);
+        // Only the downloader, which is JavaScript over HTTP: no native code loads in the main process.
+        expect(llamaImporters()).toEqual(["main/engine/downloadModel.ts"]);
+        expect([...reached].filter((file) => /^main\/engine\/(Engine|KvController|inspectModel|loadRuntime)\.ts$/.test(file))).toEqual([]);
+
+        // The engine process is what loads them.
+        reached.clear();
+        external.clear();
+        visit("main/engineProcess.ts");
+        expect(reached.has("main/engine/Engine.ts")).toBe(true);
+        expect(llamaImporters().length).toBeGreaterThan(0);
+        expect([...reached].some((file) => /^main\/(db|services|ipc|server)\//.test(file))).toBe(false);
     });
 
     it("keeps the renderer off main-process code, except the contract", () => {

@@ -1,5 +1,7 @@
+import os from "node:os";
+import {inspectModel} from "../../../main/engine/inspectModel.js";
 import type {EngineStatus} from "../../../preload/contract.js";
-import type {Engine} from "../../../main/engine/Engine.js";
+import type {EngineApi} from "../../../main/engine/EngineApi.js";
 import type {GenerateRequest, GenerationResult, ModelInspection} from "../../../main/engine/types.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
@@ -14,7 +16,7 @@ export class FakeEngine {
     answer = ["The", " answer", " is", " 4"];
     failWith: Error | null = null;
 
-    onStatus(): () => void {
+    onStatus(_listener?: (status: EngineStatus) => void): () => void {
         return () => {};
     }
 
@@ -41,10 +43,23 @@ export class FakeEngine {
         return {stopReason: "eogToken", promptTokens: 5};
     }
 
+    async start() {
+        return this.status.build ?? {kind: "none" as const, gpu: false as const, patched: false, llamaCppRelease: "none", seriesHash: null};
+    }
+
+    async freeMemory(): Promise<number> {
+        return os.freemem();
+    }
+
+    /** Files are read for real: the header check and node-llama-cpp's reader. */
+    inspect(modelPath: string): Promise<ModelInspection> {
+        return inspectModel(modelPath);
+    }
+
     async dispose(): Promise<void> {}
 
-    asEngine(): Engine {
-        return this as unknown as Engine;
+    asEngine(): EngineApi {
+        return this as unknown as EngineApi;
     }
 }
 

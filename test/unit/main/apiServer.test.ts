@@ -15,7 +15,7 @@ afterEach(async () => {
 
 async function setup(options: {maxQueued?: number} = {}) {
     const engine = new FakeEngine();
-    engine.status = {...engine.status, model: {id: "m1", path: "/models/tiny-thinker.gguf", name: "tiny", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null}};
+    engine.status = {...engine.status, model: {id: "m1", path: "/models/tiny-thinker.gguf", name: "tiny", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null}};
     const events: {channel: EventChannel, payload: unknown}[] = [];
     const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), <C extends EventChannel>(channel: C, payload: Events[C]) => {
         events.push({channel, payload});

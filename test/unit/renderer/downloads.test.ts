@@ -10,7 +10,7 @@ const status = (overrides: Partial<DownloadStatus> = {}): DownloadStatus => ({
 });
 const model: ModelInfo = {
     id: "m9", path: "/models/QwQ-32B-Q4_K_M.gguf", name: "QwQ-32B-Q4_K_M", sizeBytes: 1000, architecture: "qwen2", contextLength: 32768,
-    addedAt: 0, lastUsedAt: null
+    addedAt: 0, lastUsedAt: null, crashedAt: null
 };
 
 function setup() {

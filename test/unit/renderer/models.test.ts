@@ -4,7 +4,7 @@ import {createModels} from "../../../renderer/state/models.svelte.js";
 import {createFakeBridge} from "./fakeBridge.js";
 
 const model = (id: string, path: string): ModelInfo => ({
-    id, path, name: path.split("/").at(-1)!, sizeBytes: 1024, architecture: "qwen2", contextLength: 4096, addedAt: 0, lastUsedAt: null
+    id, path, name: path.split("/").at(-1)!, sizeBytes: 1024, architecture: "qwen2", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null
 });
 const status = (state: EngineStatus["state"], loaded: ModelInfo | null = null, progress: number | null = null): EngineStatus => ({
     state, model: loaded, progress, message: null,

@@ -1,0 +1,22 @@
+import type {BuildInfo, EngineStatus, ModelInfo} from "../../preload/contract.js";
+import type {GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
+
+/**
+ * What the services call on the engine. `Engine` runs llama.cpp in the calling process (tests, benchmarks);
+ * `EngineProxy` runs the same engine in a child process and speaks to it in messages (the app, headless mode).
+ */
+export interface EngineApi {
+    readonly status: EngineStatus;
+    /** The loaded model's inspection; `null` when none is loaded. */
+    readonly inspection: ModelInspection | null;
+    onStatus(listener: (status: EngineStatus) => void): () => void;
+    /** Loads the llama.cpp runtime (once); the status then says which build runs. */
+    start(): Promise<BuildInfo>;
+    /** Bytes free where the KV cache goes: VRAM on a GPU build, RAM otherwise. */
+    freeMemory(): Promise<number>;
+    /** Reads and checks a GGUF file's header (the parser runs where llama.cpp runs). */
+    inspect(modelPath: string): Promise<ModelInspection>;
+    loadModel(modelPath: string, modelInfo: ModelInfo | null): Promise<ModelInspection>;
+    generate(request: GenerateRequest): Promise<GenerationResult>;
+    dispose(): Promise<void>;
+}

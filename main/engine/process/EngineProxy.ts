@@ -1,0 +1,333 @@
+import path from "node:path";
+import type {BuildInfo, EngineStatus, ModelInfo} from "../../../preload/contract.js";
+import {AppError} from "../../AppError.js";
+import type {EngineApi} from "../EngineApi.js";
+import type {GenerateRequest, GenerationChunk, GenerationResult, ModelInspection} from "../types.js";
+import type {EngineCalls, EngineFault, EngineMethod, FromEngine, ToEngine} from "./protocol.js";
+
+/** How the engine process ended: an exit code, or the signal that ended it. */
+export type EngineExit = {code: number | null, signal: string | null};
+
+/** A running engine process, as `EngineProxy` sees it (Electron's `utilityProcess` or Node's `fork`). */
+export type EngineChild = {
+    readonly pid: number | undefined,
+    post(message: ToEngine): void,
+    onMessage(listener: (message: FromEngine) => void): void,
+    onExit(listener: (exit: EngineExit) => void): void,
+    kill(): void
+};
+
+export type SpawnEngine = () => EngineChild;
+
+export type EngineProxyOptions = {
+    spawn: SpawnEngine,
+    /** Loading this model stopped the engine: it is not loaded again automatically (at start-up or on a restart). */
+    onModelCrashed?: (model: ModelInfo) => void,
+    /** Milliseconds the engine process has to dispose before it is killed. Defaults to `5000`. */
+    disposeTimeoutMs?: number,
+    now?: () => number
+};
+
+type Pending = {
+    resolve(value: unknown): void,
+    reject(err: Error): void,
+    /** The error a caller gets when the engine stops while this call runs. */
+    stopped(reason: string): Error,
+    onChunks?(chunks: GenerationChunk[]): void,
+    onSample?: GenerateRequest["onSample"],
+    onRebuild?: GenerateRequest["onRebuild"]
+};
+
+type ModelRef = {path: string, info: ModelInfo | null};
+
+/** Restarts in a row that may fail (the engine stopping again while it comes back) before the proxy gives up. */
+const maxFailedRestarts = 2;
+
+/**
+ * The engine in a child process, behind the same API as `Engine`: llama.cpp's aborts, crashes and out-of-memory
+ * kills end that process, not the app. When it stops, every call running in it fails with `ENGINE_STOPPED` (an answer
+ * being written keeps what had arrived), and it restarts with the model that was loaded, except when loading a model is
+ * what stopped it: that model is reported through `onModelCrashed` and the one that worked before is loaded again.
+ */
+export class EngineProxy implements EngineApi {
+    private _child: EngineChild | null = null;
+    private _nextId = 1;
+    private readonly _calls = new Map<number, Pending>();
+    private _status: EngineStatus = {state: "idle", build: null, model: null, progress: null, message: null};
+    private _inspection: ModelInspection | null = null;
+    private readonly _listeners = new Set<(status: EngineStatus) => void>();
+    /** The model that loaded and works; a restart loads it again. */
+    private _loaded: ModelRef | null = null;
+    /** A load in flight: when the engine stops during it, that model is what stopped it. */
+    private _loading: ModelRef | null = null;
+    private _started = false;
+    private _restoring: Promise<void> | null = null;
+    private _failedRestarts = 0;
+    private _disposed = false;
+    private readonly _now: () => number;
+    /** Restarts after the engine stopped, and how long the last one took (ms, to the model loaded again). */
+    restarts = 0;
+    lastRestartMs: number | null = null;
+
+    constructor(private readonly _options: EngineProxyOptions) {
+        this._now = _options.now ?? (() => performance.now());
+    }
+
+    get status(): EngineStatus {
+        return this._status;
+    }
+
+    get inspection(): ModelInspection | null {
+        return this._inspection;
+    }
+
+    /** The engine process's id, while one runs. */
+    get pid(): number | undefined {
+        return this._child?.pid;
+    }
+
+    onStatus(listener: (status: EngineStatus) => void): () => void {
+        this._listeners.add(listener);
+        return () => this._listeners.delete(listener);
+    }
+
+    async start(): Promise<BuildInfo> {
+        this._started = true;
+        await this._settled();
+        return this._call("start", []);
+    }
+
+    async freeMemory(): Promise<number> {
+        await this._settled();
+        return this._call("freeMemory", []);
+    }
+
+    async inspect(modelPath: string): Promise<ModelInspection> {
+        await this._settled();
+        return this._call("inspect", [modelPath], (reason) =>
+            new AppError("MODEL_INVALID", `${path.basename(modelPath)} could not be read: reading its header stopped the engine (${reason})`));
+    }
+
+    async loadModel(modelPath: string, modelInfo: ModelInfo | null): Promise<ModelInspection> {
+        await this._settled();
+        return this._load({path: modelPath, info: modelInfo});
+    }
+
+    async generate(request: GenerateRequest): Promise<GenerationResult> {
+        await this._settled();
+        if (request.signal.aborted)
+            return {stopReason: "abort", promptTokens: 0};
+        const {signal, onChunk, onSample, onRebuild, ...rest} = request;
+        const child = this._spawned();
+        const id = this._nextId++;
+        const abort = () => {
+            if (this._child === child)
+                child.post({type: "abort", id});
+        };
+        signal.addEventListener("abort", abort);
+        try {
+            return await new Promise<GenerationResult>((resolve, reject) => {
+                this._calls.set(id, {
+                    resolve: resolve as (value: unknown) => void,
+                    reject,
+                    stopped: (reason) => new AppError("ENGINE_STOPPED", `${reason}. The answer is kept up to where it stopped: Continue resumes it.`),
+                    onChunks: (chunks) => {
+                        for (const chunk of chunks)
+                            onChunk(chunk);
+                    },
+                    onSample,
+                    onRebuild
+                });
+                child.post({type: "generate", id, request: {...rest, samples: onSample != null, rebuild: onRebuild != null}});
+            });
+        } finally {
+            signal.removeEventListener("abort", abort);
+        }
+    }
+
+    /** Makes the engine process inject a fault into itself (tests; the process refuses unless started to allow it). */
+    injectFault(fault: EngineFault): void {
+        this._child?.post({type: "fault", fault});
+    }
+
+    /** Kills the engine process outright, as the system's out-of-memory killer would (tests). */
+    kill(): void {
+        this._child?.kill();
+    }
+
+    async dispose(): Promise<void> {
+        if (this._disposed)
+            return;
+        this._disposed = true;
+        await this._restoring?.catch(() => {});
+        const child = this._child;
+        if (child == null)
+            return;
+        const exited = new Promise<void>((resolve) => child.onExit(() => resolve()));
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<void>((resolve) => timer = setTimeout(resolve, this._options.disposeTimeoutMs ?? 5000));
+        // The engine frees the model and the runtime, then exits; one that hangs is killed.
+        await Promise.race([this._call("dispose", []).then(() => exited, () => exited), timeout]);
+        clearTimeout(timer);
+        if (this._child === child) {
+            child.kill();
+            await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1000))]);
+        }
+    }
+
+    /** Waits for a restart in progress, so a call goes to the engine with its model back. */
+    private async _settled(): Promise<void> {
+        if (this._disposed)
+            throw new AppError("ENGINE_STOPPED", "The engine is shut down");
+        await this._restoring?.catch(() => {});
+    }
+
+    private async _load(model: ModelRef): Promise<ModelInspection> {
+        this._loading = model;
+        try {
+            const inspection = await this._call("loadModel", [model.path, model.info], (reason) => new AppError("MODEL_INVALID",
+                `Loading ${model.info?.name ?? path.basename(model.path)} stopped the engine (${reason}): it is not loaded automatically again`));
+            this._loaded = {path: inspection.path, info: model.info};
+            this._inspection = inspection;
+            return inspection;
+        } finally {
+            if (this._loading === model)
+                this._loading = null;
+        }
+    }
+
+    private _call<M extends EngineMethod>(method: M, args: EngineCalls[M]["args"], stopped?: (reason: string) => Error): Promise<EngineCalls[M]["res"]> {
+        const child = this._spawned();
+        const id = this._nextId++;
+        return new Promise((resolve, reject) => {
+            this._calls.set(id, {
+                resolve: resolve as (value: unknown) => void,
+                reject,
+                stopped: stopped ?? ((reason) => new AppError("ENGINE_STOPPED", `${reason}; it is restarting`))
+            });
+            child.post({type: "call", id, method, args} as ToEngine);
+        });
+    }
+
+    private _spawned(): EngineChild {
+        if (this._child != null)
+            return this._child;
+        const child = this._options.spawn();
+        this._child = child;
+        child.onMessage((message) => {
+            if (this._child === child)
+                this._onMessage(message);
+        });
+        child.onExit((exit) => {
+            if (this._child === child)
+                this._onExit(exit);
+        });
+        return child;
+    }
+
+    private _onMessage(message: FromEngine): void {
+        switch (message.type) {
+            case "ready":
+                return;
+            case "status": {
+                this._inspection = message.inspection;
+                // While restarting, the note on why stays until the engine has a message of its own.
+                const note = this._restoring != null && message.status.message == null ? this._status.message : message.status.message;
+                this._setStatus({...message.status, message: note});
+                return;
+            }
+            case "result": {
+                const pending = this._calls.get(message.id);
+                this._calls.delete(message.id);
+                if (message.ok)
+                    pending?.resolve(message.value);
+                else
+                    pending?.reject(new AppError(message.error.code, message.error.message));
+                return;
+            }
+            case "chunks":
+                this._calls.get(message.id)?.onChunks?.(message.chunks);
+                return;
+            case "sample":
+                this._calls.get(message.id)?.onSample?.(message.sample);
+                return;
+            case "rebuild":
+                this._calls.get(message.id)?.onRebuild?.(message.progress);
+                return;
+        }
+    }
+
+    private _onExit(exit: EngineExit): void {
+        this._child = null;
+        this._inspection = null;
+        const reason = describeExit(exit);
+        const calls = [...this._calls.values()];
+        this._calls.clear();
+        for (const call of calls)
+            call.reject(this._disposed ? new AppError("ENGINE_STOPPED", "The engine is shut down") : call.stopped(reason));
+        if (this._disposed)
+            return;
+
+        const crashedLoad = this._loading;
+        this._loading = null;
+        if (crashedLoad != null) {
+            // Loading it stopped the engine: not again by itself, even when it is the model that was loaded before.
+            if (this._loaded?.path === crashedLoad.path)
+                this._loaded = null;
+            if (crashedLoad.info != null)
+                this._options.onModelCrashed?.(crashedLoad.info);
+        }
+        if (this._failedRestarts >= maxFailedRestarts) {
+            this._restoring = null;
+            this._setStatus({state: "error", model: null, progress: null,
+                message: `${reason}, again while restarting: it was not restarted. Load a model to try again.`});
+            this._failedRestarts = 0;
+            return;
+        }
+        this._failedRestarts++;
+        const target = this._loaded;
+        const what = crashedLoad != null ? `Loading ${crashedLoad.info?.name ?? path.basename(crashedLoad.path)} stopped the engine (${reason})` : reason;
+        this._setStatus({state: "loading", model: target?.info ?? null, progress: null,
+            message: `${what}: restarting it${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}`});
+        const started = this._now();
+        const restoring = (async () => {
+            if (this._started)
+                await this._call("start", []);
+            if (target != null)
+                await this._load(target);
+            this._failedRestarts = 0;
+            this.restarts++;
+            this.lastRestartMs = this._now() - started;
+            this._setStatus({message: `${what}, so it was restarted in ${(this.lastRestartMs / 1000).toFixed(1)} s` +
+                `${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}.`});
+        })();
+        this._restoring = restoring;
+        restoring.then(() => {
+            if (this._restoring === restoring)
+                this._restoring = null;
+        }, (err: unknown) => {
+            // A newer restart took over (the engine stopped again), or the proxy gave up and said so.
+            if (this._restoring !== restoring)
+                return;
+            this._restoring = null;
+            this._setStatus({state: "error", progress: null, message: `${what}, and restarting it failed: ${(err as Error).message}`});
+        });
+    }
+
+    private _setStatus(patch: Partial<EngineStatus>): void {
+        this._status = {...this._status, ...patch};
+        for (const listener of this._listeners)
+            listener(this._status);
+    }
+}
+
+/** How an engine process ended, for a person. */
+export function describeExit({code, signal}: EngineExit): string {
+    if (signal === "SIGKILL")
+        return "The engine process was killed (SIGKILL: out of memory, or ended from outside)";
+    if (signal === "SIGABRT")
+        return "The engine process aborted (SIGABRT: llama.cpp stopped on a failed check)";
+    if (signal != null)
+        return `The engine process crashed (${signal})`;
+    return `The engine process exited unexpectedly (code ${code})`;
+}

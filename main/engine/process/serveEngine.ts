@@ -1,0 +1,108 @@
+import {AppError} from "../../AppError.js";
+import type {EngineApi} from "../EngineApi.js";
+import type {GenerationChunk} from "../types.js";
+import type {Channel, EngineFault, FromEngine, ToEngine} from "./protocol.js";
+
+export type ServeEngineOptions = {
+    /** Milliseconds a generation's chunks gather before they are sent together. Defaults to `16`. */
+    flushMs?: number,
+    /** Carries out a fault a test asked for; faults are refused when absent. */
+    injectFault?: (fault: EngineFault) => void,
+    /** Called once `dispose` has been answered: the process may end. */
+    onDisposed?: () => void
+};
+
+/**
+ * The engine process's side of the protocol: runs each call on `engine` and answers it, forwards the status, and
+ * streams a generation's chunks in batches (one message per `flushMs`, not one per token).
+ */
+export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: EngineApi, options: ServeEngineOptions = {}): void {
+    const flushMs = options.flushMs ?? 16;
+    const aborts = new Map<number, AbortController>();
+    const send = (message: FromEngine) => channel.post(message);
+    const answer = (id: number, work: () => Promise<unknown>, then?: () => void) => {
+        work().then(
+            (value) => send({type: "result", id, ok: true, value: value ?? null}),
+            (err: unknown) => send({type: "result", id, ok: false, error: toErrorInfo(err)})
+        ).finally(then);
+    };
+
+    engine.onStatus((status) => send({type: "status", status, inspection: engine.inspection}));
+
+    channel.onMessage((message) => {
+        switch (message.type) {
+            case "call":
+                answer(message.id, () => call(engine, message), message.method === "dispose" ? options.onDisposed : undefined);
+                return;
+            case "abort":
+                aborts.get(message.id)?.abort();
+                return;
+            case "fault":
+                options.injectFault?.(message.fault);
+                return;
+            case "generate": {
+                const {id, request} = message;
+                const abort = new AbortController();
+                aborts.set(id, abort);
+                let pending: GenerationChunk[] = [];
+                let timer: NodeJS.Timeout | null = null;
+                const flush = () => {
+                    if (timer != null)
+                        clearTimeout(timer);
+                    timer = null;
+                    if (pending.length > 0)
+                        send({type: "chunks", id, chunks: pending});
+                    pending = [];
+                };
+                answer(id, async () => {
+                    try {
+                        const {samples, rebuild, ...rest} = request;
+                        return await engine.generate({
+                            ...rest,
+                            signal: abort.signal,
+                            onChunk(chunk) {
+                                const last = pending.at(-1);
+                                if (last != null && last.segment === chunk.segment)
+                                    pending[pending.length - 1] = {segment: last.segment, text: last.text + chunk.text, tokens: last.tokens + chunk.tokens};
+                                else
+                                    pending.push(chunk);
+                                timer ??= setTimeout(flush, flushMs);
+                            },
+                            onSample: samples ? (sample) => {
+                                flush();
+                                send({type: "sample", id, sample});
+                            } : undefined,
+                            onRebuild: rebuild ? (progress) => send({type: "rebuild", id, progress}) : undefined
+                        });
+                    } finally {
+                        flush();
+                        aborts.delete(id);
+                    }
+                });
+                return;
+            }
+        }
+    });
+    send({type: "ready", pid: process.pid});
+}
+
+function call(engine: EngineApi, message: Extract<ToEngine, {type: "call"}>): Promise<unknown> {
+    switch (message.method) {
+        case "start":
+            return engine.start();
+        case "freeMemory":
+            return engine.freeMemory();
+        case "inspect":
+            return engine.inspect(...message.args);
+        case "loadModel":
+            return engine.loadModel(...message.args);
+        case "dispose":
+            return engine.dispose();
+    }
+}
+
+function toErrorInfo(err: unknown) {
+    if (err instanceof AppError)
+        return {code: err.code, message: err.message};
+    return {code: "INTERNAL" as const, message: (err as Error)?.message ?? String(err)};
+}

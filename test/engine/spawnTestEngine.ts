@@ -1,0 +1,14 @@
+import path from "node:path";
+import {forkEngine} from "../../main/engine/process/forkEngine.js";
+import type {SpawnEngine} from "../../main/engine/process/EngineProxy.js";
+import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+
+/** The engine process as the app starts it, from the sources (through tsx): one thread, faults allowed when asked. */
+export function spawnTestEngine(options: {threads?: number, faults?: boolean} = {}): SpawnEngine {
+    return forkEngine({
+        entry: path.join(REPO_ROOT, "main", "engineProcess.ts"),
+        execArgv: ["--import", "tsx"],
+        args: [`--threads=${options.threads ?? 1}`],
+        env: {...process.env, PONDER_ENGINE_FAULTS: options.faults === true ? "1" : "0"}
+    });
+}

@@ -1,0 +1,251 @@
+// The engine process's protocol and the proxy's recovery, with the engine process played in memory: a child whose
+// messages go through structured cloning to `serveEngine` over a scripted engine, and which can "die" at any moment.
+import {describe, expect, it} from "vitest";
+import type {ModelInfo} from "../../../preload/contract.js";
+import {EngineProxy, type EngineChild, type EngineExit} from "../../../main/engine/process/EngineProxy.js";
+import type {FromEngine, ToEngine} from "../../../main/engine/process/protocol.js";
+import {serveEngine} from "../../../main/engine/process/serveEngine.js";
+import type {GenerateRequest} from "../../../main/engine/types.js";
+import {FakeEngine} from "./FakeEngine.js";
+
+const info = (id: string): ModelInfo => ({id, path: `/models/${id}.gguf`, name: id, sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null});
+
+/** A fake engine that also loads: each load takes `loadMs` and names the model loaded. */
+class LoadingEngine extends FakeEngine {
+    loads: string[] = [];
+    loadMs = 5;
+    private readonly _statusListeners = new Set<(status: FakeEngine["status"]) => void>();
+    override onStatus(listener: (status: FakeEngine["status"]) => void): () => void {
+        this._statusListeners.add(listener);
+        return () => this._statusListeners.delete(listener);
+    }
+    async loadModel(modelPath: string, modelInfo: ModelInfo | null) {
+        this.loads.push(modelPath);
+        await new Promise((resolve) => setTimeout(resolve, this.loadMs));
+        this.inspection = {...this.inspection!, path: modelPath, name: modelInfo?.name ?? "m"};
+        this.status = {...this.status, state: "ready", model: modelInfo};
+        for (const listener of this._statusListeners)
+            listener(this.status);
+        return this.inspection;
+    }
+}
+
+/** Spawns in-memory engine processes; `children[i].die()` ends one as a crash would. */
+function memoryEngines(configure: (engine: LoadingEngine) => void = () => {}) {
+    const children: Array<{engine: LoadingEngine, die(exit?: EngineExit): void, sent: ToEngine[], received: FromEngine[], alive: boolean}> = [];
+    const spawn = (): EngineChild => {
+        const engine = new LoadingEngine();
+        engine.inspection = null;
+        configure(engine);
+        const toChild = new Set<(message: ToEngine) => void>();
+        const toParent = new Set<(message: FromEngine) => void>();
+        const exits = new Set<(exit: EngineExit) => void>();
+        const record = {
+            engine, sent: [] as ToEngine[], received: [] as FromEngine[], alive: true,
+            die(exit: EngineExit = {code: null, signal: "SIGKILL"}) {
+                if (!record.alive)
+                    return;
+                record.alive = false;
+                for (const listener of exits)
+                    listener(exit);
+            }
+        };
+        children.push(record);
+        serveEngine({
+            post: (message) => {
+                const copy = structuredClone(message);
+                queueMicrotask(() => {
+                    if (!record.alive)
+                        return;
+                    record.received.push(copy);
+                    for (const listener of toParent)
+                        listener(copy);
+                });
+            },
+            onMessage: (listener) => toChild.add(listener)
+        }, engine, {onDisposed: () => record.die({code: 0, signal: null})});
+        return {
+            pid: children.length,
+            post(message) {
+                record.sent.push(message);
+                const copy = structuredClone(message);
+                setTimeout(() => {
+                    if (record.alive)
+                        for (const listener of toChild)
+                            listener(copy);
+                });
+            },
+            onMessage: (listener) => toParent.add(listener),
+            onExit(listener) {
+                if (!record.alive)
+                    listener({code: null, signal: "SIGKILL"});
+                else
+                    exits.add(listener);
+            },
+            kill: () => record.die()
+        };
+    };
+    return {children, spawn};
+}
+
+function request(overrides: Partial<GenerateRequest> = {}): GenerateRequest & {chunks: string[]} {
+    const chunks: string[] = [];
+    return {
+        history: [{role: "user", text: "2+2?"}], systemPrompt: "", temperature: 0, maxTokens: 100,
+        signal: new AbortController().signal,
+        kv: {compression: {policy: "full", budget: {kind: "cells", cells: 512}, kvType: "f16", flashAttention: false} as never, cells: 512},
+        onChunk: (chunk) => chunks.push(chunk.text),
+        chunks,
+        ...overrides
+    };
+}
+
+async function until(condition: () => boolean, ms = 2000): Promise<void> {
+    const end = Date.now() + ms;
+    while (!condition()) {
+        if (Date.now() > end)
+            throw new Error("timed out waiting");
+        await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+}
+
+describe("the engine behind a process boundary", () => {
+    it("runs calls in the engine process and streams an answer's chunks in batches, not one message per token", async () => {
+        const {children, spawn} = memoryEngines((engine) => {
+            engine.thought = Array.from({length: 60}, (_, i) => ` t${i}`);
+            engine.answer = ["The", " answer", " is", " 4"];
+        });
+        const proxy = new EngineProxy({spawn});
+        const model = info("a");
+        const inspection = await proxy.loadModel(model.path, model);
+        expect(inspection.path).toBe(model.path);
+        expect(proxy.inspection?.path).toBe(model.path);
+        expect(proxy.status.model?.id).toBe("a");
+
+        const req = request();
+        const result = await proxy.generate(req);
+        expect(result.stopReason).toBe("eogToken");
+        expect(req.chunks.join("")).toBe(Array.from({length: 60}, (_, i) => ` t${i}`).join("") + "The answer is 4");
+        const chunkMessages = children[0]!.received.filter((message) => message.type === "chunks").length;
+        // 64 tokens at about a millisecond each: a handful of batches.
+        expect(chunkMessages).toBeGreaterThan(0);
+        expect(chunkMessages).toBeLessThan(20);
+        await proxy.dispose();
+        expect(children[0]!.alive).toBe(false);
+    });
+
+    it("stops a generation in the engine process when its signal aborts", async () => {
+        const {children, spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 500}, () => " x"));
+        const proxy = new EngineProxy({spawn});
+        await proxy.loadModel("/models/a.gguf", info("a"));
+        const abort = new AbortController();
+        const req = request({signal: abort.signal});
+        const pending = proxy.generate(req);
+        await until(() => req.chunks.length > 3);
+        abort.abort();
+        expect((await pending).stopReason).toBe("abort");
+        expect(children[0]!.sent.some((message) => message.type === "abort")).toBe(true);
+        expect(req.chunks.length).toBeLessThan(500);
+        await proxy.dispose();
+    });
+
+    it("fails an answer with ENGINE_STOPPED when the engine dies under it, keeps what arrived, and restarts with the model", async () => {
+        const {children, spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 500}, () => " x"));
+        const proxy = new EngineProxy({spawn});
+        await proxy.start();
+        await proxy.loadModel("/models/a.gguf", info("a"));
+        const req = request();
+        const pending = proxy.generate(req);
+        await until(() => req.chunks.length > 5);
+        children[0]!.die({code: null, signal: "SIGABRT"});
+        const error = await pending.catch((err: unknown) => err) as {code?: string, message?: string};
+        expect(error.code).toBe("ENGINE_STOPPED");
+        expect(error.message).toMatch(/aborted \(SIGABRT/);
+        expect(req.chunks.length).toBeGreaterThan(5);
+
+        // The status says what happened at once, then the engine comes back with the same model.
+        expect(proxy.status.state).toBe("loading");
+        expect(proxy.status.message).toMatch(/SIGABRT.*restarting it with a/);
+        await until(() => proxy.status.state === "ready" && proxy.restarts === 1);
+        expect(children).toHaveLength(2);
+        expect(children[1]!.engine.loads).toEqual(["/models/a.gguf"]);
+        expect(proxy.status.message).toMatch(/restarted in \d+\.\d s with a/);
+        expect(proxy.inspection?.path).toBe("/models/a.gguf");
+
+        // The next answer works.
+        children[1]!.engine.thought = ["ok"];
+        const next = request();
+        expect((await proxy.generate(next)).stopReason).toBe("eogToken");
+        expect(next.chunks.join("")).toBe("okThe answer is 4");
+        await proxy.dispose();
+    });
+
+    it("does not load again a model whose loading stopped the engine, and puts back the one that worked", async () => {
+        const crashed: string[] = [];
+        const {children, spawn} = memoryEngines((engine) => engine.loadMs = 30);
+        const proxy = new EngineProxy({spawn, onModelCrashed: (model) => crashed.push(model.id)});
+        await proxy.loadModel("/models/good.gguf", info("good"));
+        const load = proxy.loadModel("/models/bad.gguf", info("bad"));
+        await until(() => children[0]!.engine.loads.length === 2);
+        children[0]!.die({code: null, signal: "SIGSEGV"});
+        const error = await load.catch((err: unknown) => err) as {code?: string, message?: string};
+        expect(error.code).toBe("MODEL_INVALID");
+        expect(error.message).toMatch(/Loading bad stopped the engine \(The engine process crashed \(SIGSEGV\)\): it is not loaded automatically again/);
+        expect(crashed).toEqual(["bad"]);
+        await until(() => proxy.status.state === "ready" && proxy.restarts === 1);
+        expect(children[1]!.engine.loads).toEqual(["/models/good.gguf"]);
+        expect(proxy.status.model?.id).toBe("good");
+        await proxy.dispose();
+    });
+
+    it("gives up, with a status that says so, when the engine keeps dying while it restarts", async () => {
+        const crashed: string[] = [];
+        const {children, spawn} = memoryEngines((engine) => engine.loadMs = 20);
+        const proxy = new EngineProxy({spawn, onModelCrashed: (model) => crashed.push(model.id)});
+        await proxy.start();
+        await proxy.loadModel("/models/a.gguf", info("a"));
+        children[0]!.die();
+        // Each restart dies while loading the model: the model is marked and left out, then the proxy stops trying.
+        await until(() => children.length === 2 && children[1]!.engine.loads.length === 1);
+        children[1]!.die();
+        expect(crashed).toEqual(["a"]);
+        await until(() => children.length === 3 && children[2]!.sent.length === 1);
+        children[2]!.die();
+        await until(() => proxy.status.state === "error");
+        expect(proxy.status.message).toMatch(/again while restarting: it was not restarted/);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(children).toHaveLength(3);
+
+        // A person loading a model starts a fresh engine.
+        await proxy.loadModel("/models/b.gguf", info("b"));
+        expect(children).toHaveLength(4);
+        expect(proxy.status.state).toBe("ready");
+        await proxy.dispose();
+    });
+
+    it("says which file stopped the engine when reading a header did", async () => {
+        // Reading this header never returns: the engine dies in it.
+        const {children, spawn} = memoryEngines((engine) => engine.inspect = () => new Promise(() => {}));
+        const proxy = new EngineProxy({spawn});
+        const inspecting = proxy.inspect("/models/hostile.gguf");
+        await until(() => children.length === 1 && children[0]!.sent.length === 1);
+        children[0]!.die({code: null, signal: "SIGABRT"});
+        const error = await inspecting.catch((err: unknown) => err) as {code?: string, message?: string};
+        expect(error.code).toBe("MODEL_INVALID");
+        expect(error.message).toMatch(/hostile\.gguf could not be read: reading its header stopped the engine/);
+        await until(() => proxy.restarts === 1);
+        await proxy.dispose();
+    });
+
+    it("kills an engine process that does not end when disposed", async () => {
+        const {children, spawn} = memoryEngines();
+        const proxy = new EngineProxy({spawn, disposeTimeoutMs: 20});
+        await proxy.freeMemory();
+        // This engine answers nothing more.
+        const child = children[0]!;
+        child.engine.dispose = () => new Promise(() => {});
+        await proxy.dispose();
+        expect(child.alive).toBe(false);
+        await expect(proxy.generate(request())).rejects.toMatchObject({code: "ENGINE_STOPPED"});
+    });
+});
