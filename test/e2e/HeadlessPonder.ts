@@ -1,4 +1,4 @@
-import {spawn, type ChildProcess} from "node:child_process";
+import {execFileSync, spawn, type ChildProcess} from "node:child_process";
 import path from "node:path";
 import readline from "node:readline";
 
@@ -53,6 +53,14 @@ export class HeadlessPonder {
                 }
             });
         });
+    }
+
+    /** The engine process's id: the headless process's one child. */
+    enginePid(): number {
+        const children = execFileSync("ps", ["-o", "pid=", "--ppid", String(this.process.pid)], {encoding: "utf8"}).trim().split(/\s+/).filter(Boolean);
+        if (children.length !== 1)
+            throw new Error(`Expected one engine process under ${this.process.pid}, found ${children.length}`);
+        return Number(children[0]);
     }
 
     /** Kills the process the hard way, as a crash or a power cut of the backend would. */

@@ -75,6 +75,42 @@ describe("chat in Chromium against the real backend", () => {
         await page.close();
     });
 
+    it("stays up when the engine process is killed mid-answer: the answer is kept and marked, the engine restarts, the next answer works", async () => {
+        await backend?.stop();
+        const endless = await getFixtureModel("endless");
+        backend = await HeadlessPonder.start({dataDir, model: endless, seed: 5});
+        const {page, chat} = await open();
+        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        await chat.newConversation();
+        await chat.send("Think until the engine dies");
+        await page.waitForFunction(() => {
+            const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
+            return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= 40;
+        }, undefined, {timeout: 60_000});
+        const enginePid = backend.enginePid();
+        process.kill(enginePid, "SIGKILL");
+
+        // The page stays connected: the answer ends interrupted with what it had, and says why.
+        const assistant = chat.lastAssistant();
+        await assistant.getByTestId("message-status").filter({hasText: /interrupted/i}).waitFor({timeout: 30_000});
+        expect(await assistant.textContent()).toMatch(/engine process was killed \(SIGKILL/);
+        await chat.byId("engine-message").filter({hasText: /restarted in \d+\.\d s with endless/}).waitFor({timeout: 60_000});
+        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        expect(backend.enginePid()).not.toBe(enginePid);
+        await page.screenshot({path: path.join(artifacts, "engine-restarted.png"), fullPage: true});
+
+        // Continue resumes the kept answer in the new engine.
+        const before = Number(/(\d+) tokens/.exec(await assistant.getByTestId("thinking-stats").textContent() ?? "")?.[1] ?? 0);
+        await assistant.getByTestId("continue-button").click();
+        await page.waitForFunction((floor) => {
+            const stats = [...document.querySelectorAll("[data-testid=thinking-stats]")].at(-1)?.textContent ?? "";
+            return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= floor + 20;
+        }, before, {timeout: 60_000});
+        await chat.byId("stop-button").click();
+        await assistant.getByTestId("message-status").filter({hasText: /stopped/i}).waitFor({timeout: 30_000});
+        await page.close();
+    });
+
     it("keeps the partial answer, marked interrupted, when the backend is killed mid-answer", async () => {
         await backend?.stop();
         const endless = await getFixtureModel("endless");
