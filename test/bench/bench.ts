@@ -1,9 +1,10 @@
 // `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
 //
-//   npm run bench -- [--suites fidelity,speed,overhead,quality,server] [--policies streamingllm,h2o,lethe,refreekv]
+//   npm run bench -- [--suites fidelity,speed,overhead,quality,server,process] [--policies streamingllm,h2o,lethe,refreekv]
 //                    [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384] [--speed-budget 2048]
 //                    [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
-//                    [--server-repeats 10] [--server-tokens 384] [--out test/bench/results] [--threads 2]
+//                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768]
+//                    [--out test/bench/results] [--threads 2]
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -19,11 +20,12 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {problemSets, qualitySuite} from "./quality.js";
+import {processRuns, processSuite} from "./processBench.js";
 import {serverSuite} from "./serverBench.js";
 
 const {values} = parseArgs({
     options: {
-        suites: {type: "string", default: "fidelity,overhead,speed,quality,server"},
+        suites: {type: "string", default: "fidelity,overhead,speed,quality,server,process"},
         policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,oracle"},
         budgets: {type: "string", default: "0.25,0.5,0.75"},
         model: {type: "string"},
@@ -36,6 +38,8 @@ const {values} = parseArgs({
         sets: {type: "string", default: "demo,local"},
         "server-repeats": {type: "string", default: "10"},
         "server-tokens": {type: "string", default: "384"},
+        "process-repeats": {type: "string", default: "6"},
+        "process-tokens": {type: "string", default: "768"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
     }
@@ -192,6 +196,23 @@ if (suites.has("server")) {
             ["API server", server.tokensPerSecond.toFixed(1), server.firstTokenMs.toFixed(1), server.serverSideTokensPerSecond.toFixed(1)],
             ["ratio (server / direct, median over pairs)", report.decodeRatio.toFixed(3), report.firstTokenRatio.toFixed(3), report.serverSideDecodeRatio.toFixed(3)]
         ]));
+}
+
+if (suites.has("process")) {
+    // The engine behind the process boundary (as the app runs it) against the same engine in this process, same run.
+    const benchModel = values.model ?? await getFixtureModel("bench-1.5b-shape");
+    const tokens = Number(values["process-tokens"]);
+    const report = await processSuite({llama, build, modelPath: benchModel, threads, repeats: Number(values["process-repeats"]), maxTokens: tokens,
+        runs: processRuns({full: tokens + 256, pruned: 256}), restarts: 5, onProgress: (line) => console.error(`  process ${line}`)});
+    results.process = report;
+    say(`\n## The engine process vs the engine in the caller's process (${path.basename(benchModel)}, ${tokens} tokens, ${threads} threads, ` +
+        `medians of ${values["process-repeats"]} pairs run back to back, tokens timed where the caller receives them)\n\n` +
+        table(["policy (cells)", "in-process decode tok/s", "engine process decode tok/s", "ratio", "in-process first token (ms)", "engine process first token (ms)", "ratio"],
+            report.rows.map((row, index) => [`${row.label} (${processRuns({full: tokens + 256, pruned: 256})[index]!.cells})`, row.inProcess.tokensPerSecond.toFixed(1),
+                row.engineProcess.tokensPerSecond.toFixed(1), row.decodeRatio.toFixed(3), row.inProcess.firstTokenMs.toFixed(1), row.engineProcess.firstTokenMs.toFixed(1),
+                row.firstTokenRatio.toFixed(3)])) +
+        `\n\nStarting the engine process and loading the model: ${report.coldStartMs.toFixed(0)} ms. From a SIGKILL of the engine process to the model ` +
+        `loaded again in a new one: median ${report.restartMedianMs.toFixed(0)} ms over ${report.restartMs.length} kills (${report.restartMs.map((ms) => ms.toFixed(0)).join(", ")}).`);
 }
 
 await fs.writeFile(path.join(out, "results.json"), JSON.stringify(results, null, 2));
