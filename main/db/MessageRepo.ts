@@ -4,6 +4,10 @@ import type {MessageRow} from "./types.js";
 export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms"> &
     Partial<Pick<MessageRow, "first_token_ms">>;
 export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason" | "cut_tokens">;
+/** What a streaming answer produced since its last save (the new text and thinking), with its counters now. */
+export type MessageAppend = Omit<MessageProgress, "text" | "thinking"> & {text: string, thinking: string};
+
+type PartRow = Omit<MessageAppend, "first_token_ms"> & {first_token_ms: number | null};
 
 /** A message matching a full-text search, with a snippet of each column (matches between U+0002 and U+0003). */
 export type MessageSearchRow = {
@@ -23,14 +27,14 @@ export class MessageRepo {
      * newest message).
      */
     listByConversation(conversationId: string): MessageRow[] {
-        return this._db.prepare(`WITH RECURSIVE path(id, depth) AS (
+        return (this._db.prepare(`WITH RECURSIVE path(id, depth) AS (
                 SELECT COALESCE(
                     (SELECT leaf_id FROM conversations WHERE id = @conversationId),
                     (SELECT id FROM messages WHERE conversation_id = @conversationId ORDER BY seq DESC LIMIT 1)), 0
                 UNION ALL
                 SELECT m.parent_id, path.depth + 1 FROM messages m JOIN path ON m.id = path.id WHERE m.parent_id IS NOT NULL
             )
-            SELECT m.* FROM path JOIN messages m ON m.id = path.id ORDER BY path.depth DESC`).all({conversationId}) as MessageRow[];
+            SELECT m.* FROM path JOIN messages m ON m.id = path.id ORDER BY path.depth DESC`).all({conversationId}) as MessageRow[]).map((row) => this._withParts(row));
     }
 
     /** The versions of a message: the messages with its parent, oldest first (itself included). */
@@ -41,12 +45,12 @@ export class MessageRepo {
 
     /** The newest child of a message (the version shown when a branch is entered), if any. */
     newestChild(row: Pick<MessageRow, "conversation_id" | "id">): MessageRow | undefined {
-        return this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY seq DESC LIMIT 1")
-            .get(row.conversation_id, row.id) as MessageRow | undefined;
+        return this._withParts(this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY seq DESC LIMIT 1")
+            .get(row.conversation_id, row.id) as MessageRow | undefined);
     }
 
     get(id: string): MessageRow | undefined {
-        return this._db.prepare("SELECT * FROM messages WHERE id = ?").get(id) as MessageRow | undefined;
+        return this._withParts(this._db.prepare("SELECT * FROM messages WHERE id = ?").get(id) as MessageRow | undefined);
     }
 
     /**
@@ -63,15 +67,20 @@ export class MessageRepo {
         return this.get(row.id)!;
     }
 
-    /** Saves what a streaming answer has produced so far; a crash after this loses nothing before it. */
-    saveProgress(id: string, progress: MessageProgress, now: number): void {
-        this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
-            answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms,
-            first_token_ms = COALESCE(@first_token_ms, first_token_ms), updated_at = @now WHERE id = @id`)
-            .run({first_token_ms: null, ...progress, id, now});
+    /**
+     * Saves what a streaming answer produced since its last save, as a part after the others: the message row and the
+     * parts before are not written again. A crash after this loses nothing before it.
+     */
+    appendProgress(id: string, append: MessageAppend): void {
+        this._db.prepare(`INSERT INTO message_parts (message_id, seq, text, thinking, thinking_tokens, answer_tokens, thinking_ms, total_ms, first_token_ms)
+            VALUES (@id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM message_parts WHERE message_id = @id), @text, @thinking, @thinking_tokens,
+                @answer_tokens, @thinking_ms, @total_ms, @first_token_ms)`)
+            .run({first_token_ms: null, ...append, id});
     }
 
+    /** Writes the whole answer into its row and drops its parts. */
     finish(id: string, finish: MessageFinish, now: number): void {
+        this._db.prepare("DELETE FROM message_parts WHERE message_id = ?").run(id);
         this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
             answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, status = @status,
             first_token_ms = COALESCE(@first_token_ms, first_token_ms),
@@ -102,6 +111,7 @@ export class MessageRepo {
     }
 
     delete(id: string): void {
+        this._db.prepare("DELETE FROM message_parts WHERE message_id = ?").run(id);
         this._db.prepare("DELETE FROM messages WHERE id = ?").run(id);
     }
 
@@ -121,8 +131,36 @@ export class MessageRepo {
             LIMIT ?`).all(match, limit) as MessageSearchRow[];
     }
 
-    /** Marks answers left streaming by a process that died as interrupted. Returns how many. */
+    /** Marks answers left streaming by a process that died as interrupted, their saved parts joined in. Returns how many. */
     markInterrupted(now: number): number {
-        return this._db.prepare("UPDATE messages SET status = 'interrupted', updated_at = ? WHERE status = 'streaming'").run(now).changes;
+        const rows = (this._db.prepare("SELECT * FROM messages WHERE status = 'streaming'").all() as MessageRow[]).map((row) => this._withParts(row));
+        for (const row of rows) {
+            this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens, answer_tokens = @answer_tokens,
+                thinking_ms = @thinking_ms, total_ms = @total_ms, first_token_ms = @first_token_ms, status = 'interrupted', updated_at = @now WHERE id = @id`)
+                .run({...row, now});
+            this._db.prepare("DELETE FROM message_parts WHERE message_id = ?").run(row.id);
+        }
+        return rows.length;
+    }
+
+    /** A streaming answer as saved so far: its row (what it held when it started) followed by its parts. */
+    private _withParts<Row extends MessageRow | undefined>(row: Row): Row {
+        if (row == null || row.status !== "streaming")
+            return row;
+        const parts = this._db.prepare(`SELECT text, thinking, thinking_tokens, answer_tokens, thinking_ms, total_ms, first_token_ms
+            FROM message_parts WHERE message_id = ? ORDER BY seq`).all(row.id) as PartRow[];
+        const last = parts.at(-1);
+        if (last == null)
+            return row;
+        return {
+            ...row!,
+            text: row.text + parts.map((part) => part.text).join(""),
+            thinking: row.thinking + parts.map((part) => part.thinking).join(""),
+            thinking_tokens: last.thinking_tokens,
+            answer_tokens: last.answer_tokens,
+            thinking_ms: last.thinking_ms,
+            total_ms: last.total_ms,
+            first_token_ms: last.first_token_ms ?? row.first_token_ms
+        } as Row;
     }
 }

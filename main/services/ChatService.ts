@@ -214,6 +214,8 @@ export class ChatService {
             }
             : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0, first_token_ms: null as number | null};
         let lastFlush = started;
+        // How much of the text and thinking is saved: each save appends what came after.
+        const saved = {text: progress.text.length, thinking: progress.thinking.length};
         const flushInterval = this._options.flushIntervalMs ?? 250;
 
         let status: MessageRow["status"] = "complete";
@@ -276,7 +278,11 @@ export class ChatService {
                     if (now - lastFlush >= flushInterval && storageError == null) {
                         lastFlush = now;
                         try {
-                            this._db.messages.saveProgress(messageId, progress, now);
+                            this._db.messages.appendProgress(messageId, {
+                                ...progress, text: progress.text.slice(saved.text), thinking: progress.thinking.slice(saved.thinking)
+                            });
+                            saved.text = progress.text.length;
+                            saved.thinking = progress.thinking.length;
                         } catch (err) {
                             storageError = err;
                             storage.abort();

@@ -55,7 +55,7 @@ describe("full-text search over messages", () => {
         const {db, services} = setup();
         const c = services.conversations.create();
         const row = db.messages.insert({id: "m1", conversation_id: c.id, role: "assistant", text: "", status: "streaming", created_at: 1});
-        db.messages.saveProgress(row.id, {text: "halfway there", thinking: "", thinking_tokens: 0, answer_tokens: 2, thinking_ms: 0, total_ms: 1}, 2);
+        db.messages.appendProgress(row.id, {text: "halfway there", thinking: "", thinking_tokens: 0, answer_tokens: 2, thinking_ms: 0, total_ms: 1});
         expect(services.conversations.searchMessages("halfway")).toEqual([]);
         db.messages.markInterrupted(3);
         expect(services.conversations.searchMessages("halfway")).toHaveLength(1);
