@@ -204,7 +204,7 @@ export type BudgetEstimate = {
     freeMemoryBytes: number,
     /** Bytes of the model's weights (from the GGUF's tensors). */
     weightsBytes: number | null,
-    /** Approximate bytes of llama.cpp's compute buffer for this budget (attention scores and one layer's activations). */
+    /** Bytes of llama.cpp's compute buffer for this budget (its graph replayed through ggml's allocator). */
     computeBytes: number | null,
     /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
     modelLoaded: boolean,

@@ -47,6 +47,7 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         keyLength: asNumber(arch.attention?.key_length),
         valueLength: asNumber(arch.attention?.value_length),
         feedForwardLength: asNumber(arch.feed_forward_length),
+        vocabularySize: asNumber(arch.vocab_size) ?? (Array.isArray(metadata.tokenizer?.ggml?.tokens) ? metadata.tokenizer.ggml.tokens.length : null),
         weightsBytes: header.tensorBytes,
         hasChatTemplate: typeof template === "string",
         thinkingToggle: typeof template === "string" && /<think>|enable_thinking/.test(template),

@@ -19,6 +19,8 @@ export type ModelInspection = {
     keyLength?: number | null,
     valueLength?: number | null,
     feedForwardLength?: number | null,
+    /** Tokens in the vocabulary (the logits' width). Absent in inspections stored by older versions. */
+    vocabularySize?: number | null,
     /** Bytes of the weights (all tensors, as stored in the file). Absent in inspections stored by older versions. */
     weightsBytes?: number,
     hasChatTemplate: boolean,

@@ -75,11 +75,11 @@ export class ModelService {
 
     /**
      * The stored inspection, read again from the file when it was stored by a version that did not record the
-     * weights and head sizes (the estimate needs them); a file gone since keeps the stored one.
+     * weights, head sizes and vocabulary (the estimate needs them); a file gone since keeps the stored one.
      */
     async inspection(id: string): Promise<ModelInspection> {
         const stored = this.inspectionOf(id);
-        if (stored.weightsBytes != null)
+        if (stored.weightsBytes != null && stored.vocabularySize !== undefined)
             return stored;
         const row = this._require(id);
         const fresh = await inspectModel(row.path).catch(() => null);
