@@ -371,7 +371,7 @@ export type Requests = {
     "conversations:deleteMessage": {req: {id: string, messageId: string}, res: ConversationDetail},
     /** A new conversation holding a copy of the path up to a message, with the same settings. */
     "conversations:fork": {req: {id: string, messageId: string}, res: ConversationSummary},
-    /** Shows another version of a message (and the newest path below it); the KV context follows at the next answer. */
+    /** Shows another version of a message (and the path last viewed below it); the KV context follows at the next answer. */
     "conversations:switchBranch": {req: {id: string, messageId: string}, res: ConversationDetail},
     "chat:stop": {req: {conversationId: string}, res: void},
     "shell:openExternal": {req: {url: string}, res: void},

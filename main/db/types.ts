@@ -48,6 +48,8 @@ export type MessageRow = {
     first_token_ms: number | null,
     /** The message this one follows; `null` for a conversation's first message. Siblings are versions. */
     parent_id: string | null,
+    /** The child shown last (the version of the next message last viewed on this path); `null` before any. */
+    shown_child_id: string | null,
     created_at: number,
     updated_at: number
 };
