@@ -9,6 +9,8 @@ export type ModelRow = {
     architecture: string | null,
     context_length: number | null,
     metadata: string,
+    /** `auto`, `max` or a whole number, as text. */
+    gpu_layers: string,
     added_at: number,
     last_used_at: number | null
 };

@@ -1,10 +1,11 @@
 import os from "node:os";
-import type {BudgetEstimate, CompressionSettings} from "../../preload/contract.js";
+import type {BudgetEstimate, CompressionSettings, GpuLayers} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {Engine} from "../engine/Engine.js";
 import {computeBufferBytes} from "../engine/computeBufferBytes.js";
 import {kvBytesPerCell} from "../engine/kvMemory.js";
+import {gpuOffload} from "./gpuOffload.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
 
@@ -21,25 +22,29 @@ export class CompressionService {
         if (model == null)
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
-        return estimateBudget(model, compression, await this._freeMemory(), {modelLoaded});
-    }
-
-    private async _freeMemory(): Promise<number> {
         const build = this._engine.status.build;
-        if (build?.gpu !== false && build != null) {
-            const {llama} = await this._engine.runtime();
-            return (await llama.getVramState()).free;
-        }
-        return os.freemem();
+        if (build == null || build.gpu === false)
+            return estimateBudget(model, compression, os.freemem(), {modelLoaded});
+        // A GPU build: the loaded model as it was loaded, another one with its own setting.
+        const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
+        const {llama} = await this._engine.runtime();
+        return estimateBudget(model, compression, (await llama.getVramState()).free, {modelLoaded, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}});
     }
 }
 
+export type EstimateOptions = {
+    /** The model is loaded: its weights take no more memory. Defaults to `true`. */
+    modelLoaded?: boolean,
+    /** On a GPU build: the model's GPU layers setting and the free RAM (`freeMemoryBytes` is then the free VRAM). */
+    gpu?: {gpuLayers: GpuLayers, freeRamBytes: number}
+};
+
 /**
  * Pure: the budget's cells and bytes for this model, and whether the weights (unless `modelLoaded`), the KV cache and
- * the compute buffer fit in `freeMemoryBytes`.
+ * the compute buffer fit in `freeMemoryBytes`; on a GPU build, each part in the VRAM or RAM its GPU layers put it in.
  */
 export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
-    {modelLoaded = true}: {modelLoaded?: boolean} = {}): BudgetEstimate {
+    {modelLoaded = true, gpu}: EstimateOptions = {}): BudgetEstimate {
     const bytesPerCell = kvBytesPerCell(model, {k: compression.kvType, v: compression.kvType});
     if (bytesPerCell == null)
         throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
@@ -79,6 +84,14 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const weightsBytes = model.weightsBytes ?? null;
     const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: compression.flashAttention});
     const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + (computeBytes ?? 0);
+    const offload = gpu == null ? null : gpuOffload(model, {
+        gpuLayers: gpu.gpuLayers, kvBytes: bytes, computeBytes: computeBytes ?? 0, modelLoaded, freeVramBytes: freeMemoryBytes, freeRamBytes: gpu.freeRamBytes
+    });
+    if (offload != null && offload.gpuLayers < offload.totalLayers)
+        notes.push(offload.gpuLayers === 0
+            ? "No layer is on the GPU: the weights and the KV cache are in RAM."
+            : `${offload.gpuLayers} of ${offload.totalLayers} layers are on the GPU; the others' weights and KV cache are in RAM.`);
+    const fits = offload == null ? neededBytes <= freeMemoryBytes : offload.vramBytes <= offload.freeVramBytes && offload.ramBytes <= offload.freeRamBytes;
     return {
         cells,
         allocatedCells,
@@ -91,7 +104,8 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         computeBytes,
         modelLoaded,
         neededBytes,
-        fits: neededBytes <= freeMemoryBytes && cells >= 64,
+        offload,
+        fits: fits && cells >= 64,
         compressionSupported: support.supported,
         notes
     };

@@ -1,5 +1,5 @@
-import type {EngineStatus} from "../../../preload/contract.js";
-import type {Engine} from "../../../main/engine/Engine.js";
+import type {BuildInfo, EngineStatus} from "../../../preload/contract.js";
+import type {Engine, LoadOptions} from "../../../main/engine/Engine.js";
 import type {GenerateRequest, GenerationResult, ModelInspection} from "../../../main/engine/types.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
@@ -13,6 +13,20 @@ export class FakeEngine {
     thought = ["Let", " me", " think"];
     answer = ["The", " answer", " is", " 4"];
     failWith: Error | null = null;
+    /** The models loaded, with the options each was loaded with. */
+    loads: Array<{path: string, options: LoadOptions | undefined}> = [];
+    /** Free VRAM a GPU build reports (set `status.build` with a `gpu` to use it). */
+    freeVramBytes = 0;
+
+    async loadModel(modelPath: string, modelInfo: EngineStatus["model"], options?: LoadOptions): Promise<ModelInspection> {
+        this.loads.push({path: modelPath, options});
+        this.status = {...this.status, state: "ready", model: modelInfo};
+        return this.inspection!;
+    }
+
+    async runtime(): Promise<{llama: {getVramState(): Promise<{free: number}>}, build: BuildInfo | null}> {
+        return {llama: {getVramState: async () => ({free: this.freeVramBytes})}, build: this.status.build};
+    }
 
     onStatus(): () => void {
         return () => {};
