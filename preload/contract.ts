@@ -227,9 +227,11 @@ export type BudgetEstimate = {
     weightsBytes: number | null,
     /** Bytes of llama.cpp's compute buffer for this budget (its graph replayed through ggml's allocator). */
     computeBytes: number | null,
+    /** Bytes of the attention scores a scoring policy (H2O, Lethe, ReFreeKV) keeps beside the KV cache; 0 for the others. */
+    scoresBytes?: number,
     /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
     modelLoaded: boolean,
-    /** What still has to fit in free memory: the weights (unless loaded), the KV cache and the compute buffer. */
+    /** What still has to fit in free memory: the weights (unless loaded), the KV cache (and scores) and the compute buffer. */
     neededBytes: number,
     /** On a GPU build, how that splits between VRAM and RAM; absent or `null` on a CPU build (all of it in RAM). */
     offload?: OffloadEstimate | null,

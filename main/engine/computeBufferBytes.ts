@@ -10,7 +10,9 @@ export type ComputeBufferOptions = {
     cells: number,
     flashAttention: boolean,
     /** Tokens per ubatch. Defaults to `min(cells, 512)`. */
-    ubatch?: number
+    ubatch?: number,
+    /** Query rows whose attention the patched graph scores per ubatch (`scoring()`); 0 when scoring is off. Defaults to `0`. */
+    scoreRows?: number
 };
 
 const f32 = 4;
@@ -50,6 +52,23 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
     const keyIndices = graph.input(tokens * 8, layers);
     const valueIndices = graph.input(tokens * 8 * (options.flashAttention ? 1 : headCountKv * valueLength), layers);
     const outputIds = graph.input(tokens * 4, 2);
+    // Attention scoring (native/patches/0002): the decay input, and per layer a branch that reduces the scored rows'
+    // attention weights (the softmax, or without flash attention a recomputed side product) to one f32 per head and
+    // cell, written into the score buffers beside K and V (`last = a; acc = w * acc + a`).
+    const scoreRows = Math.min(options.scoreRows ?? 0, tokens);
+    const scoreDecay = scoreRows > 0 ? graph.input(cells * f32, layers) : -1;
+    const perHeadCell = cells * headCount * f32;
+    const reduceScores = (weights: number) => {
+        let score = weights;
+        if (scoreRows > 1) {
+            // The scored rows transposed (permute + cont), then summed per head and cell.
+            const transposed = graph.run([weights], {size: scoreRows * perHeadCell, uses: 1})!;
+            score = graph.run([transposed], {size: perHeadCell, uses: 2})!;
+        }
+        graph.run([score], null); // last = a
+        graph.run([scoreDecay], null); // acc *= w
+        graph.run([score], null); // acc += a
+    };
 
     const embedding = row(embeddingLength);
     let residual = graph.run([inputTokens], {size: embedding, uses: 2})!;
@@ -58,19 +77,27 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         const norm = graph.run([residual], {size: embedding, uses: 1, inPlace: true})!;
         const attentionNorm = graph.run([norm], {size: embedding, uses: 3, inPlace: true})!;
         // Q, V, K: matmul, then bias, q/k norms and RoPE in place.
-        const query = graph.run([attentionNorm, positions], {size: row(headCount * keyLength), uses: 1})!;
+        const query = graph.run([attentionNorm, positions], {size: row(headCount * keyLength), uses: options.flashAttention && scoreRows > 0 ? 2 : 1})!;
         const value = graph.run([attentionNorm], {size: row(headCountKv * valueLength), uses: 1})!;
         const key = graph.run([attentionNorm, positions], {size: row(headCountKv * keyLength), uses: 1})!;
         graph.run([key, keyIndices], null);
         graph.run([value, valueIndices], null);
+        // Readers of the scored weights after the attention: one row is read in place (twice), several are transposed.
+        const scoreReaders = scoreRows === 0 ? 0 : scoreRows === 1 ? 2 : 1;
         let attention: number;
-        if (options.flashAttention)
+        if (options.flashAttention) {
             attention = graph.run([query, mask], {size: row(headCount * valueLength), uses: 1})!;
-        else {
+            if (scoreRows > 0) {
+                const product = graph.run([query, mask], {size: scoreRows * perHeadCell, uses: 1})!;
+                reduceScores(graph.run([product], {size: scoreRows * perHeadCell, uses: scoreReaders, inPlace: true})!);
+            }
+        } else {
             const scores = graph.run([query], {size: cells * tokens * headCount * f32, uses: 1})!;
-            const weights = graph.run([scores, mask], {size: cells * tokens * headCount * f32, uses: 1, inPlace: true})!;
+            const weights = graph.run([scores, mask], {size: cells * tokens * headCount * f32, uses: 1 + scoreReaders, inPlace: true})!;
             const perHead = graph.run([weights], {size: row(headCount * valueLength), uses: 1})!;
             attention = graph.run([perHead], {size: row(headCount * valueLength), uses: 1})!;
+            if (scoreRows > 0)
+                reduceScores(weights);
         }
         let projected = graph.run([attention], {size: embedding, uses: 1})!;
         if (last) {

@@ -5,6 +5,7 @@ import {compressionSupport} from "../engine/compressionSupport.js";
 import type {Engine} from "../engine/Engine.js";
 import {computeBufferBytes} from "../engine/computeBufferBytes.js";
 import {kvBytesPerCell} from "../engine/kvMemory.js";
+import {scoring} from "../engine/scoring.js";
 import {gpuOffload} from "./gpuOffload.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
@@ -82,10 +83,14 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${allocatedCells} cells are allocated, ${cells} are used.`);
     const bytes = allocatedCells * bytesPerCell;
     const weightsBytes = model.weightsBytes ?? null;
-    const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: compression.flashAttention});
-    const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + (computeBytes ?? 0);
+    const scoreRows = scoring(compression).rows;
+    const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: compression.flashAttention, scoreRows});
+    // A scoring policy's accumulated and last scores beside K and V: two f32 per layer, query head and cell.
+    const scoresBytes = scoreRows > 0 ? 2 * 4 * (model.layers ?? 0) * (model.headCount ?? 0) * allocatedCells : 0;
+    const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + (computeBytes ?? 0);
     const offload = gpu == null ? null : gpuOffload(model, {
-        gpuLayers: gpu.gpuLayers, kvBytes: bytes, computeBytes: computeBytes ?? 0, modelLoaded, freeVramBytes: freeMemoryBytes, freeRamBytes: gpu.freeRamBytes
+        gpuLayers: gpu.gpuLayers, kvBytes: bytes + scoresBytes, computeBytes: computeBytes ?? 0, modelLoaded, freeVramBytes: freeMemoryBytes,
+        freeRamBytes: gpu.freeRamBytes
     });
     if (offload != null && offload.gpuLayers < offload.totalLayers)
         notes.push(offload.gpuLayers === 0
@@ -102,6 +107,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         freeMemoryBytes,
         weightsBytes,
         computeBytes,
+        scoresBytes,
         modelLoaded,
         neededBytes,
         offload,

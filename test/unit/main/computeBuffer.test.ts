@@ -74,6 +74,16 @@ describe("computeBufferBytes", () => {
         expect(estimate - withoutVocabulary).toBeGreaterThan(0.9 * 151_936 * 512 * 4);
     });
 
+    it("with scoring of every ubatch row and no flash attention, holds the scored rows transposed beside the softmax", () => {
+        const plain = computeBufferBytes(bench, {cells: 4096, flashAttention: false})!;
+        const scored = computeBufferBytes(bench, {cells: 4096, flashAttention: false, scoreRows: 512})!;
+        // [512 rows, 4,096 cells, 12 heads] f32 (llama.cpp: 204.03 MiB against 108.01).
+        expect(scored - plain).toBeGreaterThanOrEqual(512 * 4096 * 12 * 4);
+        expect(scored - plain).toBeLessThan(512 * 4096 * 12 * 4 + mib);
+        // The last row alone is read in place: only the decay input is added.
+        expect(computeBufferBytes(bench, {cells: 4096, flashAttention: false, scoreRows: 1})! - plain).toBeLessThan(mib / 8);
+    });
+
     it("is null without the head counts", () => {
         expect(computeBufferBytes({...bench, headCount: null}, {cells: 4096, flashAttention: true})).toBeNull();
     });
