@@ -40,6 +40,12 @@ export type EngineStatus = {
     message: string | null
 };
 
+/**
+ * Layers of a model llama.cpp puts on the GPU: `"auto"` lets node-llama-cpp fit them to free VRAM, `"max"` offloads
+ * every one, a number that many (of the repeating layers plus the output layer). A CPU build ignores it.
+ */
+export type GpuLayers = "auto" | "max" | number;
+
 export type ModelInfo = {
     id: string,
     path: string,
@@ -47,6 +53,8 @@ export type ModelInfo = {
     sizeBytes: number,
     architecture: string | null,
     contextLength: number | null,
+    /** The GPU layers it is loaded with, set per model; absent means `"auto"`. Defaults to `"auto"`. */
+    gpuLayers?: GpuLayers,
     addedAt: number,
     lastUsedAt: number | null,
     /** When loading it stopped the engine (a crash in llama.cpp): it is not loaded by itself again. `null` when it never did. */
@@ -193,6 +201,19 @@ export type MessageStats = {
     samples: KvSample[]
 };
 
+/** Where a model runs on a GPU build, with its GPU layers setting. */
+export type OffloadEstimate = {
+    /** Layers on the GPU (`"auto"` resolved), of `totalLayers`: the repeating layers and the output layer. */
+    gpuLayers: number,
+    totalLayers: number,
+    /** What goes to VRAM: the offloaded layers' weights (unless loaded) and KV, and the compute buffer when any is offloaded. */
+    vramBytes: number,
+    /** What stays in RAM: the other weights (unless loaded), the other layers' KV, the compute buffer when none is offloaded. */
+    ramBytes: number,
+    freeVramBytes: number,
+    freeRamBytes: number
+};
+
 /** What a budget means for a model, shown before it is applied. */
 export type BudgetEstimate = {
     /** Live cells Ponder keeps at most. */
@@ -208,12 +229,17 @@ export type BudgetEstimate = {
     freeMemoryBytes: number,
     /** Bytes of the model's weights (from the GGUF's tensors). */
     weightsBytes: number | null,
-    /** Approximate bytes of llama.cpp's compute buffer for this budget (attention scores and one layer's activations). */
+    /** Bytes of llama.cpp's compute buffer for this budget (its graph replayed through ggml's allocator). */
     computeBytes: number | null,
+    /** Bytes of the attention scores a scoring policy (H2O, Lethe, ReFreeKV) keeps beside the KV cache; 0 for the others. */
+    scoresBytes?: number,
     /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
     modelLoaded: boolean,
-    /** What still has to fit in free memory: the weights (unless loaded), the KV cache and the compute buffer. */
+    /** What still has to fit in free memory: the weights (unless loaded), the KV cache (and scores) and the compute buffer. */
     neededBytes: number,
+    /** On a GPU build, how that splits between VRAM and RAM; absent or `null` on a CPU build (all of it in RAM). */
+    offload?: OffloadEstimate | null,
+    /** Whether it fits: in free memory, or on a GPU build, each part in its free VRAM and RAM. */
     fits: boolean,
     /** Whether the model's architecture supports pruning; Full KV always works. */
     compressionSupported: boolean,
@@ -348,6 +374,8 @@ export type Requests = {
     "models:remove": {req: {id: string}, res: void},
     "models:load": {req: {id: string}, res: EngineStatus},
     "models:details": {req: {id: string}, res: ModelDetails},
+    /** Sets the GPU layers a model loads with (from its next load). */
+    "models:setGpuLayers": {req: {id: string, gpuLayers: GpuLayers}, res: ModelInfo},
     /** Downloads a GGUF by URL or Hugging Face URI (`hf:user/repo:quant`); progress arrives as `models:download` events. */
     "models:download": {req: {uri: string}, res: DownloadStatus},
     "models:cancelDownload": {req: {downloadId: string}, res: void},
@@ -375,7 +403,7 @@ export type Requests = {
     "conversations:deleteMessage": {req: {id: string, messageId: string}, res: ConversationDetail},
     /** A new conversation holding a copy of the path up to a message, with the same settings. */
     "conversations:fork": {req: {id: string, messageId: string}, res: ConversationSummary},
-    /** Shows another version of a message (and the newest path below it); the KV context follows at the next answer. */
+    /** Shows another version of a message (and the path last viewed below it); the KV context follows at the next answer. */
     "conversations:switchBranch": {req: {id: string, messageId: string}, res: ConversationDetail},
     "chat:stop": {req: {conversationId: string}, res: void},
     "shell:openExternal": {req: {url: string}, res: void},
@@ -418,7 +446,7 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
     "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
-    "models:details", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
+    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "chat:stop", "shell:openExternal",
     "server:get", "server:update", "server:generateKey", "server:clearKey"

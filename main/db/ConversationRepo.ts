@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import {rememberShownPathSql} from "./MessageRepo.js";
 import type {ConversationRow} from "./types.js";
 
 const selectColumns = `c.id, c.title, c.settings, c.model_id, c.created_at, c.updated_at, c.leaf_id,
@@ -35,9 +36,11 @@ export class ConversationRepo {
         return this._db.prepare("UPDATE conversations SET settings = ?, updated_at = ? WHERE id = ?").run(settings, now, id).changes > 0;
     }
 
-    /** Shows the path that ends at `leafId`. */
+    /** Shows the path that ends at `leafId`, and remembers it as the one last viewed through each of its messages. */
     setLeaf(id: string, leafId: string | null): void {
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(leafId, id);
+        if (leafId != null)
+            this._db.prepare(rememberShownPathSql).run({leafId});
     }
 
     touch(id: string, now: number): void {

@@ -19,6 +19,15 @@ export type MessageSearchRow = {
     thinking_snippet: string
 };
 
+/** Records, on every message of the path that ends at `@leafId`, which child the path goes through. */
+export const rememberShownPathSql = `WITH RECURSIVE path(id, parent_id) AS (
+        SELECT id, parent_id FROM messages WHERE id = @leafId
+        UNION ALL
+        SELECT m.id, m.parent_id FROM messages m JOIN path ON m.id = path.parent_id
+    )
+    UPDATE messages SET shown_child_id = (SELECT path.id FROM path WHERE path.parent_id = messages.id)
+    WHERE id IN (SELECT parent_id FROM path WHERE parent_id IS NOT NULL)`;
+
 export class MessageRepo {
     constructor(private readonly _db: Database.Database) {}
 
@@ -43,10 +52,12 @@ export class MessageRepo {
             .all(row.conversation_id, row.parent_id) as Array<{id: string}>).map((sibling) => sibling.id);
     }
 
-    /** The newest child of a message (the version shown when a branch is entered), if any. */
-    newestChild(row: Pick<MessageRow, "conversation_id" | "id">): MessageRow | undefined {
-        return this._withParts(this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY seq DESC LIMIT 1")
-            .get(row.conversation_id, row.id) as MessageRow | undefined);
+    /**
+     * The child of a message a path entering it continues with: the one shown last below it, else the newest.
+     */
+    shownChild(row: Pick<MessageRow, "conversation_id" | "id" | "shown_child_id">): MessageRow | undefined {
+        return this._withParts(this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY id IS ? DESC, seq DESC LIMIT 1")
+            .get(row.conversation_id, row.id, row.shown_child_id) as MessageRow | undefined);
     }
 
     get(id: string): MessageRow | undefined {
@@ -64,6 +75,7 @@ export class MessageRepo {
                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
                 @role, @text, @status, @created_at, @created_at, @parent_id)`).run({...row, parent_id: parentId});
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(row.id, row.conversation_id);
+        this._db.prepare(rememberShownPathSql).run({leafId: row.id});
         return this.get(row.id)!;
     }
 
@@ -102,6 +114,8 @@ export class MessageRepo {
             copies.push(this.get(id)!);
         }
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(copies.at(-1)?.id ?? null, conversationId);
+        if (copies.length > 0)
+            this._db.prepare(rememberShownPathSql).run({leafId: copies.at(-1)!.id});
         return copies;
     }
 

@@ -9,6 +9,8 @@ export type ModelRow = {
     architecture: string | null,
     context_length: number | null,
     metadata: string,
+    /** `auto`, `max` or a whole number, as text. */
+    gpu_layers: string,
     added_at: number,
     last_used_at: number | null,
     /** When loading it last stopped the engine; cleared by a load that works. Absent before it is first set. */
@@ -50,6 +52,8 @@ export type MessageRow = {
     first_token_ms: number | null,
     /** The message this one follows; `null` for a conversation's first message. Siblings are versions. */
     parent_id: string | null,
+    /** The child shown last (the version of the next message last viewed on this path); `null` before any. */
+    shown_child_id: string | null,
     created_at: number,
     updated_at: number
 };

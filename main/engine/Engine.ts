@@ -7,11 +7,13 @@ import {withLock} from "lifecycle-utils";
 import type {BuildInfo, CompressionSettings, EngineStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "./compressionSupport.js";
-import type {EngineApi} from "./EngineApi.js";
+import type {EngineApi, LoadOptions} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
 import {NativeKv} from "./native/NativeKv.js";
 import type {ChatTurn, GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
+
+export type {LoadOptions};
 
 export type LlamaLoader = () => Promise<{llama: Llama, build: BuildInfo, warning?: string}>;
 
@@ -30,7 +32,8 @@ export type ContextConfig = {cells: number, kvType: CompressionSettings["kvType"
 /** Positions node-llama-cpp may reach while pruning keeps the live cells within the budget. */
 const prunedPositionLimit = 1 << 22;
 
-type Loaded = {model: LlamaModel, inspection: ModelInspection, chatWrapper: ChatWrapper};
+
+type Loaded = {model: LlamaModel, inspection: ModelInspection, chatWrapper: ChatWrapper, options: LoadOptions};
 type Active = {context: LlamaContext, session: LlamaChatSession, kv: NativeKv | null, config: ContextConfig};
 
 /**
@@ -94,7 +97,7 @@ export class Engine implements EngineApi {
      * Validates and loads a GGUF model, replacing the loaded one. A file that fails validation changes nothing; a
      * model that fails to load puts the previous one back. Loads and generations run one at a time, in order.
      */
-    async loadModel(modelPath: string, modelInfo: EngineStatus["model"]): Promise<ModelInspection> {
+    async loadModel(modelPath: string, modelInfo: EngineStatus["model"], options: LoadOptions = {}): Promise<ModelInspection> {
         if (this._generating)
             throw new AppError("BUSY", "Stop the current answer before loading another model");
         return withLock([this, "engine"], async () => {
@@ -102,14 +105,14 @@ export class Engine implements EngineApi {
                 throw new AppError("BUSY", "Stop the current answer before loading another model");
             const inspection = await inspectModel(modelPath);
             const {llama} = await this.runtime();
-            const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model};
+            const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
             await this._unload();
             this._setStatus({state: "loading", progress: 0, model: modelInfo, message: `Loading ${inspection.name}`});
             try {
-                await this._load(llama, inspection);
+                await this._load(llama, inspection, options);
             } catch (err) {
                 const reason = `Could not load ${inspection.name}: ${(err as Error).message}`;
-                const restored = previous != null && await this._load(llama, previous.inspection).then(() => true, () => false);
+                const restored = previous != null && await this._load(llama, previous.inspection, previous.options).then(() => true, () => false);
                 if (restored)
                     this._setStatus({state: "ready", progress: null, model: previous.info, message: `${reason}. ${previous.inspection.name} is loaded again.`});
                 else
@@ -121,13 +124,15 @@ export class Engine implements EngineApi {
         });
     }
 
-    private async _load(llama: Llama, inspection: ModelInspection): Promise<void> {
+    private async _load(llama: Llama, inspection: ModelInspection, options: LoadOptions): Promise<void> {
         let model: LlamaModel | null = null;
         try {
-            model = await llama.loadModel({modelPath: inspection.path, onLoadProgress: (progress) => this._setStatus({progress})});
+            model = await llama.loadModel({
+                modelPath: inspection.path, gpuLayers: options.gpuLayers ?? "auto", onLoadProgress: (progress) => this._setStatus({progress})
+            });
             // Resolving the chat wrapper renders the template several times: once per model, not per context.
             const chatWrapper = resolveChatWrapper(model);
-            this._loaded = {model, inspection, chatWrapper};
+            this._loaded = {model, inspection, chatWrapper, options};
         } catch (err) {
             await model?.dispose();
             throw err;

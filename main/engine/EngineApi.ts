@@ -1,6 +1,12 @@
 import type {BuildInfo, EngineStatus, ModelInfo} from "../../preload/contract.js";
 import type {GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
 
+/** How a model is loaded. */
+export type LoadOptions = {
+    /** Layers on the GPU: node-llama-cpp's fit to free VRAM, all of them, or a count. A CPU build ignores it. Defaults to `"auto"`. */
+    gpuLayers?: number | "auto" | "max"
+};
+
 /**
  * What the services call on the engine. `Engine` runs llama.cpp in the calling process (tests, benchmarks);
  * `EngineProxy` runs the same engine in a child process and speaks to it in messages (the app, headless mode).
@@ -16,7 +22,7 @@ export interface EngineApi {
     freeMemory(): Promise<number>;
     /** Reads and checks a GGUF file's header (the parser runs where llama.cpp runs). */
     inspect(modelPath: string): Promise<ModelInspection>;
-    loadModel(modelPath: string, modelInfo: ModelInfo | null): Promise<ModelInspection>;
+    loadModel(modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions): Promise<ModelInspection>;
     generate(request: GenerateRequest): Promise<GenerationResult>;
     dispose(): Promise<void>;
 }

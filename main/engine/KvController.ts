@@ -4,6 +4,7 @@ import type {ScoreSnapshot as NativeScoreSnapshot} from "./native/types.js";
 import {decide, initialDecideState, type DecideState} from "./policies/decide.js";
 import {policies} from "./policies/index.js";
 import type {Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
+import {scoring} from "./scoring.js";
 
 /** Cells kept free beyond the prune cadence, for tokens decoded while a prune round is applied: the least. */
 const headroomCells = 8;
@@ -25,11 +26,6 @@ export type KvControllerOptions = {
      */
     chooseEvictions?: (snapshot: ScoreSnapshot, maxKeep: number) => Int32Array
 };
-
-/** Query rows scored per ubatch when a policy sums over queries (Eq. 2/5): every row of a ubatch without flash attention. */
-const allRows = 512;
-/** With flash attention the scored rows are recomputed beside the kernel; bounded so a prefill stays cheap. */
-const allRowsFlash = 32;
 
 type AnyPolicy = Policy<unknown, unknown>;
 
@@ -94,10 +90,8 @@ export class KvController {
      * they cost nothing. Scores already accumulated in the context (earlier turns of the conversation) are kept.
      */
     async start(): Promise<void> {
-        const needs = this._policy.needs(this._params);
-        const enabled = this.policyId === "h2o" || this.policyId === "lethe" || this.policyId === "refreekv";
-        const rows = needs.allRows ? (this._options.compression.flashAttention ? allRowsFlash : allRows) : 1;
-        await this._options.kv.configureScoring({enabled, gamma: needs.gamma ?? 1, rows, squared: false});
+        const {rows, gamma} = scoring(this._options.compression);
+        await this._options.kv.configureScoring({enabled: rows > 0, gamma, rows: Math.max(1, rows), squared: false});
     }
 
     /**

@@ -14,7 +14,13 @@ export type GgufHeader = {
     dataOffset: number,
     dataBytes: number,
     /** The tensors' bytes without alignment padding: the weights' size as llama.cpp counts it. */
-    tensorBytes: number
+    tensorBytes: number,
+    /** Of those, the repeating layers' (`blk.*`), which GPU offload moves layer by layer. */
+    layerTensorBytes: number,
+    /** The output layer's (`output*`), which offload moves once every repeating layer is offloaded. */
+    outputTensorBytes: number,
+    /** With tied embeddings (no `output.weight`), the token embeddings llama.cpp copies to the output layer; else 0. */
+    tiedOutputBytes: number
 };
 
 // GGUF value types (gguf.md) and the byte size of the fixed-size ones.
@@ -105,6 +111,10 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
 
         let expectedOffset = 0;
         let tensorBytes = 0;
+        let layerTensorBytes = 0;
+        let outputTensorBytes = 0;
+        let tokenEmbeddingBytes = 0;
+        let outputWeight = false;
         for (let i = 0; i < tensorCount; i++) {
             const tensor = await reader.string(`the name of tensor ${i}`, MAX_TENSOR_NAME, true);
             const dimCount = await reader.u32(`the dimension count of ${tensor}`);
@@ -138,12 +148,21 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
                 fail(`tensor ${tensor} (${bytes} bytes) is larger than the whole file`);
             expectedOffset += Number(padded);
             tensorBytes += Number(bytes);
+            if (tensor.startsWith("blk."))
+                layerTensorBytes += Number(bytes);
+            else if (tensor.startsWith("output")) {
+                outputTensorBytes += Number(bytes);
+                outputWeight ||= tensor === "output.weight";
+            } else if (tensor === "token_embd.weight")
+                tokenEmbeddingBytes = Number(bytes);
         }
+        const tiedOutputBytes = outputWeight ? 0 : tokenEmbeddingBytes;
 
         const dataOffset = Math.ceil(reader.position / alignment) * alignment;
         if (tensorCount > 0 && dataOffset + expectedOffset > stat.size)
             fail(`it is truncated: ${formatBytes(stat.size)} on disk, the header describes ${formatBytes(dataOffset + expectedOffset)} (an incomplete download?)`);
-        return {version, tensorCount, kvCount, alignment, architecture, dataOffset, dataBytes: expectedOffset, tensorBytes};
+        return {version, tensorCount, kvCount, alignment, architecture, dataOffset, dataBytes: expectedOffset, tensorBytes, layerTensorBytes, outputTensorBytes,
+            tiedOutputBytes};
     } finally {
         await handle.close();
     }

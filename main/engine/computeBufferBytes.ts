@@ -1,3 +1,4 @@
+import {GraphAllocator} from "./GraphAllocator.js";
 import {headLength} from "./kvMemory.js";
 import type {ModelInspection} from "./types.js";
 
@@ -9,32 +10,110 @@ export type ComputeBufferOptions = {
     cells: number,
     flashAttention: boolean,
     /** Tokens per ubatch. Defaults to `min(cells, 512)`. */
-    ubatch?: number
+    ubatch?: number,
+    /** Query rows whose attention the patched graph scores per ubatch (`scoring()`); 0 when scoring is off. Defaults to `0`. */
+    scoreRows?: number
 };
 
+const f32 = 4;
+
 /**
- * Approximate bytes of llama.cpp's compute buffer for a context (the graph reserved for a full ubatch attending to
- * every cell), on the device that holds the KV cache. Without flash attention the attention scores dominate it
- * and are counted exactly: per ubatch token and cell, one f32 score per query head and an f32 mask entry. With
- * flash attention only an f16 mask remains. The activations of one layer (the residual twice, Q, K, V and the
- * feed-forward width, f32) come on top. Measured against llama.cpp's own figure on generated models: within 3%
- * without flash attention at 4,096 cells; with it, where the activations dominate, it reads low (by 6 to 10% on the
- * qwen3 fixtures, by a third on a 28-layer model).
+ * Bytes of llama.cpp's compute buffer for a context, on the device that holds the KV cache: the graph llama.cpp
+ * reserves (a full ubatch attending to every cell, every token an output) replayed through ggml's allocator
+ * (`GraphAllocator`). The graph is the standard decoder layer of llama, qwen2, qwen3 and mistral
+ * (llama-graph.cpp `build_attn_mha`, models/qwen2.cpp): inputs (tokens, positions, the KQ mask, f16 with flash
+ * attention and f32 without, the KV write indices, an unused input for embedding vectors), then per layer the norm, Q, V and K, attention, the output
+ * projection, the residual, the feed-forward's gate, up, SwiGLU and down, and at the end the logits, f32 per vocabulary
+ * entry and output token. Without flash attention the attention scores (f32 per query head, cell and token) dominate
+ * it; with flash attention the feed-forward and the logits do. Other architectures are approximated by this graph.
  * Returns `null` when the metadata is incomplete.
  */
-export function computeBufferBytes(model: Pick<ModelInspection, "headCount" | "headCountKv" | "embeddingLength" | "keyLength" | "valueLength" | "feedForwardLength">,
-    options: ComputeBufferOptions): number | null {
+export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "headCount" | "headCountKv" | "embeddingLength" | "keyLength" | "valueLength" |
+    "feedForwardLength" | "vocabularySize">, options: ComputeBufferOptions): number | null {
     const {headCount, headCountKv, embeddingLength} = model;
     const keyLength = headLength(model, model.keyLength);
     const valueLength = headLength(model, model.valueLength);
     if (headCount == null || headCountKv == null || embeddingLength == null || keyLength == null || valueLength == null)
         return null;
-    const ubatch = options.ubatch ?? Math.min(options.cells, defaultUbatch);
-    const f32 = 4;
-    const attention = options.flashAttention
-        ? ubatch * options.cells * 2
-        : ubatch * options.cells * (headCount + 1) * f32;
-    const activations = ubatch * f32 * (2 * embeddingLength + headCount * keyLength + headCountKv * (keyLength + valueLength) +
-        (model.feedForwardLength ?? 4 * embeddingLength));
-    return attention + activations;
+    const layers = Math.max(1, model.layers ?? 1);
+    const cells = options.cells;
+    const tokens = options.ubatch ?? Math.min(cells, defaultUbatch);
+    const feedForward = model.feedForwardLength ?? 4 * embeddingLength;
+    const row = (width: number) => width * tokens * f32;
+    const graph = new GraphAllocator();
+
+    // Inputs, allocated before any node runs (llama-graph.cpp build_inp_embd, build_inp_pos, build_attn_inp_kv_impl,
+    // build_inp_out_ids); without flash attention V is stored transposed and written element by element.
+    const inputTokens = graph.input(tokens * 4, 1);
+    // The input for embeddings given as vectors: allocated with the others, though a token batch does not read it.
+    graph.input(row(embeddingLength), Infinity);
+    const positions = graph.input(tokens * 4, 2 * layers);
+    const mask = graph.input(cells * tokens * (options.flashAttention ? 2 : f32), layers);
+    const keyIndices = graph.input(tokens * 8, layers);
+    const valueIndices = graph.input(tokens * 8 * (options.flashAttention ? 1 : headCountKv * valueLength), layers);
+    const outputIds = graph.input(tokens * 4, 2);
+    // Attention scoring (native/patches/0002): the decay input, and per layer a branch that reduces the scored rows'
+    // attention weights (the softmax, or without flash attention a recomputed side product) to one f32 per head and
+    // cell, written into the score buffers beside K and V (`last = a; acc = w * acc + a`).
+    const scoreRows = Math.min(options.scoreRows ?? 0, tokens);
+    const scoreDecay = scoreRows > 0 ? graph.input(cells * f32, layers) : -1;
+    const perHeadCell = cells * headCount * f32;
+    const reduceScores = (weights: number) => {
+        let score = weights;
+        if (scoreRows > 1) {
+            // The scored rows transposed (permute + cont), then summed per head and cell.
+            const transposed = graph.run([weights], {size: scoreRows * perHeadCell, uses: 1})!;
+            score = graph.run([transposed], {size: perHeadCell, uses: 2})!;
+        }
+        graph.run([score], null); // last = a
+        graph.run([scoreDecay], null); // acc *= w
+        graph.run([score], null); // acc += a
+    };
+
+    const embedding = row(embeddingLength);
+    let residual = graph.run([inputTokens], {size: embedding, uses: 2})!;
+    for (let layer = 0; layer < layers; layer++) {
+        const last = layer === layers - 1;
+        const norm = graph.run([residual], {size: embedding, uses: 1, inPlace: true})!;
+        const attentionNorm = graph.run([norm], {size: embedding, uses: 3, inPlace: true})!;
+        // Q, V, K: matmul, then bias, q/k norms and RoPE in place.
+        const query = graph.run([attentionNorm, positions], {size: row(headCount * keyLength), uses: options.flashAttention && scoreRows > 0 ? 2 : 1})!;
+        const value = graph.run([attentionNorm], {size: row(headCountKv * valueLength), uses: 1})!;
+        const key = graph.run([attentionNorm, positions], {size: row(headCountKv * keyLength), uses: 1})!;
+        graph.run([key, keyIndices], null);
+        graph.run([value, valueIndices], null);
+        // Readers of the scored weights after the attention: one row is read in place (twice), several are transposed.
+        const scoreReaders = scoreRows === 0 ? 0 : scoreRows === 1 ? 2 : 1;
+        let attention: number;
+        if (options.flashAttention) {
+            attention = graph.run([query, mask], {size: row(headCount * valueLength), uses: 1})!;
+            if (scoreRows > 0) {
+                const product = graph.run([query, mask], {size: scoreRows * perHeadCell, uses: 1})!;
+                reduceScores(graph.run([product], {size: scoreRows * perHeadCell, uses: scoreReaders, inPlace: true})!);
+            }
+        } else {
+            const scores = graph.run([query], {size: cells * tokens * headCount * f32, uses: 1})!;
+            const weights = graph.run([scores, mask], {size: cells * tokens * headCount * f32, uses: 1 + scoreReaders, inPlace: true})!;
+            const perHead = graph.run([weights], {size: row(headCount * valueLength), uses: 1})!;
+            attention = graph.run([perHead], {size: row(headCount * valueLength), uses: 1})!;
+            if (scoreRows > 0)
+                reduceScores(weights);
+        }
+        let projected = graph.run([attention], {size: embedding, uses: 1})!;
+        if (last) {
+            // Only the output tokens go on (all of them in the reserved graph).
+            projected = graph.run([projected, outputIds], {size: embedding, uses: 1})!;
+            residual = graph.run([residual, outputIds], {size: embedding, uses: 1})!;
+        }
+        const feedForwardInput = graph.run([projected, residual], {size: embedding, uses: 2, inPlace: true})!;
+        const feedForwardNorm = graph.run([graph.run([feedForwardInput], {size: embedding, uses: 1, inPlace: true})!], {size: embedding, uses: 2, inPlace: true})!;
+        const gate = graph.run([feedForwardNorm], {size: row(feedForward), uses: 1})!;
+        const up = graph.run([feedForwardNorm], {size: row(feedForward), uses: 1})!;
+        const swiglu = graph.run([gate, up], {size: row(feedForward), uses: 1})!;
+        const down = graph.run([swiglu], {size: embedding, uses: 1})!;
+        residual = graph.run([down, feedForwardInput], {size: embedding, uses: last ? 1 : 2, inPlace: true})!;
+    }
+    const outputNorm = graph.run([graph.run([residual], {size: embedding, uses: 1, inPlace: true})!], {size: embedding, uses: 1, inPlace: true})!;
+    graph.run([outputNorm], {size: row(model.vocabularySize ?? 0), uses: Infinity});
+    return graph.peak;
 }

@@ -47,7 +47,11 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         keyLength: asNumber(arch.attention?.key_length),
         valueLength: asNumber(arch.attention?.value_length),
         feedForwardLength: asNumber(arch.feed_forward_length),
+        vocabularySize: asNumber(arch.vocab_size) ?? (Array.isArray(metadata.tokenizer?.ggml?.tokens) ? metadata.tokenizer.ggml.tokens.length : null),
         weightsBytes: header.tensorBytes,
+        layerWeightsBytes: header.layerTensorBytes,
+        outputWeightsBytes: header.outputTensorBytes,
+        tiedOutputBytes: header.tiedOutputBytes,
         hasChatTemplate: typeof template === "string",
         thinkingToggle: typeof template === "string" && /<think>|enable_thinking/.test(template),
         declaredSampling: declaredSampling(metadata.general as Record<string, unknown> | undefined)

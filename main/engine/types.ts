@@ -19,8 +19,14 @@ export type ModelInspection = {
     keyLength?: number | null,
     valueLength?: number | null,
     feedForwardLength?: number | null,
+    /** Tokens in the vocabulary (the logits' width). Absent in inspections stored by older versions. */
+    vocabularySize?: number | null,
     /** Bytes of the weights (all tensors, as stored in the file). Absent in inspections stored by older versions. */
     weightsBytes?: number,
+    /** Of the weights, the repeating layers' and the output layer's, and a tied output's copy (GgufHeader): what GPU offload moves. */
+    layerWeightsBytes?: number,
+    outputWeightsBytes?: number,
+    tiedOutputBytes?: number,
     hasChatTemplate: boolean,
     /** The chat template has a `<think>` segment, so thinking can be left out (or it reads `enable_thinking`). */
     thinkingToggle?: boolean,

@@ -24,6 +24,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "models:remove": ({id}) => services.models.remove(id),
         "models:load": ({id}) => services.models.load(id),
         "models:details": ({id}) => services.modelDetails(id),
+        "models:setGpuLayers": ({id, gpuLayers}) => services.models.setGpuLayers(id, gpuLayers),
         "models:download": ({uri}) => services.downloads.start(uri),
         "models:cancelDownload": ({downloadId}) => services.downloads.cancel(downloadId),
         "models:downloads": () => services.downloads.list(),

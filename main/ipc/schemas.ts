@@ -1,7 +1,7 @@
 import {z} from "zod";
 import type {AppSettings, Req, RequestChannel} from "../../preload/contract.js";
 import {serverSettingsSchema} from "../services/ServerService.js";
-import {appSettingsSchema, compressionSettingsSchema, conversationSettingsSchema} from "../services/schemas.js";
+import {appSettingsSchema, compressionSettingsSchema, conversationSettingsSchema, gpuLayersSchema} from "../services/schemas.js";
 
 const id = z.string().min(1).max(200);
 const none = z.undefined().or(z.null()).transform((): void => undefined);
@@ -17,6 +17,7 @@ export const requestSchemas = {
     "models:remove": z.object({id}).strict(),
     "models:load": z.object({id}).strict(),
     "models:details": z.object({id}).strict(),
+    "models:setGpuLayers": z.object({id, gpuLayers: gpuLayersSchema}).strict(),
     "models:download": z.object({uri: z.string().min(1).max(4096)}).strict(),
     "models:cancelDownload": z.object({downloadId: id}).strict(),
     "models:downloads": none,

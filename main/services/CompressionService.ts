@@ -1,9 +1,12 @@
-import type {BudgetEstimate, CompressionSettings} from "../../preload/contract.js";
+import os from "node:os";
+import type {BudgetEstimate, CompressionSettings, GpuLayers} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {computeBufferBytes} from "../engine/computeBufferBytes.js";
 import {kvBytesPerCell} from "../engine/kvMemory.js";
+import {scoring} from "../engine/scoring.js";
+import {gpuOffload} from "./gpuOffload.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
 
@@ -20,16 +23,28 @@ export class CompressionService {
         if (model == null)
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
-        return estimateBudget(model, compression, await this._engine.freeMemory(), {modelLoaded});
+        const build = this._engine.status.build;
+        if (build == null || build.gpu === false)
+            return estimateBudget(model, compression, os.freemem(), {modelLoaded});
+        // A GPU build: the loaded model as it was loaded, another one with its own setting.
+        const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
+        return estimateBudget(model, compression, await this._engine.freeMemory(), {modelLoaded, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}});
     }
 }
 
+export type EstimateOptions = {
+    /** The model is loaded: its weights take no more memory. Defaults to `true`. */
+    modelLoaded?: boolean,
+    /** On a GPU build: the model's GPU layers setting and the free RAM (`freeMemoryBytes` is then the free VRAM). */
+    gpu?: {gpuLayers: GpuLayers, freeRamBytes: number}
+};
+
 /**
  * Pure: the budget's cells and bytes for this model, and whether the weights (unless `modelLoaded`), the KV cache and
- * the compute buffer fit in `freeMemoryBytes`.
+ * the compute buffer fit in `freeMemoryBytes`; on a GPU build, each part in the VRAM or RAM its GPU layers put it in.
  */
 export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
-    {modelLoaded = true}: {modelLoaded?: boolean} = {}): BudgetEstimate {
+    {modelLoaded = true, gpu}: EstimateOptions = {}): BudgetEstimate {
     const bytesPerCell = kvBytesPerCell(model, {k: compression.kvType, v: compression.kvType});
     if (bytesPerCell == null)
         throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
@@ -67,8 +82,20 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${allocatedCells} cells are allocated, ${cells} are used.`);
     const bytes = allocatedCells * bytesPerCell;
     const weightsBytes = model.weightsBytes ?? null;
-    const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: compression.flashAttention});
-    const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + (computeBytes ?? 0);
+    const scoreRows = scoring(compression).rows;
+    const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: compression.flashAttention, scoreRows});
+    // A scoring policy's accumulated and last scores beside K and V: two f32 per layer, query head and cell.
+    const scoresBytes = scoreRows > 0 ? 2 * 4 * (model.layers ?? 0) * (model.headCount ?? 0) * allocatedCells : 0;
+    const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + (computeBytes ?? 0);
+    const offload = gpu == null ? null : gpuOffload(model, {
+        gpuLayers: gpu.gpuLayers, kvBytes: bytes + scoresBytes, computeBytes: computeBytes ?? 0, modelLoaded, freeVramBytes: freeMemoryBytes,
+        freeRamBytes: gpu.freeRamBytes
+    });
+    if (offload != null && offload.gpuLayers < offload.totalLayers)
+        notes.push(offload.gpuLayers === 0
+            ? "No layer is on the GPU: the weights and the KV cache are in RAM."
+            : `${offload.gpuLayers} of ${offload.totalLayers} layers are on the GPU; the others' weights and KV cache are in RAM.`);
+    const fits = offload == null ? neededBytes <= freeMemoryBytes : offload.vramBytes <= offload.freeVramBytes && offload.ramBytes <= offload.freeRamBytes;
     return {
         cells,
         allocatedCells,
@@ -79,9 +106,11 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         freeMemoryBytes,
         weightsBytes,
         computeBytes,
+        scoresBytes,
         modelLoaded,
         neededBytes,
-        fits: neededBytes <= freeMemoryBytes && cells >= 64,
+        offload,
+        fits: fits && cells >= 64,
         compressionSupported: support.supported,
         notes
     };

@@ -41,14 +41,15 @@ export class ConversationService {
     }
 
     /**
-     * Shows another version of a message: the path through it, continued by the newest version at each step below.
+     * Shows another version of a message: the path through it, continued below by the versions last viewed there
+     * (the newest where none was).
      */
     switchBranch(id: string, messageId: string): ConversationDetail {
         this._require(id);
         let row = this._db.messages.get(messageId);
         if (row == null || row.conversation_id !== id)
             throw new AppError("NOT_FOUND", "That message is not in this conversation");
-        for (let child = this._db.messages.newestChild(row); child != null; child = this._db.messages.newestChild(child))
+        for (let child = this._db.messages.shownChild(row); child != null; child = this._db.messages.shownChild(child))
             row = child;
         this._db.conversations.setLeaf(id, row.id);
         return this.get(id);
@@ -93,7 +94,7 @@ export class ConversationService {
             if (shown) {
                 let leaf = next != null ? this._db.messages.get(next) : row.parent_id != null ? this._db.messages.get(row.parent_id) : undefined;
                 if (next != null)
-                    for (let child = leaf && this._db.messages.newestChild(leaf); child != null; child = this._db.messages.newestChild(child))
+                    for (let child = leaf && this._db.messages.shownChild(leaf); child != null; child = this._db.messages.shownChild(child))
                         leaf = child;
                 this._db.conversations.setLeaf(id, leaf?.id ?? null);
             }

@@ -1,5 +1,5 @@
 import {randomUUID} from "node:crypto";
-import type {EngineStatus, GenerationCapabilities, ModelDetails, ModelInfo} from "../../preload/contract.js";
+import type {EngineStatus, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
@@ -41,6 +41,23 @@ export class ModelService {
         return toModelInfo(this._db.models.getByPath(inspection.path)!);
     }
 
+    get(id: string): ModelInfo {
+        return toModelInfo(this._require(id));
+    }
+
+    /**
+     * Sets the GPU layers the model loads with, from its next load: `auto`, `max`, or a count up to its layers plus
+     * the output layer.
+     */
+    setGpuLayers(id: string, gpuLayers: GpuLayers): ModelInfo {
+        const row = this._require(id);
+        const layers = (JSON.parse(row.metadata) as Partial<ModelInspection>).layers;
+        if (typeof gpuLayers === "number" && layers != null && gpuLayers > layers + 1)
+            throw new AppError("BAD_REQUEST", `${row.name} has ${layers} layers and an output layer: at most ${layers + 1} can go to the GPU`);
+        this._db.models.setGpuLayers(id, String(gpuLayers));
+        return this.get(id);
+    }
+
     /** The model's shape and what its KV cache costs, read from the GGUF header. */
     async details(id: string): Promise<Omit<ModelDetails, "fit">> {
         const row = this._require(id);
@@ -74,11 +91,11 @@ export class ModelService {
 
     /**
      * The stored inspection, read again from the file when it was stored by a version that did not record the
-     * weights and head sizes (the estimate needs them); a file gone since keeps the stored one.
+     * weights (in all and per layer), head sizes and vocabulary (the estimate needs them); a file gone since keeps the stored one.
      */
     async inspection(id: string): Promise<ModelInspection> {
         const stored = this.inspectionOf(id);
-        if (stored.weightsBytes != null)
+        if (stored.weightsBytes != null && stored.vocabularySize !== undefined && stored.layerWeightsBytes != null)
             return stored;
         const row = this._require(id);
         const fresh = await this._engine.inspect(row.path).catch(() => null);
@@ -109,7 +126,8 @@ export class ModelService {
     async load(id: string): Promise<EngineStatus> {
         const row = this._require(id);
 
-        await this._engine.loadModel(row.path, toModelInfo(row));
+        const info = toModelInfo(row);
+        await this._engine.loadModel(row.path, info, {gpuLayers: info.gpuLayers ?? "auto"});
         this._db.models.markUsed(id, this._now());
         this._settings.update({defaultModelId: id});
         return this._engine.status;

@@ -1,4 +1,4 @@
-import type {ConversationSummary, MessageDto, MessageStats, ModelInfo} from "../../preload/contract.js";
+import type {ConversationSummary, GpuLayers, MessageDto, MessageStats, ModelInfo} from "../../preload/contract.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
 
 export function toConversationSummary(row: ConversationRow): ConversationSummary {
@@ -35,6 +35,7 @@ export function toModelInfo(row: ModelRow): ModelInfo {
         sizeBytes: row.size_bytes,
         architecture: row.architecture,
         contextLength: row.context_length,
+        gpuLayers: parseGpuLayers(row.gpu_layers),
         addedAt: row.added_at,
         lastUsedAt: row.last_used_at,
         crashedAt: row.crashed_at ?? null
@@ -48,4 +49,13 @@ function parseStats(json: string): MessageStats | null {
     } catch {
         return null;
     }
+}
+
+/** A stored GPU layers setting; anything unreadable is `auto`. */
+export function parseGpuLayers(text: string | null | undefined): GpuLayers {
+    if (text === "max")
+        return "max";
+    if (text != null && /^\d{1,4}$/.test(text))
+        return Number(text);
+    return "auto";
 }

@@ -1,5 +1,5 @@
 import {z} from "zod";
-import type {AppSettings, CompressionSettings, ConversationSettings, SamplingPreset} from "../../preload/contract.js";
+import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, SamplingPreset} from "../../preload/contract.js";
 import {h2oPolicy} from "../engine/policies/h2o.js";
 import {lethePolicy} from "../engine/policies/lethe.js";
 import {refreeKvPolicy} from "../engine/policies/refreekv.js";
@@ -61,6 +61,15 @@ export const defaultCompressionSettings: CompressionSettings = {
         refreekv: {...refreeKvPolicy.defaults}
     }
 };
+
+/** Most GPU layers accepted before the model is known; the model's own count is checked when it is set. */
+export const maxGpuLayers = 1024;
+
+export const gpuLayersSchema = z.union([
+    z.literal("auto"),
+    z.literal("max"),
+    z.number().int("GPU layers must be a whole number").min(0, "GPU layers must be 0 or more").max(maxGpuLayers, `GPU layers must be at most ${maxGpuLayers}`)
+]) satisfies z.ZodType<GpuLayers>;
 
 export const samplingFields = {
     temperature: z.number().min(0, "Temperature must be between 0 and 2").max(2, "Temperature must be between 0 and 2"),

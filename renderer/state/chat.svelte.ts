@@ -168,7 +168,7 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         return true;
     }
 
-    /** Shows another version of a message (and the newest messages after it). */
+    /** Shows another version of a message (and the messages last viewed after it). */
     function showVersion(messageId: string): Promise<boolean> {
         return changePath("conversations:switchBranch", messageId, "Could not show that version");
     }

@@ -1,4 +1,4 @@
-import type {EngineStatus, ModelDetails, ModelInfo, PonderApi} from "../../preload/contract.js";
+import type {EngineStatus, GpuLayers, ModelDetails, ModelInfo, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 
@@ -116,6 +116,24 @@ export function createModels(bridge: PonderApi) {
         state.details[id] = result.value;
     }
 
+    /**
+     * Sets the GPU layers a model loads with (from its next load), and reads its details again: the fit estimate
+     * splits between VRAM and RAM by it.
+     */
+    async function setGpuLayers(id: string, gpuLayers: GpuLayers): Promise<boolean> {
+        const result = await request(bridge, "models:setGpuLayers", {id, gpuLayers});
+        if (!result.ok) {
+            state.detailsError = describeError("Could not set the GPU layers", result.error);
+            return false;
+        }
+        state.detailsError = null;
+        upsert(result.value);
+        const details = await request(bridge, "models:details", {id});
+        if (details.ok)
+            state.details[id] = details.value;
+        return true;
+    }
+
     /** Forgets a model (its file stays on disk). The loaded model cannot be removed. */
     async function remove(id: string): Promise<boolean> {
         state.removingId = id;
@@ -149,7 +167,7 @@ export function createModels(bridge: PonderApi) {
         get busy() {
             return busy;
         },
-        refresh, add, pick, load, toggleDetails, remove, upsert,
+        refresh, add, pick, load, toggleDetails, setGpuLayers, remove, upsert,
         dispose(): void {
             offStatus();
         }

@@ -35,6 +35,8 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const ui = $state({
         /** Bump to move focus to the composer. */
         composerFocus: 0,
+        /** Bump to move focus to the search box (Ctrl/Cmd+K). */
+        searchFocus: 0,
         /** The memory panel (gauge, heatmap, budget controller) is open. */
         memoryOpen: false,
         /** The generation panel (system prompt, temperature, max tokens) is open; at most one side panel is. */
@@ -46,6 +48,15 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         /** The message a search result opened, to scroll to and highlight. */
         focus: null as MessageFocus | null
     });
+
+    /** Counts the requests to move focus: a late one (a new conversation's composer) yields to any made after it. */
+    let focusRequests = 0;
+
+    /** Moves focus to the search box (Ctrl/Cmd+K). */
+    function focusSearch(): void {
+        focusRequests++;
+        ui.searchFocus++;
+    }
 
     async function start(): Promise<void> {
         await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh(), server.load()]);
@@ -83,13 +94,16 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     async function newConversation(): Promise<boolean> {
+        const focusRequest = ++focusRequests;
         const created = await conversations.create();
         if (!created)
             return false;
         conversations.state.selectedId = created.id;
         conversations.state.settings = null;
         chat.open(created.id, []);
-        ui.composerFocus++;
+        // Focus goes to the composer unless the person asked for another place (Ctrl+K) while it was created.
+        if (focusRequest === focusRequests)
+            ui.composerFocus++;
         // Its settings (the defaults at creation) feed the budget controller.
         void conversations.select(created.id);
         return true;
@@ -145,7 +159,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
 
     return {
         conversations, chat, models, settings, memory, budget, generation, downloads, server, search, connection, ui,
-        start, openConversation, openSearchHit, forkAt, newConversation, deleteConversation, send, openExternal,
+        start, openConversation, openSearchHit, forkAt, newConversation, deleteConversation, send, openExternal, focusSearch,
         dispose(): void {
             offDone();
             offConnection();

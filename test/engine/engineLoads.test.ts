@@ -15,14 +15,16 @@ const fullKv = {compression: defaultCompressionSettings, cells: 1024};
 const modelInfo = (p: string) => ({id: path.basename(p), path: p, name: path.basename(p), sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 
 describe("Engine loads and sends, one at a time", () => {
-    /** Every model the runtime loaded, to tell which are still held. */
+    /** Every model the runtime loaded, to tell which are still held, and the GPU layers each was asked for. */
     const models: LlamaModel[] = [];
+    const gpuLayersAsked: unknown[] = [];
     const engine = new Engine({
         threads: 1,
         loadLlama: async () => {
             const runtime = await loadRuntime();
             const loadModel = runtime.llama.loadModel.bind(runtime.llama);
             runtime.llama.loadModel = async (options) => {
+                gpuLayersAsked.push(options.gpuLayers);
                 const model = await loadModel(options);
                 models.push(model);
                 return model;
@@ -74,6 +76,24 @@ describe("Engine loads and sends, one at a time", () => {
         const {chunks, result} = generate("still there?");
         expect((await result).stopReason).not.toBe("abort");
         expect(chunks.length).toBeGreaterThan(0);
+    });
+
+    it("loads with the GPU layers asked for (0, auto), and puts a failed load's predecessor back with its own", async () => {
+        for (const gpuLayers of [0, "auto"] as const) {
+            await engine.loadModel(qwen, modelInfo(qwen), {gpuLayers});
+            expect(gpuLayersAsked.at(-1)).toBe(gpuLayers);
+            // A CPU build offloads nothing, whatever is asked.
+            expect(models.at(-1)!.gpuLayers).toBe(0);
+            const {chunks, result} = generate("hello");
+            expect((await result).stopReason).not.toBe("abort");
+            expect(chunks.length).toBeGreaterThan(0);
+        }
+        await engine.loadModel(qwen, modelInfo(qwen), {gpuLayers: 0});
+        const broken = path.join(dir, "no-weights-gpu.gguf");
+        await writeGguf(broken, {metadata: [["general.architecture", gguf.string("llama")], ["general.name", gguf.string("no weights")]], tensors: []});
+        await expect(engine.loadModel(broken, modelInfo(broken), {gpuLayers: "max"})).rejects.toThrow(/Could not load/);
+        expect(gpuLayersAsked.slice(-2)).toEqual(["max", 0]);
+        expect(engine.status).toMatchObject({state: "ready", model: {path: qwen}});
     });
 
     it("a send while a load runs waits for it and answers with the new model; a load while a send runs is refused", async () => {

@@ -10,6 +10,7 @@ import {createApp} from "../../main/createApp.js";
 import type {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import type {AppServices} from "../../main/services/AppServices.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
+import {writeCorruptModels} from "../fixtures/gguf/corruptModels.js";
 import {getFixtureModel, REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "./spawnTestEngine.js";
 
@@ -117,6 +118,32 @@ describe("the engine process", () => {
         // Nothing is left running.
         expect(engine.pid).toBeUndefined();
     }, 600_000);
+
+    it("refuses every model of the corrupt-model suite, added and loaded as a person would, in the same engine process", async () => {
+        const corrupt = await writeCorruptModels(path.join(dataDir, "corrupt"), await getFixtureModel("tiny-qwen2"));
+        expect(corrupt.length).toBeGreaterThanOrEqual(25);
+        const app = createApp({dataDir: path.join(dataDir, "corrupt-app"), version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: demoModel, emit: () => {}});
+        const engine = app.engine as EngineProxy;
+        try {
+            await app.restoreLastModel();
+            const pid = engine.pid;
+            const loaded = app.status().engine.model;
+            for (const model of corrupt) {
+                const error = await app.models.add(model.path).catch((err: unknown) => err) as {code?: string, message?: string};
+                expect(error.code, model.name).toBe("MODEL_INVALID");
+                expect(error.message, model.name).toMatch(model.error);
+            }
+            expect(engine.pid).toBe(pid);
+            expect(engine.restarts).toBe(0);
+            expect(app.status().engine.model).toEqual(loaded);
+            const conversation = app.conversations.create("after the suite");
+            app.chat.send(conversation.id, problems[1]!.question);
+            await app.chat.idle();
+            expect(app.conversations.get(conversation.id).messages.at(-1)!.status).toBe("complete");
+        } finally {
+            await app.dispose();
+        }
+    }, 300_000);
 
     it("marks a model whose loading stops the engine, puts back the one that worked, and does not load it at start-up", async () => {
         const other = await getFixtureModel("tiny-qwen2");

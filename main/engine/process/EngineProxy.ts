@@ -1,7 +1,7 @@
 import path from "node:path";
 import type {BuildInfo, EngineStatus, ModelInfo} from "../../../preload/contract.js";
 import {AppError} from "../../AppError.js";
-import type {EngineApi} from "../EngineApi.js";
+import type {EngineApi, LoadOptions} from "../EngineApi.js";
 import type {GenerateRequest, GenerationChunk, GenerationResult, ModelInspection} from "../types.js";
 import type {EngineCalls, EngineFault, EngineMethod, FromEngine, ToEngine} from "./protocol.js";
 
@@ -38,7 +38,7 @@ type Pending = {
     onRebuild?: GenerateRequest["onRebuild"]
 };
 
-type ModelRef = {path: string, info: ModelInfo | null};
+type ModelRef = {path: string, info: ModelInfo | null, options?: LoadOptions};
 
 /** Restarts in a row that may fail (the engine stopping again while it comes back) before the proxy gives up. */
 const maxFailedRestarts = 2;
@@ -108,9 +108,9 @@ export class EngineProxy implements EngineApi {
             new AppError("MODEL_INVALID", `${path.basename(modelPath)} could not be read: reading its header stopped the engine (${reason})`));
     }
 
-    async loadModel(modelPath: string, modelInfo: ModelInfo | null): Promise<ModelInspection> {
+    async loadModel(modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions): Promise<ModelInspection> {
         await this._settled();
-        return this._load({path: modelPath, info: modelInfo});
+        return this._load({path: modelPath, info: modelInfo, options});
     }
 
     async generate(request: GenerateRequest): Promise<GenerationResult> {
@@ -185,9 +185,9 @@ export class EngineProxy implements EngineApi {
     private async _load(model: ModelRef): Promise<ModelInspection> {
         this._loading = model;
         try {
-            const inspection = await this._call("loadModel", [model.path, model.info], (reason) => new AppError("MODEL_INVALID",
+            const inspection = await this._call("loadModel", [model.path, model.info, model.options], (reason) => new AppError("MODEL_INVALID",
                 `Loading ${model.info?.name ?? path.basename(model.path)} stopped the engine (${reason}): it is not loaded automatically again`));
-            this._loaded = {path: inspection.path, info: model.info};
+            this._loaded = {path: inspection.path, info: model.info, options: model.options};
             this._inspection = inspection;
             return inspection;
         } finally {

@@ -1,4 +1,5 @@
 import type {BuildInfo, EngineStatus, ErrorInfo, KvSample, ModelInfo} from "../../../preload/contract.js";
+import type {LoadOptions} from "../EngineApi.js";
 import type {GenerateRequest, GenerationChunk, GenerationResult, ModelInspection} from "../types.js";
 
 /**
@@ -10,7 +11,7 @@ export type EngineCalls = {
     start: {args: [], res: BuildInfo},
     freeMemory: {args: [], res: number},
     inspect: {args: [modelPath: string], res: ModelInspection},
-    loadModel: {args: [modelPath: string, modelInfo: ModelInfo | null], res: ModelInspection},
+    loadModel: {args: [modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions], res: ModelInspection},
     dispose: {args: [], res: void}
 };
 export type EngineMethod = keyof EngineCalls;

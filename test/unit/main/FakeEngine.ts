@@ -1,7 +1,7 @@
 import os from "node:os";
 import {inspectModel} from "../../../main/engine/inspectModel.js";
 import type {EngineStatus} from "../../../preload/contract.js";
-import type {EngineApi} from "../../../main/engine/EngineApi.js";
+import type {EngineApi, LoadOptions} from "../../../main/engine/EngineApi.js";
 import type {GenerateRequest, GenerationResult, ModelInspection} from "../../../main/engine/types.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
@@ -15,6 +15,16 @@ export class FakeEngine {
     thought = ["Let", " me", " think"];
     answer = ["The", " answer", " is", " 4"];
     failWith: Error | null = null;
+    /** The models loaded, with the options each was loaded with. */
+    loads: Array<{path: string, options: LoadOptions | undefined}> = [];
+    /** Free VRAM a GPU build reports (set `status.build` with a `gpu` to use it). */
+    freeVramBytes = 0;
+
+    async loadModel(modelPath: string, modelInfo: EngineStatus["model"], options?: LoadOptions): Promise<ModelInspection> {
+        this.loads.push({path: modelPath, options});
+        this.status = {...this.status, state: "ready", model: modelInfo};
+        return this.inspection!;
+    }
 
     onStatus(_listener?: (status: EngineStatus) => void): () => void {
         return () => {};
@@ -48,7 +58,7 @@ export class FakeEngine {
     }
 
     async freeMemory(): Promise<number> {
-        return os.freemem();
+        return this.status.build != null && this.status.build.gpu !== false ? this.freeVramBytes : os.freemem();
     }
 
     /** Files are read for real: the header check and node-llama-cpp's reader. */

@@ -1,5 +1,9 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import {describe, expect, it} from "vitest";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
+import {migrations} from "../../../main/db/migrations.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {FakeEngine} from "./FakeEngine.js";
 
@@ -62,6 +66,58 @@ describe("message versions and branches", () => {
         expect(services.switchBranch(c.id, firstQuestion.id).messages.map((message) => message.text))
             .toEqual(["first question", "A1", "second question", "A2"]);
         expect(services.conversations.get(c.id).conversation.messageCount).toBe(6);
+    });
+
+    it("switching back to a version shows the path last viewed below it, not the newest versions there", async () => {
+        const {engine, services} = setup();
+        const c = services.conversations.create();
+        engine.answer = ["A1"];
+        services.chat.send(c.id, "q");
+        await services.chat.idle();
+        engine.answer = ["B1"];
+        services.chat.send(c.id, "q2");
+        await services.chat.idle();
+        engine.answer = ["B2"];
+        services.chat.regenerate(c.id);
+        await services.chat.idle();
+        // The first answer to q2 (not the newest) is the one viewed last under q.
+        const [question, , , b2] = services.conversations.get(c.id).messages;
+        expect(services.switchBranch(c.id, b2!.siblingIds[0]!).messages.map((message) => message.text)).toEqual(["q", "A1", "q2", "B1"]);
+        engine.answer = ["C1"];
+        const edited = services.chat.edit(c.id, question!.id, "other q").userMessage;
+        await services.chat.idle();
+        expect(texts(services, c.id)).toEqual(["other q", "C1"]);
+
+        // Back to the first question: its path as last viewed, B1, where the newest answer to q2 is B2.
+        expect(services.switchBranch(c.id, question!.id).messages.map((message) => message.text)).toEqual(["q", "A1", "q2", "B1"]);
+        expect(services.switchBranch(c.id, edited.id).messages.map((message) => message.text)).toEqual(["other q", "C1"]);
+    });
+
+    it("remembers the path each conversation showed when the version memory arrives (migration 3)", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-shown-"));
+        try {
+            const file = path.join(dir, "ponder.db");
+            // Migrations 1 and 2 as shipped, then a question with two answers, the older one shown.
+            const [first, second] = migrations;
+            const seeded = {...second!, sql: second!.sql + `
+                INSERT INTO conversations (id, title, created_at, updated_at) VALUES ('c', 'Old', 1, 1);
+                INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id)
+                    VALUES ('q', 'c', 1, 'user', 'q', 'complete', 1, 1, NULL),
+                           ('a1', 'c', 2, 'assistant', 'a1', 'complete', 2, 2, 'q'),
+                           ('a2', 'c', 3, 'assistant', 'a2', 'complete', 3, 3, 'q');
+                UPDATE conversations SET leaf_id = 'a1' WHERE id = 'c';`};
+            new AppDatabase(file, [first!, seeded]).dispose();
+            const db = new AppDatabase(file);
+            try {
+                expect(db.messages.get("q")!.shown_child_id).toBe("a1");
+                expect(db.messages.shownChild(db.messages.get("q")!)!.id).toBe("a1");
+                expect(db.messages.get("a2")!.shown_child_id).toBeNull();
+            } finally {
+                db.dispose();
+            }
+        } finally {
+            fs.rmSync(dir, {recursive: true, force: true});
+        }
     });
 
     it("refuses to edit an answer, an unknown message, or to switch while an answer is written", async () => {

@@ -44,9 +44,26 @@ describe("budget estimate", () => {
         const notLoaded = estimateBudget(model, budget, 2 ** 30, {modelLoaded: false});
         expect(notLoaded.neededBytes).toBe(1_100_000_000 + notLoaded.bytes + notLoaded.computeBytes!);
         expect(notLoaded.fits).toBe(false);
-        // flash attention keeps only an f16 mask of the scores
+        // flash attention keeps only an f16 mask of the scores; the feed-forward's rows are then the largest part
         const flash = estimateBudget(model, {...budget, flashAttention: true}, 2 ** 30);
-        expect(flash.computeBytes).toBe(512 * 4096 * 2 + (loaded.computeBytes! - 512 * 4096 * 13 * 4));
+        expect(flash.computeBytes).toBeGreaterThan(512 * 4096 * 2 + 3 * 512 * 4 * 4 * 1536);
+        expect(flash.computeBytes).toBeLessThan(loaded.computeBytes! / 2);
+    });
+
+    it("counts the scores a scoring policy keeps beside the KV cache, and its scoring branch in the compute buffer", () => {
+        const model = {...qwen15b, weightsBytes: 1_100_000_000};
+        const budget = {...defaultCompressionSettings, budget: {kind: "cells" as const, cells: 4096}};
+        const full = estimateBudget(model, budget, 2 ** 33);
+        expect(full.scoresBytes).toBe(0);
+        for (const policy of ["h2o", "lethe", "refreekv"] as const) {
+            const scored = estimateBudget(model, {...budget, policy}, 2 ** 33);
+            // Accumulated and last scores: 2 x f32 x 28 layers x 12 query heads x 4,096 cells.
+            expect(scored.scoresBytes).toBe(2 * 4 * 28 * 12 * 4096);
+            expect(scored.neededBytes).toBe(scored.bytes + scored.scoresBytes! + scored.computeBytes!);
+        }
+        // H2O and Lethe score every row of a ubatch: without flash attention that adds the transposed rows.
+        expect(estimateBudget(model, {...budget, policy: "lethe"}, 2 ** 33).computeBytes! - full.computeBytes!).toBeGreaterThanOrEqual(512 * 4096 * 12 * 4);
+        expect(estimateBudget(model, {...budget, policy: "streamingllm"}, 2 ** 33).scoresBytes).toBe(0);
     });
 
     it("says compression is off for sliding-window models", () => {

@@ -60,6 +60,7 @@ describe("IPC dispatch under random and malformed payloads", () => {
             "models:load": () => ({id: someId()}),
             "models:remove": () => ({id: someId()}),
             "models:details": () => ({id: someId()}),
+            "models:setGpuLayers": () => ({id: someId(), gpuLayers: pick<unknown>("auto", "max", 0, 12, -1, 2.5, 1e6, "all")}),
             "models:cancelDownload": () => ({downloadId: someId()}),
             "models:add": () => ({path: pick<unknown>("/nope.gguf", "/etc/passwd", "/", "\u0000", someText())}),
             "compression:estimate": () => ({compression: {policy: pick<unknown>("full", "lethe", "bogus"), budget: arbitrary(random)}}),

@@ -12,15 +12,15 @@ const info = (id: string): ModelInfo => ({id, path: `/models/${id}.gguf`, name: 
 
 /** A fake engine that also loads: each load takes `loadMs` and names the model loaded. */
 class LoadingEngine extends FakeEngine {
-    loads: string[] = [];
+    paths: string[] = [];
     loadMs = 5;
     private readonly _statusListeners = new Set<(status: FakeEngine["status"]) => void>();
     override onStatus(listener: (status: FakeEngine["status"]) => void): () => void {
         this._statusListeners.add(listener);
         return () => this._statusListeners.delete(listener);
     }
-    async loadModel(modelPath: string, modelInfo: ModelInfo | null) {
-        this.loads.push(modelPath);
+    override async loadModel(modelPath: string, modelInfo: ModelInfo | null) {
+        this.paths.push(modelPath);
         await new Promise((resolve) => setTimeout(resolve, this.loadMs));
         this.inspection = {...this.inspection!, path: modelPath, name: modelInfo?.name ?? "m"};
         this.status = {...this.status, state: "ready", model: modelInfo};
@@ -168,7 +168,7 @@ describe("the engine behind a process boundary", () => {
         expect(proxy.status.message).toMatch(/SIGABRT.*restarting it with a/);
         await until(() => proxy.status.state === "ready" && proxy.restarts === 1);
         expect(children).toHaveLength(2);
-        expect(children[1]!.engine.loads).toEqual(["/models/a.gguf"]);
+        expect(children[1]!.engine.paths).toEqual(["/models/a.gguf"]);
         expect(proxy.status.message).toMatch(/restarted in \d+\.\d s with a/);
         expect(proxy.inspection?.path).toBe("/models/a.gguf");
 
@@ -186,14 +186,14 @@ describe("the engine behind a process boundary", () => {
         const proxy = new EngineProxy({spawn, onModelCrashed: (model) => crashed.push(model.id)});
         await proxy.loadModel("/models/good.gguf", info("good"));
         const load = proxy.loadModel("/models/bad.gguf", info("bad"));
-        await until(() => children[0]!.engine.loads.length === 2);
+        await until(() => children[0]!.engine.paths.length === 2);
         children[0]!.die({code: null, signal: "SIGSEGV"});
         const error = await load.catch((err: unknown) => err) as {code?: string, message?: string};
         expect(error.code).toBe("MODEL_INVALID");
         expect(error.message).toMatch(/Loading bad stopped the engine \(The engine process crashed \(SIGSEGV\)\): it is not loaded automatically again/);
         expect(crashed).toEqual(["bad"]);
         await until(() => proxy.status.state === "ready" && proxy.restarts === 1);
-        expect(children[1]!.engine.loads).toEqual(["/models/good.gguf"]);
+        expect(children[1]!.engine.paths).toEqual(["/models/good.gguf"]);
         expect(proxy.status.model?.id).toBe("good");
         await proxy.dispose();
     });
@@ -206,7 +206,7 @@ describe("the engine behind a process boundary", () => {
         await proxy.loadModel("/models/a.gguf", info("a"));
         children[0]!.die();
         // Each restart dies while loading the model: the model is marked and left out, then the proxy stops trying.
-        await until(() => children.length === 2 && children[1]!.engine.loads.length === 1);
+        await until(() => children.length === 2 && children[1]!.engine.paths.length === 1);
         children[1]!.die();
         expect(crashed).toEqual(["a"]);
         await until(() => children.length === 3 && children[2]!.sent.length === 1);

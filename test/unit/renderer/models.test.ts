@@ -110,4 +110,30 @@ describe("models state", () => {
         expect(models.state.models.map((entry) => entry.id)).toEqual(["m1"]);
         expect(models.state.detailsId).toBeNull();
     });
+
+    test("setting a model's GPU layers stores it and reads the details (and their fit) again; a refusal says why", async () => {
+        const bridge = createFakeBridge();
+        bridge.reply("models:list", [model("m1", "/models/a.gguf")]);
+        bridge.reply("app:status", {version: "0.1.0", engine: status("idle")});
+        bridge.handle("models:setGpuLayers", ({id, gpuLayers}) => ({ok: true, value: {...model(id, "/models/a.gguf"), gpuLayers}}));
+        bridge.handle("models:details", ({id}) => ({
+            ok: true,
+            value: {
+                ...model(id, "/models/a.gguf"), gpuLayers: 0, layers: 4, headCount: 4, headCountKv: 2, embeddingLength: 64, keyLength: 16,
+                kvBytesPerToken: 512, weightsBytes: 1000, compressionSupported: true, compressionNote: null, fit: null
+            }
+        }));
+        const models = createModels(bridge.api);
+        await models.refresh();
+        expect(models.state.models[0]!.gpuLayers ?? "auto").toBe("auto");
+        expect(await models.setGpuLayers("m1", 0)).toBe(true);
+        expect(bridge.calls.find((call) => call.channel === "models:setGpuLayers")?.payload).toEqual({id: "m1", gpuLayers: 0});
+        expect(models.state.models[0]!.gpuLayers).toBe(0);
+        expect(models.state.details.m1?.gpuLayers).toBe(0);
+
+        bridge.fail("models:setGpuLayers", "BAD_REQUEST", "a.gguf has 4 layers and an output layer: at most 5 can go to the GPU");
+        expect(await models.setGpuLayers("m1", 9)).toBe(false);
+        expect(models.state.detailsError).toMatch(/Could not set the GPU layers: a.gguf has 4 layers/);
+        expect(models.state.models[0]!.gpuLayers).toBe(0);
+    });
 });

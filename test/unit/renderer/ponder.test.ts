@@ -55,6 +55,33 @@ describe("ponder (the composed state)", () => {
         expect(ponder.ui.focus?.nonce).toBe(2);
     });
 
+    test("a new conversation moves focus to the composer, unless the search was asked for while it was created", async () => {
+        const {bridge, ponder} = setup();
+        await ponder.newConversation();
+        expect(ponder.ui.composerFocus).toBe(1);
+
+        // Ctrl+N, then Ctrl+K before the conversation exists: the search keeps the focus.
+        let finish: () => void = () => {};
+        const created = new Promise<void>((resolve) => finish = resolve);
+        bridge.handle("conversations:create", async () => {
+            await created;
+            return {ok: true, value: summary("c2", "New conversation")};
+        });
+        const creating = ponder.newConversation();
+        ponder.focusSearch();
+        expect(ponder.ui.searchFocus).toBe(1);
+        finish();
+        expect(await creating).toBe(true);
+        expect(ponder.chat.state.conversationId).toBe("c2");
+        expect(ponder.ui.composerFocus).toBe(1);
+        expect(ponder.ui.searchFocus).toBe(1);
+
+        // Ctrl+K, then Ctrl+N: the newer request, the composer, wins.
+        ponder.focusSearch();
+        await ponder.newConversation();
+        expect(ponder.ui.composerFocus).toBe(2);
+    });
+
     test("sending with no conversation open creates one first", async () => {
         const {bridge, ponder} = setup();
         expect(await ponder.send("Hello")).toBe(true);
