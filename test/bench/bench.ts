@@ -20,7 +20,9 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {problemSets, qualitySuite} from "./quality.js";
-import {processRuns, processSuite} from "./processBench.js";
+import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
+import {forkEngine} from "../../main/engine/process/forkEngine.js";
+import {builtEngineEntry, processRuns, processSuite} from "./processBench.js";
 import {serverSuite} from "./serverBench.js";
 
 const {values} = parseArgs({
@@ -183,13 +185,15 @@ for (const set of values.sets.split(",")) {
         (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
 }
 
-if (suites.has("server")) {
-    // The OpenAI-compatible server (HTTP, SSE, the openai client) against the engine called directly, same engine, same run.
-    const report = await serverSuite({llama, build, modelPath: values["demo-model"], threads, repeats: Number(values["server-repeats"]),
-        maxTokens: Number(values["server-tokens"]), policy: "lethe", cells: 512, onProgress: (line) => console.error(`  server ${line}`)});
-    results.server = report;
+for (const where of suites.has("server") ? ["in-process", "engine process"] as const : []) {
+    // The OpenAI-compatible server (HTTP, SSE, the openai client) against the engine called directly, same engine, same run:
+    // the engine in this process, then in the engine process as the app runs it.
+    const processEngine = where === "engine process" ? new EngineProxy({spawn: forkEngine({entry: builtEngineEntry(), args: [`--threads=${threads}`]})}) : undefined;
+    const report = await serverSuite({llama, build, modelPath: values["demo-model"], threads, repeats: Number(values["server-repeats"]), engine: processEngine,
+        maxTokens: Number(values["server-tokens"]), policy: "lethe", cells: 512, onProgress: (line) => console.error(`  server (${where}) ${line}`)});
+    results[where === "in-process" ? "server" : "serverEngineProcess"] = report;
     const {engine, server} = report.summary;
-    say(`\n## API server vs the engine called directly (${report.model}, Lethe at 512 cells, ${values["server-tokens"]} tokens, ` +
+    say(`\n## API server vs the engine called directly, the engine ${where === "in-process" ? "in the same process" : "in the engine process"} (${report.model}, Lethe at 512 cells, ${values["server-tokens"]} tokens, ` +
         `${threads} threads, medians of ${values["server-repeats"]} pairs run back to back, streaming through the openai client)\n\n` +
         table(["path", "decode tok/s (at the client)", "time to first token (ms)", "decode tok/s (inside the server)"], [
             ["engine, direct", engine.tokensPerSecond.toFixed(1), engine.firstTokenMs.toFixed(1), "–"],

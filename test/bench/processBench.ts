@@ -24,9 +24,7 @@ function median(values: number[]): number {
  */
 export async function processSuite(options: {llama: Llama, build: BuildInfo, modelPath: string, threads: number, repeats: number, maxTokens: number,
     runs: Array<{label: string, compression: CompressionSettings, cells: number}>, restarts: number, onProgress?: (line: string) => void}) {
-    const entry = path.resolve(import.meta.dirname, "../../out/main/engineProcess.js");
-    if (!fs.existsSync(entry))
-        throw new Error(`${entry} is missing: run npm run build first`);
+    const entry = builtEngineEntry();
     const local = new Engine({loadLlama: async () => ({llama: options.llama, build: options.build}), threads: options.threads, ownsRuntime: false});
     const proxy = new EngineProxy({spawn: forkEngine({entry, args: [`--threads=${options.threads}`]})});
     let request = 0;
@@ -107,6 +105,14 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
         await proxy.dispose();
         await local.dispose();
     }
+}
+
+/** The engine process's script as the app and headless mode start it (built by `npm run build`). */
+export function builtEngineEntry(): string {
+    const entry = path.resolve(import.meta.dirname, "../../out/main/engineProcess.js");
+    if (!fs.existsSync(entry))
+        throw new Error(`${entry} is missing: run npm run build first`);
+    return entry;
 }
 
 export function processRuns(cells: {full: number, pruned: number}) {

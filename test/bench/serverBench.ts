@@ -4,6 +4,7 @@ import type {Llama} from "node-llama-cpp";
 import {fork} from "node:child_process";
 import type {BuildInfo, PolicyId, ServerRequestLog} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
+import type {EngineApi} from "../../main/engine/EngineApi.js";
 import {ApiServer} from "../../main/server/ApiServer.js";
 import {CompletionService} from "../../main/services/CompletionService.js";
 import {estimateBudget} from "../../main/services/CompressionService.js";
@@ -36,8 +37,10 @@ function median(values: number[]): number {
  * neither reuses the other's prompt from the context: both evaluate the whole prompt.
  */
 export async function serverSuite(options: {llama: Llama, build: BuildInfo, modelPath: string, threads: number, repeats: number, maxTokens: number,
-    policy: PolicyId, cells: number, onProgress?: (line: string) => void}) {
-    const engine = new Engine({loadLlama: async () => ({llama: options.llama, build: options.build}), threads: options.threads, ownsRuntime: false});
+    policy: PolicyId, cells: number, onProgress?: (line: string) => void,
+    /** The engine both paths call; defaults to one in this process. */
+    engine?: EngineApi}) {
+    const engine = options.engine ?? new Engine({loadLlama: async () => ({llama: options.llama, build: options.build}), threads: options.threads, ownsRuntime: false});
     // The server's own parts (the app's composition without its database): the queue, the completion service, the HTTP edge.
     const completions = new CompletionService(engine, new GenerationQueue(4),
         {estimate: async (compression) => estimateBudget(engine.inspection!, compression, os.freemem())}, {get: () => defaultAppSettings}, Date.now);
