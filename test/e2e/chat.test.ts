@@ -75,19 +75,25 @@ describe("chat in Chromium against the real backend", () => {
         await page.close();
     });
 
-    it("stays up when the engine process is killed mid-answer: the answer is kept and marked, the engine restarts, the next answer works", async () => {
+    /** A backend with the model that never stops thinking, and a question it has thought about for 40 tokens. */
+    async function thinkAtLength(question: string) {
         await backend?.stop();
         const endless = await getFixtureModel("endless");
         backend = await HeadlessPonder.start({dataDir, model: endless, seed: 5});
-        const {page, chat} = await open();
-        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
-        await chat.newConversation();
-        await chat.send("Think until the engine dies");
-        await page.waitForFunction(() => {
+        const opened = await open();
+        await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        await opened.chat.newConversation();
+        await opened.chat.send(question);
+        await opened.page.waitForFunction(() => {
             const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
             return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= 40;
         }, undefined, {timeout: 60_000});
-        const enginePid = backend.enginePid();
+        return opened;
+    }
+
+    it("stays up when the engine process is killed mid-answer: the answer is kept and marked, the engine restarts, the next answer works", async () => {
+        const {page, chat} = await thinkAtLength("Think until the engine dies");
+        const enginePid = backend!.enginePid();
         process.kill(enginePid, "SIGKILL");
 
         // The page stays connected: the answer ends interrupted with what it had, and says why.
@@ -96,7 +102,7 @@ describe("chat in Chromium against the real backend", () => {
         expect(await assistant.textContent()).toMatch(/engine process was killed \(SIGKILL/);
         await chat.byId("engine-message").filter({hasText: /restarted in \d+\.\d s with endless/}).waitFor({timeout: 60_000});
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
-        expect(backend.enginePid()).not.toBe(enginePid);
+        expect(backend!.enginePid()).not.toBe(enginePid);
         await page.screenshot({path: path.join(artifacts, "engine-restarted.png"), fullPage: true});
 
         // Continue resumes the kept answer in the new engine.
@@ -112,21 +118,10 @@ describe("chat in Chromium against the real backend", () => {
     });
 
     it("keeps the partial answer, marked interrupted, when the backend is killed mid-answer", async () => {
-        await backend?.stop();
-        const endless = await getFixtureModel("endless");
-        backend = await HeadlessPonder.start({dataDir, model: endless, seed: 5});
-        const {page, chat} = await open();
-        await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
-        await chat.newConversation();
-        await chat.send("Think for a long time");
-        await chat.byId("thinking-block").first().waitFor();
-        await page.waitForFunction(() => {
-            const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
-            return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= 40;
-        }, undefined, {timeout: 60_000});
+        const {page, chat} = await thinkAtLength("Think for a long time");
         // Let the periodic save catch up with what is on screen, then pull the plug.
         await page.waitForTimeout(600);
-        await backend.kill();
+        await backend!.kill();
         await page.close();
 
         backend = await HeadlessPonder.start({dataDir});
