@@ -170,6 +170,8 @@ export class ChatService {
     private _assertCanGenerate(): void {
         if (this._active != null)
             throw new AppError("BUSY", "An answer is already being generated: stop it first");
+        if (this._engine.inspection == null && this._engine.status.state === "loading")
+            throw new AppError("BUSY", `The model is loading: try again in a moment${this._engine.status.message != null ? ` (${this._engine.status.message})` : ""}`);
         if (this._engine.inspection == null)
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
         if (this._queue.full)

@@ -1,5 +1,6 @@
 import {describe, expect, it} from "vitest";
 import type {EventChannel, Events} from "../../../preload/contract.js";
+import {AppError} from "../../../main/AppError.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {FakeEngine} from "./FakeEngine.js";
@@ -192,5 +193,22 @@ describe("chat", () => {
         const c = services.conversations.create();
         expect(() => services.chat.send(c.id, "q")).toThrow(/No model is loaded/);
         expect(services.conversations.get(c.id).messages).toHaveLength(0);
+    });
+
+    it("marks an answer interrupted, with the reason and what it had, when the engine process stops under it", async () => {
+        const {services, engine} = setup();
+        engine.failWith = new AppError("ENGINE_STOPPED", "The engine process was killed (SIGKILL: out of memory, or ended from outside). The answer is kept up to where it stopped: Continue resumes it.");
+        const c = services.conversations.create();
+        services.chat.send(c.id, "q");
+        await services.chat.idle();
+        expect(services.conversations.get(c.id).messages[1]).toMatchObject({status: "interrupted", thinking: "Let me", error: expect.stringMatching(/SIGKILL.*Continue resumes it/)});
+    });
+
+    it("says the model is loading, not missing, while the engine restarts", () => {
+        const {services, engine} = setup();
+        engine.inspection = null;
+        engine.status = {...engine.status, state: "loading", message: "The engine process was killed (SIGKILL): restarting it with fake"};
+        const c = services.conversations.create();
+        expect(() => services.chat.send(c.id, "q")).toThrow(/model is loading: try again in a moment \(The engine process was killed/);
     });
 });
