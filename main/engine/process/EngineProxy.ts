@@ -25,6 +25,11 @@ export type EngineProxyOptions = {
     onModelCrashed?: (model: ModelInfo) => void,
     /** Milliseconds the engine process has to dispose before it is killed. Defaults to `5000`. */
     disposeTimeoutMs?: number,
+    /**
+     * Milliseconds a generation has to end after its stop before the engine process is killed (and restarted), so that
+     * a stop always stops, even in an engine stuck in native code. Defaults to `5000`.
+     */
+    stopGraceMs?: number,
     now?: () => number
 };
 
@@ -33,6 +38,8 @@ type Pending = {
     reject(err: Error): void,
     /** The error a caller gets when the engine stops while this call runs. */
     stopped(reason: string): Error,
+    /** Settles the call instead, when the proxy itself ended the engine for it (a stop the engine did not honour). */
+    endedForIt?: () => void,
     onChunks?(chunks: GenerationChunk[]): void,
     onSample?: GenerateRequest["onSample"],
     onRebuild?: GenerateRequest["onRebuild"]
@@ -64,6 +71,8 @@ export class EngineProxy implements EngineApi {
     private _restoring: Promise<void> | null = null;
     private _failedRestarts = 0;
     private _disposed = false;
+    /** Why the proxy killed the engine process itself, for the status after its exit. */
+    private _killedBecause: string | null = null;
     private readonly _now: () => number;
     /** Restarts after the engine stopped, and how long the last one took (ms, to the model loaded again). */
     restarts = 0;
@@ -120,9 +129,19 @@ export class EngineProxy implements EngineApi {
         const {signal, onChunk, onSample, onRebuild, ...rest} = request;
         const child = this._spawned();
         const id = this._nextId++;
+        let grace: NodeJS.Timeout | undefined;
         const abort = () => {
-            if (this._child === child)
-                child.post({type: "abort", id});
+            if (this._child !== child)
+                return;
+            child.post({type: "abort", id});
+            // A stop always stops: an engine that does not end the generation in time is ended with it.
+            const graceMs = this._options.stopGraceMs ?? 5000;
+            grace = setTimeout(() => {
+                if (this._child === child && this._calls.has(id)) {
+                    this._killedBecause = `The engine did not stop within ${(graceMs / 1000).toFixed(1)} s of a stop, so its process was ended`;
+                    child.kill();
+                }
+            }, graceMs);
         };
         signal.addEventListener("abort", abort);
         try {
@@ -131,6 +150,7 @@ export class EngineProxy implements EngineApi {
                     resolve: resolve as (value: unknown) => void,
                     reject,
                     stopped: (reason) => new AppError("ENGINE_STOPPED", `${reason}. The answer is kept up to where it stopped: Continue resumes it.`),
+                    endedForIt: () => resolve({stopReason: "abort", promptTokens: 0}),
                     onChunks: (chunks) => {
                         for (const chunk of chunks)
                             onChunk(chunk);
@@ -141,6 +161,7 @@ export class EngineProxy implements EngineApi {
                 child.post({type: "generate", id, request: {...rest, samples: onSample != null, rebuild: onRebuild != null}});
             });
         } finally {
+            clearTimeout(grace);
             signal.removeEventListener("abort", abort);
         }
     }
@@ -260,11 +281,19 @@ export class EngineProxy implements EngineApi {
     private _onExit(exit: EngineExit): void {
         this._child = null;
         this._inspection = null;
-        const reason = describeExit(exit);
+        const killedBecause = this._killedBecause;
+        this._killedBecause = null;
+        const reason = killedBecause ?? describeExit(exit);
         const calls = [...this._calls.values()];
         this._calls.clear();
-        for (const call of calls)
-            call.reject(this._disposed ? new AppError("ENGINE_STOPPED", "The engine is shut down") : call.stopped(reason));
+        for (const call of calls) {
+            if (this._disposed)
+                call.reject(new AppError("ENGINE_STOPPED", "The engine is shut down"));
+            else if (killedBecause != null && call.endedForIt != null)
+                call.endedForIt();
+            else
+                call.reject(call.stopped(reason));
+        }
         if (this._disposed)
             return;
 

@@ -149,6 +149,30 @@ describe("the engine behind a process boundary", () => {
         await proxy.dispose();
     });
 
+    it("ends an engine that does not honour a stop in time: the answer stops, the engine restarts with its model", async () => {
+        const {children, spawn} = memoryEngines();
+        const proxy = new EngineProxy({spawn, stopGraceMs: 40});
+        await proxy.loadModel("/models/a.gguf", info("a"));
+        // Stuck in native code: chunks came, then nothing, and the abort is never heard.
+        children[0]!.engine.generate = async (request) => {
+            request.onChunk({segment: "thought", text: "stuck", tokens: 1});
+            return new Promise(() => {});
+        };
+        const abort = new AbortController();
+        const req = request({signal: abort.signal});
+        const pending = proxy.generate(req);
+        await until(() => req.chunks.length === 1);
+        const stopped = Date.now();
+        abort.abort();
+        expect(await pending).toEqual({stopReason: "abort", promptTokens: 0});
+        expect(Date.now() - stopped).toBeLessThan(1000);
+        expect(children[0]!.alive).toBe(false);
+        await until(() => proxy.status.state === "ready" && proxy.restarts === 1);
+        expect(proxy.status.message).toMatch(/did not stop within 0\.0 s of a stop, so its process was ended, so it was restarted/);
+        expect(children[1]!.engine.paths).toEqual(["/models/a.gguf"]);
+        await proxy.dispose();
+    });
+
     it("fails an answer with ENGINE_STOPPED when the engine dies under it, keeps what arrived, and restarts with the model", async () => {
         const {children, spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 500}, () => " x"));
         const proxy = new EngineProxy({spawn});
