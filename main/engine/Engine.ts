@@ -128,7 +128,11 @@ export class Engine implements EngineApi {
         let model: LlamaModel | null = null;
         try {
             model = await llama.loadModel({
-                modelPath: inspection.path, gpuLayers: options.gpuLayers ?? "auto", onLoadProgress: (progress) => this._setStatus({progress})
+                modelPath: inspection.path, gpuLayers: options.gpuLayers ?? "auto", onLoadProgress: (progress) => {
+                // node-llama-cpp may report progress after the load resolved: a ready engine stays without progress.
+                if (this._status.state === "loading")
+                    this._setStatus({progress});
+            }
             });
             // Resolving the chat wrapper renders the template several times: once per model, not per context.
             const chatWrapper = resolveChatWrapper(model);

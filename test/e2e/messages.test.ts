@@ -140,6 +140,8 @@ describe("messages in Chromium against the real backend", () => {
         expect(word).toBeTruthy();
 
         await chat.newConversation();
+        // Once the new conversation is open (its composer focused), search from the sidebar.
+        await expect.poll(() => page.evaluate(() => document.activeElement?.getAttribute("data-testid")), {timeout: 30_000}).toBe("composer-input");
         await chat.byId("conversation-search").fill(word!);
         const hit = chat.byId("search-hit").first();
         await chat.byId("search-results").waitFor();
@@ -198,11 +200,12 @@ describe("messages in Chromium against the real backend", () => {
         expect(await chat.byId("message-user").first().getByTestId("version-count").textContent()).toBe("2/2");
         await page.screenshot({path: path.join(artifacts, "branch-edited.png"), fullPage: true});
 
-        // The original branch is whole: both questions, and the newest version of the answer.
+        // The original branch is whole: both questions, and the version of the answer last viewed there.
         await chat.byId("message-user").first().getByTestId("previous-version").click();
         await expect.poll(() => chat.byId("message-user").count()).toBe(2);
         expect(await chat.byId("message-user").nth(1).textContent()).toContain("Second question");
-        expect(await chat.lastAssistant().getByTestId("version-count").textContent()).toBe("2/2");
+        expect(await chat.lastAssistant().getByTestId("version-count").textContent()).toBe("1/2");
+        expect(await chat.lastAssistant().getByTestId("answer-content").textContent()).toBe(firstAnswer);
 
         // Stored: the same branch after a reload, and the next answer follows it.
         await page.reload();

@@ -71,6 +71,8 @@ export class EngineProxy implements EngineApi {
     private _restoring: Promise<void> | null = null;
     private _failedRestarts = 0;
     private _disposed = false;
+    /** What the proxy has to say in the status (the engine stopped, it restarted) while the engine has nothing of its own. */
+    private _note: string | null = null;
     /** Why the proxy killed the engine process itself, for the status after its exit. */
     private _killedBecause: string | null = null;
     private readonly _now: () => number;
@@ -119,6 +121,7 @@ export class EngineProxy implements EngineApi {
 
     async loadModel(modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions): Promise<ModelInspection> {
         await this._settled();
+        this._note = null;
         return this._load({path: modelPath, info: modelInfo, options});
     }
 
@@ -126,6 +129,7 @@ export class EngineProxy implements EngineApi {
         await this._settled();
         if (request.signal.aborted)
             return {stopReason: "abort", promptTokens: 0};
+        this._note = null;
         const {signal, onChunk, onSample, onRebuild, ...rest} = request;
         const child = this._spawned();
         const id = this._nextId++;
@@ -252,9 +256,8 @@ export class EngineProxy implements EngineApi {
                 return;
             case "status": {
                 this._inspection = message.inspection;
-                // While restarting, the note on why stays until the engine has a message of its own.
-                const note = this._restoring != null && message.status.message == null ? this._status.message : message.status.message;
-                this._setStatus({...message.status, message: note});
+                // The note on a restart stays until the engine has a message of its own or a person loads or sends.
+                this._setStatus({...message.status, message: message.status.message ?? this._note});
                 return;
             }
             case "result": {
@@ -308,16 +311,16 @@ export class EngineProxy implements EngineApi {
         }
         if (this._failedRestarts >= maxFailedRestarts) {
             this._restoring = null;
-            this._setStatus({state: "error", model: null, progress: null,
-                message: `${reason}, again while restarting: it was not restarted. Load a model to try again.`});
+            this._note = `${reason}, again while restarting: it was not restarted. Load a model to try again.`;
+            this._setStatus({state: "error", model: null, progress: null, message: this._note});
             this._failedRestarts = 0;
             return;
         }
         this._failedRestarts++;
         const target = this._loaded;
         const what = crashedLoad != null ? `Loading ${crashedLoad.info?.name ?? path.basename(crashedLoad.path)} stopped the engine (${reason})` : reason;
-        this._setStatus({state: "loading", model: target?.info ?? null, progress: null,
-            message: `${what}: restarting it${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}`});
+        this._note = `${what}: restarting it${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}`;
+        this._setStatus({state: "loading", model: target?.info ?? null, progress: null, message: this._note});
         const started = this._now();
         const restoring = (async () => {
             if (this._started)
@@ -327,8 +330,9 @@ export class EngineProxy implements EngineApi {
             this._failedRestarts = 0;
             this.restarts++;
             this.lastRestartMs = this._now() - started;
-            this._setStatus({message: `${what}, so it was restarted in ${(this.lastRestartMs / 1000).toFixed(1)} s` +
-                `${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}.`});
+            this._note = `${what}, so it was restarted in ${(this.lastRestartMs / 1000).toFixed(1)} s` +
+                `${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}.`;
+            this._setStatus({message: this._note});
         })();
         this._restoring = restoring;
         restoring.then(() => {
@@ -339,7 +343,8 @@ export class EngineProxy implements EngineApi {
             if (this._restoring !== restoring)
                 return;
             this._restoring = null;
-            this._setStatus({state: "error", progress: null, message: `${what}, and restarting it failed: ${(err as Error).message}`});
+            this._note = `${what}, and restarting it failed: ${(err as Error).message}`;
+            this._setStatus({state: "error", progress: null, message: this._note});
         });
     }
 

@@ -19,6 +19,12 @@ class LoadingEngine extends FakeEngine {
         this._statusListeners.add(listener);
         return () => this._statusListeners.delete(listener);
     }
+    /** Reports the status again, as node-llama-cpp's late load progress does. */
+    emitStatus(): void {
+        for (const listener of this._statusListeners)
+            listener(this.status);
+    }
+
     override async loadModel(modelPath: string, modelInfo: ModelInfo | null) {
         this.paths.push(modelPath);
         await new Promise((resolve) => setTimeout(resolve, this.loadMs));
@@ -195,6 +201,13 @@ describe("the engine behind a process boundary", () => {
         expect(children[1]!.engine.paths).toEqual(["/models/a.gguf"]);
         expect(proxy.status.message).toMatch(/restarted in \d+\.\d s with a/);
         expect(proxy.inspection?.path).toBe("/models/a.gguf");
+        // A later status of the engine's own, with nothing to say, keeps the note.
+        const statuses = () => children[1]!.received.filter((message) => message.type === "status").length;
+        const before = statuses();
+        children[1]!.engine.emitStatus();
+        await until(() => statuses() === before + 1);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        expect(proxy.status.message).toMatch(/restarted in \d+\.\d s with a/);
 
         // The next answer works.
         children[1]!.engine.thought = ["ok"];
