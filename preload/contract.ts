@@ -403,6 +403,8 @@ export type Requests = {
     "conversations:deleteMessage": {req: {id: string, messageId: string}, res: ConversationDetail},
     /** A new conversation holding a copy of the path up to a message, with the same settings. */
     "conversations:fork": {req: {id: string, messageId: string}, res: ConversationSummary},
+    /** Adds a conversation from the JSON export (`conversations:export` with `json`): the file's text. */
+    "conversations:import": {req: {content: string}, res: ConversationSummary},
     /** Shows another version of a message (and the path last viewed below it); the KV context follows at the next answer. */
     "conversations:switchBranch": {req: {id: string, messageId: string}, res: ConversationDetail},
     "chat:stop": {req: {conversationId: string}, res: void},
@@ -448,7 +450,7 @@ export const requestChannels = [
     "app:status", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
     "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
-    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "chat:stop", "shell:openExternal",
+    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
     "server:get", "server:update", "server:generateKey", "server:clearKey"
 ] as const satisfies readonly RequestChannel[];
 export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download",

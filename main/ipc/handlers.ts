@@ -45,6 +45,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "conversations:switchBranch": ({id, messageId}) => services.switchBranch(id, messageId),
         "conversations:deleteMessage": ({id, messageId}) => services.deleteMessage(id, messageId),
         "conversations:fork": ({id, messageId}) => services.conversations.fork(id, messageId),
+        "conversations:import": ({content}) => services.conversations.importFile(content),
         "chat:stop": ({conversationId}) => services.chat.stop(conversationId),
         "shell:openExternal": ({url}) => platform.openExternal(url),
         "server:get": () => services.server.get(),

@@ -2,6 +2,7 @@ import {z} from "zod";
 import type {AppSettings, Req, RequestChannel} from "../../preload/contract.js";
 import {serverSettingsSchema} from "../services/ServerService.js";
 import {appSettingsSchema, compressionSettingsSchema, conversationSettingsSchema, gpuLayersSchema} from "../services/schemas.js";
+import {maxImportBytes} from "../services/importConversation.js";
 
 const id = z.string().min(1).max(200);
 const none = z.undefined().or(z.null()).transform((): void => undefined);
@@ -41,6 +42,7 @@ export const requestSchemas = {
     "conversations:switchBranch": z.object({id, messageId: id}).strict(),
     "conversations:deleteMessage": z.object({id, messageId: id}).strict(),
     "conversations:fork": z.object({id, messageId: id}).strict(),
+    "conversations:import": z.object({content: z.string().max(maxImportBytes)}).strict(),
     "chat:stop": z.object({conversationId: id}).strict(),
     "shell:openExternal": z.object({url: z.url({protocol: /^https?$/})}).strict(),
     "server:get": none,

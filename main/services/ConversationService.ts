@@ -7,6 +7,7 @@ import {toConversationSummary, toMessageDto} from "./dto.js";
 import {conversationSettingsSchema, mergeConversationSettings} from "./schemas.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {Clock} from "./types.js";
+import {importedRows, maxImportBytes, parseConversationFile} from "./importConversation.js";
 
 export const defaultConversationTitle = "New conversation";
 
@@ -119,6 +120,29 @@ export class ConversationService {
             this._db.messages.copyPath(path.slice(0, end + 1), forkId, randomUUID, now);
         });
         return toConversationSummary(this._require(forkId));
+    }
+
+    /**
+     * Adds a conversation from Ponder's JSON export: its title, settings (checked field by field against the current
+     * defaults, as stored ones are) and messages, as a new conversation; a file that is not one changes nothing.
+     */
+    importFile(content: string): ConversationSummary {
+        if (content.length > maxImportBytes)
+            throw new AppError("BAD_REQUEST", `The conversation file is larger than ${maxImportBytes / 1024 / 1024} MiB`);
+        const parsed = parseConversationFile(content);
+        if ("error" in parsed)
+            throw new AppError("BAD_REQUEST", parsed.error);
+        const {file} = parsed;
+        const id = randomUUID();
+        const now = this._now();
+        const title = cleanTitle(file.conversation.title) ?? defaultConversationTitle;
+        this._db.transaction(() => {
+            this._db.conversations.insert({id, title, settings: JSON.stringify(file.settings), now});
+            // Stored normalised: a field the file gets wrong takes the default.
+            this._db.conversations.updateSettings(id, JSON.stringify(this.settingsOf(this._require(id))), now);
+            this._db.messages.copyPath(importedRows(file, now), id, randomUUID, now);
+        });
+        return toConversationSummary(this._require(id));
     }
 
     get(id: string): ConversationDetail {

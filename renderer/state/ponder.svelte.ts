@@ -79,6 +79,19 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     /** Starts a new conversation from a copy of the open one up to `messageId`, and opens it. */
+    /** Adds a conversation from a JSON export and opens it. */
+    async function importConversation(content: string): Promise<boolean> {
+        const result = await request(bridge, "conversations:import", {content});
+        if (!result.ok) {
+            conversations.state.error = describeError("Could not import the conversation", result.error);
+            return false;
+        }
+        conversations.state.error = null;
+        conversations.upsert(result.value);
+        await openConversation(result.value.id);
+        return true;
+    }
+
     async function forkAt(messageId: string): Promise<boolean> {
         const id = chat.state.conversationId;
         if (id == null)
@@ -159,7 +172,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
 
     return {
         conversations, chat, models, settings, memory, budget, generation, downloads, server, search, connection, ui,
-        start, openConversation, openSearchHit, forkAt, newConversation, deleteConversation, send, openExternal, focusSearch,
+        start, openConversation, openSearchHit, forkAt, importConversation, newConversation, deleteConversation, send, openExternal, focusSearch,
         dispose(): void {
             offDone();
             offConnection();

@@ -1,6 +1,6 @@
 // Working with messages in Chromium against the real backend: an answer cut by max tokens and continued, thinking off,
 // a thinking budget, sampling presets, full-text search that opens the message, versions and branches, deleting a
-// message, forking a conversation.
+// message, forking a conversation, exporting one and importing it back.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -254,6 +254,29 @@ describe("messages in Chromium against the real backend", () => {
         expect(await chat.byId("message-user").count()).toBe(1);
         expect(await chat.byId("message-assistant").count()).toBe(1);
         await page.screenshot({path: path.join(artifacts, "deleted.png"), fullPage: true});
+        await page.close();
+    });
+
+    it("exports a conversation from its row and imports the file back as a new conversation", async () => {
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await chat.send("Quokka question");
+        await chat.waitForAnswerDone();
+        const answer = (await chat.lastAssistant().getByTestId("answer-content").textContent())!;
+
+        const row = chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Quokka question", {exact: true})}).first();
+        await row.hover();
+        const [download] = await Promise.all([page.waitForEvent("download"), row.getByTestId("export-conversation").click()]);
+        const file = path.join(artifacts, "exported-conversation.json");
+        await download.saveAs(file);
+        expect(JSON.parse(fs.readFileSync(file, "utf8"))).toMatchObject({format: "ponder-conversation", version: 1});
+
+        await chat.byId("import-file").setInputFiles(file);
+        await expect.poll(() => chat.conversationItems().filter({hasText: "Quokka question"}).count()).toBe(2);
+        await expect.poll(() => chat.byId("message-user").count()).toBe(1);
+        expect(await chat.byId("message-user").first().textContent()).toContain("Quokka question");
+        expect(await chat.lastAssistant().getByTestId("answer-content").textContent()).toBe(answer);
+        await page.screenshot({path: path.join(artifacts, "imported.png"), fullPage: true});
         await page.close();
     });
 

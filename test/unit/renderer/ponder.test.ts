@@ -45,6 +45,19 @@ describe("ponder (the composed state)", () => {
         expect(ponder.chat.state.error).toMatch(/Could not fork the conversation: Wait for the answer/);
     });
 
+    test("importing a conversation file opens it; a file that is not one says why", async () => {
+        const {bridge, ponder} = setup();
+        bridge.reply("conversations:import", summary("c7", "Imported"));
+        expect(await ponder.importConversation("{\"format\": \"ponder-conversation\"}")).toBe(true);
+        expect(bridge.calls.find((call) => call.channel === "conversations:import")?.payload).toEqual({content: "{\"format\": \"ponder-conversation\"}"});
+        expect(ponder.chat.state.conversationId).toBe("c7");
+        expect(ponder.conversations.state.items.map((item) => item.id)).toContain("c7");
+        bridge.fail("conversations:import", "BAD_REQUEST", "The file is not JSON: Unexpected token");
+        expect(await ponder.importConversation("nope")).toBe(false);
+        expect(ponder.conversations.state.error).toMatch(/Could not import the conversation: The file is not JSON/);
+        expect(ponder.chat.state.conversationId).toBe("c7");
+    });
+
     test("a search result opens its conversation and asks for its message to be shown, again on a second click", async () => {
         const {ponder} = setup();
         const hit = {conversationId: "c0", conversationTitle: "Old", messageId: "m0", role: "user" as const, field: "text" as const, snippet: "x", terms: ["x"]};

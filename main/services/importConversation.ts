@@ -1,0 +1,80 @@
+import {z} from "zod";
+import type {MessageRow} from "../db/types.js";
+
+/** The largest conversation file read (the JSON export of a long chat with its memory statistics). */
+export const maxImportBytes = 64 * 1024 * 1024;
+
+const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const importedMessage = z.object({
+    role: z.enum(["user", "assistant"]),
+    text: z.string(),
+    thinking: z.string().default(""),
+    status: z.enum(["complete", "streaming", "interrupted", "stopped", "error"]).default("complete"),
+    promptTokens: count.default(0),
+    thinkingTokens: count.default(0),
+    answerTokens: count.default(0),
+    thinkingMs: count.default(0),
+    totalMs: count.default(0),
+    firstTokenMs: count.nullable().default(null),
+    error: z.string().nullable().default(null),
+    stats: z.unknown().optional(),
+    cut: z.object({reason: z.literal("maxTokens"), tokens: count}).nullable().default(null),
+    createdAt: count.optional()
+});
+
+/** Ponder's JSON export (`exportConversation`, format `ponder-conversation` version 1). */
+export const conversationFileSchema = z.object({
+    format: z.literal("ponder-conversation", {error: "This is not a Ponder conversation file (its format is not ponder-conversation)"}),
+    version: z.literal(1, {error: "This conversation file is from a newer Ponder (version is not 1)"}),
+    conversation: z.object({title: z.string()}),
+    settings: z.record(z.string(), z.unknown()).default({}),
+    messages: z.array(importedMessage).max(100_000)
+});
+
+export type ConversationFile = z.infer<typeof conversationFileSchema>;
+
+/** Reads a conversation file; a clear sentence for each way it can be wrong. */
+export function parseConversationFile(content: string): {file: ConversationFile} | {error: string} {
+    let json: unknown;
+    try {
+        json = JSON.parse(content);
+    } catch (err) {
+        return {error: `The file is not JSON: ${(err as Error).message}`};
+    }
+    const parsed = conversationFileSchema.safeParse(json);
+    if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        const where = issue.path.length > 0 ? ` (at ${issue.path.join(".")})` : "";
+        return {error: `The conversation file is not valid${where}: ${issue.message}`};
+    }
+    return {file: parsed.data};
+}
+
+/**
+ * The file's messages as rows to store, in order: an answer that was streaming when exported counts as interrupted,
+ * and memory statistics are kept when they have the shape the app reads.
+ */
+export function importedRows(file: ConversationFile, now: number): MessageRow[] {
+    return file.messages.map((message, index): MessageRow => {
+        const stats = message.stats as {samples?: unknown} | null | undefined;
+        return {
+            id: "", conversation_id: "", seq: index + 1, parent_id: null, shown_child_id: null,
+            role: message.role,
+            text: message.text,
+            thinking: message.role === "assistant" ? message.thinking : "",
+            status: message.status === "streaming" ? "interrupted" : message.status,
+            prompt_tokens: message.promptTokens,
+            thinking_tokens: message.thinkingTokens,
+            answer_tokens: message.answerTokens,
+            thinking_ms: message.thinkingMs,
+            total_ms: message.totalMs,
+            first_token_ms: message.firstTokenMs,
+            error: message.error,
+            stats: stats != null && typeof stats === "object" && Array.isArray(stats.samples) ? JSON.stringify(stats) : "{}",
+            cut_reason: message.cut != null ? "max_tokens" : null,
+            cut_tokens: message.cut?.tokens ?? null,
+            created_at: message.createdAt ?? now,
+            updated_at: now
+        };
+    });
+}
