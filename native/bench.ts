@@ -2,12 +2,20 @@
 // the same run on the same generated model, at several KV sizes, flash attention off and on.
 //
 //   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
-//                           [--compare-build <folder>]
+//                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]]
+//
+// With scoring on, the per-head scores of every layer are read out (`NativeKv.scores()`) every --read-every tokens, as
+// the engine does once per prune round (its `pruneEvery`, 16 by default); 0 never reads them.
+//
+// --clock cpu divides by the CPU time the child process used (user + system, all its threads) instead of the elapsed
+// time: on a machine shared with other jobs, time spent waiting for a core then does not count. Use it with --threads 1
+// (more threads can spin while they wait for each other).
 //
 // --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance a copy of
 // `localBuilds/linux-x64` made by `node native/build.mjs --native`, before rebuilding the default portable one), so that
 // build configurations are measured apart from the patches in one run. It is copied into node-llama-cpp's local builds
-// under the folder name getLlama gives the custom CMake option PONDER_BENCH_BUILD=1, and removed afterwards.
+// under the folder name getLlama gives the custom CMake option PONDER_BENCH_BUILD=1, and removed afterwards. With
+// --compare-on it runs with scoring on instead (and reads the scores out likewise), to compare two versions of scoring.
 //
 // Each binary runs in its own child process: the stock and patched builds both ship a `libllama.v0.5.0.so`, and a process
 // that loaded one would resolve the other's symbols against it. The children fill their caches first; then the parent
@@ -27,7 +35,7 @@ import {fixturesDir} from "../test/fixtures/gguf/fixtures.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../main/engine/native/NativeKv.js";
 
-type Variant = "stock" | "compare-off" | "patched-off" | "patched-on";
+type Variant = "stock" | "compare-off" | "compare-on" | "patched-off" | "patched-on";
 
 const compareBuildOption = {PONDER_BENCH_BUILD: "1"};
 
@@ -49,6 +57,9 @@ function parseArgs() {
         modelPath: value("--model"),
         cells: (value("--cells") ?? "512,2048,4096").split(",").map(Number),
         compareBuild: value("--compare-build"),
+        compareOn: args.includes("--compare-on"),
+        readEvery: Number(value("--read-every") ?? 16),
+        clock: (value("--clock") ?? "wall") as "wall" | "cpu",
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
         threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
@@ -77,7 +88,7 @@ async function loadVariant(variant: Variant): Promise<Llama> {
             throw new Error(`expected the stock prebuilt binary, got ${JSON.stringify(info)}`);
         return llama;
     }
-    if (variant === "compare-off")
+    if (variant === "compare-off" || variant === "compare-on")
         return await getLlama({gpu: false, build: "never", usePrebuiltBinaries: false, cmakeOptions: compareBuildOption, maxThreads: 0, logLevel: "error" as never});
     return await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
 }
@@ -100,7 +111,7 @@ function randomToken(state: {seed: number}): Token {
 type Prepared = {config: Config, step(): Promise<void>, dispose(): Promise<void>};
 
 /** Child: loads one binary, prepares a filled context per config, then measures whatever the parent asks for. */
-async function runChild(variant: Variant, modelPath: string, configs: Config[], threads: number) {
+async function runChild(variant: Variant, modelPath: string, configs: Config[], threads: number, readEvery: number, clock: "wall" | "cpu") {
     const llama = await loadVariant(variant);
     const info = getNativeBuildInfo(llama);
     const build = `${info.kind}${info.patched ? ` patched ${info.seriesHash}` : ""}`;
@@ -108,9 +119,10 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     const prepared: Prepared[] = [];
     for (const config of configs) {
         const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads, batchSize: 512});
-        const kv = variant === "patched-off" || variant === "patched-on" ? new NativeKv(context) : null;
+        const scoring = variant === "patched-on" || variant === "compare-on";
+        const kv = variant === "patched-off" || scoring ? new NativeKv(context) : null;
         const sequence = context.getSequence();
-        if (variant === "patched-on")
+        if (scoring)
             await kv!.configureScoring({enabled: true, rows: 1, gamma: 0.95});
 
         // fill the cache so that decoding attends to about `cells` cells
@@ -118,10 +130,13 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
         await sequence.evaluateWithoutGeneratingNewTokens(Array.from({length: config.cells - 256}, () => randomToken(state)));
 
         let next = randomToken(state);
+        let steps = 0;
         const step = async () => {
             const input: ControlledEvaluateInputItem[] = [[next, {generateNext: {token: true}}]];
             const [output] = await sequence.controlledEvaluate(input);
             next = output?.next.token ?? randomToken(state);
+            if (scoring && readEvery > 0 && ++steps % readEvery === 0)
+                await kv!.scores(0); // the context's only sequence
         };
         for (let i = 0; i < 8; i++) // warm-up: graph (re)build, caches
             await step();
@@ -132,15 +147,21 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     }
     send({type: "ready", build});
 
+    const seconds = clock === "cpu"
+        ? () => {
+            const {user, system} = process.cpuUsage();
+            return (user + system) / 1e6;
+        }
+        : () => performance.now() / 1000;
     for await (const line of createInterface({input: process.stdin})) {
         const request = JSON.parse(line) as {type: "measure", index: number, tokens: number} | {type: "exit"};
         if (request.type === "exit")
             break;
         const {step} = prepared[request.index]!;
-        const start = performance.now();
+        const start = seconds();
         for (let i = 0; i < request.tokens; i++)
             await step();
-        send({type: "measured", tokensPerSecond: request.tokens / ((performance.now() - start) / 1000)});
+        send({type: "measured", tokensPerSecond: request.tokens / (seconds() - start)});
     }
 
     for (const item of prepared)
@@ -162,10 +183,10 @@ class Child {
     private readonly exited: Promise<number | null>;
     private stderr = "";
 
-    public constructor(variant: Variant, modelPath: string, cells: number[], threads: number) {
+    public constructor(variant: Variant, modelPath: string, cells: number[], threads: number, readEvery: number, clock: string) {
         this.process = spawn(process.execPath, [
             ...process.execArgv, fileURLToPath(import.meta.url), "--child", variant, "--model", modelPath,
-            "--cells", cells.join(","), "--threads", String(threads)
+            "--cells", cells.join(","), "--threads", String(threads), "--read-every", String(readEvery), "--clock", clock
         ], {stdio: ["pipe", "pipe", "pipe"]});
         this.process.stderr.on("data", (chunk: Buffer) => {
             this.stderr += chunk.toString();
@@ -211,18 +232,19 @@ async function main() {
     const args = parseArgs();
     const configs: Config[] = args.cells.flatMap((cells) => [false, true].map((flashAttention) => ({cells, flashAttention})));
     if (args.child != null) {
-        await runChild(args.child, args.modelPath!, configs, args.threads);
+        await runChild(args.child, args.modelPath!, configs, args.threads, args.readEvery, args.clock);
         return;
     }
 
     const modelPath = await ensureBenchModel();
-    const variants: Variant[] = ["stock", ...(args.compareBuild != null ? ["compare-off" as const] : []), "patched-off", "patched-on"];
+    const compareVariant: Variant = args.compareOn ? "compare-on" : "compare-off";
+    const variants: Variant[] = ["stock", ...(args.compareBuild != null ? [compareVariant] : []), "patched-off", "patched-on"];
     if (args.compareBuild != null) {
         await rm(compareBuildFolder(), {recursive: true, force: true});
         await cp(path.resolve(args.compareBuild), compareBuildFolder(), {recursive: true});
     }
     console.log(`preparing the ${variants.length} engines (filling the caches) ...`);
-    const children = new Map(variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads)]));
+    const children = new Map(variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads, args.readEvery, args.clock)]));
     const builds = new Map<Variant, string>();
     for (const [variant, child] of children)
         builds.set(variant, String((await child.reply()).build));
@@ -251,19 +273,22 @@ async function main() {
     console.log();
     console.log(`model: ${path.basename(modelPath)} (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide, ${benchSpec.nHead}/${benchSpec.nHeadKv} heads, f16), ` +
         `${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}`);
-    console.log(`decode tok/s at about <cells> - 250 cells in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens`);
+    console.log(`decode tok/s (${args.clock === "cpu" ? "per second of the process's CPU time" : "per second elapsed"}) at about <cells> - 250 cells ` +
+        `in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens; ` +
+        `scoring on: rows 1, scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
     console.log("builds: " + variants.map((variant) => `${variant} = ${builds.get(variant)}`).join(", "));
     console.log();
-    const withCompare = variants.includes("compare-off");
-    console.log(`| cells | flash attn | stock tok/s |${withCompare ? " compared off tok/s |" : ""} patched off tok/s | patched on tok/s |` +
-        `${withCompare ? " compared / stock |" : ""} off / stock | on / stock | on / off |`);
+    const withCompare = args.compareBuild != null;
+    const compared = args.compareOn ? "on" : "off";
+    console.log(`| cells | flash attn | stock tok/s |${withCompare ? ` compared ${compared} tok/s |` : ""} patched off tok/s | patched on tok/s |` +
+        `${withCompare ? ` compared ${compared} / stock |` : ""} off / stock | on / stock | on / off |`);
     console.log(`|------:|:----------:|------------:|${withCompare ? "-------------------:|" : ""}------------------:|-----------------:|` +
         `${withCompare ? "-----------------:|" : ""}------------:|-----------:|---------:|`);
     for (const config of configs) {
         const [stock, off, on] = [rate("stock", config), rate("patched-off", config), rate("patched-on", config)];
-        const compared = withCompare ? rate("compare-off", config) : 0;
-        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${compared.toFixed(1)} |` : ""} ` +
-            `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(compared / stock).toFixed(3)} |` : ""} ` +
+        const comparedRate = withCompare ? rate(compareVariant, config) : 0;
+        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${comparedRate.toFixed(1)} |` : ""} ` +
+            `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(comparedRate / stock).toFixed(3)} |` : ""} ` +
             `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |`);
     }
 }
