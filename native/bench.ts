@@ -2,7 +2,7 @@
 // the same run on the same generated model, at several KV sizes, flash attention off and on.
 //
 //   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
-//                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]]
+//                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]] [--toggle]
 //
 // With scoring on, the per-head scores of every layer are read out (`NativeKv.scores()`) every --read-every tokens, as
 // the engine does once per prune round (its `pruneEvery`, 16 by default); 0 never reads them.
@@ -10,6 +10,11 @@
 // --clock cpu divides by the CPU time the child process used (user + system, all its threads) instead of the elapsed
 // time: on a machine shared with other jobs, time spent waiting for a core then does not count. Use it with --threads 1
 // (more threads can spin while they wait for each other).
+//
+// --toggle measures only scoring's cost, more finely: one process, the patched build, one context per config, scoring
+// turned on and off in turn (3 warm-up tokens after each switch, which rebuilds the graph, then --tokens measured); the
+// ratio is the median over the rounds of on / off. The cache is filled to leave room for every round, so the attended
+// cells grow by 2 x (tokens + 3) per round, alike for on and off.
 //
 // --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance a copy of
 // `localBuilds/linux-x64` made by `node native/build.mjs --native`, before rebuilding the default portable one), so that
@@ -60,6 +65,7 @@ function parseArgs() {
         compareOn: args.includes("--compare-on"),
         readEvery: Number(value("--read-every") ?? 16),
         clock: (value("--clock") ?? "wall") as "wall" | "cpu",
+        toggle: args.includes("--toggle"),
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
         threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
@@ -147,12 +153,7 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     }
     send({type: "ready", build});
 
-    const seconds = clock === "cpu"
-        ? () => {
-            const {user, system} = process.cpuUsage();
-            return (user + system) / 1e6;
-        }
-        : () => performance.now() / 1000;
+    const seconds = clockSeconds(clock);
     for await (const line of createInterface({input: process.stdin})) {
         const request = JSON.parse(line) as {type: "measure", index: number, tokens: number} | {type: "exit"};
         if (request.type === "exit")
@@ -169,6 +170,78 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     await model.dispose();
     await llama.dispose();
     process.exit(0); // stdin's reader would keep the process alive
+}
+
+/** Seconds on the chosen clock: elapsed, or the CPU time of this process. */
+function clockSeconds(clock: "wall" | "cpu"): () => number {
+    if (clock === "wall")
+        return () => performance.now() / 1000;
+    return () => {
+        const {user, system} = process.cpuUsage();
+        return (user + system) / 1e6;
+    };
+}
+
+function median(values: number[]): number {
+    return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+}
+
+/** --toggle: scoring on and off in turn in one context of the patched build, per config. */
+async function runToggle(modelPath: string, configs: Config[], args: ReturnType<typeof parseArgs>) {
+    const llama = await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
+    const build = getNativeBuildInfo(llama);
+    const model = await llama.loadModel({modelPath});
+    const seconds = clockSeconds(args.clock);
+    const warmUp = 3;
+    const rows: string[] = [];
+    for (const config of configs) {
+        const room = 2 * (args.tokens + warmUp) * args.repeats + 8;
+        if (room >= config.cells)
+            throw new Error(`--toggle: ${args.repeats} rounds of 2 x ${args.tokens + warmUp} tokens do not fit in ${config.cells} cells`);
+        const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads: args.threads, batchSize: 512});
+        const kv = new NativeKv(context);
+        const sequence = context.getSequence();
+        const state = {seed: 7};
+        await sequence.evaluateWithoutGeneratingNewTokens(Array.from({length: config.cells - room}, () => randomToken(state)));
+
+        let next = randomToken(state);
+        const step = async () => {
+            const [output] = await sequence.controlledEvaluate([[next, {generateNext: {token: true}}]]);
+            next = output?.next.token ?? randomToken(state);
+        };
+        const rates = {on: [] as number[], off: [] as number[]};
+        for (let round = 0; round < args.repeats; round++) {
+            for (const enabled of [true, false]) {
+                await kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled});
+                for (let i = 0; i < warmUp; i++)
+                    await step();
+                const start = seconds();
+                for (let i = 1; i <= args.tokens; i++) {
+                    await step();
+                    if (enabled && args.readEvery > 0 && i % args.readEvery === 0)
+                        await kv.scores(0);
+                }
+                (enabled ? rates.on : rates.off).push(args.tokens / (seconds() - start));
+            }
+        }
+        await kv.dispose();
+        await context.dispose();
+        const ratio = median(rates.on.map((on, round) => on / rates.off[round]!));
+        rows.push(`| ${config.cells - room} to ${config.cells - 8} | ${config.flashAttention ? "on" : "off"} | ${median(rates.off).toFixed(1)} | ` +
+            `${median(rates.on).toFixed(1)} | ${ratio.toFixed(3)} |`);
+    }
+    await model.dispose();
+    await llama.dispose();
+
+    console.log();
+    console.log(`model: ${path.basename(modelPath)}, ${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}; patched ${build.seriesHash}`);
+    console.log(`scoring on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
+        `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
+    console.log();
+    console.log("| cells in use | flash attn | off tok/s | on tok/s | on / off (median of rounds) |");
+    console.log("|-------------:|:----------:|----------:|---------:|----------------------------:|");
+    for (const row of rows)
+        console.log(row);
 }
 
 function send(message: object) {
@@ -237,6 +310,10 @@ async function main() {
     }
 
     const modelPath = await ensureBenchModel();
+    if (args.toggle) {
+        await runToggle(modelPath, configs, args);
+        return;
+    }
     const compareVariant: Variant = args.compareOn ? "compare-on" : "compare-off";
     const variants: Variant[] = ["stock", ...(args.compareBuild != null ? [compareVariant] : []), "patched-off", "patched-on"];
     if (args.compareBuild != null) {
@@ -265,10 +342,7 @@ async function main() {
     if (args.compareBuild != null)
         await rm(compareBuildFolder(), {recursive: true, force: true});
 
-    const rate = (variant: Variant, config: Config) => {
-        const values = [...rates.get(`${variant} ${config.cells} ${config.flashAttention}`)!].sort((a, b) => a - b);
-        return values[Math.floor(values.length / 2)]!;
-    };
+    const rate = (variant: Variant, config: Config) => median(rates.get(`${variant} ${config.cells} ${config.flashAttention}`)!);
 
     console.log();
     console.log(`model: ${path.basename(modelPath)} (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide, ${benchSpec.nHead}/${benchSpec.nHeadKv} heads, f16), ` +
