@@ -2,12 +2,25 @@
 // the same run on the same generated model, at several KV sizes, flash attention off and on.
 //
 //   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
-//                           [--compare-build <folder>]
+//                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]] [--toggle]
+//
+// With scoring on, the per-head scores of every layer are read out (`NativeKv.scores()`) every --read-every tokens, as
+// the engine does once per prune round (its `pruneEvery`, 16 by default); 0 never reads them.
+//
+// --clock cpu divides by the CPU time the child process used (user + system, all its threads) instead of the elapsed
+// time: on a machine shared with other jobs, time spent waiting for a core then does not count. Use it with --threads 1
+// (more threads can spin while they wait for each other).
+//
+// --toggle measures only scoring's cost, more finely: one process, the patched build, one context per config, scoring
+// turned on and off in turn (3 warm-up tokens after each switch, which rebuilds the graph, then --tokens measured); the
+// ratio is the median over the rounds of on / off. The cache is filled to leave room for every round, so the attended
+// cells grow by 2 x (tokens + 3) per round, alike for on and off.
 //
 // --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance a copy of
 // `localBuilds/linux-x64` made by `node native/build.mjs --native`, before rebuilding the default portable one), so that
 // build configurations are measured apart from the patches in one run. It is copied into node-llama-cpp's local builds
-// under the folder name getLlama gives the custom CMake option PONDER_BENCH_BUILD=1, and removed afterwards.
+// under the folder name getLlama gives the custom CMake option PONDER_BENCH_BUILD=1, and removed afterwards. With
+// --compare-on it runs with scoring on instead (and reads the scores out likewise), to compare two versions of scoring.
 //
 // Each binary runs in its own child process: the stock and patched builds both ship a `libllama.v0.5.0.so`, and a process
 // that loaded one would resolve the other's symbols against it. The children fill their caches first; then the parent
@@ -27,7 +40,7 @@ import {fixturesDir} from "../test/fixtures/gguf/fixtures.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../main/engine/native/NativeKv.js";
 
-type Variant = "stock" | "compare-off" | "patched-off" | "patched-on";
+type Variant = "stock" | "compare-off" | "compare-on" | "patched-off" | "patched-on";
 
 const compareBuildOption = {PONDER_BENCH_BUILD: "1"};
 
@@ -49,6 +62,10 @@ function parseArgs() {
         modelPath: value("--model"),
         cells: (value("--cells") ?? "512,2048,4096").split(",").map(Number),
         compareBuild: value("--compare-build"),
+        compareOn: args.includes("--compare-on"),
+        readEvery: Number(value("--read-every") ?? 16),
+        clock: (value("--clock") ?? "wall") as "wall" | "cpu",
+        toggle: args.includes("--toggle"),
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
         threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
@@ -77,7 +94,7 @@ async function loadVariant(variant: Variant): Promise<Llama> {
             throw new Error(`expected the stock prebuilt binary, got ${JSON.stringify(info)}`);
         return llama;
     }
-    if (variant === "compare-off")
+    if (variant === "compare-off" || variant === "compare-on")
         return await getLlama({gpu: false, build: "never", usePrebuiltBinaries: false, cmakeOptions: compareBuildOption, maxThreads: 0, logLevel: "error" as never});
     return await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
 }
@@ -100,7 +117,7 @@ function randomToken(state: {seed: number}): Token {
 type Prepared = {config: Config, step(): Promise<void>, dispose(): Promise<void>};
 
 /** Child: loads one binary, prepares a filled context per config, then measures whatever the parent asks for. */
-async function runChild(variant: Variant, modelPath: string, configs: Config[], threads: number) {
+async function runChild(variant: Variant, modelPath: string, configs: Config[], threads: number, readEvery: number, clock: "wall" | "cpu") {
     const llama = await loadVariant(variant);
     const info = getNativeBuildInfo(llama);
     const build = `${info.kind}${info.patched ? ` patched ${info.seriesHash}` : ""}`;
@@ -108,9 +125,10 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     const prepared: Prepared[] = [];
     for (const config of configs) {
         const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads, batchSize: 512});
-        const kv = variant === "patched-off" || variant === "patched-on" ? new NativeKv(context) : null;
+        const scoring = variant === "patched-on" || variant === "compare-on";
+        const kv = variant === "patched-off" || scoring ? new NativeKv(context) : null;
         const sequence = context.getSequence();
-        if (variant === "patched-on")
+        if (scoring)
             await kv!.configureScoring({enabled: true, rows: 1, gamma: 0.95});
 
         // fill the cache so that decoding attends to about `cells` cells
@@ -118,10 +136,13 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
         await sequence.evaluateWithoutGeneratingNewTokens(Array.from({length: config.cells - 256}, () => randomToken(state)));
 
         let next = randomToken(state);
+        let steps = 0;
         const step = async () => {
             const input: ControlledEvaluateInputItem[] = [[next, {generateNext: {token: true}}]];
             const [output] = await sequence.controlledEvaluate(input);
             next = output?.next.token ?? randomToken(state);
+            if (scoring && readEvery > 0 && ++steps % readEvery === 0)
+                await kv!.scores(0); // the context's only sequence
         };
         for (let i = 0; i < 8; i++) // warm-up: graph (re)build, caches
             await step();
@@ -132,15 +153,16 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     }
     send({type: "ready", build});
 
+    const seconds = clockSeconds(clock);
     for await (const line of createInterface({input: process.stdin})) {
         const request = JSON.parse(line) as {type: "measure", index: number, tokens: number} | {type: "exit"};
         if (request.type === "exit")
             break;
         const {step} = prepared[request.index]!;
-        const start = performance.now();
+        const start = seconds();
         for (let i = 0; i < request.tokens; i++)
             await step();
-        send({type: "measured", tokensPerSecond: request.tokens / ((performance.now() - start) / 1000)});
+        send({type: "measured", tokensPerSecond: request.tokens / (seconds() - start)});
     }
 
     for (const item of prepared)
@@ -148,6 +170,78 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     await model.dispose();
     await llama.dispose();
     process.exit(0); // stdin's reader would keep the process alive
+}
+
+/** Seconds on the chosen clock: elapsed, or the CPU time of this process. */
+function clockSeconds(clock: "wall" | "cpu"): () => number {
+    if (clock === "wall")
+        return () => performance.now() / 1000;
+    return () => {
+        const {user, system} = process.cpuUsage();
+        return (user + system) / 1e6;
+    };
+}
+
+function median(values: number[]): number {
+    return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+}
+
+/** --toggle: scoring on and off in turn in one context of the patched build, per config. */
+async function runToggle(modelPath: string, configs: Config[], args: ReturnType<typeof parseArgs>) {
+    const llama = await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
+    const build = getNativeBuildInfo(llama);
+    const model = await llama.loadModel({modelPath});
+    const seconds = clockSeconds(args.clock);
+    const warmUp = 3;
+    const rows: string[] = [];
+    for (const config of configs) {
+        const room = 2 * (args.tokens + warmUp) * args.repeats + 8;
+        if (room >= config.cells)
+            throw new Error(`--toggle: ${args.repeats} rounds of 2 x ${args.tokens + warmUp} tokens do not fit in ${config.cells} cells`);
+        const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads: args.threads, batchSize: 512});
+        const kv = new NativeKv(context);
+        const sequence = context.getSequence();
+        const state = {seed: 7};
+        await sequence.evaluateWithoutGeneratingNewTokens(Array.from({length: config.cells - room}, () => randomToken(state)));
+
+        let next = randomToken(state);
+        const step = async () => {
+            const [output] = await sequence.controlledEvaluate([[next, {generateNext: {token: true}}]]);
+            next = output?.next.token ?? randomToken(state);
+        };
+        const rates = {on: [] as number[], off: [] as number[]};
+        for (let round = 0; round < args.repeats; round++) {
+            for (const enabled of [true, false]) {
+                await kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled});
+                for (let i = 0; i < warmUp; i++)
+                    await step();
+                const start = seconds();
+                for (let i = 1; i <= args.tokens; i++) {
+                    await step();
+                    if (enabled && args.readEvery > 0 && i % args.readEvery === 0)
+                        await kv.scores(0);
+                }
+                (enabled ? rates.on : rates.off).push(args.tokens / (seconds() - start));
+            }
+        }
+        await kv.dispose();
+        await context.dispose();
+        const ratio = median(rates.on.map((on, round) => on / rates.off[round]!));
+        rows.push(`| ${config.cells - room} to ${config.cells - 8} | ${config.flashAttention ? "on" : "off"} | ${median(rates.off).toFixed(1)} | ` +
+            `${median(rates.on).toFixed(1)} | ${ratio.toFixed(3)} |`);
+    }
+    await model.dispose();
+    await llama.dispose();
+
+    console.log();
+    console.log(`model: ${path.basename(modelPath)}, ${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}; patched ${build.seriesHash}`);
+    console.log(`scoring on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
+        `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
+    console.log();
+    console.log("| cells in use | flash attn | off tok/s | on tok/s | on / off (median of rounds) |");
+    console.log("|-------------:|:----------:|----------:|---------:|----------------------------:|");
+    for (const row of rows)
+        console.log(row);
 }
 
 function send(message: object) {
@@ -162,10 +256,10 @@ class Child {
     private readonly exited: Promise<number | null>;
     private stderr = "";
 
-    public constructor(variant: Variant, modelPath: string, cells: number[], threads: number) {
+    public constructor(variant: Variant, modelPath: string, cells: number[], threads: number, readEvery: number, clock: string) {
         this.process = spawn(process.execPath, [
             ...process.execArgv, fileURLToPath(import.meta.url), "--child", variant, "--model", modelPath,
-            "--cells", cells.join(","), "--threads", String(threads)
+            "--cells", cells.join(","), "--threads", String(threads), "--read-every", String(readEvery), "--clock", clock
         ], {stdio: ["pipe", "pipe", "pipe"]});
         this.process.stderr.on("data", (chunk: Buffer) => {
             this.stderr += chunk.toString();
@@ -211,18 +305,23 @@ async function main() {
     const args = parseArgs();
     const configs: Config[] = args.cells.flatMap((cells) => [false, true].map((flashAttention) => ({cells, flashAttention})));
     if (args.child != null) {
-        await runChild(args.child, args.modelPath!, configs, args.threads);
+        await runChild(args.child, args.modelPath!, configs, args.threads, args.readEvery, args.clock);
         return;
     }
 
     const modelPath = await ensureBenchModel();
-    const variants: Variant[] = ["stock", ...(args.compareBuild != null ? ["compare-off" as const] : []), "patched-off", "patched-on"];
+    if (args.toggle) {
+        await runToggle(modelPath, configs, args);
+        return;
+    }
+    const compareVariant: Variant = args.compareOn ? "compare-on" : "compare-off";
+    const variants: Variant[] = ["stock", ...(args.compareBuild != null ? [compareVariant] : []), "patched-off", "patched-on"];
     if (args.compareBuild != null) {
         await rm(compareBuildFolder(), {recursive: true, force: true});
         await cp(path.resolve(args.compareBuild), compareBuildFolder(), {recursive: true});
     }
     console.log(`preparing the ${variants.length} engines (filling the caches) ...`);
-    const children = new Map(variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads)]));
+    const children = new Map(variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads, args.readEvery, args.clock)]));
     const builds = new Map<Variant, string>();
     for (const [variant, child] of children)
         builds.set(variant, String((await child.reply()).build));
@@ -243,27 +342,27 @@ async function main() {
     if (args.compareBuild != null)
         await rm(compareBuildFolder(), {recursive: true, force: true});
 
-    const rate = (variant: Variant, config: Config) => {
-        const values = [...rates.get(`${variant} ${config.cells} ${config.flashAttention}`)!].sort((a, b) => a - b);
-        return values[Math.floor(values.length / 2)]!;
-    };
+    const rate = (variant: Variant, config: Config) => median(rates.get(`${variant} ${config.cells} ${config.flashAttention}`)!);
 
     console.log();
     console.log(`model: ${path.basename(modelPath)} (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide, ${benchSpec.nHead}/${benchSpec.nHeadKv} heads, f16), ` +
         `${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}`);
-    console.log(`decode tok/s at about <cells> - 250 cells in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens`);
+    console.log(`decode tok/s (${args.clock === "cpu" ? "per second of the process's CPU time" : "per second elapsed"}) at about <cells> - 250 cells ` +
+        `in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens; ` +
+        `scoring on: rows 1, scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
     console.log("builds: " + variants.map((variant) => `${variant} = ${builds.get(variant)}`).join(", "));
     console.log();
-    const withCompare = variants.includes("compare-off");
-    console.log(`| cells | flash attn | stock tok/s |${withCompare ? " compared off tok/s |" : ""} patched off tok/s | patched on tok/s |` +
-        `${withCompare ? " compared / stock |" : ""} off / stock | on / stock | on / off |`);
+    const withCompare = args.compareBuild != null;
+    const compared = args.compareOn ? "on" : "off";
+    console.log(`| cells | flash attn | stock tok/s |${withCompare ? ` compared ${compared} tok/s |` : ""} patched off tok/s | patched on tok/s |` +
+        `${withCompare ? ` compared ${compared} / stock |` : ""} off / stock | on / stock | on / off |`);
     console.log(`|------:|:----------:|------------:|${withCompare ? "-------------------:|" : ""}------------------:|-----------------:|` +
         `${withCompare ? "-----------------:|" : ""}------------:|-----------:|---------:|`);
     for (const config of configs) {
         const [stock, off, on] = [rate("stock", config), rate("patched-off", config), rate("patched-on", config)];
-        const compared = withCompare ? rate("compare-off", config) : 0;
-        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${compared.toFixed(1)} |` : ""} ` +
-            `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(compared / stock).toFixed(3)} |` : ""} ` +
+        const comparedRate = withCompare ? rate(compareVariant, config) : 0;
+        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${comparedRate.toFixed(1)} |` : ""} ` +
+            `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(comparedRate / stock).toFixed(3)} |` : ""} ` +
             `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |`);
     }
 }

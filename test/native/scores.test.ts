@@ -162,6 +162,54 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
         }
     });
 
+    // Under flash attention on the CPU the weights come from the kernel itself, which takes one of three paths: one
+    // query row at a time (the test above), tiles of 64 query rows (a long prompt scored on many rows), and a decode
+    // split over the KV cells (512 cells and more), whose chunks are merged afterwards. Each must give the softmax of
+    // attention without flash attention, the reference: in layer 0 to float rounding, except that the tiled kernel (the
+    // prompts here) multiplies k and q in F32 where attention without flash rounds q to F16 (relative differences of
+    // about 1e-3).
+    test.each([
+        {path: "tiled prefill", contextSize: 256, prompt: 150, rows: 100, steps: 0},
+        {path: "split-KV decode", contextSize: 1024, prompt: 700, rows: 1, steps: 3}
+    ])("flash attention's weights match attention without it: $path", async ({contextSize, prompt, rows, steps}) => {
+        const snapshots: ScoreSnapshot[][] = [];
+        for (const flashAttention of [false, true]) {
+            const t = await createTestContext(model, {flashAttention, contextSize, batchSize: 512});
+            try {
+                expect(t.context.flashAttention).toBe(flashAttention);
+                await t.kv.configureScoring({enabled: true, rows, gamma: 0.9});
+                const taken: ScoreSnapshot[] = [];
+                await evaluateForLogits(t.sequence, randomTokens(prompt, 9));
+                taken.push(await t.kv.scores(0));
+                for (let step = 0; step < steps; step++) {
+                    await evaluateForLogits(t.sequence, randomTokens(1, 800 + step));
+                    taken.push(await t.kv.scores(0));
+                }
+                snapshots.push(taken);
+            } finally {
+                await t.dispose();
+            }
+        }
+
+        // the prompt's ubatches are 512 tokens: a longer prompt's last ubatch holds its last prompt % 512 rows
+        const scoredRows = [Math.min(rows, ((prompt - 1) % 512) + 1), ...Array.from({length: steps}, () => 1)];
+        const [off, on] = snapshots as [ScoreSnapshot[], ScoreSnapshot[]];
+        for (let step = 0; step < off.length; step++) {
+            expect(Array.from(on[step]!.positions)).toEqual(Array.from(off[step]!.positions));
+            for (let layer = 0; layer < nLayer; layer++) {
+                const [layerOn, layerOff] = [on[step]!.layers[layer]!, off[step]!.layers[layer]!];
+                for (const headSum of headSums(layerOn, "last"))
+                    expect(headSum).toBeCloseTo(scoredRows[step]!, 3);
+                for (let i = 0; i < layerOff.last.length; i++) {
+                    const reference = layerOff.last[i]!;
+                    const tolerance = (layer > 0 ? 2e-2 : step === 0 ? 1e-3 : 1e-6) * Math.max(1, Math.abs(reference));
+                    if (Math.abs(layerOn.last[i]! - reference) > tolerance)
+                        expect(layerOn.last[i], `step ${step}, layer ${layer}, value ${i}`).toBeCloseTo(reference, 6);
+                }
+            }
+        }
+    });
+
     test("the decayed accumulator matches its closed form s_T = sum_t gamma^(T-t) a_t per head over many steps", async () => {
         const gamma = 0.8;
         const t = await createTestContext(model);
