@@ -4,7 +4,7 @@ import type {GenerationChunk} from "../types.js";
 import type {Channel, EngineFault, FromEngine, ToEngine} from "./protocol.js";
 
 export type ServeEngineOptions = {
-    /** Milliseconds a generation's chunks gather before they are sent together. Defaults to `16`. */
+    /** Milliseconds a generation's chunks gather before they are sent together (the first goes at once). Defaults to `16`. */
     flushMs?: number,
     /** Carries out a fault a test asked for; faults are refused when absent. */
     injectFault?: (fault: EngineFault) => void,
@@ -46,6 +46,8 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
                 aborts.set(id, abort);
                 let pending: GenerationChunk[] = [];
                 let timer: NodeJS.Timeout | null = null;
+                // The first chunk goes at once: batching must not delay the time to the first token.
+                let sentAny = false;
                 const flush = () => {
                     if (timer != null)
                         clearTimeout(timer);
@@ -66,7 +68,11 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
                                     pending[pending.length - 1] = {segment: last.segment, text: last.text + chunk.text, tokens: last.tokens + chunk.tokens};
                                 else
                                     pending.push(chunk);
-                                timer ??= setTimeout(flush, flushMs);
+                                if (!sentAny) {
+                                    sentAny = true;
+                                    flush();
+                                } else
+                                    timer ??= setTimeout(flush, flushMs);
                             },
                             onSample: samples ? (sample) => {
                                 flush();
