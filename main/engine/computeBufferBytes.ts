@@ -77,7 +77,7 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         const norm = graph.run([residual], {size: embedding, uses: 1, inPlace: true})!;
         const attentionNorm = graph.run([norm], {size: embedding, uses: 3, inPlace: true})!;
         // Q, V, K: matmul, then bias, q/k norms and RoPE in place.
-        const query = graph.run([attentionNorm, positions], {size: row(headCount * keyLength), uses: options.flashAttention && scoreRows > 0 ? 2 : 1})!;
+        const query = graph.run([attentionNorm, positions], {size: row(headCount * keyLength), uses: 1})!;
         const value = graph.run([attentionNorm], {size: row(headCountKv * valueLength), uses: 1})!;
         const key = graph.run([attentionNorm, positions], {size: row(headCountKv * keyLength), uses: 1})!;
         graph.run([key, keyIndices], null);
@@ -86,11 +86,11 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         const scoreReaders = scoreRows === 0 ? 0 : scoreRows === 1 ? 2 : 1;
         let attention: number;
         if (options.flashAttention) {
-            attention = graph.run([query, mask], {size: row(headCount * valueLength), uses: 1})!;
-            if (scoreRows > 0) {
-                const product = graph.run([query, mask], {size: scoreRows * perHeadCell, uses: 1})!;
-                reduceScores(graph.run([product], {size: scoreRows * perHeadCell, uses: scoreReaders, inPlace: true})!);
-            }
+            // Scored, the flash-attention op also outputs the scored rows' weights after the attention (native patch 0006,
+            // ggml_flash_attn_ext_kq, on the CPU); the score branch and the projection read views of it.
+            attention = graph.run([query, mask], {size: row(headCount * valueLength) + scoreRows * perHeadCell, uses: 1 + scoreReaders})!;
+            if (scoreRows > 0)
+                reduceScores(attention);
         } else {
             const scores = graph.run([query], {size: cells * tokens * headCount * f32, uses: 1})!;
             const weights = graph.run([scores, mask], {size: cells * tokens * headCount * f32, uses: 1 + scoreReaders, inPlace: true})!;
