@@ -22,6 +22,7 @@ import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {problemSets, qualitySuite} from "./quality.js";
 import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import {forkEngine} from "../../main/engine/process/forkEngine.js";
+import {median} from "./median.js";
 import {builtEngineEntry, processRuns, processSuite} from "./processBench.js";
 import {serverSuite} from "./serverBench.js";
 
@@ -121,7 +122,6 @@ if (suites.has("overhead")) {
     const model = await loadModel(llama, file);
     const prompt = Array.from({length: 32}, (_, i) => ((i * 29) % 500 + 10) as Token);
     const repeats = Number(values["overhead-repeats"]);
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const rows: (string | number)[][] = [];
     const json: unknown[] = [];
     for (const flashAttention of [false, true]) {
@@ -223,13 +223,14 @@ if (suites.has("process")) {
     // The engine behind the process boundary (as the app runs it) against the same engine in this process, same run.
     const benchModel = values.model ?? await getFixtureModel("bench-1.5b-shape");
     const tokens = Number(values["process-tokens"]);
+    const runs = processRuns({full: tokens + 256, pruned: 256});
     const report = await processSuite({llama, build, modelPath: benchModel, threads, repeats: Number(values["process-repeats"]), maxTokens: tokens,
-        runs: processRuns({full: tokens + 256, pruned: 256}), restarts: 5, onProgress: (line) => console.error(`  process ${line}`)});
+        runs, restarts: 5, onProgress: (line) => console.error(`  process ${line}`)});
     results.process = report;
     say(`\n## The engine process vs the engine in the caller's process (${path.basename(benchModel)}, ${tokens} tokens, ${threads} threads, ` +
         `medians of ${values["process-repeats"]} pairs run back to back, tokens timed where the caller receives them)\n\n` +
         table(["policy (cells)", "in-process decode tok/s", "engine process decode tok/s", "ratio", "in-process first token (ms)", "engine process first token (ms)", "ratio"],
-            report.rows.map((row, index) => [`${row.label} (${processRuns({full: tokens + 256, pruned: 256})[index]!.cells})`, row.inProcess.tokensPerSecond.toFixed(1),
+            report.rows.map((row, index) => [`${row.label} (${runs[index]!.cells})`, row.inProcess.tokensPerSecond.toFixed(1),
                 row.engineProcess.tokensPerSecond.toFixed(1), row.decodeRatio.toFixed(3), row.inProcess.firstTokenMs.toFixed(1), row.engineProcess.firstTokenMs.toFixed(1),
                 row.firstTokenRatio.toFixed(3)])) +
         `\n\nStarting the engine process and loading the model: ${report.coldStartMs.toFixed(0)} ms. From a SIGKILL of the engine process to the model ` +

@@ -7,14 +7,9 @@ import type {EngineApi} from "../../main/engine/EngineApi.js";
 import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import {forkEngine} from "../../main/engine/process/forkEngine.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {median} from "./median.js";
 
 export type ProcessBenchRun = {path: "in-process" | "engine process", policy: string, firstTokenMs: number, tokensPerSecond: number, tokens: number};
-
-function median(values: number[]): number {
-    const sorted = [...values].sort((a, b) => a - b);
-    const middle = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
 
 /**
  * The engine behind the process boundary (the built `out/main/engineProcess.js`, as the app and headless mode start it)

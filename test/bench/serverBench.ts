@@ -12,6 +12,7 @@ import {GenerationQueue} from "../../main/services/GenerationQueue.js";
 import {defaultAppSettings, defaultCompressionSettings} from "../../main/services/schemas.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import type {ClientRequest, ClientTiming} from "./serverClient.js";
+import {median} from "./median.js";
 
 export type ServerBenchRun = {path: "engine" | "server", firstTokenMs: number, tokensPerSecond: number, tokens: number,
     /** Server runs: the engine's decode speed inside the server, timed where the tokens are made (no delivery to the client). */
@@ -23,12 +24,6 @@ type Timing = {started: number, first: number | null, last: number, tokens: numb
 function summarise(pathName: ServerBenchRun["path"], timing: Timing): ServerBenchRun {
     const first = timing.first ?? timing.last;
     return {path: pathName, firstTokenMs: first - timing.started, tokensPerSecond: (timing.tokens - 1) / ((timing.last - first) / 1000), tokens: timing.tokens};
-}
-
-function median(values: number[]): number {
-    const sorted = [...values].sort((a, b) => a - b);
-    const middle = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 /**
