@@ -3,10 +3,12 @@ const alignment = 32;
 
 type Block = {offset: number, size: number};
 
+const aligned = (bytes: number) => Math.ceil(bytes / alignment) * alignment;
+
 /**
  * A replay of ggml's graph allocator (ggml-alloc.c, `ggml_gallocr` over one `ggml_dyn_tallocr` chunk) on a graph
- * given as a sequence of tensors: each is allocated when its node runs, a node that may run in place takes its first
- * source's memory when that source has no other consumer left, and a tensor is freed after its last consumer. The
+ * given as a sequence of tensors: each is allocated when its node runs, a node that may run in place takes a source's
+ * memory when that source has no other consumer left, and a tensor is freed after its last consumer. The
  * allocator's best fit (the last, growing block only when no other fits) and its merging of freed neighbours are
  * kept, so the peak includes the fragmentation llama.cpp's compute buffer has.
  */
@@ -29,20 +31,25 @@ export class GraphAllocator {
     /**
      * Runs a node reading `sources` and producing a tensor of `size` bytes read by `uses` later nodes (`Infinity` for a
      * graph output, never freed). With `inPlace` (ggml_op_can_inplace: add, mul, rms_norm, rope, soft_max, ...) it
-     * reuses its first source's memory when this node is that source's last consumer and the sizes match. Returns the
-     * new tensor, or `null` for a node whose result lives outside the buffer (a write into the KV cache).
+     * reuses the memory of the first source, in order, whose last consumer it is and whose size matches. A source that
+     * the node reads through a view (a reshape, a permute) is never reused: ggml-alloc.c counts a view as not its own
+     * (`ggml_gallocr_is_own`), so pass such a node without `inPlace`. Returns the new tensor, or `null` for a node whose
+     * result lives outside the buffer (a write into the KV cache).
      */
     run(sources: number[], output: {size: number, uses: number, inPlace?: boolean} | null): number | null {
         let id: number | null = null;
         if (output != null) {
-            const first = sources[0] != null ? this._tensors.get(sources[0]) : undefined;
-            if (output.inPlace === true && first != null && first.uses === 1 && first.size === output.size) {
+            const size = aligned(output.size);
+            const reusable = (source: number) => this._tensors.get(source)?.uses === 1 && this._tensors.get(source)!.size === size;
+            const reused = output.inPlace === true ? sources.findIndex(reusable) : -1;
+            if (reused !== -1) {
+                const parent = this._tensors.get(sources[reused]!)!;
                 id = this._next++;
-                this._tensors.set(id, {offset: first.offset, size: first.size, uses: output.uses});
-                this._tensors.delete(sources[0]!);
-                sources = sources.slice(1);
+                this._tensors.set(id, {offset: parent.offset, size: parent.size, uses: output.uses});
+                this._tensors.delete(sources[reused]!);
+                sources = sources.filter((_, i) => i !== reused);
             } else
-                id = this._allocate(output.size, output.uses);
+                id = this._allocate(size, output.uses);
         }
         for (const source of sources) {
             const tensor = this._tensors.get(source);
@@ -58,7 +65,7 @@ export class GraphAllocator {
     }
 
     private _allocate(bytes: number, uses: number): number {
-        const size = Math.ceil(bytes / alignment) * alignment;
+        const size = aligned(bytes);
         // The best fitting block besides the last; the last one (which grows the buffer) only when none fits.
         let best = -1;
         for (let i = 0; i < this._blocks.length - 1; i++) {

@@ -37,6 +37,16 @@ describe("GraphAllocator (ggml-alloc.c replayed)", () => {
         graph.run([shared], {size: 64, uses: 1, inPlace: true});
         expect(graph.peak).toBe(128);
     });
+
+    it("runs an in-place node in a later source's memory when the first is still read, and compares aligned sizes", () => {
+        const graph = new GraphAllocator();
+        const kept = graph.input(100, 2); // [0, 128): read again later
+        const last = graph.input(100, 1); // [128, 256)
+        const sum = graph.run([kept, last], {size: 100, uses: 1, inPlace: true})!; // in last's memory
+        expect(graph.peak).toBe(256);
+        graph.run([kept, sum], {size: 100, uses: 1, inPlace: true}); // kept's last read: its memory
+        expect(graph.peak).toBe(256);
+    });
 });
 
 describe("computeBufferBytes", () => {
