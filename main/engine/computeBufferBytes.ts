@@ -21,12 +21,12 @@ const f32 = 4;
  * Bytes of llama.cpp's compute buffer for a context, on the device that holds the KV cache: the graph llama.cpp
  * reserves (a full ubatch attending to every cell, every token an output) replayed through ggml's allocator
  * (`GraphAllocator`). The graph is the standard decoder layer of llama, qwen2, qwen3 and mistral
- * (llama-graph.cpp `build_attn_mha`, models/qwen2.cpp): inputs (tokens, positions, the KQ mask, f16 with flash
- * attention and f32 without, the KV write indices, an unused input for embedding vectors), then per layer the norm, Q, V and K, attention, the output
- * projection, the residual, the feed-forward's gate, up, SwiGLU and down, and at the end the logits, f32 per vocabulary
- * entry and output token. Without flash attention the attention scores (f32 per query head, cell and token) dominate
- * it; with flash attention the feed-forward and the logits do. Other architectures are approximated by this graph.
- * Returns `null` when the metadata is incomplete.
+ * (llama-graph.cpp `build_attn`, `build_attn_mha`, models/qwen2.cpp): inputs (tokens, an unused input for embedding
+ * vectors, positions, the KV write indices, the KQ mask, f16 with flash attention and f32 without, the output ids),
+ * then per layer the norm, Q, V and K, attention, the output projection, the residual, the feed-forward's gate, up,
+ * SwiGLU and down, and at the end the logits, f32 per vocabulary entry and output token. Without flash attention the
+ * attention scores (f32 per query head, cell and token) dominate it; with flash attention the feed-forward and the
+ * logits do. Other architectures are approximated by this graph. Returns `null` when the metadata is incomplete.
  */
 export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "headCount" | "headCountKv" | "embeddingLength" | "keyLength" | "valueLength" |
     "feedForwardLength" | "vocabularySize">, options: ComputeBufferOptions): number | null {
@@ -42,21 +42,22 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
     const row = (width: number) => width * tokens * f32;
     const graph = new GraphAllocator();
 
-    // Inputs, allocated before any node runs (llama-graph.cpp build_inp_embd, build_inp_pos, build_attn_inp_kv_impl,
-    // build_inp_out_ids); without flash attention V is stored transposed and written element by element.
+    // Inputs, in the order the graph first reads them (llama-graph.cpp build_inp_embd, build_inp_pos,
+    // build_attn_inp_kv_impl, build_inp_out_ids); without flash attention V is stored transposed and written element
+    // by element.
     const inputTokens = graph.input(tokens * 4, 1);
     // The input for embeddings given as vectors: allocated with the others, though a token batch does not read it.
     graph.input(row(embeddingLength), Infinity);
     const positions = graph.input(tokens * 4, 2 * layers);
-    const mask = graph.input(cells * tokens * (options.flashAttention ? 2 : f32), layers);
     const keyIndices = graph.input(tokens * 8, layers);
     const valueIndices = graph.input(tokens * 8 * (options.flashAttention ? 1 : headCountKv * valueLength), layers);
-    const outputIds = graph.input(tokens * 4, 2);
+    const mask = graph.input(cells * tokens * (options.flashAttention ? 2 : f32), layers);
     // Attention scoring (native/patches/0002): the decay input, and per layer a branch that reduces the scored rows'
     // attention weights (the softmax, or without flash attention a recomputed side product) to one f32 per head and
     // cell, written into the score buffers beside K and V (`last = a; acc = w * acc + a`).
     const scoreRows = Math.min(options.scoreRows ?? 0, tokens);
     const scoreDecay = scoreRows > 0 ? graph.input(cells * f32, layers) : -1;
+    const outputIds = graph.input(tokens * 4, 2);
     const perHeadCell = cells * headCount * f32;
     const reduceScores = (weights: number) => {
         let score = weights;
@@ -69,6 +70,13 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         graph.run([scoreDecay], null); // acc *= w
         graph.run([score], null); // acc += a
     };
+    // Q, V or K: the projection (its bias added in place); for Q and K the first op that reads it reshaped into heads
+    // (RoPE, or qwen3's q/k norm) writes a new tensor, since ggml's allocator never runs an op in place on a view
+    // (ggml-alloc.c: a view is not the allocator's own), and the projection is freed after it.
+    const project = (source: number, width: number, rope: boolean) => {
+        const projected = graph.run([source], {size: row(width), uses: 1})!;
+        return rope ? graph.run([projected, positions], {size: row(width), uses: 1})! : projected;
+    };
 
     const embedding = row(embeddingLength);
     let residual = graph.run([inputTokens], {size: embedding, uses: 2})!;
@@ -76,10 +84,9 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         const last = layer === layers - 1;
         const norm = graph.run([residual], {size: embedding, uses: 1, inPlace: true})!;
         const attentionNorm = graph.run([norm], {size: embedding, uses: 3, inPlace: true})!;
-        // Q, V, K: matmul, then bias, q/k norms and RoPE in place.
-        const query = graph.run([attentionNorm, positions], {size: row(headCount * keyLength), uses: 1})!;
-        const value = graph.run([attentionNorm], {size: row(headCountKv * valueLength), uses: 1})!;
-        const key = graph.run([attentionNorm, positions], {size: row(headCountKv * keyLength), uses: 1})!;
+        const query = project(attentionNorm, headCount * keyLength, true);
+        const value = project(attentionNorm, headCountKv * valueLength, false);
+        const key = project(attentionNorm, headCountKv * keyLength, true);
         graph.run([key, keyIndices], null);
         graph.run([value, valueIndices], null);
         // Readers of the scored weights after the attention: one row is read in place (twice), several are transposed.
@@ -113,7 +120,9 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         const down = graph.run([swiglu], {size: embedding, uses: 1})!;
         residual = graph.run([down, feedForwardInput], {size: embedding, uses: last ? 1 : 2, inPlace: true})!;
     }
-    const outputNorm = graph.run([graph.run([residual], {size: embedding, uses: 1, inPlace: true})!], {size: embedding, uses: 1, inPlace: true})!;
+    // The normed output is a graph output too (embeddings): never freed.
+    const outputRms = graph.run([residual], {size: embedding, uses: 1, inPlace: true})!;
+    const outputNorm = graph.run([outputRms], {size: embedding, uses: Infinity, inPlace: true})!;
     graph.run([outputNorm], {size: row(model.vocabularySize ?? 0), uses: Infinity});
     return graph.peak;
 }

@@ -94,6 +94,16 @@ describe("computeBufferBytes", () => {
         expect(computeBufferBytes(bench, {cells: 4096, flashAttention: false, scoreRows: 1})! - plain).toBeLessThan(mib / 8);
     });
 
+    // tiny-qwen3 (test/fixtures): 64-wide heads over a 160-wide embedding, GQA 4/2.
+    const tinyQwen3 = {layers: 4, headCount: 4, headCountKv: 2, embeddingLength: 160, keyLength: 64, valueLength: 64, feedForwardLength: 128,
+        vocabularySize: 581};
+
+    it("copies Q and K once out of their projections: RoPE or a q/k norm reads them reshaped, and no op runs in place on a view", () => {
+        // Without flash attention the peak is at a layer's scores, above the inputs, the residual and that copy of Q.
+        const estimate = computeBufferBytes(tinyQwen3, {cells: 4096, flashAttention: false})!;
+        expect(estimate / mib).toBeCloseTo(42.76, 2); // llama.cpp: "CPU compute buffer size = 42.76 MiB" (42.26 without the copies)
+    });
+
     it("is null without the head counts", () => {
         expect(computeBufferBytes({...bench, headCount: null}, {cells: 4096, flashAttention: true})).toBeNull();
     });
