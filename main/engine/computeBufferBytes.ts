@@ -1,5 +1,5 @@
 import {GraphAllocator} from "./GraphAllocator.js";
-import {headLength} from "./kvMemory.js";
+import {headLength, type KvCacheType} from "./kvMemory.js";
 import type {ModelInspection} from "./types.js";
 
 /** The most tokens llama.cpp evaluates in one ubatch (node-llama-cpp's default batch size). */
@@ -12,10 +12,29 @@ export type ComputeBufferOptions = {
     /** Tokens per ubatch. Defaults to `min(cells, 512)`. */
     ubatch?: number,
     /** Query rows whose attention the patched graph scores per ubatch (`scoring()`); 0 when scoring is off. Defaults to `0`. */
-    scoreRows?: number
+    scoreRows?: number,
+    /**
+     * Types of the cached K and V: a quantized one adds llama.cpp's Hadamard rotation of its heads to the graph.
+     * Defaults to `{k: "f16", v: "f16"}`.
+     */
+    kvTypes?: {k: KvCacheType, v: KvCacheType}
 };
 
 const f32 = 4;
+
+/**
+ * The side of the Hadamard rotation llama.cpp applies to heads stored quantized (llama-kv-cache.cpp `attn_rot_k`,
+ * `attn_rot_v`: a quantized type and a head length that 64 divides), or 0 for none: for K the largest power of two
+ * from 64 up that divides the head length, for V always 64.
+ */
+function rotation(type: KvCacheType, length: number, keys: boolean): number {
+    if (type === "f16" || length % 64 !== 0)
+        return 0;
+    let side = 64;
+    while (keys && length % (2 * side) === 0)
+        side *= 2;
+    return side;
+}
 
 /**
  * Bytes of llama.cpp's compute buffer for a context, on the device that holds the KV cache: the graph llama.cpp
@@ -39,16 +58,22 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
     const cells = options.cells;
     const tokens = options.ubatch ?? Math.min(cells, defaultUbatch);
     const feedForward = model.feedForwardLength ?? 4 * embeddingLength;
+    const kvTypes = options.kvTypes ?? {k: "f16", v: "f16"};
+    const keyRotation = rotation(kvTypes.k, keyLength, true);
+    const valueRotation = rotation(kvTypes.v, valueLength, false);
     const row = (width: number) => width * tokens * f32;
     const graph = new GraphAllocator();
 
     // Inputs, in the order the graph first reads them (llama-graph.cpp build_inp_embd, build_inp_pos,
     // build_attn_inp_kv_impl, build_inp_out_ids); without flash attention V is stored transposed and written element
-    // by element.
+    // by element. The rotations (square f32 matrices) are read by Q, K and V before they are cached, and by the
+    // attention's output.
     const inputTokens = graph.input(tokens * 4, 1);
     // The input for embeddings given as vectors: allocated with the others, though a token batch does not read it.
     graph.input(row(embeddingLength), Infinity);
+    const keyRotationInput = keyRotation > 0 ? graph.input(keyRotation * keyRotation * f32, 2 * layers) : -1;
     const positions = graph.input(tokens * 4, 2 * layers);
+    const valueRotationInput = valueRotation > 0 ? graph.input(valueRotation * valueRotation * f32, 2 * layers) : -1;
     const keyIndices = graph.input(tokens * 8, layers);
     const valueIndices = graph.input(tokens * 8 * (options.flashAttention ? 1 : headCountKv * valueLength), layers);
     const mask = graph.input(cells * tokens * (options.flashAttention ? 2 : f32), layers);
@@ -72,10 +97,15 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
     };
     // Q, V or K: the projection (its bias added in place); for Q and K the first op that reads it reshaped into heads
     // (RoPE, or qwen3's q/k norm) writes a new tensor, since ggml's allocator never runs an op in place on a view
-    // (ggml-alloc.c: a view is not the allocator's own), and the projection is freed after it.
-    const project = (source: number, width: number, rope: boolean) => {
-        const projected = graph.run([source], {size: row(width), uses: 1})!;
-        return rope ? graph.run([projected, positions], {size: row(width), uses: 1})! : projected;
+    // (ggml-alloc.c: a view is not the allocator's own), and the projection is freed after it. A rotation is a product
+    // with the reshaped heads: one more new tensor.
+    const project = (source: number, width: number, rotationInput: number, rope: boolean) => {
+        let projected = graph.run([source], {size: row(width), uses: 1})!;
+        if (rope)
+            projected = graph.run([projected, positions], {size: row(width), uses: 1})!;
+        if (rotationInput !== -1)
+            projected = graph.run([projected, rotationInput], {size: row(width), uses: 1})!;
+        return projected;
     };
 
     const embedding = row(embeddingLength);
@@ -84,9 +114,9 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         const last = layer === layers - 1;
         const norm = graph.run([residual], {size: embedding, uses: 1, inPlace: true})!;
         const attentionNorm = graph.run([norm], {size: embedding, uses: 3, inPlace: true})!;
-        const query = project(attentionNorm, headCount * keyLength, true);
-        const value = project(attentionNorm, headCountKv * valueLength, false);
-        const key = project(attentionNorm, headCountKv * keyLength, true);
+        const query = project(attentionNorm, headCount * keyLength, keyRotationInput, true);
+        const value = project(attentionNorm, headCountKv * valueLength, valueRotationInput, false);
+        const key = project(attentionNorm, headCountKv * keyLength, keyRotationInput, true);
         graph.run([key, keyIndices], null);
         graph.run([value, valueIndices], null);
         // Readers of the scored weights after the attention: one row is read in place (twice), several are transposed.
@@ -106,6 +136,9 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
             if (scoreRows > 0)
                 reduceScores(weights);
         }
+        // Rotated V comes out of the attention rotated: the product with the rotation, read reshaped, undoes it.
+        if (valueRotationInput !== -1)
+            attention = graph.run([attention, valueRotationInput], {size: row(headCount * valueLength), uses: 1})!;
         let projected = graph.run([attention], {size: embedding, uses: 1})!;
         if (last) {
             // Only the output tokens go on (all of them in the reserved graph).

@@ -83,7 +83,9 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const bytes = allocatedCells * bytesPerCell;
     const weightsBytes = model.weightsBytes ?? null;
     const scoreRows = scoring(compression).rows;
-    const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: compression.flashAttention, scoreRows});
+    const computeBytes = computeBufferBytes(model, {
+        cells: allocatedCells, flashAttention: compression.flashAttention, scoreRows, kvTypes: {k: compression.kvType, v: compression.kvType}
+    });
     // A scoring policy's accumulated and last scores beside K and V: two f32 per layer, query head and cell.
     const scoresBytes = scoreRows > 0 ? 2 * 4 * (model.layers ?? 0) * (model.headCount ?? 0) * allocatedCells : 0;
     const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + (computeBytes ?? 0);

@@ -104,6 +104,20 @@ describe("computeBufferBytes", () => {
         expect(estimate / mib).toBeCloseTo(42.76, 2); // llama.cpp: "CPU compute buffer size = 42.76 MiB" (42.26 without the copies)
     });
 
+    it("with a quantized cache, adds llama.cpp's Hadamard rotations of Q, K, V and the attention output where 64 divides the head", () => {
+        const rotated = (length: number) => {
+            const shape = {...tinyQwen3, keyLength: length, valueLength: length};
+            const quantized = computeBufferBytes(shape, {cells: 4096, flashAttention: true, kvTypes: {k: "q8_0", v: "q8_0"}})!;
+            return quantized - computeBufferBytes(shape, {cells: 4096, flashAttention: true})!;
+        };
+        // The rotation matrices (f32): K's side the largest power of two from 64 that divides the head, V's 64; the
+        // rotated copies fit in holes at these sizes.
+        expect(rotated(64)).toBe(2 * 64 * 64 * 4); // llama.cpp: 6.23 MiB against 6.20
+        expect(rotated(128)).toBe((128 * 128 + 64 * 64) * 4);
+        expect(rotated(192)).toBe(2 * 64 * 64 * 4);
+        expect(rotated(96)).toBe(0);
+    });
+
     it("is null without the head counts", () => {
         expect(computeBufferBytes({...bench, headCount: null}, {cells: 4096, flashAttention: true})).toBeNull();
     });
