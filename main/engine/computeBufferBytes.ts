@@ -124,8 +124,11 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
         let attention: number;
         if (options.flashAttention) {
             // Scored, the flash-attention op also outputs the scored rows' weights after the attention (native patch 0006,
-            // ggml_flash_attn_ext_kq, on the CPU); the score branch and the projection read views of it.
-            attention = graph.run([query, mask], {size: row(headCount * valueLength) + scoreRows * perHeadCell, uses: 1 + scoreReaders})!;
+            // ggml_flash_attn_ext_kq, on the CPU), rounded up to whole output-sized slabs ([value length, heads, tokens]
+            // against [cells, rows, heads]); the score branch and the projection read views of it.
+            const slab = row(headCount * valueLength);
+            const slabs = 1 + Math.ceil(scoreRows * cells / (valueLength * tokens));
+            attention = graph.run([query, mask], {size: scoreRows > 0 ? slabs * slab : slab, uses: 1 + scoreReaders})!;
             if (scoreRows > 0)
                 reduceScores(attention);
         } else {

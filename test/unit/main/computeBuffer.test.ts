@@ -118,6 +118,14 @@ describe("computeBufferBytes", () => {
         expect(rotated(96)).toBe(0);
     });
 
+    it("with flash attention, puts a scored row's weights after the attention in a whole output-sized slab", () => {
+        const plain = computeBufferBytes(tinyQwen3, {cells: 4096, flashAttention: true})!;
+        const scored = computeBufferBytes(tinyQwen3, {cells: 4096, flashAttention: true, scoreRows: 1})!;
+        // One row of 4,096 cells x 4 heads (64 KiB) takes a [64, 4 heads, 512 tokens] f32 slab (512 KiB).
+        expect(scored - plain).toBeGreaterThanOrEqual(64 * 4 * 512 * 4);
+        expect(scored / mib).toBeCloseTo(7.28, 2); // llama.cpp: 7.28 MiB
+    });
+
     it("is null without the head counts", () => {
         expect(computeBufferBytes({...bench, headCount: null}, {cells: 4096, flashAttention: true})).toBeNull();
     });
