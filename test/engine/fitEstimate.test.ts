@@ -1,12 +1,15 @@
-// The fit estimate against what llama.cpp itself allocates, on generated qwen3-shaped models whose heads (64) are wider
-// than embedding / heads (160 / 4 = 40): KV bytes per cell and in all, weights, and the compute buffer; and the compute
-// buffer of the 28-layer bench model, with and without flash attention.
+// The fit estimate against what llama.cpp itself allocates, on generated models: qwen3-shaped ones whose heads (64) are
+// wider than embedding / heads (160 / 4 = 40), GQA and MQA, f16 and q8_0, with and without flash attention (KV bytes per
+// cell and in all, weights, and the compute buffer); the compute buffer of llama- and qwen2-shaped ones at other context
+// and ubatch sizes; and that of the 28-layer bench model, plain and with the scoring policies' branches.
 import {setTimeout as delay} from "node:timers/promises";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
-import type {Llama} from "node-llama-cpp";
+import type {Llama, LlamaContext, LlamaContextOptions} from "node-llama-cpp";
+import {computeBufferBytes} from "../../main/engine/computeBufferBytes.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
+import {scoring} from "../../main/engine/scoring.js";
 import type {ModelInspection} from "../../main/engine/types.js";
 import {estimateBudget} from "../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
@@ -14,7 +17,7 @@ import {getFixtureModel, type FixtureName} from "../fixtures/gguf/fixtures.js";
 
 const mib = 1024 * 1024;
 let llama: Llama;
-/** llama.cpp's own report of the compute buffer it reserved for the last context, in bytes. */
+/** llama.cpp's own report of the compute buffer it reserved for the last context, in bytes (to 0.01 MiB). */
 const computeLogs: number[] = [];
 /** Its report of the score buffers a scoring policy turns on. */
 const scoreLogs: number[] = [];
@@ -39,6 +42,38 @@ afterAll(async () => {
     await llama?.dispose();
 });
 
+/** The compute buffer llama.cpp reports next: its log line arrives through the logger's queue. */
+async function reportedComputeBytes(): Promise<number> {
+    for (let i = 0; i < 50 && computeLogs.length === 0; i++)
+        await delay(20);
+    const reported = computeLogs.at(-1);
+    expect(reported).toBeGreaterThan(0);
+    return reported!;
+}
+
+/** The estimate's error against llama.cpp's report, logged per case. */
+function relativeError(label: string, estimate: number, reported: number): number {
+    const error = Math.abs(estimate - reported) / reported;
+    console.log(`${label}: compute ${estimate} vs ${reported} (${(error * 100).toFixed(2)}%)`);
+    return error;
+}
+
+/** Runs `use` on a one-sequence, one-thread context of the model, with the compute buffer reports cleared before it is created. */
+async function withContext(modelPath: string, options: LlamaContextOptions, use: (context: LlamaContext) => Promise<void>): Promise<void> {
+    const model = await llama.loadModel({modelPath});
+    try {
+        computeLogs.length = 0;
+        const context = await model.createContext({sequences: 1, threads: 1, ...options});
+        try {
+            await use(context);
+        } finally {
+            await context.dispose();
+        }
+    } finally {
+        await model.dispose();
+    }
+}
+
 describe.each<[FixtureName, string]>([["tiny-qwen3", "GQA 4/2"], ["tiny-qwen3-mqa", "MQA 4/1"]])("fit estimate, %s (%s)", (fixture) => {
     let inspection: ModelInspection;
 
@@ -52,17 +87,14 @@ describe.each<[FixtureName, string]>([["tiny-qwen3", "GQA 4/2"], ["tiny-qwen3-mq
         expect(inspection.valueLength).toBe(64);
     });
 
-    it.each([["f16", false], ["q8_0", true]] as const)("matches llama.cpp's KV cache, weights and compute buffer with a %s cache", async (kvType, flashAttention) => {
+    const caches = [["f16", false], ["f16", true], ["q8_0", true]] as const;
+    it.each(caches)("matches llama.cpp's KV cache, weights and compute buffer: %s, flash attention %s", async (kvType, flashAttention) => {
         const cells = 4096;
         const compression = {...defaultCompressionSettings, kvType, flashAttention, budget: {kind: "cells" as const, cells}};
         const estimate = estimateBudget(inspection, compression, 64 * 1024 * mib, {modelLoaded: false});
-        const model = await llama.loadModel({modelPath: inspection.path});
-        try {
-            computeLogs.length = 0;
-            const type = kvType === "f16" ? "F16" : "Q8_0";
-            const context = await model.createContext({
-                contextSize: cells, sequences: 1, flashAttention, threads: 1, experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type
-            });
+        const type = kvType === "f16" ? "F16" : "Q8_0";
+        const options = {contextSize: cells, flashAttention, experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type} as const;
+        await withContext(inspection.path, options, async (context) => {
             const kv = new NativeKv(context);
             try {
                 const stats = await kv.stats();
@@ -71,79 +103,82 @@ describe.each<[FixtureName, string]>([["tiny-qwen3", "GQA 4/2"], ["tiny-qwen3-mq
                 expect(estimate.allocatedCells).toBe(stats.cellsAllocated);
                 expect(estimate.bytes).toBe(stats.bytesAllocated);
                 // Weights: what llama.cpp counts as the model's size, within 1%.
-                expect(Math.abs(estimate.weightsBytes! - model.size) / model.size).toBeLessThan(0.01);
-                // Compute buffer: the log line arrives through the logger's queue.
-                for (let i = 0; i < 50 && computeLogs.length === 0; i++)
-                    await delay(20);
-                const reported = computeLogs.at(-1)!;
-                expect(reported).toBeGreaterThan(0);
-                const error = Math.abs(estimate.computeBytes! - reported) / reported;
-                expect(error).toBeLessThan(0.03);
-                console.log(`${fixture} ${kvType}${flashAttention ? " flash" : ""}: KV ${stats.bytesAllocated} B, weights ${estimate.weightsBytes} vs ${model.size}, ` +
-                    `compute ${estimate.computeBytes} vs ${reported} (${(error * 100).toFixed(1)}%)`);
+                expect(Math.abs(estimate.weightsBytes! - context.model.size) / context.model.size).toBeLessThan(0.01);
+                const label = `${fixture} ${kvType}${flashAttention ? " flash" : ""}`;
+                expect(relativeError(label, estimate.computeBytes!, await reportedComputeBytes())).toBeLessThan(0.01);
             } finally {
                 await kv.dispose();
-                await context.dispose();
             }
-        } finally {
-            await model.dispose();
-        }
+        });
+    });
+
+    // llama.cpp runs a quantized V only with flash attention; a quantized K it runs without.
+    it("q8_0 without flash attention: refused for V; a q8_0 K beside an f16 V within 1 percent", async () => {
+        const refused = withContext(inspection.path, {
+            contextSize: 4096, flashAttention: false, experimentalKvCacheKeyType: "Q8_0", experimentalKvCacheValueType: "Q8_0"
+        }, async () => {});
+        await expect(refused).rejects.toThrow();
+        const estimate = computeBufferBytes(inspection, {cells: 4096, flashAttention: false, kvTypes: {k: "q8_0", v: "f16"}})!;
+        const options: LlamaContextOptions = {
+            contextSize: 4096, flashAttention: false, experimentalKvCacheKeyType: "Q8_0", experimentalKvCacheValueType: "F16"
+        };
+        await withContext(inspection.path, options, async () => {
+            expect(relativeError(`${fixture} q8_0 K, f16 V`, estimate, await reportedComputeBytes())).toBeLessThan(0.01);
+        });
+    });
+});
+
+// Sizes whose buffers (2.6 MiB and up) keep the report's 0.01 MiB rounding under 0.2%.
+const otherShapes: [FixtureName, number, number][] = [["tiny-llama", 4096, 256], ["tiny-qwen2", 2048, 512]];
+describe.each(otherShapes)("compute buffer of %s at %i cells, %i-token ubatches", (fixture, cells, ubatch) => {
+    it.each([{flashAttention: false}, {flashAttention: true}])("flash attention $flashAttention: within 1 percent of llama.cpp's", async ({flashAttention}) => {
+        const inspection = await inspectModel(await getFixtureModel(fixture));
+        const estimate = computeBufferBytes(inspection, {cells, ubatch, flashAttention})!;
+        await withContext(inspection.path, {contextSize: cells, batchSize: ubatch, flashAttention}, async () => {
+            expect(relativeError(`${fixture}${flashAttention ? " flash" : ""}`, estimate, await reportedComputeBytes())).toBeLessThan(0.01);
+        });
     });
 });
 
 describe("compute buffer of the 28-layer bench-1.5b-shape model at 4,096 cells", () => {
-    it.each([{flashAttention: false}, {flashAttention: true}])("flash attention $flashAttention: within 3 percent of llama.cpp's", async ({flashAttention}) => {
+    it.each([{flashAttention: false}, {flashAttention: true}])("flash attention $flashAttention: within 1 percent of llama.cpp's", async ({flashAttention}) => {
         const inspection = await inspectModel(await getFixtureModel("bench-1.5b-shape"));
         const compression = {...defaultCompressionSettings, flashAttention, budget: {kind: "cells" as const, cells: 4096}};
         const estimate = estimateBudget(inspection, compression, 64 * 1024 * mib, {modelLoaded: false});
-        const model = await llama.loadModel({modelPath: inspection.path});
-        try {
-            computeLogs.length = 0;
-            const context = await model.createContext({contextSize: 4096, sequences: 1, flashAttention, threads: 1});
-            try {
-                for (let i = 0; i < 50 && computeLogs.length === 0; i++)
-                    await delay(20);
-                const reported = computeLogs.at(-1)!;
-                const error = Math.abs(estimate.computeBytes! - reported) / reported;
-                console.log(`bench-1.5b-shape${flashAttention ? " flash" : ""}: compute ${estimate.computeBytes} vs ${reported} (${(error * 100).toFixed(1)}%)`);
-                expect(error).toBeLessThan(0.03);
-            } finally {
-                await context.dispose();
-            }
-        } finally {
-            await model.dispose();
-        }
+        await withContext(inspection.path, {contextSize: 4096, flashAttention}, async () => {
+            const label = `bench-1.5b-shape${flashAttention ? " flash" : ""}`;
+            expect(relativeError(label, estimate.computeBytes!, await reportedComputeBytes())).toBeLessThan(0.01);
+        });
     });
 });
 
 describe("scoring policies on the bench-1.5b-shape model at 4,096 cells", () => {
-    it.each([{flashAttention: false}, {flashAttention: true}])("flash attention $flashAttention: Lethe's scores and scoring branch as llama.cpp allocates them", async ({flashAttention}) => {
+    // Lethe scores every row of a ubatch (32 with flash attention), ReFreeKV the last one.
+    it.each([
+        {policy: "lethe" as const, flashAttention: false}, {policy: "lethe" as const, flashAttention: true},
+        {policy: "refreekv" as const, flashAttention: false}, {policy: "refreekv" as const, flashAttention: true}
+    ])("$policy, flash attention $flashAttention: the scores and the scoring branch as llama.cpp allocates them", async ({policy, flashAttention}) => {
         const inspection = await inspectModel(await getFixtureModel("bench-1.5b-shape"));
-        const compression = {...defaultCompressionSettings, policy: "lethe" as const, flashAttention, budget: {kind: "cells" as const, cells: 4096}};
+        const compression = {...defaultCompressionSettings, policy, flashAttention, budget: {kind: "cells" as const, cells: 4096}};
         const estimate = estimateBudget(inspection, compression, 64 * 1024 * mib, {modelLoaded: false});
-        const model = await llama.loadModel({modelPath: inspection.path});
-        try {
-            const context = await model.createContext({contextSize: 4096, sequences: 1, flashAttention, threads: 1});
+        await withContext(inspection.path, {contextSize: 4096, flashAttention}, async (context) => {
             const kv = new NativeKv(context);
             try {
+                // The context's own report first, so that the one read below is the scored graph's.
+                await reportedComputeBytes();
                 computeLogs.length = 0;
                 scoreLogs.length = 0;
-                // As KvController turns it on for Lethe; the graph is reserved again at the next decode.
-                await kv.configureScoring({enabled: true, rows: flashAttention ? 32 : 512, gamma: compression.params.lethe.gamma});
-                await context.getSequence().evaluateWithoutGeneratingNewTokens(model.tokenize("hello"));
-                for (let i = 0; i < 50 && computeLogs.length === 0; i++)
-                    await delay(20);
+                // As KvController turns it on; the graph is reserved again at the next decode.
+                const {rows, gamma} = scoring(compression);
+                await kv.configureScoring({enabled: true, rows, gamma});
+                await context.getSequence().evaluateWithoutGeneratingNewTokens(context.model.tokenize("hello"));
+                const reported = await reportedComputeBytes();
                 expect(estimate.scoresBytes).toBe(scoreLogs.at(-1));
-                const reported = computeLogs.at(-1)!;
-                const error = Math.abs(estimate.computeBytes! - reported) / reported;
-                console.log(`bench-1.5b-shape lethe${flashAttention ? " flash" : ""}: compute ${estimate.computeBytes} vs ${reported} (${(error * 100).toFixed(1)}%)`);
-                expect(error).toBeLessThan(0.05);
+                const label = `bench-1.5b-shape ${policy}${flashAttention ? " flash" : ""}`;
+                expect(relativeError(label, estimate.computeBytes!, reported)).toBeLessThan(0.01);
             } finally {
                 await kv.dispose();
-                await context.dispose();
             }
-        } finally {
-            await model.dispose();
-        }
+        });
     });
 });
