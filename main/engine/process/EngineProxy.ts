@@ -86,6 +86,8 @@ export class EngineProxy implements EngineApi {
     private _killedBecause: string | null = null;
     private readonly _now: () => number;
     private _runtime: RuntimeOptions;
+    /** Set while a `start` call loads the runtime (the engine build): a stop of the process then is the build's doing. */
+    private _starting: object | null = null;
     /** Restarts after the engine stopped, and how long the last one took (ms, to the model loaded again). */
     restarts = 0;
     lastRestartMs: number | null = null;
@@ -116,7 +118,7 @@ export class EngineProxy implements EngineApi {
     async start(): Promise<BuildInfo> {
         this._started = true;
         await this._settled();
-        return this._call("start", []);
+        return this._start();
     }
 
     async freeMemory(): Promise<number> {
@@ -192,13 +194,13 @@ export class EngineProxy implements EngineApi {
             throw new AppError("BUSY", "Stop the current answer before changing the engine build");
         this._runtime = options;
         const target = this._loaded;
-        const wanted = options.build == null || options.build === "auto" ? "the best build present" : `the ${backendName(options.build)} build`;
+        const wanted = describeChoice(options);
         this._note = `Restarting the engine with ${wanted}${target != null ? ` and loading ${target.info?.name ?? path.basename(target.path)} again` : ""}…`;
         this._setStatus({state: "loading", build: null, progress: null, model: target?.info ?? null, message: this._note});
         const restarting = (async () => {
             await this._retire("The engine is restarting with another build");
             this._started = true;
-            const build = await this._call("start", []);
+            const build = await this._start();
             if (target != null)
                 await this._load(target);
             return build;
@@ -251,6 +253,18 @@ export class EngineProxy implements EngineApi {
         if (this._child === child) {
             child.kill();
             await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1000))]);
+        }
+    }
+
+    /** Loads the runtime in the engine process; while it runs, a stop of the process is the build's doing. */
+    private async _start(): Promise<BuildInfo> {
+        const starting = {};
+        this._starting = starting;
+        try {
+            return await this._call("start", []);
+        } finally {
+            if (this._starting === starting)
+                this._starting = null;
         }
     }
 
@@ -401,13 +415,17 @@ export class EngineProxy implements EngineApi {
         }
         this._failedRestarts++;
         const target = this._loaded;
-        const what = crashedLoad != null ? `Loading ${crashedLoad.info?.name ?? path.basename(crashedLoad.path)} stopped the engine (${reason})` : reason;
+        const crashedStart = this._starting != null;
+        this._starting = null;
+        const what = crashedLoad != null ? `Loading ${crashedLoad.info?.name ?? path.basename(crashedLoad.path)} stopped the engine (${reason})`
+            : crashedStart ? `Starting the engine on ${describeChoice(this._runtime)} stopped it (${reason})`
+                : reason;
         this._note = `${what}: restarting it${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}`;
         this._setStatus({state: "loading", model: target?.info ?? null, progress: null, message: this._note});
         const started = this._now();
         const restoring = (async () => {
             if (this._started)
-                await this._call("start", []);
+                await this._start();
             if (target != null)
                 await this._load(target);
             this._failedRestarts = 0;
@@ -436,6 +454,11 @@ export class EngineProxy implements EngineApi {
         for (const listener of this._listeners)
             listener(this._status);
     }
+}
+
+/** The build a runtime asks for, for a person: "the CUDA build", "the best build present". */
+function describeChoice(runtime: RuntimeOptions): string {
+    return runtime.build == null || runtime.build === "auto" ? "the best build present" : `the ${backendName(runtime.build)} build`;
 }
 
 /** How an engine process ended, for a person. */

@@ -215,6 +215,25 @@ describe("the engine-build setting", () => {
         await proxy.dispose();
     });
 
+    it("says which build stopped the engine process when loading it did, and starts it again", async () => {
+        let spawned = 0;
+        const {children, spawn} = memoryEngines((engine) => {
+            // The second process (the first on the CUDA build) dies in llama.cpp while it loads the build.
+            if (++spawned === 2)
+                engine.start = () => new Promise(() => {});
+        });
+        const proxy = new EngineProxy({spawn});
+        await proxy.start();
+        const restarting = proxy.restart({build: "cuda"});
+        await until(() => children.length === 2 && children[1]!.sent.length === 1);
+        children[1]!.die({code: null, signal: "SIGSEGV"});
+        await expect(restarting).rejects.toMatchObject({code: "ENGINE_STOPPED"});
+        await until(() => children.length === 3 && /so it was restarted/.test(proxy.status.message ?? ""));
+        expect(proxy.status.message).toMatch(/^Starting the engine on the CUDA build stopped it \(The engine process crashed \(SIGSEGV\)\), so it was restarted/);
+        expect(children[2]!.runtime).toEqual({build: "cuda"});
+        await proxy.dispose();
+    });
+
     it("refuses to restart the engine under an answer being written", async () => {
         const {spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 500}, () => " x"));
         const proxy = new EngineProxy({spawn});
