@@ -3,9 +3,11 @@
 // tested with fake folders only (test/unit/main/engineBuilds.test.ts).
 import path from "node:path";
 import {describe, expect, it} from "vitest";
+import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
-import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {getFixtureModel, REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "./spawnTestEngine.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
@@ -23,6 +25,25 @@ describe("the engine build", () => {
         expect(runtime.build.fallback).toBe("No CUDA build is present: running the CPU build instead.");
         expect(runtime.warning).toBe(runtime.build.fallback);
         await runtime.llama.dispose();
+    });
+
+    it("an engine in this process loads another build and the model again", async () => {
+        const engine = new Engine({loadLlama: loadRuntime, runtime: {build: "cpu"}, threads: 1});
+        try {
+            const model = await getFixtureModel("tiny-qwen2");
+            await engine.loadModel(model, null);
+            const build = await engine.restart({build: "metal"});
+            expect(build).toMatchObject({gpu: false, requested: "metal", fallback: "No Metal build is present: running the CPU build instead."});
+            expect(engine.status).toMatchObject({state: "ready", build: {requested: "metal"}, message: build.fallback});
+            expect(engine.inspection?.path).toBe(model);
+            const result = await engine.generate({
+                history: [{role: "user", text: "hi"}], systemPrompt: "", temperature: 0, maxTokens: 4, signal: new AbortController().signal,
+                kv: {compression: defaultCompressionSettings, cells: 256}, onChunk: () => {}
+            });
+            expect(result.stopReason).not.toBe("abort");
+        } finally {
+            await engine.dispose();
+        }
     });
 
     it("restarts the engine process on the chosen build and loads the model again", async () => {
