@@ -1,10 +1,18 @@
+import {readFileSync} from "node:fs";
 import {resolve} from "node:path";
 import {defineConfig} from "electron-vite";
 import {svelte} from "@sveltejs/vite-plugin-svelte";
+import {computeSeriesHash} from "./native/seriesHash.mjs";
+
+// The patch series this build of the app needs: a local llama.cpp build stamped with another one is stale
+// (main/engine/native/currentSeriesHash.ts). The app ships without native/, so the hash is fixed here.
+const nodeLlamaCpp = JSON.parse(readFileSync(resolve(import.meta.dirname, "node_modules/node-llama-cpp/package.json"), "utf8")) as {version: string};
+const seriesHash = computeSeriesHash(nodeLlamaCpp.version);
 
 // Ponder's layout is not electron-vite's default `src/{main,preload,renderer}`, so every entry is explicit.
 export default defineConfig({
     main: {
+        define: {__PONDER_SERIES_HASH__: JSON.stringify(seriesHash)},
         build: {
             outDir: "out/main",
             externalizeDeps: true,

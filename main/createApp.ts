@@ -3,6 +3,7 @@ import {AppDatabase} from "./db/AppDatabase.js";
 import type {EngineApi} from "./engine/EngineApi.js";
 import {EngineProxy, type SpawnEngine} from "./engine/process/EngineProxy.js";
 import {AppServices, type AppServicesOptions} from "./services/AppServices.js";
+import {readEngineBuildChoice} from "./services/EngineBuildService.js";
 import type {Emit} from "./services/types.js";
 
 export type CreateAppOptions = {
@@ -26,7 +27,12 @@ export function createApp(options: CreateAppOptions): AppServices {
     const db = new AppDatabase(path.join(options.dataDir, "ponder.sqlite"));
     let services: AppServices | null = null;
     const engine: EngineApi = "spawn" in options.engine
-        ? new EngineProxy({spawn: options.engine.spawn, onModelCrashed: (model) => services?.models.markCrashed(model.id)})
+        ? new EngineProxy({
+            spawn: options.engine.spawn,
+            // The engine build chosen in the settings; changing it restarts the engine (EngineBuildService).
+            runtime: {build: readEngineBuildChoice(db)},
+            onModelCrashed: (model) => services?.models.markCrashed(model.id)
+        })
         : options.engine.local();
     services = new AppServices(db, engine, options.emit, {
         version: options.version,

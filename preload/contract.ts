@@ -19,6 +19,12 @@ export type Result<T> = {ok: true, value: T} | {ok: false, error: ErrorInfo};
 
 export type EngineState = "idle" | "loading" | "ready" | "generating" | "error";
 
+/** A llama.cpp backend an engine build runs on. */
+export type EngineBackend = "cuda" | "vulkan" | "metal" | "cpu";
+
+/** Which engine build runs: the best one present (`"auto"`: CUDA, then Vulkan, then CPU; Metal, then CPU, on macOS) or one backend. */
+export type EngineBuildChoice = "auto" | EngineBackend;
+
 export type BuildInfo = {
     /** `"local"` for the patched build made by `native/build.mjs`, `"prebuilt"` for an unpatched binary. */
     kind: "local" | "prebuilt" | "none",
@@ -28,7 +34,38 @@ export type BuildInfo = {
     patched: boolean,
     llamaCppRelease: string,
     /** Patch-series hash the build was made from, when local. */
-    seriesHash: string | null
+    seriesHash: string | null,
+    /** The build the engine was asked for (the engine-build setting). Defaults to `"auto"`. */
+    requested?: EngineBuildChoice,
+    /**
+     * Why the build running is not the one asked for: the chosen build is missing or failed to load, or auto's first
+     * choice failed, and another build runs instead. `null` (or absent) when it is the one asked for.
+     */
+    fallback?: string | null
+};
+
+/** A patched llama.cpp build found among node-llama-cpp's local builds (`localBuilds/<folder>`). */
+export type EngineBuild = {
+    backend: EngineBackend,
+    /** Its folder under `localBuilds`. */
+    folder: string,
+    /** Whether the engine can run it: complete, stamped with this app's patch series, named for this platform. */
+    usable: boolean,
+    /** Why it cannot run, for a person; `null` when usable. */
+    reason: string | null,
+    /** The build configuration of its stamp (`"native"`, `"portable"`); `null` without a stamp. */
+    config: string | null,
+    /** When it was built (ISO 8601, from its stamp); `null` without a stamp. */
+    builtAt: string | null
+};
+
+/** The engine builds present and the one chosen, as the engine settings show them. */
+export type EngineBuilds = {
+    choice: EngineBuildChoice,
+    /** Every build folder found, usable or not, in the order auto tries them. */
+    builds: EngineBuild[],
+    /** The backends auto tries on this platform, best first. */
+    autoOrder: EngineBackend[]
 };
 
 export type EngineStatus = {
@@ -414,7 +451,14 @@ export type Requests = {
     "server:update": {req: Partial<ServerSettings>, res: ServerStatus},
     /** Makes a new API key, replacing any; the key is in this answer only. */
     "server:generateKey": {req: void, res: {key: string, status: ServerStatus}},
-    "server:clearKey": {req: void, res: ServerStatus}
+    "server:clearKey": {req: void, res: ServerStatus},
+    /** The engine builds present (usable or not, with the reason) and the one chosen. */
+    "engine:builds": {req: void, res: EngineBuilds},
+    /**
+     * Stores the engine-build choice and restarts the engine with it, loading the model again; progress arrives as
+     * `engine:status` events. Refused while an answer is being written, or for a backend with no usable build.
+     */
+    "engine:setBuild": {req: {build: EngineBuildChoice}, res: EngineBuilds}
 };
 
 export type Events = {
@@ -451,7 +495,7 @@ export const requestChannels = [
     "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
-    "server:get", "server:update", "server:generateKey", "server:clearKey"
+    "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild"
 ] as const satisfies readonly RequestChannel[];
 export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download",
     "server:status", "server:request"] as const satisfies readonly EventChannel[];

@@ -7,7 +7,7 @@ import {withLock} from "lifecycle-utils";
 import type {BuildInfo, CompressionSettings, EngineStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "./compressionSupport.js";
-import type {EngineApi, LoadOptions} from "./EngineApi.js";
+import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
 import {NativeKv} from "./native/NativeKv.js";
@@ -15,11 +15,13 @@ import type {ChatTurn, GenerateRequest, GenerationResult, ModelInspection} from 
 
 export type {LoadOptions};
 
-export type LlamaLoader = () => Promise<{llama: Llama, build: BuildInfo, warning?: string}>;
+export type LlamaLoader = (options: RuntimeOptions) => Promise<{llama: Llama, build: BuildInfo, warning?: string}>;
 
 export type EngineOptions = {
     /** Loads the llama.cpp runtime; the app's loader prefers the patched build and says when it is missing. */
     loadLlama: LlamaLoader,
+    /** The runtime to load (the engine build). Defaults to `{build: "auto"}`. */
+    runtime?: RuntimeOptions,
     /** Threads per context; `0` lets llama.cpp decide. Defaults to `0`. */
     threads?: number,
     /** Whether `dispose()` also disposes the runtime `loadLlama` gave (false when the caller shares it). Defaults to `true`. */
@@ -43,13 +45,17 @@ type Active = {context: LlamaContext, session: LlamaChatSession, kv: NativeKv | 
 export class Engine implements EngineApi {
     private _llama: Llama | null = null;
     private _build: BuildInfo | null = null;
+    private _runtimeLoad: Promise<{llama: Llama, build: BuildInfo}> | null = null;
+    private _runtimeOptions: RuntimeOptions;
     private _loaded: Loaded | null = null;
     private _active: Active | null = null;
     private _status: EngineStatus = {state: "idle", build: null, model: null, progress: null, message: null};
     private _generating = false;
     private readonly _listeners = new Set<(status: EngineStatus) => void>();
 
-    constructor(private readonly _options: EngineOptions) {}
+    constructor(private readonly _options: EngineOptions) {
+        this._runtimeOptions = _options.runtime ?? {};
+    }
 
     get status(): EngineStatus {
         return this._status;
@@ -64,20 +70,25 @@ export class Engine implements EngineApi {
         return () => this._listeners.delete(listener);
     }
 
-    /** Loads the runtime (once) and reports which llama.cpp build it is. */
+    /** Loads the runtime (once, however many ask at the same time) and reports which llama.cpp build it is. */
     async runtime(): Promise<{llama: Llama, build: BuildInfo}> {
-        if (this._llama == null || this._build == null) {
+        if (this._llama != null && this._build != null)
+            return {llama: this._llama, build: this._build};
+        this._runtimeLoad ??= (async () => {
             try {
-                const {llama, build, warning} = await this._options.loadLlama();
+                const {llama, build, warning} = await this._options.loadLlama(this._runtimeOptions);
                 this._llama = llama;
                 this._build = build;
                 this._setStatus({build, message: warning ?? null});
+                return {llama, build};
             } catch (err) {
                 this._setStatus({state: "error", message: (err as Error).message});
                 throw err;
+            } finally {
+                this._runtimeLoad = null;
             }
-        }
-        return {llama: this._llama, build: this._build};
+        })();
+        return this._runtimeLoad;
     }
 
     async start(): Promise<BuildInfo> {
@@ -304,8 +315,46 @@ export class Engine implements EngineApi {
         }
     }
 
+    /**
+     * Loads another build in this process: the model is unloaded, the runtime disposed and loaded with `options`, and the
+     * model loaded again. (The app runs the engine in a process of its own, which `EngineProxy` restarts instead.)
+     */
+    async restart(options: RuntimeOptions): Promise<BuildInfo> {
+        if (this._options.ownsRuntime === false)
+            throw new AppError("BAD_REQUEST", "This engine shares its runtime: it cannot load another build");
+        if (this._generating)
+            throw new AppError("BUSY", "Stop the current answer before changing the engine build");
+        return withLock([this, "engine"], async () => {
+            if (this._generating)
+                throw new AppError("BUSY", "Stop the current answer before changing the engine build");
+            const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
+            await this._unload();
+            await this._disposeRuntime();
+            this._runtimeOptions = options;
+            this._setStatus({state: "loading", build: null, progress: null, model: previous?.info ?? null, message: null});
+            const {llama, build} = await this.runtime();
+            if (previous == null) {
+                this._setStatus({state: "idle", model: null});
+                return build;
+            }
+            try {
+                await this._load(llama, previous.inspection, previous.options);
+            } catch (err) {
+                this._setStatus({state: "error", progress: null, model: null, message: `Could not load ${previous.inspection.name} again: ${(err as Error).message}`});
+                throw new AppError("MODEL_INVALID", `Could not load ${previous.inspection.name} again`, {cause: err});
+            }
+            this._setStatus({state: "ready", progress: null, model: previous.info});
+            return build;
+        });
+    }
+
     async dispose(): Promise<void> {
         await withLock([this, "engine"], () => this._unload());
+        await this._disposeRuntime();
+    }
+
+    private async _disposeRuntime(): Promise<void> {
+        await this._runtimeLoad?.catch(() => {});
         if (this._options.ownsRuntime !== false && this._llama != null) {
             // node-llama-cpp 3.22.1 keeps a dispose guard for a model whose load failed until that model is garbage
             // collected, so the runtime's dispose can wait without end after a failed load: bound the wait.
@@ -314,6 +363,7 @@ export class Engine implements EngineApi {
             clearTimeout(timer);
         }
         this._llama = null;
+        this._build = null;
     }
 
     /**

@@ -1,10 +1,16 @@
-import type {BuildInfo, EngineStatus, ModelInfo} from "../../preload/contract.js";
+import type {BuildInfo, EngineBuildChoice, EngineStatus, ModelInfo} from "../../preload/contract.js";
 import type {GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
 
 /** How a model is loaded. */
 export type LoadOptions = {
     /** Layers on the GPU: node-llama-cpp's fit to free VRAM, all of them, or a count. A CPU build ignores it. Defaults to `"auto"`. */
     gpuLayers?: number | "auto" | "max"
+};
+
+/** Which llama.cpp runtime the engine runs. */
+export type RuntimeOptions = {
+    /** The engine build: the best one present, or one backend (see main/engine/loadRuntime.ts). Defaults to `"auto"`. */
+    build?: EngineBuildChoice
 };
 
 /**
@@ -24,5 +30,10 @@ export interface EngineApi {
     inspect(modelPath: string): Promise<ModelInspection>;
     loadModel(modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions): Promise<ModelInspection>;
     generate(request: GenerateRequest): Promise<GenerationResult>;
+    /**
+     * Runs the engine on another build: ends the runtime (in the app, the engine process), starts it with `options`
+     * and loads the model that was loaded again; the status follows it. Refused while an answer is being written.
+     */
+    restart(options: RuntimeOptions): Promise<BuildInfo>;
     dispose(): Promise<void>;
 }

@@ -51,6 +51,8 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "server:get": () => services.server.get(),
         "server:update": (patch) => services.server.update(patch),
         "server:generateKey": () => services.server.generateKey(),
-        "server:clearKey": () => services.server.clearKey()
+        "server:clearKey": () => services.server.clearKey(),
+        "engine:builds": () => services.engineBuilds.get(),
+        "engine:setBuild": ({build}) => services.engineBuilds.set(build)
     } satisfies Handlers;
 }

@@ -1,5 +1,6 @@
 import {z} from "zod";
 import type {AppSettings, Req, RequestChannel} from "../../preload/contract.js";
+import {engineBuildChoiceSchema} from "../services/EngineBuildService.js";
 import {serverSettingsSchema} from "../services/ServerService.js";
 import {appSettingsSchema, compressionSettingsSchema, conversationSettingsSchema, gpuLayersSchema} from "../services/schemas.js";
 import {maxImportBytes} from "../services/importConversation.js";
@@ -48,5 +49,7 @@ export const requestSchemas = {
     "server:get": none,
     "server:update": serverSettingsSchema.partial().strict() as z.ZodType<Req<"server:update">>,
     "server:generateKey": none,
-    "server:clearKey": none
+    "server:clearKey": none,
+    "engine:builds": none,
+    "engine:setBuild": z.object({build: engineBuildChoiceSchema}).strict()
 } satisfies {[C in RequestChannel]: z.ZodType<Req<C>, unknown>};

@@ -6,6 +6,7 @@ import {ChatService, type ChatServiceOptions} from "./ChatService.js";
 import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
 import {DownloadService} from "./DownloadService.js";
+import {EngineBuildService, type EngineBuildServiceOptions} from "./EngineBuildService.js";
 import {CompletionService} from "./CompletionService.js";
 import {GenerationQueue} from "./GenerationQueue.js";
 import {ServerService, type ServerServiceOptions} from "./ServerService.js";
@@ -23,6 +24,7 @@ export type AppServicesOptions = {
     /** Generations that may wait for the engine while one runs; more are refused as busy. Defaults to `4`. */
     maxQueued?: number,
     server?: ServerServiceOptions,
+    engineBuilds?: EngineBuildServiceOptions,
     now?: Clock
 };
 
@@ -39,6 +41,8 @@ export class AppServices {
     readonly completions: CompletionService;
     /** The local OpenAI-compatible API server. */
     readonly server: ServerService;
+    /** Which engine build runs, and the builds present. */
+    readonly engineBuilds: EngineBuildService;
 
     constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
@@ -51,6 +55,7 @@ export class AppServices {
         this.completions = new CompletionService(engine, this.queue, this.compression, this.settings, now);
         this.server = new ServerService(db, engine, this.completions, this.queue, this.settings, emit, _options.server);
         this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
+        this.engineBuilds = new EngineBuildService(db, engine, this.queue, _options.engineBuilds);
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
     }

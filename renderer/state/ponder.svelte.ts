@@ -4,6 +4,7 @@ import {createBudget, type BudgetOptions} from "./budget.svelte.js";
 import {createChat, type ChatOptions} from "./chat.svelte.js";
 import {createConversations} from "./conversations.svelte.js";
 import {createDownloads} from "./downloads.svelte.js";
+import {createEngineBuilds} from "./engineBuilds.svelte.js";
 import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
@@ -30,6 +31,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const generation = createGeneration(bridge, conversations, settings);
     const downloads = createDownloads(bridge, models);
     const server = createServer(bridge);
+    const engineBuilds = createEngineBuilds(bridge);
     const search = createSearch(bridge, options.search);
     const connection = $state({connected: true});
     const ui = $state({
@@ -43,6 +45,8 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         generationOpen: false,
         /** The Server panel (the local OpenAI-compatible API) is open. */
         serverOpen: false,
+        /** The Engine panel (which llama.cpp build runs) is open. */
+        engineOpen: false,
         /** The theme in effect, `system` resolved (App.svelte keeps it current): canvases read their colours by it. */
         theme: "light" as "light" | "dark",
         /** The message a search result opened, to scroll to and highlight. */
@@ -171,7 +175,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, generation, downloads, server, search, connection, ui,
+        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, search, connection, ui,
         start, openConversation, openSearchHit, forkAt, importConversation, newConversation, deleteConversation, send, openExternal, focusSearch,
         dispose(): void {
             offDone();

@@ -1,7 +1,8 @@
 import path from "node:path";
 import type {BuildInfo, EngineStatus, ModelInfo} from "../../../preload/contract.js";
 import {AppError} from "../../AppError.js";
-import type {EngineApi, LoadOptions} from "../EngineApi.js";
+import type {EngineApi, LoadOptions, RuntimeOptions} from "../EngineApi.js";
+import {backendName} from "../native/engineBuildOrder.js";
 import type {GenerateRequest, GenerationChunk, GenerationResult, ModelInspection} from "../types.js";
 import type {EngineCalls, EngineFault, EngineMethod, FromEngine, ToEngine} from "./protocol.js";
 
@@ -17,10 +18,18 @@ export type EngineChild = {
     kill(): void
 };
 
-export type SpawnEngine = () => EngineChild;
+/** Starts an engine process that loads the runtime `runtime` asks for (the engine build). */
+export type SpawnEngine = (runtime: RuntimeOptions) => EngineChild;
+
+/** The engine process's command-line arguments for `runtime` (main/engineProcess.ts reads them). */
+export function engineArgs(runtime: RuntimeOptions): string[] {
+    return runtime.build != null ? [`--build=${runtime.build}`] : [];
+}
 
 export type EngineProxyOptions = {
     spawn: SpawnEngine,
+    /** The runtime every engine process starts with, until `restart` changes it. Defaults to `{build: "auto"}`. */
+    runtime?: RuntimeOptions,
     /** Loading this model stopped the engine: it is not loaded again automatically (at start-up or on a restart). */
     onModelCrashed?: (model: ModelInfo) => void,
     /** Milliseconds the engine process has to dispose before it is killed. Defaults to `5000`. */
@@ -76,12 +85,16 @@ export class EngineProxy implements EngineApi {
     /** Why the proxy killed the engine process itself, for the status after its exit. */
     private _killedBecause: string | null = null;
     private readonly _now: () => number;
+    private _runtime: RuntimeOptions;
+    /** Set while a `start` call loads the runtime (the engine build): a stop of the process then is the build's doing. */
+    private _starting: object | null = null;
     /** Restarts after the engine stopped, and how long the last one took (ms, to the model loaded again). */
     restarts = 0;
     lastRestartMs: number | null = null;
 
     constructor(private readonly _options: EngineProxyOptions) {
         this._now = _options.now ?? (() => performance.now());
+        this._runtime = _options.runtime ?? {};
     }
 
     get status(): EngineStatus {
@@ -105,7 +118,7 @@ export class EngineProxy implements EngineApi {
     async start(): Promise<BuildInfo> {
         this._started = true;
         await this._settled();
-        return this._call("start", []);
+        return this._start();
     }
 
     async freeMemory(): Promise<number> {
@@ -170,6 +183,49 @@ export class EngineProxy implements EngineApi {
         }
     }
 
+    /**
+     * Starts the engine on another build: the engine process ends (it is asked to dispose, and killed if it does not), a
+     * new one starts with `options` and loads the model that was loaded. The status says what happens meanwhile; calls
+     * made meanwhile wait for it. Refused while an answer is being written.
+     */
+    async restart(options: RuntimeOptions): Promise<BuildInfo> {
+        await this._settled();
+        if ([...this._calls.values()].some((call) => call.onChunks != null))
+            throw new AppError("BUSY", "Stop the current answer before changing the engine build");
+        this._runtime = options;
+        const target = this._loaded;
+        const wanted = describeChoice(options);
+        this._note = `Restarting the engine with ${wanted}${target != null ? ` and loading ${target.info?.name ?? path.basename(target.path)} again` : ""}…`;
+        this._setStatus({state: "loading", build: null, progress: null, model: target?.info ?? null, message: this._note});
+        const restarting = (async () => {
+            await this._retire("The engine is restarting with another build");
+            this._started = true;
+            const build = await this._start();
+            if (target != null)
+                await this._load(target);
+            return build;
+        })();
+        const settled = restarting.then(() => {}, () => {});
+        this._restoring = settled;
+        try {
+            const build = await restarting;
+            const running = build.gpu === false ? "CPU" : backendName(build.gpu);
+            this._note = build.fallback ?? `The engine now runs the ${running} build${build.patched ? " (patched)" : ""}.`;
+            this._setStatus({message: this._note});
+            return build;
+        } catch (err) {
+            // A stop of the new engine process is the crash restart's to report; anything else is this restart's.
+            if (this._restoring === settled) {
+                this._note = `Restarting the engine with ${wanted} failed: ${(err as Error).message}`;
+                this._setStatus({state: "error", progress: null, message: this._note});
+            }
+            throw err;
+        } finally {
+            if (this._restoring === settled)
+                this._restoring = null;
+        }
+    }
+
     /** Makes the engine process inject a fault into itself (tests; the process refuses unless started to allow it). */
     injectFault(fault: EngineFault): void {
         this._child?.post({type: "fault", fault});
@@ -197,6 +253,47 @@ export class EngineProxy implements EngineApi {
         if (this._child === child) {
             child.kill();
             await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 1000))]);
+        }
+    }
+
+    /** Loads the runtime in the engine process; while it runs, a stop of the process is the build's doing. */
+    private async _start(): Promise<BuildInfo> {
+        const starting = {};
+        this._starting = starting;
+        try {
+            return await this._call("start", []);
+        } finally {
+            if (this._starting === starting)
+                this._starting = null;
+        }
+    }
+
+    /**
+     * Ends the engine process on purpose: it no longer counts as running (its exit is not a crash), its calls fail with
+     * `reason`, and it is asked to dispose, then killed if it has not exited in time.
+     */
+    private async _retire(reason: string): Promise<void> {
+        const child = this._child;
+        if (child == null)
+            return;
+        this._child = null;
+        this._inspection = null;
+        const calls = [...this._calls.values()];
+        this._calls.clear();
+        for (const call of calls)
+            call.reject(new AppError("ENGINE_STOPPED", reason));
+        let exited = false;
+        const exit = new Promise<void>((resolve) => child.onExit(() => {
+            exited = true;
+            resolve();
+        }));
+        child.post({type: "call", id: this._nextId++, method: "dispose", args: []});
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([exit, new Promise((resolve) => timer = setTimeout(resolve, this._options.disposeTimeoutMs ?? 5000))]);
+        clearTimeout(timer);
+        if (!exited) {
+            child.kill();
+            await Promise.race([exit, new Promise((resolve) => setTimeout(resolve, 1000))]);
         }
     }
 
@@ -237,7 +334,7 @@ export class EngineProxy implements EngineApi {
     private _spawned(): EngineChild {
         if (this._child != null)
             return this._child;
-        const child = this._options.spawn();
+        const child = this._options.spawn(this._runtime);
         this._child = child;
         child.onMessage((message) => {
             if (this._child === child)
@@ -318,13 +415,17 @@ export class EngineProxy implements EngineApi {
         }
         this._failedRestarts++;
         const target = this._loaded;
-        const what = crashedLoad != null ? `Loading ${crashedLoad.info?.name ?? path.basename(crashedLoad.path)} stopped the engine (${reason})` : reason;
+        const crashedStart = this._starting != null;
+        this._starting = null;
+        const what = crashedLoad != null ? `Loading ${crashedLoad.info?.name ?? path.basename(crashedLoad.path)} stopped the engine (${reason})`
+            : crashedStart ? `Starting the engine on ${describeChoice(this._runtime)} stopped it (${reason})`
+                : reason;
         this._note = `${what}: restarting it${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}`;
         this._setStatus({state: "loading", model: target?.info ?? null, progress: null, message: this._note});
         const started = this._now();
         const restoring = (async () => {
             if (this._started)
-                await this._call("start", []);
+                await this._start();
             if (target != null)
                 await this._load(target);
             this._failedRestarts = 0;
@@ -353,6 +454,11 @@ export class EngineProxy implements EngineApi {
         for (const listener of this._listeners)
             listener(this._status);
     }
+}
+
+/** The build a runtime asks for, for a person: "the CUDA build", "the best build present". */
+function describeChoice(runtime: RuntimeOptions): string {
+    return runtime.build == null || runtime.build === "auto" ? "the best build present" : `the ${backendName(runtime.build)} build`;
 }
 
 /** How an engine process ended, for a person. */

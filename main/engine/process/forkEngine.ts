@@ -1,5 +1,5 @@
 import {fork} from "node:child_process";
-import type {EngineChild, SpawnEngine} from "./EngineProxy.js";
+import {engineArgs, type EngineChild, type SpawnEngine} from "./EngineProxy.js";
 import type {FromEngine} from "./protocol.js";
 
 export type ForkEngineOptions = {
@@ -12,8 +12,8 @@ export type ForkEngineOptions = {
 
 /** The engine as a forked Node process (headless mode, tests): messages as structured clones over its IPC channel. */
 export function forkEngine(options: ForkEngineOptions): SpawnEngine {
-    return (): EngineChild => {
-        const child = fork(options.entry, options.args ?? [], {
+    return (runtime): EngineChild => {
+        const child = fork(options.entry, [...options.args ?? [], ...engineArgs(runtime)], {
             execArgv: options.execArgv ?? [],
             env: options.env ?? process.env,
             serialization: "advanced",

@@ -1,11 +1,11 @@
 import {utilityProcess} from "electron";
-import type {EngineChild, SpawnEngine} from "./EngineProxy.js";
+import {engineArgs, type EngineChild, type SpawnEngine} from "./EngineProxy.js";
 import type {FromEngine} from "./protocol.js";
 
 /** The engine as an Electron utility process (the app): a Node process of Electron's own, messages over its port. */
 export function utilityEngine(entry: string, args: string[] = []): SpawnEngine {
-    return (): EngineChild => {
-        const child = utilityProcess.fork(entry, args, {serviceName: "Ponder engine", stdio: "inherit"});
+    return (runtime): EngineChild => {
+        const child = utilityProcess.fork(entry, [...args, ...engineArgs(runtime)], {serviceName: "Ponder engine", stdio: "inherit"});
         let exited: {code: number} | null = null;
         child.once("exit", (code) => exited = {code});
         return {

@@ -66,6 +66,14 @@ export class FakeEngine {
         return inspectModel(modelPath);
     }
 
+    /** The runtimes the engine was restarted with (`restart`). */
+    restarts: Array<{build?: string}> = [];
+
+    async restart(options: {build?: string}) {
+        this.restarts.push(options);
+        return this.start();
+    }
+
     async dispose(): Promise<void> {}
 
     asEngine(): EngineApi {

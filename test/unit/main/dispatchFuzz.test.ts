@@ -64,7 +64,8 @@ describe("IPC dispatch under random and malformed payloads", () => {
             "models:cancelDownload": () => ({downloadId: someId()}),
             "models:add": () => ({path: pick<unknown>("/nope.gguf", "/etc/passwd", "/", "\u0000", someText())}),
             "compression:estimate": () => ({compression: {policy: pick<unknown>("full", "lethe", "bogus"), budget: arbitrary(random)}}),
-            "settings:update": () => ({defaultModelId: someId()})
+            "settings:update": () => ({defaultModelId: someId()}),
+            "engine:setBuild": () => ({build: pick<unknown>("auto", "cpu", "cuda", "metal", "gpu", false, arbitrary(random))})
         };
         const channels: unknown[] = [...requestChannels, "", "fs:readFile", "__proto__", "constructor", 42, null, {}];
 

@@ -2,97 +2,11 @@
 // messages go through structured cloning to `serveEngine` over a scripted engine, and which can "die" at any moment.
 import {describe, expect, it} from "vitest";
 import type {ModelInfo} from "../../../preload/contract.js";
-import {EngineProxy, type EngineChild, type EngineExit} from "../../../main/engine/process/EngineProxy.js";
-import type {FromEngine, ToEngine} from "../../../main/engine/process/protocol.js";
-import {serveEngine} from "../../../main/engine/process/serveEngine.js";
+import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
 import type {GenerateRequest} from "../../../main/engine/types.js";
-import {FakeEngine} from "./FakeEngine.js";
+import {memoryEngines} from "./memoryEngines.js";
 
 const info = (id: string): ModelInfo => ({id, path: `/models/${id}.gguf`, name: id, sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null});
-
-/** A fake engine that also loads: each load takes `loadMs` and names the model loaded. */
-class LoadingEngine extends FakeEngine {
-    paths: string[] = [];
-    loadMs = 5;
-    private readonly _statusListeners = new Set<(status: FakeEngine["status"]) => void>();
-    override onStatus(listener: (status: FakeEngine["status"]) => void): () => void {
-        this._statusListeners.add(listener);
-        return () => this._statusListeners.delete(listener);
-    }
-    /** Reports the status again, as node-llama-cpp's late load progress does. */
-    emitStatus(): void {
-        for (const listener of this._statusListeners)
-            listener(this.status);
-    }
-
-    override async loadModel(modelPath: string, modelInfo: ModelInfo | null) {
-        this.paths.push(modelPath);
-        await new Promise((resolve) => setTimeout(resolve, this.loadMs));
-        this.inspection = {...this.inspection!, path: modelPath, name: modelInfo?.name ?? "m"};
-        this.status = {...this.status, state: "ready", model: modelInfo};
-        for (const listener of this._statusListeners)
-            listener(this.status);
-        return this.inspection;
-    }
-}
-
-/** Spawns in-memory engine processes; `children[i].die()` ends one as a crash would. */
-function memoryEngines(configure: (engine: LoadingEngine) => void = () => {}) {
-    const children: Array<{engine: LoadingEngine, die(exit?: EngineExit): void, sent: ToEngine[], received: FromEngine[], alive: boolean}> = [];
-    const spawn = (): EngineChild => {
-        const engine = new LoadingEngine();
-        engine.inspection = null;
-        configure(engine);
-        const toChild = new Set<(message: ToEngine) => void>();
-        const toParent = new Set<(message: FromEngine) => void>();
-        const exits = new Set<(exit: EngineExit) => void>();
-        const record = {
-            engine, sent: [] as ToEngine[], received: [] as FromEngine[], alive: true,
-            die(exit: EngineExit = {code: null, signal: "SIGKILL"}) {
-                if (!record.alive)
-                    return;
-                record.alive = false;
-                for (const listener of exits)
-                    listener(exit);
-            }
-        };
-        children.push(record);
-        serveEngine({
-            post: (message) => {
-                const copy = structuredClone(message);
-                queueMicrotask(() => {
-                    if (!record.alive)
-                        return;
-                    record.received.push(copy);
-                    for (const listener of toParent)
-                        listener(copy);
-                });
-            },
-            onMessage: (listener) => toChild.add(listener)
-        }, engine, {onDisposed: () => record.die({code: 0, signal: null})});
-        return {
-            pid: children.length,
-            post(message) {
-                record.sent.push(message);
-                const copy = structuredClone(message);
-                setTimeout(() => {
-                    if (record.alive)
-                        for (const listener of toChild)
-                            listener(copy);
-                });
-            },
-            onMessage: (listener) => toParent.add(listener),
-            onExit(listener) {
-                if (!record.alive)
-                    listener({code: null, signal: "SIGKILL"});
-                else
-                    exits.add(listener);
-            },
-            kill: () => record.die()
-        };
-    };
-    return {children, spawn};
-}
 
 function request(overrides: Partial<GenerateRequest> = {}): GenerateRequest & {chunks: string[]} {
     const chunks: string[] = [];

@@ -3,14 +3,25 @@ import {describeBuild} from "../../../renderer/lib/describeBuild.js";
 import {decodeRate, formatLatency, formatSeconds, formatTokens, promptRate, tokensPerSecond} from "../../../renderer/lib/format.js";
 
 describe("display formatting", () => {
-    test("the build says whether it is Ponder's patched engine", () => {
+    test("the build says which backend runs and whether it is Ponder's patched engine", () => {
         expect(describeBuild({kind: "local", gpu: false, patched: true, llamaCppRelease: "b1", seriesHash: "h"}))
-            .toEqual({label: "patched local build · CPU", warning: false});
-        expect(describeBuild({kind: "local", gpu: "cuda", patched: true, llamaCppRelease: "b1", seriesHash: "h"}).label)
-            .toBe("patched local build · CUDA");
+            .toEqual({label: "CPU (patched)", warning: false, note: null});
+        expect(describeBuild({kind: "local", gpu: "cuda", patched: true, llamaCppRelease: "b1", seriesHash: "h", requested: "auto", fallback: null}).label)
+            .toBe("CUDA (patched)");
+        expect(describeBuild({kind: "local", gpu: "metal", patched: true, llamaCppRelease: "b1", seriesHash: "h"}).label).toBe("Metal (patched)");
         expect(describeBuild({kind: "prebuilt", gpu: "vulkan", patched: false, llamaCppRelease: "b1", seriesHash: null}))
-            .toEqual({label: "prebuilt (unpatched)", warning: true});
+            .toEqual({label: "Vulkan (unpatched prebuilt)", warning: true, note: null});
+        expect(describeBuild({kind: "local", gpu: false, patched: false, llamaCppRelease: "b1", seriesHash: null}).label).toBe("CPU (unpatched)");
         expect(describeBuild(null).warning).toBe(true);
+    });
+
+    test("a build running instead of the one chosen is a warning, with the reason", () => {
+        const fallback = "The CUDA build could not be loaded (libcuda.so.1: cannot open shared object file): running the CPU build instead.";
+        expect(describeBuild({kind: "local", gpu: false, patched: true, llamaCppRelease: "b1", seriesHash: "h", requested: "cuda", fallback}))
+            .toEqual({label: "CPU (patched)", warning: true, note: fallback});
+        const unpatched = "No patched llama.cpp build is present (run npm run build:native). Running unpatched: Full KV only, compression is off.";
+        expect(describeBuild({kind: "prebuilt", gpu: false, patched: false, llamaCppRelease: "b1", seriesHash: null, requested: "auto", fallback: unpatched}))
+            .toEqual({label: "CPU (unpatched prebuilt)", warning: true, note: unpatched});
     });
 
     test("thinking stats read as a person says them", () => {
