@@ -10,6 +10,7 @@ import {compressionSupport} from "./compressionSupport.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
+import {cacheTypeProblem} from "./kvMemory.js";
 import {NativeKv} from "./native/NativeKv.js";
 import type {ChatTurn, GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
 
@@ -449,6 +450,9 @@ export class Engine implements EngineApi {
             current.kv?.setPositionLimit(pruning ? prunedPositionLimit : current.kv.originalContextSize);
             return current;
         }
+        const cacheProblem = cacheTypeProblem(loaded.inspection, config);
+        if (cacheProblem != null)
+            throw new AppError("BAD_REQUEST", cacheProblem);
         await this._disposeContext();
 
         const kvType = config.kvType === "f16" ? "F16" : config.kvType === "q8_0" ? "Q8_0" : "Q4_0";

@@ -42,3 +42,25 @@ export function headLength(model: Pick<ModelInspection, "headCount" | "embedding
         return null;
     return embeddingLength / headCount;
 }
+
+/** llama.cpp stores a quantized V cache only with flash attention; without it the context cannot be made. */
+export const quantizedCacheNeedsFlashAttention = "A quantized KV cache (q8_0, q4_0) needs flash attention: turn flash attention on, or choose F16.";
+
+export function quantizedWithoutFlashAttention(compression: {kvType: KvCacheType, flashAttention: boolean}): boolean {
+    return compression.kvType !== "f16" && !compression.flashAttention;
+}
+
+/**
+ * Why llama.cpp cannot make a cache of this type for this model, in words, or `null`: a quantized cache needs flash
+ * attention (for V), and rows of whole blocks (a head a multiple of the type's 32-value block).
+ */
+export function cacheTypeProblem(model: KvShape, compression: {kvType: KvCacheType, flashAttention: boolean}): string | null {
+    if (quantizedWithoutFlashAttention(compression))
+        return quantizedCacheNeedsFlashAttention;
+    const {blockSize} = typeTraits[compression.kvType];
+    const widths = [headLength(model, model.keyLength), headLength(model, model.valueLength)];
+    const odd = widths.find((width) => width != null && width % blockSize !== 0);
+    if (odd != null)
+        return `This model's attention heads are ${odd} values wide, and a ${compression.kvType} cache stores blocks of ${blockSize}: choose F16.`;
+    return null;
+}

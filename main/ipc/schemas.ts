@@ -2,7 +2,7 @@ import {z} from "zod";
 import type {AppSettings, Req, RequestChannel} from "../../preload/contract.js";
 import {engineBuildChoiceSchema} from "../services/EngineBuildService.js";
 import {serverSettingsSchema} from "../services/ServerService.js";
-import {appSettingsSchema, compressionSettingsSchema, conversationSettingsSchema, gpuLayersSchema} from "../services/schemas.js";
+import {appSettingsSchema, compressionSettingsFields, compressionSettingsSchema, conversationSettingsSchema, gpuLayersSchema} from "../services/schemas.js";
 import {maxImportBytes} from "../services/importConversation.js";
 
 const id = z.string().min(1).max(200);
@@ -33,7 +33,7 @@ export const requestSchemas = {
     "conversations:get": z.object({id}).strict(),
     "conversations:updateSettings": z.object({
         id,
-        settings: conversationSettingsSchema.extend({compression: compressionSettingsSchema.partial().strict()}).partial().strict()
+        settings: conversationSettingsSchema.extend({compression: compressionSettingsFields.partial().strict()}).partial().strict()
     }).strict() as z.ZodType<Req<"conversations:updateSettings">>,
     "conversations:export": z.object({id, format: z.enum(["markdown", "json"])}).strict(),
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),

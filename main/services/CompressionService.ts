@@ -4,7 +4,7 @@ import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {computeBufferBytes} from "../engine/computeBufferBytes.js";
-import {kvBytesPerCell} from "../engine/kvMemory.js";
+import {cacheTypeProblem, kvBytesPerCell} from "../engine/kvMemory.js";
 import {scoring} from "../engine/scoring.js";
 import {gpuOffload} from "./gpuOffload.js";
 import type {ModelInspection} from "../engine/types.js";
@@ -68,6 +68,10 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         notes.push(`${cells} cells is below the smallest usable budget of 64 cells.`);
     if (contextLength != null && cells > contextLength && compression.policy === "full")
         notes.push(`With Full KV, tokens past the model's trained context (${contextLength}) are unlikely to help.`);
+
+    const cacheProblem = cacheTypeProblem(model, compression);
+    if (cacheProblem != null)
+        notes.push(cacheProblem);
 
     const support = compressionSupport(model.architecture);
     if (!support.supported && compression.policy !== "full")

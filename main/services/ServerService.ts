@@ -8,7 +8,7 @@ import type {EngineApi} from "../engine/EngineApi.js";
 import {ApiServer, hashKey, isLoopback} from "../server/ApiServer.js";
 import type {CompletionService} from "./CompletionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
-import {compressionSettingsSchema} from "./schemas.js";
+import {compressionSettingsFields} from "./schemas.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {Emit} from "./types.js";
 
@@ -20,8 +20,8 @@ export const serverSettingsSchema = z.object({
     enabled: z.boolean(),
     host: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:-]+$/, "The address must be a host name or an IP address"),
     port: z.number().int().min(0).max(65_535),
-    policy: compressionSettingsSchema.shape.policy,
-    budget: compressionSettingsSchema.shape.budget,
+    policy: compressionSettingsFields.shape.policy,
+    budget: compressionSettingsFields.shape.budget,
     corsOrigins: z.array(z.url({protocol: /^https?$/}).transform((url) => new URL(url).origin)).max(32),
     maxQueued: z.number().int().min(0).max(64)
 }).strict() satisfies z.ZodType<ServerSettings, unknown>;

@@ -1,5 +1,6 @@
 import {z} from "zod";
 import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, SamplingPreset} from "../../preload/contract.js";
+import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../engine/kvMemory.js";
 import {h2oPolicy} from "../engine/policies/h2o.js";
 import {lethePolicy} from "../engine/policies/lethe.js";
 import {refreeKvPolicy} from "../engine/policies/refreekv.js";
@@ -37,7 +38,8 @@ const paramsSchema = z.object({
     }).strict()
 }).strict();
 
-export const compressionSettingsSchema = z.object({
+/** The compression settings field by field, without the checks across fields (for partial updates). */
+export const compressionSettingsFields = z.object({
     policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv"]),
     budget: budgetSchema,
     kvType: z.enum(["f16", "q8_0", "q4_0"]),
@@ -45,7 +47,12 @@ export const compressionSettingsSchema = z.object({
     combine: z.enum(["quota", "union", "aggregate"]),
     pruneEvery: z.number().int().min(1).max(4096),
     params: paramsSchema
-}).strict() satisfies z.ZodType<CompressionSettings>;
+}).strict();
+
+export const compressionSettingsSchema = compressionSettingsFields.superRefine((compression, ctx) => {
+    if (quantizedWithoutFlashAttention(compression))
+        ctx.addIssue({code: "custom", path: ["flashAttention"], message: quantizedCacheNeedsFlashAttention});
+}) satisfies z.ZodType<CompressionSettings>;
 
 export const defaultCompressionSettings: CompressionSettings = {
     policy: "full",
@@ -141,10 +148,13 @@ export function mergeConversationSettings(defaults: ConversationSettings, stored
     const compression = typeof source.compression === "object" && source.compression != null ? source.compression as Record<string, unknown> : {};
     const mergedCompression: Record<string, unknown> = {...defaults.compression};
     for (const key of ["policy", "budget", "kvType", "flashAttention", "combine", "pruneEvery"] as const) {
-        const field = compressionSettingsSchema.shape[key].safeParse(compression[key]);
+        const field = compressionSettingsFields.shape[key].safeParse(compression[key]);
         if (field.success)
             mergedCompression[key] = field.data;
     }
+    // A pair llama.cpp cannot run (stored before it was refused): the flash attention setting stays, the cache is F16.
+    if (quantizedWithoutFlashAttention(mergedCompression as CompressionSettings))
+        mergedCompression.kvType = "f16";
     const params = typeof compression.params === "object" && compression.params != null ? compression.params as Record<string, unknown> : {};
     const mergedParams: Record<string, unknown> = {...defaults.compression.params};
     for (const key of ["streamingllm", "h2o", "lethe", "refreekv"] as const) {

@@ -15,7 +15,7 @@ export type BudgetForm = Omit<CompressionSettings, "budget" | "pruneEvery" | "pa
     params: {[P in keyof PolicyParams]: Editable<PolicyParams[P]>}
 };
 
-/** Field -> message, in the order the fields are shown; keys: `budget`, `pruneEvery`, `params.<policy>.<key>`. */
+/** Field -> message, in the order the fields are shown; keys: `budget`, `pruneEvery`, `flashAttention`, `params.<policy>.<key>`. */
 export type FormErrors = Record<string, string>;
 
 export function toForm(compression: CompressionSettings): BudgetForm {
@@ -119,6 +119,8 @@ export function validateBudgetForm(form: BudgetForm): FormErrors {
     const every = form.pruneEvery;
     if (every == null || !Number.isInteger(every) || every < budgetLimits.minPruneEvery || every > budgetLimits.maxPruneEvery)
         errors.pruneEvery = `Prune every 1 to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
+    if (form.kvType !== "f16" && !form.flashAttention)
+        errors.flashAttention = "A quantized KV cache (q8_0, q4_0) needs flash attention: turn it on, or choose F16.";
     if (isTunable(form.policy)) {
         const values = form.params[form.policy] as Record<string, number | null>;
         for (const spec of paramSpecs[form.policy]) {

@@ -181,6 +181,9 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         if (!state.form)
             return;
         state.form[key] = value;
+        // llama.cpp keeps a quantized cache only with flash attention: choosing one turns it on.
+        if (key === "kvType" && value !== "f16")
+            state.form.flashAttention = true;
         changed();
     }
 
@@ -246,7 +249,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
 
     return {
         state,
-        /** Field -> message for what is wrong in the draft (`budget`, `pruneEvery`, `params.<policy>.<key>`). */
+        /** Field -> message for what is wrong in the draft (`budget`, `pruneEvery`, `flashAttention`, `params.<policy>.<key>`). */
         get errors() {
             return errors;
         },

@@ -170,6 +170,29 @@ describe("Engine on generated models", () => {
         }
     });
 
+    it("refuses a cache type llama.cpp cannot make for the model in words, before llama.cpp fails, and still answers", async () => {
+        const ask = (kvType: "q8_0" | "q4_0", flashAttention: boolean) => engine.generate({
+            history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: new AbortController().signal,
+            kv: {...fullKv, compression: {...fullKv.compression, kvType, flashAttention}}, onChunk() {}
+        });
+        // tiny-qwen2 is loaded: 16-value heads, not whole 32-value blocks.
+        for (const kvType of ["q8_0", "q4_0"] as const) {
+            await expect(ask(kvType, false)).rejects.toMatchObject({code: "BAD_REQUEST", message: expect.stringMatching(/needs flash attention/)});
+            await expect(ask(kvType, true)).rejects.toMatchObject({code: "BAD_REQUEST", message: expect.stringMatching(/heads are 16 values wide.*blocks of 32/)});
+        }
+        const wide = await getFixtureModel("tiny-qwen3");
+        const previous = engine.status.model!;
+        await engine.loadModel(wide, modelInfo(wide));
+        try {
+            const quantized = await ask("q8_0", true);
+            expect(quantized.stopReason).toBeDefined();
+        } finally {
+            await engine.loadModel(previous.path, previous);
+        }
+        const f16 = await collect(engine, [{role: "user", text: "a"}], {maxTokens: 5});
+        expect(f16.chunks.length).toBeGreaterThan(0);
+    });
+
     it("refuses a second generation while one runs", async () => {
         const abort = new AbortController();
         const running = engine.generate({history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 50, signal: abort.signal, kv: fullKv, onChunk() {}});

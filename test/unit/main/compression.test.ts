@@ -97,6 +97,26 @@ describe("compression settings", () => {
         expect(merged.compression.params.lethe.recentRatio).toBe(0.3);
     });
 
+    it("refuses a quantized cache without flash attention (llama.cpp cannot make that context), and repairs a stored one", () => {
+        const parse = (patch: object) => compressionSettingsSchema.safeParse({...defaultCompressionSettings, ...patch});
+        for (const kvType of ["q8_0", "q4_0"]) {
+            const refused = parse({kvType, flashAttention: false});
+            expect(refused.success).toBe(false);
+            expect(refused.error?.issues[0]).toMatchObject({path: ["flashAttention"], message: expect.stringMatching(/needs flash attention/)});
+            expect(parse({kvType, flashAttention: true}).success).toBe(true);
+        }
+        expect(parse({kvType: "f16", flashAttention: false}).success).toBe(true);
+
+        const stored = mergeConversationSettings(defaultConversationSettings, {compression: {policy: "lethe", kvType: "q8_0", flashAttention: false}});
+        expect(stored.compression).toMatchObject({policy: "lethe", kvType: "f16", flashAttention: false});
+
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const c = services.conversations.create();
+        expect(() => services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q4_0"}})).toThrow(/needs flash attention/);
+        services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q4_0", flashAttention: true}});
+        expect(services.conversations.get(c.id).settings.compression).toMatchObject({kvType: "q4_0", flashAttention: true});
+    });
+
     it("persists a per-conversation policy and budget through the service, refusing invalid ones", () => {
         const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
         const c = services.conversations.create();

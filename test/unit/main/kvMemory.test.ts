@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {kvBytesPerCell, rowBytes} from "../../../main/engine/kvMemory.js";
+import {cacheTypeProblem, kvBytesPerCell, rowBytes} from "../../../main/engine/kvMemory.js";
 
 describe("KV bytes per cell", () => {
     it("matches a hand count for DeepSeek-R1-Distill-Qwen-1.5B's shape", () => {
@@ -26,5 +26,20 @@ describe("KV bytes per cell", () => {
     it("rounds partial blocks up and refuses incomplete metadata", () => {
         expect(rowBytes("q8_0", 33)).toBe(68);
         expect(kvBytesPerCell({layers: null, headCount: 2, headCountKv: 1, embeddingLength: 8})).toBeNull();
+    });
+});
+
+describe("cache types llama.cpp cannot make", () => {
+    const qwen3 = {layers: 28, headCount: 16, headCountKv: 8, embeddingLength: 1024, keyLength: 128, valueLength: 128};
+    const narrow = {layers: 4, headCount: 4, headCountKv: 2, embeddingLength: 64};
+
+    it("says why in words: a quantized cache needs flash attention and heads of whole 32-value blocks", () => {
+        expect(cacheTypeProblem(qwen3, {kvType: "f16", flashAttention: false})).toBeNull();
+        expect(cacheTypeProblem(narrow, {kvType: "f16", flashAttention: true})).toBeNull();
+        expect(cacheTypeProblem(qwen3, {kvType: "q8_0", flashAttention: true})).toBeNull();
+        expect(cacheTypeProblem(qwen3, {kvType: "q4_0", flashAttention: false})).toMatch(/needs flash attention/);
+        expect(cacheTypeProblem(narrow, {kvType: "q8_0", flashAttention: true})).toBe("This model's attention heads are 16 values wide, and a q8_0 cache stores blocks of 32: choose F16.");
+        // A declared value length counts on its own.
+        expect(cacheTypeProblem({...qwen3, valueLength: 80}, {kvType: "q4_0", flashAttention: true})).toMatch(/80 values wide/);
     });
 });

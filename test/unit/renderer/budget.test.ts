@@ -137,6 +137,20 @@ describe("budget controller state", () => {
         expect(bridge.calls.some((call) => call.channel === "conversations:updateSettings")).toBe(false);
     });
 
+    test("a quantized cache turns flash attention on, and turning it off again is caught before the backend", () => {
+        const {budget} = setup();
+        expect(budget.state.form!.flashAttention).toBe(false);
+        budget.setOption("kvType", "q8_0");
+        expect(budget.state.form!.flashAttention).toBe(true);
+        expect(budget.valid).toBe(true);
+        budget.setOption("flashAttention", false);
+        expect(budget.valid).toBe(false);
+        expect(budget.errors.flashAttention).toMatch(/needs flash attention/);
+        budget.setOption("kvType", "f16");
+        budget.setOption("flashAttention", false);
+        expect(budget.valid).toBe(true);
+    });
+
     test("another policy's parameters do not block this one", () => {
         const {budget} = setup();
         budget.setPolicy("h2o");
