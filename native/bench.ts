@@ -16,9 +16,10 @@
 // ratio is the median over the rounds of on / off. The cache is filled to leave room for every round, so the attended
 // cells grow by 2 x (tokens + 3) per round, alike for on and off.
 //
-// --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance a copy of
-// `localBuilds/linux-x64` made by `node native/build.mjs --native`, before rebuilding the default portable one), so that
-// build configurations are measured apart from the patches in one run. It is copied into node-llama-cpp's local builds
+// --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance the unpatched
+// build `node native/build.mjs --unpatched` writes to native/.build/unpatched/, or a copy of `localBuilds/linux-x64` in
+// another configuration), so that build configuration and patches are measured apart in one run; an unpatched build
+// adds the column "off / unpatched". It is copied into node-llama-cpp's local builds
 // under the folder name getLlama gives the custom CMake option PONDER_BENCH_BUILD=1, and removed afterwards. With
 // --compare-on it runs with scoring on instead (and reads the scores out likewise), to compare two versions of scoring.
 //
@@ -353,17 +354,19 @@ async function main() {
     console.log("builds: " + variants.map((variant) => `${variant} = ${builds.get(variant)}`).join(", "));
     console.log();
     const withCompare = args.compareBuild != null;
-    const compared = args.compareOn ? "on" : "off";
-    console.log(`| cells | flash attn | stock tok/s |${withCompare ? ` compared ${compared} tok/s |` : ""} patched off tok/s | patched on tok/s |` +
-        `${withCompare ? ` compared ${compared} / stock |` : ""} off / stock | on / stock | on / off |`);
+    // a build from `node native/build.mjs --unpatched`: configuration and patches measured apart
+    const unpatched = withCompare && (await stat(path.join(path.resolve(args.compareBuild!), "ponder-unpatched.json")).catch(() => null)) != null;
+    const compared = `${unpatched ? "unpatched" : "compared"} ${args.compareOn ? "on" : "off"}`;
+    console.log(`| cells | flash attn | stock tok/s |${withCompare ? ` ${compared} tok/s |` : ""} patched off tok/s | patched on tok/s |` +
+        `${withCompare ? ` ${compared} / stock |` : ""} off / stock | on / stock | on / off |${unpatched ? " off / unpatched |" : ""}`);
     console.log(`|------:|:----------:|------------:|${withCompare ? "-------------------:|" : ""}------------------:|-----------------:|` +
-        `${withCompare ? "-----------------:|" : ""}------------:|-----------:|---------:|`);
+        `${withCompare ? "-----------------:|" : ""}------------:|-----------:|---------:|${unpatched ? "-----------------:|" : ""}`);
     for (const config of configs) {
         const [stock, off, on] = [rate("stock", config), rate("patched-off", config), rate("patched-on", config)];
         const comparedRate = withCompare ? rate(compareVariant, config) : 0;
         console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${comparedRate.toFixed(1)} |` : ""} ` +
             `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(comparedRate / stock).toFixed(3)} |` : ""} ` +
-            `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |`);
+            `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |${unpatched ? ` ${(off / comparedRate).toFixed(3)} |` : ""}`);
     }
 }
 

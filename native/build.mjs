@@ -3,17 +3,22 @@
 // node-llama-cpp's local build folder (node_modules/node-llama-cpp/llama/localBuilds/<platform>-<arch>[-<gpu>]/), where
 // getLlama({build: "never", usePrebuiltBinaries: false}) finds it.
 //
-//   node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable] [--if-stale] [--force]
+//   node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable | --native] [--if-stale] [--force] [--unpatched]
 //
-// --portable  build as node-llama-cpp builds its own prebuilt binaries (its CI mode): GGML_NATIVE=OFF, every CPU variant
-//             as a dynamically loaded backend (GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON; ggml picks the best one the
-//             CPU supports at run time), no OpenMP, CUDA for a list of architectures. Runs on any CPU of its
-//             architecture: what release builds use. Without it: node-llama-cpp's source-build default for this
-//             machine (GGML_NATIVE=ON, OpenMP), never to be shipped. See native/README.md for why it is not the default.
+// --portable  (the default) build as node-llama-cpp builds its own prebuilt binaries (its CI mode): GGML_NATIVE=OFF,
+//             every CPU variant as a dynamically loaded backend (GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON; ggml
+//             picks the best one the CPU supports at run time), CUDA for a list of architectures, and OpenMP on. Runs
+//             on any CPU of its architecture, at the stock binary's speed: what release builds use.
+// --native    node-llama-cpp's source-build default for this machine (GGML_NATIVE=ON, OpenMP): half the build time,
+//             never to be shipped (see native/README.md).
 // --if-stale  skip everything when a build of the same series hash (series + patches + node-llama-cpp version + gpu)
 //             exists; used by `postinstall`, since `npm install` can wipe node-llama-cpp's local builds.
 // --force     rebuild even when --if-stale would skip.
 // --source-only  clone and patch the source, do not compile (for working on the patches; see native/README.md).
+// --unpatched  build node-llama-cpp's llama.cpp without the series, in the same configuration, into
+//             native/.build/unpatched/<platform>-<arch>[-<gpu>]-<config>/ (never where the app looks), for the native bench
+//             to measure build configuration and patches apart (`npx tsx native/bench.ts --compare-build <that folder>`).
+//             The patched build is left as it is.
 import {spawnSync} from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -21,7 +26,7 @@ import process from "node:process";
 import {createRequire} from "node:module";
 import {createHash} from "node:crypto";
 import {computeSeriesHash, nativeDir, readSeries} from "./seriesHash.mjs";
-import {sourceBuildInvocation} from "./buildConfig.mjs";
+import {defaultBuildConfig, plainFolderName, sourceBuildInvocation} from "./buildConfig.mjs";
 
 const stampFileName = "ponder-native.json";
 const gpuOptions = ["auto", "false", "cuda", "metal", "vulkan"];
@@ -32,7 +37,7 @@ const log = (message) => console.log(`[ponder-native] ${message}`);
 class BuildError extends Error {}
 
 function parseArgs(argv) {
-    const args = {gpu: "auto", ifStale: false, force: false, sourceOnly: false, portable: false};
+    const args = {gpu: "auto", ifStale: false, force: false, sourceOnly: false, config: defaultBuildConfig, unpatched: false};
     for (let i = 0; i < argv.length; i++) {
         const arg = argv[i];
         if (arg === "--if-stale")
@@ -42,18 +47,24 @@ function parseArgs(argv) {
         else if (arg === "--source-only")
             args.sourceOnly = true;
         else if (arg === "--portable")
-            args.portable = true;
+            args.config = "portable";
+        else if (arg === "--native")
+            args.config = "native";
+        else if (arg === "--unpatched")
+            args.unpatched = true;
         else if (arg === "--gpu" || arg.startsWith("--gpu=")) {
             const value = arg === "--gpu" ? argv[++i] : arg.slice("--gpu=".length);
             if (value == null || !gpuOptions.includes(value))
                 throw new BuildError(`--gpu expects one of ${gpuOptions.join(", ")}, got ${value ?? "nothing"}`);
             args.gpu = value;
         } else if (arg === "--help" || arg === "-h") {
-            console.log("usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable] [--if-stale] [--force] [--source-only]");
+            console.log("usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable | --native] [--if-stale] [--force] [--source-only] [--unpatched]");
             process.exit(0);
         } else
             throw new BuildError(`unknown argument: ${arg} (see --help)`);
     }
+    if (args.unpatched && (args.ifStale || args.sourceOnly))
+        throw new BuildError("--unpatched always compiles: it takes neither --if-stale nor --source-only");
     return args;
 }
 
@@ -267,8 +278,13 @@ function main() {
     const series = readSeries();
     const seriesHash = computeSeriesHash(nlc.version);
 
-    const config = args.portable ? "portable" : "native";
+    const config = args.config;
     log(`node-llama-cpp ${nlc.version}, ${series.length} patches, series ${seriesHash}, gpu ${args.gpu}, ${config} build`);
+
+    if (args.unpatched) {
+        withLock(() => buildUnpatched(nlc, args, config, startTime));
+        return;
+    }
 
     if (args.ifStale && !args.force && !args.sourceOnly) {
         const current = findCurrentBuild(nlc, seriesHash, args.gpu, config);
@@ -294,12 +310,12 @@ function main() {
             return;
         }
 
-        log(`step 3/4: compiling (gpu ${args.gpu}, ${config}); a native CPU build takes about 4 minutes on 2 cores, a portable one (ggml-cpu once per CPU variant) about 43`);
+        log(`step 3/4: compiling (gpu ${args.gpu}, ${config}); a portable CPU build (ggml-cpu once per CPU variant) takes about 8 minutes on 2 idle cores, a native one about 4`);
         const invocation = sourceBuildInvocation(args.gpu, config);
         runNodeLlamaCpp(nlc, invocation.args, invocation.env);
 
         log("step 4/4: checking the build and writing its stamp");
-        const folderName = readJson(nlc.lastBuildPath).folderName;
+        const folderName = moveToPlainFolder(nlc, readJson(nlc.lastBuildPath).folderName);
         if (typeof folderName !== "string" || !isBuildComplete(nlc, folderName))
             throw new BuildError(`the build did not produce ${binaryPathOf(nlc, folderName ?? "<unknown>")}`);
         const metadata = readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"));
@@ -320,6 +336,68 @@ function main() {
         const minutes = ((Date.now() - startTime) / 60_000).toFixed(1);
         log(`done in ${minutes} min: ${path.relative(process.cwd(), binaryPathOf(nlc, folderName))} (gpu ${stamp.gpu}, series ${seriesHash})`);
     });
+}
+
+/**
+ * A build made with custom CMake options (the portable configuration's OpenMP) lands in `<plain name>-<hash>`: moved to
+ * the plain name getLlama looks for, replacing what was there, and recorded as node-llama-cpp's last build.
+ */
+function moveToPlainFolder(nlc, folderName) {
+    if (typeof folderName !== "string" || !isBuildComplete(nlc, folderName))
+        return folderName;
+    const metadata = readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"));
+    const plain = plainFolderName(metadata.buildOptions);
+    if (plain === folderName)
+        return folderName;
+    fs.rmSync(path.join(nlc.localBuildsDir, plain), {recursive: true, force: true});
+    fs.renameSync(path.join(nlc.localBuildsDir, folderName), path.join(nlc.localBuildsDir, plain));
+    fs.writeFileSync(nlc.lastBuildPath, JSON.stringify({folderName: plain}, null, 4) + "\n");
+    log(`moved ${folderName} to ${plain}, where getLlama looks`);
+    return plain;
+}
+
+/**
+ * llama.cpp and the addon as node-llama-cpp ships them, compiled in `config` under a custom CMake option (so into a folder
+ * of its own, not over the patched build), then moved out of node-llama-cpp's local builds with a stamp that says so.
+ * The next patched build re-clones and re-patches the source, as it always does.
+ */
+function buildUnpatched(nlc, args, config, startTime) {
+    log("step 1/3: cloning llama.cpp from node-llama-cpp's bundled git release (offline), addon as shipped");
+    runNodeLlamaCpp(nlc, ["source", "download", "--skipBuild", "--noUsageExample"]);
+    restorePristineAddon(nlc, readSeries());
+    fs.rmSync(path.join(nlc.addonDir, "PonderSeries.h"), {force: true});
+
+    log(`step 2/3: compiling without the patches (gpu ${args.gpu}, ${config})`);
+    const lastBuild = fs.existsSync(nlc.lastBuildPath) ? fs.readFileSync(nlc.lastBuildPath) : null;
+    const invocation = sourceBuildInvocation(args.gpu, config);
+    let folderName;
+    try {
+        runNodeLlamaCpp(nlc, invocation.args, {...invocation.env, NODE_LLAMA_CPP_CMAKE_OPTION_PONDER_UNPATCHED: "ON"});
+        folderName = readJson(nlc.lastBuildPath).folderName;
+    } finally {
+        // the app's getLlama must keep finding the patched build
+        if (lastBuild != null)
+            fs.writeFileSync(nlc.lastBuildPath, lastBuild);
+    }
+    if (typeof folderName !== "string" || !isBuildComplete(nlc, folderName))
+        throw new BuildError(`the unpatched build did not produce ${binaryPathOf(nlc, folderName ?? "<unknown>")}`);
+
+    log("step 3/3: moving it out of node-llama-cpp's local builds");
+    const metadata = readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"));
+    const gpu = metadata.buildOptions?.gpu ?? false;
+    const baseName = folderName.replace(/-[0-9a-z]{20,}$/, "");
+    const target = path.join(nativeDir, ".build", "unpatched", `${baseName}-${config}`);
+    fs.rmSync(target, {recursive: true, force: true});
+    fs.mkdirSync(path.dirname(target), {recursive: true});
+    fs.cpSync(path.join(nlc.localBuildsDir, folderName), target, {recursive: true});
+    fs.rmSync(path.join(nlc.localBuildsDir, folderName), {recursive: true, force: true});
+    fs.writeFileSync(path.join(target, "ponder-unpatched.json"), JSON.stringify({
+        unpatched: true, config, requestedGpu: args.gpu, gpu, nodeLlamaCppVersion: nlc.version,
+        llamaCppRelease: metadata.buildOptions?.llamaCpp?.release ?? null, builtAt: new Date().toISOString()
+    }, null, 4) + "\n");
+    const minutes = ((Date.now() - startTime) / 60_000).toFixed(1);
+    log(`done in ${minutes} min: ${path.relative(process.cwd(), target)} (unpatched, gpu ${gpu}, ${config}); ` +
+        `bench it with npx tsx native/bench.ts --compare-build ${path.relative(process.cwd(), target)}`);
 }
 
 try {

@@ -1,5 +1,5 @@
 import {resolveChatWrapper, type Llama, type LlamaModel, type Token} from "node-llama-cpp";
-import type {PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
@@ -49,13 +49,14 @@ export async function qualitySuite(options: {
     const set = problemSets[options.set ?? "demo"]!;
     const problems = heldOutDemoProblems(options.problems, set.options, set.offset);
 
-    async function solve(question: string, policy: PolicyId, cells: number, params = defaultCompressionSettings.params) {
+    async function solve(question: string, policy: PolicyId, cells: number, params = defaultCompressionSettings.params,
+        combine: CompressionSettings["combine"] = defaultCompressionSettings.combine) {
         let text = "";
         let tokens = 0;
         let live = 0;
         const result = await engine.generate({
             history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 4096, signal: new AbortController().signal,
-            kv: {compression: {...defaultCompressionSettings, policy, pruneEvery, params}, cells},
+            kv: {compression: {...defaultCompressionSettings, policy, pruneEvery, params, combine}, cells},
             onChunk(chunk) {
                 tokens += chunk.tokens;
                 if (chunk.segment === "answer")
@@ -121,8 +122,9 @@ export async function qualitySuite(options: {
         rows.push({...oracle, fidelity: demo.fidelity.get(`oracle@${share}`) ?? null});
     }
     if (policies.includes("refreekv")) {
-        // The paper's ReFreeKV: the 1% test once after the prompt, then every generated token kept (a budget that never binds).
-        rows.push(await policyRow("refreekv (paper)", 1, (problem, index) => solve(problem.question, "refreekv", used[index]! * 2 + 256)));
+        // The paper's ReFreeKV: the 1% test once after the prompt, per layer and head (a cell goes only when no head
+        // keeps it: `union`), then every generated token kept (a budget that never binds).
+        rows.push(await policyRow("refreekv (paper)", 1, (problem, index) => solve(problem.question, "refreekv", used[index]! * 2 + 256, undefined, "union")));
     }
     await engine.dispose();
 

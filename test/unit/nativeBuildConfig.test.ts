@@ -1,23 +1,37 @@
-// How native/build.mjs asks node-llama-cpp for a build: portable (its CI mode, the prebuilt binaries' configuration)
-// unless --native, and never with CMake options leaking in from the caller's environment.
+// How native/build.mjs asks node-llama-cpp for a build: portable by default (its CI mode, the prebuilt binaries'
+// configuration, with OpenMP kept on) unless --native, and never with CMake options leaking in from the caller's
+// environment.
 import {expect, test} from "vitest";
-import {sourceBuildInvocation} from "../../native/buildConfig.mjs";
+import {defaultBuildConfig, plainFolderName, sourceBuildInvocation} from "../../native/buildConfig.mjs";
 
-test("the portable build is node-llama-cpp's CI mode: --ciMode, honoured only with CI set", () => {
+test("the portable build is the default", () => {
+    expect(defaultBuildConfig).toBe("portable");
+});
+
+test("the portable build is node-llama-cpp's CI mode (--ciMode, honoured only with CI set) with OpenMP on", () => {
     const {args, env} = sourceBuildInvocation("false", "portable", {PATH: "/usr/bin"});
     expect(args).toEqual(["source", "build", "--gpu", "false", "--noUsageExample", "--ciMode"]);
-    expect(env).toEqual({PATH: "/usr/bin", CI: "true"});
+    expect(env).toEqual({PATH: "/usr/bin", CI: "true", NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "ON"});
 });
 
 test("the native build is node-llama-cpp's source-build default, even inside a CI job", () => {
     const {args, env} = sourceBuildInvocation("cuda", "native", {PATH: "/usr/bin", CI: "true"});
     expect(args).toEqual(["source", "build", "--gpu", "cuda", "--noUsageExample"]);
     expect(env.CI).toBe("false");
+    expect(Object.keys(env).filter((key) => key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_"))).toEqual([]);
 });
 
-test("CMake options from the environment do not leak into the build (they would rename its folder)", () => {
+test("CMake options from the environment do not leak into the build", () => {
     const {env} = sourceBuildInvocation("false", "portable", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON", HOME: "/root"});
-    expect(env).toEqual({HOME: "/root", CI: "true"});
+    expect(env).toEqual({HOME: "/root", CI: "true", NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "ON"});
+    expect(sourceBuildInvocation("false", "native", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "OFF"}).env).toEqual({CI: "false"});
+});
+
+test("a build with custom options moves to the folder getLlama looks for", () => {
+    expect(plainFolderName({platform: "linux", arch: "x64", gpu: false})).toBe("linux-x64");
+    expect(plainFolderName({platform: "linux", arch: "x64", gpu: "cuda"})).toBe("linux-x64-cuda");
+    expect(plainFolderName({platform: "mac", arch: "arm64", gpu: "metal"})).toBe("mac-arm64-metal");
+    expect(plainFolderName({platform: "win", arch: "x64", gpu: "vulkan"})).toBe("win-x64-vulkan");
 });
 
 test("an unknown configuration is refused", () => {
