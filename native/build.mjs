@@ -282,7 +282,7 @@ function main() {
     log(`node-llama-cpp ${nlc.version}, ${series.length} patches, series ${seriesHash}, gpu ${args.gpu}, ${config} build`);
 
     if (args.unpatched) {
-        withLock(() => buildUnpatched(nlc, args, config, startTime));
+        withLock(() => buildUnpatched(nlc, series, args, config, startTime));
         return;
     }
 
@@ -361,10 +361,10 @@ function moveToPlainFolder(nlc, folderName) {
  * of its own, not over the patched build), then moved out of node-llama-cpp's local builds with a stamp that says so.
  * The next patched build re-clones and re-patches the source, as it always does.
  */
-function buildUnpatched(nlc, args, config, startTime) {
+function buildUnpatched(nlc, series, args, config, startTime) {
     log("step 1/3: cloning llama.cpp from node-llama-cpp's bundled git release (offline), addon as shipped");
     runNodeLlamaCpp(nlc, ["source", "download", "--skipBuild", "--noUsageExample"]);
-    restorePristineAddon(nlc, readSeries());
+    restorePristineAddon(nlc, series);
     fs.rmSync(path.join(nlc.addonDir, "PonderSeries.h"), {force: true});
 
     log(`step 2/3: compiling without the patches (gpu ${args.gpu}, ${config})`);

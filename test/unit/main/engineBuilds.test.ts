@@ -17,7 +17,7 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {readEngineBuildChoice} from "../../../main/services/EngineBuildService.js";
 import {computeSeriesHash} from "../../../native/seriesHash.mjs";
 import {FakeEngine} from "./FakeEngine.js";
-import {memoryEngines} from "./memoryEngines.js";
+import {memoryEngines, until} from "./memoryEngines.js";
 
 const series = "0123456789abcdef";
 const roots: string[] = [];
@@ -145,15 +145,6 @@ describe("the order builds are tried in", () => {
 });
 
 const model: ModelInfo = {id: "m", path: "/models/m.gguf", name: "m", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
-
-async function until(condition: () => boolean, ms = 2000): Promise<void> {
-    const end = Date.now() + ms;
-    while (!condition()) {
-        if (Date.now() > end)
-            throw new Error("timed out waiting");
-        await new Promise((resolve) => setTimeout(resolve, 2));
-    }
-}
 
 describe("the engine-build setting", () => {
     const fakeBuilds = () => listEngineBuilds({

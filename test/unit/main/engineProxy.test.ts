@@ -4,7 +4,7 @@ import {describe, expect, it} from "vitest";
 import type {ModelInfo} from "../../../preload/contract.js";
 import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
 import type {GenerateRequest} from "../../../main/engine/types.js";
-import {memoryEngines} from "./memoryEngines.js";
+import {memoryEngines, until} from "./memoryEngines.js";
 
 const info = (id: string): ModelInfo => ({id, path: `/models/${id}.gguf`, name: id, sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null});
 
@@ -18,15 +18,6 @@ function request(overrides: Partial<GenerateRequest> = {}): GenerateRequest & {c
         chunks,
         ...overrides
     };
-}
-
-async function until(condition: () => boolean, ms = 2000): Promise<void> {
-    const end = Date.now() + ms;
-    while (!condition()) {
-        if (Date.now() > end)
-            throw new Error("timed out waiting");
-        await new Promise((resolve) => setTimeout(resolve, 2));
-    }
 }
 
 describe("the engine behind a process boundary", () => {

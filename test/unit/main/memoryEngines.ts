@@ -99,3 +99,13 @@ export function memoryEngines(configure: (engine: LoadingEngine, runtime: Runtim
     return {children, spawn};
 }
 
+
+/** Waits, polling, until `condition` holds; throws after `ms`. */
+export async function until(condition: () => boolean, ms = 2000): Promise<void> {
+    const end = Date.now() + ms;
+    while (!condition()) {
+        if (Date.now() > end)
+            throw new Error("timed out waiting");
+        await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+}
