@@ -30,7 +30,12 @@ export type FullTrace = {
      * With `attention: true`: for each step, the attention its query paid to every earlier position (each layer's and
      * head's softmax row, averaged over layers and heads: sums to 1), indexed by position.
      */
-    attention?: Float32Array[]
+    attention?: Float32Array[],
+    /**
+     * With `attention: true`: for each step, the largest weight any one layer's head gave each earlier position (a
+     * sharp read shows as a value near 1 even where the mean over heads is small), indexed by position.
+     */
+    sharpest?: Float32Array[]
 };
 
 export type FidelityReport = {
@@ -58,7 +63,8 @@ const positionLimit = 1 << 22;
  * Greedy decoding with a full cache: the reference every pruned run is measured against. With `attention`, also what
  * each step attended to (the patched build's scores of the last query row), for the oracle and the regret read-out.
  */
-export async function fullTrace(model: LlamaModel, prompt: Token[], steps: number, threads = 1, options: {attention?: boolean} = {}): Promise<FullTrace> {
+export async function fullTrace(model: LlamaModel, prompt: Token[], steps: number, threads = 1,
+    options: {attention?: boolean, stop?: (token: Token) => boolean} = {}): Promise<FullTrace> {
     const context = await model.createContext({contextSize: prompt.length + steps + 16, threads, sequences: 1});
     const kv = options.attention === true ? new NativeKv(context) : null;
     try {
@@ -67,27 +73,37 @@ export async function fullTrace(model: LlamaModel, prompt: Token[], steps: numbe
         const tokens: Token[] = [];
         const logProbs: Float32Array[] = [];
         const attention: Float32Array[] = [];
+        const sharpest: Float32Array[] = [];
         const total = prompt.length + steps;
         let logits = await evaluateForLogits(sequence, prompt, model);
         for (let i = 0; i < steps; i++) {
             const next = argmax(logits) as Token;
             tokens.push(next);
             logProbs.push(logSoftmax(logits));
+            if (options.stop?.(next) === true)
+                break;
             logits = await evaluateForLogits(sequence, [next], model);
-            if (kv != null)
-                attention.push(await lastRowAttention(kv, total));
+            if (kv != null) {
+                const row = await lastRowAttention(kv, total);
+                attention.push(row.mean);
+                sharpest.push(row.sharpest);
+            }
         }
-        return kv != null ? {tokens, logProbs, attention} : {tokens, logProbs};
+        return kv != null ? {tokens, logProbs, attention, sharpest} : {tokens, logProbs};
     } finally {
         await kv?.dispose();
         await context.dispose();
     }
 }
 
-/** The last decode's attention over positions, averaged over layers and heads (each row a softmax over the cells). */
-async function lastRowAttention(kv: NativeKv, length: number): Promise<Float32Array> {
+/**
+ * The last decode's attention over positions, averaged over layers and heads (each row a softmax over the cells), and
+ * the largest weight one head gave each position.
+ */
+async function lastRowAttention(kv: NativeKv, length: number): Promise<{mean: Float32Array, sharpest: Float32Array}> {
     const snapshot = await kv.scores(0);
     const out = new Float32Array(length);
+    const sharpest = new Float32Array(length);
     const n = snapshot.positions.length;
     let rows = 0;
     for (const layer of snapshot.layers) {
@@ -100,12 +116,15 @@ async function lastRowAttention(kv: NativeKv, length: number): Promise<Float32Ar
             rows++;
             for (let j = 0; j < n; j++) {
                 const position = snapshot.positions[j]!;
-                if (position < length)
-                    out[position] = out[position]! + layer.last[h * n + j]! / sum;
+                if (position < length) {
+                    const weight = layer.last[h * n + j]! / sum;
+                    out[position] = out[position]! + weight;
+                    sharpest[position] = Math.max(sharpest[position]!, weight);
+                }
             }
         }
     }
-    return rows > 0 ? out.map((v) => v / rows) : out;
+    return {mean: rows > 0 ? out.map((v) => v / rows) : out, sharpest};
 }
 
 /** For each step, the attention that step and the rest of the trace pay to each position: suffix sums. */

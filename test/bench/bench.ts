@@ -1,6 +1,6 @@
 // `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
 //
-//   npm run bench -- [--suites fidelity,speed,overhead,quality,server,process] [--policies streamingllm,h2o,lethe,refreekv]
+//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process] [--policies streamingllm,h2o,lethe,refreekv]
 //                    [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384] [--speed-budget 2048]
 //                    [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
@@ -19,6 +19,7 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
+import {foresightSuite} from "./foresight.js";
 import {problemSets, qualitySuite} from "./quality.js";
 import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import {forkEngine} from "../../main/engine/process/forkEngine.js";
@@ -200,6 +201,18 @@ for (const set of values.sets.split(",")) {
     await writeBarChart(path.join(out, chart), {title: `Accuracy by KV budget (share of the Full cache): ${set}`, x: "budget", y: "accuracy", rows: bars});
     say(`\n## Accuracy on ${report.title} (${report.problems} held-out problems, greedy)\n\n` + report.table + `\n\n![accuracy](${chart})` +
         (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
+}
+
+for (const set of values.sets.split(",")) {
+    // What attention history foretells: the information every policy here ranks by, along Full's traces.
+    if (!suites.has("foresight"))
+        break;
+    if (!(set in problemSets))
+        throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
+    const report = await foresightSuite({llama, modelPath: values["demo-model"], problems: Number(values.problems), threads, set,
+        onProgress: (line) => console.error(`  foresight ${set} ${line}`)});
+    ((results.foresight ??= {}) as Record<string, unknown>)[set] = report.rows;
+    say(`\n## What attention history foretells on ${report.title} (${values.problems} held-out problems, Full's greedy traces)\n\n` + report.table);
 }
 
 for (const where of suites.has("server") ? ["in-process", "engine process"] as const : []) {

@@ -76,4 +76,24 @@ describe("fidelity against the full cache", () => {
         const roomy = await measureFidelity({model, prompt, steps, reference, cells: 256, compression});
         expect(roomy.regret).toBe(0);
     });
+
+    it("records the largest weight one head gave each position, and stops where asked", async () => {
+        const reference = await fullTrace(model, prompt, 40, 1, {attention: true});
+        expect(reference.sharpest).toHaveLength(40);
+        for (const [step, row] of reference.sharpest!.entries()) {
+            const mean = reference.attention![step]!;
+            // The mean over heads never exceeds the largest head's weight, and a head's weight is at most 1.
+            for (let position = 0; position <= prompt.length + step; position++) {
+                expect(row[position]!).toBeGreaterThanOrEqual(mean[position]! - 1e-6);
+                expect(row[position]!).toBeLessThanOrEqual(1 + 1e-6);
+            }
+            expect(row.slice(prompt.length + step + 1).every((v) => v === 0)).toBe(true);
+        }
+        // Stopping at the 10th generated token: it is kept, but not fed, so one attention row fewer.
+        const tenth = reference.tokens[9]!;
+        const first = reference.tokens.indexOf(tenth);
+        const stopped = await fullTrace(model, prompt, 40, 1, {attention: true, stop: (token) => token === tenth});
+        expect(stopped.tokens).toEqual(reference.tokens.slice(0, first + 1));
+        expect(stopped.sharpest).toHaveLength(first);
+    });
 });
