@@ -1,4 +1,4 @@
-import type {Locator, Page} from "playwright-core";
+import type {Browser, Locator, Page} from "playwright-core";
 
 /** What a person sees and does in the chat window, by test id. */
 export class ChatPage {
@@ -28,4 +28,23 @@ export class ChatPage {
     conversationItems(): Locator {
         return this.byId("conversation-item");
     }
+}
+
+/**
+ * A new page on the app at `url`, shown once its status bar is: with the page's errors (uncaught exceptions, and with
+ * `consoleErrors` console errors too) collected for the test to check.
+ */
+export async function openApp(browser: Browser, url: string, options: {viewport?: {width: number, height: number}, consoleErrors?: boolean} = {}) {
+    const page = await browser.newPage({viewport: options.viewport ?? {width: 1280, height: 860}});
+    const errors: string[] = [];
+    page.on("pageerror", (err) => errors.push(err.message));
+    if (options.consoleErrors === true) {
+        page.on("console", (message) => {
+            if (message.type() === "error")
+                errors.push(message.text());
+        });
+    }
+    await page.goto(url);
+    await page.getByTestId("status-bar").waitFor();
+    return {page, chat: new ChatPage(page), errors};
 }

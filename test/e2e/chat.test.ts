@@ -5,7 +5,7 @@ import type {Browser, Page} from "playwright-core";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {launchChromium} from "./browser.js";
-import {ChatPage} from "./ChatPage.js";
+import {openApp, type ChatPage} from "./ChatPage.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
 
 const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
@@ -29,17 +29,9 @@ describe("chat in Chromium against the real backend", () => {
     });
 
     async function open(): Promise<{page: Page, chat: ChatPage}> {
-        const page = await browser.newPage({viewport: {width: 1280, height: 860}});
-        const errors: string[] = [];
-        page.on("pageerror", (err) => errors.push(err.message));
-        page.on("console", (message) => {
-            if (message.type() === "error")
-                errors.push(message.text());
-        });
-        await page.goto(backend!.url);
-        await page.getByTestId("status-bar").waitFor();
+        const {page, chat, errors} = await openApp(browser, backend!.url, {consoleErrors: true});
         expect(errors).toEqual([]);
-        return {page, chat: new ChatPage(page)};
+        return {page, chat};
     }
 
     it("creates a conversation, streams thinking then the answer, and finds it again after a reload", async () => {

@@ -7,7 +7,7 @@ import type {Browser, Page} from "playwright-core";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {launchChromium} from "./browser.js";
-import {ChatPage} from "./ChatPage.js";
+import {openApp, type ChatPage} from "./ChatPage.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
 
 const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
@@ -58,10 +58,7 @@ describe("compression in the app", () => {
     });
 
     async function open(): Promise<{page: Page, chat: ChatPage}> {
-        const page = await browser.newPage({viewport: {width: 1440, height: 900}});
-        await page.goto(backend!.url);
-        await page.getByTestId("status-bar").waitFor();
-        return {page, chat: new ChatPage(page)};
+        return openApp(browser, backend!.url, {viewport: {width: 1440, height: 900}});
     }
 
     async function openPanel(chat: ChatPage): Promise<void> {

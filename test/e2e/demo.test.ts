@@ -7,7 +7,7 @@ import type {Browser} from "playwright-core";
 import {afterAll, beforeAll, expect, it} from "vitest";
 import {heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {launchChromium} from "./browser.js";
-import {ChatPage} from "./ChatPage.js";
+import {openApp} from "./ChatPage.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
 
 const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
@@ -28,9 +28,7 @@ afterAll(async () => {
 
 it("loads the demo model on a fresh install and answers a held-out problem with its thinking", async () => {
     backend = await HeadlessPonder.start({dataDir, seed: 7});
-    const page = await browser.newPage({viewport: {width: 1280, height: 860}});
-    await page.goto(backend.url);
-    const chat = new ChatPage(page);
+    const {page, chat} = await openApp(browser, backend.url);
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     expect(await chat.byId("model-item").allTextContents()).toEqual([expect.stringContaining("Ponder Demo Reasoner")]);
 

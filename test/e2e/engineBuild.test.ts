@@ -8,7 +8,7 @@ import type {Browser} from "playwright-core";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {launchChromium} from "./browser.js";
-import {ChatPage} from "./ChatPage.js";
+import {openApp} from "./ChatPage.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
 
 const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
@@ -31,11 +31,7 @@ describe("the engine build", () => {
 
     it("is named in the status bar, listed in the Engine panel, and chosen there with the keyboard", async () => {
         backend = await HeadlessPonder.start({dataDir, model: demoModel});
-        const page = await browser.newPage({viewport: {width: 1280, height: 800}});
-        const errors: string[] = [];
-        page.on("pageerror", (err) => errors.push(err.message));
-        const app = new ChatPage(page);
-        await page.goto(backend.url);
+        const {page, chat: app, errors} = await openApp(browser, backend.url, {viewport: {width: 1280, height: 800}});
         await app.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         const status = app.byId("engine-build");
         await expect(status.textContent()).resolves.toMatch(/^\s*CPU \(patched\)\s*$/);

@@ -8,7 +8,7 @@ import type {Browser, Page} from "playwright-core";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {launchChromium} from "./browser.js";
-import {ChatPage} from "./ChatPage.js";
+import {openApp, type ChatPage} from "./ChatPage.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
 
 const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
@@ -31,12 +31,7 @@ describe("messages in Chromium against the real backend", () => {
     });
 
     async function open(): Promise<{page: Page, chat: ChatPage}> {
-        const page = await browser.newPage({viewport: {width: 1280, height: 860}});
-        const errors: string[] = [];
-        page.on("pageerror", (err) => errors.push(err.message));
-        await page.goto(backend!.url);
-        await page.getByTestId("status-bar").waitFor();
-        const chat = new ChatPage(page);
+        const {page, chat, errors} = await openApp(browser, backend!.url);
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         expect(errors).toEqual([]);
         return {page, chat};

@@ -9,7 +9,7 @@ import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {launchChromium} from "./browser.js";
-import {ChatPage} from "./ChatPage.js";
+import {openApp} from "./ChatPage.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
 
 const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
@@ -41,11 +41,7 @@ describe("the API server from the Server panel", () => {
     it("is turned on in the panel, answers the openai client, and logs the request with its memory figures", async () => {
         const backend = await HeadlessPonder.start({dataDir: dataDir(), model: demoModel});
         backends.push(backend);
-        const page = await browser.newPage({viewport: {width: 1280, height: 900}});
-        const errors: string[] = [];
-        page.on("pageerror", (err) => errors.push(err.message));
-        const app = new ChatPage(page);
-        await page.goto(backend.url);
+        const {page, chat: app, errors} = await openApp(browser, backend.url, {viewport: {width: 1280, height: 900}});
         await app.byId("engine-state").filter({hasText: /ready/i}).waitFor();
 
         await app.byId("server-button").click();
