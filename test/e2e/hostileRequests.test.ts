@@ -1,29 +1,12 @@
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {WebSocket} from "ws";
 import {writeCorruptModels} from "../fixtures/gguf/corruptModels.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {rawRequest} from "../fixtures/rawRequest.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
-
-/** Sends raw bytes and resolves with what comes back before the server closes (or 1 s passes). */
-function raw(port: number, request: string): Promise<string> {
-    return new Promise((resolve) => {
-        const socket = net.connect(port, "127.0.0.1");
-        let received = "";
-        const done = () => {
-            socket.destroy();
-            resolve(received);
-        };
-        socket.on("data", (chunk) => received += chunk.toString("latin1"));
-        socket.on("close", done);
-        socket.on("error", done);
-        socket.setTimeout(1000, done);
-        socket.write(request);
-    });
-}
 
 describe("the headless server under hostile requests and files", () => {
     let backend: HeadlessPonder;
@@ -40,11 +23,11 @@ describe("the headless server under hostile requests and files", () => {
 
     it("stays up through malformed requests, handshakes and frames, and a hostile model file, and still answers", async () => {
         const {port, token} = backend;
-        expect(await raw(port, "GET /% HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 400/);
+        expect(await rawRequest(port, "GET /% HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 400/);
         const upgrade = (target: string) => `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-        expect(await raw(port, upgrade("http://[::1/bridge"))).toMatch(/^HTTP\/1\.1 400/);
-        expect(await raw(port, upgrade("/bridge?token=wrong"))).toMatch(/^HTTP\/1\.1 403/);
+        expect(await rawRequest(port, upgrade("http://[::1/bridge"))).toMatch(/^HTTP\/1\.1 400/);
+        expect(await rawRequest(port, upgrade("/bridge?token=wrong"))).toMatch(/^HTTP\/1\.1 403/);
 
         const ws = await new Promise<WebSocket>((resolve, reject) => {
             const socket = new WebSocket(`ws://127.0.0.1:${port}/bridge?token=${token}`);

@@ -6,6 +6,7 @@ import {afterAll, afterEach, beforeAll, describe, expect, it} from "vitest";
 import {WebSocket} from "ws";
 import type {Dispatch} from "../../../main/ipc/dispatch.js";
 import {LoopbackBridge, type LoopbackBridgeOptions} from "../../../main/ipc/LoopbackBridge.js";
+import {rawRequest} from "../../fixtures/rawRequest.js";
 
 let staticDir: string;
 let bridge: LoopbackBridge;
@@ -29,23 +30,6 @@ afterEach(async () => {
 async function start(options: Partial<LoopbackBridgeOptions> = {}): Promise<LoopbackBridge> {
     bridge = await LoopbackBridge.start({dispatch: echo, staticDir, token: "t".repeat(48), log: (message) => logged.push(message), ...options});
     return bridge;
-}
-
-/** Sends raw bytes and resolves with whatever comes back before the server closes (or 1 s passes). */
-function raw(port: number, request: string): Promise<string> {
-    return new Promise((resolve) => {
-        const socket = net.connect(port, "127.0.0.1");
-        let received = "";
-        const done = () => {
-            socket.destroy();
-            resolve(received);
-        };
-        socket.on("data", (chunk) => received += chunk.toString("latin1"));
-        socket.on("close", done);
-        socket.on("error", done);
-        socket.setTimeout(1000, done);
-        socket.write(request);
-    });
 }
 
 const upgrade = (target: string, headers = "") =>
@@ -77,20 +61,20 @@ describe("Loopback bridge under hostile requests", () => {
     it("answers a malformed percent-encoding with 400 and keeps serving", async () => {
         const {port} = await start();
         for (const target of ["/%", "/%E0%A4%A", "/assets/%zz.js"])
-            expect(await raw(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`)).toMatch(/^HTTP\/1\.1 400/);
+            expect(await rawRequest(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`)).toMatch(/^HTTP\/1\.1 400/);
         await servesIndex(port);
     });
 
     it("refuses upgrades with a malformed target, a wrong path, token or Origin, and keeps serving", async () => {
         const {port} = await start();
-        expect(await raw(port, upgrade("http://[::1/bridge"))).toMatch(/^HTTP\/1\.1 400/);
-        expect(await raw(port, upgrade("/bridge"))).toMatch(/^HTTP\/1\.1 403/);
-        expect(await raw(port, upgrade("/elsewhere?token=" + "t".repeat(48)))).toMatch(/^HTTP\/1\.1 403/);
-        expect(await raw(port, upgrade("/bridge?token=" + "x".repeat(48)))).toMatch(/^HTTP\/1\.1 403/);
-        expect(await raw(port, upgrade("/bridge?token=short"))).toMatch(/^HTTP\/1\.1 403/);
-        expect(await raw(port, upgrade("/bridge?token=" + "t".repeat(48), "Origin: http://evil.example\r\n"))).toMatch(/^HTTP\/1\.1 403/);
-        expect(await raw(port, "GET /bridge HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\u0000\u0001garbage")).toMatch(/^HTTP\/1\.1 (400|403)/);
-        expect(await raw(port, "\u0016\u0003\u0001 not http at all\r\n\r\n")).toMatch(/^HTTP\/1\.1 400|^$/);
+        expect(await rawRequest(port, upgrade("http://[::1/bridge"))).toMatch(/^HTTP\/1\.1 400/);
+        expect(await rawRequest(port, upgrade("/bridge"))).toMatch(/^HTTP\/1\.1 403/);
+        expect(await rawRequest(port, upgrade("/elsewhere?token=" + "t".repeat(48)))).toMatch(/^HTTP\/1\.1 403/);
+        expect(await rawRequest(port, upgrade("/bridge?token=" + "x".repeat(48)))).toMatch(/^HTTP\/1\.1 403/);
+        expect(await rawRequest(port, upgrade("/bridge?token=short"))).toMatch(/^HTTP\/1\.1 403/);
+        expect(await rawRequest(port, upgrade("/bridge?token=" + "t".repeat(48), "Origin: http://evil.example\r\n"))).toMatch(/^HTTP\/1\.1 403/);
+        expect(await rawRequest(port, "GET /bridge HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\u0000\u0001garbage")).toMatch(/^HTTP\/1\.1 (400|403)/);
+        expect(await rawRequest(port, "\u0016\u0003\u0001 not http at all\r\n\r\n")).toMatch(/^HTTP\/1\.1 400|^$/);
         await servesIndex(port);
         const ws = await connect(port, undefined, `http://127.0.0.1:${port}`);
         expect(await request(ws, {id: 1, channel: "app:info", payload: undefined})).toEqual({id: 1, result: {ok: true, value: "app:info"}});
@@ -126,7 +110,7 @@ describe("Loopback bridge under hostile requests", () => {
     it("caps WebSocket clients and survives a flood of connections", async () => {
         const {port} = await start({maxClients: 4, maxConnections: 64});
         const clients = await Promise.all([0, 1, 2, 3].map(() => connect(port)));
-        expect(await raw(port, upgrade("/bridge?token=" + "t".repeat(48)))).toMatch(/^HTTP\/1\.1 503/);
+        expect(await rawRequest(port, upgrade("/bridge?token=" + "t".repeat(48)))).toMatch(/^HTTP\/1\.1 503/);
 
         const flood = await Promise.all(Array.from({length: 200}, () => new Promise<net.Socket>((resolve) => {
             const socket = net.connect(port, "127.0.0.1");
