@@ -29,7 +29,7 @@ import {serverSuite} from "./serverBench.js";
 
 const {values} = parseArgs({
     options: {
-        suites: {type: "string", default: "fidelity,overhead,speed,quality,server,process"},
+        suites: {type: "string", default: "fidelity,overhead,speed,quality,foresight,server,process"},
         policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,oracle"},
         budgets: {type: "string", default: "0.25,0.5,0.75"},
         model: {type: "string"},
