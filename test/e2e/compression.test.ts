@@ -133,6 +133,10 @@ describe("compression in the app", () => {
             await chat.byId("model-download-button").click();
             await page.waitForFunction(() => document.querySelector("[data-testid=download-progress]")?.getAttribute("data-state") === "done", undefined, {timeout: 60_000});
             expect(await chat.byId("download-progress").first().textContent()).toMatch(/100\s*%|done|Done/);
+            // The finished download's bar is full and in the success colour; the progress bar is named for its file.
+            const bar = page.getByRole("progressbar", {name: `Download of ${server.url}`}).locator(".bar");
+            expect(await bar.getAttribute("class")).toMatch(/\bsuccess\b/);
+            expect(await bar.evaluate((element) => (element as HTMLElement).style.width)).toBe("100%");
             await chat.byId("model-item").filter({hasText: /downloaded-model|tiny-llama/}).first().waitFor();
             expect(fs.readFileSync(path.join(dataDir, "models", "downloaded-model.gguf")).equals(fs.readFileSync(source))).toBe(true);
             expect(server.requests).toBeGreaterThan(0);
