@@ -15,7 +15,7 @@ export default defineConfig({
             },
             {test: {name: "engine", include: ["test/engine/**/*.test.ts"], environment: "node", testTimeout: 180_000, hookTimeout: 180_000, fileParallelism: false}},
             {test: {name: "native", include: ["test/native/**/*.test.ts"], environment: "node", testTimeout: 300_000, hookTimeout: 300_000, fileParallelism: false}},
-            {test: {name: "e2e", include: ["test/e2e/**/*.test.ts"], environment: "node", testTimeout: 240_000, hookTimeout: 240_000, fileParallelism: false}}
+            {test: {name: "e2e", include: ["test/e2e/**/*.test.ts"], globalSetup: ["test/e2e/globalSetup.ts"], environment: "node", testTimeout: 240_000, hookTimeout: 240_000, fileParallelism: false}}
         ]
     }
 });
