@@ -315,10 +315,8 @@ function main() {
         runNodeLlamaCpp(nlc, invocation.args, invocation.env);
 
         log("step 4/4: checking the build and writing its stamp");
-        const folderName = moveToPlainFolder(nlc, readJson(nlc.lastBuildPath).folderName);
-        if (typeof folderName !== "string" || !isBuildComplete(nlc, folderName))
-            throw new BuildError(`the build did not produce ${binaryPathOf(nlc, folderName ?? "<unknown>")}`);
-        const metadata = readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"));
+        const {folderName: built, metadata} = builtFolder(nlc, readJson(nlc.lastBuildPath).folderName, "the build");
+        const folderName = moveToPlainFolder(nlc, built, metadata);
         const gpu = metadata.buildOptions?.gpu ?? false;
         const stamp = {
             buildHash: buildHashFor(seriesHash, String(gpu), config),
@@ -338,14 +336,18 @@ function main() {
     });
 }
 
+/** A build's folder in node-llama-cpp's local builds, checked complete, with the build metadata node-llama-cpp wrote. */
+function builtFolder(nlc, folderName, what) {
+    if (typeof folderName !== "string" || !isBuildComplete(nlc, folderName))
+        throw new BuildError(`${what} did not produce ${binaryPathOf(nlc, folderName ?? "<unknown>")}`);
+    return {folderName, metadata: readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"))};
+}
+
 /**
  * A build made with custom CMake options (the portable configuration's OpenMP) lands in `<plain name>-<hash>`: moved to
  * the plain name getLlama looks for, replacing what was there, and recorded as node-llama-cpp's last build.
  */
-function moveToPlainFolder(nlc, folderName) {
-    if (typeof folderName !== "string" || !isBuildComplete(nlc, folderName))
-        return folderName;
-    const metadata = readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"));
+function moveToPlainFolder(nlc, folderName, metadata) {
     const plain = plainFolderName(metadata.buildOptions);
     if (plain === folderName)
         return folderName;
@@ -379,14 +381,11 @@ function buildUnpatched(nlc, series, args, config, startTime) {
         if (lastBuild != null)
             fs.writeFileSync(nlc.lastBuildPath, lastBuild);
     }
-    if (typeof folderName !== "string" || !isBuildComplete(nlc, folderName))
-        throw new BuildError(`the unpatched build did not produce ${binaryPathOf(nlc, folderName ?? "<unknown>")}`);
+    const {metadata} = builtFolder(nlc, folderName, "the unpatched build");
 
     log("step 3/3: moving it out of node-llama-cpp's local builds");
-    const metadata = readJson(path.join(nlc.localBuildsDir, folderName, "Release", "_nlcBuildMetadata.json"));
     const gpu = metadata.buildOptions?.gpu ?? false;
-    const baseName = folderName.replace(/-[0-9a-z]{20,}$/, "");
-    const target = path.join(nativeDir, ".build", "unpatched", `${baseName}-${config}`);
+    const target = path.join(nativeDir, ".build", "unpatched", `${plainFolderName(metadata.buildOptions)}-${config}`);
     fs.rmSync(target, {recursive: true, force: true});
     fs.mkdirSync(path.dirname(target), {recursive: true});
     fs.cpSync(path.join(nlc.localBuildsDir, folderName), target, {recursive: true});

@@ -55,6 +55,11 @@ const policyList = values.policies.split(",").filter((policy) => policy !== "");
 /** Policies through the engine; "oracle" adds the quality suite's oracle rows (the fidelity suite always has them). */
 const policies = policyList.filter((policy) => policy !== "oracle") as PolicyId[];
 const budgets = values.budgets.split(",").map(Number);
+const sets = values.sets.split(",");
+for (const set of sets) {
+    if (!(set in problemSets))
+        throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
+}
 const threads = Number(values.threads);
 const out = values.out;
 await fs.mkdir(out, {recursive: true});
@@ -187,11 +192,9 @@ if (suites.has("speed")) {
         "\n\n![speed](speed.svg) ![memory](memory.svg)");
 }
 
-for (const set of values.sets.split(",")) {
+for (const set of sets) {
     if (!suites.has("quality"))
         break;
-    if (!(set in problemSets))
-        throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
     const report = await qualitySuite({llama, modelPath: values["demo-model"], policies: policyList as (PolicyId | "oracle")[], budgets, problems: Number(values.problems), threads, set,
         fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${set} ${line}`)});
     (results.quality ??= {}) as Record<string, unknown>;
@@ -203,12 +206,10 @@ for (const set of values.sets.split(",")) {
         (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
 }
 
-for (const set of values.sets.split(",")) {
+for (const set of sets) {
     // What attention history foretells: the information every policy here ranks by, along Full's traces.
     if (!suites.has("foresight"))
         break;
-    if (!(set in problemSets))
-        throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
     const report = await foresightSuite({llama, modelPath: values["demo-model"], problems: Number(values.problems), threads, set,
         onProgress: (line) => console.error(`  foresight ${set} ${line}`)});
     ((results.foresight ??= {}) as Record<string, unknown>)[set] = report.rows;
