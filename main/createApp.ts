@@ -5,6 +5,7 @@ import {EngineProxy, type SpawnEngine} from "./engine/process/EngineProxy.js";
 import {AppServices, type AppServicesOptions} from "./services/AppServices.js";
 import {readEngineBuildChoice} from "./services/EngineBuildService.js";
 import type {Emit} from "./services/types.js";
+import {StateStore} from "./services/StateStore.js";
 
 export type CreateAppOptions = {
     /** Folder for the database (the app's user-data folder). */
@@ -39,6 +40,7 @@ export function createApp(options: CreateAppOptions): AppServices {
         modelsDir: path.join(options.dataDir, "models"),
         bundledModelPath: options.bundledModelPath,
         chat: options.chat,
+        states: new StateStore(path.join(options.dataDir, "states")),
         server: options.server
     });
     return services;

@@ -1,35 +1,29 @@
-import os from "node:os";
 import path from "node:path";
-import {parseArgs} from "node:util";
 import {createApp} from "./createApp.js";
 import {forkEngine} from "./engine/process/forkEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
+import {headlessUsage, parseHeadlessArgs} from "./headlessArgs.js";
 import {createDispatch} from "./ipc/dispatch.js";
 import {createHandlers} from "./ipc/handlers.js";
 import {LoopbackBridge} from "./ipc/LoopbackBridge.js";
 
 // Headless mode: the main-process services without Electron, the renderer served to a browser over
 // loopback. Used by the end-to-end tests and by anyone running Ponder on a machine without a display.
-const {values} = parseArgs({
-    options: {
-        "data-dir": {type: "string", default: path.join(os.homedir(), ".config", "Ponder")},
-        renderer: {type: "string", default: path.resolve(import.meta.dirname, "../renderer")},
-        port: {type: "string", default: "0"},
-        token: {type: "string"},
-        model: {type: "string"},
-        seed: {type: "string"},
-        threads: {type: "string"},
-        // The OpenAI-compatible API server, for this run (the app's own setting is left as it is).
-        serve: {type: "boolean", default: false},
-        "serve-host": {type: "string"},
-        "serve-port": {type: "string"}
-    }
-});
+const parsed = parseHeadlessArgs(process.argv.slice(2), {renderer: path.resolve(import.meta.dirname, "../renderer")});
+if ("help" in parsed) {
+    process.stdout.write(headlessUsage);
+    process.exit(0);
+}
+if ("error" in parsed) {
+    process.stderr.write(`${parsed.error}\n\n${headlessUsage}`);
+    process.exit(2);
+}
+const args = parsed.args;
 
 // One process per data directory: a second one would mark the first one's live answer as interrupted.
 let lock: DataDirLock;
 try {
-    lock = DataDirLock.acquire(values["data-dir"]);
+    lock = DataDirLock.acquire(args.dataDir);
 } catch (err) {
     if (!(err instanceof DataDirLockedError))
         throw err;
@@ -37,33 +31,33 @@ try {
     process.exit(1);
 }
 
-const serve = values.serve
-    ? {enabled: true, ...(values["serve-host"] != null ? {host: values["serve-host"]} : {}), ...(values["serve-port"] != null ? {port: Number(values["serve-port"])} : {})}
+const serve = args.serve
+    ? {enabled: true, ...(args.serveHost != null ? {host: args.serveHost} : {}), ...(args.servePort != null ? {port: args.servePort} : {})}
     : undefined;
 
 let bridge: LoopbackBridge | null = null;
 const app = createApp({
-    dataDir: values["data-dir"],
+    dataDir: args.dataDir,
     version: process.env.npm_package_version ?? "0.1.0",
     bundledModelPath: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf"),
     emit: (channel, payload) => bridge?.emit(channel, payload),
     // llama.cpp runs in a process of its own: an abort or a crash there restarts the engine, not this server.
     engine: {spawn: forkEngine({
         entry: path.join(import.meta.dirname, "engineProcess.js"),
-        args: values.threads != null ? [`--threads=${values.threads}`] : []
+        args: args.threads != null ? [`--threads=${args.threads}`] : []
     })},
-    chat: {seed: values.seed != null ? Number(values.seed) : undefined},
+    chat: {seed: args.seed},
     server: {override: serve}
 });
 const dispatch = createDispatch(createHandlers(app, {
     openExternal: async () => {},
     pickModelFile: async () => null
 }), (message, err) => console.error(message, err));
-bridge = await LoopbackBridge.start({dispatch, staticDir: values.renderer, port: Number(values.port), token: values.token});
+bridge = await LoopbackBridge.start({dispatch, staticDir: args.renderer, port: args.port, token: args.token});
 
-if (values.model != null) {
+if (args.model != null) {
     await app.server.restore();
-    const model = await app.models.add(values.model);
+    const model = await app.models.add(args.model);
     await app.models.load(model.id);
 } else
     await app.restoreLastModel();

@@ -106,17 +106,22 @@ export class MessageRepo {
         for (const row of rows) {
             const id = newId();
             this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, thinking, status, prompt_tokens, thinking_tokens,
-                    answer_tokens, thinking_ms, total_ms, error, stats, cut_reason, cut_tokens, first_token_ms, parent_id, created_at, updated_at)
+                    answer_tokens, thinking_ms, total_ms, error, stats, cut_reason, cut_tokens, first_token_ms, compression, parent_id, created_at, updated_at)
                 VALUES (@id, @conversation_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
                     @role, @text, @thinking, @status, @prompt_tokens, @thinking_tokens, @answer_tokens, @thinking_ms, @total_ms, @error, @stats,
-                    @cut_reason, @cut_tokens, @first_token_ms, @parent_id, @created_at, @now)`)
-                .run({...row, id, conversation_id: conversationId, parent_id: copies.at(-1)?.id ?? null, now});
+                    @cut_reason, @cut_tokens, @first_token_ms, @compression, @parent_id, @created_at, @now)`)
+                .run({...row, compression: row.compression ?? null, id, conversation_id: conversationId, parent_id: copies.at(-1)?.id ?? null, now});
             copies.push(this.get(id)!);
         }
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(copies.at(-1)?.id ?? null, conversationId);
         if (copies.length > 0)
             this._db.prepare(rememberShownPathSql).run({leafId: copies.at(-1)!.id});
         return copies;
+    }
+
+    /** Records the compression an answer runs under (`MessageCompression` as JSON). */
+    setCompression(id: string, compression: string): void {
+        this._db.prepare("UPDATE messages SET compression = ? WHERE id = ?").run(compression, id);
     }
 
     /** Marks an answer streaming again, to be continued. */

@@ -2,17 +2,24 @@ import {
     LlamaChat, LlamaChatSession, resolveChatWrapper, type ChatHistoryItem, type ChatModelResponse, type ChatWrapper, type Llama,
     type LlamaChatResponseChunk, type LLamaChatGenerateResponseOptions, type LlamaContext, type LlamaModel
 } from "node-llama-cpp";
+import fs from "node:fs";
 import os from "node:os";
 import {withLock} from "lifecycle-utils";
-import type {BuildInfo, CompressionSettings, EngineStatus} from "../../preload/contract.js";
+import type {BuildInfo, CompressionSettings, EngineStatus, ReadReason} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
+import {assertBudgetWithinCap, fullKvAnswerRoom, kvBudgetExceeded} from "./budgetCap.js";
 import {compressionSupport} from "./compressionSupport.js";
+import {contextFit} from "./contextFit.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
-import {cacheTypeProblem} from "./kvMemory.js";
+import {cacheTypeProblem, describeKvTypes} from "./kvMemory.js";
 import {NativeKv} from "./native/NativeKv.js";
-import type {ChatTurn, GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
+import {readReason, type PromptReading} from "./readReason.js";
+import {gateSequenceDecodes} from "./native/ponderAddon.js";
+import {findStateCandidate, restoreSequenceState, saveSequenceState} from "./SequenceStates.js";
+import {hashSettings, reviveTyped, tagTyped, type StateExpectation} from "./stateFile.js";
+import type {ChatTurn, GenerateRequest, GenerationResult, ModelInspection, StateFiles, StateOutcome} from "./types.js";
 
 export type {LoadOptions};
 
@@ -26,18 +33,31 @@ export type EngineOptions = {
     /** Threads per context; `0` lets llama.cpp decide. Defaults to `0`. */
     threads?: number,
     /** Whether `dispose()` also disposes the runtime `loadLlama` gave (false when the caller shares it). Defaults to `true`. */
-    ownsRuntime?: boolean
+    ownsRuntime?: boolean,
+    /**
+     * Bytes free where a new context goes, read before each one is created (its fit is checked against them). Defaults to
+     * `freeMemory()`: free VRAM on a GPU build, free RAM otherwise.
+     */
+    freeMemory?: () => Promise<number>
 };
 
 /** What a context is created with; a change rebuilds it. */
-export type ContextConfig = {cells: number, kvType: CompressionSettings["kvType"], flashAttention: boolean};
+export type ContextConfig = Pick<CompressionSettings, "kvType" | "kvTypeV" | "flashAttention"> & {cells: number};
 
 /** Positions node-llama-cpp may reach while pruning keeps the live cells within the budget. */
 const prunedPositionLimit = 1 << 22;
+/** The largest KV state saved for resuming: a larger one is not written (the write would hold the answer up). */
+const maxStateBytes = 256 * 1024 * 1024;
 
 
-type Loaded = {model: LlamaModel, inspection: ModelInspection, chatWrapper: ChatWrapper, options: LoadOptions};
-type Active = {context: LlamaContext, session: LlamaChatSession, kv: NativeKv | null, config: ContextConfig};
+/**
+ * `openingTokens`: tokens the chat wrapper writes at the start of the model's turn (a forced `<think>\n`) beyond the
+ * rendered history, learnt from the last generation of each kind (a new answer with thinking on or off, a
+ * continuation), so a refusal counts the prompt as usage does.
+ */
+type Loaded = {model: LlamaModel, inspection: ModelInspection, chatWrapper: ChatWrapper, options: LoadOptions, openingTokens: Map<string, number>};
+/** `controller`: the KV controller of the generation in progress, the gate every decode of the sequence waits for. */
+type Active = {context: LlamaContext, session: LlamaChatSession, kv: NativeKv | null, config: ContextConfig, controller: KvController | null};
 
 /**
  * Owns the llama.cpp runtime, the loaded model and its chat context, and runs one generation at a time with
@@ -148,7 +168,7 @@ export class Engine implements EngineApi {
             });
             // Resolving the chat wrapper renders the template several times: once per model, not per context.
             const chatWrapper = resolveChatWrapper(model);
-            this._loaded = {model, inspection, chatWrapper, options};
+            this._loaded = {model, inspection, chatWrapper, options, openingTokens: new Map()};
         } catch (err) {
             await model?.dispose();
             throw err;
@@ -199,9 +219,10 @@ export class Engine implements EngineApi {
         const internalAbort = new AbortController();
         const forwardAbort = () => internalAbort.abort();
         request.signal.addEventListener("abort", forwardAbort);
-        let stoppedBy: "budget" | "prune-error" | null = null;
+        let stoppedBy: "budget" | null = null;
         try {
-            const active = await this._ensureContext({cells, kvType: compression.kvType, flashAttention: compression.flashAttention}, compression.policy !== "full");
+            const previousContext = this._active;
+            const active = await this._ensureContext(contextConfig(cells, compression), compression.policy !== "full");
             const {session} = active;
             if (active.kv != null) {
                 const sequence = session.sequence;
@@ -214,6 +235,7 @@ export class Engine implements EngineApi {
                     now: () => performance.now()
                 });
                 await controller.start();
+                active.controller = controller;
             }
 
             const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
@@ -225,20 +247,31 @@ export class Engine implements EngineApi {
                 : [...history, {type: "model", response: partialResponse(last)}];
             // Tokens evaluated for this answer: the new message (and a history rebuilt into a new context).
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
-            if (controller == null || compression.policy === "full") {
-                const needed = loaded.chatWrapper.generateContextState({chatHistory: full}).contextText.tokenize(loaded.model.tokenizer).length;
-                if (needed > cells - 16)
-                    throw new AppError("BAD_REQUEST", fullKvTooLong(needed, cells));
-            }
+            // The prompt in tokens: the rendered history and the opening the wrapper adds (as last measured). Full KV's
+            // refusal names this figure, and usage reports the same one measured (below).
+            const rendered = loaded.chatWrapper.generateContextState({chatHistory: full}).contextText.tokenize(loaded.model.tokenizer).length;
+            const openingKind = `${last.role}:${skipThought ? "no-thought" : "thought"}`;
+            const promptLength = rendered + (loaded.openingTokens.get(openingKind) ?? 0);
+            if ((controller == null || compression.policy === "full") && promptLength > cells - fullKvAnswerRoom)
+                throw kvBudgetExceeded(promptLength, cells);
+            const outputBefore = session.sequence.tokenMeter.usedOutputTokens;
             // The new message is read in chunks a stop can come between; with a pruning policy each is pruned as it goes,
             // so a question longer than the budget still fits. The last tokens (the assistant's opening) are left to
             // node-llama-cpp.
-            await this._prefill(active, full, controller, cells, request.onRebuild, promptTail, internalAbort.signal);
+            const states = request.states == null ? undefined : {
+                files: request.states, expectation: stateExpectation(loaded.inspection, active.config, compression),
+                outcome: {restored: null, note: null, saved: null} satisfies StateOutcome as StateOutcome
+            };
+            // For the progress's wording (readReason): the earlier turns' tokens, and whether the context was made anew.
+            const reading = {newContext: previousContext != null && previousContext !== active, earlierTokens: request.onRebuild == null || request.history.length < 2
+                ? 0 : loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer).length};
+            await this._prefill(active, full, controller, cells, request.onRebuild, promptTail, internalAbort.signal, states, reading);
             session.setChatHistory(history);
+            controller?.beginAnswer();
             const started = performance.now();
             let generated = 0;
             let sinceSample = 0;
-            const sampleEvery = Math.max(4, Math.min(32, compression.pruneEvery));
+            const sampleEvery = request.sampleEvery ?? Math.max(4, Math.min(32, compression.pruneEvery));
             const kvController = controller;
             const sample = () => {
                 if (kvController == null || request.onSample == null)
@@ -266,13 +299,7 @@ export class Engine implements EngineApi {
                     request.onChunk({segment, text: chunk.text, tokens: chunk.tokens.length});
                     generated += chunk.tokens.length;
                     sinceSample += chunk.tokens.length;
-                    if (kvController != null) {
-                        kvController.onTokens(chunk.tokens.length);
-                        if (kvController.error != null && stoppedBy == null) {
-                            stoppedBy = "prune-error";
-                            internalAbort.abort();
-                        }
-                    }
+                    kvController?.onTokens(chunk.tokens.length);
                     if (sinceSample >= sampleEvery) {
                         sinceSample = 0;
                         sample();
@@ -288,30 +315,38 @@ export class Engine implements EngineApi {
                 ? await session.promptWithMeta(last.text, options)
                 : await continueResponse(session, loaded.chatWrapper, full, options);
 
-            await controller?.idle();
             const seconds = (performance.now() - started) / 1000;
             const finalSample = controller != null ? await controller.sample(seconds > 0 ? generated / seconds : 0) : null;
             if (finalSample != null)
                 request.onSample?.(finalSample);
             const promptTokens = session.sequence.tokenMeter.usedInputTokens - inputBefore;
-            if (stoppedBy === "prune-error")
-                throw new AppError("INTERNAL", `Pruning failed, so the answer stopped: ${controller?.error?.message}`);
-            if (stoppedBy === "budget")
-                return {stopReason: "budget", promptTokens};
-            return {stopReason: result.stopReason, promptTokens};
+            // Tokens the model wrote (segment markers included), and before them the whole prompt: the sequence keeps
+            // every token it has seen, evicted ones too.
+            const outputTokens = session.sequence.tokenMeter.usedOutputTokens - outputBefore;
+            const prompt = session.sequence.nextTokenIndex - outputTokens;
+            loaded.openingTokens.set(openingKind, Math.max(0, prompt - rendered));
+            // Full KV keeps every cell: the whole sequence is the state the next turn's prompt starts with.
+            if (states?.files.save != null && compression.policy === "full")
+                states.outcome.saved = await this._saveState(active, states.files.save, "answer", states.expectation, null, states.outcome);
+            return {
+                stopReason: stoppedBy === "budget" ? "budget" : result.stopReason, promptTokens, promptLength: prompt, outputTokens, states: states?.outcome
+            };
         } catch (err) {
             // A stop pressed before the first token surfaces as an AbortError: it is still a stop.
             if (request.signal.aborted)
                 return {stopReason: "abort", promptTokens: 0};
             if (err instanceof AppError)
                 throw err;
+            if (controller?.error != null)
+                throw new AppError("INTERNAL", `Pruning failed, so the answer stopped: ${controller.error.message}`, {cause: err});
             const message = (err as Error).message;
             if (/slot|kv cache|failed to decode|NoKvSlot/i.test(message))
                 throw new AppError("BAD_REQUEST", `The conversation does not fit in the KV budget of ${cells} cells: raise the budget or start a new conversation (${message})`, {cause: err});
             throw new AppError("INTERNAL", `Generation failed: ${message}`, {cause: err});
         } finally {
             request.signal.removeEventListener("abort", forwardAbort);
-            await controller?.dispose().catch(() => {});
+            if (this._active != null && this._active.controller === controller)
+                this._active.controller = null;
             this._setStatus({state: "ready"});
         }
     }
@@ -368,81 +403,144 @@ export class Engine implements EngineApi {
     }
 
     /**
-     * Evaluates the stored conversation into the context in chunks, with progress, when much of it is not
-     * there yet (a new context after a budget change, another conversation): with a pruning policy each
-     * chunk is followed by a prune round, so a history longer than the budget still fits. node-llama-cpp
-     * then finds the prefix in place and evaluates only the new message.
+     * Evaluates the stored conversation into the context in chunks of `prefillChunk` tokens, with progress, when much of
+     * it is not there yet (a new context after a budget change, another conversation): with a pruning policy the
+     * controller prunes before any chunk that would not fit, so a history longer than the budget still fits.
+     * node-llama-cpp then finds the prefix in place and evaluates only the rest.
+     *
+     * Under a pruning policy the prompt is always read afresh: cells an earlier answer pruned (or scored, with the
+     * attention of tokens this request does not have) are never reused as a cached prefix, so the answer depends on its
+     * inputs alone. Full KV reuses the prefix that still has every cell.
      */
     private async _prefill(active: Active, history: ChatHistoryItem[], controller: KvController | null, cells: number,
-        onProgress: ((progress: number) => void) | undefined, holdBack = 0, signal?: AbortSignal): Promise<void> {
+        onProgress: ((progress: number, reason: ReadReason) => void) | undefined, holdBack = 0, signal?: AbortSignal, states?: PrefillStates,
+        reading: Pick<PromptReading, "earlierTokens" | "newContext"> = {earlierTokens: 0, newContext: false}): Promise<void> {
         if (history.length === 0)
             return;
         const loaded = this._loaded!;
         const sequence = active.session.sequence;
         const rendered = loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer);
         const tokens = rendered.slice(0, Math.max(0, rendered.length - holdBack));
-        const existing = sequence.contextTokens;
-        let common = 0;
-        while (common < existing.length && common < tokens.length && existing[common] === tokens[common])
-            common++;
         const pruning = controller != null && controller.policyId !== "full";
-        // The kept prefix must end on a live cell: llama.cpp wants each new position to follow the newest one.
-        if (pruning && common > 0) {
-            const {positions} = await active.kv!.scores(0);
-            let lastLive = -1;
-            for (const position of positions) {
-                if (position < common && position > lastLive)
-                    lastLive = position;
+        let common = 0;
+        if (!pruning) {
+            const existing = sequence.contextTokens;
+            while (common < existing.length && common < tokens.length && existing[common] === tokens[common])
+                common++;
+            if (common > 0 && active.kv != null) {
+                // Full KV after a pruned answer in the same context: keep only the prefix that has every cell.
+                const live = new Set((await active.kv.scores(0)).positions);
+                let whole = 0;
+                while (whole < common && live.has(whole))
+                    whole++;
+                common = whole;
             }
-            common = lastLive + 1;
-        } else if (!pruning && common > 0 && active.kv != null) {
-            // Full KV after a pruned answer in the same context: keep only the prefix that has every cell.
-            const live = new Set((await active.kv.scores(0)).positions);
-            let whole = 0;
-            while (whole < common && live.has(whole))
-                whole++;
-            common = whole;
         }
+        if (states != null && common < tokens.length)
+            common = await this._resume(active, controller, tokens, common, pruning, states);
         if (common === tokens.length && common === sequence.nextTokenIndex)
             return;
 
         if (common < sequence.nextTokenIndex)
             await sequence.eraseContextTokenRanges([{start: common, end: sequence.nextTokenIndex}]);
         const missing = tokens.length - common;
-        if (!pruning && tokens.length > cells - 16)
-            throw new AppError("BAD_REQUEST", fullKvTooLong(tokens.length, cells));
-        const report = missing >= 256 ? onProgress : undefined;
-        const chunkTarget = Math.max(16, Math.floor(cells * 0.7));
+        if (!pruning && tokens.length > cells - fullKvAnswerRoom)
+            throw kvBudgetExceeded(tokens.length, cells);
+        const reason = readReason({...reading, reused: common, missing});
+        const report = reason != null && onProgress != null ? (progress: number) => onProgress(progress, reason) : undefined;
         let done = 0;
-        // Chunks sized so each takes about `prefillChunkMs`: a stop waits for one chunk at most, on any model and machine.
-        let chunkTokens = 16;
-        // Tokens left before the next prune round: as much as fits (512 at most), read in one or more chunks.
-        let untilPrune = 0;
         report?.(0);
+        // A pruning policy's state is kept at the prompt's last whole chunk: the next turn's prompt passes through it.
+        const checkpoint = pruning && states?.files.save != null ? Math.floor(tokens.length / prefillChunk) * prefillChunk : -1;
         while (done < missing) {
             signal?.throwIfAborted();
-            if (untilPrune === 0) {
-                const live = pruning ? (await active.kv!.stats()).cellsUsed : common + done;
-                untilPrune = Math.max(8, Math.min(512, cells - live - 16));
-            }
-            const chunk = tokens.slice(common + done, common + done + Math.min(untilPrune, chunkTokens));
-            const started = performance.now();
+            // Chunks end at multiples of `prefillChunk`, wherever the reading starts, so a prompt read on from a state
+            // is read in the same batches (and pruned at the same tokens) as one read from the start.
+            const start = common + done;
+            const chunk = tokens.slice(start, Math.min(tokens.length, (Math.floor(start / prefillChunk) + 1) * prefillChunk));
             await sequence.evaluateWithoutGeneratingNewTokens(chunk);
-            const elapsed = Math.max(1, performance.now() - started);
-            chunkTokens = Math.max(8, Math.min(512, Math.round(chunk.length * prefillChunkMs / elapsed)));
             done += chunk.length;
-            untilPrune -= chunk.length;
-            // Between windows, room for the next one; after the last, the tokens still to come (the held-back tail
-            // and the first prune cadence) must fit too, or the first decodes find no free cell.
-            if (pruning && (untilPrune === 0 || done >= missing)) {
-                untilPrune = 0;
-                await controller.pruneNow(done < missing ? chunkTarget : Math.max(8, controller.maxKeep - holdBack));
-            }
             report?.(done / missing);
+            if (common + done === checkpoint && checkpoint > common && states != null)
+                states.outcome.saved = await this._saveState(active, states.files.save!, "prompt", states.expectation, controller, states.outcome);
         }
     }
 
-    /** The chat context for `config`, recreated when the budget, KV type or flash attention changed. */
+    /**
+     * Loads the best matching state of `states` into the context when it spares reading more of `tokens` than the `common`
+     * tokens already there: Full KV, the state of an earlier answer sharing the longest prefix; a pruning policy, a prompt
+     * state whose tokens `tokens` starts with, its scores and the controller's state with it. Returns the tokens now in
+     * place. A state refused or failing to load is a note, and the history is read again.
+     */
+    private async _resume(active: Active, controller: KvController | null, tokens: number[], common: number, pruning: boolean,
+        states: PrefillStates): Promise<number> {
+        const notes: string[] = [];
+        const prefix = (saved: number[]) => {
+            let n = 0;
+            while (n < saved.length && n < tokens.length && saved[n] === tokens[n])
+                n++;
+            return n;
+        };
+        const candidate = await findStateCandidate(states.files.load, pruning ? "prompt" : "answer", states.expectation,
+            (saved) => pruning ? prefix(saved) === saved.length && saved.length <= tokens.length : prefix(saved) > common, notes);
+        let restored = common;
+        if (candidate != null) {
+            const sequence = active.session.sequence;
+            const kv = active.kv;
+            try {
+                const scores = candidate.header.scoreBytes > 0 && kv?.canRestoreScores === true
+                    ? async (positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]) => {
+                        await kv.restoreScores(0, positions, heads, layers);
+                    }
+                    : null;
+                await restoreSequenceState(sequence, candidate, scores);
+                if (pruning && candidate.header.controller != null)
+                    controller?.restore(reviveTyped(candidate.header.controller) as ReturnType<KvController["snapshot"]>);
+                restored = prefix(candidate.tokens);
+                states.outcome.restored = {path: candidate.path, tokens: candidate.tokens.length};
+            } catch (err) {
+                notes.push(`the saved state could not be loaded: ${(err as Error).message}`);
+                // llama.cpp clears the sequence on a failed load: the history is read from the start.
+                if (sequence.nextTokenIndex > 0)
+                    await sequence.eraseContextTokenRanges([{start: 0, end: sequence.nextTokenIndex}]);
+                restored = 0;
+            }
+        }
+        if (states.outcome.restored == null && notes.length > 0) {
+            states.outcome.note = `Reading the conversation again: ${notes[0]}`;
+            this._setStatus({message: states.outcome.note});
+        }
+        return restored;
+    }
+
+    /**
+     * Saves the sequence's state, or says in `outcome.note` why it did not: a policy whose scores this build cannot write
+     * back (its state could never be loaded), a state larger than `maxStateBytes` (the write would hold the answer up),
+     * or a failed write (a full disk): the answer is never lost for a state.
+     */
+    private async _saveState(active: Active, path: string, kind: "answer" | "prompt", expectation: StateExpectation,
+        controller: KvController | null, outcome: StateOutcome): Promise<StateOutcome["saved"]> {
+        const withScores = (controller?.scoringRows ?? 0) > 0;
+        if (withScores && active.kv?.canRestoreScores !== true)
+            return null;
+        const stats = active.kv != null ? await active.kv.stats() : null;
+        const liveBytes = stats != null ? stats.cellsUsed * stats.bytesPerCell : 0;
+        if (liveBytes > maxStateBytes) {
+            outcome.note ??= `The KV state (${formatMib(liveBytes)}) is larger than ${formatMib(maxStateBytes)}: not saved, the next turn reads the history again.`;
+            return null;
+        }
+        try {
+            return await saveSequenceState({
+                sequence: active.session.sequence, kv: active.kv, path, kind, expectation, withScores,
+                controller: controller == null ? null : tagTyped(controller.snapshot())
+            });
+        } catch (err) {
+            outcome.note ??= `The KV state could not be saved (${(err as Error).message}): the next turn reads the history again.`;
+            return null;
+        }
+    }
+
+    /** The chat context for `config`, recreated when the budget, a KV cache type or flash attention changed. */
     private async _ensureContext(config: ContextConfig, pruning: boolean): Promise<Active> {
         const loaded = this._loaded!;
         const current = this._active;
@@ -454,8 +552,8 @@ export class Engine implements EngineApi {
         if (cacheProblem != null)
             throw new AppError("BAD_REQUEST", cacheProblem);
         await this._disposeContext();
+        await this._assertContextFits(loaded, config);
 
-        const kvType = config.kvType === "f16" ? "F16" : config.kvType === "q8_0" ? "Q8_0" : "Q4_0";
         let context: LlamaContext;
         try {
             context = await loaded.model.createContext({
@@ -463,18 +561,44 @@ export class Engine implements EngineApi {
                 sequences: 1,
                 flashAttention: config.flashAttention,
                 threads: this._options.threads ?? 0,
-                experimentalKvCacheKeyType: kvType,
-                experimentalKvCacheValueType: kvType
+                experimentalKvCacheKeyType: ggmlTypeName[config.kvType],
+                experimentalKvCacheValueType: ggmlTypeName[config.kvTypeV]
             });
         } catch (err) {
-            throw new AppError("BAD_REQUEST", `Could not allocate a KV cache of ${config.cells} cells (${config.kvType}): ${(err as Error).message}`, {cause: err});
+            throw new AppError("BAD_REQUEST", `Could not allocate a KV cache of ${config.cells} cells (${describeKvTypes(config)}): ${(err as Error).message}`, {cause: err});
         }
         const kv = this._build?.patched === true ? new NativeKv(context) : null;
         if (pruning)
             kv?.setPositionLimit(prunedPositionLimit);
         const session = new LlamaChatSession({contextSequence: context.getSequence(), chatWrapper: loaded.chatWrapper, autoDisposeSequence: true});
-        this._active = {context, session, kv, config};
-        return this._active;
+        const active: Active = {context, session, kv, config, controller: null};
+        // Every decode of the sequence waits for the generation's controller: its prune rounds never overlap a decode.
+        if (kv != null)
+            gateSequenceDecodes(session.sequence, (count, first) => active.controller?.beforeDecode(count, first) ?? count);
+        this._active = active;
+        return active;
+    }
+
+    /**
+     * Refuses, before llama.cpp is asked, a context the model cannot use (more cells than its context, `budgetCap`) or one
+     * the fit estimate says does not fit in free memory: the KV cache and the compute buffer llama.cpp reserves with it (a
+     * scoring policy's scores come when it turns scoring on). Free memory is read once the previous context is gone.
+     */
+    private async _assertContextFits(loaded: Loaded, config: ContextConfig): Promise<void> {
+        assertBudgetWithinCap(loaded.inspection, {...config, budget: {kind: "cells", cells: config.cells}});
+        const free = await (this._options.freeMemory?.() ?? this.freeMemory());
+        const onGpu = this._build != null && this._build.gpu !== false;
+        const gpu = onGpu ? {gpuLayers: loaded.model.gpuLayers, freeRamBytes: os.freemem()} : undefined;
+        const fit = contextFit(loaded.inspection, config, free, {modelLoaded: true, gpu});
+        if (fit == null || fit.fits)
+            return;
+        const room = fit.offload == null
+            ? `${formatMib(fit.neededBytes)}, and ${formatMib(free)} is free`
+            : `${formatMib(fit.offload.vramBytes)} of VRAM (${formatMib(fit.offload.freeVramBytes)} free) and ` +
+                `${formatMib(fit.offload.ramBytes)} of RAM (${formatMib(fit.offload.freeRamBytes)} free)`;
+        const cells = config.cells.toLocaleString("en-US");
+        throw new AppError("BUDGET_DOES_NOT_FIT", `A KV cache of ${cells} cells (${describeKvTypes(config)}) with llama.cpp's compute buffer ` +
+            `needs ${room}: choose a smaller budget or a quantized KV cache.`);
     }
 
     private async _disposeContext(): Promise<void> {
@@ -529,12 +653,15 @@ function partialResponse(turn: Extract<ChatTurn, {role: "assistant"}>): ChatMode
     return response;
 }
 
-function fullKvTooLong(tokens: number, cells: number): string {
-    return `This conversation is ${tokens} tokens long, more than the KV budget of ${cells} cells holds with Full KV: raise the budget or choose a compression policy`;
+function formatMib(bytes: number): string {
+    return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
-/** How long one chunk of prompt evaluation should take: the longest a stop waits during a prefill. */
-const prefillChunkMs = 250;
+/**
+ * Tokens of a stored conversation evaluated at once: a stop waits for one chunk at most. A count, not a time, so the same
+ * prompt is always read in the same batches (and, with a pruning policy, pruned at the same tokens).
+ */
+const prefillChunk = 128;
 
 /** How long `dispose()` waits for the runtime to let go. */
 const runtimeDisposeMs = 3000;
@@ -542,8 +669,27 @@ const runtimeDisposeMs = 3000;
 /** Tokens at the end of a prompt left for node-llama-cpp to evaluate itself (the assistant's opening, where its rendering may differ). */
 const promptTail = 16;
 
+type PrefillStates = {files: StateFiles, expectation: StateExpectation, outcome: StateOutcome};
+
+/** What a state file must have been made with to stand for this context and these settings. */
+function stateExpectation(inspection: ModelInspection, config: ContextConfig, compression: CompressionSettings): StateExpectation {
+    const stat = fs.statSync(inspection.path);
+    return {
+        model: {path: inspection.path, size: stat.size, mtimeMs: stat.mtimeMs}, kvType: config.kvType, kvTypeV: config.kvTypeV,
+        flashAttention: config.flashAttention, policy: compression.policy, cells: config.cells, settingsHash: hashSettings(compression)
+    };
+}
+
+/** The context a generation asks for: its budget's cells, the K and V cache types and flash attention. */
+function contextConfig(cells: number, compression: CompressionSettings): ContextConfig {
+    return {cells, kvType: compression.kvType, kvTypeV: compression.kvTypeV, flashAttention: compression.flashAttention};
+}
+
+/** node-llama-cpp's names of the cache types. */
+const ggmlTypeName = {f16: "F16", q8_0: "Q8_0", q4_0: "Q4_0"} as const;
+
 function sameConfig(a: ContextConfig, b: ContextConfig): boolean {
-    return a.cells === b.cells && a.kvType === b.kvType && a.flashAttention === b.flashAttention;
+    return a.cells === b.cells && a.kvType === b.kvType && a.kvTypeV === b.kvTypeV && a.flashAttention === b.flashAttention;
 }
 
 /** The stored conversation as node-llama-cpp chat history; past thinking goes back as a closed thought segment. */

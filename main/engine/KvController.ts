@@ -6,16 +6,19 @@ import {policies} from "./policies/index.js";
 import type {Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
 import {scoring} from "./scoring.js";
 
-/** Cells kept free beyond the prune cadence, for tokens decoded while a prune round is applied: the least. */
-const headroomCells = 8;
-/** Headroom per token seen decoded during a round: twice the most seen, so a slower round than any so far still fits. */
-const headroomPerRoundToken = 2;
+/** The most input tokens read between two prune rounds while a prompt is read. */
+const maxInputWindow = 512;
+/** Share of the budget read between two prune rounds while a prompt is read (the round before frees room for them). */
+const inputWindowShare = 0.3;
 
 export type KvControllerOptions = {
     kv: NativeKv,
     sequenceId: number,
     compression: CompressionSettings,
-    /** Cells allocated to the context: the hard cap. */
+    /**
+     * The budget in cells: never more live cells than this. The context may have more (llama.cpp allocates cells in
+     * steps of 256); the controller keeps to the budget itself.
+     */
     cells: number,
     /** Tokens in the sequence (kept or not): node-llama-cpp's next token index. */
     tokensSeen(): number,
@@ -29,27 +32,43 @@ export type KvControllerOptions = {
 
 type AnyPolicy = Policy<unknown, unknown>;
 
+/** A controller's state between two prompt chunks, as a saved state keeps it (`KvController.snapshot`). */
+export type ControllerSnapshot = {
+    state: DecideState<unknown>, pruneRounds: number, tokensEvicted: number, forcedDrops: number, peakCells: number, scoringMs: number,
+    keptPerLayer: number[], sparsityPerLayer: number[]
+};
+
 /**
- * Runs one compression policy on one sequence while it generates: every `pruneEvery` tokens it reads the
- * native scores, lets the policy choose, frees the chosen cells (positions kept) and records the memory
- * figures. One prune round at a time; rounds run between decodes (NativeKv takes the context's lock).
+ * Where the sequence's decodes are: reading a prompt (`prompt`), about to read the answer's own input (`answer-input`,
+ * after `beginAnswer`), reading it (`answer-input-read`), or generating the answer (`generating`).
+ */
+type Stage = "prompt" | "answer-input" | "answer-input-read" | "generating";
+
+/**
+ * Runs one compression policy on one sequence, as a gate before each of its decodes (`beforeDecode`, which
+ * `gateSequenceDecodes` calls): every `pruneEvery` generated tokens, and whenever the next decode would not fit in the
+ * budget, it reads the native scores, lets the policy choose, frees the chosen cells (positions kept) and only then
+ * lets the decode run. A round therefore never overlaps a decode and always falls on the same token: the same
+ * inputs give the same rounds, the same evictions and the same tokens, however busy the machine. The budget is an
+ * exact cap: no decode is let through that would take the live cells past it.
  */
 export class KvController {
     private readonly _policy: AnyPolicy;
     private readonly _params: unknown;
     private _state: DecideState<unknown>;
-    private _round: Promise<void> | null = null;
+    private _stage: Stage = "prompt";
+    /** ReFreeKV prunes right after the prompt was read, before the first generated token is decoded. */
+    private _afterPrefillDue = false;
     private _sinceRound = 0;
     private _step = 0;
     private _pruneRounds = 0;
+    private _tokensEvicted = 0;
     private _forcedDrops = 0;
+    private _peakCells = 0;
     private _scoringMs = 0;
     private _keptPerLayer: number[] = [];
     private _sparsityPerLayer: number[] = [];
     private _error: Error | null = null;
-    /** Tokens decoded while the round in flight runs, and the most any finished round has seen (null: none finished). */
-    private _duringRound = 0;
-    private _mostDuringRound: number | null = null;
     /** Where this answer's input ends (the position of its first generated token); null until it is known. */
     private _inputEnd: number | null = null;
 
@@ -65,22 +84,19 @@ export class KvController {
     }
 
     /**
-     * Live cells allowed after a prune round: the budget less room for the tokens until the next round and for those
-     * decoded while a round runs. That room is measured: twice the most tokens any round so far has seen decoded while
-     * it ran (at least `headroomCells`); before the first round ends, a tenth of the budget.
+     * Live cells a round leaves while the answer is generated: the budget less the tokens until the next round
+     * (`pruneEvery`, at most half the budget; past that a round comes when the budget is full).
      */
     get maxKeep(): number {
-        return Math.max(8, this._options.cells - this._options.compression.pruneEvery - this.headroom);
+        return this._options.cells - this._decodeRoom;
     }
 
-    /** Cells kept free for the tokens decoded while a round runs (see `maxKeep`). */
-    get headroom(): number {
-        if (this._mostDuringRound == null)
-            return Math.max(headroomCells, Math.ceil(this._options.cells / 10));
-        return headroomCells + headroomPerRoundToken * this._mostDuringRound;
+    /** Query rows the policy scores (0: it reads no scores, as Full and StreamingLLM). */
+    get scoringRows(): number {
+        return scoring(this._options.compression).rows;
     }
 
-    /** A prune round that failed: generation must stop rather than run out of cells. */
+    /** A prune round that failed: generation stops rather than run out of cells. */
     get error(): Error | null {
         return this._error;
     }
@@ -95,42 +111,59 @@ export class KvController {
     }
 
     /**
-     * Call after tokens were generated; starts a prune round when one is due. ReFreeKV also prunes right after
-     * prefill (the first generated token), as its paper does.
+     * The answer starts: the next decode reads its input (what node-llama-cpp evaluates itself: the new message's end
+     * and the assistant's opening), every later one decodes generated tokens, counted towards `pruneEvery`.
      */
+    beginAnswer(): void {
+        this._stage = "answer-input";
+    }
+
+    /** Counts the answer's generated tokens, for the samples' `step`. */
     onTokens(count: number): void {
-        const first = this._step === 0;
-        if (first)
-            this._inputEnd = Math.max(0, this._options.tokensSeen() - count);
         this._step += count;
-        this._sinceRound += count;
-        if (this._round != null)
-            this._duringRound += count;
-        if (this._round != null || this.policyId === "full")
-            return;
-        if (this._sinceRound >= this._options.compression.pruneEvery || (first && this.policyId === "refreekv")) {
-            this._sinceRound = 0;
-            this._duringRound = 0;
-            this._round = this._prune(this.maxKeep, first ? "after-prefill" : "decode").catch((err: unknown) => {
-                this._error = err as Error;
-            }).finally(() => {
-                this._mostDuringRound = Math.max(this._mostDuringRound ?? 0, this._duringRound);
-                this._round = null;
-            });
+    }
+
+    /**
+     * Before a decode of `count` tokens (`first`: the first part of an evaluation): runs the prune round that is due
+     * (the cadence, ReFreeKV's round after the prompt, or a budget too full for the decode) and answers how many of the
+     * tokens may be decoded now without passing the budget (the rest are asked for again). Throws when pruning fails.
+     */
+    async beforeDecode(count: number, first: boolean): Promise<number> {
+        if (this._error != null)
+            throw this._error;
+        try {
+            if (first)
+                this._advance(count);
+            const {cells, compression} = this._options;
+            const generating = this._stage === "generating";
+            let live = (await this._options.kv.stats()).cellsUsed;
+            if (this.policyId === "full") {
+                // Full KV frees nothing: the engine stops it at its budget.
+                this._peakCells = Math.max(this._peakCells, live + count);
+                return count;
+            }
+            const room = generating ? this._decodeRoom : this._inputRoom;
+            const due = generating && (this._afterPrefillDue || this._sinceRound >= compression.pruneEvery);
+            if (due || cells - live < Math.min(count, room)) {
+                const phase: PruneTarget["phase"] = this._afterPrefillDue ? "after-prefill" : generating ? "decode" : "prefill-chunk";
+                live = await this._prune(cells - room, phase);
+                this._afterPrefillDue = false;
+                this._sinceRound = 0;
+            }
+            const allowed = Math.min(count, cells - live);
+            if (allowed < 1)
+                throw new Error(`a prune round left ${live} live cells, no room within the budget of ${cells}`);
+            if (generating)
+                this._sinceRound += allowed;
+            this._peakCells = Math.max(this._peakCells, live + allowed);
+            return allowed;
+        } catch (err) {
+            this._error ??= err as Error;
+            throw err;
         }
     }
 
-    /** A prune round now, down to `maxKeep` live cells (prefill of a long history, between chunks). */
-    async pruneNow(maxKeep: number): Promise<void> {
-        await this.idle();
-        if (this.policyId !== "full")
-            await this._prune(maxKeep, "prefill-chunk");
-    }
-
-    async idle(): Promise<void> {
-        await this._round;
-    }
-
+    /** This answer's figures: its own rounds, evictions and forced drops, and the context's cells now. */
     async sample(tokensPerSecond: number): Promise<KvSample> {
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
@@ -138,13 +171,14 @@ export class KvController {
             step: this._step,
             tokensSeen,
             cellsLive: stats.cellsUsed,
+            cellsPeak: Math.max(this._peakCells, stats.cellsUsed),
             cellsAllocated: stats.cellsAllocated,
             bytesPerCell: stats.bytesPerCell,
             allocatedBytes: stats.bytesAllocated,
             liveBytes: stats.bytesUsed,
             fullBytes: tokensSeen * stats.bytesPerCell,
             pruneRounds: this._pruneRounds,
-            tokensEvicted: stats.tokensEvicted,
+            tokensEvicted: this._tokensEvicted,
             forcedDrops: this._forcedDrops,
             keptPerLayer: this._keptPerLayer.length > 0 ? this._keptPerLayer : Array(stats.layers).fill(1),
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
@@ -153,23 +187,62 @@ export class KvController {
         };
     }
 
-    /** Waits for a round in flight. Scoring stays on, so the next turn's policy still sees this turn's history. */
-    async dispose(): Promise<void> {
-        await this.idle();
+    /**
+     * What a saved state keeps of this controller while a prompt is read (SequenceStates): the policy's accumulators and
+     * this answer's counters, so a restored state goes on where it was. Typed arrays stay typed (`tagTyped`).
+     */
+    snapshot(): ControllerSnapshot {
+        return {
+            state: this._state, pruneRounds: this._pruneRounds, tokensEvicted: this._tokensEvicted, forcedDrops: this._forcedDrops,
+            peakCells: this._peakCells, scoringMs: this._scoringMs, keptPerLayer: this._keptPerLayer, sparsityPerLayer: this._sparsityPerLayer
+        };
     }
 
-    private async _prune(maxKeep: number, phase: PruneTarget["phase"]): Promise<void> {
+    /** Takes back a `snapshot()` made under the same settings, before the prompt is read on from there. */
+    restore(snapshot: ControllerSnapshot): void {
+        this._state = snapshot.state;
+        this._pruneRounds = snapshot.pruneRounds;
+        this._tokensEvicted = snapshot.tokensEvicted;
+        this._forcedDrops = snapshot.forcedDrops;
+        this._peakCells = snapshot.peakCells;
+        this._scoringMs = snapshot.scoringMs;
+        this._keptPerLayer = snapshot.keptPerLayer;
+        this._sparsityPerLayer = snapshot.sparsityPerLayer;
+    }
+
+    /** Tokens read or generated between two rounds while the answer is generated. */
+    private get _decodeRoom(): number {
+        return Math.max(1, Math.min(this._options.compression.pruneEvery, Math.floor(this._options.cells / 2)));
+    }
+
+    /** Tokens read between two rounds while a prompt is read. */
+    private get _inputRoom(): number {
+        return Math.max(this._decodeRoom, Math.min(maxInputWindow, Math.floor(this._options.cells * inputWindowShare)));
+    }
+
+    private _advance(count: number): void {
+        if (this._stage === "answer-input") {
+            this._stage = "answer-input-read";
+            this._inputEnd = this._options.tokensSeen() + count;
+        } else if (this._stage === "answer-input-read") {
+            this._stage = "generating";
+            this._afterPrefillDue = this.policyId === "refreekv";
+        }
+    }
+
+    /** One round down to `maxKeep` live cells at most; returns the live cells it leaves. */
+    private async _prune(maxKeep: number, phase: PruneTarget["phase"]): Promise<number> {
         const started = this._options.now();
         const snapshot = toPolicySnapshot(await this._options.kv.scores(this._options.sequenceId));
         const n = snapshot.positions.length;
         if (n === 0)
-            return;
+            return 0;
         let evict: Int32Array;
         if (this._options.chooseEvictions != null) {
             evict = this._options.chooseEvictions(snapshot, maxKeep);
         } else {
-            const decision = decide(this._policy, snapshot, this._params, this._state, {maxKeep, phase, inputEnd: this._inputEnd ?? undefined},
-                this._options.compression.combine);
+            const target: PruneTarget = {maxKeep, phase, inputEnd: this._inputEnd ?? undefined, tokensSeen: this._options.tokensSeen()};
+            const decision = decide(this._policy, snapshot, this._params, this._state, target, this._options.compression.combine);
             this._state = decision.state;
             this._forcedDrops += decision.forcedDrops;
             this._keptPerLayer = Array.from(decision.keptPerLayer);
@@ -178,8 +251,9 @@ export class KvController {
         }
         this._pruneRounds++;
         this._scoringMs += this._options.now() - started;
-        if (evict.length > 0)
-            await this._options.kv.evict(this._options.sequenceId, evict);
+        const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
+        this._tokensEvicted += evicted;
+        return n - evicted;
     }
 }
 

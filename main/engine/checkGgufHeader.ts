@@ -20,7 +20,11 @@ export type GgufHeader = {
     /** The output layer's (`output*`), which offload moves once every repeating layer is offloaded. */
     outputTensorBytes: number,
     /** With tied embeddings (no `output.weight`), the token embeddings llama.cpp copies to the output layer; else 0. */
-    tiedOutputBytes: number
+    tiedOutputBytes: number,
+    /** Elements of every tensor: the parameter count. */
+    parameterCount: number,
+    /** The ggml type holding most of the repeating layers' matrix bytes (`Q4_K`, `F16`...): the quantization a person asks about. */
+    weightType: string | null
 };
 
 // GGUF value types (gguf.md) and the byte size of the fixed-size ones.
@@ -31,12 +35,15 @@ const ARRAY = 9;
 const UINT32 = 4;
 
 /** ggml tensor types as `[block size, bytes per block]` (ggml.c `type_traits`); removed types are absent. */
-const ggmlTypes: Record<number, readonly [number, number]> = {
-    0: [1, 4], 1: [1, 2], 2: [32, 18], 3: [32, 20], 6: [32, 22], 7: [32, 24], 8: [32, 34], 9: [32, 36],
-    10: [256, 84], 11: [256, 110], 12: [256, 144], 13: [256, 176], 14: [256, 210], 15: [256, 292],
-    16: [256, 66], 17: [256, 74], 18: [256, 98], 19: [256, 50], 20: [32, 18], 21: [256, 110], 22: [256, 82], 23: [256, 136],
-    24: [1, 1], 25: [1, 2], 26: [1, 4], 27: [1, 8], 28: [1, 8], 29: [256, 56], 30: [1, 2],
-    34: [256, 54], 35: [256, 66], 39: [32, 17], 40: [64, 36], 41: [128, 18], 42: [64, 18]
+// ggml types (ggml.h): name, block size in elements, block bytes.
+const ggmlTypes: Record<number, readonly [string, number, number]> = {
+    0: ["F32", 1, 4], 1: ["F16", 1, 2], 2: ["Q4_0", 32, 18], 3: ["Q4_1", 32, 20], 6: ["Q5_0", 32, 22], 7: ["Q5_1", 32, 24],
+    8: ["Q8_0", 32, 34], 9: ["Q8_1", 32, 36], 10: ["Q2_K", 256, 84], 11: ["Q3_K", 256, 110], 12: ["Q4_K", 256, 144],
+    13: ["Q5_K", 256, 176], 14: ["Q6_K", 256, 210], 15: ["Q8_K", 256, 292], 16: ["IQ2_XXS", 256, 66], 17: ["IQ2_XS", 256, 74],
+    18: ["IQ3_XXS", 256, 98], 19: ["IQ1_S", 256, 50], 20: ["IQ4_NL", 32, 18], 21: ["IQ3_S", 256, 110], 22: ["IQ2_S", 256, 82],
+    23: ["IQ4_XS", 256, 136], 24: ["I8", 1, 1], 25: ["I16", 1, 2], 26: ["I32", 1, 4], 27: ["I64", 1, 8], 28: ["F64", 1, 8],
+    29: ["IQ1_M", 256, 56], 30: ["BF16", 1, 2], 34: ["TQ1_0", 256, 54], 35: ["TQ2_0", 256, 66], 39: ["MXFP4", 32, 17],
+    40: ["NVFP4", 64, 36], 41: ["Q1_0", 128, 18], 42: ["Q2_0", 64, 18]
 };
 
 // Limits of llama.cpp's reader (gguf.cpp), and of the GGUF spec for keys.
@@ -115,6 +122,8 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
         let outputTensorBytes = 0;
         let tokenEmbeddingBytes = 0;
         let outputWeight = false;
+        let parameterCount = 0;
+        const matrixBytesByType = new Map<string, number>();
         for (let i = 0; i < tensorCount; i++) {
             const tensor = await reader.string(`the name of tensor ${i}`, MAX_TENSOR_NAME, true);
             const dimCount = await reader.u32(`the dimension count of ${tensor}`);
@@ -136,7 +145,7 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
             const traits = ggmlTypes[type];
             if (traits == null)
                 fail(`tensor ${tensor} has unknown ggml type ${type}`);
-            const [blockSize, blockBytes] = traits!;
+            const [typeName, blockSize, blockBytes] = traits!;
             if (firstDim % BigInt(blockSize) !== 0n)
                 fail(`tensor ${tensor} has ${firstDim} elements per row, not a multiple of its type's block size ${blockSize}`);
             const offset = await reader.u64(`the data offset of ${tensor}`);
@@ -148,6 +157,9 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
                 fail(`tensor ${tensor} (${bytes} bytes) is larger than the whole file`);
             expectedOffset += Number(padded);
             tensorBytes += Number(bytes);
+            parameterCount += Number(elements);
+            if (tensor.startsWith("blk.") && dimCount >= 2)
+                matrixBytesByType.set(typeName, (matrixBytesByType.get(typeName) ?? 0) + Number(bytes));
             if (tensor.startsWith("blk."))
                 layerTensorBytes += Number(bytes);
             else if (tensor.startsWith("output")) {
@@ -160,9 +172,10 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
 
         const dataOffset = Math.ceil(reader.position / alignment) * alignment;
         if (tensorCount > 0 && dataOffset + expectedOffset > stat.size)
-            fail(`it is truncated: ${formatBytes(stat.size)} on disk, the header describes ${formatBytes(dataOffset + expectedOffset)} (an incomplete download?)`);
+            fail(`it is truncated: ${describeSizes(stat.size, dataOffset + expectedOffset)} (an incomplete download?)`);
+        const weightType = [...matrixBytesByType].sort((a, b) => b[1] - a[1])[0]?.[0] ?? null;
         return {version, tensorCount, kvCount, alignment, architecture, dataOffset, dataBytes: expectedOffset, tensorBytes, layerTensorBytes, outputTensorBytes,
-            tiedOutputBytes};
+            tiedOutputBytes, parameterCount, weightType};
     } finally {
         await handle.close();
     }
@@ -205,6 +218,14 @@ function typeName(type: number): string {
 
 function formatBytes(bytes: number): string {
     return bytes >= 1024 * 1024 ? (bytes / 1024 / 1024).toFixed(1) + " MiB" : `${bytes} bytes`;
+}
+
+/** "X on disk, the header describes Y", in bytes where the rounded sizes would read the same. */
+export function describeSizes(onDisk: number, described: number): string {
+    const [disk, header] = formatBytes(onDisk) === formatBytes(described)
+        ? [`${onDisk.toLocaleString("en-US")} bytes`, `${described.toLocaleString("en-US")} bytes`]
+        : [formatBytes(onDisk), formatBytes(described)];
+    return `${disk} on disk, the header describes ${header}`;
 }
 
 /** Sequential little-endian reads through one fixed window; every read is checked against the file's end first. */

@@ -3,6 +3,7 @@ import type {CompressionSettings, KvSample} from "../../preload/contract.js";
 import {KvController} from "./KvController.js";
 import {protectNewest} from "./policies/decide.js";
 import {NativeKv} from "./native/NativeKv.js";
+import {gateSequenceDecodes} from "./native/ponderAddon.js";
 
 export type FidelityOptions = {
     model: LlamaModel,
@@ -214,21 +215,18 @@ async function prunedRun(options: FidelityOptions, reference: FullTrace, choose:
             chooseEvictions: future != null ? (snapshot, maxKeep) => oracleEvictions(snapshot.positions, future[current]!, maxKeep) : undefined
         });
         await controller.start();
+        // Every decode waits for the round due before it: every run prunes at the same steps, so the comparison is repeatable.
+        gateSequenceDecodes(sequence, (count, first) => controller.beforeDecode(count, first));
+        controller.beginAnswer();
         const positions = async () => (await kv.scores(0)).positions;
         let logits = await evaluateForLogits(sequence, options.prompt, options.model);
         for (let step = 0; step < steps; step++) {
             current = step;
             const next = await choose({positions}, logits, step);
             controller.onTokens(1);
-            // Wait for the round so every run prunes at the same steps: the comparison is then repeatable.
-            await controller.idle();
-            if (controller.error != null)
-                throw controller.error;
             logits = await evaluateForLogits(sequence, [next], options.model);
         }
-        const sample = await controller.sample(0);
-        await controller.dispose();
-        return sample;
+        return await controller.sample(0);
     } finally {
         await kv.dispose();
         await context.dispose();

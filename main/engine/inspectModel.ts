@@ -52,6 +52,8 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         layerWeightsBytes: header.layerTensorBytes,
         outputWeightsBytes: header.outputTensorBytes,
         tiedOutputBytes: header.tiedOutputBytes,
+        parameterCount: header.parameterCount,
+        weightType: header.weightType,
         hasChatTemplate: typeof template === "string",
         thinkingToggle: typeof template === "string" && /<think>|enable_thinking/.test(template),
         declaredSampling: declaredSampling(metadata.general as Record<string, unknown> | undefined)

@@ -43,24 +43,46 @@ export function headLength(model: Pick<ModelInspection, "headCount" | "embedding
     return embeddingLength / headCount;
 }
 
-/** llama.cpp stores a quantized V cache only with flash attention; without it the context cannot be made. */
-export const quantizedCacheNeedsFlashAttention = "A quantized KV cache (q8_0, q4_0) needs flash attention: turn flash attention on, or choose F16.";
+/** The cache types of a compression setting: `kvType` for the keys, `kvTypeV` for the values. */
+export type KvCacheTypes = {kvType: KvCacheType, kvTypeV: KvCacheType};
 
-export function quantizedWithoutFlashAttention(compression: {kvType: KvCacheType, flashAttention: boolean}): boolean {
-    return compression.kvType !== "f16" && !compression.flashAttention;
+/** The K and V types of a setting, as `kvBytesPerCell` and the compute buffer take them. */
+export function kvTypesOf(types: KvCacheTypes): {k: KvCacheType, v: KvCacheType} {
+    return {k: types.kvType, v: types.kvTypeV};
+}
+
+/** The cache in words: "q8_0 KV" when keys and values share a type, "q8_0 K / q4_0 V" otherwise. */
+export function describeKvTypes(types: KvCacheTypes): string {
+    return types.kvType === types.kvTypeV ? `${types.kvType} KV` : `${types.kvType} K / ${types.kvTypeV} V`;
 }
 
 /**
- * Why llama.cpp cannot make a cache of this type for this model, in words, or `null`: a quantized cache needs flash
- * attention (for V), and rows of whole blocks (a head a multiple of the type's 32-value block).
+ * llama.cpp stores a quantized V cache only with flash attention (`llama_init_from_model`: "quantized V cache requires
+ * flash_attn"); without it the context cannot be made. A quantized K cache works either way.
  */
-export function cacheTypeProblem(model: KvShape, compression: {kvType: KvCacheType, flashAttention: boolean}): string | null {
+export const quantizedCacheNeedsFlashAttention =
+    "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16.";
+
+export function quantizedWithoutFlashAttention(compression: {kvTypeV: KvCacheType, flashAttention: boolean}): boolean {
+    return compression.kvTypeV !== "f16" && !compression.flashAttention;
+}
+
+/**
+ * Why llama.cpp cannot make a cache of these types for this model, in words, or `null`: a quantized V cache needs flash
+ * attention, and a quantized K or V cache rows of whole blocks (a head a multiple of the type's 32-value block).
+ */
+export function cacheTypeProblem(model: KvShape, compression: KvCacheTypes & {flashAttention: boolean}): string | null {
     if (quantizedWithoutFlashAttention(compression))
         return quantizedCacheNeedsFlashAttention;
-    const {blockSize} = typeTraits[compression.kvType];
-    const widths = [headLength(model, model.keyLength), headLength(model, model.valueLength)];
-    const odd = widths.find((width) => width != null && width % blockSize !== 0);
-    if (odd != null)
-        return `This model's attention heads are ${odd} values wide, and a ${compression.kvType} cache stores blocks of ${blockSize}: choose F16.`;
+    const parts = [
+        {name: "K", type: compression.kvType, width: headLength(model, model.keyLength)},
+        {name: "V", type: compression.kvTypeV, width: headLength(model, model.valueLength)}
+    ];
+    for (const {name, type, width} of parts) {
+        const {blockSize} = typeTraits[type];
+        if (width != null && width % blockSize !== 0)
+            return `This model's attention heads are ${width} values wide, and a ${type} ${name} cache stores blocks of ${blockSize}: ` +
+                `choose F16 for ${name}.`;
+    }
     return null;
 }

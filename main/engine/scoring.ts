@@ -1,9 +1,13 @@
 import type {CompressionSettings} from "../../preload/contract.js";
 import {policies} from "./policies/index.js";
+import type {ScoreNeeds} from "./policies/types.js";
 
 /** Query rows scored per ubatch when a policy sums over queries (Eq. 2/5): every row of a ubatch without flash attention. */
 const allRows = 512;
-/** With flash attention the scored rows are recomputed beside the kernel; bounded so a prefill stays cheap. */
+/**
+ * With flash attention the scored rows are recomputed beside the kernel (or, on the CPU, written out by it); bounded so
+ * a prefill stays cheap, unless the policy needs every row (`ScoreNeeds.everyRow`).
+ */
 const allRowsFlash = 32;
 
 /**
@@ -12,9 +16,10 @@ const allRowsFlash = 32;
  * row otherwise. `rows` is 0 when scoring is off.
  */
 export function scoring(compression: Pick<CompressionSettings, "policy" | "flashAttention" | "params">): {rows: number, gamma: number} {
-    if (compression.policy !== "h2o" && compression.policy !== "lethe" && compression.policy !== "refreekv")
+    if (compression.policy === "full" || compression.policy === "streamingllm")
         return {rows: 0, gamma: 1};
-    const policy = policies[compression.policy] as unknown as {needs(params: unknown): {gamma: number | null, allRows: boolean}};
+    const policy = policies[compression.policy] as unknown as {needs(params: unknown): ScoreNeeds};
     const needs = policy.needs(compression.params[compression.policy]);
-    return {rows: needs.allRows ? (compression.flashAttention ? allRowsFlash : allRows) : 1, gamma: needs.gamma ?? 1};
+    const rows = !needs.allRows ? 1 : compression.flashAttention && needs.everyRow !== true ? allRowsFlash : allRows;
+    return {rows, gamma: needs.gamma ?? 1};
 }

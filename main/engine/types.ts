@@ -1,4 +1,4 @@
-import type {BuildInfo, CompressionSettings, KvSample} from "../../preload/contract.js";
+import type {BuildInfo, CompressionSettings, KvSample, ReadReason} from "../../preload/contract.js";
 
 export type ChatTurn =
     | {role: "user", text: string}
@@ -27,6 +27,9 @@ export type ModelInspection = {
     layerWeightsBytes?: number,
     outputWeightsBytes?: number,
     tiedOutputBytes?: number,
+    /** Elements of every tensor, and the type most layer weights are stored in (GgufHeader). Absent in older inspections. */
+    parameterCount?: number,
+    weightType?: string | null,
     hasChatTemplate: boolean,
     /** The chat template has a `<think>` segment, so thinking can be left out (or it reads `enable_thinking`). */
     thinkingToggle?: boolean,
@@ -64,15 +67,41 @@ export type GenerateRequest = {
     onChunk(chunk: GenerationChunk): void,
     /** Memory readings every few tokens and at the end (patched build only). */
     onSample?(sample: KvSample): void,
-    /** Progress (0 to 1) of evaluating a long stored conversation into a new context. */
-    onRebuild?(progress: number): void
+    /** Generated tokens between two memory readings. Defaults to `pruneEvery`, within 4 to 32. */
+    sampleEvery?: number,
+    /** Progress (0 to 1) of reading a long prompt into the context, and why it is read (`readReason`). */
+    onRebuild?(progress: number, reason: ReadReason): void,
+    /** The conversation's states on disk (SequenceStates): loaded instead of re-reading the history, saved as it goes. Defaults to none. */
+    states?: StateFiles
+};
+
+/**
+ * State files of one path of messages. `load`: files of the path's earlier messages, newest first; the first that matches
+ * (model, cache types, flash attention, policy and budget, and tokens the prompt starts with) is loaded. `save`: where
+ * this request's state goes: Full KV's whole sequence after the answer, a pruning policy's prompt read up to its last
+ * whole chunk (the state the next turn's prompt read passes through).
+ */
+export type StateFiles = {load: string[], save?: string};
+
+/** What became of the states of a request: the file loaded (or why none was), the file saved. */
+export type StateOutcome = {
+    restored: {path: string, tokens: number} | null,
+    /** Why the history was read again although a state was offered; `null` when it was not. */
+    note: string | null,
+    saved: {path: string, bytes: number, tokens: number, liveBytes: number, fullBytes: number} | null
 };
 
 export type GenerationResult = {
     /** `budget`: Full KV filled its cells and stopped. */
     stopReason: "eogToken" | "maxTokens" | "abort" | "stopGenerationTrigger" | "customStopTrigger" | "functionCalls" | "budget",
     /** Tokens evaluated for the prompt in this generation (after prefix reuse). */
-    promptTokens: number
+    promptTokens: number,
+    /** The whole prompt as rendered, in tokens (reused or evaluated); absent when the generation stopped before it. */
+    promptLength?: number,
+    /** Tokens the answer wrote after the prompt, thought and segment markers included; absent as `promptLength`. */
+    outputTokens?: number,
+    /** The states loaded and saved, when the request offered any. */
+    states?: StateOutcome
 };
 
 export type LlamaRuntimeInfo = BuildInfo;

@@ -5,6 +5,7 @@ import path from "node:path";
 import type {AddressInfo} from "node:net";
 import {WebSocketServer, type WebSocket} from "ws";
 import type {BridgeEventFrame, BridgeRequestFrame, BridgeResponseFrame, EventChannel, Events} from "../../preload/contract.js";
+import {ConnectionGuard, connectionsCheckingIntervalMs} from "../server/ConnectionGuard.js";
 import type {Dispatch} from "./dispatch.js";
 
 export type LoopbackBridgeOptions = {
@@ -17,8 +18,13 @@ export type LoopbackBridgeOptions = {
     token?: string,
     /** Open WebSocket connections at most; more are refused with 503. Defaults to `16`. */
     maxClients?: number,
-    /** Open TCP connections at most (pages, assets and sockets); more are dropped. Defaults to `128`. */
+    /**
+     * Open TCP connections at most (pages, assets and sockets); past it the oldest idle one is closed, or the new one
+     * when every one serves a request. Defaults to `128`.
+     */
     maxConnections?: number,
+    /** Time a client has to send a request's line and headers, in milliseconds. Defaults to `5000`. */
+    headersTimeoutMs?: number,
     /** Largest request frame in bytes; a larger one closes that socket (1009). Defaults to `1048576`. */
     maxFrameBytes?: number,
     /** Where errors no request can be answered with go. Defaults to `console.error`. */
@@ -49,11 +55,12 @@ export class LoopbackBridge {
     private readonly _wss: WebSocketServer;
     private readonly _clients = new Set<WebSocket>();
     private readonly _log: (message: string, err: unknown) => void;
+    private readonly _guard: ConnectionGuard;
 
     private constructor(private readonly _options: LoopbackBridgeOptions) {
         this.token = _options.token ?? randomBytes(24).toString("hex");
         this._log = _options.log ?? ((message, err) => console.error(message, err));
-        this._server = http.createServer((req, res) => {
+        this._server = http.createServer({connectionsCheckingInterval: connectionsCheckingIntervalMs}, (req, res) => {
             this._serveStatic(req, res).catch((err: unknown) => {
                 this._log("Loopback request failed", err);
                 if (!res.headersSent)
@@ -62,8 +69,12 @@ export class LoopbackBridge {
                     res.destroy();
             });
         });
-        this._server.maxConnections = _options.maxConnections ?? 128;
-        this._server.on("connection", (socket) => socket.on("error", () => socket.destroy()));
+        // Idle and slow clients time out in seconds, and cannot hold the connections a page needs (see ConnectionGuard).
+        this._guard = new ConnectionGuard(this._server, {
+            maxConnections: _options.maxConnections,
+            headersTimeoutMs: _options.headersTimeoutMs,
+            requestTimeoutMs: 10_000
+        });
         this._wss = new WebSocketServer({noServer: true, maxPayload: _options.maxFrameBytes ?? 1024 * 1024});
         this._server.on("upgrade", (req, socket, head) => {
             socket.on("error", () => socket.destroy());
@@ -112,7 +123,9 @@ export class LoopbackBridge {
         for (const client of this._clients)
             client.terminate();
         this._wss.close();
-        await new Promise<void>((resolve) => this._server.close(() => resolve()));
+        const closed = new Promise<void>((resolve) => this._server.close(() => resolve()));
+        this._guard.destroyAll();
+        await closed;
     }
 
     /** Why an upgrade is refused (a status line), or `null` to accept it. */

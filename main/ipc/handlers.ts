@@ -16,6 +16,7 @@ export type Handlers = {[C in RequestChannel]: (payload: Req<C>) => Res<C> | Pro
 export function createHandlers(services: AppServices, platform: Platform) {
     return {
         "app:status": () => services.status(),
+        "demo:sample": () => services.demoSample(),
         "settings:get": () => services.settings.get(),
         "settings:update": (patch) => services.settings.update(patch),
         "models:list": () => services.models.list(),

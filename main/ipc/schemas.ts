@@ -11,6 +11,7 @@ const none = z.undefined().or(z.null()).transform((): void => undefined);
 /** One schema per request channel: every payload from a renderer is parsed before a handler sees it. */
 export const requestSchemas = {
     "app:status": none,
+    "demo:sample": none,
     "settings:get": none,
     "settings:update": appSettingsSchema.partial().strict() as z.ZodType<Partial<AppSettings>>,
     "models:list": none,

@@ -7,6 +7,7 @@ import type {CompletionRequest, CompletionResult} from "../services/CompletionSe
 import {QueueAbortError} from "../services/GenerationQueue.js";
 import {chatCompletionRequestSchema, completionRequestSchema, type PonderExtension} from "./openaiSchemas.js";
 import {EventStream} from "./EventStream.js";
+import {ConnectionGuard, connectionsCheckingIntervalMs} from "./ConnectionGuard.js";
 import {apiError, finishReason, fromZod, ponderStop, stopList, toApiError, toTurns, toUsage, type ApiError} from "./openaiWire.js";
 
 /** What the server needs from the app: the model it serves and generations. Nothing else (no database, no files). */
@@ -32,8 +33,16 @@ export type ApiServerOptions = {
     streamFlushMs?: number,
     /** Largest request body, in bytes. Defaults to `4 MiB`. */
     maxBodyBytes?: number,
+    /** Open connections at most; past it the oldest idle one is closed. Defaults to `128`. */
+    maxConnections?: number,
+    /** Time a client has to send a request's line and headers, in milliseconds. Defaults to `5000`. */
+    headersTimeoutMs?: number,
+    /** Time a client has to send a whole request, body included, in milliseconds. Defaults to `60000`. */
+    requestTimeoutMs?: number,
     /** Each request's log entry, whenever it changes. */
     onLog?(entry: ServerRequestLog): void,
+    /** Where an error no request can be answered with goes. Defaults to `console.error`. */
+    logError?: (message: string, err: unknown) => void,
     now?: () => number
 };
 
@@ -57,15 +66,20 @@ type Context = {req: http.IncomingMessage, res: http.ServerResponse, log: Server
 export class ApiServer {
     private readonly _server: http.Server;
     private readonly _now: () => number;
-    private readonly _sockets = new Set<import("node:net").Socket>();
+    private readonly _guard: ConnectionGuard;
 
     private constructor(private readonly _options: ApiServerOptions) {
         this._now = _options.now ?? Date.now;
-        this._server = http.createServer((req, res) => void this._handle(req, res));
-        this._server.on("connection", (socket) => {
-            socket.setNoDelay(true);
-            this._sockets.add(socket);
-            socket.on("close", () => this._sockets.delete(socket));
+        // No exception from the HTTP edge may reach the process: whatever escapes a handler ends that request only.
+        // A request without Host reaches _refuse, which says so in words (Node's own refusal is an empty 400).
+        this._server = http.createServer({connectionsCheckingInterval: connectionsCheckingIntervalMs, requireHostHeader: false}, (req, res) => {
+            this._handle(req, res).catch((err: unknown) => this._lastResort(res, err));
+        });
+        this._server.on("connection", (socket) => socket.setNoDelay(true));
+        this._guard = new ConnectionGuard(this._server, {
+            maxConnections: _options.maxConnections,
+            headersTimeoutMs: _options.headersTimeoutMs,
+            requestTimeoutMs: _options.requestTimeoutMs ?? 60_000
         });
     }
 
@@ -105,15 +119,28 @@ export class ApiServer {
     /** Stops listening and ends open connections (their generations abort). */
     async dispose(): Promise<void> {
         const closed = new Promise<void>((resolve) => this._server.close(() => resolve()));
-        for (const socket of this._sockets)
-            socket.destroy();
+        this._guard.destroyAll();
         await closed;
     }
 
+    /** An error that escaped every handler: a 500 if nothing was sent yet, else the connection ends. */
+    private _lastResort(res: http.ServerResponse, err: unknown): void {
+        (this._options.logError ?? ((message, error) => console.error(message, error)))("API request failed", err);
+        try {
+            if (!res.headersSent && !res.destroyed) {
+                const body = JSON.stringify({error: {message: "Internal error", type: "server_error", param: null, code: "internal_error"}});
+                res.writeHead(500, {"content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body)}).end(body);
+            } else
+                res.destroy();
+        } catch {
+            res.destroy();
+        }
+    }
+
     private async _handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-        const url = new URL(req.url ?? "/", "http://localhost");
+        const pathname = requestPath(req.url);
         const log: ServerRequestLog = {
-            id: randomUUID(), startedAt: this._now(), client: describeClient(req), method: req.method ?? "GET", path: url.pathname,
+            id: randomUUID(), startedAt: this._now(), client: describeClient(req), method: req.method ?? "GET", path: pathname ?? String(req.url).slice(0, 200),
             state: "running", httpStatus: null, stream: false, promptTokens: 0, thinkingTokens: 0, answerTokens: 0, tokensPerSecond: null,
             firstTokenMs: null, totalMs: null, policy: null, budgetCells: null, sample: null, error: null
         };
@@ -123,6 +150,8 @@ export class ApiServer {
                 context.abort.abort();
         });
         try {
+            if (pathname == null)
+                return this._fail(context, apiError(400, `The request target ${JSON.stringify(String(req.url).slice(0, 200))} is not a path or an http URL`, {code: "invalid_target"}));
             const refusal = this._refuse(req, res);
             if (refusal != null)
                 return this._fail(context, refusal);
@@ -130,7 +159,7 @@ export class ApiServer {
                 res.writeHead(204).end();
                 return;
             }
-            const route = `${req.method} ${url.pathname.replace(/\/+$/, "")}`;
+            const route = `${req.method} ${pathname}`;
             if (route === "GET /v1/models")
                 return this._models(context);
             if (route === "POST /v1/chat/completions" || route === "POST /v1/completions") {
@@ -139,9 +168,9 @@ export class ApiServer {
                     return this._fail(context, body);
                 return route === "POST /v1/chat/completions" ? await this._chat(context, body.json) : await this._completion(context, body.json);
             }
-            if (["/v1/models", "/v1/chat/completions", "/v1/completions"].includes(url.pathname.replace(/\/+$/, "")))
-                return this._fail(context, apiError(405, `${req.method} is not allowed on ${url.pathname}`, {code: "method_not_allowed"}));
-            return this._fail(context, apiError(404, `No route ${req.method} ${url.pathname}: this server serves /v1/models, /v1/chat/completions and /v1/completions`, {code: "not_found"}));
+            if (["/v1/models", "/v1/chat/completions", "/v1/completions"].includes(pathname))
+                return this._fail(context, apiError(405, `${req.method} is not allowed on ${pathname}`, {code: "method_not_allowed"}));
+            return this._fail(context, apiError(404, `No route ${req.method} ${pathname}: this server serves /v1/models, /v1/chat/completions and /v1/completions`, {code: "not_found"}));
         } catch (err) {
             return this._fail(context, toApiError(err));
         }
@@ -150,7 +179,9 @@ export class ApiServer {
     /** Host (DNS rebinding), origin (CORS) and key checks; sets the CORS headers of an allowed origin. */
     private _refuse(req: http.IncomingMessage, res: http.ServerResponse): ApiError | null {
         if (isLoopback(this.host)) {
-            const hostname = (req.headers.host ?? "").replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
+            if (req.headers.host == null || req.headers.host === "")
+                return apiError(400, "The request has no Host header: HTTP/1.1 requires one (this server answers on loopback addresses only)", {code: "missing_host"});
+            const hostname = req.headers.host.replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
             if (!isLoopback(hostname))
                 return apiError(403, `Host ${JSON.stringify(req.headers.host)} refused: this server answers on loopback addresses only`, {code: "forbidden_host"});
         }
@@ -291,6 +322,9 @@ export class ApiServer {
                 repeatPenalty: body.repeat_penalty ?? undefined,
                 stop: stopList(body.stop),
                 policy: log.policy,
+                kvType: body.ponder?.cache_type_k,
+                kvTypeV: body.ponder?.cache_type_v,
+                flashAttention: body.ponder?.flash_attention,
                 budget: budget == null ? defaults.budget : "cells" in budget ? {kind: "cells", cells: budget.cells} : {kind: "mib", mib: budget.mib},
                 signal: context.abort.signal,
                 onStart: () => {
@@ -325,7 +359,10 @@ export class ApiServer {
                 }
             });
             const usage = toUsage(result);
+            // The log says what usage says (the engine's own counts, the thought's markers included).
             log.promptTokens = usage.prompt_tokens;
+            log.thinkingTokens = usage.completion_tokens_details.reasoning_tokens;
+            log.answerTokens = usage.completion_tokens - usage.completion_tokens_details.reasoning_tokens;
             log.budgetCells = result.budgetCells;
             log.sample = result.sample ?? log.sample;
             // Decode speed: the tokens after the first over the time after it (the prompt's evaluation is not decoding).
@@ -415,6 +452,25 @@ export class ApiServer {
     private _log(entry: ServerRequestLog): void {
         this._options.onLog?.({...entry});
     }
+}
+
+/**
+ * The path a request target names, with repeated slashes merged and a trailing one dropped (`///v1/models/` is
+ * `/v1/models`), or `null` for a target that is neither a path nor an http URL. Never throws.
+ */
+export function requestPath(target: string | undefined): string | null {
+    let path: string;
+    if (target == null || target === "")
+        return null;
+    if (target.startsWith("/"))
+        path = target.replace(/[?#].*$/s, "");
+    else if (/^https?:\/\//i.test(target)) {
+        if (!URL.canParse(target))
+            return null;
+        path = new URL(target).pathname;
+    } else
+        return null;
+    return path.replace(/\/{2,}/g, "/").replace(/(.)\/$/, "$1");
 }
 
 function describeClient(req: http.IncomingMessage): string {

@@ -1,5 +1,6 @@
 import {z} from "zod";
-import {maxBudgetCells, minBudgetCells} from "../services/schemas.js";
+import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
+import {quantizedCacheNeedsFlashAttention} from "../engine/kvMemory.js";
 
 // The OpenAI request bodies Ponder accepts, parsed at the edge. A field the engine honours is validated; a field it
 // cannot honour is accepted only at its neutral value (what the engine does anyway) and refused otherwise, so a
@@ -18,14 +19,25 @@ const neutralOnly = <T extends number | boolean>(name: string, neutral: T) => z.
 
 const maxTokens = z.number().int().min(1).max(131_072).nullish();
 
-/** Ponder's extension object: the KV policy and budget for this request. */
+const cacheType = z.enum(["f16", "q8_0", "q4_0"]);
+
+/**
+ * Ponder's extension object: the KV policy and budget for this request, and its K and V cache types (llama-server's
+ * `--cache-type-k` / `--cache-type-v`) and flash attention; each unset one is the app's default.
+ */
 export const ponderExtensionSchema = z.object({
-    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv"]).optional(),
+    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv"]).optional(),
     budget: z.union([
         z.object({cells: z.number().int().min(minBudgetCells).max(maxBudgetCells)}).strict(),
         z.object({mib: z.number().positive().max(1_048_576)}).strict()
-    ]).optional()
-}).strict();
+    ]).optional(),
+    cache_type_k: cacheType.optional(),
+    cache_type_v: cacheType.optional(),
+    flash_attention: z.boolean().optional()
+}).strict().superRefine((extension, ctx) => {
+    if (extension.cache_type_v != null && extension.cache_type_v !== "f16" && extension.flash_attention === false)
+        ctx.addIssue({code: "custom", path: ["flash_attention"], message: quantizedCacheNeedsFlashAttention, params: {code: "unsupported_parameter"}});
+});
 
 const textPart = z.object({type: z.literal("text"), text: z.string()}).strict();
 const content = z.union([

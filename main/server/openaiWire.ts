@@ -18,6 +18,9 @@ export function apiError(status: number, message: string, options: {type?: strin
 export type KvUsage = {
     policy: string,
     budget_cells: number,
+    /** The K and V cache types (`f16`, `q8_0`, `q4_0`). */
+    cache_type_k: string,
+    cache_type_v: string,
     /** Bytes the live cells hold at the end. */
     live_bytes: number | null,
     /** Bytes the context reserves for its cells. */
@@ -38,19 +41,23 @@ export type Usage = {
 };
 
 export function toUsage(result: CompletionResult): Usage {
-    const completion = result.thinkingTokens + result.answerTokens;
+    // The engine's own counts where it gave them: the prompt as rendered (the figure a Full KV refusal names) and every
+    // token written after it, the thought's markers included (they count as reasoning).
+    const completion = result.outputTokens ?? result.thinkingTokens + result.answerTokens;
     const sample = result.sample;
-    // The sequence holds the whole prompt and the answer: what is not the answer is the prompt, reused or evaluated.
-    const prompt = sample != null ? Math.max(result.promptTokensEvaluated, sample.tokensSeen - completion) : result.promptTokensEvaluated;
+    const prompt = result.promptLength
+        ?? (sample != null ? Math.max(result.promptTokensEvaluated, sample.tokensSeen - completion) : result.promptTokensEvaluated);
     return {
         prompt_tokens: prompt,
         completion_tokens: completion,
         total_tokens: prompt + completion,
-        prompt_tokens_details: {cached_tokens: prompt - result.promptTokensEvaluated},
-        completion_tokens_details: {reasoning_tokens: result.thinkingTokens},
+        prompt_tokens_details: {cached_tokens: Math.max(0, prompt - result.promptTokensEvaluated)},
+        completion_tokens_details: {reasoning_tokens: Math.max(result.thinkingTokens, completion - result.answerTokens)},
         kv: {
             policy: result.policy,
             budget_cells: result.budgetCells,
+            cache_type_k: result.kvType,
+            cache_type_v: result.kvTypeV,
             live_bytes: sample?.liveBytes ?? null,
             allocated_bytes: sample?.allocatedBytes ?? null,
             full_bytes: sample?.fullBytes ?? null,
@@ -66,8 +73,19 @@ export function finishReason(stopReason: CompletionResult["stopReason"]): "stop"
 }
 
 /** Why Ponder stopped, beside OpenAI's finish reason. */
+/** `ponder.stop_reason`'s documented values, one per way a generation ends. */
+const stopReasons: Record<CompletionResult["stopReason"], string> = {
+    eogToken: "end_of_turn",
+    maxTokens: "max_tokens",
+    abort: "aborted",
+    stopGenerationTrigger: "stop_sequence",
+    customStopTrigger: "stop_sequence",
+    functionCalls: "function_call",
+    budget: "kv_budget_full"
+};
+
 export function ponderStop(result: CompletionResult): {stop_reason: string, policy: string, budget_cells: number} {
-    return {stop_reason: result.stopReason === "budget" ? "kv_budget_full" : result.stopReason, policy: result.policy, budget_cells: result.budgetCells};
+    return {stop_reason: stopReasons[result.stopReason] ?? "unknown", policy: result.policy, budget_cells: result.budgetCells};
 }
 
 function textOf(content: string | {type: "text", text: string}[] | {type: string}[] | null | undefined): string {
@@ -120,9 +138,21 @@ export function fromZod(error: z.ZodError): ApiError {
 
 export function toApiError(err: unknown): ApiError {
     if (err instanceof AppError) {
-        const status = {BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429, STORAGE: 500, ENGINE_STOPPED: 503, INTERNAL: 500}[err.code];
-        const code = {BUSY: "queue_full", MODEL_NOT_LOADED: "model_not_loaded", ENGINE_UNPATCHED: "engine_unpatched", ENGINE_STOPPED: "engine_stopped"}[err.code as string] ?? null;
-        return apiError(status, err.message, {code, param: err.code === "ENGINE_UNPATCHED" ? "ponder.policy" : null});
+        const status = {
+            BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429,
+            STORAGE: 500, ENGINE_STOPPED: 503, BUDGET_ABOVE_CONTEXT: 400, BUDGET_DOES_NOT_FIT: 400, KV_BUDGET_EXCEEDED: 400, INTERNAL: 500
+        }[err.code];
+        // A conversation longer than Full KV's budget is OpenAI's `context_length_exceeded`, which clients know to trim for.
+        const code = {
+            BUSY: "queue_full", MODEL_NOT_LOADED: "model_not_loaded", ENGINE_UNPATCHED: "engine_unpatched",
+            ENGINE_STOPPED: "engine_stopped", BUDGET_ABOVE_CONTEXT: "budget_above_context", BUDGET_DOES_NOT_FIT: "budget_does_not_fit",
+            KV_BUDGET_EXCEEDED: "context_length_exceeded"
+        }[err.code as string] ?? null;
+        const param = {
+            ENGINE_UNPATCHED: "ponder.policy", BUDGET_ABOVE_CONTEXT: "ponder.budget", BUDGET_DOES_NOT_FIT: "ponder.budget",
+            KV_BUDGET_EXCEEDED: "messages"
+        }[err.code as string] ?? null;
+        return apiError(status, err.message, {code, param});
     }
     return apiError(500, `Generation failed: ${err instanceof Error ? err.message : String(err)}`);
 }

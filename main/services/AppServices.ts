@@ -1,5 +1,7 @@
+import path from "node:path";
 import {AppError} from "../AppError.js";
-import type {AppStatus, ConversationDetail, ModelDetails} from "../../preload/contract.js";
+import type {AppStatus, ConversationDetail, DemoSample, ModelDetails} from "../../preload/contract.js";
+import {heldOutDemoProblems} from "../demo/demoTask.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
@@ -9,6 +11,7 @@ import {DownloadService} from "./DownloadService.js";
 import {EngineBuildService, type EngineBuildServiceOptions} from "./EngineBuildService.js";
 import {CompletionService} from "./CompletionService.js";
 import {GenerationQueue} from "./GenerationQueue.js";
+import type {StateStore} from "./StateStore.js";
 import {ServerService, type ServerServiceOptions} from "./ServerService.js";
 import {ModelService} from "./ModelService.js";
 import {SettingsService} from "./SettingsService.js";
@@ -21,6 +24,8 @@ export type AppServicesOptions = {
     /** The demo model shipped with the app, registered and loaded on a fresh install. */
     bundledModelPath?: string,
     chat?: ChatServiceOptions,
+    /** Where conversations' KV states are kept (resume without reading the history again). Defaults to none. */
+    states?: StateStore,
     /** Generations that may wait for the engine while one runs; more are refused as busy. Defaults to `4`. */
     maxQueued?: number,
     server?: ServerServiceOptions,
@@ -46,12 +51,15 @@ export class AppServices {
 
     constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
-        this.settings = new SettingsService(db);
-        this.conversations = new ConversationService(db, this.settings, now);
+        // A budget set while a model is loaded is checked against it (budgetCap); a stored one is capped when used.
+        const loadedModel = () => engine.inspection;
+        this.settings = new SettingsService(db, loadedModel);
+        this.conversations = new ConversationService(db, this.settings, now, loadedModel);
         this.models = new ModelService(db, engine, this.settings, now);
         this.compression = new CompressionService(engine, this.models);
         this.queue = new GenerationQueue(_options.maxQueued ?? 4);
-        this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, this.queue, _options.chat);
+        this.conversations.states = _options.states ?? null;
+        this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, this.queue, {...(_options.chat ?? {}), states: _options.states});
         this.completions = new CompletionService(engine, this.queue, this.compression, this.settings, now);
         this.server = new ServerService(db, engine, this.completions, this.queue, this.settings, emit, _options.server);
         this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
@@ -62,6 +70,22 @@ export class AppServices {
 
     status(): AppStatus {
         return {version: this._options.version, engine: this.engine.status};
+    }
+
+    /**
+     * A held-out problem of the demo task (seeds from 2^31, never trained on) when the loaded model is the demo model
+     * Ponder ships, else `null`: the one kind of question that model can answer. 10-30 steps, so it answers in seconds.
+     */
+    demoSample(): DemoSample | null {
+        const loaded = this.engine.status.model;
+        const bundled = this._options.bundledModelPath;
+        if (loaded == null || bundled == null || path.resolve(loaded.path) !== path.resolve(bundled))
+            return null;
+        const problem = heldOutDemoProblems(1, {minSteps: 10, maxSteps: 30}, Math.floor(Math.random() * 2 ** 30))[0]!;
+        return {
+            question: problem.question, answer: problem.answer, steps: problem.steps, seed: problem.seed,
+            about: "A tiny model trained here on one task: a program of additions modulo 10 over one-digit variables, thought through step by step. It cannot chat."
+        };
     }
 
     /** A model's details, with what loading it at the default budget needs against free memory. */

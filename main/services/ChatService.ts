@@ -1,11 +1,12 @@
 import {randomUUID} from "node:crypto";
-import type {KvSample, MessageDto, MessageStats} from "../../preload/contract.js";
+import type {CompressionSettings, KvSample, MessageCompression, MessageDto, MessageStats} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import type {ChatTurn} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
+import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
 import {toMessageDto} from "./dto.js";
 import {QueueAbortError, type GenerationQueue} from "./GenerationQueue.js";
@@ -17,7 +18,9 @@ export type ChatServiceOptions = {
     /** Sampling seed for every generation; unset samples freshly each time. */
     seed?: number,
     /** Memory samples kept per message; older ones are thinned out. Defaults to `400`. */
-    maxSamples?: number
+    maxSamples?: number,
+    /** Where conversations' KV states are kept, so a conversation resumes without reading its history again. Defaults to none. */
+    states?: StateStore
 };
 
 type Active = {conversationId: string, messageId: string, abort: AbortController, done: Promise<void>};
@@ -136,6 +139,7 @@ export class ChatService {
         const now = this._now();
         this._db.transaction(() => {
             this._db.messages.markStreaming(last.id, now);
+            this._recordCompression(last, null);
             this._db.conversations.touch(conversationId, now);
         });
         const row = this._db.messages.get(last.id)!;
@@ -167,6 +171,15 @@ export class ChatService {
         await this.idle();
     }
 
+    /** Keeps the state files within their disk budget; a failure there never fails an answer. */
+    private _trimStates(keep: string): void {
+        try {
+            this._options.states?.trim(keep);
+        } catch {
+            // the next save trims again
+        }
+    }
+
     private _assertCanGenerate(): void {
         if (this._active != null)
             throw new AppError("BUSY", "An answer is already being generated: stop it first");
@@ -179,9 +192,21 @@ export class ChatService {
     }
 
     private _insertAssistant(conversationId: string, now: number, parentId?: string | null): MessageRow {
-        return this._db.messages.insert({
+        const row = this._db.messages.insert({
             id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now, parent_id: parentId
         });
+        return this._recordCompression(row, null);
+    }
+
+    /**
+     * Records on the answer the compression it runs under: the conversation's settings as it starts (what `_generate`
+     * reads), then its cells once the budget is resolved. Returns the row as stored.
+     */
+    private _recordCompression(row: MessageRow, budgetCells: number | null, compression?: CompressionSettings): MessageRow {
+        const settings = compression ?? this._conversations.settingsOf(this._conversations.require(row.conversation_id)).compression;
+        const record: MessageCompression = {policy: settings.policy, budgetCells, settings};
+        this._db.messages.setCompression(row.id, JSON.stringify(record));
+        return {...row, compression: JSON.stringify(record)};
     }
 
     private _start(conversationId: string, assistantRow: MessageRow, continuing = false): void {
@@ -235,11 +260,20 @@ export class ChatService {
             release = await this._queue.acquire(signal);
             const compression = settings.compression;
             const cells = (await this._compression.estimate(compression)).cells;
+            this._recordCompression(assistantRow, cells, compression);
             stats = {policy: compression.policy, budgetCells: cells, samples: []};
             const messageStats = stats;
+            const store = this._options.states;
+            // The path's earlier answers, newest first (and the answer itself, when it goes on): their states may be loaded.
+            const states = store == null ? undefined : {
+                load: rows.filter((row) => row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
+                    .reverse().map((row) => store.pathOf(conversationId, row.id)),
+                save: store.prepare(conversationId, messageId)
+            };
             const result = await this._engine.generate({
+                states,
                 kv: {compression, cells},
-                onRebuild: (progress) => this._emit("chat:rebuild", {conversationId, progress}),
+                onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
                 onSample: (sample) => {
                     pushSample(messageStats.samples, sample, this._options.maxSamples ?? 400);
                     this._emit("chat:memory", {conversationId, messageId, sample});
@@ -293,6 +327,8 @@ export class ChatService {
                 }
             });
             promptTokens = result.promptTokens;
+            if (result.states?.saved != null)
+                this._trimStates(result.states.saved.path);
             if (result.stopReason === "abort")
                 status = "stopped";
             else if (result.stopReason === "maxTokens") {

@@ -1,5 +1,7 @@
-import type {KvBudget, KvSample, PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, KvBudget, KvCacheType, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
+import {assertBudgetWithinCap} from "../engine/budgetCap.js";
+import {cacheTypeProblem} from "../engine/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import type {ChatTurn, GenerationChunk, GenerationResult} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
@@ -25,6 +27,12 @@ export type CompletionRequest = {
     stop?: string[],
     policy: PolicyId,
     budget: KvBudget,
+    /** The K cache's type; unset: the app's default. */
+    kvType?: KvCacheType,
+    /** The V cache's type; unset: the app's default. */
+    kvTypeV?: KvCacheType,
+    /** Flash attention; unset: the app's default, on for a quantized V cache (llama.cpp needs it there). */
+    flashAttention?: boolean,
     signal: AbortSignal,
     /** Its turn came: the engine is about to generate for it. */
     onStart?(): void,
@@ -36,12 +44,18 @@ export type CompletionResult = {
     stopReason: GenerationResult["stopReason"],
     /** Tokens the engine evaluated for the prompt (a prefix already in the context is reused, not evaluated). */
     promptTokensEvaluated: number,
+    /** The whole prompt and the answer's tokens as the engine counted them (GenerationResult); `null` when unknown. */
+    promptLength: number | null,
+    outputTokens: number | null,
     thinking: string,
     text: string,
     thinkingTokens: number,
     answerTokens: number,
     policy: PolicyId,
     budgetCells: number,
+    /** The K and V cache types it ran with. */
+    kvType: KvCacheType,
+    kvTypeV: KvCacheType,
     /** The last memory reading (patched build only). */
     sample: KvSample | null,
     /** Milliseconds spent waiting for the engine. */
@@ -68,10 +82,16 @@ export class CompletionService {
     async complete(request: CompletionRequest): Promise<CompletionResult> {
         if (this._engine.inspection == null)
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded in Ponder: load one in the app first");
-        const compression = {...this._settings.get().defaultConversationSettings.compression, policy: request.policy, budget: request.budget};
+        const compression = requestCompression(this._settings.get().defaultConversationSettings.compression, request);
+        const cacheProblem = cacheTypeProblem(this._engine.inspection, compression);
+        if (cacheProblem != null)
+            throw new AppError("BAD_REQUEST", cacheProblem);
+        // Refused above the model's context, never capped: the client asked for that budget (the server's default is capped).
+        assertBudgetWithinCap(this._engine.inspection, compression);
         const estimate = await this._compression.estimate(compression);
         if (!estimate.fits)
-            throw new AppError("BAD_REQUEST", `A KV budget of ${estimate.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
+            throw new AppError("BUDGET_DOES_NOT_FIT",
+                `A KV budget of ${estimate.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
 
         const queued = this._now();
         const release = await this._queue.acquire(request.signal);
@@ -114,11 +134,15 @@ export class CompletionService {
             return {
                 stopReason: result.stopReason,
                 promptTokensEvaluated: result.promptTokens,
+                promptLength: result.promptLength ?? null,
+                outputTokens: result.outputTokens ?? null,
                 thinking: progress.thinking,
                 text: progress.text,
                 thinkingTokens: progress.thinkingTokens,
                 answerTokens: progress.answerTokens,
                 policy: compression.policy,
+                kvType: compression.kvType,
+                kvTypeV: compression.kvTypeV,
                 budgetCells: estimate.cells,
                 sample,
                 queuedMs: started - queued,
@@ -129,4 +153,13 @@ export class CompletionService {
             release();
         }
     }
+}
+
+/** The app's compression defaults under a request's policy, budget, cache types and flash attention. */
+export function requestCompression(defaults: CompressionSettings,
+    request: Pick<CompletionRequest, "policy" | "budget" | "kvType" | "kvTypeV" | "flashAttention">): CompressionSettings {
+    const kvType = request.kvType ?? defaults.kvType;
+    const kvTypeV = request.kvTypeV ?? defaults.kvTypeV;
+    const flashAttention = request.flashAttention ?? (defaults.flashAttention || kvTypeV !== "f16");
+    return {...defaults, policy: request.policy, budget: request.budget, kvType, kvTypeV, flashAttention};
 }

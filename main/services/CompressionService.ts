@@ -1,18 +1,21 @@
 import os from "node:os";
-import type {BudgetEstimate, CompressionSettings, GpuLayers} from "../../preload/contract.js";
+import type {BudgetEstimate, CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {computeBufferBytes} from "../engine/computeBufferBytes.js";
-import {cacheTypeProblem, kvBytesPerCell} from "../engine/kvMemory.js";
+import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
+import {contextFit, kvCellPadding, type FitOptions} from "../engine/contextFit.js";
+import {cacheTypeProblem, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
 import {scoring} from "../engine/scoring.js";
-import {gpuOffload} from "./gpuOffload.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
 
 const mib = 1024 * 1024;
-/** llama.cpp rounds a context's KV cells up to a multiple of this. */
-export const kvCellPadding = 256;
+
+/** The policies' names as the app shows them (renderer/lib/policies.ts), for the notes. */
+const policyNames: Record<PolicyId, string> = {
+    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV"
+};
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
 export class CompressionService {
@@ -32,31 +35,25 @@ export class CompressionService {
     }
 }
 
-export type EstimateOptions = {
-    /** The model is loaded: its weights take no more memory. Defaults to `true`. */
-    modelLoaded?: boolean,
-    /** On a GPU build: the model's GPU layers setting and the free RAM (`freeMemoryBytes` is then the free VRAM). */
-    gpu?: {gpuLayers: GpuLayers, freeRamBytes: number}
-};
+export type EstimateOptions = FitOptions;
 
 /**
  * Pure: the budget's cells and bytes for this model, and whether the weights (unless `modelLoaded`), the KV cache and
  * the compute buffer fit in `freeMemoryBytes`; on a GPU build, each part in the VRAM or RAM its GPU layers put it in.
+ * A budget above the model's context (`budgetCap`) is capped to it, and says so in `aboveCap`.
  */
 export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
-    {modelLoaded = true, gpu}: EstimateOptions = {}): BudgetEstimate {
-    const bytesPerCell = kvBytesPerCell(model, {k: compression.kvType, v: compression.kvType});
+    options: EstimateOptions = {}): BudgetEstimate {
+    const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
     if (bytesPerCell == null)
         throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
 
     const notes: string[] = [];
     const contextLength = model.contextLength;
-    let cells: number;
-    if (compression.budget.kind === "cells")
-        cells = compression.budget.cells;
-    else if (compression.budget.kind === "mib")
-        cells = Math.floor((compression.budget.mib * mib) / bytesPerCell);
-    else {
+    const maxCells = budgetCap(model);
+    const aboveCap = budgetAboveCap(model, compression);
+    let cells = cellsOfBudget(compression.budget, bytesPerCell);
+    if (cells == null) {
         // auto: the model's context, capped at half the free memory.
         // Rounded down to 1024 cells so that free memory moving a little does not rebuild the context each message.
         const byMemory = Math.max(kvCellPadding, Math.floor(freeMemoryBytes / 2 / bytesPerCell / 1024) * 1024);
@@ -64,10 +61,12 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         if (contextLength != null && byMemory < contextLength)
             notes.push(`Capped at half the free memory: the model's ${contextLength}-token context would need ${formatMib(contextLength * bytesPerCell)}.`);
     }
+    if (aboveCap != null) {
+        cells = maxCells;
+        notes.push(`${aboveCap.message} Until it is changed, ${maxCells.toLocaleString("en-US")} cells are used.`);
+    }
     if (cells < 64)
         notes.push(`${cells} cells is below the smallest usable budget of 64 cells.`);
-    if (contextLength != null && cells > contextLength && compression.policy === "full")
-        notes.push(`With Full KV, tokens past the model's trained context (${contextLength}) are unlikely to help.`);
 
     const cacheProblem = cacheTypeProblem(model, compression);
     if (cacheProblem != null)
@@ -79,44 +78,35 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     if (compression.policy === "full")
         notes.push(`Full KV keeps every token: the answer stops when ${cells} cells are used.`);
     else
-        notes.push(`${compression.policy} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
+        notes.push(`${policyNames[compression.policy]} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
 
-    const allocatedCells = Math.ceil(cells / kvCellPadding) * kvCellPadding;
-    if (allocatedCells !== cells)
-        notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${allocatedCells} cells are allocated, ${cells} are used.`);
-    const bytes = allocatedCells * bytesPerCell;
-    const weightsBytes = model.weightsBytes ?? null;
-    const scoreRows = scoring(compression).rows;
-    const computeBytes = computeBufferBytes(model, {
-        cells: allocatedCells, flashAttention: compression.flashAttention, scoreRows, kvTypes: {k: compression.kvType, v: compression.kvType}
-    });
-    // A scoring policy's accumulated and last scores beside K and V: two f32 per layer, query head and cell.
-    const scoresBytes = scoreRows > 0 ? 2 * 4 * (model.layers ?? 0) * (model.headCount ?? 0) * allocatedCells : 0;
-    const neededBytes = (modelLoaded ? 0 : weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + (computeBytes ?? 0);
-    const offload = gpu == null ? null : gpuOffload(model, {
-        gpuLayers: gpu.gpuLayers, kvBytes: bytes + scoresBytes, computeBytes: computeBytes ?? 0, modelLoaded, freeVramBytes: freeMemoryBytes,
-        freeRamBytes: gpu.freeRamBytes
-    });
+    const {kvType, kvTypeV, flashAttention} = compression;
+    const shape = {cells, kvType, kvTypeV, flashAttention, scoreRows: scoring(compression).rows};
+    const fit = contextFit(model, shape, freeMemoryBytes, options)!;
+    if (fit.allocatedCells !== cells)
+        notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${fit.allocatedCells} cells are allocated, ${cells} are used.`);
+    const offload = fit.offload;
     if (offload != null && offload.gpuLayers < offload.totalLayers)
         notes.push(offload.gpuLayers === 0
             ? "No layer is on the GPU: the weights and the KV cache are in RAM."
             : `${offload.gpuLayers} of ${offload.totalLayers} layers are on the GPU; the others' weights and KV cache are in RAM.`);
-    const fits = offload == null ? neededBytes <= freeMemoryBytes : offload.vramBytes <= offload.freeVramBytes && offload.ramBytes <= offload.freeRamBytes;
     return {
         cells,
-        allocatedCells,
+        allocatedCells: fit.allocatedCells,
         bytesPerCell,
-        bytes,
+        bytes: fit.bytes,
         fullContextBytes: contextLength != null ? contextLength * bytesPerCell : null,
         modelContextLength: contextLength,
+        maxCells,
+        aboveCap,
         freeMemoryBytes,
-        weightsBytes,
-        computeBytes,
-        scoresBytes,
-        modelLoaded,
-        neededBytes,
+        weightsBytes: model.weightsBytes ?? null,
+        computeBytes: fit.computeBytes,
+        scoresBytes: fit.scoresBytes,
+        modelLoaded: options.modelLoaded ?? true,
+        neededBytes: fit.neededBytes,
         offload,
-        fits: fits && cells >= 64,
+        fits: fit.fits && cells >= 64,
         compressionSupported: support.supported,
         notes
     };

@@ -3,8 +3,10 @@ import type {ConversationDetail, ConversationSettings, ConversationSummary, Sear
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
+import {assertBudgetWithinCap, budgetChanged, type CapModel} from "../engine/budgetCap.js";
 import {toConversationSummary, toMessageDto} from "./dto.js";
-import {conversationSettingsSchema, mergeConversationSettings} from "./schemas.js";
+import {compressionSettingsFields, conversationSettingsSchema, mergeConversationSettings} from "./schemas.js";
+import type {StateStore} from "./StateStore.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {Clock} from "./types.js";
 import {importedRows, maxImportBytes, parseConversationFile} from "./importConversation.js";
@@ -12,10 +14,28 @@ import {importedRows, maxImportBytes, parseConversationFile} from "./importConve
 export const defaultConversationTitle = "New conversation";
 
 export class ConversationService {
-    constructor(private readonly _db: AppDatabase, private readonly _settings: SettingsService, private readonly _now: Clock) {}
+    /** The conversations' KV states on disk, deleted with their conversation or message (AppServices sets it). */
+    states: StateStore | null = null;
+
+    /** `loadedModel`: the model a new budget is checked against (`budgetCap`); none, nothing to check. */
+    constructor(private readonly _db: AppDatabase, private readonly _settings: SettingsService, private readonly _now: Clock,
+        private readonly _loadedModel: () => CapModel | null = () => null) {}
 
     list(query?: string): ConversationSummary[] {
-        return this._db.conversations.list(query).map(toConversationSummary);
+        const defaults = this._settings.get().defaultConversationSettings;
+        return this._db.conversations.list(query).map((row) => this._summary(row, defaults));
+    }
+
+    /** A conversation as the list shows it: with the policy of its settings (over `defaults`, as `settingsOf` reads them). */
+    private _summary(row: ConversationRow, defaults = this._settings.get().defaultConversationSettings): ConversationSummary {
+        let policy: unknown;
+        try {
+            policy = (JSON.parse(row.settings) as {compression?: {policy?: unknown}} | null)?.compression?.policy;
+        } catch {
+            // A damaged settings column reads as the defaults.
+        }
+        const valid = compressionSettingsFields.shape.policy.safeParse(policy);
+        return toConversationSummary(row, valid.success ? valid.data : defaults.compression.policy);
     }
 
     /**
@@ -60,7 +80,7 @@ export class ConversationService {
         const id = randomUUID();
         const settings = this._settings.get().defaultConversationSettings;
         this._db.conversations.insert({id, title: cleanTitle(title) ?? defaultConversationTitle, settings: JSON.stringify(settings), now: this._now()});
-        return toConversationSummary(this._require(id));
+        return this._summary(this._require(id));
     }
 
     rename(id: string, title: string): ConversationSummary {
@@ -69,12 +89,13 @@ export class ConversationService {
             throw new AppError("BAD_REQUEST", "A conversation title cannot be empty");
         if (!this._db.conversations.rename(id, clean, this._now()))
             throw notFound(id);
-        return toConversationSummary(this._require(id));
+        return this._summary(this._require(id));
     }
 
     delete(id: string): void {
         if (!this._db.conversations.delete(id))
             throw notFound(id);
+        this.states?.deleteConversation(id);
     }
 
     /**
@@ -101,6 +122,8 @@ export class ConversationService {
             }
             this._db.conversations.touch(id, this._now());
         });
+        // The states saved after the message and after everything deleted with it.
+        this.states?.deleteMissing(id, (message) => this._db.messages.get(message) != null);
         return this.get(id);
     }
 
@@ -119,7 +142,7 @@ export class ConversationService {
             this._db.conversations.insert({id: forkId, title: cleanTitle(`${source.title} (fork)`)!, settings: source.settings, now});
             this._db.messages.copyPath(path.slice(0, end + 1), forkId, randomUUID, now);
         });
-        return toConversationSummary(this._require(forkId));
+        return this._summary(this._require(forkId));
     }
 
     /**
@@ -142,13 +165,13 @@ export class ConversationService {
             this._db.conversations.updateSettings(id, JSON.stringify(this.settingsOf(this._require(id))), now);
             this._db.messages.copyPath(importedRows(file, now), id, randomUUID, now);
         });
-        return toConversationSummary(this._require(id));
+        return this._summary(this._require(id));
     }
 
     get(id: string): ConversationDetail {
         const row = this._require(id);
         return {
-            conversation: toConversationSummary(row),
+            conversation: this._summary(row),
             settings: this.settingsOf(row),
             messages: this._db.messages.listByConversation(id).map((row) => ({...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)}))
         };
@@ -161,6 +184,8 @@ export class ConversationService {
             ...patch,
             compression: patch.compression == null ? current.compression : {...current.compression, ...patch.compression}
         });
+        if (budgetChanged(current.compression, merged.compression))
+            assertBudgetWithinCap(this._loadedModel(), merged.compression);
         this._db.conversations.updateSettings(id, JSON.stringify(merged), this._now());
         return merged;
     }

@@ -4,6 +4,7 @@ import path from "node:path";
 import type {DownloadStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {startModelDownload, type ModelDownload} from "../engine/downloadModel.js";
+import {probeDownload, type ProbeOptions} from "./probeDownload.js";
 import type {ModelService} from "./ModelService.js";
 import type {Emit} from "./types.js";
 
@@ -11,7 +12,9 @@ export type DownloadServiceOptions = {
     /** Downloads that may run at once; more are refused. Defaults to `2`. */
     maxConcurrent?: number,
     /** Bytes that must stay free on the disk after a download. Defaults to `512 MiB`. */
-    reserveBytes?: number
+    reserveBytes?: number,
+    /** How an http(s) URL is asked for before the download starts (tries, timeout, pauses). Defaults to probeDownload's. */
+    probe?: ProbeOptions
 };
 
 type Entry = {status: DownloadStatus, download: ModelDownload | null, staging: string};
@@ -59,7 +62,9 @@ export class DownloadService {
         try {
             await fs.mkdir(staging, {recursive: true});
             // A size beyond the disk is refused before the downloader sees it (it plans its chunks from the size).
-            const announced = await announcedBytes(trimmed);
+            // An http(s) server is asked first: a refused connection, an unknown host or a 404 fails here within seconds,
+            // where the downloader would keep retrying at 0 bytes.
+            const announced = /^https?:\/\//i.test(trimmed) ? await probeDownload(trimmed, this._options.probe) : null;
             const free = await freeBytes(staging);
             if (announced != null && free != null && announced > free) {
                 update({state: "error", error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(announced)}, ${formatBytes(free)} are free`});
@@ -130,24 +135,6 @@ export class DownloadService {
     private async _discard(entry: Entry): Promise<void> {
         await entry.download?.cancel({discard: true}).catch(() => {});
         await fs.rm(entry.staging, {recursive: true, force: true}).catch(() => {});
-    }
-}
-
-/** The size an http(s) server announces for `uri` (read from the response headers, the body is not fetched), or `null`. */
-async function announcedBytes(uri: string): Promise<number | null> {
-    if (!/^https?:\/\//.test(uri))
-        return null;
-    const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(), 15_000);
-    try {
-        const response = await fetch(uri, {signal: abort.signal});
-        const length = Number(response.headers.get("content-length"));
-        return response.ok && Number.isFinite(length) && length > 0 ? length : null;
-    } catch {
-        return null;
-    } finally {
-        clearTimeout(timer);
-        abort.abort();
     }
 }
 

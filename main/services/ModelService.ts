@@ -72,6 +72,8 @@ export class ModelService {
             keyLength: headLength(shape, heads.keyLength),
             kvBytesPerToken: kvBytesPerCell(heads),
             weightsBytes: stored.weightsBytes ?? null,
+            parameterCount: stored.parameterCount ?? null,
+            quantization: stored.weightType ?? null,
             compressionSupported: support.supported,
             compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note
         };

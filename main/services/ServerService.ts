@@ -4,8 +4,9 @@ import {z} from "zod";
 import type {ServerRequestLog, ServerSettings, ServerStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
+import {assertBudgetWithinCap, budgetChanged, capBudget} from "../engine/budgetCap.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {ApiServer, hashKey, isLoopback} from "../server/ApiServer.js";
+import {ApiServer, hashKey, isLoopback, type ApiServerOptions} from "../server/ApiServer.js";
 import type {CompletionService} from "./CompletionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
 import {compressionSettingsFields} from "./schemas.js";
@@ -40,7 +41,9 @@ type Stored = ServerSettings & {keyHash: string | null};
 
 export type ServerServiceOptions = {
     /** Overrides of the stored settings for this run only (headless `--serve`); never saved. */
-    override?: Partial<ServerSettings>
+    override?: Partial<ServerSettings>,
+    /** How long clients have to send a request's headers and its whole body. Defaults to ApiServer's. */
+    timeouts?: Pick<ApiServerOptions, "headersTimeoutMs" | "requestTimeoutMs">
 };
 
 /**
@@ -54,6 +57,7 @@ export class ServerService {
     private _error: string | null = null;
     private readonly _log: ServerRequestLog[] = [];
     private _override: Partial<ServerSettings>;
+    private readonly _timeouts: ServerServiceOptions["timeouts"];
     private _applying: Promise<unknown> = Promise.resolve();
 
     constructor(
@@ -66,6 +70,7 @@ export class ServerService {
         options: ServerServiceOptions = {}
     ) {
         this._override = options.override ?? {};
+        this._timeouts = options.timeouts;
         _engine.onStatus(() => this._emit("server:status", this.status()));
     }
 
@@ -97,7 +102,12 @@ export class ServerService {
 
     async update(patch: Partial<ServerSettings>): Promise<ServerStatus> {
         const stored = this._stored();
-        const next = serverSettingsSchema.parse({...this.settings(), ...patch});
+        const current = this.settings();
+        const next = serverSettingsSchema.parse({...current, ...patch});
+        // Requests' default budget, checked against the loaded model with the cache type requests use (the app's default).
+        const {kvType, kvTypeV} = this._settings.get().defaultConversationSettings.compression;
+        if (budgetChanged({budget: current.budget, kvType, kvTypeV}, {budget: next.budget, kvType, kvTypeV}))
+            assertBudgetWithinCap(this._engine.inspection, {budget: next.budget, kvType, kvTypeV});
         // What the patch changes wins over this run's override from now on.
         this._override = Object.fromEntries(Object.entries(this._override).filter(([key]) => !(key in patch)));
         if (next.enabled && !isLoopback(next.host) && stored.keyHash == null)
@@ -161,6 +171,7 @@ export class ServerService {
                     port: settings.port,
                     keyHash,
                     corsOrigins: settings.corsOrigins,
+                    ...this._timeouts,
                     onLog: (entry) => this._record(entry),
                     backend: {
                         model: () => {
@@ -170,7 +181,12 @@ export class ServerService {
                         defaults: () => {
                             const current = this.settings();
                             const conversation = this._settings.get().defaultConversationSettings;
-                            return {policy: current.policy, budget: current.budget, temperature: conversation.temperature, maxTokens: conversation.maxTokens};
+                            // A default set for another model is capped to this one's context; a request's own budget is refused above it.
+                            const model = this._engine.inspection;
+                            const {kvType, kvTypeV} = conversation.compression;
+                            const budget = model != null ? capBudget(model, {budget: current.budget, kvType, kvTypeV}) : current.budget;
+                            const {temperature, maxTokens} = conversation;
+                            return {policy: current.policy, budget, temperature, maxTokens};
                         },
                         complete: (request) => this._completions.complete(request)
                     }

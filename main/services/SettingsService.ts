@@ -1,11 +1,13 @@
 import type {AppSettings} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
+import {assertBudgetWithinCap, budgetChanged, type CapModel} from "../engine/budgetCap.js";
 import {appSettingsSchema, defaultAppSettings, defaultConversationSettings, mergeConversationSettings} from "./schemas.js";
 
 const key = "app";
 
 export class SettingsService {
-    constructor(private readonly _db: AppDatabase) {}
+    /** `loadedModel`: the model a new default budget is checked against (`budgetCap`); none, nothing to check. */
+    constructor(private readonly _db: AppDatabase, private readonly _loadedModel: () => CapModel | null = () => null) {}
 
     get(): AppSettings {
         const stored = (this._db.settings.get(key) ?? {}) as Partial<AppSettings>;
@@ -24,7 +26,11 @@ export class SettingsService {
     }
 
     update(patch: Partial<AppSettings>): AppSettings {
-        const next = appSettingsSchema.parse({...this.get(), ...patch});
+        const current = this.get();
+        const next = appSettingsSchema.parse({...current, ...patch});
+        const compression = next.defaultConversationSettings.compression;
+        if (budgetChanged(current.defaultConversationSettings.compression, compression))
+            assertBudgetWithinCap(this._loadedModel(), compression);
         this._db.settings.set(key, next);
         return next;
     }

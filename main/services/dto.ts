@@ -1,8 +1,10 @@
-import type {ConversationSummary, GpuLayers, MessageDto, MessageStats, ModelInfo} from "../../preload/contract.js";
+import type {ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId} from "../../preload/contract.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
+import {compressionSettingsSchema, withValueType} from "./schemas.js";
 
-export function toConversationSummary(row: ConversationRow): ConversationSummary {
-    return {id: row.id, title: row.title, createdAt: row.created_at, updatedAt: row.updated_at, messageCount: row.message_count};
+/** `policy`: the conversation's compression policy (its settings over the defaults). */
+export function toConversationSummary(row: ConversationRow, policy: PolicyId): ConversationSummary {
+    return {id: row.id, title: row.title, createdAt: row.created_at, updatedAt: row.updated_at, messageCount: row.message_count, policy};
 }
 
 export function toMessageDto(row: MessageRow): MessageDto {
@@ -23,6 +25,7 @@ export function toMessageDto(row: MessageRow): MessageDto {
         firstTokenMs: row.first_token_ms,
         siblingIds: [row.id],
         cut: row.cut_reason === "max_tokens" ? {reason: "maxTokens", tokens: row.cut_tokens ?? row.thinking_tokens + row.answer_tokens} : null,
+        compression: parseCompression(row.compression),
         createdAt: row.created_at
     };
 }
@@ -49,6 +52,31 @@ function parseStats(json: string): MessageStats | null {
     } catch {
         return null;
     }
+}
+
+const policyIds: readonly PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv"];
+
+/**
+ * A stored (or imported) record of the compression an answer ran under; `null` when there is none or it is unreadable.
+ * Settings that no longer validate (recorded by another version) are dropped; the policy and cells stay.
+ */
+export function parseCompression(value: unknown): MessageCompression | null {
+    let record: unknown = value;
+    if (typeof value === "string") {
+        try {
+            record = JSON.parse(value);
+        } catch {
+            return null;
+        }
+    }
+    if (record == null || typeof record !== "object")
+        return null;
+    const {policy, budgetCells, settings} = record as Record<string, unknown>;
+    if (!policyIds.includes(policy as PolicyId))
+        return null;
+    const cells = typeof budgetCells === "number" && Number.isSafeInteger(budgetCells) && budgetCells > 0 ? budgetCells : null;
+    const parsed = settings == null ? null : compressionSettingsSchema.safeParse(withValueType(settings));
+    return {policy: policy as PolicyId, budgetCells: cells, settings: parsed?.success === true && parsed.data.policy === policy ? parsed.data : null};
 }
 
 /** A stored GPU layers setting; anything unreadable is `auto`. */

@@ -1,5 +1,6 @@
 import {z} from "zod";
 import type {MessageRow} from "../db/types.js";
+import {parseCompression} from "./dto.js";
 
 /** The largest conversation file read (the JSON export of a long chat with its memory statistics). */
 export const maxImportBytes = 64 * 1024 * 1024;
@@ -19,6 +20,8 @@ const importedMessage = z.object({
     error: z.string().nullable().default(null),
     stats: z.unknown().optional(),
     cut: z.object({reason: z.literal("maxTokens"), tokens: count}).nullable().default(null),
+    /** The compression the answer ran under; read by `parseCompression` (an unreadable one is dropped, not refused). */
+    compression: z.unknown().optional(),
     createdAt: count.optional()
 });
 
@@ -52,11 +55,14 @@ export function parseConversationFile(content: string): {file: ConversationFile}
 
 /**
  * The file's messages as rows to store, in order: an answer that was streaming when exported counts as interrupted,
- * and memory statistics are kept when they have the shape the app reads.
+ * and memory statistics and the compression an answer ran under are kept when they have the shape the app reads.
  */
 export function importedRows(file: ConversationFile, now: number): MessageRow[] {
     return file.messages.map((message, index): MessageRow => {
         const stats = message.stats as {samples?: unknown} | null | undefined;
+        // A file from before answers recorded it: what its stats knew, as migration 0007 fills in stored answers.
+        const fromStats = stats != null && typeof stats === "object" ? {...stats, settings: null} : null;
+        const compression = message.role !== "assistant" ? null : parseCompression(message.compression) ?? parseCompression(fromStats);
         return {
             id: "", conversation_id: "", seq: index + 1, parent_id: null, shown_child_id: null,
             role: message.role,
@@ -73,6 +79,7 @@ export function importedRows(file: ConversationFile, now: number): MessageRow[] 
             stats: stats != null && typeof stats === "object" && Array.isArray(stats.samples) ? JSON.stringify(stats) : "{}",
             cut_reason: message.cut != null ? "max_tokens" : null,
             cut_tokens: message.cut?.tokens ?? null,
+            compression: compression == null ? null : JSON.stringify(compression),
             created_at: message.createdAt ?? now,
             updated_at: now
         };

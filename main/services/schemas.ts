@@ -1,14 +1,12 @@
 import {z} from "zod";
 import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, SamplingPreset} from "../../preload/contract.js";
+import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../engine/kvMemory.js";
 import {h2oPolicy} from "../engine/policies/h2o.js";
+import {leanKvPolicy} from "../engine/policies/leankv.js";
 import {lethePolicy} from "../engine/policies/lethe.js";
 import {refreeKvPolicy} from "../engine/policies/refreekv.js";
 import {streamingLlmPolicy} from "../engine/policies/streamingLlm.js";
-
-/** Smallest KV budget accepted: sinks, a recent window and room for a prompt. */
-export const minBudgetCells = 64;
-export const maxBudgetCells = 1_048_576;
 
 const budgetSchema = z.discriminatedUnion("kind", [
     z.object({kind: z.literal("auto")}).strict(),
@@ -35,14 +33,21 @@ const paramsSchema = z.object({
         firstM: z.number().int().min(0).max(256),
         wholeLayers: z.number().int().min(0).max(16),
         mode: z.enum(["once", "rounds"])
+    }).strict(),
+    leankv: z.object({
+        alpha: z.number().min(0, "alpha must be 0 (prune nothing) or more").max(1000),
+        window: z.number().int().min(0).max(65_536)
     }).strict()
 }).strict();
 
+export const kvCacheTypeSchema = z.enum(["f16", "q8_0", "q4_0"]);
+
 /** The compression settings field by field, without the checks across fields (for partial updates). */
 export const compressionSettingsFields = z.object({
-    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv"]),
+    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv"]),
     budget: budgetSchema,
-    kvType: z.enum(["f16", "q8_0", "q4_0"]),
+    kvType: kvCacheTypeSchema,
+    kvTypeV: kvCacheTypeSchema,
     flashAttention: z.boolean(),
     combine: z.enum(["quota", "union", "aggregate"]),
     pruneEvery: z.number().int().min(1).max(4096),
@@ -58,6 +63,7 @@ export const defaultCompressionSettings: CompressionSettings = {
     policy: "full",
     budget: {kind: "auto"},
     kvType: "f16",
+    kvTypeV: "f16",
     flashAttention: false,
     combine: "aggregate",
     pruneEvery: 16,
@@ -65,7 +71,8 @@ export const defaultCompressionSettings: CompressionSettings = {
         streamingllm: {...streamingLlmPolicy.defaults},
         h2o: {...h2oPolicy.defaults},
         lethe: {...lethePolicy.defaults},
-        refreekv: {...refreeKvPolicy.defaults}
+        refreekv: {...refreeKvPolicy.defaults},
+        leankv: {...leanKvPolicy.defaults}
     }
 };
 
@@ -134,6 +141,17 @@ export const defaultAppSettings: AppSettings = {
 };
 
 /**
+ * Compression settings stored before keys and values had their own types: the one `kvType` covered both, so it is the
+ * values' type too. Anything else is returned as it is.
+ */
+export function withValueType(stored: unknown): unknown {
+    if (stored == null || typeof stored !== "object" || "kvTypeV" in stored)
+        return stored;
+    const kvType = (stored as {kvType?: unknown}).kvType;
+    return kvCacheTypeSchema.safeParse(kvType).success ? {...stored, kvTypeV: kvType} : stored;
+}
+
+/**
  * Stored settings over the defaults, field by field: a field that no longer validates (an older or damaged
  * row) falls back to its default instead of making the conversation unreadable.
  */
@@ -145,19 +163,21 @@ export function mergeConversationSettings(defaults: ConversationSettings, stored
         if (field.success)
             merged[key] = field.data;
     }
-    const compression = typeof source.compression === "object" && source.compression != null ? source.compression as Record<string, unknown> : {};
+    const compression = typeof source.compression === "object" && source.compression != null ? withValueType(source.compression) as Record<string, unknown> : {};
     const mergedCompression: Record<string, unknown> = {...defaults.compression};
-    for (const key of ["policy", "budget", "kvType", "flashAttention", "combine", "pruneEvery"] as const) {
+    for (const key of ["policy", "budget", "kvType", "kvTypeV", "flashAttention", "combine", "pruneEvery"] as const) {
         const field = compressionSettingsFields.shape[key].safeParse(compression[key]);
         if (field.success)
             mergedCompression[key] = field.data;
     }
     // A pair llama.cpp cannot run (stored before it was refused): the flash attention setting stays, the cache is F16.
-    if (quantizedWithoutFlashAttention(mergedCompression as CompressionSettings))
+    if (quantizedWithoutFlashAttention(mergedCompression as CompressionSettings)) {
         mergedCompression.kvType = "f16";
+        mergedCompression.kvTypeV = "f16";
+    }
     const params = typeof compression.params === "object" && compression.params != null ? compression.params as Record<string, unknown> : {};
     const mergedParams: Record<string, unknown> = {...defaults.compression.params};
-    for (const key of ["streamingllm", "h2o", "lethe", "refreekv"] as const) {
+    for (const key of ["streamingllm", "h2o", "lethe", "refreekv", "leankv"] as const) {
         const field = paramsSchema.shape[key].safeParse({...defaults.compression.params[key], ...(params[key] as object | undefined)});
         if (field.success)
             mergedParams[key] = field.data;

@@ -1,8 +1,10 @@
 // The budget controller's form: compression settings as the user edits them, where a number may be missing while it
 // is typed, and the checks that catch obvious mistakes before the backend sees them.
 
-import type {CompressionSettings, KvBudget, PolicyParams} from "../../preload/contract.js";
-import {budgetLimits, isTunable, paramSpecs, type ParamSpec} from "./policies.js";
+import type {
+    BudgetEstimate, CompressionSettings, KvBudget, KvCacheType, MessageDto, PolicyId, PolicyParams
+} from "../../preload/contract.js";
+import {budgetLimits, fullKvAnswerRoom, isTunable, paramSpecs, type ParamSpec} from "./policies.js";
 
 type Editable<T> = {[K in keyof T]: T[K] extends number ? number | null : T[K]};
 
@@ -29,7 +31,8 @@ export function toForm(compression: CompressionSettings): BudgetForm {
             streamingllm: {...params.streamingllm},
             h2o: {...params.h2o},
             lethe: {...params.lethe},
-            refreekv: {...params.refreekv}
+            refreekv: {...params.refreekv},
+            leankv: {...params.leankv}
         }
     };
 }
@@ -50,6 +53,7 @@ export function toCompression(form: BudgetForm): CompressionSettings {
         policy: form.policy,
         budget: budgetOf(form),
         kvType: form.kvType,
+        kvTypeV: form.kvTypeV,
         flashAttention: form.flashAttention,
         combine: form.combine,
         pruneEvery: number(form.pruneEvery),
@@ -64,7 +68,8 @@ export function toCompression(form: BudgetForm): CompressionSettings {
             refreekv: {
                 threshold: number(params.refreekv.threshold), firstM: number(params.refreekv.firstM), wholeLayers: number(params.refreekv.wholeLayers),
                 mode: params.refreekv.mode
-            }
+            },
+            leankv: {alpha: number(params.leankv.alpha), window: number(params.leankv.window)}
         }
     };
 }
@@ -94,6 +99,72 @@ function checkBudget(form: BudgetForm): string | null {
     return null;
 }
 
+/** The K and V cache types of a setting. */
+export type KvTypes = {kvType: KvCacheType, kvTypeV: KvCacheType};
+
+/**
+ * What the loaded model allows a budget, as its last estimate said: the most cells (`BudgetEstimate.maxCells`, the rule
+ * is the backend's) and the bytes per cell of the cache types that estimate was for, to turn MiB into cells.
+ */
+export type BudgetCap = Pick<BudgetEstimate, "maxCells" | "modelContextLength" | "bytesPerCell"> & KvTypes;
+
+/** The cache in words, as the backend says it: "q8_0 KV" when keys and values share a type, "q8_0 K / q4_0 V" otherwise. */
+export function describeKvTypes(types: KvTypes): string {
+    return types.kvType === types.kvTypeV ? `${types.kvType} KV` : `${types.kvType} K / ${types.kvTypeV} V`;
+}
+
+const mib = 1024 * 1024;
+
+/** The cap in words for this kind of budget ("At most 4,096 cells: the model's context."); `null` for auto or no cap known. */
+export function describeCap(kind: KvBudget["kind"], cap: BudgetCap | null, types: KvTypes): string | null {
+    if (cap == null || kind === "auto" || (kind === "mib" && (types.kvType !== cap.kvType || types.kvTypeV !== cap.kvTypeV)))
+        return null;
+    const reason = cap.modelContextLength === cap.maxCells ? "the model's context" : "the most Ponder allocates";
+    if (kind === "cells")
+        return `At most ${count(cap.maxCells)} cells: ${reason}.`;
+    const most = Math.floor((cap.maxCells * cap.bytesPerCell) / mib * 100) / 100;
+    return `At most ${count(most)} MiB of ${describeKvTypes(types)} (${count(cap.maxCells)} cells): ${reason}.`;
+}
+
+/**
+ * Why the budget asks for more than the model can use, in words, or `null`: cells above the cap, or MiB that make more
+ * cells of the form's cache type (known once an estimate for that type came back). The backend refuses the same.
+ */
+export function checkBudgetCap(form: BudgetForm, cap: BudgetCap | null): string | null {
+    const limit = describeCap(form.budgetKind, cap, form);
+    if (cap == null || limit == null)
+        return null;
+    if (form.budgetKind === "cells" && form.cells != null && form.cells > cap.maxCells)
+        return `${count(form.cells)} cells is more than this model can use. ${limit}`;
+    if (form.budgetKind === "mib" && form.mib != null && Math.floor((form.mib * mib) / cap.bytesPerCell) > cap.maxCells)
+        return `${count(form.mib)} MiB is more than this model can use. ${limit}`;
+    return null;
+}
+
+/** Tokens the conversation holds: its latest answer's last memory reading (prompt and answer); `null` when none was taken. */
+export function conversationTokens(messages: MessageDto[]): number | null {
+    const answer = messages.findLast((message) => message.role === "assistant" && (message.stats?.samples.length ?? 0) > 0);
+    return answer?.stats?.samples.at(-1)?.tokensSeen ?? null;
+}
+
+/**
+ * What a conversation of `tokens` tokens means for a budget of `cells` under `policy`, when it does not fit: Full KV
+ * refuses the next message (and a continuation), a pruning policy prunes it as it is read. `null` when it fits.
+ */
+export function historyNote(tokens: number | null, cells: number | null, policy: PolicyId): string | null {
+    if (tokens == null || cells == null)
+        return null;
+    if (policy === "full")
+        return tokens + fullKvAnswerRoom > cells
+            ? `This conversation is already about ${count(tokens)} tokens: with Full KV ${count(cells)} cells cannot hold it ` +
+                "and an answer, so the next message (or a continuation) is refused. Raise the budget or choose a compression policy."
+            : null;
+    return tokens > cells
+        ? `This conversation is already about ${count(tokens)} tokens, more than ${count(cells)} cells: it is pruned as it is read, ` +
+            "so parts of it can be lost."
+        : null;
+}
+
 /** What is wrong with a parameter's value, in words, or `null`. */
 export function checkParam(spec: ParamSpec, value: number | null): string | null {
     if (value == null || !Number.isFinite(value))
@@ -119,8 +190,8 @@ export function validateBudgetForm(form: BudgetForm): FormErrors {
     const every = form.pruneEvery;
     if (every == null || !Number.isInteger(every) || every < budgetLimits.minPruneEvery || every > budgetLimits.maxPruneEvery)
         errors.pruneEvery = `Prune every 1 to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
-    if (form.kvType !== "f16" && !form.flashAttention)
-        errors.flashAttention = "A quantized KV cache (q8_0, q4_0) needs flash attention: turn it on, or choose F16.";
+    if (form.kvTypeV !== "f16" && !form.flashAttention)
+        errors.flashAttention = "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn it on, or store the values as F16.";
     if (isTunable(form.policy)) {
         const values = form.params[form.policy] as Record<string, number | null>;
         for (const spec of paramSpecs[form.policy]) {

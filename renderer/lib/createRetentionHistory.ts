@@ -1,18 +1,24 @@
 import type {KvSample} from "../../preload/contract.js";
 
-/** One heatmap column: the mean kept fraction per layer over the samples it stands for. */
+/** One heatmap column: the means over the samples it stands for. */
 export type RetentionColumn = {
     firstStep: number,
     lastStep: number,
     /** Samples averaged into this column. */
     count: number,
-    kept: Float32Array
+    /** Per layer, what the layer's own selection would keep, as a share of the tokens seen (`KvSample.keptPerLayer`). */
+    kept: Float32Array,
+    /** What the shared cells kept: live cells / tokens seen; NaN when the samples lack the counts. */
+    shared: number
 };
+
+/** What a column is made of: a sample's step, per-layer shares and, for the shared row, its live cells and tokens seen. */
+export type RetentionSample = Pick<KvSample, "step" | "keptPerLayer"> & Partial<Pick<KvSample, "cellsLive" | "tokensSeen">>;
 
 export type RetentionView = {layers: number, columns: readonly RetentionColumn[]};
 
 export type RetentionHistory = RetentionView & {
-    push(sample: Pick<KvSample, "step" | "keptPerLayer">): void,
+    push(sample: RetentionSample): void,
     clear(): void
 };
 
@@ -21,7 +27,7 @@ function merge(a: RetentionColumn, b: RetentionColumn): RetentionColumn {
     const kept = new Float32Array(a.kept.length);
     for (let l = 0; l < kept.length; l++)
         kept[l] = ((a.kept[l] ?? 0) * a.count + (b.kept[l] ?? 0) * b.count) / count;
-    return {firstStep: a.firstStep, lastStep: b.lastStep, count, kept};
+    return {firstStep: a.firstStep, lastStep: b.lastStep, count, kept, shared: (a.shared * a.count + b.shared * b.count) / count};
 }
 
 /**
@@ -36,7 +42,7 @@ export function createRetentionHistory(maxColumns = 240): RetentionHistory {
     /** Samples per full column. */
     let stride = 1;
 
-    function push(sample: Pick<KvSample, "step" | "keptPerLayer">): void {
+    function push(sample: RetentionSample): void {
         const values = sample.keptPerLayer;
         if (values.length === 0)
             return;
@@ -45,7 +51,10 @@ export function createRetentionHistory(maxColumns = 240): RetentionHistory {
             columns = [];
             stride = 1;
         }
-        const column: RetentionColumn = {firstStep: sample.step, lastStep: sample.step, count: 1, kept: Float32Array.from(values)};
+        const shared = sample.cellsLive != null && sample.tokensSeen != null && sample.tokensSeen > 0
+            ? Math.min(1, sample.cellsLive / sample.tokensSeen)
+            : Number.NaN;
+        const column: RetentionColumn = {firstStep: sample.step, lastStep: sample.step, count: 1, kept: Float32Array.from(values), shared};
         const last = columns.at(-1);
         if (last && last.count < stride)
             columns[columns.length - 1] = merge(last, column);

@@ -10,6 +10,9 @@ const fallbacks: Record<ErrorCode, string> = {
     BUSY: "The engine is busy with another request",
     STORAGE: "The database could not be read or written",
     ENGINE_STOPPED: "The engine stopped unexpectedly and is restarting",
+    BUDGET_ABOVE_CONTEXT: "The KV budget is more than the model's context",
+    BUDGET_DOES_NOT_FIT: "The KV budget does not fit in free memory",
+    KV_BUDGET_EXCEEDED: "The conversation is longer than the KV budget holds with Full KV",
     INTERNAL: "Something went wrong in Ponder's backend"
 };
 

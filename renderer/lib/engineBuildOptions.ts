@@ -23,9 +23,10 @@ export function backendLabel(backend: EngineBackend): string {
  * nothing else).
  */
 export function engineBuildOptions(builds: EngineBuilds, running: BuildInfo | null): EngineBuildOption[] {
+    // What runs comes first: a narrow select cuts the end of its label, and the order tried matters less.
     const now = running != null && running.kind !== "none" && (running.requested ?? "auto") === "auto" ? ` (runs ${backendOf(running)})` : "";
     const options: EngineBuildOption[] = [
-        {value: "auto", label: `Auto: ${builds.autoOrder.map((backend) => names[backend]).join(", then ")}${now}`, disabled: false, reason: null}
+        {value: "auto", label: `Auto${now}: ${builds.autoOrder.map((backend) => names[backend]).join(", then ")}`, disabled: false, reason: null}
     ];
     for (const backend of new Set(builds.builds.map((build) => build.backend))) {
         const present = builds.builds.filter((build) => build.backend === backend);

@@ -48,7 +48,7 @@ export function formatTokens(count: number): string {
 }
 
 export function formatBytes(bytes: number): string {
-    const units = ["B", "KB", "MB", "GB", "TB"];
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"]; // powers of 1024, named as such
     let value = bytes;
     let unit = 0;
     while (value >= 1024 && unit < units.length - 1) {
@@ -56,4 +56,23 @@ export function formatBytes(bytes: number): string {
         unit++;
     }
     return `${value.toFixed(unit === 0 || value >= 100 ? 0 : 1)} ${units[unit]}`;
+}
+
+/** A parameter count as model cards write it: `1.78 B`, `494 M`, `2.4 M`. */
+export function formatParameters(count: number): string {
+    const [value, unit] = count >= 1e9 ? [count / 1e9, "B"] : count >= 1e6 ? [count / 1e6, "M"] : count >= 1e3 ? [count / 1e3, "K"] : [count, ""];
+    const digits = unit === "" || value >= 100 ? 0 : value >= 10 ? 1 : 2;
+    return `${value.toFixed(digits)}${unit === "" ? "" : ` ${unit}`}`;
+}
+
+const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/** When something last changed, as a list shows it: the time today (`"14:05"`), the day this year (`"Mar 4"`), else `"Mar 4, 2025"`. */
+export function formatListDate(ms: number, now: number = Date.now()): string {
+    const date = new Date(ms);
+    const today = new Date(now);
+    if (date.toDateString() === today.toDateString())
+        return `${String(date.getHours()).padStart(2, "0")}:${String(date.getMinutes()).padStart(2, "0")}`;
+    const day = `${months[date.getMonth()]} ${date.getDate()}`;
+    return date.getFullYear() === today.getFullYear() ? day : `${day}, ${date.getFullYear()}`;
 }

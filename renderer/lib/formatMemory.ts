@@ -55,20 +55,38 @@ export function lastSample(stats: MessageStats | null | undefined): KvSample | n
     return stats?.samples?.at(-1) ?? null;
 }
 
-/** A message footer's line: `"KV 12.3 MiB live · 62% saved"`. */
-export function describeFootprint(sample: KvSample): string {
-    const saved = savingsOf(sample.liveBytes, sample.fullBytes);
-    return saved == null ? `KV ${formatMemory(sample.liveBytes)} live` : `KV ${formatMemory(sample.liveBytes)} live · ${formatPercent(saved)} saved`;
+/**
+ * Memory against a full cache in neutral words, a measure and not a verdict on the answer: `"62% less than a full
+ * cache"`, `"20% more than a full cache"` (an allocation still filling).
+ */
+export function describeSavings(share: number): string {
+    return share < 0 ? `${formatPercent(-share)} more than a full cache` : `${formatPercent(share)} less than a full cache`;
 }
 
-/** The footprint's tooltip: every figure behind it. */
+/** A message footer's line: `"KV 12.3 MiB live · 62% less than a full cache"`. */
+export function describeFootprint(sample: KvSample): string {
+    const saved = savingsOf(sample.liveBytes, sample.fullBytes);
+    const live = `KV ${formatMemory(sample.liveBytes)} live`;
+    return saved == null ? live : `${live} · ${describeSavings(saved)}`;
+}
+
+/** What a forced drop is, wherever the count is shown. */
+export const forcedDropsExplained = "Forced drops: tokens freed because the budget was full although the policy would have kept them " +
+    "(the budget chose these, not the policy). Many of them mean the budget is too small for this policy.";
+
+/** The footprint's tooltip: every figure behind it, and that it measures memory, not the answer. */
 export function describeSampleDetail(sample: KvSample): string {
+    const peak = sample.cellsPeak != null ? `, ${count(sample.cellsPeak)} at most` : "";
     return [
-        `Allocated ${formatMemory(sample.allocatedBytes)} (${count(sample.cellsAllocated)} cells)`,
-        `live ${formatMemory(sample.liveBytes)} (${count(sample.cellsLive)} cells)`,
-        `full cache ${formatMemory(sample.fullBytes)} (${count(sample.tokensSeen)} tokens)`,
-        `${count(sample.pruneRounds)} prune rounds, ${count(sample.tokensEvicted)} evicted, ${count(sample.forcedDrops)} forced drops`
-    ].join(" · ");
+        [
+            `Allocated ${formatMemory(sample.allocatedBytes)} (${count(sample.cellsAllocated)} cells)`,
+            `live ${formatMemory(sample.liveBytes)} (${count(sample.cellsLive)} cells${peak})`,
+            `full cache ${formatMemory(sample.fullBytes)} (${count(sample.tokensSeen)} tokens)`,
+            `${count(sample.pruneRounds)} prune rounds, ${count(sample.tokensEvicted)} evicted, ${count(sample.forcedDrops)} forced drops`
+        ].join(" · "),
+        ...(sample.forcedDrops > 0 ? [forcedDropsExplained] : []),
+        "Memory only: it says nothing about whether the answer is right. Compare with a version under Full KV."
+    ].join("\n");
 }
 
 export function count(value: number): string {

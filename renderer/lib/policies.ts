@@ -2,16 +2,54 @@
 // papers' defaults and the bounds the backend accepts (main/services/schemas.ts). Defaults are repeated here because
 // the renderer does not import main-process code; the tests pin them.
 
-import type {CompressionSettings, PolicyId, PolicyParams} from "../../preload/contract.js";
+import type {CompressionSettings, KvCacheType, PolicyId, PolicyParams} from "../../preload/contract.js";
 
-export type PolicyInfo = {id: PolicyId, name: string, description: string};
+/** A paper behind a policy, one click away from its description. */
+export type PolicyPaper = {title: string, authors: string, url: string};
+
+export type PolicyInfo = {
+    id: PolicyId,
+    name: string,
+    /** What it keeps, in plain words. */
+    keeps: string,
+    /** When to choose it. */
+    when: string,
+    /** `keeps` and `when` in one text (tooltips). */
+    description: string,
+    paper: PolicyPaper | null
+};
+
+function policy(id: PolicyId, name: string, keeps: string, when: string, paper: PolicyPaper | null = null): PolicyInfo {
+    return {id, name, keeps, when, description: `${keeps} ${when}`, paper};
+}
 
 export const policies: PolicyInfo[] = [
-    {id: "full", name: "Full KV", description: "Keeps every token. The answer stops when the budget is full."},
-    {id: "streamingllm", name: "StreamingLLM", description: "Keeps the first tokens (attention sinks) and a sliding window of the newest."},
-    {id: "h2o", name: "H2O", description: "Keeps the heavy hitters, tokens that drew the most attention, plus a recent window."},
-    {id: "lethe", name: "Lethe", description: "Each layer keeps its salient tokens by decayed attention up to a sparsity breakpoint."},
-    {id: "refreekv", name: "ReFreeKV", description: "Each layer keeps the shortest prefix of ranked tokens that loses under 1% of attention."}
+    policy("full", "Full KV", "Keeps every token: the answer is the model's own, unchanged.",
+        "Use it while the conversation fits in memory, and to check an answer made under another policy. " +
+            "The answer stops when the budget is full."),
+    policy("streamingllm", "StreamingLLM", "Keeps the first few tokens and the newest ones; everything in between is forgotten.",
+        "Fast and steady for long chats about the last few turns; in long reasoning it loses the question.",
+        {title: "Efficient Streaming Language Models with Attention Sinks", authors: "Xiao et al., ICLR 2024",
+            url: "https://arxiv.org/abs/2309.17453"}),
+    policy("h2o", "H2O", "Keeps the tokens that have drawn the most attention so far, plus the newest.",
+        "For long prompts read once; in long reasoning it tends to keep the question and lose the steps already worked out.",
+        {title: "H2O: Heavy-Hitter Oracle for Efficient Generative Inference of Large Language Models", authors: "Zhang et al., NeurIPS 2023",
+            url: "https://arxiv.org/abs/2306.14048"}),
+    policy("lethe", "Lethe",
+        "Each layer keeps the tokens it still pays attention to (recent attention counts more) and the newest; " +
+            "the question stays whole while it fits in half the budget.",
+        "Made for long chains of thought in a tight budget, and the best of these on the demo task. " +
+            "Check answers that matter against Full KV.",
+        {title: "Lethe: Layer- and Time-Adaptive KV Cache Pruning for Reasoning-Intensive LLM Serving", authors: "Zeng et al., AAAI 2026",
+            url: "https://arxiv.org/abs/2511.06029"}),
+    policy("refreekv", "ReFreeKV",
+        "Once the prompt is read, drops the tokens that carry almost none of its attention (under 1% in all); " +
+            "after that only the budget removes tokens.",
+        "A cautious trim when the budget is large: it frees little, and on the demo task it dropped parts of the question.",
+        {title: "Towards Threshold-Free KV Cache Pruning (ReFreeKV)", authors: "Ni et al., 2025", url: "https://arxiv.org/abs/2502.16886"}),
+    policy("leankv", "LeanKV", "Drops the tokens that later tokens hardly read (mean attention below α times the average); the newest 64 always stay. No budget of its own: memory follows the attention.",
+        "Pair it with K8V4 (Q8_0 keys, Q4_0 values), as its paper does. Its middle tier (less important tokens at a lower precision) needs a cache llama.cpp does not have.",
+        {title: "Unifying KV Cache Compression for Large Language Models with LeanKV", authors: "Zhang et al., 2024", url: "https://arxiv.org/abs/2412.03131"})
 ];
 
 export type ParamSpec = {
@@ -56,25 +94,38 @@ export const paramSpecs: {[P in Tunable]: (ParamSpec & {key: keyof PolicyParams[
             min: 0, minExclusive: true, max: 1, maxExclusive: true, step: 0.005},
         {key: "firstM", label: "First tokens m", hint: "Leading tokens ranked ahead of all others.", min: 0, max: 256, integer: true, step: 1},
         {key: "wholeLayers", label: "Whole layers", hint: "First layers that keep every token.", min: 0, max: 16, integer: true, step: 1}
+    ],
+    leankv: [
+        {key: "alpha", label: "Threshold α", hint: "A token goes when its mean attention is below α times the average (0 keeps all).",
+            min: 0, max: 1000, step: 0.05},
+        {key: "window", label: "Recent window W", hint: "Newest tokens always kept.", min: 0, max: 65_536, integer: true, step: 1}
     ]
 };
 
-/** The papers' defaults (Lethe §5, ReFreeKV §2.2, StreamingLLM, H2O). */
+/** The papers' defaults (Lethe §5, ReFreeKV §2.2, StreamingLLM, H2O; LeanKV's W from §4, its α calibrated as its §7.2 does). */
 export const policyDefaults: PolicyParams = {
     streamingllm: {sinks: 4},
     h2o: {heavyRatio: 0.5},
     lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
-    refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"}
+    refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"},
+    leankv: {alpha: 1.2, window: 64}
 };
 
 /** Bounds of the settings beside the policy parameters. */
 export const budgetLimits = {minCells: 64, maxCells: 1_048_576, maxMib: 1_048_576, minPruneEvery: 1, maxPruneEvery: 4096} as const;
 
-export const kvTypes: {id: CompressionSettings["kvType"], label: string}[] = [
+/** Cells Full KV keeps free after the prompt for the answer's first tokens (main/engine/budgetCap.ts, `fullKvAnswerRoom`). */
+export const fullKvAnswerRoom = 16;
+
+/** The cache types, offered for the keys and for the values each. */
+export const kvTypes: {id: KvCacheType, label: string}[] = [
     {id: "f16", label: "F16 (exact)"},
     {id: "q8_0", label: "Q8_0 (about half)"},
     {id: "q4_0", label: "Q4_0 (about a quarter)"}
 ];
+
+/** LeanKV's recommended pair, K8V4 (§3.1, Fig. 7): keys at 8 bits, values at 4, since keys weigh on every attention weight. */
+export const leanKvPair = {kvType: "q8_0", kvTypeV: "q4_0"} as const satisfies Pick<CompressionSettings, "kvType" | "kvTypeV">;
 
 export function policyName(id: PolicyId): string {
     return policies.find((policy) => policy.id === id)?.name ?? id;

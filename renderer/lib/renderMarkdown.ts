@@ -47,7 +47,9 @@ const renderer: RendererObject = {
     html
 };
 
-const marked = new Marked({gfm: true, breaks: false, async: false}, markedMath(), {renderer});
+// breaks: a single newline in an answer is a line break, as chat apps show it (a poem, an address, steps without
+// blank lines between them); Markdown's own rule would join such lines into one paragraph.
+const marked = new Marked({gfm: true, breaks: true, async: false}, markedMath(), {renderer});
 
 const purifyConfig = {
     // KaTeX's MathML wraps its source in <semantics><annotation>: plain, inert elements.

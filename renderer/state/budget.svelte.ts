@@ -1,7 +1,10 @@
 import type {BudgetEstimate, CompressionSettings, ConversationSettings, KvBudget, PolicyId, PolicyParams, PonderApi} from "../../preload/contract.js";
-import {toCompression, toForm, validateBudgetForm, type BudgetForm} from "../lib/budgetForm.js";
+import {
+    checkBudgetCap, describeCap, historyNote, toCompression, toForm, validateBudgetForm, type BudgetCap, type BudgetForm
+} from "../lib/budgetForm.js";
+import {budgetLabel} from "../lib/describeCompression.js";
 import {describeError} from "../lib/describeError.js";
-import {isTunable, policyDefaults, sharedDefaults} from "../lib/policies.js";
+import {isTunable, leanKvPair, policyDefaults, policyName, sharedDefaults} from "../lib/policies.js";
 import type {Conversations} from "./conversations.svelte.js";
 import {request} from "./request.js";
 import type {Settings} from "./settings.svelte.js";
@@ -10,10 +13,12 @@ export type Budget = ReturnType<typeof createBudget>;
 
 export type BudgetOptions = {
     /** Quiet time after the last edit before the estimate is asked for. Defaults to `300`. */
-    debounceMs?: number
+    debounceMs?: number,
+    /** Tokens the open conversation holds (`conversationTokens`), to flag a budget too small for it. Defaults to `null` (unknown). */
+    conversationTokens?: () => number | null
 };
 
-type Option = "kvType" | "flashAttention" | "combine" | "pruneEvery";
+type Option = "kvType" | "kvTypeV" | "flashAttention" | "combine" | "pruneEvery";
 const mib = 1024 * 1024;
 
 /**
@@ -34,7 +39,9 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         /** The backend's answer when apply or save failed. */
         error: null as string | null,
         /** A short confirmation after apply or save. */
-        notice: null as string | null
+        notice: null as string | null,
+        /** What the loaded model allows a budget, from its latest estimate; `null` before one (or without a model). */
+        cap: null as BudgetCap | null
     });
     // The settings object the form was loaded from, to tell a new one from the same one seen again.
     let loadedFrom: ConversationSettings | null = null;
@@ -42,13 +49,25 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     let estimateSeq = 0;
     let timer: ReturnType<typeof setTimeout> | null = null;
 
-    const errors = $derived(state.form ? validateBudgetForm(state.form) : {});
-    const valid = $derived(state.form != null && Object.keys(errors).length === 0);
-    const compression = $derived(state.form && valid ? toCompression(state.form) : null);
+    const formErrors = $derived(state.form ? validateBudgetForm(state.form) : {});
+    // Above the model's context: an error too, though the draft is still estimated (the estimate shows the cap).
+    const capError = $derived(state.form && formErrors.budget == null ? checkBudgetCap(state.form, state.cap) : null);
+    const errors: Record<string, string> = $derived(capError != null ? {budget: capError, ...formErrors} : formErrors);
+    const estimable = $derived(state.form != null && Object.keys(formErrors).length === 0);
+    const valid = $derived(estimable && capError == null);
+    /** The draft's settings once the form's own checks pass: what is estimated. */
+    const draft = $derived(state.form && estimable ? toCompression(state.form) : null);
+    /** The draft's settings once every check passes: what is applied or saved. */
+    const compression = $derived(valid ? draft : null);
     const applied = $derived(conversations.state.settings?.compression ?? null);
     const dirty = $derived(state.form != null && applied != null && JSON.stringify(toCompression(state.form)) !== JSON.stringify(applied));
     /** The estimate describes other values than the form's (being edited, or invalid). */
-    const stale = $derived(state.estimate != null && (compression == null || JSON.stringify(compression) !== estimateKey));
+    const stale = $derived(state.estimate != null && (draft == null || JSON.stringify(draft) !== estimateKey));
+    /** The draft's budget in cells: the fresh estimate's, else the typed cells. */
+    const draftCells = $derived(state.estimate != null && !stale
+        ? state.estimate.cells
+        : state.form?.budgetKind === "cells" ? state.form.cells : null);
+    const history = $derived(state.form ? historyNote(options.conversationTokens?.() ?? null, draftCells, state.form.policy) : null);
 
     function cancelEstimate(): void {
         if (timer != null)
@@ -59,7 +78,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     async function estimate(): Promise<void> {
         cancelEstimate();
         const seq = ++estimateSeq;
-        const wanted = compression;
+        const wanted = draft;
         if (wanted == null) {
             state.estimating = false;
             return;
@@ -72,12 +91,16 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         if (!result.ok) {
             state.estimate = null;
             estimateKey = null;
+            if (result.error.code === "MODEL_NOT_LOADED")
+                state.cap = null;
             state.estimateError = result.error.code === "MODEL_NOT_LOADED"
                 ? "Load a model to see what this budget means for it."
                 : describeError("Could not estimate the budget", result.error);
             return;
         }
         state.estimate = result.value;
+        const {maxCells, modelContextLength, bytesPerCell} = result.value;
+        state.cap = {maxCells, modelContextLength, bytesPerCell, kvType: wanted.kvType, kvTypeV: wanted.kvTypeV};
         estimateKey = JSON.stringify(wanted);
         state.estimateError = null;
     }
@@ -85,7 +108,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     function scheduleEstimate(): void {
         cancelEstimate();
         // Nothing to ask while the draft is invalid: the error says why.
-        if (!valid) {
+        if (!estimable) {
             estimateSeq++;
             state.estimating = false;
             return;
@@ -181,9 +204,19 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         if (!state.form)
             return;
         state.form[key] = value;
-        // llama.cpp keeps a quantized cache only with flash attention: choosing one turns it on.
-        if (key === "kvType" && value !== "f16")
+        // llama.cpp keeps a quantized V cache only with flash attention: choosing one turns it on.
+        if (key === "kvTypeV" && value !== "f16")
             state.form.flashAttention = true;
+        changed();
+    }
+
+    /** LeanKV's recommended pair, K8V4: Q8_0 keys and Q4_0 values (flash attention on, which Q4_0 values need). */
+    function useLeanKvPair(): void {
+        if (!state.form)
+            return;
+        state.form.kvType = leanKvPair.kvType;
+        state.form.kvTypeV = leanKvPair.kvTypeV;
+        state.form.flashAttention = true;
         changed();
     }
 
@@ -224,8 +257,13 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             conversations.state.settings = result.value;
             loadedFrom = conversations.state.settings;
         }
+        // The list names each conversation's policy.
+        const item = conversations.state.items.find((entry) => entry.id === id);
+        if (item)
+            item.policy = result.value.compression.policy;
         state.form = toForm(result.value.compression);
-        state.notice = "Applied. It takes effect with the next answer.";
+        state.notice = `Applied to this conversation: its next answer runs under ${describeSetting(result.value.compression)}. ` +
+            "Other conversations keep their own settings, and new ones start with the defaults.";
         return true;
     }
 
@@ -243,7 +281,8 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             state.error = failure;
             return false;
         }
-        state.notice = "Saved as the default for new conversations.";
+        state.notice = `Saved: new conversations start with ${describeSetting(wanted)}. Existing conversations keep their own settings` +
+            (dirty ? "; Apply to this conversation to use it here too." : ".");
         return true;
     }
 
@@ -257,6 +296,22 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get message() {
             return Object.values(errors)[0] ?? state.error;
         },
+        /** The most the budget may be on the loaded model, in words ("At most 4,096 cells: the model's context."); `null` when unknown. */
+        get capHint() {
+            return state.form ? describeCap(state.form.budgetKind, state.cap, state.form) : null;
+        },
+        /** The open conversation is longer than the draft's budget holds (Full KV refuses it, a pruning policy prunes it), in words. */
+        /** Which conversations a change affects, in words: this one only, with what new ones start with. */
+        get scope() {
+            const defaults = settings.state.conversationDefaults?.compression;
+            const same = defaults != null && compression != null && JSON.stringify(compression) === JSON.stringify(defaults);
+            return "Apply changes this conversation only, from its next answer." +
+                (defaults == null ? "" : same ? " New conversations start with these settings too (the saved default)."
+                    : ` New conversations start with ${describeSetting(defaults)}; Save as default to change that.`);
+        },
+        get historyNote() {
+            return history;
+        },
         get valid() {
             return valid;
         },
@@ -267,10 +322,15 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get stale() {
             return stale;
         },
-        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam, setRefreeKvMode, setOption, resetDefaults, apply, saveAsDefault,
+        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam, setRefreeKvMode, setOption, useLeanKvPair, resetDefaults, apply, saveAsDefault,
         dispose(): void {
             cancelEstimate();
             estimateSeq++;
         }
     };
+}
+
+/** `"Lethe, 512 cells"`, `"Full KV, auto budget"`. */
+function describeSetting(compression: CompressionSettings): string {
+    return `${policyName(compression.policy)}, ${budgetLabel(compression.budget)}`;
 }

@@ -76,7 +76,7 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
             loadedFrom = conversations.state.settings;
         }
         state.form = toGenerationForm(result.value);
-        state.notice = "Applied. It takes effect with the next answer.";
+        state.notice = "Applied to this conversation, from its next answer. Other conversations keep their own settings.";
         return true;
     }
 
@@ -125,6 +125,19 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
         return failure == null;
     }
 
+    /**
+     * When the panel closes: a draft with mistakes (which could never be applied) is dropped and the stored settings show
+     * again. A valid draft not applied yet stays, with its "Not applied yet". Returns whether one was dropped.
+     */
+    function discardInvalid(): boolean {
+        if (state.form == null || valid || stored == null)
+            return false;
+        state.form = toGenerationForm(stored);
+        state.error = null;
+        state.notice = null;
+        return true;
+    }
+
     async function saveAsDefault(): Promise<boolean> {
         if (!state.form || !valid)
             return false;
@@ -135,7 +148,8 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
             state.error = failure;
             return false;
         }
-        state.notice = "Saved as the default for new conversations.";
+        state.notice = "Saved: new conversations start with these settings. Existing conversations keep their own" +
+            (dirty ? "; Apply to this conversation to use them here too." : ".");
         return true;
     }
 
@@ -151,6 +165,16 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
         get dirty() {
             return dirty;
         },
-        load, set, apply, saveAsDefault, refreshCapabilities, useSampling, savePreset, deletePreset
+        /**
+         * The line beside Apply: how many fields need correcting (each says why under itself), else the backend's refusal
+         * or a failed preset; `null` when there is nothing wrong.
+         */
+        get message() {
+            const count = Object.keys(errors).length;
+            if (count > 0)
+                return count === 1 ? "Correct the field marked in red to apply." : `Correct the ${count} fields marked in red to apply.`;
+            return state.error;
+        },
+        load, set, apply, saveAsDefault, discardInvalid, refreshCapabilities, useSampling, savePreset, deletePreset
     };
 }

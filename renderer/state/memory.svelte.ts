@@ -1,4 +1,4 @@
-import type {Events, KvSample, MessageDto, PonderApi} from "../../preload/contract.js";
+import type {Events, KvSample, MessageCompression, MessageDto, PonderApi, ReadReason} from "../../preload/contract.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
 import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
 import {lastSample} from "../lib/formatMemory.js";
@@ -6,8 +6,11 @@ import type {Chat} from "./chat.svelte.js";
 
 export type Memory = ReturnType<typeof createMemory>;
 
-/** A KV memory reading and where it comes from: `live` while its answer streams, otherwise the message's stored stats. */
-export type MemoryReading = {messageId: string, sample: KvSample, live: boolean};
+/**
+ * A KV memory reading and where it comes from: `live` while its answer streams, otherwise the message's stored stats;
+ * with the compression that answer ran under (its own, not the conversation's setting now), when known.
+ */
+export type MemoryReading = {messageId: string, sample: KvSample, live: boolean, compression?: MessageCompression | null};
 
 export type MemoryOptions = {
     /** Shortest time between two updates of the gauge and charts while an answer streams (about 4 per second). Defaults to `250`. */
@@ -18,16 +21,19 @@ export type MemoryOptions = {
     maxPoints?: number,
     /** Clock in ms. Defaults to `Date.now`. */
     now?: () => number,
-    /** How long a finished rebuild stays on screen. Defaults to `1500`. */
+    /** How long a finished read of earlier turns stays on screen (a new message's clears at once). Defaults to `1500`. */
     rebuildLingerMs?: number
 };
+
+/** Whether the shown answer's policy has per-layer selections (`kept`) and attention scores (`sparsity`) to show. */
+export type RetentionMeasured = {kept: boolean, sparsity: boolean};
 
 type Published = {messageId: string, sample: KvSample};
 
 /**
  * KV memory of the open conversation: live `chat:memory` readings of the streaming answer (accumulated outside
  * Svelte's reactivity and published at most every `throttleMs`), the stored stats of finished answers, and the
- * progress of a context rebuild after a compression change.
+ * progress of a long prompt read into the context, with why it is read.
  */
 export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptions = {}) {
     const throttleMs = options.throttleMs ?? 250;
@@ -48,7 +54,7 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
     // What the UI sees.
     let published = $state.raw<Published | null>(null);
     let version = $state(0);
-    const rebuild = $state({conversationId: null as string | null, progress: null as number | null});
+    const rebuild = $state({conversationId: null as string | null, progress: null as number | null, reason: "message" as ReadReason});
 
     function publish(): void {
         timer = null;
@@ -82,15 +88,19 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         schedule();
     }
 
-    function onRebuild({conversationId, progress}: Events["chat:rebuild"]): void {
+    function onRebuild({conversationId, progress, reason}: Events["chat:rebuild"]): void {
         if (conversationId !== chat.state.conversationId)
             return;
         if (rebuildTimer != null)
             clearTimeout(rebuildTimer);
         rebuildTimer = null;
         rebuild.conversationId = conversationId;
+        rebuild.reason = reason;
         rebuild.progress = Math.min(1, Math.max(0, progress));
-        if (progress >= 1)
+        // A new message read is done when the answer starts: nothing to say about it afterwards.
+        if (progress >= 1 && reason === "message")
+            rebuild.progress = null;
+        else if (progress >= 1)
             rebuildTimer = setTimeout(() => {
                 rebuildTimer = null;
                 rebuild.progress = null;
@@ -104,6 +114,14 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return message.status === "streaming" || lastSample(message.stats) == null ? published.sample : null;
     }
 
+    /** What `message` ran under: its record, else what its stats knew (an answer imported without one). */
+    function compressionOf(message: MessageDto): MessageCompression | null {
+        if (message.compression != null)
+            return message.compression;
+        const stats = message.stats;
+        return stats?.policy != null ? {policy: stats.policy, budgetCells: stats.budgetCells ?? null, settings: null} : null;
+    }
+
     /** The answer the gauge and heatmap describe: the latest one with any reading. */
     const shown = $derived(chat.state.messages.findLast((message) =>
         message.role === "assistant" && (lastSample(message.stats) != null || published?.messageId === message.id)) ?? null);
@@ -111,11 +129,12 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
     const current = $derived.by((): MemoryReading | null => {
         if (!shown)
             return null;
+        const compression = compressionOf(shown);
         const live = liveOf(shown);
         if (live)
-            return {messageId: shown.id, sample: live, live: shown.status === "streaming"};
+            return {messageId: shown.id, sample: live, live: shown.status === "streaming", compression};
         const stored = lastSample(shown.stats);
-        return stored ? {messageId: shown.id, sample: stored, live: false} : null;
+        return stored ? {messageId: shown.id, sample: stored, live: false, compression} : null;
     });
 
     const storedRetention = $derived.by((): RetentionView => {
@@ -125,11 +144,20 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return {layers: stored.layers, columns: stored.columns};
     });
 
-    const retention = $derived.by((): RetentionView & {live: boolean} => {
+    /**
+     * What the heatmap can show of the shown answer: Full KV selects nothing (every layer keeps every token), so nothing
+     * is measured; StreamingLLM reads no scores, so no sparsity.
+     */
+    const measured = $derived.by((): RetentionMeasured => {
+        const policy = current?.compression?.policy ?? null;
+        return {kept: policy !== "full", sparsity: policy !== "full" && policy !== "streamingllm"};
+    });
+
+    const retention = $derived.by((): RetentionView & {live: boolean, measured: RetentionMeasured} => {
         void version;
         if (shown && liveOf(shown))
-            return {layers: history.layers, columns: history.columns, live: shown.status === "streaming"};
-        return {...storedRetention, live: false};
+            return {layers: history.layers, columns: history.columns, live: shown.status === "streaming", measured};
+        return {...storedRetention, live: false, measured};
     });
 
     const points = $derived.by((): MemoryPoint[] => {
@@ -155,7 +183,10 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         get current() {
             return current;
         },
-        /** Per-layer kept fractions over decode steps of the shown answer (bounded: see createRetentionHistory). */
+        /**
+         * Per layer, what its own selection would keep of the tokens seen, and what the shared cells kept, over decode
+         * steps of the shown answer (bounded: see createRetentionHistory); with what its policy lets be measured.
+         */
         get retention() {
             return retention;
         },
@@ -167,9 +198,11 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         get version() {
             return version;
         },
-        /** Progress (0..1) of rebuilding the open conversation's context after a compression change, or `null`. */
-        get rebuild() {
-            return rebuild.conversationId === chat.state.conversationId ? rebuild.progress : null;
+        /** Progress (0..1) of reading a long prompt into the open conversation's context and why, or `null`. */
+        get rebuild(): {progress: number, reason: ReadReason} | null {
+            return rebuild.conversationId === chat.state.conversationId && rebuild.progress != null
+                ? {progress: rebuild.progress, reason: rebuild.reason}
+                : null;
         },
         /** The reading that sums up `message`: live while it streams, then its stored last sample. */
         footprintOf(message: MessageDto): KvSample | null {

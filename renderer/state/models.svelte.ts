@@ -55,6 +55,7 @@ export function createModels(bridge: PonderApi) {
             return null;
         }
         state.adding = true;
+        state.error = null;
         const result = await request(bridge, "models:add", {path: trimmed});
         state.adding = false;
         if (!result.ok) {
@@ -70,6 +71,7 @@ export function createModels(bridge: PonderApi) {
 
     /** Opens the native file dialog and adds the chosen file. */
     async function pick(): Promise<ModelInfo | null> {
+        state.error = null;
         const result = await request(bridge, "models:pick", undefined);
         if (!result.ok) {
             state.error = describeError("Could not open the file dialog", result.error);
@@ -105,6 +107,7 @@ export function createModels(bridge: PonderApi) {
         }
         state.detailsId = id;
         state.detailsError = null;
+        state.error = null;
         if (state.details[id])
             return;
         const result = await request(bridge, "models:details", {id});
@@ -137,6 +140,7 @@ export function createModels(bridge: PonderApi) {
     /** Forgets a model (its file stays on disk). The loaded model cannot be removed. */
     async function remove(id: string): Promise<boolean> {
         state.removingId = id;
+        state.error = null;
         const result = await request(bridge, "models:remove", {id});
         state.removingId = null;
         if (!result.ok) {
@@ -153,6 +157,14 @@ export function createModels(bridge: PonderApi) {
 
     function applyStatus(status: EngineStatus): void {
         state.engine = status;
+        // A model that is now ready makes an earlier failure to add or load one old news.
+        if (status.state === "ready" && status.model != null && state.loadingId == null)
+            state.error = null;
+    }
+
+    /** Forgets the error shown (the person moved on: edited the path, started another action). */
+    function clearError(): void {
+        state.error = null;
     }
 
     const offStatus = bridge.on("engine:status", applyStatus);
@@ -167,7 +179,7 @@ export function createModels(bridge: PonderApi) {
         get busy() {
             return busy;
         },
-        refresh, add, pick, load, toggleDetails, setGpuLayers, remove, upsert,
+        refresh, add, pick, load, toggleDetails, setGpuLayers, remove, upsert, clearError,
         dispose(): void {
             offStatus();
         }

@@ -1,4 +1,4 @@
-import type {PonderApi, SearchHit} from "../../preload/contract.js";
+import type {DemoSample, PonderApi, SearchHit} from "../../preload/contract.js";
 import type {SocketBridge} from "../lib/createSocketBridge.js";
 import {createBudget, type BudgetOptions} from "./budget.svelte.js";
 import {createChat, type ChatOptions} from "./chat.svelte.js";
@@ -8,6 +8,7 @@ import {createEngineBuilds} from "./engineBuilds.svelte.js";
 import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
+import {conversationTokens} from "../lib/budgetForm.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 import {createSearch, type SearchOptions} from "./search.svelte.js";
@@ -27,7 +28,12 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const models = createModels(bridge);
     const settings = createSettings(bridge);
     const memory = createMemory(bridge, chat, options.memory);
-    const budget = createBudget(bridge, conversations, settings, options.budget);
+    const budget = createBudget(bridge, conversations, settings, {
+        conversationTokens: () => chat.state.conversationId === conversations.state.selectedId
+            ? conversationTokens(chat.state.messages)
+            : null,
+        ...options.budget
+    });
     const generation = createGeneration(bridge, conversations, settings);
     const downloads = createDownloads(bridge, models);
     const server = createServer(bridge);
@@ -62,8 +68,29 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         ui.searchFocus++;
     }
 
+    /**
+     * What Escape closes when no field took it: the side panel that is open, else the model details. Returns which
+     * one closed (`null` when none was open), so the caller can move focus back.
+     */
+    function closeOpenPanel(): "memory" | "generation" | "server" | "engine" | "modelDetails" | null {
+        for (const panel of ["memory", "generation", "server", "engine"] as const) {
+            const key = `${panel}Open` as const;
+            if (ui[key]) {
+                ui[key] = false;
+                if (panel === "server")
+                    server.hideKey(); // a new key is shown once, while the panel is open
+                return panel;
+            }
+        }
+        if (models.state.detailsId != null) {
+            models.state.detailsId = null;
+            return "modelDetails";
+        }
+        return null;
+    }
+
     async function start(): Promise<void> {
-        await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh(), server.load()]);
+        await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh(), server.load(), refreshDemoSample()]);
     }
 
     async function openConversation(id: string): Promise<void> {
@@ -150,6 +177,38 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         return (await request(bridge, "shell:openExternal", {url})).ok;
     }
 
+    /**
+     * The demo model's sample problem (when it is the model loaded), and the known answers of the samples sent, by
+     * conversation, shown after the model's own.
+     */
+    const demo = $state({sample: null as DemoSample | null, known: {} as Record<string, string>});
+    let demoModelId: string | null | undefined;
+
+    async function refreshDemoSample(): Promise<void> {
+        const result = await request(bridge, "demo:sample", undefined);
+        demo.sample = result.ok ? result.value : null;
+    }
+
+    /** Sends the demo task's sample problem (in the open conversation, or a new one) and remembers its known answer. */
+    async function trySample(): Promise<boolean> {
+        const sample = demo.sample;
+        if (sample == null || !await send(sample.question))
+            return false;
+        if (chat.state.conversationId != null)
+            demo.known[chat.state.conversationId] = sample.answer;
+        void refreshDemoSample();
+        return true;
+    }
+
+    // Another model loaded (or none): ask again whether it is the demo model.
+    const offModel = bridge.on("engine:status", (status) => {
+        const id = status.state === "ready" ? status.model?.id ?? null : null;
+        if (id !== demoModelId) {
+            demoModelId = id;
+            void refreshDemoSample();
+        }
+    });
+
     // Titles, counts and order change when an answer completes: a coarse change, so refetch the list.
     const offDone = bridge.on("chat:done", () => void conversations.refresh());
     // After a dropped connection, events were missed: reload everything once it is back.
@@ -177,8 +236,10 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     return {
         conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, search, connection, ui,
         start, openConversation, openSearchHit, forkAt, importConversation, newConversation, deleteConversation, send, openExternal, focusSearch,
+        closeOpenPanel, demo, trySample,
         dispose(): void {
             offDone();
+            offModel();
             offConnection();
             chat.dispose();
             models.dispose();

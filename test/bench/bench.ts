@@ -1,10 +1,14 @@
 // `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
 //
-//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process] [--policies streamingllm,h2o,lethe,refreekv]
-//                    [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384] [--speed-budget 2048]
-//                    [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
+//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision]
+//                    [--policies streamingllm,h2o,lethe,refreekv,leankv] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
+//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
+//                    [--alphas 0,0.25,0.5,1,2,4] [--calibration-problems 16] [--precision-policy lethe] [--precision-share 0.5]
 //                    [--out test/bench/results] [--threads 2]
+//
+// calibrate-leankv and precision are not in the default suites: the first picks LeanKV's alpha on training problems,
+// the second is LeanKV's Figure 7 ablation (F16, K8V4, K4V8 with Full KV, an eviction policy and LeanKV).
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -20,6 +24,7 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {foresightSuite} from "./foresight.js";
+import {calibrateLeanKv, precisionSuite} from "./precision.js";
 import {problemSets, qualitySuite} from "./quality.js";
 import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import {forkEngine} from "../../main/engine/process/forkEngine.js";
@@ -30,7 +35,7 @@ import {serverSuite} from "./serverBench.js";
 const {values} = parseArgs({
     options: {
         suites: {type: "string", default: "fidelity,overhead,speed,quality,foresight,server,process"},
-        policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,oracle"},
+        policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,leankv,oracle"},
         budgets: {type: "string", default: "0.25,0.5,0.75"},
         model: {type: "string"},
         "demo-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf")},
@@ -45,6 +50,10 @@ const {values} = parseArgs({
         "process-repeats": {type: "string", default: "6"},
         "overhead-repeats": {type: "string", default: "5"},
         "process-tokens": {type: "string", default: "768"},
+        alphas: {type: "string", default: "0,0.1,0.25,0.5,1,2,4"},
+        "calibration-problems": {type: "string", default: "16"},
+        "precision-policy": {type: "string", default: "lethe"},
+        "precision-share": {type: "string", default: "0.5"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
     }
@@ -204,6 +213,26 @@ for (const set of sets) {
     await writeBarChart(path.join(out, chart), {title: `Accuracy by KV budget (share of the Full cache): ${set}`, x: "budget", y: "accuracy", rows: bars});
     say(`\n## Accuracy on ${report.title} (${report.problems} held-out problems, greedy)\n\n` + report.table + `\n\n![accuracy](${chart})` +
         (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
+}
+
+if (suites.has("calibrate-leankv")) {
+    // LeanKV's alpha_l, picked offline on training problems as its §7.2 does (never the held-out ones).
+    const report = await calibrateLeanKv({llama, modelPath: values["demo-model"], alphas: values.alphas.split(",").map(Number),
+        problems: Number(values["calibration-problems"]), threads, onProgress: (line) => console.error(`  calibrate-leankv ${line}`)});
+    results.calibrateLeanKv = report;
+    say(`\n## LeanKV's alpha calibrated on ${report.problems} training problems (seeds ${report.seeds.join(" to ")}, greedy, no budget that binds)\n\n` +
+        report.table + `\n\nChosen (the highest accuracy, then the largest alpha): alpha = ${report.chosen}.`);
+}
+
+if (suites.has("precision")) {
+    // LeanKV's Figure 7: keys and values at their own precision, with Full KV and with an eviction policy.
+    const policy = values["precision-policy"] as PolicyId;
+    const share = Number(values["precision-share"]);
+    const report = await precisionSuite({llama, modelPath: values["demo-model"], policy, share, problems: Number(values.problems), threads,
+        leankv: policy !== "leankv", onProgress: (line) => console.error(`  precision ${line}`)});
+    results.precision = report;
+    say(`\n## Keys and values at their own precision (LeanKV Fig. 7) on ${report.problems} held-out demo problems, greedy, flash attention on\n\n` +
+        report.table);
 }
 
 for (const set of sets) {

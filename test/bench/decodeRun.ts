@@ -2,12 +2,14 @@ import type {LlamaModel, Token} from "node-llama-cpp";
 import type {CompressionSettings} from "../../preload/contract.js";
 import {KvController} from "../../main/engine/KvController.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
+import {gateSequenceDecodes} from "../../main/engine/native/ponderAddon.js";
 
 export type DecodePoint = {tokens: number, tokensPerSecond: number, liveBytes: number, allocatedBytes: number, fullBytes: number};
 
 /**
  * Greedy decoding of `length` tokens after `prompt` in a context of `cells` cells, the policy pruning as it
- * goes (asynchronously, as in the app). Every `window` tokens: throughput over the window and KV memory.
+ * goes (each round before the decode it is due at, as in the app). Every `window` tokens: throughput over the window
+ * and KV memory.
  */
 export async function decodeRun(model: LlamaModel, options: {
     prompt: Token[], length: number, cells: number, compression: CompressionSettings, window: number, threads?: number, flashAttention?: boolean,
@@ -25,6 +27,8 @@ export async function decodeRun(model: LlamaModel, options: {
             tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now()
         });
         await controller.start();
+        gateSequenceDecodes(sequence, (count, first) => controller.beforeDecode(count, first));
+        controller.beginAnswer();
         const points: DecodePoint[] = [];
         let count = 0;
         const started = performance.now();
@@ -33,8 +37,6 @@ export async function decodeRun(model: LlamaModel, options: {
             void _token;
             count++;
             controller.onTokens(1);
-            if (controller.error != null)
-                throw controller.error;
             if (count % options.window === 0) {
                 const now = performance.now();
                 const sample = await controller.sample(0);
@@ -54,7 +56,6 @@ export async function decodeRun(model: LlamaModel, options: {
         }
         const seconds = (performance.now() - started) / 1000;
         const last = await controller.sample(0);
-        await controller.dispose();
         return {points, tokensPerSecond: count / seconds, scoringMs: last.scoringMs, pruneRounds: last.pruneRounds, forcedDrops: last.forcedDrops};
     } finally {
         await kv.dispose();

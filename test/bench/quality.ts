@@ -73,7 +73,8 @@ export async function qualitySuite(options: {
     const failures: string[] = [];
     let fullCorrect = 0;
     for (const [index, problem] of problems.entries()) {
-        const run = await solve(problem.question, "full", 8192);
+        // The demo model's whole context: a budget above it is refused (budgetCap).
+        const run = await solve(problem.question, "full", 4096);
         used.push(run.promptTokens + run.tokens + 4);
         if (isDemoAnswerCorrect(problem, run.answer))
             fullCorrect++;

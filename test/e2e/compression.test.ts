@@ -58,7 +58,7 @@ describe("compression in the app", () => {
     });
 
     async function open(): Promise<{page: Page, chat: ChatPage}> {
-        return openApp(browser, backend!.url, {viewport: {width: 1440, height: 900}});
+        return openApp(browser, backend!.url, {viewport: {width: 1400, height: 900}});
     }
 
     async function openPanel(chat: ChatPage): Promise<void> {
@@ -83,7 +83,9 @@ describe("compression in the app", () => {
         await chat.byId("policy-select").selectOption("lethe");
         await chat.byId("budget-value").fill("128");
         // The estimate follows the edit: what 128 cells mean for this model, before applying.
-        await page.waitForFunction(() => /\b128 tokens fit/.test(document.querySelector("[data-testid=budget-estimate]")?.textContent ?? ""));
+        // The budget's cells and llama.cpp's allocation (256-cell steps, which the bytes are of) are told apart.
+        await page.waitForFunction(() => /\b128 cells used of 256 allocated/.test(document.querySelector("[data-testid=budget-estimate]")?.textContent ?? ""));
+        expect(await chat.byId("budget-estimate-cells").textContent()).toBe("128 cells used of 256 allocated");
         expect(await chat.byId("budget-estimate").textContent()).toMatch(/KiB\/token/);
         await chat.byId("apply-budget").click();
         await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "controller.png")});
@@ -107,13 +109,53 @@ describe("compression in the app", () => {
         const full = Number((await chat.byId("gauge-full").textContent())!.replace(/[^\d.]/g, ""));
         expect(full).toBeGreaterThan(2 * live);
         expect(Number(/(\d+)\s*%/.exec((await chat.byId("gauge-savings").textContent())!)?.[1])).toBeGreaterThan(50);
-        expect(await chat.byId("message-footprint").last().textContent()).toMatch(/saved/);
+        expect(await chat.byId("message-footprint").last().textContent()).toMatch(/\d+% less than a full cache/);
+        expect(await chat.byId("message-compression").last().textContent()).toMatch(/Lethe · 128 cells/);
         await chat.byId("memory-gauge").screenshot({path: path.join(artifacts, "gauge.png")});
         await heatmap.screenshot({path: path.join(artifacts, "heatmap.png")});
         await page.screenshot({path: path.join(artifacts, "memory-panel.png")});
 
+        // The heatmap shows what each layer's own scores would keep of all the tokens seen (not ~100% "of the live
+        // cells"), and the shared cells' row what was kept of them all. (This fixture's attention is flat: Lethe finds
+        // no breakpoint in any layer, every layer would keep every live cell, and the budget does the evicting.)
+        const box = (await heatmap.boundingBox())!;
+        await page.mouse.move(box.x + box.width - 3, box.y + box.height * 0.1);
+        await chat.byId("heatmap-tooltip").waitFor();
+        const layerTip = (await chat.byId("heatmap-tooltip").textContent())!;
+        expect(layerTip).toMatch(/^Layer 0 · steps? [\d,–]+ · its own selection would keep [\d.]+% of the tokens seen$/);
+        const share = Number(/([\d.]+)%/.exec(layerTip)![1]);
+        // 128 cells of 500 and more tokens seen.
+        expect(share).toBeLessThan(30);
+        await page.screenshot({path: path.join(artifacts, "heatmap-hover.png"), clip: {x: box.x - 60, y: box.y - 60, width: 480, height: box.height + 200}});
+        const sharedBox = (await chat.byId("retention-shared").boundingBox())!;
+        await page.mouse.move(sharedBox.x + sharedBox.width - 3, sharedBox.y + sharedBox.height / 2);
+        await chat.byId("heatmap-tooltip").filter({hasText: /^Shared cells · steps? [\d,–]+ · kept \d[\d.]*% of the tokens seen$/}).waitFor();
+        await page.mouse.move(0, 0);
+        // The sparsity bars have a scale, and the legend's note is not cut off.
+        expect(await chat.byId("sparsity-scale").textContent()).toBe("00.51");
+        const note = page.locator(".legend-note");
+        expect(await note.evaluate((element) => element.scrollWidth <= element.clientWidth)).toBe(true);
+
+        // Under Full KV nothing is selected per layer: the heatmap says "not measured" instead of a flat map.
+        await chat.newConversation();
+        await openPanel(chat);
+        await chat.byId("policy-select").selectOption("full");
+        await chat.byId("budget-kind").selectOption("cells");
+        await chat.byId("budget-value").fill("512");
+        await chat.byId("apply-budget").click();
+        await chat.send("A short question");
+        await chat.byId("thinking-block").first().waitFor();
+        await chat.byId("stop-button").click();
+        await chat.waitForAnswerDone();
+        // A short first message is read without a word about rebuilding anything.
+        expect(await chat.byId("rebuild-progress").count()).toBe(0);
+        await chat.byId("retention-not-measured").waitFor();
+        expect(await chat.byId("retention-heatmap").getAttribute("data-measured")).toBe("false");
+        expect(await chat.byId("sparsity-strip").textContent()).toMatch(/not measured/);
+        await page.screenshot({path: path.join(artifacts, "memory-panel-full.png")});
+
         await page.reload();
-        await chat.conversationItems().first().click();
+        await chat.conversationItems().filter({hasText: /Think about this/}).click();
         await chat.byId("message-assistant").first().waitFor();
         await openPanel(chat);
         expect(await chat.byId("policy-select").inputValue()).toBe("lethe");

@@ -32,6 +32,29 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     expect(await chat.byId("model-item").allTextContents()).toEqual([expect.stringContaining("Ponder Demo Reasoner")]);
 
+    // At 900 px of height, the model's details leave its row in view, and Escape closes them from anywhere on the page;
+    // Escape also closes the Server and Engine panels with focus outside them.
+    await page.setViewportSize({width: 1400, height: 900});
+    await chat.byId("model-details-button").click();
+    await chat.byId("model-details").waitFor();
+    // What LM Studio shows too: the parameter count and the quantization.
+    await expect.poll(() => chat.byId("model-details").textContent(), {timeout: 15_000})
+        .toMatch(/Parameters\s*[\d.]+ [KMB].*Quantization\s*(F16|F32|BF16|Q\w+)/s);
+    const row = await chat.byId("model-item").boundingBox();
+    expect(row?.height).toBeGreaterThan(30);
+    await page.screenshot({path: path.join(artifacts, "model-details-900.png")});
+    const blur = () => page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    await blur();
+    await page.keyboard.press("Escape");
+    await expect.poll(() => chat.byId("model-details-button").getAttribute("aria-expanded")).toBe("false");
+    for (const panel of ["server", "engine"]) {
+        await chat.byId(panel === "server" ? "server-button" : "engine-build").click();
+        await chat.byId(`${panel}-panel`).waitFor();
+        await blur();
+        await page.keyboard.press("Escape");
+        await chat.byId(`${panel}-panel`).waitFor({state: "detached"});
+    }
+
     const problem = heldOutDemoProblems(1, {minSteps: 20, maxSteps: 30}, 500)[0]!;
     await chat.newConversation();
     // Greedy decoding for this conversation, from the generation panel (Ctrl+Shift+G).
@@ -39,10 +62,11 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     await chat.byId("generation-panel").waitFor();
     await chat.byId("temperature").fill("5");
     await chat.byId("apply-generation").click();
-    expect(await chat.byId("generation-error").textContent()).toMatch(/between 0 and 2/);
+    expect(await chat.byId("temperature-error").textContent()).toMatch(/between 0 and 2/);
+    expect(await chat.byId("generation-error").textContent()).toMatch(/Correct the field marked in red/);
     await chat.byId("temperature").fill("0");
     await chat.byId("apply-generation").click();
-    await chat.byId("generation-panel").getByText(/takes effect with the next answer/).waitFor();
+    await chat.byId("generation-panel").getByText(/Applied to this conversation, from its next answer/).waitFor();
     await expect.poll(() => chat.byId("generation-button").textContent()).toContain("T 0");
     await page.screenshot({path: path.join(artifacts, "generation.png")});
     await page.keyboard.press("Escape");
@@ -67,5 +91,17 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     await chat.conversationItems().first().click();
     await chat.byId("generation-button").click();
     expect(await chat.byId("temperature").inputValue()).toBe("0");
+    await page.keyboard.press("Escape");
+
+    // A new conversation with the demo model says what it can do and offers one of its task's problems; after the
+    // model's answer, the known one is shown.
+    await chat.newConversation();
+    expect(await chat.byId("demo-about").textContent()).toMatch(/modulo 10.*cannot chat/);
+    await page.screenshot({path: path.join(artifacts, "demo-first-screen.png")});
+    await chat.byId("try-sample").click();
+    await chat.waitForAnswerDone();
+    expect(await chat.byId("message-user").last().textContent()).toMatch(/ZZ\?/);
+    expect(await chat.byId("sample-answer").textContent()).toMatch(/known answer: \d \(the value of ZZ\)/);
+    await page.screenshot({path: path.join(artifacts, "demo-sample.png"), fullPage: true});
     await page.close();
 });

@@ -44,7 +44,7 @@ describe("the engine build", () => {
         await expect(select.inputValue()).resolves.toBe("auto");
         const options = await select.locator("option").evaluateAll((nodes) =>
             nodes.map((node) => ({value: (node as HTMLOptionElement).value, label: node.textContent!.trim(), disabled: (node as HTMLOptionElement).disabled})));
-        expect(options[0]).toEqual({value: "auto", label: "Auto: CUDA, then Vulkan, then CPU (runs CPU)", disabled: false});
+        expect(options[0]).toEqual({value: "auto", label: "Auto (runs CPU): CUDA, then Vulkan, then CPU", disabled: false});
         expect(options).toContainEqual({value: "cpu", label: expect.stringMatching(/^CPU \(patched, (native|portable) build\)$/), disabled: false});
         const cpuBuild = app.byId("engine-builds").locator("li[data-backend=cpu][data-usable=true]");
         await expect(cpuBuild.locator("code").textContent()).resolves.toBe("linux-x64");

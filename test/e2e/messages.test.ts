@@ -46,7 +46,7 @@ describe("messages in Chromium against the real backend", () => {
         await chat.byId("generation-panel").waitFor();
         await edit();
         await chat.byId("apply-generation").click();
-        await chat.byId("generation-panel").getByText(/takes effect with the next answer/).waitFor();
+        await chat.byId("generation-panel").getByText(/Applied to this conversation, from its next answer/).waitFor();
         await chat.page.keyboard.press("Escape");
         await chat.byId("generation-panel").waitFor({state: "detached"});
     }
@@ -94,7 +94,7 @@ describe("messages in Chromium against the real backend", () => {
             await chat.byId("temperature").fill("0.3");
             await chat.byId("top-k").fill("1000.5");
             await chat.byId("apply-generation").click();
-            expect(await chat.byId("generation-error").textContent()).toMatch(/Top-k must be a whole number/);
+            expect(await chat.byId("top-k-error").textContent()).toMatch(/Top-k must be a whole number/);
             await chat.byId("top-k").fill("30");
             await chat.byId("preset-name").fill("Precise");
             await chat.byId("save-preset").click();
@@ -107,6 +107,8 @@ describe("messages in Chromium against the real backend", () => {
         const assistant = chat.lastAssistant();
         expect((await assistant.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
         expect(await assistant.getByTestId("thinking-block").count()).toBe(0);
+        // The header says thinking is off for this conversation.
+        expect(await chat.byId("thinking-off-chip").textContent()).toBe("thinking off");
         await page.screenshot({path: path.join(artifacts, "thinking-off.png"), fullPage: true});
 
         // Stored with the conversation: still off after a reload; the preset is the app's.
@@ -293,6 +295,49 @@ describe("messages in Chromium against the real backend", () => {
         expect((await assistant.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
         expect(await assistant.getByTestId("message-cut").count()).toBe(0);
         await page.screenshot({path: path.join(artifacts, "thinking-budget.png"), fullPage: true});
+        await page.close();
+    });
+
+    it("opens a search match deep in a long thought scrolled to the match", async () => {
+        await backend?.stop();
+        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 6});
+        const {page, chat} = await open();
+        await chat.newConversation();
+        await setGeneration(chat, async () => {
+            await chat.byId("thinking-budget").fill("");
+            await chat.byId("max-tokens").fill("700");
+        });
+        await chat.send("Ramble on");
+        await chat.waitForAnswerDone();
+        const assistant = chat.lastAssistant();
+        if (await assistant.getByTestId("thinking-content").isHidden())
+            await assistant.getByTestId("thinking-toggle").click();
+        const thought = (await assistant.getByTestId("thinking-content").textContent())!;
+        // A word first seen well past the box's first screen (the box holds about 14 lines).
+        const word = [...thought.matchAll(/(?<![\p{L}\p{N}])\p{L}{5,}/gu)]
+            .find((match) => match.index > thought.length * 0.6 && thought.toLowerCase().indexOf(match[0].toLowerCase()) === match.index)?.[0];
+        expect(word).toBeTruthy();
+
+        await chat.newConversation();
+        await chat.byId("conversation-search").fill(word!);
+        await expect.poll(() => chat.byId("search-hit").count(), {timeout: 10_000}).toBeGreaterThan(0);
+        // No title matches, but messages do: the list says where the matches are rather than that there are none.
+        expect(await chat.byId("conversations-empty").textContent()).toMatch(/matches in messages are below/);
+        await chat.byId("search-hit").first().click();
+        await page.locator("[data-message-id][data-found] [data-testid=thinking-content]").waitFor({state: "visible"});
+        const placement = await page.evaluate(() => {
+            const first = [...CSS.highlights.get("search-match")!][0] as Range;
+            const rect = first.getBoundingClientRect();
+            const content = document.querySelector<HTMLElement>("[data-found] [data-testid=thinking-content]")!;
+            const box = content.getBoundingClientRect();
+            return {
+                overflows: content.scrollHeight > content.clientHeight + 20,
+                inBox: rect.top >= box.top - 1 && rect.bottom <= box.bottom + 1,
+                inWindow: rect.top >= 0 && rect.bottom <= window.innerHeight
+            };
+        });
+        expect(placement).toEqual({overflows: true, inBox: true, inWindow: true});
+        await page.screenshot({path: path.join(artifacts, "search-long-thought.png")});
         await page.close();
     });
 });

@@ -108,6 +108,21 @@ describe("the API server on the demo model", () => {
         expect(completion.usage!.prompt_tokens + completion.usage!.completion_tokens).toBeGreaterThan(512);
     });
 
+    it("counts a prompt as Full KV's refusal does: the same figure in usage and in the error, with a stable code", async () => {
+        const messages = [{role: "user" as const, content: third!.question}];
+        type Body = OpenAI.ChatCompletionCreateParamsNonStreaming;
+        const fresh = await client.chat.completions.create({model, messages, temperature: 0, max_tokens: 8, ponder: {policy: "lethe", budget: {cells: 1024}}} as Body);
+        const prompt = fresh.usage!.prompt_tokens;
+        // Read afresh under a pruning policy: nothing of it was cached, and every token written is counted.
+        expect(fresh.usage!.prompt_tokens_details!.cached_tokens).toBe(0);
+        expect(fresh.usage!.completion_tokens).toBe(8);
+        const refused = await client.chat.completions.create({model, messages, temperature: 0, ponder: {policy: "full", budget: {cells: prompt + 8}}} as Body)
+            .catch((err: unknown) => err);
+        expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+        expect((refused as InstanceType<typeof OpenAI.BadRequestError>).code).toBe("context_length_exceeded");
+        expect((refused as Error).message).toContain(`${prompt.toLocaleString("en-US")} tokens long`);
+    });
+
     it("completes a long chain of thought under a small budget where Full KV stops", async () => {
         const ask = (policy: string) => client.chat.completions.create({
             model, messages: [{role: "user", content: long.question}], temperature: 0, ponder: {policy, budget: {cells: 448}}

@@ -173,7 +173,7 @@ describe("Engine on generated models", () => {
     it("refuses a cache type llama.cpp cannot make for the model in words, before llama.cpp fails, and still answers", async () => {
         const ask = (kvType: "q8_0" | "q4_0", flashAttention: boolean) => engine.generate({
             history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: new AbortController().signal,
-            kv: {...fullKv, compression: {...fullKv.compression, kvType, flashAttention}}, onChunk() {}
+            kv: {...fullKv, compression: {...fullKv.compression, kvType, kvTypeV: kvType, flashAttention}}, onChunk() {}
         });
         // tiny-qwen2 is loaded: 16-value heads, not whole 32-value blocks.
         for (const kvType of ["q8_0", "q4_0"] as const) {

@@ -1,7 +1,8 @@
 // The fit estimate against what llama.cpp itself allocates, on generated models: qwen3-shaped ones whose heads (64) are
-// wider than embedding / heads (160 / 4 = 40), GQA and MQA, f16 and q8_0, with and without flash attention (KV bytes per
-// cell and in all, weights, and the compute buffer); the compute buffer of llama- and qwen2-shaped ones at other context
-// and ubatch sizes; and that of the 28-layer bench model, plain and with the scoring policies' branches.
+// wider than embedding / heads (160 / 4 = 40), GQA and MQA, f16, q8_0 and keys and values at different types (LeanKV's
+// K8V4, its mirror K4V8), with and without flash attention (KV bytes per cell and in all, weights, and the compute
+// buffer); the compute buffer of llama- and qwen2-shaped ones at other context and ubatch sizes; and that of the
+// 28-layer bench model, plain and with the scoring policies' branches.
 import {setTimeout as delay} from "node:timers/promises";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {Llama, LlamaContext, LlamaContextOptions} from "node-llama-cpp";
@@ -87,13 +88,14 @@ describe.each<[FixtureName, string]>([["tiny-qwen3", "GQA 4/2"], ["tiny-qwen3-mq
         expect(inspection.valueLength).toBe(64);
     });
 
-    const caches = [["f16", false], ["f16", true], ["q8_0", true]] as const;
-    it.each(caches)("matches llama.cpp's KV cache, weights and compute buffer: %s, flash attention %s", async (kvType, flashAttention) => {
+    // Keys and values each at its own type: LeanKV's K8V4 and its mirror K4V8 among them.
+    const caches = [["f16", "f16", false], ["f16", "f16", true], ["q8_0", "q8_0", true], ["q8_0", "q4_0", true], ["q4_0", "q8_0", true]] as const;
+    it.each(caches)("matches llama.cpp's KV cache, weights and compute buffer: K %s, V %s, flash attention %s", async (kvType, kvTypeV, flashAttention) => {
         const cells = 4096;
-        const compression = {...defaultCompressionSettings, kvType, flashAttention, budget: {kind: "cells" as const, cells}};
+        const compression = {...defaultCompressionSettings, kvType, kvTypeV, flashAttention, budget: {kind: "cells" as const, cells}};
         const estimate = estimateBudget(inspection, compression, 64 * 1024 * mib, {modelLoaded: false});
-        const type = kvType === "f16" ? "F16" : "Q8_0";
-        const options = {contextSize: cells, flashAttention, experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type} as const;
+        const ggml = {f16: "F16", q8_0: "Q8_0", q4_0: "Q4_0"} as const;
+        const options = {contextSize: cells, flashAttention, experimentalKvCacheKeyType: ggml[kvType], experimentalKvCacheValueType: ggml[kvTypeV]} as const;
         await withContext(inspection.path, options, async (context) => {
             const kv = new NativeKv(context);
             try {
@@ -104,7 +106,7 @@ describe.each<[FixtureName, string]>([["tiny-qwen3", "GQA 4/2"], ["tiny-qwen3-mq
                 expect(estimate.bytes).toBe(stats.bytesAllocated);
                 // Weights: what llama.cpp counts as the model's size, within 1%.
                 expect(Math.abs(estimate.weightsBytes! - context.model.size) / context.model.size).toBeLessThan(0.01);
-                const label = `${fixture} ${kvType}${flashAttention ? " flash" : ""}`;
+                const label = `${fixture} ${kvType}/${kvTypeV}${flashAttention ? " flash" : ""}`;
                 expect(relativeError(label, estimate.computeBytes!, await reportedComputeBytes())).toBeLessThan(0.01);
             } finally {
                 await kv.dispose();
@@ -153,10 +155,11 @@ describe("compute buffer of the 28-layer bench-1.5b-shape model at 4,096 cells",
 });
 
 describe("scoring policies on the bench-1.5b-shape model at 4,096 cells", () => {
-    // Lethe scores every row of a ubatch (32 with flash attention), ReFreeKV the last one.
+    // Lethe scores every row of a ubatch (32 with flash attention), ReFreeKV the last one, LeanKV every row either way.
     it.each([
         {policy: "lethe" as const, flashAttention: false}, {policy: "lethe" as const, flashAttention: true},
-        {policy: "refreekv" as const, flashAttention: false}, {policy: "refreekv" as const, flashAttention: true}
+        {policy: "refreekv" as const, flashAttention: false}, {policy: "refreekv" as const, flashAttention: true},
+        {policy: "leankv" as const, flashAttention: true}
     ])("$policy, flash attention $flashAttention: the scores and the scoring branch as llama.cpp allocates them", async ({policy, flashAttention}) => {
         const inspection = await inspectModel(await getFixtureModel("bench-1.5b-shape"));
         const compression = {...defaultCompressionSettings, policy, flashAttention, budget: {kind: "cells" as const, cells: 4096}};

@@ -51,10 +51,10 @@ describe("compression policies on a generated model", () => {
         expect(samples.at(-1)!.pruneRounds).toBe(0);
     });
 
-    for (const policy of ["streamingllm", "h2o", "lethe", "refreekv"] as const) {
+    for (const policy of ["streamingllm", "h2o", "lethe", "refreekv", "leankv"] as const) {
         it(`${policy}: generates 4 x the budget without exceeding it, with consistent stats`, async () => {
             // A fresh context per policy (the cell count differs by one) so the counters start at zero.
-            const cells = budget + ["streamingllm", "h2o", "lethe", "refreekv"].indexOf(policy) + 1;
+            const cells = budget + ["streamingllm", "h2o", "lethe", "refreekv", "leankv"].indexOf(policy) + 1;
             const {result, samples, tokens} = await run(engine, policy, [{role: "user", text: "Think for a long time."}], 4 * budget + 40, cells);
             expect(result.stopReason).toBe("maxTokens");
             expect(tokens).toBeGreaterThanOrEqual(4 * budget);
@@ -104,6 +104,34 @@ describe("compression policies on a generated model", () => {
             history, systemPrompt: "", temperature: 0.8, maxTokens: 40, signal: new AbortController().signal,
             kv: {compression: {...compression, policy: "full"}, cells: 300}, onChunk() {}
         })).rejects.toThrow(/more than the KV budget of 300 cells/);
+    });
+
+    it("reports each answer's own evictions and rounds, not what earlier answers in the same context did", async () => {
+        const cells = 512;
+        const long = await run(engine, "lethe", [{role: "user", text: "Think for a long time."}], 3 * cells, cells);
+        const before = long.samples.at(-1)!;
+        expect(before.tokensEvicted).toBeGreaterThan(cells);
+        expect(before.cellsLive + before.tokensEvicted).toBe(before.tokensSeen);
+
+        // A short answer in the same context: nothing is pruned, so nothing is evicted.
+        const short = await run(engine, "lethe", [{role: "user", text: "Hi."}], 40, cells);
+        const last = short.samples.at(-1)!;
+        expect(last.tokensSeen).toBeLessThan(100);
+        expect(last.tokensEvicted).toBe(0);
+        expect(last.liveBytes).toBe(last.fullBytes);
+        for (const sample of short.samples)
+            expect(sample.tokensEvicted).toBeLessThanOrEqual(sample.tokensSeen);
+
+        // Again a long one: its count is its own, not added to the first's.
+        const again = await run(engine, "lethe", [{role: "user", text: "Think for a long time."}], 3 * cells, cells);
+        expect(again.samples.at(-1)!.tokensEvicted).toBe(before.tokensEvicted);
+        expect(again.samples.at(-1)!.pruneRounds).toBe(before.pruneRounds);
+
+        // Full KV after them: nothing evicted, every token live.
+        const full = await run(engine, "full", [{role: "user", text: "Hi."}], 20, cells);
+        expect(full.samples.at(-1)!.tokensEvicted).toBe(0);
+        expect(full.samples.at(-1)!.pruneRounds).toBe(0);
+        expect(full.samples.at(-1)!.liveBytes).toBe(full.samples.at(-1)!.fullBytes);
     });
 
     it("continues a conversation in turn two after pruning in turn one", async () => {

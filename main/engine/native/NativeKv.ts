@@ -99,6 +99,26 @@ export class NativeKv {
     }
 
     /**
+     * Whether this build can write scores back (`restoreScores`). No patch of the series adds `ponderSetAttnScores` yet,
+     * so states of policies that read scores are not saved (they could not be resumed exactly).
+     */
+    public get canRestoreScores(): boolean {
+        return typeof this._addon.ponderSetAttnScores === "function";
+    }
+
+    /**
+     * Writes back the accumulated and last scores of the live cells of `sequenceId` found at `positions` (the layout of
+     * `scores()`), for a state loaded from disk, whose cells llama.cpp restores with zero scores. Scoring must be on.
+     */
+    public async restoreScores(sequenceId: number, positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]): Promise<number> {
+        const set = this._addon.ponderSetAttnScores;
+        if (set == null)
+            throw new Error("this engine build cannot write scores back (native/patches 0007-0008 are missing)");
+        return await this._withContextLock(() => set.call(this._addon, sequenceId, positions, heads, layers.map(([accumulated]) => accumulated),
+            layers.map(([, last]) => last)));
+    }
+
+    /**
      * node-llama-cpp counts positions, not live cells: once a sequence's next position reaches `context.contextSize`,
      * it shifts the context (erases the oldest tokens and re-rotates K for every later one). `evict` frees cells but
      * keeps positions, so let positions run up to `limit` instead (the model's training context, say). The KV cache

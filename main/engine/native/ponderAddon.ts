@@ -1,8 +1,8 @@
 // The one place that reaches into node-llama-cpp's internals for Ponder's native API: the addon bindings of a Llama
-// (`llama._bindings`), the AddonContext of a LlamaContext (`context._ctx`) and the context size node-llama-cpp counts
-// positions against (`context._contextSize`). All are internal to node-llama-cpp 3.22.1 (pinned); native/patches/0003
-// adds the `ponder*` members.
-import type {Llama, LlamaContext} from "node-llama-cpp";
+// (`llama._bindings`), the AddonContext of a LlamaContext (`context._ctx`), the context size node-llama-cpp counts
+// positions against (`context._contextSize`) and the decode step of a sequence (`sequence._decodeTokens`). All are
+// internal to node-llama-cpp 3.22.1 (pinned); native/patches/0003 adds the `ponder*` members.
+import type {Llama, LlamaContext, LlamaContextSequence} from "node-llama-cpp";
 
 /** Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). */
 export const PONDER_PATCH_VERSION = 3;
@@ -37,7 +37,13 @@ export type PonderAddonContext = {
     ponderEvict(sequenceId: number, positions: Int32Array): number,
     ponderGetKvStats(): PonderAddonKvStats,
     ponderSetAttnScore(enabled: boolean, rows: number, squared: boolean, gamma: number): void,
-    ponderGetAttnScores(sequenceId: number): PonderAddonScores
+    ponderGetAttnScores(sequenceId: number): PonderAddonScores,
+    /**
+     * Writes the scores of the live cells of a sequence back (a restored state's cells start from zero): for each cell at
+     * one of `positions`, its accumulated and last scores, laid out as `ponderGetAttnScores` reads them. Returns the
+     * cells written. Added by native/patches/0007-0008; absent from older builds.
+     */
+    ponderSetAttnScores?(sequenceId: number, positions: Int32Array, heads: number, accumulated: Float32Array[], last: Float32Array[]): number
 };
 
 type WithBindings = {_bindings?: PonderBindings};
@@ -68,4 +74,55 @@ export function setLogicalContextSize(context: LlamaContext, size: number): void
     if (typeof internal._contextSize !== "number")
         throw new Error("node-llama-cpp's LlamaContext has no _contextSize: main/engine/native needs updating for this version");
     internal._contextSize = size;
+}
+
+/**
+ * Asked before each decode of a sequence with the number of tokens about to be decoded (`first`: the first part of one
+ * evaluation); answers how many of them to decode now (1 to `count`), after whatever it had to do first (a prune round).
+ * The rest of the evaluation is asked for again, part by part.
+ */
+export type DecodeGate = (count: number, first: boolean) => number | Promise<number>;
+
+type DecodeTokens = (tokens: number[], logits: (boolean | undefined)[], evaluationPriority: unknown, tokenMeter: unknown,
+    contextShiftOptions: unknown, logitDataMapper: (batchLogitIndex: number, tokenIndex: number) => unknown, afterBatchAction?: unknown
+) => Promise<unknown[]>;
+type WithDecodeTokens = {_decodeTokens?: DecodeTokens};
+
+/**
+ * Runs `gate` before every decode of `sequence`: prompt chunks, generated tokens and node-llama-cpp's re-evaluations
+ * all go through the sequence's `_decodeTokens`, which waits for the gate, so what the gate does (a prune round) never
+ * overlaps a decode and happens at the same token every time. An evaluation the gate cuts is decoded in parts; each
+ * part's logits and sampled tokens land where one decode would have put them. Returns a function that removes the gate.
+ */
+export function gateSequenceDecodes(sequence: LlamaContextSequence, gate: DecodeGate): () => void {
+    const internal = sequence as unknown as WithDecodeTokens;
+    const decodeTokens = internal._decodeTokens;
+    if (typeof decodeTokens !== "function")
+        throw new Error("node-llama-cpp's LlamaContextSequence has no _decodeTokens: main/engine/native needs updating for this version");
+
+    const own = Object.hasOwn(internal, "_decodeTokens");
+    const original = decodeTokens.bind(sequence);
+    internal._decodeTokens = async (tokens, logits, priority, meter, shift, logitDataMapper, afterBatchAction) => {
+        const results: unknown[] = [];
+        let done = 0;
+        while (done < tokens.length) {
+            const allowed = await gate(tokens.length - done, done === 0);
+            const count = Math.max(1, Math.min(tokens.length - done, Math.floor(allowed)));
+            const offset = done;
+            const mapper = (batchLogitIndex: number, tokenIndex: number) => logitDataMapper(batchLogitIndex, tokenIndex + offset);
+            const part = await original(tokens.slice(offset, offset + count), logits.slice(offset, offset + count), priority, meter, shift,
+                mapper, afterBatchAction);
+            part.forEach((value, index) => {
+                results[offset + index] = value;
+            });
+            done += count;
+        }
+        return results;
+    };
+    return () => {
+        if (own)
+            internal._decodeTokens = decodeTokens;
+        else
+            delete internal._decodeTokens;
+    };
 }

@@ -32,7 +32,8 @@ export function decide<Params, State>(
     let aggregateState = state.aggregate;
     let policyProtects = perLayer.protect;
     if (combine === "aggregate") {
-        const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated: aggregated, last: aggregatedLast, aggregated: true},
+        const accumulated = policy.aggregate?.(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include) ?? aggregated;
+        const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated, last: aggregatedLast, aggregated: true},
             params, state.aggregate, target);
         choices = single.selectors;
         aggregateState = single.state;
@@ -100,7 +101,9 @@ export function decide<Params, State>(
     }
     const forcedDrops = Math.max(0, candidates.length - room);
 
-    // What each layer's own selection keeps of the cells: its selectors' top cells that survived the round.
+    // What each layer's own scores would keep of every token seen so far (evicted ones included): its selectors' top
+    // cells, whether or not the shared round kept them.
+    const seen = Math.max(target.tokensSeen ?? 0, n, n > 0 ? snapshot.positions[byPosition[n - 1]!]! + 1 : 0);
     const keptPerLayer = new Float32Array(snapshot.layers);
     const headSums = sumHeads(snapshot.accumulated, snapshot.layers, snapshot.heads, n);
     const sparsityPerLayer = new Float32Array(snapshot.layers);
@@ -115,8 +118,8 @@ export function decide<Params, State>(
         }
         let count = 0;
         for (let j = 0; j < n; j++)
-            count += own[j]! & keep[j]!;
-        keptPerLayer[l] = n > 0 ? count / n : 1;
+            count += own[j]!;
+        keptPerLayer[l] = seen > 0 ? count / seen : 1;
     }
 
     const evict: number[] = [];
@@ -125,7 +128,7 @@ export function decide<Params, State>(
             evict.push(snapshot.positions[j]!);
     }
     evict.sort((a, b) => a - b);
-    return {evict: Int32Array.from(evict), keptCells: kept, forcedDrops, keptPerLayer, sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}};
+    return {evict: Int32Array.from(evict), keptCells: kept, keptShare: seen > 0 ? kept / seen : 1, forcedDrops, keptPerLayer, sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}};
 }
 
 /** A policy's state for its per-layer run (always made, for the per-layer read-outs) and its aggregated run. */

@@ -1,5 +1,6 @@
 import {fullPolicy} from "./full.js";
 import {h2oPolicy} from "./h2o.js";
+import {leanKvPolicy} from "./leankv.js";
 import {lethePolicy} from "./lethe.js";
 import {refreeKvPolicy} from "./refreekv.js";
 import {streamingLlmPolicy} from "./streamingLlm.js";
@@ -10,5 +11,6 @@ export const policies = {
     streamingllm: streamingLlmPolicy,
     h2o: h2oPolicy,
     lethe: lethePolicy,
-    refreekv: refreeKvPolicy
+    refreekv: refreeKvPolicy,
+    leankv: leanKvPolicy
 } as const satisfies {[Id in PolicyId]: Policy<never, unknown> | Policy<any, any>};

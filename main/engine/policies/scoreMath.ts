@@ -57,6 +57,24 @@ export function aggregateNormalised(scores: Float32Array, layers: number, heads:
     return out;
 }
 
+/**
+ * Per cell, the largest score over the (layer, head) rows whose layer is included: one vector kept by a cell's best head
+ * (LeanKV §4 aggregates a KV head's query heads by their maximum). `scores` is `layers * heads * n`.
+ */
+export function maxOverRows(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array {
+    const out = new Float32Array(n);
+    for (let l = 0; l < layers; l++) {
+        if (!include(l))
+            continue;
+        for (let h = 0; h < heads; h++) {
+            const base = (l * heads + h) * n;
+            for (let j = 0; j < n; j++)
+                out[j] = Math.max(out[j]!, scores[base + j]!);
+        }
+    }
+    return out;
+}
+
 /** Per layer, the scores summed over heads: `layers * n` from `layers * heads * n` (Lethe Eq. 2's head sum). */
 export function sumHeads(scores: Float32Array, layers: number, heads: number, n: number): Float32Array {
     if (heads === 1)

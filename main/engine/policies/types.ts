@@ -29,7 +29,12 @@ export type PruneTarget = {
      * Positions below this one are the turn's input (system prompt, earlier turns, the new message); unset while the
      * input is still being read.
      */
-    inputEnd?: number
+    inputEnd?: number,
+    /**
+     * Tokens in the sequence so far, kept or not: what the per-layer read-outs are shares of. Defaults to the newest
+     * live position + 1.
+     */
+    tokensSeen?: number
 };
 
 /**
@@ -59,7 +64,12 @@ export type ScoreNeeds = {
     /** Decay of the accumulated score; `null` when the policy needs no accumulation. */
     gamma: number | null,
     /** Whether prompts are scored by every query row (sums over queries, Eq. 2/5) or by the last row only (ReFreeKV k = 1). */
-    allRows: boolean
+    allRows: boolean,
+    /**
+     * Whether every row must be scored with flash attention too, where the others take a prompt's last rows only (a
+     * mean over the rows that read a cell needs them all, LeanKV). Defaults to `false`.
+     */
+    everyRow?: boolean
 };
 
 export type Policy<Params, State> = {
@@ -68,10 +78,16 @@ export type Policy<Params, State> = {
     initialState(params: Params, budget: number): State,
     needs(params: Params): ScoreNeeds,
     /** Pure: typed arrays in, one ranking and quota per selector out. */
-    select(snapshot: ScoreSnapshot, params: Params, state: State, target: PruneTarget): PolicySelection<State>
+    select(snapshot: ScoreSnapshot, params: Params, state: State, target: PruneTarget): PolicySelection<State>,
+    /**
+     * How `aggregate` mode folds the layers' and heads' accumulated scores (`layers * heads * n`) into the one row it
+     * selects on; `include` names the voting layers. Defaults to every row divided by its total, summed
+     * (`aggregateNormalised`).
+     */
+    aggregate?(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv";
+export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv";
 
 /**
  * How the selectors' choices become one set of cells to free (llama.cpp's cells are shared by all layers):
@@ -87,9 +103,14 @@ export type PruneDecision<State> = {
     /** Positions to free. */
     evict: Int32Array,
     keptCells: number,
+    /** The shared cells kept, as a share of the tokens seen (`keptCells / tokensSeen`). */
+    keptShare: number,
     /** Cells the selectors wanted to keep but the budget did not allow. */
     forcedDrops: number,
-    /** Per layer, the share of the live cells that layer's own (scaled) selection keeps. */
+    /**
+     * Per layer, what that layer's own selection (its selectors' top cells up to their quotas, before the layers are
+     * combined) would keep, as a share of the tokens seen (`PruneTarget.tokensSeen`).
+     */
     keptPerLayer: Float32Array,
     /** Per layer, Hoyer sparsity of its accumulated scores summed over heads (Lethe Eq. 1). */
     sparsityPerLayer: Float32Array,

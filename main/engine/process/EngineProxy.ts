@@ -373,7 +373,7 @@ export class EngineProxy implements EngineApi {
                 this._calls.get(message.id)?.onSample?.(message.sample);
                 return;
             case "rebuild":
-                this._calls.get(message.id)?.onRebuild?.(message.progress);
+                this._calls.get(message.id)?.onRebuild?.(message.progress, message.reason);
                 return;
         }
     }

@@ -1,4 +1,4 @@
-import type {BuildInfo, EngineStatus, ErrorInfo, KvSample, ModelInfo} from "../../../preload/contract.js";
+import type {BuildInfo, EngineStatus, ErrorInfo, KvSample, ModelInfo, ReadReason} from "../../../preload/contract.js";
 import type {LoadOptions} from "../EngineApi.js";
 import type {GenerateRequest, GenerationChunk, GenerationResult, ModelInspection} from "../types.js";
 
@@ -38,7 +38,7 @@ export type FromEngine =
     | {type: "result", id: number, ok: false, error: ErrorInfo}
     | {type: "chunks", id: number, chunks: GenerationChunk[]}
     | {type: "sample", id: number, sample: KvSample}
-    | {type: "rebuild", id: number, progress: number};
+    | {type: "rebuild", id: number, progress: number, reason: ReadReason};
 
 export type GenerateAnswer = GenerationResult;
 

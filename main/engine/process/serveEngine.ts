@@ -78,7 +78,7 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
                                 flush();
                                 send({type: "sample", id, sample});
                             } : undefined,
-                            onRebuild: rebuild ? (progress) => send({type: "rebuild", id, progress}) : undefined
+                            onRebuild: rebuild ? (progress, reason) => send({type: "rebuild", id, progress, reason}) : undefined
                         });
                     } finally {
                         flush();

@@ -58,6 +58,7 @@ describe("the API server", () => {
         expect(message.content).toBe("The answer is 4");
         expect(message.reasoning_content).toBe("Let me think");
         expect(completion.choices[0]!.finish_reason).toBe("stop");
+        expect((completion as unknown as {ponder: {stop_reason: string}}).ponder.stop_reason).toBe("end_of_turn");
         expect(completion.usage).toMatchObject({completion_tokens: 7, completion_tokens_details: {reasoning_tokens: 3}});
         expect(engine.requests[0]).toMatchObject({systemPrompt: "Be brief.", temperature: 0, maxTokens: 50, seed: 7, stop: ["END"],
             history: [{role: "user", text: "2+2?"}]});
@@ -121,6 +122,37 @@ describe("the API server", () => {
         const completion = await client.chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming);
         expect(engine.requests.map((request) => [request.kv.compression.policy, request.kv.cells])).toEqual([["h2o", 1024], ["streamingllm", 300]]);
         expect((completion.usage as unknown as {kv: object}).kv).toMatchObject({policy: "streamingllm", budget_cells: 300});
+    });
+
+    it("takes LeanKV and the K and V cache types from the ponder extension, turning flash attention on for quantized values", async () => {
+        const {client, engine} = await setup();
+        engine.inspection = {...engine.inspection!, layers: 2, headCount: 4, headCountKv: 2, embeddingLength: 512};
+        const ask = (ponder: object) => client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "b"}], ponder} as
+            OpenAI.ChatCompletionCreateParamsNonStreaming);
+        const completion = await ask({policy: "leankv", budget: {cells: 512}, cache_type_k: "q8_0", cache_type_v: "q4_0"});
+        expect(engine.requests.at(-1)!.kv.compression).toMatchObject({policy: "leankv", kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true});
+        expect((completion.usage as unknown as {kv: object}).kv).toMatchObject({policy: "leankv", cache_type_k: "q8_0", cache_type_v: "q4_0"});
+        // Quantized keys alone keep the app's flash attention setting (off by default): llama.cpp makes them without it.
+        await ask({cache_type_k: "q4_0"});
+        expect(engine.requests.at(-1)!.kv.compression).toMatchObject({kvType: "q4_0", kvTypeV: "f16", flashAttention: false});
+        await ask({});
+        expect(engine.requests.at(-1)!.kv.compression).toMatchObject({kvType: "f16", kvTypeV: "f16", flashAttention: false});
+
+        // Pairs llama.cpp cannot make are refused in words, naming the parameter where the body alone says so.
+        const refused = async (ponder: object) => {
+            const error = await ask(ponder).catch((err: unknown) => err);
+            expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+            return error as InstanceType<typeof OpenAI.BadRequestError>;
+        };
+        const noFlash = await refused({cache_type_k: "q8_0", cache_type_v: "q4_0", flash_attention: false});
+        expect(noFlash.param).toBe("ponder.flash_attention");
+        expect(noFlash.message).toBe("400 ponder.flash_attention: A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, " +
+            "or store the values as F16.");
+        engine.inspection = {...engine.inspection, embeddingLength: 64};
+        const narrow = await refused({cache_type_k: "q8_0"});
+        expect(narrow.message).toBe("400 This model's attention heads are 16 values wide, and a q8_0 K cache stores blocks of 32: choose F16 for K.");
+        expect((await refused({cache_type_v: "q3"})).param).toBe("ponder.cache_type_v");
+        expect(engine.requests).toHaveLength(3);
     });
 
     it("passes top_p, and llama-server's top_k, min_p and repeat_penalty, to the engine", async () => {

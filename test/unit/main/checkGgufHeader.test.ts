@@ -3,7 +3,7 @@ import {tmpdir} from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {AppError} from "../../../main/AppError.js";
-import {checkGgufHeader} from "../../../main/engine/checkGgufHeader.js";
+import {checkGgufHeader, describeSizes} from "../../../main/engine/checkGgufHeader.js";
 import {inspectModel} from "../../../main/engine/inspectModel.js";
 import {writeCorruptModels, type CorruptModel} from "../../fixtures/gguf/corruptModels.js";
 import {FIXTURE_NAMES, getFixtureModel, REPO_ROOT} from "../../fixtures/gguf/fixtures.js";
@@ -46,6 +46,22 @@ describe("GGUF header check", () => {
         expect((await checkGgufHeader(file)).dataOffset + 128).toBe(data.length);
     });
 
+    it("counts the parameters and names the type most layer matrices are stored in", async () => {
+        const file = path.join(dir, "quantized.gguf");
+        await writeFile(file, encodeGguf({
+            metadata: [["general.architecture", gguf.string("llama")]],
+            tensors: [
+                {name: "token_embd.weight", dims: [64, 10], type: GgmlType.F32, data: new Float32Array(640)},
+                {name: "blk.0.attn_q.weight", dims: [64, 64], type: GgmlType.F16, data: new Float32Array(4096)},
+                {name: "blk.0.ffn_up.weight", dims: [64, 64], type: GgmlType.F16, data: new Float32Array(4096)},
+                {name: "blk.0.attn_k.weight", dims: [64, 32], type: GgmlType.F32, data: new Float32Array(2048)},
+                {name: "blk.0.attn_norm.weight", dims: [64], type: GgmlType.F32, data: new Float32Array(64)}
+            ]
+        }));
+        // F16 holds 16 KiB of the layer's matrices, F32 8 KiB; the 1-D norm and the embeddings do not count.
+        expect(await checkGgufHeader(file)).toMatchObject({parameterCount: 640 + 4096 * 2 + 2048 + 64, weightType: "F16"});
+    });
+
     it("refuses each of at least 25 damaged or hostile files with MODEL_INVALID naming what is wrong", async () => {
         expect(corrupt.length).toBeGreaterThanOrEqual(25);
         for (const model of corrupt) {
@@ -73,5 +89,13 @@ describe("GGUF header check", () => {
         await expect(checkGgufHeader(find("key-length-2-31-padded"))).rejects.toThrow(
             "is not a usable GGUF model: the name of key/value pair 0 is 2147483648 bytes long, but only 64 bytes are left in the file"
         );
+    });
+});
+
+describe("describeSizes", () => {
+    it("says bytes where the rounded sizes would read the same, and MiB otherwise", () => {
+        expect(describeSizes(5_101_773, 5_106_880)).toBe("5,101,773 bytes on disk, the header describes 5,106,880 bytes");
+        expect(describeSizes(1_048_576, 10_485_760)).toBe("1.0 MiB on disk, the header describes 10.0 MiB");
+        expect(describeSizes(100, 200)).toBe("100 bytes on disk, the header describes 200 bytes");
     });
 });

@@ -1,6 +1,8 @@
 import {describe, expect, it} from "vitest";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
-import {compressionSettingsSchema, defaultCompressionSettings, defaultConversationSettings, mergeConversationSettings} from "../../../main/services/schemas.js";
+import {
+    compressionSettingsSchema, conversationSettingsSchema, defaultCompressionSettings, defaultConversationSettings, mergeConversationSettings
+} from "../../../main/services/schemas.js";
 import {exportConversation} from "../../../main/services/exportConversation.js";
 import type {ModelInspection} from "../../../main/engine/types.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
@@ -20,8 +22,35 @@ describe("budget estimate", () => {
         expect(odd).toMatchObject({cells: 1000, allocatedCells: 1024, bytes: 1024 * 28672});
         const mib = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "mib", mib: 112}}, 8 * 2 ** 30);
         expect(mib.cells).toBe(4096);
-        const q8 = estimateBudget(qwen15b, {...defaultCompressionSettings, kvType: "q8_0", budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        const q8 = estimateBudget(qwen15b, {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q8_0", flashAttention: true,
+            budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
         expect(q8.bytes).toBeLessThan(cells.bytes * 0.6);
+    });
+
+    it("counts keys and values each at its own type: K8V4, its mirror K4V8, and a MiB budget in cells of the pair", () => {
+        // 28 layers x (K row + V row) of 2 KV heads x 128 = 256 values, 8 blocks: q8_0 34 bytes a block, q4_0 18.
+        const k8v4 = {...defaultCompressionSettings, kvType: "q8_0" as const, kvTypeV: "q4_0" as const, flashAttention: true};
+        const estimate = estimateBudget(qwen15b, {...k8v4, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        expect(estimate).toMatchObject({bytesPerCell: 28 * (8 * 34 + 8 * 18), bytes: 4096 * 11_648, fullContextBytes: 131072 * 11_648});
+        const k4v8 = estimateBudget(qwen15b, {...k8v4, kvType: "q4_0", kvTypeV: "q8_0", budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        expect(k4v8.bytes).toBe(estimate.bytes);
+        // Quantized keys with F16 values: 28 x (144 + 512).
+        const k4 = estimateBudget(qwen15b, {...defaultCompressionSettings, kvType: "q4_0", budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        expect(k4).toMatchObject({bytesPerCell: 28 * (8 * 18 + 512)});
+        expect(k4.notes.join(" ")).not.toMatch(/flash attention/);
+        // 112 MiB of K8V4 is 117,440,512 / 11,648 = 10,082 cells.
+        expect(estimateBudget(qwen15b, {...k8v4, budget: {kind: "mib", mib: 112}}, 8 * 2 ** 30).cells).toBe(10_082);
+        // A pair llama.cpp cannot make is said in words.
+        expect(estimateBudget(qwen15b, {...k8v4, flashAttention: false, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30).notes)
+            .toContain("A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16.");
+    });
+
+    it("names the policy in its notes as the app does, never by its raw id", () => {
+        for (const [policy, name] of [["lethe", "Lethe"], ["h2o", "H2O"], ["refreekv", "ReFreeKV"], ["streamingllm", "StreamingLLM"]] as const) {
+            const notes = estimateBudget(qwen15b, {...defaultCompressionSettings, policy, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30).notes.join(" ");
+            expect(notes).toContain(`${name} prunes while the model thinks`);
+            expect(notes).not.toMatch(new RegExp(`\\b${policy}\\b`));
+        }
     });
 
     it("caps auto at half the free memory and says so; reports a budget that does not fit", () => {
@@ -97,24 +126,62 @@ describe("compression settings", () => {
         expect(merged.compression.params.lethe.recentRatio).toBe(0.3);
     });
 
-    it("refuses a quantized cache without flash attention (llama.cpp cannot make that context), and repairs a stored one", () => {
+    it("refuses a quantized V cache without flash attention (llama.cpp cannot make that context), in words, and repairs a stored one", () => {
         const parse = (patch: object) => compressionSettingsSchema.safeParse({...defaultCompressionSettings, ...patch});
-        for (const kvType of ["q8_0", "q4_0"]) {
-            const refused = parse({kvType, flashAttention: false});
+        for (const [kvType, kvTypeV] of [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "q4_0"], ["q4_0", "q8_0"], ["f16", "q4_0"]]) {
+            const refused = parse({kvType, kvTypeV, flashAttention: false});
             expect(refused.success).toBe(false);
-            expect(refused.error?.issues[0]).toMatchObject({path: ["flashAttention"], message: expect.stringMatching(/needs flash attention/)});
-            expect(parse({kvType, flashAttention: true}).success).toBe(true);
+            expect(refused.error?.issues[0]).toMatchObject({path: ["flashAttention"], message:
+                "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16."});
+            expect(parse({kvType, kvTypeV, flashAttention: true}).success).toBe(true);
         }
-        expect(parse({kvType: "f16", flashAttention: false}).success).toBe(true);
+        // Quantized keys with F16 values: llama.cpp makes them without flash attention.
+        expect(parse({kvType: "q4_0", kvTypeV: "f16", flashAttention: false}).success).toBe(true);
+        expect(parse({kvType: "f16", kvTypeV: "f16", flashAttention: false}).success).toBe(true);
+        expect(parse({kvType: "q8_0", kvTypeV: "q2_k", flashAttention: true}).success).toBe(false);
 
         const stored = mergeConversationSettings(defaultConversationSettings, {compression: {policy: "lethe", kvType: "q8_0", flashAttention: false}});
-        expect(stored.compression).toMatchObject({policy: "lethe", kvType: "f16", flashAttention: false});
+        expect(stored.compression).toMatchObject({policy: "lethe", kvType: "f16", kvTypeV: "f16", flashAttention: false});
 
         const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
         const c = services.conversations.create();
-        expect(() => services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q4_0"}})).toThrow(/needs flash attention/);
-        services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q4_0", flashAttention: true}});
-        expect(services.conversations.get(c.id).settings.compression).toMatchObject({kvType: "q4_0", flashAttention: true});
+        expect(() => services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q4_0"}}))
+            .toThrow(/V cache .* needs flash attention/);
+        services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true}});
+        expect(services.conversations.get(c.id).settings.compression).toMatchObject({kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true});
+        // A partial update of the keys alone keeps the values' type.
+        services.conversations.updateSettings(c.id, {compression: {kvType: "q4_0"} as never});
+        expect(services.conversations.get(c.id).settings.compression).toMatchObject({kvType: "q4_0", kvTypeV: "q4_0"});
+    });
+
+    it("reads settings stored when one type covered keys and values: that type is both", () => {
+        for (const kvType of ["f16", "q8_0", "q4_0"] as const) {
+            const stored = mergeConversationSettings(defaultConversationSettings, {compression: {policy: "h2o", kvType, flashAttention: true}});
+            expect(stored.compression).toMatchObject({policy: "h2o", kvType, kvTypeV: kvType, flashAttention: true});
+            expect(conversationSettingsSchema.safeParse(stored).success).toBe(true);
+        }
+        // Stored with both: each kept; a damaged value type falls back to the default.
+        expect(mergeConversationSettings(defaultConversationSettings, {compression: {kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true}}).compression)
+            .toMatchObject({kvType: "q8_0", kvTypeV: "q4_0"});
+        expect(mergeConversationSettings(defaultConversationSettings, {compression: {kvType: "q8_0", kvTypeV: "q3", flashAttention: true}}).compression)
+            .toMatchObject({kvType: "q8_0", kvTypeV: "f16"});
+        // The app's defaults, stored by the old version, load the same way.
+        const db = new AppDatabase(":memory:");
+        const services = new AppServices(db, new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const {kvTypeV: _, ...oldCompression} = {...defaultCompressionSettings, kvType: "q8_0" as const, flashAttention: true};
+        db.settings.set("app", {theme: "dark", defaultConversationSettings: {...defaultConversationSettings, compression: oldCompression}});
+        expect(services.settings.get().defaultConversationSettings.compression).toMatchObject({kvType: "q8_0", kvTypeV: "q8_0", flashAttention: true});
+        expect(services.settings.get().theme).toBe("dark");
+    });
+
+    it("accepts LeanKV with its calibrated defaults and refuses a negative threshold", () => {
+        const parse = (leankv: object) => compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "leankv",
+            params: {...defaultCompressionSettings.params, leankv}});
+        expect(defaultCompressionSettings.params.leankv).toEqual({alpha: 1.2, window: 64});
+        expect(parse({alpha: 0.5, window: 64}).success).toBe(true);
+        expect(parse({alpha: 0, window: 0}).success).toBe(true);
+        expect(parse({alpha: -1, window: 64}).error?.issues[0]?.message).toBe("alpha must be 0 (prune nothing) or more");
+        expect(parse({alpha: 0.5, window: 1.5}).success).toBe(false);
     });
 
     it("persists a per-conversation policy and budget through the service, refusing invalid ones", () => {

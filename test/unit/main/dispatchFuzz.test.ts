@@ -7,7 +7,7 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {mulberry32} from "../../fixtures/gguf/random.js";
 import {FakeEngine} from "./FakeEngine.js";
 
-const codes: readonly ErrorCode[] = ["BAD_REQUEST", "NOT_FOUND", "FORBIDDEN", "MODEL_NOT_LOADED", "MODEL_INVALID", "ENGINE_UNPATCHED", "BUSY", "STORAGE", "ENGINE_STOPPED"];
+const codes: readonly ErrorCode[] = ["BAD_REQUEST", "NOT_FOUND", "FORBIDDEN", "MODEL_NOT_LOADED", "MODEL_INVALID", "ENGINE_UNPATCHED", "BUSY", "STORAGE", "ENGINE_STOPPED", "BUDGET_ABOVE_CONTEXT"];
 
 /** Random values of every JSON and JavaScript shape a hostile renderer could send, drawn from one seed. */
 function arbitrary(random: ReturnType<typeof mulberry32>, depth = 0): unknown {

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import {describe, expect, it} from "vitest";
 import {KvController} from "../../../main/engine/KvController.js";
 import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
@@ -5,95 +6,208 @@ import type {ScoringOptions} from "../../../main/engine/native/types.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import type {CompressionSettings} from "../../../preload/contract.js";
 
-/** A NativeKv stand-in: `n` live cells at positions 0..n-1, three layers of two heads whose last row looks at the newest 4. */
-function fakeKv(n: number) {
+/**
+ * A NativeKv stand-in holding cells for real: `decode(count)` fills cells at the next positions, `evict` frees them.
+ * Three layers of two heads; each cell's scores are a fixed function of its position, the last row looks at the newest 4.
+ */
+function fakeKv(prompt = 0) {
     const calls: ScoringOptions[] = [];
     const evicted: number[][] = [];
-    const positions = Int32Array.from({length: n}, (_, i) => i);
-    const last = new Float32Array(2 * n);
-    for (let h = 0; h < 2; h++) {
-        for (let j = n - 4; j < n; j++)
-            last[h * n + j] = 0.25;
-    }
+    let live: number[] = Array.from({length: prompt}, (_, i) => i);
+    let next = prompt;
+    const score = (position: number) => ((position * 2_654_435_761) % 1000) / 1000;
     const kv = {
         disposed: false,
         configureScoring: async (options: ScoringOptions) => void calls.push(options),
-        scores: async () => ({sequenceId: 0, positions, heads: 2, layers: [0, 1, 2].map((layer) => ({layer, positions, heads: 2, accumulated: last, last}))}),
+        stats: async () => ({
+            cellsAllocated: 1 << 12, cellsUsed: live.length, bytesPerCell: 1, bytesAllocated: 1 << 12, bytesUsed: live.length, layers: 3,
+            tokensEvicted: 0, pruneCalls: 0, scoring: true
+        }),
+        scores: async () => {
+            const positions = Int32Array.from(live);
+            const n = positions.length;
+            const accumulated = new Float32Array(2 * n);
+            const last = new Float32Array(2 * n);
+            for (let h = 0; h < 2; h++) {
+                for (let j = 0; j < n; j++) {
+                    accumulated[h * n + j] = score(positions[j]! + h);
+                    last[h * n + j] = positions[j]! >= next - 4 ? 0.25 : 0;
+                }
+            }
+            const layers = [0, 1, 2].map((layer) => ({layer, positions, heads: 2, accumulated, last}));
+            return {sequenceId: 0, positions, heads: 2, layers};
+        },
         evict: async (_sequence: number, list: Int32Array) => {
             evicted.push([...list]);
-            return list.length;
+            const gone = new Set(list);
+            const before = live.length;
+            live = live.filter((p) => !gone.has(p));
+            return before - live.length;
         }
     } as unknown as NativeKv;
-    return {kv, calls, evicted};
+    return {
+        kv, calls, evicted,
+        get live() {
+            return live.length;
+        },
+        get next() {
+            return next;
+        },
+        decode(count: number) {
+            for (let i = 0; i < count; i++)
+                live.push(next++);
+        },
+        /** node-llama-cpp erasing the sequence (not an eviction). */
+        clear() {
+            live = [];
+            next = 0;
+        }
+    };
 }
 
-function controller(kv: NativeKv, compression: Partial<CompressionSettings>) {
+type Fake = ReturnType<typeof fakeKv>;
+
+function controller(fake: Fake, compression: Partial<CompressionSettings>, cells = 4096) {
     return new KvController({
-        kv, sequenceId: 0, cells: 4096, compression: {...defaultCompressionSettings, ...compression}, tokensSeen: () => 100, now: () => 0
+        kv: fake.kv, sequenceId: 0, cells, compression: {...defaultCompressionSettings, ...compression},
+        tokensSeen: () => fake.next, now: () => 0
     });
+}
+
+/** One evaluation of `count` tokens as `gateSequenceDecodes` runs it: asks the gate, decodes what it allows, again. */
+async function evaluate(c: KvController, fake: Fake, count: number, onDecode?: () => void): Promise<void> {
+    let done = 0;
+    while (done < count) {
+        const allowed = await c.beforeDecode(count - done, done === 0);
+        fake.decode(allowed);
+        onDecode?.();
+        done += allowed;
+    }
 }
 
 describe("KvController", () => {
     it("scores prompts by every query row for Lethe and H2O (Eq. 2/5), by the last row for ReFreeKV (k = 1)", async () => {
         for (const [policy, flash, rows] of [["lethe", false, 512], ["h2o", false, 512], ["lethe", true, 32], ["refreekv", false, 1]] as const) {
-            const {kv, calls} = fakeKv(16);
-            await controller(kv, {policy, flashAttention: flash}).start();
-            expect(calls[0]).toMatchObject({enabled: true, rows});
+            const fake = fakeKv(16);
+            await controller(fake, {policy, flashAttention: flash}).start();
+            expect(fake.calls[0]).toMatchObject({enabled: true, rows});
         }
     });
 
     it("leaves scoring on when an answer ends, so the next turn's policy still sees the history", async () => {
-        const {kv, calls} = fakeKv(16);
-        const c = controller(kv, {policy: "lethe"});
+        const fake = fakeKv(16);
+        const c = controller(fake, {policy: "lethe", pruneEvery: 2});
         await c.start();
-        await c.dispose();
-        expect(calls.filter((call) => !call.enabled)).toHaveLength(0);
+        c.beginAnswer();
+        for (let i = 0; i < 6; i++)
+            await evaluate(c, fake, 1);
+        expect(fake.calls.filter((call) => !call.enabled)).toHaveLength(0);
     });
 
-    it("runs ReFreeKV's 1% test right after the prompt, then only the budget evicts (paper mode)", async () => {
-        const {kv, evicted} = fakeKv(100);
-        const c = controller(kv, {policy: "refreekv", pruneEvery: 4});
+    it("runs ReFreeKV's 1% test after the prompt, before the first generated token's decode; then only the budget evicts", async () => {
+        const fake = fakeKv(96);
+        const c = controller(fake, {policy: "refreekv", pruneEvery: 4});
         await c.start();
-        c.onTokens(1);
-        await c.idle();
+        c.beginAnswer();
+        await evaluate(c, fake, 4); // the answer's input: positions 96..99
+        expect(fake.evicted).toHaveLength(0);
+        await evaluate(c, fake, 1); // the first generated token waits for the round
         // After the prompt: the first 4 positions and the newest few survive (the 4096-cell budget forces nothing).
-        expect(evicted[0]).toEqual(Array.from({length: 100 - 4 - 8}, (_, i) => 4 + i));
-        c.onTokens(4);
-        await c.idle();
-        expect(evicted).toHaveLength(1);
+        expect(fake.evicted[0]).toEqual(Array.from({length: 100 - 4 - 8}, (_, i) => 4 + i));
+        for (let i = 0; i < 12; i++)
+            await evaluate(c, fake, 1);
+        expect(fake.evicted).toHaveLength(1);
+        expect((await c.sample(0)).pruneRounds).toBe(4);
     });
 
-    it("keeps a tenth of the budget free until a round has run, then twice the tokens seen decoded during a round", async () => {
-        const {kv} = fakeKv(16);
-        const c = controller(kv, {policy: "lethe", pruneEvery: 8});
+    it("prunes every pruneEvery generated tokens, before the decode that follows, down to the budget less pruneEvery", async () => {
+        const fake = fakeKv(40);
+        const c = controller(fake, {policy: "streamingllm", pruneEvery: 8}, 64);
+        expect(c.maxKeep).toBe(56);
         await c.start();
-        expect(c.maxKeep).toBe(4096 - 8 - 410);
-        c.onTokens(8); // starts a round
-        c.onTokens(1); // decoded while it runs
-        c.onTokens(2);
-        await c.idle();
-        expect(c.headroom).toBe(8 + 2 * 3);
-        expect(c.maxKeep).toBe(4096 - 8 - 14);
-        // A quicker round later does not lower the room a slower one needed.
-        c.onTokens(8);
-        await c.idle();
-        expect(c.headroom).toBe(14);
+        c.beginAnswer();
+        await evaluate(c, fake, 2);
+        const rounds: number[] = [];
+        for (let token = 1; token <= 64; token++) {
+            await evaluate(c, fake, 1);
+            rounds.push((await c.sample(0)).pruneRounds);
+            expect(fake.live).toBeLessThanOrEqual(64);
+        }
+        // The first generated token's decode starts the count; a round comes before the 9th, the 17th, ...
+        expect(rounds.slice(0, 17)).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2]);
+        const last = await c.sample(0);
+        expect(last.cellsPeak).toBe(64);
+        expect(last.cellsLive + last.tokensEvicted).toBe(fake.next);
     });
 
     it("tells the policy where the answer's input ends: Lethe keeps an unattended question whole when it fits", async () => {
-        for (const [keepInput, questionEvicted] of [[0.5, 0], [0, 22]] as const) {
-            const {kv, evicted} = fakeKv(100);
+        for (const keepInput of [0.5, 0]) {
+            const fake = fakeKv(26);
             const compression = {...defaultCompressionSettings, policy: "lethe" as const, pruneEvery: 8,
                 params: {...defaultCompressionSettings.params, lethe: {...defaultCompressionSettings.params.lethe, keepInput}}};
-            let seen = 30;
-            const c = new KvController({kv, sequenceId: 0, cells: 100, compression, tokensSeen: () => seen, now: () => 0});
+            const c = new KvController({kv: fake.kv, sequenceId: 0, cells: 100, compression, tokensSeen: () => fake.next, now: () => 0});
             await c.start();
-            seen = 31;
-            c.onTokens(1); // the first answer token: positions 0..29 were the input
-            c.onTokens(7);
-            await c.idle();
+            c.beginAnswer();
+            await evaluate(c, fake, 4); // the question ends at position 30
+            for (let i = 0; i < 200; i++)
+                await evaluate(c, fake, 1);
+            const questionEvicted = fake.evicted.flat().filter((p) => p < 30).length;
             // Without it, RASR frees the unattended question but for the sinks and the ties ranked first.
-            expect(evicted[0]!.filter((p) => p < 30)).toHaveLength(questionEvicted);
+            if (keepInput > 0)
+                expect(questionEvicted).toBe(0);
+            else
+                expect(questionEvicted).toBeGreaterThan(10);
         }
+    });
+
+    it("reports each answer's own rounds and evictions, not the context's", async () => {
+        const fake = fakeKv(0);
+        const first = controller(fake, {policy: "h2o", pruneEvery: 4}, 64);
+        first.beginAnswer();
+        await evaluate(first, fake, 10);
+        for (let i = 0; i < 200; i++)
+            await evaluate(first, fake, 1);
+        expect((await first.sample(0)).tokensEvicted).toBeGreaterThan(100);
+
+        fake.clear();
+        const second = controller(fake, {policy: "h2o", pruneEvery: 4}, 64);
+        second.beginAnswer();
+        await evaluate(second, fake, 1);
+        await evaluate(second, fake, 1);
+        const own = await second.sample(0);
+        expect(own.pruneRounds).toBe(0);
+        expect(own.tokensEvicted).toBe(0);
+        expect(own.forcedDrops).toBe(0);
+    });
+
+    it("never lets a decode take the live cells past the budget, and rounds fall on the same tokens every run", async () => {
+        const policy = fc.constantFrom("streamingllm" as const, "h2o" as const, "lethe" as const, "refreekv" as const);
+        const combine = fc.constantFrom("aggregate" as const, "quota" as const, "union" as const);
+        const cellCounts = fc.integer({min: 16, max: 700});
+        const cadence = fc.integer({min: 1, max: 600});
+        const prompts = fc.integer({min: 0, max: 1500});
+        await fc.assert(fc.asyncProperty(policy, combine, cellCounts, cadence, prompts, fc.integer({min: 1, max: 40}),
+            fc.array(fc.integer({min: 1, max: 6}), {minLength: 1, maxLength: 300}),
+            async (policyId, combineMode, cells, pruneEvery, promptTokens, tail, generated) => {
+                const run = async () => {
+                    const fake = fakeKv(0);
+                    const c = controller(fake, {policy: policyId, combine: combineMode, pruneEvery}, cells);
+                    let peak = 0;
+                    const onDecode = () => void (peak = Math.max(peak, fake.live));
+                    for (let read = 0; read < promptTokens; read += 128)
+                        await evaluate(c, fake, Math.min(128, promptTokens - read), onDecode);
+                    c.beginAnswer();
+                    await evaluate(c, fake, tail, onDecode);
+                    for (const count of generated)
+                        await evaluate(c, fake, count, onDecode);
+                    const sample = await c.sample(0);
+                    expect(sample.cellsPeak).toBe(peak);
+                    expect(sample.cellsLive + sample.tokensEvicted).toBe(fake.next);
+                    return {peak, evicted: fake.evicted};
+                };
+                const a = await run();
+                expect(a.peak).toBeLessThanOrEqual(cells);
+                expect((await run()).evicted).toEqual(a.evicted);
+            }), {numRuns: 150});
     });
 });

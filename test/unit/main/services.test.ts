@@ -212,3 +212,25 @@ describe("chat", () => {
         expect(() => services.chat.send(c.id, "q")).toThrow(/model is loading: try again in a moment \(The engine process was killed/);
     });
 });
+
+describe("the demo model's sample problems", () => {
+    it("offers a held-out problem of its task, with its known answer, only while the shipped demo model is loaded", async () => {
+        const {generateDemoProblem, EVAL_SEED_BASE} = await import("../../../main/demo/demoTask.js");
+        const engine = new FakeEngine();
+        const bundled = "/app/resources/models/ponder-demo.gguf";
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x", bundledModelPath: bundled});
+        expect(services.demoSample()).toBeNull();
+        const info = {id: "m1", path: "/models/other.gguf", name: "other", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
+        engine.status = {...engine.status, model: info};
+        expect(services.demoSample()).toBeNull();
+        engine.status = {...engine.status, model: {...info, path: bundled}};
+        const sample = services.demoSample()!;
+        expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);
+        const problem = generateDemoProblem(sample.seed, {minSteps: 10, maxSteps: 30});
+        expect(sample).toMatchObject({question: problem.question, answer: problem.answer, steps: problem.steps});
+        expect(sample.steps).toBeGreaterThanOrEqual(10);
+        expect(sample.steps).toBeLessThanOrEqual(30);
+        expect(sample.about).toMatch(/modulo 10/);
+        await services.dispose();
+    });
+});

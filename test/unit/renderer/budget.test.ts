@@ -8,22 +8,25 @@ import {conversationSettings, createFakeBridge} from "./fakeBridge.js";
 
 const bytesPerCell = 131_072;
 
-function estimateOf(compression: CompressionSettings): BudgetEstimate {
-    const cells = compression.budget.kind === "cells" ? compression.budget.cells
-        : compression.budget.kind === "mib" ? Math.floor((compression.budget.mib * 1024 * 1024) / bytesPerCell) : 4096;
+/** As the backend estimates, on a model of `context` tokens: a budget above it is capped, and says why. */
+function estimateOf(compression: CompressionSettings, context = 4096): BudgetEstimate {
+    const asked = compression.budget.kind === "cells" ? compression.budget.cells
+        : compression.budget.kind === "mib" ? Math.floor((compression.budget.mib * 1024 * 1024) / bytesPerCell) : context;
+    const cells = Math.min(asked, context);
     return {
-        cells, allocatedCells: cells, bytesPerCell, bytes: cells * bytesPerCell, fullContextBytes: 4096 * bytesPerCell, modelContextLength: 4096,
+        cells, allocatedCells: cells, bytesPerCell, bytes: cells * bytesPerCell, fullContextBytes: context * bytesPerCell, modelContextLength: context,
+        maxCells: context, aboveCap: asked > context ? {code: "BUDGET_ABOVE_CONTEXT", message: "more than the model can use"} : null,
         freeMemoryBytes: 2 ** 30, weightsBytes: 2 ** 20, computeBytes: 2 ** 20, modelLoaded: true, neededBytes: cells * bytesPerCell + 2 ** 20,
         fits: cells * bytesPerCell + 2 ** 20 <= 2 ** 30, compressionSupported: true, notes: []
     };
 }
 
-function setup() {
+function setup(options: {conversationTokens?: () => number | null} = {}) {
     const bridge = createFakeBridge();
     bridge.handle("compression:estimate", ({compression}) => ({ok: true, value: estimateOf(compression)}));
     const conversations = createConversations(bridge.api);
     const settings = createSettings(bridge.api);
-    const budget = createBudget(bridge.api, conversations, settings, {debounceMs: 300});
+    const budget = createBudget(bridge.api, conversations, settings, {debounceMs: 300, ...options});
     conversations.state.selectedId = "c1";
     conversations.state.settings = conversationSettings();
     budget.load("c1", conversations.state.settings);
@@ -137,18 +140,97 @@ describe("budget controller state", () => {
         expect(bridge.calls.some((call) => call.channel === "conversations:updateSettings")).toBe(false);
     });
 
-    test("a quantized cache turns flash attention on, and turning it off again is caught before the backend", () => {
+    test("a budget above the model's context is refused inline with the cap in words, still estimated, and not applied", async () => {
+        const {bridge, budget, estimates} = setup();
+        await vi.advanceTimersByTimeAsync(0);
+        budget.setBudgetKind("cells");
+        expect(budget.capHint).toBe("At most 4,096 cells: the model's context.");
+        budget.setBudgetValue(4096);
+        expect(budget.valid).toBe(true);
+        budget.setBudgetValue(8000);
+        expect(budget.errors.budget).toBe("8,000 cells is more than this model can use. At most 4,096 cells: the model's context.");
+        expect(budget.message).toBe(budget.errors.budget);
+        expect(budget.valid).toBe(false);
+        // Estimated all the same: the estimate shows the capped cells (and a later, larger model can lift the error).
+        await vi.advanceTimersByTimeAsync(300);
+        expect((estimates().at(-1)?.payload as {compression: CompressionSettings}).compression.budget).toEqual({kind: "cells", cells: 8000});
+        expect(budget.state.estimate?.cells).toBe(4096);
+        expect(await budget.apply()).toBe(false);
+        expect(await budget.saveAsDefault()).toBe(false);
+        expect(bridge.calls.some((call) => call.channel === "conversations:updateSettings" || call.channel === "settings:update")).toBe(false);
+
+        // A MiB budget is turned into cells of the cache type first: 1,024 MiB at 128 KiB a cell is 8,192 cells.
+        budget.setBudgetKind("mib");
+        budget.setBudgetValue(1024);
+        expect(budget.errors.budget).toBe("1,024 MiB is more than this model can use. At most 512 MiB of f16 KV (4,096 cells): the model's context.");
+        budget.setBudgetValue(512);
+        expect(budget.errors.budget).toBeUndefined();
+        expect(budget.capHint).toBe("At most 512 MiB of f16 KV (4,096 cells): the model's context.");
+    });
+
+    test("a model with a longer context lifts the cap at its next estimate", async () => {
+        const {bridge, budget} = setup();
+        await vi.advanceTimersByTimeAsync(0);
+        budget.setBudgetKind("cells");
+        budget.setBudgetValue(8000);
+        expect(budget.valid).toBe(false);
+        bridge.handle("compression:estimate", ({compression}) => ({ok: true, value: estimateOf(compression, 32768)}));
+        await budget.estimate();
+        expect(budget.errors.budget).toBeUndefined();
+        expect(budget.valid).toBe(true);
+        expect(budget.capHint).toBe("At most 32,768 cells: the model's context.");
+        // Without a model there is no cap to check against: the backend checks when one is loaded.
+        bridge.fail("compression:estimate", "MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
+        await budget.estimate();
+        expect(budget.capHint).toBeNull();
+    });
+
+    test("flags a conversation longer than the budget: Full KV refuses the next message, a pruning policy prunes it", async () => {
+        let tokens: number | null = 1000;
+        const {budget} = setup({conversationTokens: () => tokens});
+        await vi.advanceTimersByTimeAsync(0);
+        // auto: 4,096 cells hold it.
+        expect(budget.historyNote).toBeNull();
+        budget.setBudgetKind("cells");
+        budget.setBudgetValue(1010);
+        expect(budget.historyNote).toBe("This conversation is already about 1,000 tokens: with Full KV 1,010 cells cannot hold it and an answer, so the next " +
+            "message (or a continuation) is refused. Raise the budget or choose a compression policy.");
+        budget.setPolicy("lethe");
+        expect(budget.historyNote).toBeNull();
+        budget.setBudgetValue(512);
+        expect(budget.historyNote).toBe("This conversation is already about 1,000 tokens, more than 512 cells: it is pruned as it is read, so parts of it can be lost.");
+        // A warning, not an error: the budget can still be applied.
+        expect(budget.valid).toBe(true);
+        tokens = null;
+        budget.setBudgetValue(256);
+        expect(budget.historyNote).toBeNull();
+    });
+
+    test("a quantized V cache turns flash attention on, and turning it off again is caught before the backend", () => {
         const {budget} = setup();
         expect(budget.state.form!.flashAttention).toBe(false);
+        // Quantized keys alone: llama.cpp makes them without flash attention.
         budget.setOption("kvType", "q8_0");
+        expect(budget.state.form!.flashAttention).toBe(false);
+        expect(budget.valid).toBe(true);
+        budget.setOption("kvTypeV", "q8_0");
         expect(budget.state.form!.flashAttention).toBe(true);
         expect(budget.valid).toBe(true);
         budget.setOption("flashAttention", false);
         expect(budget.valid).toBe(false);
-        expect(budget.errors.flashAttention).toMatch(/needs flash attention/);
-        budget.setOption("kvType", "f16");
+        expect(budget.errors.flashAttention).toMatch(/V cache .* needs flash attention/);
+        budget.setOption("kvTypeV", "f16");
         budget.setOption("flashAttention", false);
         expect(budget.valid).toBe(true);
+    });
+
+    test("K8V4, LeanKV's pair, in one step: Q8_0 keys, Q4_0 values, flash attention on", () => {
+        const {budget} = setup();
+        budget.setPolicy("leankv");
+        budget.useLeanKvPair();
+        expect(budget.state.form).toMatchObject({policy: "leankv", kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true});
+        expect(budget.valid).toBe(true);
+        expect(budget.dirty).toBe(true);
     });
 
     test("another policy's parameters do not block this one", () => {
@@ -163,6 +245,7 @@ describe("budget controller state", () => {
         bridge.handle("conversations:updateSettings", ({settings}) => ({
             ok: true, value: conversationSettings({compression: settings.compression as CompressionSettings})
         }));
+        conversations.state.items = [{id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0, policy: "full"}];
         budget.setPolicy("refreekv");
         budget.setBudgetKind("mib");
         budget.setBudgetValue(256);
@@ -172,8 +255,12 @@ describe("budget controller state", () => {
         const call = bridge.calls.find((entry) => entry.channel === "conversations:updateSettings");
         expect(call?.payload).toMatchObject({id: "c1", settings: {compression: {policy: "refreekv", budget: {kind: "mib", mib: 256}}}});
         expect(conversations.state.settings?.compression.params.refreekv).toMatchObject({threshold: 0.02, mode: "rounds"});
+        // The list names the conversation's policy.
+        expect(conversations.state.items[0]?.policy).toBe("refreekv");
         expect(budget.dirty).toBe(false);
-        expect(budget.state.notice).toBe("Applied. It takes effect with the next answer.");
+        // It says which conversations it affects: this one, from its next answer; not the others, not new ones.
+        expect(budget.state.notice).toBe("Applied to this conversation: its next answer runs under ReFreeKV, 256 MiB. " +
+            "Other conversations keep their own settings, and new ones start with the defaults.");
         // Loading the same (now stored) settings again keeps the form and its notice.
         budget.load("c1", conversations.state.settings);
         expect(budget.state.notice).not.toBeNull();
@@ -219,7 +306,13 @@ describe("budget controller state", () => {
         expect(update.defaultConversationSettings.compression.policy).toBe("streamingllm");
         expect(update.defaultConversationSettings.compression.params.streamingllm.sinks).toBe(8);
         expect(settings.state.conversationDefaults?.compression.policy).toBe("streamingllm");
-        expect(budget.state.notice).toBe("Saved as the default for new conversations.");
+        expect(budget.state.notice).toBe("Saved: new conversations start with StreamingLLM, auto budget. Existing conversations keep their own " +
+            "settings; Apply to this conversation to use it here too.");
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. " +
+            "New conversations start with these settings too (the saved default).");
+        budget.setPolicy("h2o");
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. " +
+            "New conversations start with StreamingLLM, auto budget; Save as default to change that.");
         expect(bridge.calls.some((call) => call.channel === "conversations:updateSettings")).toBe(false);
 
         bridge.fail("settings:update", "STORAGE", "disk full");

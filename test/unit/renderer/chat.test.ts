@@ -166,7 +166,7 @@ describe("chat state", () => {
         bridge.handle("conversations:switchBranch", ({id}) => ({
             ok: true,
             value: {
-                conversation: {id, title: "t", createdAt: 0, updatedAt: 0, messageCount: 4}, settings: conversationSettings(),
+                conversation: {id, title: "t", createdAt: 0, updatedAt: 0, messageCount: 4, policy: "full"}, settings: conversationSettings(),
                 messages: [message({id: "u0", role: "user"}), message({id: "a7", role: "assistant", text: "Older", siblingIds: ["a7", "a0"]})]
             }
         }));
@@ -181,7 +181,7 @@ describe("chat state", () => {
     test("deleting a message shows what the conversation holds then", async () => {
         const {bridge, chat} = setup();
         bridge.reply("conversations:deleteMessage", {
-            conversation: {id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0}, settings: conversationSettings(), messages: []
+            conversation: {id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0, policy: "full"}, settings: conversationSettings(), messages: []
         });
         expect(await chat.deleteMessage("u0")).toBe(true);
         expect(bridge.calls.at(-1)).toEqual({channel: "conversations:deleteMessage", payload: {id: "c1", messageId: "u0"}});

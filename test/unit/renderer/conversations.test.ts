@@ -4,7 +4,7 @@ import {createConversations} from "../../../renderer/state/conversations.svelte.
 import {createFakeBridge, message, conversationSettings} from "./fakeBridge.js";
 
 const summary = (id: string, title: string, updatedAt: number): ConversationSummary =>
-    ({id, title, createdAt: 0, updatedAt, messageCount: 0});
+    ({id, title, createdAt: 0, updatedAt, messageCount: 0, policy: "full"});
 
 async function setup() {
     const bridge = createFakeBridge();

@@ -22,7 +22,7 @@ const cpu: BuildInfo = {kind: "local", gpu: false, patched: true, llamaCppReleas
 describe("the engine-build choices", () => {
     test("auto comes first with the order it tries and what it runs now; unusable builds are there, disabled, with their reason", () => {
         expect(engineBuildOptions(present(), cpu)).toEqual([
-            {value: "auto", label: "Auto: CUDA, then Vulkan, then CPU (runs CPU)", disabled: false, reason: null},
+            {value: "auto", label: "Auto (runs CPU): CUDA, then Vulkan, then CPU", disabled: false, reason: null},
             {value: "cuda", label: "CUDA: unavailable, stale: built from patch series 0000, this version needs 1111 (rebuild with npm run build:native)", disabled: true,
                 reason: "Stale: built from patch series 0000, this version needs 1111 (rebuild with npm run build:native)"},
             {value: "vulkan", label: "Vulkan (patched, portable build)", disabled: false, reason: null},

@@ -51,7 +51,7 @@ export function createFakeBridge() {
 export function message(overrides: Partial<MessageDto> & Pick<MessageDto, "id" | "role">): MessageDto {
     return {
         conversationId: "c1", text: "", thinking: "", status: "complete", promptTokens: 0, thinkingTokens: 0, answerTokens: 0,
-        thinkingMs: 0, totalMs: 0, firstTokenMs: null, siblingIds: [overrides.id], error: null, stats: null, cut: null, createdAt: 0, ...overrides
+        thinkingMs: 0, totalMs: 0, firstTokenMs: null, siblingIds: [overrides.id], error: null, stats: null, cut: null, compression: null, createdAt: 0, ...overrides
     };
 }
 
@@ -60,11 +60,12 @@ export function conversationSettings(overrides: Partial<ConversationSettings> = 
         systemPrompt: "", temperature: 0.6, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1, maxTokens: 4096, seed: null, thinking: true,
         thinkingBudget: null,
         compression: {
-            policy: "full", budget: {kind: "auto"}, kvType: "f16", flashAttention: false, combine: "aggregate", pruneEvery: 16,
+            policy: "full", budget: {kind: "auto"}, kvType: "f16", kvTypeV: "f16", flashAttention: false, combine: "aggregate", pruneEvery: 16,
             params: {
                 streamingllm: {sinks: 4}, h2o: {heavyRatio: 0.5},
                 lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
-                refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"}
+                refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"},
+                leankv: {alpha: 1.2, window: 64}
             }
         },
         ...overrides

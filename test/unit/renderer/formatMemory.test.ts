@@ -1,5 +1,7 @@
 import {describe, expect, test} from "vitest";
-import {describeFootprint, formatMemory, formatPercent, formatPerToken, lastSample, savingsOf, splitMemory} from "../../../renderer/lib/formatMemory.js";
+import {
+    describeFootprint, describeSampleDetail, describeSavings, formatMemory, formatPercent, formatPerToken, lastSample, savingsOf, splitMemory
+} from "../../../renderer/lib/formatMemory.js";
 import {kvSample} from "./fakeBridge.js";
 
 const MiB = 1024 * 1024;
@@ -35,12 +37,52 @@ describe("memory formatting", () => {
         expect(formatPercent(null)).toBe("–");
     });
 
-    test("a message's footprint is its last sample, live bytes and savings", () => {
+    test("a message's footprint is its last sample, live bytes and savings, in neutral words", () => {
         const sample = kvSample({liveBytes: 12.3 * MiB, fullBytes: 32.4 * MiB});
-        expect(describeFootprint(sample)).toBe("KV 12.3 MiB live · 62% saved");
+        // A measure of memory, not a verdict on the answer: no "saved".
+        expect(describeFootprint(sample)).toBe("KV 12.3 MiB live · 62% less than a full cache");
         expect(describeFootprint(kvSample({liveBytes: MiB, fullBytes: 0}))).toBe("KV 1.00 MiB live");
+        expect(describeSavings(-0.2)).toBe("20% more than a full cache");
+        expect(describeSampleDetail(sample)).toMatch(/says nothing about whether the answer is right/);
+        expect(describeSampleDetail(sample)).not.toMatch(/budget chose/);
+        // Forced drops are explained where they are counted: the budget chose them, not the policy.
+        expect(describeSampleDetail(kvSample({forcedDrops: 35}))).toMatch(/35 forced drops[\s\S]*the budget chose these, not the policy/);
+        // The answer's peak of live cells, where the sample has it (older ones do not).
+        expect(describeSampleDetail(kvSample({cellsLive: 100, cellsPeak: 128}))).toMatch(/\(100 cells, 128 at most\)/);
+        expect(describeSampleDetail(kvSample({cellsLive: 100}))).toMatch(/\(100 cells\)/);
         expect(lastSample({policy: "h2o", budgetCells: 512, samples: [kvSample({step: 1}), kvSample({step: 9})]})?.step).toBe(9);
         expect(lastSample(null)).toBeNull();
         expect(lastSample({policy: "h2o", budgetCells: 512, samples: []})).toBeNull();
+    });
+});
+
+describe("file sizes", () => {
+    test("are powers of 1024 and named so (a 4.87 MiB file is not 4.9 MB)", async () => {
+        const {formatBytes} = await import("../../../renderer/lib/format.js");
+        expect(formatBytes(5_106_880)).toBe("4.9 MiB");
+        expect(formatBytes(512)).toBe("512 B");
+        expect(formatBytes(1536)).toBe("1.5 KiB");
+        expect(formatBytes(3 * GiB)).toBe("3.0 GiB");
+    });
+});
+
+describe("parameter counts", () => {
+    test("read as model cards write them", async () => {
+        const {formatParameters} = await import("../../../renderer/lib/format.js");
+        expect(formatParameters(1_777_088_000)).toBe("1.78 B");
+        expect(formatParameters(494_032_768)).toBe("494 M");
+        expect(formatParameters(2_400_000)).toBe("2.40 M");
+        expect(formatParameters(12_345_678_901)).toBe("12.3 B");
+        expect(formatParameters(950)).toBe("950");
+    });
+});
+
+describe("list dates", () => {
+    test("tell conversations apart: the time today, the day this year, the year before that", async () => {
+        const {formatListDate} = await import("../../../renderer/lib/format.js");
+        const now = new Date(2026, 2, 14, 18, 30).getTime();
+        expect(formatListDate(new Date(2026, 2, 14, 9, 5).getTime(), now)).toBe("09:05");
+        expect(formatListDate(new Date(2026, 0, 3, 23, 59).getTime(), now)).toBe("Jan 3");
+        expect(formatListDate(new Date(2025, 11, 31, 12, 0).getTime(), now)).toBe("Dec 31, 2025");
     });
 });

@@ -47,6 +47,29 @@ describe("generation settings state", () => {
         expect(validateGenerationForm({...form, seed: null, thinkingBudget: null})).toEqual({});
     });
 
+    test("explains every field in error, and closing the panel drops a draft that cannot be applied", async () => {
+        const {generation} = setup();
+        generation.set("temperature", 3);
+        generation.set("topK", 1.5);
+        generation.set("maxTokens", 0);
+        // Three fields turn red: each has its own sentence, and the line by Apply counts them instead of naming one.
+        expect(Object.keys(generation.errors).sort()).toEqual(["maxTokens", "temperature", "topK"]);
+        expect(Object.values(generation.errors).every((text) => text.length > 20)).toBe(true);
+        expect(generation.message).toBe("Correct the 3 fields marked in red to apply.");
+        expect(generation.discardInvalid()).toBe(true);
+        expect(generation.state.form).toMatchObject({temperature: 0.6, topK: 20, maxTokens: 4096});
+        expect(generation.errors).toEqual({});
+        expect(generation.message).toBeNull();
+
+        // A valid draft not applied yet stays.
+        generation.set("temperature", 1.2);
+        expect(generation.discardInvalid()).toBe(false);
+        expect(generation.state.form?.temperature).toBe(1.2);
+        expect(generation.dirty).toBe(true);
+        generation.set("temperature", 9);
+        expect(generation.message).toBe("Correct the field marked in red to apply.");
+    });
+
     test("apply sends only the generation fields and the stored settings follow", async () => {
         const {bridge, conversations, generation} = setup();
         generation.set("systemPrompt", "Be brief.");

@@ -1,6 +1,7 @@
 import {afterEach, beforeEach, describe, expect, test, vi} from "vitest";
 import type {KvSample} from "../../../preload/contract.js";
 import {createChat} from "../../../renderer/state/chat.svelte.js";
+import {describeRead} from "../../../renderer/lib/describeRead.js";
 import {createMemory, type MemoryOptions} from "../../../renderer/state/memory.svelte.js";
 import {createFakeBridge, kvSample, message} from "./fakeBridge.js";
 
@@ -103,16 +104,42 @@ describe("memory state", () => {
         expect(memory.footprintOf(chat.state.messages[5]!)?.tokensSeen).toBe(500);
     });
 
-    test("rebuild progress shows for the open conversation and clears after completing", async () => {
+    test("the heatmap says what its policy lets be measured: nothing under Full KV, no sparsity without scores", () => {
+        const {chat, memory, reading} = setup();
+        reading(1);
+        expect(memory.retention.measured).toEqual({kept: true, sparsity: true});
+        for (const [policy, measured] of [["full", {kept: false, sparsity: false}], ["streamingllm", {kept: true, sparsity: false}],
+            ["lethe", {kept: true, sparsity: true}]] as const) {
+            chat.open("c1", [message({id: "u1", role: "user", text: "Q"}),
+                message({id: "a1", role: "assistant", status: "streaming", compression: {policy, budgetCells: 512, settings: null}})]);
+            reading(2);
+            expect(memory.retention.measured).toEqual(measured);
+        }
+    });
+
+    test("rebuild progress shows for the open conversation, with why it reads, and clears after completing", async () => {
         const {bridge, memory} = setup();
-        bridge.emit("chat:rebuild", {conversationId: "c2", progress: 0.3});
+        bridge.emit("chat:rebuild", {conversationId: "c2", progress: 0.3, reason: "settings"});
         expect(memory.rebuild).toBeNull();
-        bridge.emit("chat:rebuild", {conversationId: "c1", progress: 0.42});
-        expect(memory.rebuild).toBe(0.42);
-        bridge.emit("chat:rebuild", {conversationId: "c1", progress: 1});
-        expect(memory.rebuild).toBe(1);
+        bridge.emit("chat:rebuild", {conversationId: "c1", progress: 0.42, reason: "settings"});
+        expect(memory.rebuild).toEqual({progress: 0.42, reason: "settings"});
+        bridge.emit("chat:rebuild", {conversationId: "c1", progress: 1, reason: "settings"});
+        expect(memory.rebuild).toEqual({progress: 1, reason: "settings"});
         await vi.advanceTimersByTimeAsync(1500);
         expect(memory.rebuild).toBeNull();
+    });
+
+    test("a new message's read says so, and leaves nothing behind once read", () => {
+        const {bridge, memory} = setup();
+        bridge.emit("chat:rebuild", {conversationId: "c1", progress: 0.5, reason: "message"});
+        expect(memory.rebuild).toEqual({progress: 0.5, reason: "message"});
+        expect(describeRead("message", 50)).toBe("Reading your message… 50%");
+        bridge.emit("chat:rebuild", {conversationId: "c1", progress: 1, reason: "message"});
+        expect(memory.rebuild).toBeNull();
+        // Only a history read into a context made anew speaks of the settings.
+        expect(describeRead("conversation", 40)).toBe("Reading the conversation into the context… 40%");
+        expect(describeRead("settings", 40)).toMatch(/^Rebuilding the context for the new compression settings/);
+        expect(describeRead("message", 40)).not.toMatch(/settings|rebuild/i);
     });
 
     test("dispose removes the listeners", () => {

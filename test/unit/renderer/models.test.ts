@@ -80,6 +80,26 @@ describe("models state", () => {
         expect(models.state.error).toBe("Could not load the model: Out of memory");
     });
 
+    test("an error goes once the person moves on: another action, an edited path, a model that became ready", async () => {
+        const bridge = createFakeBridge();
+        const models = createModels(bridge.api);
+        const fail = () => bridge.handle("models:add", () => ({ok: false, error: {code: "MODEL_INVALID", message: "Not a GGUF file"}}));
+        fail();
+        await models.add("/etc/passwd");
+        expect(models.state.error).toMatch(/Could not add the model/);
+        bridge.handle("models:details", () => ({ok: false, error: {code: "NOT_FOUND", message: "gone"}}));
+        await models.toggleDetails("m1");
+        expect(models.state.error).toBeNull();
+
+        await models.add("/etc/passwd");
+        models.clearError();
+        expect(models.state.error).toBeNull();
+
+        await models.add("/etc/passwd");
+        bridge.emit("engine:status", status("ready", model("m1", "/models/a.gguf")));
+        expect(models.state.error).toBeNull();
+    });
+
     test("details are fetched once and toggled; remove forgets the model", async () => {
         const bridge = createFakeBridge();
         const m1 = model("m1", "/models/a.gguf");
@@ -89,7 +109,7 @@ describe("models state", () => {
             ok: true,
             value: {
                 ...model(id, "/models/a.gguf"), layers: 28, headCount: 28, headCountKv: 4, embeddingLength: 3584, keyLength: 128, kvBytesPerToken: 57_344,
-                weightsBytes: 4_000_000_000, compressionSupported: true, compressionNote: null, fit: null
+                weightsBytes: 4_000_000_000, parameterCount: 7_600_000_000, quantization: "Q4_K", compressionSupported: true, compressionNote: null, fit: null
             }
         }));
         const models = createModels(bridge.api);
@@ -120,7 +140,7 @@ describe("models state", () => {
             ok: true,
             value: {
                 ...model(id, "/models/a.gguf"), gpuLayers: 0, layers: 4, headCount: 4, headCountKv: 2, embeddingLength: 64, keyLength: 16,
-                kvBytesPerToken: 512, weightsBytes: 1000, compressionSupported: true, compressionNote: null, fit: null
+                kvBytesPerToken: 512, weightsBytes: 1000, parameterCount: 250, quantization: "F32", compressionSupported: true, compressionNote: null, fit: null
             }
         }));
         const models = createModels(bridge.api);

@@ -3,7 +3,7 @@ import type {ConversationSummary} from "../../../preload/contract.js";
 import {createPonder} from "../../../renderer/state/ponder.svelte.js";
 import {createFakeBridge, message, conversationSettings} from "./fakeBridge.js";
 
-const summary = (id: string, title: string): ConversationSummary => ({id, title, createdAt: 0, updatedAt: 0, messageCount: 0});
+const summary = (id: string, title: string): ConversationSummary => ({id, title, createdAt: 0, updatedAt: 0, messageCount: 0, policy: "full"});
 
 function setup() {
     const bridge = createFakeBridge();
@@ -32,6 +32,42 @@ function setup() {
 }
 
 describe("ponder (the composed state)", () => {
+    test("the demo model's sample problem is sent as a question, and its known answer kept for that conversation", async () => {
+        const {bridge, ponder} = setup();
+        bridge.reply("demo:sample", {question: "a=1\nZZ=a+a\nZZ?", answer: "2", steps: 1, seed: 2 ** 31, about: "A tiny model"});
+        bridge.reply("models:list", []);
+        bridge.reply("app:status", {version: "t", engine: {state: "ready", build: null, model: null, progress: null, message: null}});
+        bridge.reply("settings:get", {} as never);
+        bridge.reply("models:downloads", []);
+        bridge.reply("server:get", {} as never);
+        await ponder.start();
+        expect(ponder.demo.sample?.answer).toBe("2");
+        expect(await ponder.trySample()).toBe(true);
+        expect(bridge.calls.find((call) => call.channel === "chat:send")?.payload).toMatchObject({text: "a=1\nZZ=a+a\nZZ?"});
+        expect(ponder.demo.known[ponder.chat.state.conversationId!]).toBe("2");
+    });
+
+    test("without the demo model there is no sample to try", async () => {
+        const {bridge, ponder} = setup();
+        bridge.reply("demo:sample", null);
+        expect(await ponder.trySample()).toBe(false);
+        expect(bridge.calls.some((call) => call.channel === "chat:send")).toBe(false);
+    });
+
+    test("Escape's target: the open side panel, whichever it is, then the model details", () => {
+        const {ponder} = setup();
+        expect(ponder.closeOpenPanel()).toBeNull();
+        for (const panel of ["memory", "generation", "server", "engine"] as const) {
+            ponder.ui[`${panel}Open`] = true;
+            expect(ponder.closeOpenPanel()).toBe(panel);
+            expect(ponder.ui[`${panel}Open`]).toBe(false);
+        }
+        ponder.models.state.detailsId = "m1";
+        expect(ponder.closeOpenPanel()).toBe("modelDetails");
+        expect(ponder.models.state.detailsId).toBeNull();
+        expect(ponder.closeOpenPanel()).toBeNull();
+    });
+
     test("forking opens the new conversation; a refusal says why", async () => {
         const {bridge, ponder} = setup();
         await ponder.openConversation("c0");

@@ -27,6 +27,16 @@ describe("renderMarkdown", () => {
         expect(renderMarkdown("<script>alert(1)</script>")).toContain("&lt;script&gt;");
     });
 
+    test("a single newline in an answer is a line break, as chat apps show it; code and blank lines keep their meaning", () => {
+        const html = renderMarkdown("Roses are red,\nviolets are blue.\n\nNew paragraph.");
+        expect(html).toMatch(/Roses are red,<br>\s*violets are blue\.<\/p>/);
+        expect(html.match(/<p>/g)).toHaveLength(2);
+        // Inside a code block a newline stays a newline.
+        expect(renderMarkdown("```\na\nb\n```")).not.toContain("<br>");
+        // A list stays a list.
+        expect(renderMarkdown("Steps:\n1. one\n2. two")).toMatch(/<ol>[\s\S]*<li>one<\/li>[\s\S]*<li>two<\/li>/);
+    });
+
     test("javascript: and other unsafe links lose their link, keeping their text", () => {
         const hrefs = ["javascript:alert(1)", "JaVaScRiPt:alert(1)", "java%0ascript:alert(1)", "data:text/html,<b>x</b>", "vbscript:x"];
         for (const href of [...hrefs, "file:///etc/passwd"]) {

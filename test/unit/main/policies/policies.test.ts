@@ -262,6 +262,30 @@ describe("combining selections and the budget", () => {
         expect(decision.keptPerLayer[1]).toBeGreaterThan(0.3);
     });
 
+    it("reads out per layer what its own selection would keep of every token seen, and the shared cells' share", () => {
+        // 80 live cells of 400 tokens seen (320 already evicted). Layer 0 is sparse (its own scores keep a few cells),
+        // layer 1 flat (it would keep every live cell); the shared round keeps 40.
+        const sparse = Array(80).fill(0.0001);
+        sparse[10] = 5;
+        sparse[11] = 4;
+        const flat = Array.from({length: 80}, (_, j) => 1 + ((j * 37) % 80) / 1000);
+        const params = {...lethePolicy.defaults, sinks: 0, recentRatio: 0};
+        const state = {evictThreshold: Float64Array.of(8, 8)};
+        const s = snapshot([sparse, flat]);
+        for (const combine of ["quota", "aggregate"] as const) {
+            const decision = decide(lethePolicy, s, params, {perLayer: state, aggregate: state}, {...decode(40), tokensSeen: 400}, combine);
+            const own = lethePolicy.select(s, params, state, decode(40)).selectors.map((choice) => choice.quota);
+            expect(decision.keptPerLayer[0]).toBeCloseTo(own[0]! / 400);
+            expect(decision.keptPerLayer[1]).toBeCloseTo(80 / 400);
+            expect(decision.keptPerLayer[0]).toBeLessThan(0.05);
+            expect(decision.keptShare).toBeCloseTo(40 / 400);
+        }
+        // Without the count, the tokens seen are the newest live position + 1.
+        const decision = decide(lethePolicy, s, params, {perLayer: state, aggregate: state}, decode(40), "quota");
+        expect(decision.keptPerLayer[1]).toBeCloseTo(1);
+        expect(decision.keptShare).toBeCloseTo(0.5);
+    });
+
     it("over the budget, drops the policy's scored cells before its sinks and recent window", () => {
         // H2O: the recent window is 10 cells; old cells with large scores must not push it out.
         const scores = Array.from({length: 60}, (_, j) => (j < 50 ? 100 - j : 0));

@@ -1,5 +1,5 @@
 import type {GpuLayers, OffloadEstimate} from "../../preload/contract.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "./types.js";
 
 export type OffloadInput = {
     gpuLayers: GpuLayers,

@@ -1,0 +1,166 @@
+import {randomBytes} from "node:crypto";
+import fs from "node:fs/promises";
+import type {LlamaContextSequence} from "node-llama-cpp";
+import type {NativeKv} from "./native/NativeKv.js";
+import {
+    checkStateHeader, decodeTokens, encodeStateFile, encodeTokens, hashTokens, readStateHeader, StateFileError, stateFilePrefixBytes,
+    stateHeaderLength, verifyStatePayload, type StateExpectation, type StateHeader, type StateKind
+} from "./stateFile.js";
+
+/** A state file saved: where, its size on disk, and its KV against Full's for the same tokens. */
+export type SavedState = {path: string, bytes: number, tokens: number, liveCells: number, liveBytes: number, fullBytes: number};
+
+/** A state file that matches what is asked, with its tokens (read from its header, not yet checked against its payload). */
+export type StateCandidate = {path: string, header: StateHeader, tokens: number[]};
+
+/**
+ * Saves the sequence's state (llama.cpp's cells with their positions, gaps included) with, when `withScores`, the native
+ * per-cell scores and the controller's state, to `path`: written under a temporary name, then renamed. Call it where no
+ * decode can run (the engine's lock); node-llama-cpp takes the context's lock for the save itself.
+ */
+export async function saveSequenceState(options: {
+    sequence: LlamaContextSequence, kv: NativeKv | null, path: string, kind: StateKind, expectation: StateExpectation,
+    withScores: boolean, controller: unknown
+}): Promise<SavedState> {
+    const {sequence, kv, path, kind, expectation} = options;
+    const temp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
+    const llamaTemp = `${temp}.llama`;
+    try {
+        const tokens = sequence.contextTokens.slice();
+        await sequence.saveStateToFile(llamaTemp);
+        const stats = kv != null ? await kv.stats() : null;
+        const snapshot = options.withScores && kv != null ? await kv.scores(0) : null;
+        const scores = snapshot == null ? new Uint8Array(0) : packScores(snapshot.positions, snapshot.heads, snapshot.layers.map((layer) => [layer.accumulated, layer.last]));
+        const llama = await fs.readFile(llamaTemp);
+        const liveCells = stats?.cellsUsed ?? tokens.length;
+        const bytesPerCell = stats?.bytesPerCell ?? 0;
+        const parts = encodeStateFile({
+            kind, ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells, bytesPerCell,
+            scoreLayers: snapshot?.layers.length ?? 0, scoreHeads: snapshot?.heads ?? 0, controller: options.controller
+        }, llama, scores);
+        await fs.writeFile(temp, parts);
+        await fs.rename(temp, path);
+        const bytes = parts.reduce((sum, part) => sum + part.byteLength, 0);
+        return {path, bytes, tokens: tokens.length, liveCells, liveBytes: liveCells * bytesPerCell, fullBytes: tokens.length * bytesPerCell};
+    } finally {
+        await fs.rm(llamaTemp, {force: true});
+        await fs.rm(temp, {force: true});
+    }
+}
+
+/**
+ * The first of `paths` (in order) whose header says it was made as `expectation` asks, of `kind`, with tokens that
+ * `usable` accepts; `notes` collects why the others were refused (a missing file is no note).
+ */
+export async function findStateCandidate(paths: readonly string[], kind: StateKind, expectation: StateExpectation,
+    usable: (tokens: number[]) => boolean, notes: string[]): Promise<StateCandidate | null> {
+    for (const path of paths) {
+        try {
+            const {header} = await readHeaderOf(path);
+            if (header.kind !== kind)
+                continue;
+            const mismatch = checkStateHeader(header, expectation);
+            if (mismatch != null) {
+                notes.push(`the saved state does not fit: ${mismatch}`);
+                continue;
+            }
+            const tokens = decodeTokens(header.tokens, header.tokenCount);
+            if (tokens == null || hashTokens(tokens) !== header.pathHash) {
+                notes.push("the saved state is damaged (its tokens)");
+                continue;
+            }
+            if (usable(tokens))
+                return {path, header, tokens};
+        } catch (err) {
+            if ((err as NodeJS.ErrnoException).code === "ENOENT")
+                continue;
+            notes.push(err instanceof StateFileError ? `the saved state was refused: ${err.message}` : `the saved state could not be read: ${(err as Error).message}`);
+        }
+    }
+    return null;
+}
+
+/**
+ * Loads a candidate into `sequence`: the payload is checked against the header's checksum before llama.cpp sees it;
+ * the scores (when the state has them) are written back with `restoreScores`. Throws `StateFileError` for a file that
+ * is not what its header says; the sequence is then empty (llama.cpp clears it on a failed load).
+ */
+export async function restoreSequenceState(sequence: LlamaContextSequence, candidate: StateCandidate,
+    restoreScores: ((positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]) => Promise<void>) | null): Promise<void> {
+    const file = await fs.readFile(candidate.path);
+    const {header, payloadOffset} = readStateHeader(file, file.byteLength);
+    if (header.payloadSha256 !== candidate.header.payloadSha256)
+        throw new StateFileError("the state file changed while it was read");
+    const payload = file.subarray(payloadOffset);
+    verifyStatePayload(header, payload);
+    const scores = header.scoreBytes > 0 ? unpackScores(payload.subarray(header.llamaBytes), header) : null;
+    if (scores != null && restoreScores == null)
+        throw new StateFileError("this engine build cannot write scores back");
+    const temp = `${candidate.path}.${randomBytes(6).toString("hex")}.load.tmp`;
+    try {
+        await fs.writeFile(temp, payload.subarray(0, header.llamaBytes));
+        await sequence.loadStateFromFile(temp, {acceptRisk: true});
+    } finally {
+        await fs.rm(temp, {force: true});
+    }
+    const loaded = sequence.contextTokens;
+    if (loaded.length !== candidate.tokens.length || loaded.some((token, i) => token !== candidate.tokens[i]))
+        throw new StateFileError("llama.cpp's state holds other tokens than the header says");
+    if (scores != null)
+        await restoreScores!(scores.positions, header.scoreHeads, scores.layers);
+}
+
+async function readHeaderOf(path: string): Promise<{header: StateHeader, payloadOffset: number}> {
+    const handle = await fs.open(path, "r");
+    try {
+        const {size} = await handle.stat();
+        const prefix = Buffer.alloc(stateFilePrefixBytes);
+        await handle.read(prefix, 0, prefix.byteLength, 0);
+        const length = stateHeaderLength(prefix);
+        if (length == null)
+            return readStateHeader(prefix, size);
+        const bytes = Buffer.alloc(Math.min(length, size));
+        await handle.read(bytes, 0, bytes.byteLength, 0);
+        return readStateHeader(bytes, size);
+    } finally {
+        await handle.close();
+    }
+}
+
+/** Positions (i32), then per layer the accumulated and the last scores (f32, `heads * n` each). */
+export function packScores(positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]): Uint8Array {
+    const n = positions.length;
+    const out = new Uint8Array(4 * n + layers.length * 2 * heads * n * 4);
+    const view = new DataView(out.buffer);
+    positions.forEach((position, i) => view.setInt32(4 * i, position, true));
+    let offset = 4 * n;
+    for (const pair of layers) {
+        for (const values of pair) {
+            for (let i = 0; i < heads * n; i++, offset += 4)
+                view.setFloat32(offset, values[i] ?? 0, true);
+        }
+    }
+    return out;
+}
+
+export function unpackScores(bytes: Uint8Array, header: Pick<StateHeader, "liveCells" | "scoreHeads" | "scoreLayers">): {positions: Int32Array, layers: [Float32Array, Float32Array][]} {
+    const n = header.liveCells;
+    const size = header.scoreHeads * n;
+    if (bytes.byteLength !== 4 * n + header.scoreLayers * 2 * size * 4)
+        throw new StateFileError("the state file's scores do not match its header");
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const positions = new Int32Array(n);
+    for (let i = 0; i < n; i++)
+        positions[i] = view.getInt32(4 * i, true);
+    let offset = 4 * n;
+    const layers: [Float32Array, Float32Array][] = [];
+    for (let l = 0; l < header.scoreLayers; l++) {
+        const pair = [new Float32Array(size), new Float32Array(size)] as [Float32Array, Float32Array];
+        for (const values of pair) {
+            for (let i = 0; i < size; i++, offset += 4)
+                values[i] = view.getFloat32(offset, true);
+        }
+        layers.push(pair);
+    }
+    return {positions, layers};
+}

@@ -1,0 +1,71 @@
+import type {GpuLayers, KvCacheType, OffloadEstimate} from "../../preload/contract.js";
+import {computeBufferBytes} from "./computeBufferBytes.js";
+import {gpuOffload} from "./gpuOffload.js";
+import {kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
+import type {ModelInspection} from "./types.js";
+
+/** llama.cpp rounds a context's KV cells up to a multiple of this. */
+export const kvCellPadding = 256;
+
+/** The context llama.cpp is asked for. */
+export type ContextShape = {
+    /** Cells the budget holds (llama.cpp pads them to `kvCellPadding`). */
+    cells: number,
+    /** Type of the K cache. */
+    kvType: KvCacheType,
+    /** Type of the V cache. */
+    kvTypeV: KvCacheType,
+    flashAttention: boolean,
+    /** Query rows a scoring policy scores per ubatch (`scoring()`): its scores beside the cache and its graph branch. Defaults to `0`. */
+    scoreRows?: number
+};
+
+export type FitOptions = {
+    /** The model is loaded: its weights take no more memory. Defaults to `true`. */
+    modelLoaded?: boolean,
+    /** On a GPU build: the model's GPU layers setting and the free RAM (`freeMemoryBytes` is then the free VRAM). */
+    gpu?: {gpuLayers: GpuLayers, freeRamBytes: number}
+};
+
+export type ContextFit = {
+    allocatedCells: number,
+    bytesPerCell: number,
+    /** Bytes of the KV cache: allocatedCells x bytesPerCell. */
+    bytes: number,
+    /** Bytes of the scores a scoring policy keeps beside the cache. */
+    scoresBytes: number,
+    /** Bytes of llama.cpp's compute buffer; `null` when the metadata is incomplete. */
+    computeBytes: number | null,
+    /** The weights (unless loaded), the cache, the scores and the compute buffer. */
+    neededBytes: number,
+    offload: OffloadEstimate | null,
+    fits: boolean
+};
+
+/**
+ * Pure: what a context of `shape` costs on `model` and whether it fits in `freeMemoryBytes` (on a GPU build, each part
+ * in the VRAM or RAM its GPU layers put it in): the fit estimate the budget controller shows and the engine checks
+ * before it asks llama.cpp for a context. Returns `null` when the metadata lacks the layer or head counts.
+ */
+export function contextFit(model: ModelInspection, shape: ContextShape, freeMemoryBytes: number,
+    {modelLoaded = true, gpu}: FitOptions = {}): ContextFit | null {
+    const kvTypes = kvTypesOf(shape);
+    const bytesPerCell = kvBytesPerCell(model, kvTypes);
+    if (bytesPerCell == null)
+        return null;
+    const allocatedCells = Math.ceil(shape.cells / kvCellPadding) * kvCellPadding;
+    const bytes = allocatedCells * bytesPerCell;
+    const scoreRows = shape.scoreRows ?? 0;
+    const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: shape.flashAttention, scoreRows, kvTypes});
+    // A scoring policy's accumulated and last scores beside K and V: two f32 per layer, query head and cell.
+    const scoresBytes = scoreRows > 0 ? 2 * 4 * (model.layers ?? 0) * (model.headCount ?? 0) * allocatedCells : 0;
+    const neededBytes = (modelLoaded ? 0 : model.weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + (computeBytes ?? 0);
+    const offload = gpu == null ? null : gpuOffload(model, {
+        gpuLayers: gpu.gpuLayers, kvBytes: bytes + scoresBytes, computeBytes: computeBytes ?? 0, modelLoaded,
+        freeVramBytes: freeMemoryBytes, freeRamBytes: gpu.freeRamBytes
+    });
+    const fits = offload == null
+        ? neededBytes <= freeMemoryBytes
+        : offload.vramBytes <= offload.freeVramBytes && offload.ramBytes <= offload.freeRamBytes;
+    return {allocatedCells, bytesPerCell, bytes, scoresBytes, computeBytes, neededBytes, offload, fits};
+}

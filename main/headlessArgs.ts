@@ -1,0 +1,93 @@
+import os from "node:os";
+import path from "node:path";
+import {parseArgs} from "node:util";
+
+/** The headless mode's options, as parsed from its command line. */
+export type HeadlessArgs = {
+    dataDir: string,
+    renderer: string,
+    port: number,
+    token?: string,
+    model?: string,
+    seed?: number,
+    threads?: number,
+    serve: boolean,
+    serveHost?: string,
+    servePort?: number
+};
+
+export const headlessUsage = `Usage: node out/main/headless.js [options]
+
+Runs Ponder without a window: the app's services, with its page served to a browser on 127.0.0.1.
+
+Options:
+  --data-dir <dir>     Where conversations, settings and models live. Defaults to ~/.config/Ponder.
+  --port <n>           Port of the page and its bridge on 127.0.0.1; 0 picks a free one. Defaults to 0.
+  --token <secret>     The secret the page must present. Defaults to a random one, printed in the page's URL.
+  --model <file.gguf>  Adds this model and loads it. Defaults to the last model used.
+  --seed <n>           Sampling seed for every chat, for repeatable runs.
+  --threads <n>        CPU threads of the engine. Defaults to llama.cpp's choice.
+  --serve              Starts the OpenAI-compatible API server for this run.
+  --serve-host <addr>  Its address (a key is required off loopback). Defaults to 127.0.0.1.
+  --serve-port <n>     Its port. Defaults to the app's setting (8080).
+  --renderer <dir>     The built page to serve. Defaults to the one beside this file.
+  -h, --help           Prints this text.
+`;
+
+/** Reads the command line: the options, `help` when asked for, or an error in words (never a throw). */
+export function parseHeadlessArgs(argv: string[], defaults: {renderer: string, home?: string}): {args: HeadlessArgs} | {help: true} | {error: string} {
+    let values: ReturnType<typeof parse>["values"];
+    try {
+        values = parse(argv).values;
+    } catch (err) {
+        return {error: (err as Error).message.split("\n")[0]!};
+    }
+    if (values.help === true)
+        return {help: true};
+    const integer = (name: string, value: string | undefined, min: number, max: number): number | undefined | string => {
+        if (value == null)
+            return undefined;
+        const number = Number(value);
+        return Number.isInteger(number) && number >= min && number <= max ? number : `--${name} must be a whole number from ${min} to ${max}, not ${JSON.stringify(value)}`;
+    };
+    const port = integer("port", values.port, 0, 65535) ?? 0;
+    const seed = integer("seed", values.seed, 0, 2 ** 32 - 1);
+    const threads = integer("threads", values.threads, 1, 1024);
+    const servePort = integer("serve-port", values["serve-port"], 0, 65535);
+    for (const value of [port, seed, threads, servePort])
+        if (typeof value === "string")
+            return {error: value};
+    return {args: {
+        dataDir: values["data-dir"] ?? path.join(defaults.home ?? os.homedir(), ".config", "Ponder"),
+        renderer: values.renderer ?? defaults.renderer,
+        port: port as number,
+        token: values.token,
+        model: values.model,
+        seed: seed as number | undefined,
+        threads: threads as number | undefined,
+        serve: values.serve === true,
+        serveHost: values["serve-host"],
+        servePort: servePort as number | undefined
+    }};
+}
+
+function parse(argv: string[]) {
+    return parseArgs({
+        args: argv,
+        strict: true,
+        allowPositionals: false,
+        options: {
+            "data-dir": {type: "string"},
+            renderer: {type: "string"},
+            port: {type: "string"},
+            token: {type: "string"},
+            model: {type: "string"},
+            seed: {type: "string"},
+            threads: {type: "string"},
+            serve: {type: "boolean"},
+            "serve-host": {type: "string"},
+            "serve-port": {type: "string"},
+            help: {type: "boolean", short: "h"}
+        }
+    });
+}

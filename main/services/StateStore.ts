@@ -1,0 +1,106 @@
+import fs from "node:fs";
+import path from "node:path";
+
+export type StateStoreOptions = {
+    /** Bytes the state files may take on disk together; the oldest go first past it. Defaults to 4 GiB. */
+    budgetBytes?: number
+};
+
+/** A state file kept under the budget: its size and when it was written. */
+type Entry = {path: string, bytes: number, mtimeMs: number};
+
+/**
+ * Where conversations' KV states live on disk (`<dir>/<conversation>/<message>.state`, one file per branch tip: the
+ * answer a state was saved after), the disk budget they share (oldest first out) and their deletion with their
+ * conversation or message. The engine writes and reads the files; this only names, counts and removes them.
+ */
+export class StateStore {
+    constructor(private readonly _dir: string, private readonly _options: StateStoreOptions = {}) {}
+
+    get budgetBytes(): number {
+        return this._options.budgetBytes ?? defaultStateBudgetBytes;
+    }
+
+    /** The file of the state saved after `messageId`. Ids are UUIDs; anything else is refused. */
+    pathOf(conversationId: string, messageId: string): string {
+        for (const id of [conversationId, messageId])
+            if (!/^[A-Za-z0-9-]{1,64}$/.test(id))
+                throw new Error(`not an id: ${id}`);
+        return path.join(this._dir, conversationId, `${messageId}.state`);
+    }
+
+    /** Makes the conversation's folder, for a state about to be saved there; returns the file's path. */
+    prepare(conversationId: string, messageId: string): string {
+        const file = this.pathOf(conversationId, messageId);
+        fs.mkdirSync(path.dirname(file), {recursive: true});
+        return file;
+    }
+
+    /** Bytes of the state saved after `messageId`, or `null` when there is none. */
+    sizeOf(conversationId: string, messageId: string): number | null {
+        try {
+            return fs.statSync(this.pathOf(conversationId, messageId)).size;
+        } catch {
+            return null;
+        }
+    }
+
+    deleteConversation(conversationId: string): void {
+        fs.rmSync(path.join(this._dir, path.basename(conversationId)), {recursive: true, force: true});
+    }
+
+    deleteMessages(conversationId: string, messageIds: readonly string[]): void {
+        for (const id of messageIds)
+            fs.rmSync(this.pathOf(conversationId, id), {force: true});
+    }
+
+    /** Deletes the conversation's states whose message no longer `exists`. */
+    deleteMissing(conversationId: string, exists: (messageId: string) => boolean): void {
+        const dir = path.dirname(this.pathOf(conversationId, "x"));
+        if (!fs.existsSync(dir))
+            return;
+        for (const name of fs.readdirSync(dir))
+            if (name.endsWith(".state") && !exists(name.slice(0, -".state".length)))
+                fs.rmSync(path.join(dir, name), {force: true});
+    }
+
+    /** Deletes the oldest states (by write time) until all of them fit the budget; `keep` is never deleted. */
+    trim(keep?: string): number {
+        const entries = this._entries().sort((a, b) => a.mtimeMs - b.mtimeMs);
+        let total = entries.reduce((sum, entry) => sum + entry.bytes, 0);
+        let removed = 0;
+        for (const entry of entries) {
+            if (total <= this.budgetBytes)
+                break;
+            if (entry.path === keep)
+                continue;
+            fs.rmSync(entry.path, {force: true});
+            total -= entry.bytes;
+            removed++;
+        }
+        return removed;
+    }
+
+    private _entries(): Entry[] {
+        const entries: Entry[] = [];
+        if (!fs.existsSync(this._dir))
+            return entries;
+        for (const folder of fs.readdirSync(this._dir, {withFileTypes: true})) {
+            if (!folder.isDirectory())
+                continue;
+            const dir = path.join(this._dir, folder.name);
+            for (const name of fs.readdirSync(dir)) {
+                if (!name.endsWith(".state"))
+                    continue;
+                const file = path.join(dir, name);
+                const stat = fs.statSync(file, {throwIfNoEntry: false});
+                if (stat != null)
+                    entries.push({path: file, bytes: stat.size, mtimeMs: stat.mtimeMs});
+            }
+        }
+        return entries;
+    }
+}
+
+/** The default disk budget of the state files: 4 GiB. */
+export const defaultStateBudgetBytes = 4 * 1024 * 1024 * 1024;

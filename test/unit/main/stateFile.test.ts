@@ -1,0 +1,76 @@
+import {describe, expect, it} from "vitest";
+import {unpackScores, packScores} from "../../../main/engine/SequenceStates.js";
+import {
+    checkStateHeader, decodeTokens, encodeStateFile, encodeTokens, hashSettings, hashTokens, readStateHeader, reviveTyped, StateFileError,
+    tagTyped, verifyStatePayload, type StateExpectation
+} from "../../../main/engine/stateFile.js";
+
+const expectation: StateExpectation = {
+    model: {path: "/m.gguf", size: 1000, mtimeMs: 5}, kvType: "f16", kvTypeV: "f16", flashAttention: false, policy: "h2o", cells: 512,
+    settingsHash: hashSettings({policy: "h2o", a: 1})
+};
+const tokens = [1, 2, 3, 70000];
+
+function file(llama = Buffer.from("llama-state-bytes"), scores = Buffer.from([1, 2, 3, 4])): Buffer {
+    return Buffer.concat(encodeStateFile({
+        kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
+        bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, controller: tagTyped({state: {t: new Float64Array([1.5, 2])}})
+    }, llama, scores));
+}
+
+/** The whole check a reader makes before llama.cpp sees a file: header, then the payload's checksum. */
+function check(bytes: Buffer): void {
+    const {header, payloadOffset} = readStateHeader(bytes, bytes.byteLength);
+    verifyStatePayload(header, bytes.subarray(payloadOffset));
+}
+
+describe("state file", () => {
+    it("reads back what it wrote: header, tokens, payload and typed controller state", () => {
+        const bytes = file();
+        const {header, payloadOffset} = readStateHeader(bytes, bytes.byteLength);
+        expect(header.llamaBytes).toBe(17);
+        expect(decodeTokens(header.tokens, header.tokenCount)).toEqual(tokens);
+        expect(checkStateHeader(header, expectation)).toBeNull();
+        expect(() => verifyStatePayload(header, bytes.subarray(payloadOffset))).not.toThrow();
+        expect((reviveTyped(header.controller) as {state: {t: Float64Array}}).state.t).toEqual(new Float64Array([1.5, 2]));
+    });
+
+    it("names what differs: model, cache types, flash attention, policy, budget, settings", () => {
+        const bytes = file();
+        const {header} = readStateHeader(bytes, bytes.byteLength);
+        expect(checkStateHeader(header, {...expectation, model: {...expectation.model, mtimeMs: 6}})).toMatch(/another model/);
+        expect(checkStateHeader(header, {...expectation, kvTypeV: "q8_0"})).toMatch(/KV cache/);
+        expect(checkStateHeader(header, {...expectation, flashAttention: true})).toMatch(/flash attention/);
+        expect(checkStateHeader(header, {...expectation, policy: "lethe"})).toMatch(/under h2o/);
+        expect(checkStateHeader(header, {...expectation, cells: 1024})).toMatch(/budget/);
+        expect(checkStateHeader(header, {...expectation, settingsHash: hashSettings({policy: "h2o", a: 2})})).toMatch(/settings/);
+    });
+
+    it("hashes settings whatever the key order", () => {
+        expect(hashSettings({a: 1, b: {c: 2, d: 3}})).toBe(hashSettings({b: {d: 3, c: 2}, a: 1}));
+    });
+
+    it("refuses a file truncated at every 1/16 and one with any byte flipped", () => {
+        const bytes = file(Buffer.alloc(4000, 7), Buffer.alloc(800, 3));
+        for (let k = 0; k < 16; k++) {
+            const cut = bytes.subarray(0, Math.floor((bytes.byteLength * k) / 16));
+            expect(() => check(cut), `truncated at ${k}/16`).toThrow(StateFileError);
+        }
+        for (let i = 0; i < bytes.byteLength; i += 7) {
+            const flipped = Buffer.from(bytes);
+            flipped[i] = flipped[i]! ^ 0x20;
+            expect(() => check(flipped), `byte ${i} flipped`).toThrow(StateFileError);
+        }
+        expect(() => check(Buffer.concat([bytes, Buffer.from([0])]))).toThrow(/longer/);
+        expect(() => check(Buffer.from("GGUF and something else entirely, quite long enough"))).toThrow(/not a Ponder state/);
+    });
+
+    it("packs scores with their positions", () => {
+        const positions = Int32Array.from([0, 5, 9]);
+        const layers: [Float32Array, Float32Array][] = [[Float32Array.from([1, 2, 3, 4, 5, 6]), Float32Array.from([6, 5, 4, 3, 2, 1])]];
+        const unpacked = unpackScores(packScores(positions, 2, layers), {liveCells: 3, scoreHeads: 2, scoreLayers: 1});
+        expect(unpacked.positions).toEqual(positions);
+        expect(unpacked.layers).toEqual(layers);
+        expect(() => unpackScores(packScores(positions, 2, layers), {liveCells: 3, scoreHeads: 2, scoreLayers: 2})).toThrow(StateFileError);
+    });
+});
