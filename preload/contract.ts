@@ -155,7 +155,9 @@ export type MessageCompression = {
      * Every compression setting as it started (the budget as set, cache types, parameters); `null` for answers recorded
      * before Ponder kept them.
      */
-    settings: CompressionSettings | null
+    settings: CompressionSettings | null,
+    /** Full KV filled these cells and the answer stopped there: Continue needs a larger budget or a pruning policy first. */
+    budgetFull?: boolean
 };
 
 export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv";

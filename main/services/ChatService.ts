@@ -8,7 +8,7 @@ import type {ChatTurn} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
-import {toMessageDto} from "./dto.js";
+import {continueBlockedByBudget, parseCompression, toMessageDto} from "./dto.js";
 import {QueueAbortError, type GenerationQueue} from "./GenerationQueue.js";
 import type {Clock, Emit} from "./types.js";
 
@@ -135,6 +135,9 @@ export class ChatService {
             throw new AppError("BAD_REQUEST", "The last answer is complete: there is nothing to continue");
         if (last.status === "error" && last.text === "" && last.thinking === "")
             throw new AppError("BAD_REQUEST", "The last answer failed before it wrote anything: regenerate it instead");
+        const blocked = continueBlockedByBudget(parseCompression(last.compression), this._conversations.settingsOf(this._conversations.require(conversationId)).compression);
+        if (blocked != null)
+            throw new AppError("KV_BUDGET_EXCEEDED", blocked);
 
         const now = this._now();
         this._db.transaction(() => {
@@ -247,6 +250,7 @@ export class ChatService {
 
         let status: MessageRow["status"] = "complete";
         let cutReason: MessageRow["cut_reason"] = null;
+        let budgetFull = false;
         let cutTokens: number | null = null;
         let error: string | null = null;
         let promptTokens = 0;
@@ -339,6 +343,7 @@ export class ChatService {
             }
             else if (result.stopReason === "budget") {
                 status = "stopped";
+                budgetFull = true;
                 error = `The KV budget of ${cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
                     "Raise the budget or choose a compression policy to think longer.";
             }
@@ -372,6 +377,10 @@ export class ChatService {
         try {
             this._db.transaction(() => {
                 this._db.messages.finish(messageId, finish, now);
+                // Full KV stopped at its budget: recorded with the compression it ran under, so Continue can say why not.
+                const record = parseCompression(this._db.messages.get(messageId)?.compression ?? null);
+                if (record != null && record.budgetFull !== budgetFull)
+                    this._db.messages.setCompression(messageId, JSON.stringify({...record, budgetFull: budgetFull || undefined}));
                 this._db.conversations.touch(conversationId, now);
             });
         } catch (err) {

@@ -1,4 +1,6 @@
-import type {ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId} from "../../preload/contract.js";
+import type {
+    CompressionSettings, ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId
+} from "../../preload/contract.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
 import {compressionSettingsSchema, withValueType} from "./schemas.js";
 
@@ -71,12 +73,15 @@ export function parseCompression(value: unknown): MessageCompression | null {
     }
     if (record == null || typeof record !== "object")
         return null;
-    const {policy, budgetCells, settings} = record as Record<string, unknown>;
+    const {policy, budgetCells, settings, budgetFull} = record as Record<string, unknown>;
     if (!policyIds.includes(policy as PolicyId))
         return null;
     const cells = typeof budgetCells === "number" && Number.isSafeInteger(budgetCells) && budgetCells > 0 ? budgetCells : null;
     const parsed = settings == null ? null : compressionSettingsSchema.safeParse(withValueType(settings));
-    return {policy: policy as PolicyId, budgetCells: cells, settings: parsed?.success === true && parsed.data.policy === policy ? parsed.data : null};
+    return {
+        policy: policy as PolicyId, budgetCells: cells, settings: parsed?.success === true && parsed.data.policy === policy ? parsed.data : null,
+        ...(budgetFull === true ? {budgetFull: true} : {})
+    };
 }
 
 /** A stored GPU layers setting; anything unreadable is `auto`. */
@@ -86,4 +91,15 @@ export function parseGpuLayers(text: string | null | undefined): GpuLayers {
     if (text != null && /^\d{1,4}$/.test(text))
         return Number(text);
     return "auto";
+}
+
+/**
+ * Why Continue cannot go on from an answer Full KV stopped at its budget while the conversation still asks for the
+ * same (Full KV, the same budget), or `null` when it can (a larger budget or a policy is then the engine's to check).
+ */
+export function continueBlockedByBudget(record: MessageCompression | null, current: CompressionSettings): string | null {
+    if (record?.budgetFull !== true || current.policy !== "full" || JSON.stringify(current.budget) !== JSON.stringify(record.settings?.budget ?? current.budget))
+        return null;
+    const cells = record.budgetCells != null ? `${record.budgetCells.toLocaleString("en-US")} cells` : "its budget";
+    return `This answer stopped because Full KV filled ${cells}: raise the KV budget or choose a compression policy, then Continue.`;
 }

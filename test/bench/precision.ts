@@ -3,6 +3,7 @@ import type {CompressionSettings, KvCacheType, PolicyId} from "../../preload/con
 import {Engine} from "../../main/engine/Engine.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {EVAL_SEED_BASE, extractDemoAnswer, generateDemoProblem, heldOutDemoProblems, isDemoAnswerCorrect, type DemoProblem} from "../eval/demoTask.js";
+import {median} from "./median.js";
 import {table} from "./plot.js";
 
 // LeanKV (seed 003) on the demo model: the calibration of its pruning threshold on training problems (§7.2), and the
@@ -135,7 +136,9 @@ export async function calibrateLeanKv(options: {
  * LeanKV's Figure 7 on the demo model: F16, K8V4 and K4V8 caches, each with Full KV and with `policy` at `share` of the
  * cells the F16 Full run used (the same cells for every pair; its memory differs by the pair), and LeanKV as its paper
  * runs it (its calibrated alpha, no budget that binds); flash attention on for every row (llama.cpp needs it for a
- * quantized V). Accuracy on held-out problems, the KV held at the end (against F16 Full's) and decode speed.
+ * quantized V). Accuracy on held-out problems, the KV held at the end (against F16 Full's) and decode speed. Each
+ * problem runs every configuration in turn, so the machine's load falls on all of them alike; the speed ratio is the
+ * median over problems of the configuration's decode speed over F16 Full's on the same problem.
  */
 export async function precisionSuite(options: {
     llama: Llama, modelPath: string, policy: PolicyId, share: number, problems: number, threads: number, leankv: boolean,
@@ -143,42 +146,46 @@ export async function precisionSuite(options: {
 }) {
     const engine = await demoEngine(options.llama, options.modelPath, options.threads);
     const problems = heldOutDemoProblems(options.problems);
-    const rows: ({pair: string, run: string, cells: string} & Summary)[] = [];
+    const alpha = defaultCompressionSettings.params.leankv.alpha;
+    const configs = precisionPairs.flatMap((pair) => [
+        {pair, run: "full", cells: "100%", policy: "full" as PolicyId, budget: () => fullCells},
+        {pair, run: options.policy as string, cells: `${Math.round(options.share * 100)}%`, policy: options.policy,
+            budget: (used: number) => Math.max(32, Math.round(used * options.share))},
+        ...options.leankv ? [{pair, run: `leankv (alpha ${alpha})`, cells: "no cap", policy: "leankv" as PolicyId, budget: noCap}] : []
+    ]);
+    const runs = configs.map(() => [] as Run[]);
     try {
-        let used: number[] | null = null;
-        let fullBytes: number[] | null = null;
-        for (const pair of precisionPairs) {
-            const base: CompressionSettings = {...defaultCompressionSettings, kvType: pair.kvType, kvTypeV: pair.kvTypeV, flashAttention: true};
-            const full: Run[] = [];
-            for (const problem of problems)
-                full.push(await solve(engine, problem, {...base, policy: "full"}, fullCells));
-            used ??= full.map((run) => run.promptTokens + run.tokens + 4);
-            // F16 Full holds every token of its answer: each row's memory is measured against what it held at the end.
-            fullBytes ??= full.map((run) => run.liveBytes);
-            const cellsOf = used;
-            rows.push({pair: pair.label, run: "full", cells: "100%", ...summarise(full, fullBytes)});
-            options.onProgress?.(`${pair.label} full: accuracy ${rows.at(-1)!.accuracy.toFixed(3)}`);
-            const pruned: Run[] = [];
-            for (const [index, problem] of problems.entries())
-                pruned.push(await solve(engine, problem, {...base, policy: options.policy}, Math.max(32, Math.round(cellsOf[index]! * options.share))));
-            rows.push({pair: pair.label, run: options.policy, cells: `${Math.round(options.share * 100)}%`, ...summarise(pruned, fullBytes)});
-            options.onProgress?.(`${pair.label} ${options.policy}: accuracy ${rows.at(-1)!.accuracy.toFixed(3)}`);
-            if (!options.leankv)
-                continue;
-            const lean: Run[] = [];
-            for (const [index, problem] of problems.entries())
-                lean.push(await solve(engine, problem, {...base, policy: "leankv"}, noCap(cellsOf[index]!)));
-            rows.push({pair: pair.label, run: `leankv (alpha ${base.params.leankv.alpha})`, cells: "no cap", ...summarise(lean, fullBytes)});
-            options.onProgress?.(`${pair.label} leankv: accuracy ${rows.at(-1)!.accuracy.toFixed(3)}`);
+        for (const [index, problem] of problems.entries()) {
+            let used = 0;
+            for (const [c, config] of configs.entries()) {
+                const compression: CompressionSettings = {
+                    ...defaultCompressionSettings, kvType: config.pair.kvType, kvTypeV: config.pair.kvTypeV, flashAttention: true, policy: config.policy
+                };
+                const run = await solve(engine, problem, compression, config.budget(used));
+                // The first configuration is F16 Full: the cells it used set every budget of this problem.
+                if (c === 0)
+                    used = run.promptTokens + run.tokens + 4;
+                runs[c]!.push(run);
+            }
+            options.onProgress?.(`problem ${index + 1}/${problems.length}`);
         }
     } finally {
         await engine.dispose();
     }
+    // F16 Full holds every token of its answer: each row's memory and speed are measured against it, problem by problem.
+    const reference = runs[0]!;
+    const fullBytes = reference.map((run) => run.liveBytes);
+    const rows = configs.map((config, c) => {
+        const ratios = runs[c]!.map((run, index) => (run.decodeTokensPerSecond ?? NaN) / (reference[index]!.decodeTokensPerSecond ?? NaN))
+            .filter((ratio) => Number.isFinite(ratio));
+        return {pair: config.pair.label, run: config.run, cells: config.cells, ...summarise(runs[c]!, fullBytes), speedVsFull: median(ratios)};
+    });
     return {
         problems: problems.length,
         rows,
-        table: table(["cache (K, V)", "policy", "budget (share of F16 Full's cells)", "accuracy", "KV KiB at end", "KV vs F16 Full", "decode tok/s"],
-            rows.map((row) => [row.pair, row.run, row.cells, row.accuracy.toFixed(3), row.meanKiB.toFixed(1), row.vsFull.toFixed(3),
-                row.decodeTokensPerSecond.toFixed(1)]))
+        table: table(["cache (K, V)", "policy", "budget (share of F16 Full's cells)", "accuracy", "KV KiB at end", "KV vs F16 Full", "decode tok/s",
+            "decode speed vs F16 Full (median ratio)"],
+        rows.map((row) => [row.pair, row.run, row.cells, row.accuracy.toFixed(3), row.meanKiB.toFixed(1), row.vsFull.toFixed(3),
+            row.decodeTokensPerSecond.toFixed(1), row.speedVsFull.toFixed(3)]))
     };
 }

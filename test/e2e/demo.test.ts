@@ -103,5 +103,22 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     expect(await chat.byId("message-user").last().textContent()).toMatch(/ZZ\?/);
     expect(await chat.byId("sample-answer").textContent()).toMatch(/known answer: \d \(the value of ZZ\)/);
     await page.screenshot({path: path.join(artifacts, "demo-sample.png"), fullPage: true});
+
+    // A small window (1024x700): nothing runs off the side, and the chat, the memory panel and the model details fit.
+    await page.setViewportSize({width: 1024, height: 700});
+    const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    await page.screenshot({path: path.join(artifacts, "small-chat.png")});
+    await page.keyboard.press("Control+Shift+M");
+    await chat.byId("memory-panel").waitFor();
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    await page.screenshot({path: path.join(artifacts, "small-memory.png")});
+    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    await page.keyboard.press("Escape");
+    await chat.byId("memory-panel").waitFor({state: "detached"});
+    await chat.byId("model-details-button").click();
+    await chat.byId("model-details").waitFor();
+    expect((await chat.byId("model-item").boundingBox())?.height).toBeGreaterThan(30);
+    await page.screenshot({path: path.join(artifacts, "small-model-details.png")});
     await page.close();
 });

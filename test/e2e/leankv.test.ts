@@ -50,16 +50,12 @@ describe("LeanKV with K8V4 in the app", () => {
         await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "leankv-controller.png")});
 
         await chat.send("Think about this for a while");
-        // Random weights: the answer ends when it ends; a long one is stopped after 100 tokens of thought.
+        // Random weights: the answer ends when it ends; a long one is stopped once some hundreds of characters came.
         await page.waitForFunction(() => {
-            const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
-            const tokens = Number(/([\d,]+) tokens/.exec(stats)?.[1]?.replace(/,/g, "") ?? 0);
-            return document.querySelector("[data-testid=stop-button]") == null || tokens >= 100;
-        }, undefined, {timeout: 30_000}).catch(async (err: unknown) => {
-            await page.screenshot({path: path.join(artifacts, "leankv-debug.png")});
-            console.log("DEBUG", await page.locator("body").innerText());
-            throw err;
-        });
+            const answers = document.querySelectorAll("[data-testid=message-assistant]");
+            const text = answers[answers.length - 1]?.textContent ?? "";
+            return document.querySelector("[data-testid=stop-button]") == null || text.length > 500;
+        }, undefined, {timeout: 120_000});
         if (await chat.byId("stop-button").count() > 0)
             await chat.byId("stop-button").click();
         await chat.waitForAnswerDone();

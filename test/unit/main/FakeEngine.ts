@@ -15,6 +15,8 @@ export class FakeEngine {
     thought = ["Let", " me", " think"];
     answer = ["The", " answer", " is", " 4"];
     failWith: Error | null = null;
+    /** Full KV "fills its budget" after this many chunks (the engine's `budget` stop). */
+    budgetAfter: number | null = null;
     /** The models loaded, with the options each was loaded with. */
     loads: Array<{path: string, options: LoadOptions | undefined}> = [];
     /** Free VRAM a GPU build reports (set `status.build` with a `gpu` to use it). */
@@ -43,6 +45,8 @@ export class FakeEngine {
         for (const [index, chunk] of chunks.entries()) {
             if (index >= request.maxTokens)
                 return {stopReason: "maxTokens", promptTokens: 5};
+            if (this.budgetAfter != null && index >= this.budgetAfter)
+                return {stopReason: "budget", promptTokens: 5};
             await new Promise((resolve) => setTimeout(resolve, 1));
             if (request.signal.aborted)
                 return {stopReason: "abort", promptTokens: 5};

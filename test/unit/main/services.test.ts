@@ -144,6 +144,27 @@ describe("chat", () => {
         expect(services.conversations.get(c.id).messages[1]).toMatchObject({status: "complete", thinking: "Let me think", text: "The answer is 4"});
     });
 
+    it("does not continue an answer Full KV stopped at its budget until the budget or the policy changes", async () => {
+        const {services, engine} = setup();
+        const c = services.conversations.create();
+        services.conversations.updateSettings(c.id, {compression: {...services.conversations.get(c.id).settings.compression, policy: "full", budget: {kind: "cells", cells: 512}}});
+        engine.budgetAfter = 2;
+        services.chat.send(c.id, "q");
+        await services.chat.idle();
+        const stopped = services.conversations.get(c.id).messages[1]!;
+        expect(stopped.status).toBe("stopped");
+        expect(stopped.compression?.budgetFull).toBe(true);
+        expect(() => services.chat.continue(c.id)).toThrow(/Full KV filled 512 cells: raise the KV budget or choose a compression policy/);
+        // A larger budget: Continue goes on, and the answer is no longer marked as stopped by the budget.
+        engine.budgetAfter = null;
+        services.conversations.updateSettings(c.id, {compression: {...services.conversations.get(c.id).settings.compression, budget: {kind: "cells", cells: 1024}}});
+        services.chat.continue(c.id);
+        await services.chat.idle();
+        const done = services.conversations.get(c.id).messages[1]!;
+        expect(done.status).toBe("complete");
+        expect(done.compression?.budgetFull).toBeUndefined();
+    });
+
     it("records an engine failure on the message instead of losing it", async () => {
         const {services, engine} = setup();
         engine.failWith = new Error("out of memory");
