@@ -1,6 +1,6 @@
 import {
     LlamaChat, LlamaChatSession, resolveChatWrapper, type ChatHistoryItem, type ChatModelResponse, type ChatWrapper, type Llama,
-    type LlamaChatResponseChunk, type LLamaChatGenerateResponseOptions, type LlamaContext, type LlamaModel
+    type LlamaChatResponseChunk, type LLamaChatGenerateResponseOptions, type LlamaContext, type LlamaModel, type Token
 } from "node-llama-cpp";
 import fs from "node:fs";
 import os from "node:os";
@@ -13,7 +13,7 @@ import {contextFit} from "./contextFit.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
-import {cacheTypeProblem, describeKvTypes} from "./kvMemory.js";
+import {cacheTypeProblem, describeKvTypes, formatMib} from "./kvMemory.js";
 import {NativeKv} from "./native/NativeKv.js";
 import {readReason, type PromptReading} from "./readReason.js";
 import {gateSequenceDecodes} from "./native/ponderAddon.js";
@@ -249,7 +249,8 @@ export class Engine implements EngineApi {
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
             // The prompt in tokens: the rendered history and the opening the wrapper adds (as last measured). Full KV's
             // refusal names this figure, and usage reports the same one measured (below).
-            const rendered = loaded.chatWrapper.generateContextState({chatHistory: full}).contextText.tokenize(loaded.model.tokenizer).length;
+            const renderedTokens = loaded.chatWrapper.generateContextState({chatHistory: full}).contextText.tokenize(loaded.model.tokenizer);
+            const rendered = renderedTokens.length;
             const openingKind = `${last.role}:${skipThought ? "no-thought" : "thought"}`;
             const promptLength = rendered + (loaded.openingTokens.get(openingKind) ?? 0);
             if ((controller == null || compression.policy === "full") && promptLength > cells - fullKvAnswerRoom)
@@ -265,7 +266,7 @@ export class Engine implements EngineApi {
             // For the progress's wording (readReason): the earlier turns' tokens, and whether the context was made anew.
             const reading = {newContext: previousContext != null && previousContext !== active, earlierTokens: request.onRebuild == null || request.history.length < 2
                 ? 0 : loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer).length};
-            await this._prefill(active, full, controller, cells, request.onRebuild, promptTail, internalAbort.signal, states, reading);
+            await this._prefill(active, renderedTokens, controller, cells, request.onRebuild, promptTail, internalAbort.signal, states, reading);
             session.setChatHistory(history);
             controller?.beginAnswer();
             const started = performance.now();
@@ -412,21 +413,17 @@ export class Engine implements EngineApi {
      * attention of tokens this request does not have) are never reused as a cached prefix, so the answer depends on its
      * inputs alone. Full KV reuses the prefix that still has every cell.
      */
-    private async _prefill(active: Active, history: ChatHistoryItem[], controller: KvController | null, cells: number,
+    private async _prefill(active: Active, rendered: readonly Token[], controller: KvController | null, cells: number,
         onProgress: ((progress: number, reason: ReadReason) => void) | undefined, holdBack = 0, signal?: AbortSignal, states?: PrefillStates,
         reading: Pick<PromptReading, "earlierTokens" | "newContext"> = {earlierTokens: 0, newContext: false}): Promise<void> {
-        if (history.length === 0)
+        if (rendered.length === 0)
             return;
-        const loaded = this._loaded!;
         const sequence = active.session.sequence;
-        const rendered = loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer);
         const tokens = rendered.slice(0, Math.max(0, rendered.length - holdBack));
         const pruning = controller != null && controller.policyId !== "full";
         let common = 0;
         if (!pruning) {
-            const existing = sequence.contextTokens;
-            while (common < existing.length && common < tokens.length && existing[common] === tokens[common])
-                common++;
+            common = commonPrefixLength(sequence.contextTokens, tokens);
             if (common > 0 && active.kv != null) {
                 // Full KV after a pruned answer in the same context: keep only the prefix that has every cell.
                 const live = new Set((await active.kv.scores(0)).positions);
@@ -475,12 +472,7 @@ export class Engine implements EngineApi {
     private async _resume(active: Active, controller: KvController | null, tokens: number[], common: number, pruning: boolean,
         states: PrefillStates): Promise<number> {
         const notes: string[] = [];
-        const prefix = (saved: number[]) => {
-            let n = 0;
-            while (n < saved.length && n < tokens.length && saved[n] === tokens[n])
-                n++;
-            return n;
-        };
+        const prefix = (saved: readonly number[]) => commonPrefixLength(saved, tokens);
         const candidate = await findStateCandidate(states.files.load, pruning ? "prompt" : "answer", states.expectation,
             (saved) => pruning ? prefix(saved) === saved.length && saved.length <= tokens.length : prefix(saved) > common, notes);
         let restored = common;
@@ -653,8 +645,12 @@ function partialResponse(turn: Extract<ChatTurn, {role: "assistant"}>): ChatMode
     return response;
 }
 
-function formatMib(bytes: number): string {
-    return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+/** How many leading tokens `a` and `b` share. */
+function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
+    let n = 0;
+    while (n < a.length && n < b.length && a[n] === b[n])
+        n++;
+    return n;
 }
 
 /**

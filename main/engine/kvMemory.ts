@@ -86,3 +86,8 @@ export function cacheTypeProblem(model: KvShape, compression: KvCacheTypes & {fl
     }
     return null;
 }
+
+/** Bytes as MiB with one decimal, as the estimate's notes and the engine's refusals write them. */
+export function formatMib(bytes: number): string {
+    return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+}

@@ -5,12 +5,10 @@ import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
 import {contextFit, kvCellPadding, type FitOptions} from "../engine/contextFit.js";
-import {cacheTypeProblem, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
+import {cacheTypeProblem, formatMib, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
 import {scoring} from "../engine/scoring.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
-
-const mib = 1024 * 1024;
 
 /** The policies' names as the app shows them (renderer/lib/policies.ts), for the notes. */
 const policyNames: Record<PolicyId, string> = {
@@ -110,8 +108,4 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         compressionSupported: support.supported,
         notes
     };
-}
-
-function formatMib(bytes: number): string {
-    return `${(bytes / mib).toFixed(1)} MiB`;
 }
