@@ -16,6 +16,9 @@
 // ratio is the median over the rounds of on / off. The cache is filled to leave room for every round, so the attended
 // cells grow by 2 x (tokens + 3) per round, alike for on and off.
 //
+// --toggle --gates toggles TRIM-KV's retention gates instead of scoring (random gates of the paper's shape, a 512-wide
+// hidden layer, for the bench model; the gate logits read out every --read-every tokens, as a prune round does).
+//
 // --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance the unpatched
 // build `node native/build.mjs --unpatched` writes to native/.build/unpatched/, or a copy of `localBuilds/linux-x64` in
 // another configuration), so that build configuration and patches are measured apart in one run; an unpatched build
@@ -38,6 +41,7 @@ import {fileURLToPath} from "node:url";
 import {getLlama, type ControlledEvaluateInputItem, type Llama, type Token} from "node-llama-cpp";
 import {generateModel, specHash, type ModelSpec} from "../test/fixtures/gguf/generateModel.js";
 import {fixturesDir} from "../test/fixtures/gguf/fixtures.js";
+import {writeRetentionSidecar} from "../test/fixtures/gguf/retentionSidecar.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../main/engine/native/NativeKv.js";
 
@@ -67,6 +71,7 @@ function parseArgs() {
         readEvery: Number(value("--read-every") ?? 16),
         clock: (value("--clock") ?? "wall") as "wall" | "cpu",
         toggle: args.includes("--toggle"),
+        gates: args.includes("--gates"),
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
         threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
@@ -187,7 +192,17 @@ function median(values: number[]): number {
     return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 }
 
-/** --toggle: scoring on and off in turn in one context of the patched build, per config. */
+/** Random retention gates of TRIM-KV's shape (hidden 512) for the bench model, written once beside it. */
+async function benchGates(modelPath: string): Promise<string> {
+    const gatesPath = modelPath.replace(/\.gguf$/, ".retention.gguf");
+    if ((await stat(gatesPath).catch(() => null)) == null) {
+        await writeRetentionSidecar(gatesPath, {modelPath, architecture: "qwen2", layers: benchSpec.nLayer!, width: benchSpec.nEmbd!, kvHeads: benchSpec.nHeadKv!,
+            hidden: 512, weightScale: 0.05, biasRange: [10, 14], weightType: "f16"});
+    }
+    return gatesPath;
+}
+
+/** --toggle: scoring (or, with --gates, the retention gates) on and off in turn in one context of the patched build, per config. */
 async function runToggle(modelPath: string, configs: Config[], args: ReturnType<typeof parseArgs>) {
     const llama = await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
     const build = getNativeBuildInfo(llama);
@@ -203,6 +218,7 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
         const kv = new NativeKv(context);
         const sequence = context.getSequence();
         const state = {seed: 7};
+        const gates = args.gates ? await benchGates(modelPath) : null;
         await sequence.evaluateWithoutGeneratingNewTokens(Array.from({length: config.cells - room}, () => randomToken(state)));
 
         let next = randomToken(state);
@@ -213,14 +229,17 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
         const rates = {on: [] as number[], off: [] as number[]};
         for (let round = 0; round < args.repeats; round++) {
             for (const enabled of [true, false]) {
-                await kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled});
+                if (gates != null)
+                    await kv.configureRetention(enabled ? gates : null);
+                else
+                    await kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled});
                 for (let i = 0; i < warmUp; i++)
                     await step();
                 const start = seconds();
                 for (let i = 1; i <= args.tokens; i++) {
                     await step();
                     if (enabled && args.readEvery > 0 && i % args.readEvery === 0)
-                        await kv.scores(0);
+                        await (gates != null ? kv.retention(0) : kv.scores(0));
                 }
                 (enabled ? rates.on : rates.off).push(args.tokens / (seconds() - start));
             }
@@ -236,7 +255,7 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
 
     console.log();
     console.log(`model: ${path.basename(modelPath)}, ${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}; patched ${build.seriesHash}`);
-    console.log(`scoring on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
+    console.log(`${args.gates ? "retention gates" : "scoring"} on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
         `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
     console.log();
     console.log("| cells in use | flash attn | off tok/s | on tok/s | on / off (median of rounds) |");

@@ -18,6 +18,8 @@ export type ErrorCode =
     | "BUDGET_DOES_NOT_FIT"
     /** With Full KV, a conversation longer than its KV budget holds (with room for the answer's first tokens). */
     | "KV_BUDGET_EXCEEDED"
+    /** A policy the loaded model cannot run (TRIM-KV without retention gates trained for it): refused with the reason. */
+    | "POLICY_UNAVAILABLE"
     | "INTERNAL";
 
 export type ErrorInfo = {code: ErrorCode, message: string};
@@ -160,14 +162,14 @@ export type MessageCompression = {
     budgetFull?: boolean
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv";
+export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv";
 /** A type of the K or the V cache; `q8_0` keys with `q4_0` values (K8V4) is LeanKV's recommended pair. */
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
 
 /** The KV allocation of a conversation: a number of cells, a size in MiB, or the model's context. */
 export type KvBudget = {kind: "auto"} | {kind: "cells", cells: number} | {kind: "mib", mib: number};
 
-/** Each policy's parameters, with the papers' defaults (see main/engine/policies). */
+/** Each policy's parameters, with the papers' defaults (see main/engine/policies). Full KV and TRIM-KV have none. */
 export type PolicyParams = {
     streamingllm: {sinks: number},
     h2o: {heavyRatio: number},
@@ -269,6 +271,8 @@ export type KvSample = {
     sparsityPerLayer: number[],
     /** Milliseconds spent reading scores and choosing cells. */
     scoringMs: number,
+    /** Bytes of the retention gates loaded (weights and per-cell log beta) while TRIM-KV runs; absent for the other policies. */
+    retentionBytes?: number,
     tokensPerSecond: number
 };
 
@@ -326,6 +330,13 @@ export type BudgetEstimate = {
     computeBytes: number | null,
     /** Bytes of the attention scores a scoring policy (H2O, Lethe, ReFreeKV) keeps beside the KV cache; 0 for the others. */
     scoresBytes?: number,
+    /**
+     * Bytes of TRIM-KV's retention gates: their weights and the log beta kept per cell, layer and KV head (4 bytes each);
+     * 0 for the other policies.
+     */
+    retentionBytes?: number,
+    /** Policies this model cannot run, each with the reason in words (TRIM-KV without gates trained for the model). */
+    unavailablePolicies?: {policy: PolicyId, reason: string}[],
     /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
     modelLoaded: boolean,
     /** What still has to fit in free memory: the weights (unless loaded), the KV cache (and scores) and the compute buffer. */
@@ -355,6 +366,8 @@ export type ModelDetails = ModelInfo & {
     quantization: string | null,
     compressionSupported: boolean,
     compressionNote: string | null,
+    /** Whether the model has retention gates trained for it (TRIM-KV), and if not why, in words. */
+    retention?: {available: boolean, reason: string | null},
     /** What loading it with the default budget needs against free memory now; `null` when it cannot be estimated. */
     fit: BudgetEstimate | null
 };
@@ -472,6 +485,27 @@ export type DemoSample = {
     about: string
 };
 
+/**
+ * What a message would add to a conversation's prompt, against the KV budget its next answer runs under
+ * (`chat:countTokens`), counted with the loaded model's tokenizer before the message is sent.
+ */
+export type TokenCount = {
+    /**
+     * The message's tokens in the prompt: its chat turn as the model's template renders it in this conversation (the
+     * turn's markers and the assistant's opening included), at least the text's own tokens.
+     */
+    messageTokens: number,
+    /**
+     * Tokens of the whole prompt the answer would read: the system prompt, the earlier turns, this message and the
+     * assistant's opening, counted as the engine counts it before Full KV refuses a conversation.
+     */
+    promptTokens: number,
+    /** The policy the conversation's next answer runs under (a new conversation: the default one). */
+    policy: PolicyId,
+    /** The live cells its KV budget allows, resolved as the answer resolves it (auto included). */
+    budgetCells: number
+};
+
 export type Requests = {
     "app:status": {req: void, res: AppStatus},
     /** A sample problem when the loaded model is the demo model Ponder ships; `null` for any other model. */
@@ -505,6 +539,11 @@ export type Requests = {
     "conversations:get": {req: {id: string}, res: ConversationDetail},
     "conversations:updateSettings": {req: {id: string, settings: Partial<ConversationSettings>}, res: ConversationSettings},
     "conversations:export": {req: {id: string, format: "markdown" | "json"}, res: {fileName: string, mimeType: string, content: string}},
+    /**
+     * Counts the tokens a message would add before it is sent, against the KV budget of the conversation (none named:
+     * a new conversation, with the default settings). `null` when no model is loaded; a text over 4 MiB is refused.
+     */
+    "chat:countTokens": {req: {conversationId?: string, text: string}, res: TokenCount | null},
     "chat:send": {req: {conversationId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
     "chat:regenerate": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
     /** Resumes the conversation's last answer where it was cut off, stopped or interrupted. */
@@ -569,7 +608,7 @@ export const requestChannels = [
     "app:status", "demo:sample", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
     "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
-    "conversations:updateSettings", "conversations:export", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
+    "conversations:updateSettings", "conversations:export", "chat:countTokens", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
     "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild"
 ] as const satisfies readonly RequestChannel[];
 export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download",

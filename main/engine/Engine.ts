@@ -14,12 +14,16 @@ import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
 import {cacheTypeProblem, describeKvTypes, formatMib} from "./kvMemory.js";
-import {NativeKv} from "./native/NativeKv.js";
+import {NativeKv, NO_RETENTION_GATES_MESSAGE} from "./native/NativeKv.js";
 import {readReason, type PromptReading} from "./readReason.js";
+import {requireRetentionGates} from "./retention/requireRetentionGates.js";
+import {policyNeeds} from "./scoring.js";
 import {gateSequenceDecodes} from "./native/ponderAddon.js";
 import {findStateCandidate, restoreSequenceState, saveSequenceState} from "./SequenceStates.js";
 import {hashSettings, reviveTyped, tagTyped, type StateExpectation} from "./stateFile.js";
-import type {ChatTurn, GenerateRequest, GenerationResult, ModelInspection, StateFiles, StateOutcome} from "./types.js";
+import type {
+    ChatTurn, CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateFiles, StateOutcome
+} from "./types.js";
 
 export type {LoadOptions};
 
@@ -195,6 +199,35 @@ export class Engine implements EngineApi {
         }
     }
 
+    /**
+     * Counts the prompt an answer to `request.history` (ending with a new user message) would read, rendered and tokenized
+     * as `generate` renders it, with the opening as last measured: the figure Full KV's refusal names. The message's
+     * share is its rendered turn: what its text adds to the same prompt with an empty message, and the empty turn's own
+     * tokens (its markers and the assistant's opening); at least the text's own tokens. Not the prompt less the earlier
+     * turns rendered alone: a template may render those otherwise once a message follows (an earlier thought dropped).
+     * `null` when no model is loaded.
+     */
+    async countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null> {
+        const loaded = this._loaded;
+        if (loaded == null)
+            return null;
+        const last = request.history.at(-1);
+        if (last == null || last.role !== "user")
+            throw new AppError("BAD_REQUEST", "A count needs a conversation that ends with a user message");
+        const thinking = request.thinking !== false;
+        const rendered = (systemPrompt: string, turns: ChatTurn[]) =>
+            tokenizeChat(loaded, answerPrompt(loaded.chatWrapper, systemPrompt, turns, thinking).full).length;
+        const {openingKind} = answerPrompt(loaded.chatWrapper, request.systemPrompt, request.history, thinking);
+        const withText = rendered(request.systemPrompt, request.history);
+        const withoutText = rendered(request.systemPrompt, [...request.history.slice(0, -1), {role: "user", text: ""}]);
+        const emptyTurn = rendered("", [{role: "user", text: ""}]) - tokenizeChat(loaded, []).length;
+        const ownTokens = loaded.model.tokenize(last.text, false).length;
+        return {
+            promptTokens: withText + (loaded.openingTokens.get(openingKind) ?? 0),
+            messageTokens: Math.max(ownTokens, withText - withoutText + emptyTurn)
+        };
+    }
+
     private async _generate(request: GenerateRequest): Promise<GenerationResult> {
         const loaded = this._loaded;
         if (loaded == null)
@@ -213,6 +246,8 @@ export class Engine implements EngineApi {
             if (!support.supported)
                 throw new AppError("BAD_REQUEST", support.note!);
         }
+        // TRIM-KV runs on the model's own retention gates: without valid ones it is refused with the reason, never replaced.
+        const retentionGates = policyNeeds(compression).retention === true ? (await requireRetentionGates(loaded.inspection)).path : null;
 
         this._setStatus({state: "generating"});
         let controller: KvController | null = null;
@@ -232,26 +267,21 @@ export class Engine implements EngineApi {
                     compression,
                     cells,
                     tokensSeen: () => sequence.nextTokenIndex,
-                    now: () => performance.now()
+                    now: () => performance.now(),
+                    retentionGates
                 });
-                await controller.start();
+                await startController(controller, active.kv, retentionGates);
                 active.controller = controller;
             }
 
-            const history = toChatHistory(request.systemPrompt, request.history.slice(0, -1));
-            // The context the answer is generated in: a new user message and an empty answer, or the unfinished answer.
-            // Thinking off: the answer opens with an empty, closed thought, where the template has thought segments.
-            const skipThought = last.role === "user" && request.thinking?.enabled === false && loaded.chatWrapper.settings.segments?.thought != null;
-            const full: ChatHistoryItem[] = last.role === "user"
-                ? [...history, {type: "user", text: last.text}, {type: "model", response: skipThought ? [{type: "segment", segmentType: "thought", text: "", ended: true}] : []}]
-                : [...history, {type: "model", response: partialResponse(last)}];
+            const thinking = request.thinking?.enabled !== false;
+            const {history, full, skipThought, openingKind} = answerPrompt(loaded.chatWrapper, request.systemPrompt, request.history, thinking);
             // Tokens evaluated for this answer: the new message (and a history rebuilt into a new context).
             const inputBefore = session.sequence.tokenMeter.usedInputTokens;
             // The prompt in tokens: the rendered history and the opening the wrapper adds (as last measured). Full KV's
             // refusal names this figure, and usage reports the same one measured (below).
-            const renderedTokens = loaded.chatWrapper.generateContextState({chatHistory: full}).contextText.tokenize(loaded.model.tokenizer);
+            const renderedTokens = tokenizeChat(loaded, full);
             const rendered = renderedTokens.length;
-            const openingKind = `${last.role}:${skipThought ? "no-thought" : "thought"}`;
             const promptLength = rendered + (loaded.openingTokens.get(openingKind) ?? 0);
             if ((controller == null || compression.policy === "full") && promptLength > cells - fullKvAnswerRoom)
                 throw kvBudgetExceeded(promptLength, cells);
@@ -265,7 +295,7 @@ export class Engine implements EngineApi {
             };
             // For the progress's wording (readReason): the earlier turns' tokens, and whether the context was made anew.
             const reading = {newContext: previousContext != null && previousContext !== active, earlierTokens: request.onRebuild == null || request.history.length < 2
-                ? 0 : loaded.chatWrapper.generateContextState({chatHistory: history}).contextText.tokenize(loaded.model.tokenizer).length};
+                ? 0 : tokenizeChat(loaded, history).length};
             await this._prefill(active, renderedTokens, controller, cells, request.onRebuild, promptTail, internalAbort.signal, states, reading);
             session.setChatHistory(history);
             controller?.beginAnswer();
@@ -480,12 +510,18 @@ export class Engine implements EngineApi {
             const sequence = active.session.sequence;
             const kv = active.kv;
             try {
-                const scores = candidate.header.scoreBytes > 0 && kv?.canRestoreScores === true
-                    ? async (positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]) => {
-                        await kv.restoreScores(0, positions, heads, layers);
-                    }
-                    : null;
-                await restoreSequenceState(sequence, candidate, scores);
+                await restoreSequenceState(sequence, candidate, {
+                    scores: kv?.canRestoreScores === true
+                        ? async (positions, heads, layers) => {
+                            await kv.restoreScores(0, positions, heads, layers.map(([accumulated, last]) => [accumulated!, last!]));
+                        }
+                        : null,
+                    retention: kv?.retentionGates != null
+                        ? async (positions, heads, layers) => {
+                            await kv.restoreRetention(0, positions, heads, layers.map(([logits]) => logits!));
+                        }
+                        : null
+                });
                 if (pruning && candidate.header.controller != null)
                     controller?.restore(reviveTyped(candidate.header.controller) as ReturnType<KvController["snapshot"]>);
                 restored = prefix(candidate.tokens);
@@ -524,6 +560,7 @@ export class Engine implements EngineApi {
         try {
             return await saveSequenceState({
                 sequence: active.session.sequence, kv: active.kv, path, kind, expectation, withScores,
+                withRetention: controller?.readsRetention === true,
                 controller: controller == null ? null : tagTyped(controller.snapshot())
             });
         } catch (err) {
@@ -621,6 +658,22 @@ export class Engine implements EngineApi {
 }
 
 /**
+ * Starts the controller: its scoring, and for TRIM-KV the model's retention gates, loaded into the context. A build without
+ * the gates, or an engine that refuses the gate file, is an error that says so.
+ */
+async function startController(controller: KvController, kv: NativeKv, retentionGates: string | null): Promise<void> {
+    if (retentionGates != null && !kv.hasRetentionGates)
+        throw new AppError("ENGINE_UNPATCHED", `TRIM-KV cannot run: ${NO_RETENTION_GATES_MESSAGE}`);
+    try {
+        await controller.start();
+    } catch (err) {
+        if (retentionGates != null && kv.retentionGates == null)
+            throw new AppError("POLICY_UNAVAILABLE", `The engine refused this model's retention gates (${retentionGates}): ${(err as Error).message}`, {cause: err});
+        throw err;
+    }
+}
+
+/**
  * Generates the rest of the unfinished answer that ends `history`, in the session's sequence: node-llama-cpp continues
  * a chat history whose last item is a model response (an unended thought segment goes on as thought).
  */
@@ -633,6 +686,27 @@ async function continueResponse(session: LlamaChatSession, chatWrapper: ChatWrap
     } finally {
         chat.dispose({disposeSequence: false});
     }
+}
+
+/**
+ * The chat an answer is generated in: the earlier turns (`history`), and with the last turn (`full`) a new user message
+ * and an empty answer, or the unfinished answer. Thinking off: the answer opens with an empty, closed thought, where the
+ * template has thought segments. `openingKind` keys the opening the wrapper adds beyond the rendering (`openingTokens`).
+ */
+function answerPrompt(chatWrapper: ChatWrapper, systemPrompt: string, turns: ChatTurn[], thinking: boolean) {
+    const last = turns.at(-1)!;
+    const history = toChatHistory(systemPrompt, turns.slice(0, -1));
+    const skipThought = last.role === "user" && !thinking && chatWrapper.settings.segments?.thought != null;
+    const opening: ChatModelResponse["response"] = skipThought ? [{type: "segment", segmentType: "thought", text: "", ended: true}] : [];
+    const full: ChatHistoryItem[] = last.role === "user"
+        ? [...history, {type: "user", text: last.text}, {type: "model", response: opening}]
+        : [...history, {type: "model", response: partialResponse(last)}];
+    return {history, full, skipThought, openingKind: `${last.role}:${skipThought ? "no-thought" : "thought"}`};
+}
+
+/** A chat rendered by the model's chat wrapper, in tokens. */
+function tokenizeChat(loaded: Loaded, chat: ChatHistoryItem[]): Token[] {
+    return loaded.chatWrapper.generateContextState({chatHistory: chat}).contextText.tokenize(loaded.model.tokenizer);
 }
 
 /** An unfinished answer as a model response: its thought is still open when no answer text followed it. */

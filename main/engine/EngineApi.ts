@@ -1,5 +1,5 @@
 import type {BuildInfo, EngineBuildChoice, EngineStatus, ModelInfo} from "../../preload/contract.js";
-import type {GenerateRequest, GenerationResult, ModelInspection} from "./types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount} from "./types.js";
 
 /** How a model is loaded. */
 export type LoadOptions = {
@@ -30,6 +30,12 @@ export interface EngineApi {
     inspect(modelPath: string): Promise<ModelInspection>;
     loadModel(modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions): Promise<ModelInspection>;
     generate(request: GenerateRequest): Promise<GenerationResult>;
+    /**
+     * Counts, with the loaded model's tokenizer, the prompt an answer to `request.history` would read and what its last
+     * turn (a new user message) adds; `null` when no model is loaded. Runs beside a generation: no context is touched.
+     */
+    countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null>;
+
     /**
      * Runs the engine on another build: ends the runtime (in the app, the engine process), starts it with `options`
      * and loads the model that was loaded again; the status follows it. Refused while an answer is being written.

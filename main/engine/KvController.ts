@@ -1,10 +1,11 @@
 import type {CompressionSettings, KvSample} from "../../preload/contract.js";
 import type {NativeKv} from "./native/NativeKv.js";
-import type {ScoreSnapshot as NativeScoreSnapshot} from "./native/types.js";
+import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot} from "./native/types.js";
 import {decide, initialDecideState, type DecideState} from "./policies/decide.js";
 import {policies} from "./policies/index.js";
+import {logSigmoid} from "./policies/scoreMath.js";
 import type {Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
-import {scoring} from "./scoring.js";
+import {policyNeeds, policyParams, scoring} from "./scoring.js";
 
 /** The most input tokens read between two prune rounds while a prompt is read. */
 const maxInputWindow = 512;
@@ -27,7 +28,12 @@ export type KvControllerOptions = {
      * Replaces the policy's choice with the caller's: the positions to free at a round (the benchmark's oracle, which
      * knows the future). Defaults to the policy.
      */
-    chooseEvictions?: (snapshot: ScoreSnapshot, maxKeep: number) => Int32Array
+    chooseEvictions?: (snapshot: ScoreSnapshot, maxKeep: number) => Int32Array,
+    /**
+     * The model's retention gate file (`findRetentionGates`), loaded by `start()` when the policy reads the gates (TRIM-KV);
+     * the gates are turned off for any other policy. Required by TRIM-KV. Defaults to `null`.
+     */
+    retentionGates?: string | null
 };
 
 type AnyPolicy = Policy<unknown, unknown>;
@@ -75,7 +81,7 @@ export class KvController {
     constructor(private readonly _options: KvControllerOptions) {
         const {compression} = _options;
         this._policy = policies[compression.policy] as unknown as AnyPolicy;
-        this._params = compression.policy === "full" ? {} : compression.params[compression.policy];
+        this._params = policyParams(compression);
         this._state = initialDecideState(this._policy, this._params, _options.cells);
     }
 
@@ -101,13 +107,23 @@ export class KvController {
         return this._error;
     }
 
+    /** Whether the policy reads the learned retention gates (TRIM-KV). */
+    get readsRetention(): boolean {
+        return policyNeeds(this._options.compression).retention === true;
+    }
+
     /**
-     * Turns on the scores the policy needs: none for Full and StreamingLLM (positions are read with scoring off), so
-     * they cost nothing. Scores already accumulated in the context (earlier turns of the conversation) are kept.
+     * Turns on the scores the policy needs: none for Full, StreamingLLM and TRIM-KV (positions are read with scoring off),
+     * so they cost nothing. Scores already accumulated in the context (earlier turns of the conversation) are kept. The
+     * retention gates are loaded for a policy that reads them and turned off (freed) for any other.
      */
     async start(): Promise<void> {
         const {rows, gamma} = scoring(this._options.compression);
         await this._options.kv.configureScoring({enabled: rows > 0, gamma, rows: Math.max(1, rows), squared: false});
+        const gates = this._options.retentionGates ?? null;
+        if (this.readsRetention && gates == null)
+            throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
+        await this._options.kv.configureRetention(this.readsRetention ? gates : null);
     }
 
     /**
@@ -183,6 +199,7 @@ export class KvController {
             keptPerLayer: this._keptPerLayer.length > 0 ? this._keptPerLayer : Array(stats.layers).fill(1),
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
             scoringMs: Math.round(this._scoringMs),
+            ...this.readsRetention && this._options.kv.retentionGates != null ? {retentionBytes: this._options.kv.retentionGates.bytes} : {},
             tokensPerSecond
         };
     }
@@ -233,7 +250,8 @@ export class KvController {
     /** One round down to `maxKeep` live cells at most; returns the live cells it leaves. */
     private async _prune(maxKeep: number, phase: PruneTarget["phase"]): Promise<number> {
         const started = this._options.now();
-        const snapshot = toPolicySnapshot(await this._options.kv.scores(this._options.sequenceId));
+        const {kv, sequenceId} = this._options;
+        const snapshot = toPolicySnapshot(await kv.scores(sequenceId), this.readsRetention ? await kv.retention(sequenceId) : undefined);
         const n = snapshot.positions.length;
         if (n === 0)
             return 0;
@@ -257,8 +275,11 @@ export class KvController {
     }
 }
 
-/** The native per-layer, per-head arrays as the policies' flat `(layer * heads + head) * n + cell` arrays. */
-export function toPolicySnapshot(native: NativeScoreSnapshot): ScoreSnapshot {
+/**
+ * The native per-layer, per-head arrays as the policies' flat `(layer * heads + head) * n + cell` arrays; with `retention`,
+ * the gates' logits as log beta in the cells' order of the scores (matched by position).
+ */
+export function toPolicySnapshot(native: NativeScoreSnapshot, retention?: RetentionSnapshot): ScoreSnapshot {
     const n = native.positions.length;
     const layers = native.layers.length;
     const heads = native.heads;
@@ -268,5 +289,35 @@ export function toPolicySnapshot(native: NativeScoreSnapshot): ScoreSnapshot {
         accumulated.set(layer.accumulated.subarray(0, heads * n), l * heads * n);
         last.set(layer.last.subarray(0, heads * n), l * heads * n);
     });
-    return {positions: native.positions, layers, heads, accumulated, last};
+    const snapshot: ScoreSnapshot = {positions: native.positions, layers, heads, accumulated, last};
+    if (retention != null) {
+        snapshot.retention = retentionLogBeta(retention, native.positions, layers);
+        snapshot.retentionHeads = retention.heads;
+    }
+    return snapshot;
+}
+
+/**
+ * The gates' logits g as log beta = logsigmoid(g), computed in double (TRIM-KV: beta = sigmoid(g)), laid out
+ * `(layer * heads + head) * n + j` for the cells at `positions`. A cell the gates did not see (written while they were off,
+ * restored from a state) or a NaN logit counts as never forgotten (log beta 0); so does a layer the read lacks.
+ */
+export function retentionLogBeta(retention: RetentionSnapshot, positions: Int32Array, layers: number): Float32Array {
+    const n = positions.length;
+    const heads = retention.heads;
+    const m = retention.positions.length;
+    const out = new Float32Array(layers * heads * n);
+    const same = m === n && retention.positions.every((position, j) => position === positions[j]);
+    const source = same ? null : new Map(Array.from(retention.positions, (position, j) => [position, j]));
+    for (let l = 0; l < Math.min(layers, retention.logits.length); l++) {
+        const logits = retention.logits[l]!;
+        for (let h = 0; h < heads; h++) {
+            for (let j = 0; j < n; j++) {
+                const k = source == null ? j : source.get(positions[j]!);
+                const g = k == null ? NaN : logits[h * m + k]!;
+                out[(l * heads + h) * n + j] = Number.isNaN(g) ? 0 : logSigmoid(g);
+            }
+        }
+    }
+    return out;
 }

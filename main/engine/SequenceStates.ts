@@ -15,12 +15,13 @@ export type StateCandidate = {path: string, header: StateHeader, tokens: number[
 
 /**
  * Saves the sequence's state (llama.cpp's cells with their positions, gaps included) with, when `withScores`, the native
- * per-cell scores and the controller's state, to `path`: written under a temporary name, then renamed. Call it where no
- * decode can run (the engine's lock); node-llama-cpp takes the context's lock for the save itself.
+ * per-cell scores, when `withRetention`, the retention gates' logits, and the controller's state, to `path`: written under
+ * a temporary name, then renamed. Call it where no decode can run (the engine's lock); node-llama-cpp takes the context's
+ * lock for the save itself.
  */
 export async function saveSequenceState(options: {
     sequence: LlamaContextSequence, kv: NativeKv | null, path: string, kind: StateKind, expectation: StateExpectation,
-    withScores: boolean, controller: unknown
+    withScores: boolean, withRetention?: boolean, controller: unknown
 }): Promise<SavedState> {
     const {sequence, kv, path, kind, expectation} = options;
     const temp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
@@ -31,13 +32,16 @@ export async function saveSequenceState(options: {
         const stats = kv != null ? await kv.stats() : null;
         const snapshot = options.withScores && kv != null ? await kv.scores(0) : null;
         const scores = snapshot == null ? new Uint8Array(0) : packScores(snapshot.positions, snapshot.heads, snapshot.layers.map((layer) => [layer.accumulated, layer.last]));
+        const gates = options.withRetention === true && kv != null ? await kv.retention(0) : null;
+        const retention = gates == null ? new Uint8Array(0) : packScores(gates.positions, gates.heads, gates.logits.map((logits) => [logits]));
         const llama = await fs.readFile(llamaTemp);
         const liveCells = stats?.cellsUsed ?? tokens.length;
         const bytesPerCell = stats?.bytesPerCell ?? 0;
         const parts = encodeStateFile({
             kind, ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells, bytesPerCell,
-            scoreLayers: snapshot?.layers.length ?? 0, scoreHeads: snapshot?.heads ?? 0, controller: options.controller
-        }, llama, scores);
+            scoreLayers: snapshot?.layers.length ?? 0, scoreHeads: snapshot?.heads ?? 0, retentionLayers: gates?.logits.length ?? 0,
+            retentionHeads: gates?.heads ?? 0, controller: options.controller
+        }, llama, scores, retention);
         await fs.writeFile(temp, parts);
         await fs.rename(temp, path);
         const bytes = parts.reduce((sum, part) => sum + part.byteLength, 0);
@@ -80,22 +84,33 @@ export async function findStateCandidate(paths: readonly string[], kind: StateKi
     return null;
 }
 
+/** Writes per-cell values back at their positions (`layers`: per layer, the arrays `packScores` packed). */
+export type RestoreCells = (positions: Int32Array, heads: number, layers: Float32Array[][]) => Promise<void>;
+
 /**
  * Loads a candidate into `sequence`: the payload is checked against the header's checksum before llama.cpp sees it;
- * the scores (when the state has them) are written back with `restoreScores`. Throws `StateFileError` for a file that
- * is not what its header says; the sequence is then empty (llama.cpp clears it on a failed load).
+ * the scores and the retention gates' logits (when the state has them) are written back with `restore`. Throws
+ * `StateFileError` for a file that is not what its header says; the sequence is then empty (llama.cpp clears it on a
+ * failed load).
  */
 export async function restoreSequenceState(sequence: LlamaContextSequence, candidate: StateCandidate,
-    restoreScores: ((positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]) => Promise<void>) | null): Promise<void> {
+    restore: {scores: RestoreCells | null, retention: RestoreCells | null}): Promise<void> {
     const file = await fs.readFile(candidate.path);
     const {header, payloadOffset} = readStateHeader(file, file.byteLength);
     if (header.payloadSha256 !== candidate.header.payloadSha256)
         throw new StateFileError("the state file changed while it was read");
     const payload = file.subarray(payloadOffset);
     verifyStatePayload(header, payload);
-    const scores = header.scoreBytes > 0 ? unpackScores(payload.subarray(header.llamaBytes), header) : null;
-    if (scores != null && restoreScores == null)
+    const scores = header.scoreBytes > 0
+        ? unpackScores(payload.subarray(header.llamaBytes, header.llamaBytes + header.scoreBytes), header.liveCells, header.scoreHeads, header.scoreLayers, 2)
+        : null;
+    const retention = header.retentionBytes > 0
+        ? unpackScores(payload.subarray(header.llamaBytes + header.scoreBytes), header.liveCells, header.retentionHeads, header.retentionLayers, 1)
+        : null;
+    if (scores != null && restore.scores == null)
         throw new StateFileError("this engine build cannot write scores back");
+    if (retention != null && restore.retention == null)
+        throw new StateFileError("the retention gates are not loaded: their values cannot be written back");
     const temp = `${candidate.path}.${randomBytes(6).toString("hex")}.load.tmp`;
     try {
         await fs.writeFile(temp, payload.subarray(0, header.llamaBytes));
@@ -107,7 +122,9 @@ export async function restoreSequenceState(sequence: LlamaContextSequence, candi
     if (loaded.length !== candidate.tokens.length || loaded.some((token, i) => token !== candidate.tokens[i]))
         throw new StateFileError("llama.cpp's state holds other tokens than the header says");
     if (scores != null)
-        await restoreScores!(scores.positions, header.scoreHeads, scores.layers);
+        await restore.scores!(scores.positions, header.scoreHeads, scores.layers);
+    if (retention != null)
+        await restore.retention!(retention.positions, header.retentionHeads, retention.layers);
 }
 
 async function readHeaderOf(path: string): Promise<{header: StateHeader, payloadOffset: number}> {
@@ -127,10 +144,13 @@ async function readHeaderOf(path: string): Promise<{header: StateHeader, payload
     }
 }
 
-/** Positions (i32), then per layer the accumulated and the last scores (f32, `heads * n` each). */
-export function packScores(positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]): Uint8Array {
+/**
+ * Positions (i32), then per layer its arrays (f32, `heads * n` each): the accumulated and the last scores, or the retention
+ * gates' logits.
+ */
+export function packScores(positions: Int32Array, heads: number, layers: Float32Array[][]): Uint8Array {
     const n = positions.length;
-    const out = new Uint8Array(4 * n + layers.length * 2 * heads * n * 4);
+    const out = new Uint8Array(4 * n + layers.reduce((sum, arrays) => sum + arrays.length, 0) * heads * n * 4);
     const view = new DataView(out.buffer);
     positions.forEach((position, i) => view.setInt32(4 * i, position, true));
     let offset = 4 * n;
@@ -143,24 +163,24 @@ export function packScores(positions: Int32Array, heads: number, layers: [Float3
     return out;
 }
 
-export function unpackScores(bytes: Uint8Array, header: Pick<StateHeader, "liveCells" | "scoreHeads" | "scoreLayers">): {positions: Int32Array, layers: [Float32Array, Float32Array][]} {
-    const n = header.liveCells;
-    const size = header.scoreHeads * n;
-    if (bytes.byteLength !== 4 * n + header.scoreLayers * 2 * size * 4)
-        throw new StateFileError("the state file's scores do not match its header");
+/** `packScores`' bytes back: `perLayer` arrays of `heads * n` floats per layer. */
+export function unpackScores(bytes: Uint8Array, n: number, heads: number, layerCount: number, perLayer: number): {positions: Int32Array, layers: Float32Array[][]} {
+    const size = heads * n;
+    if (bytes.byteLength !== 4 * n + layerCount * perLayer * size * 4)
+        throw new StateFileError("the state file's per-cell values do not match its header");
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const positions = new Int32Array(n);
     for (let i = 0; i < n; i++)
         positions[i] = view.getInt32(4 * i, true);
     let offset = 4 * n;
-    const layers: [Float32Array, Float32Array][] = [];
-    for (let l = 0; l < header.scoreLayers; l++) {
-        const pair = [new Float32Array(size), new Float32Array(size)] as [Float32Array, Float32Array];
-        for (const values of pair) {
+    const layers: Float32Array[][] = [];
+    for (let l = 0; l < layerCount; l++) {
+        const arrays = Array.from({length: perLayer}, () => new Float32Array(size));
+        for (const values of arrays) {
             for (let i = 0; i < size; i++, offset += 4)
                 values[i] = view.getFloat32(offset, true);
         }
-        layers.push(pair);
+        layers.push(arrays);
     }
     return {positions, layers};
 }

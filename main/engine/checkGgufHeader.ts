@@ -24,7 +24,21 @@ export type GgufHeader = {
     /** Elements of every tensor: the parameter count. */
     parameterCount: number,
     /** The ggml type holding most of the repeating layers' matrix bytes (`Q4_K`, `F16`...): the quantization a person asks about. */
-    weightType: string | null
+    weightType: string | null,
+    /** With `collect`: every scalar and string value by key (arrays are left out). */
+    values?: Map<string, GgufScalar>,
+    /** With `collect`: every tensor's name, ggml `ne` (innermost first), type name and bytes. */
+    tensors?: GgufTensorInfo[]
+};
+
+export type GgufScalar = number | boolean | string;
+export type GgufTensorInfo = {name: string, dims: number[], type: string, bytes: number};
+
+export type CheckGgufOptions = {
+    /** Keep the scalar values and the tensor infos (`GgufHeader.values`, `.tensors`): for small files read for their contents. Defaults to `false`. */
+    collect?: boolean,
+    /** What the file is meant to be, for the messages ("model", "retention gate file"). Defaults to `"model"`. */
+    kind?: string
 };
 
 // GGUF value types (gguf.md) and the byte size of the fixed-size ones.
@@ -65,11 +79,14 @@ const WINDOW = 64 * 1024;
  * the known ones. It reads through one 64 KiB window and keeps nothing per entry, so a hostile header costs no more
  * memory than a good one. Throws `MODEL_INVALID` naming the first thing that is wrong.
  */
-export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
+export async function checkGgufHeader(filePath: string, options: CheckGgufOptions = {}): Promise<GgufHeader> {
+    const {collect = false, kind = "model"} = options;
     const name = path.basename(filePath);
     const fail = (what: string): never => {
-        throw new AppError("MODEL_INVALID", `${name} is not a usable GGUF model: ${what}`);
+        throw new AppError("MODEL_INVALID", `${name} is not a usable GGUF ${kind}: ${what}`);
     };
+    const values = collect ? new Map<string, GgufScalar>() : undefined;
+    const tensors: GgufTensorInfo[] | undefined = collect ? [] : undefined;
 
     let handle;
     try {
@@ -84,7 +101,7 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
         const reader = new WindowReader(handle, stat.size, fail);
 
         if (stat.size < 4 || (await reader.bytes(4)).toString("latin1") !== "GGUF")
-            throw new AppError("MODEL_INVALID", `${name} is not a GGUF model file (it does not start with the GGUF signature)`);
+            throw new AppError("MODEL_INVALID", `${name} is not a GGUF ${kind} file (it does not start with the GGUF signature)`);
 
         const version = await reader.u32("the version");
         if (version !== 2 && version !== 3)
@@ -109,9 +126,13 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
                     fail(`general.alignment ${alignment} is not a power of 2`);
             } else if (key === "general.architecture" && type === STRING)
                 architecture = await reader.string("general.architecture", 256, true);
+            else if (values != null && type !== ARRAY)
+                values.set(key, await readScalar(reader, key, type));
             else
                 await skipValue(reader, key, type);
         }
+        if (values != null && architecture != null)
+            values.set("general.architecture", architecture);
 
         if (architecture == null)
             fail("it has no general.architecture (a string naming the model's architecture)");
@@ -131,8 +152,10 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
                 fail(`tensor ${tensor} has ${dimCount} dimensions (at most ${MAX_DIMS})`);
             let elements = 1n;
             let firstDim = 1n;
+            const dims: bigint[] = [];
             for (let d = 0; d < dimCount; d++) {
                 const dim = await reader.u64(`dimension ${d} of ${tensor}`);
+                dims.push(dim);
                 if (dim >= 2n ** 63n)
                     fail(`tensor ${tensor} has a negative dimension`);
                 if (d === 0)
@@ -157,6 +180,7 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
                 fail(`tensor ${tensor} (${bytes} bytes) is larger than the whole file`);
             expectedOffset += Number(padded);
             tensorBytes += Number(bytes);
+            tensors?.push({name: tensor, dims: dims.map(Number), type: typeName, bytes: Number(bytes)});
             parameterCount += Number(elements);
             if (tensor.startsWith("blk.") && dimCount >= 2)
                 matrixBytesByType.set(typeName, (matrixBytesByType.get(typeName) ?? 0) + Number(bytes));
@@ -175,7 +199,7 @@ export async function checkGgufHeader(filePath: string): Promise<GgufHeader> {
             fail(`it is truncated: ${describeSizes(stat.size, dataOffset + expectedOffset)} (an incomplete download?)`);
         const weightType = [...matrixBytesByType].sort((a, b) => b[1] - a[1])[0]?.[0] ?? null;
         return {version, tensorCount, kvCount, alignment, architecture, dataOffset, dataBytes: expectedOffset, tensorBytes, layerTensorBytes, outputTensorBytes,
-            tiedOutputBytes, parameterCount, weightType};
+            tiedOutputBytes, parameterCount, weightType, values, tensors};
     } finally {
         await handle.close();
     }
@@ -210,6 +234,29 @@ async function skipValue(reader: WindowReader, key: string, type: number): Promi
     if (size == null)
         reader.fail(`${key} has unknown value type ${type}`);
     await reader.skip(size!, `the value of ${key}`);
+}
+
+/** A scalar or string value, as JavaScript holds it (a 64-bit integer past 2^53 loses precision). */
+async function readScalar(reader: WindowReader, key: string, type: number): Promise<GgufScalar> {
+    if (type === STRING)
+        return await reader.string(`the value of ${key}`, MAX_STRING_LENGTH, true);
+    const size = fixedValueSize[type];
+    if (size == null)
+        reader.fail(`${key} has unknown value type ${type}`);
+    const bytes = await reader.bytes(size!, `the value of ${key}`);
+    switch (type) {
+        case 0: return bytes.readUInt8(0);
+        case 1: return bytes.readInt8(0);
+        case 2: return bytes.readUInt16LE(0);
+        case 3: return bytes.readInt16LE(0);
+        case 4: return bytes.readUInt32LE(0);
+        case 5: return bytes.readInt32LE(0);
+        case 6: return bytes.readFloatLE(0);
+        case 7: return bytes.readUInt8(0) !== 0;
+        case 10: return Number(bytes.readBigUInt64LE(0));
+        case 11: return Number(bytes.readBigInt64LE(0));
+        default: return bytes.readDoubleLE(0);
+    }
 }
 
 function typeName(type: number): string {

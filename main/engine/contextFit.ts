@@ -17,7 +17,12 @@ export type ContextShape = {
     kvTypeV: KvCacheType,
     flashAttention: boolean,
     /** Query rows a scoring policy scores per ubatch (`scoring()`): its scores beside the cache and its graph branch. Defaults to `0`. */
-    scoreRows?: number
+    scoreRows?: number,
+    /**
+     * With TRIM-KV's retention gates on: the bytes of their weights (`RetentionInfo.weightBytes`); their log beta per cell,
+     * layer and KV head is counted beside. Defaults to `null` (gates off).
+     */
+    retentionWeightBytes?: number | null
 };
 
 export type FitOptions = {
@@ -34,6 +39,8 @@ export type ContextFit = {
     bytes: number,
     /** Bytes of the scores a scoring policy keeps beside the cache. */
     scoresBytes: number,
+    /** Bytes of the retention gates (weights and 4 bytes per cell, layer and KV head); 0 with the gates off. */
+    retentionBytes: number,
     /** Bytes of llama.cpp's compute buffer; `null` when the metadata is incomplete. */
     computeBytes: number | null,
     /** The weights (unless loaded), the cache, the scores and the compute buffer. */
@@ -59,13 +66,17 @@ export function contextFit(model: ModelInspection, shape: ContextShape, freeMemo
     const computeBytes = computeBufferBytes(model, {cells: allocatedCells, flashAttention: shape.flashAttention, scoreRows, kvTypes});
     // A scoring policy's accumulated and last scores beside K and V: two f32 per layer, query head and cell.
     const scoresBytes = scoreRows > 0 ? 2 * 4 * (model.layers ?? 0) * (model.headCount ?? 0) * allocatedCells : 0;
-    const neededBytes = (modelLoaded ? 0 : model.weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + (computeBytes ?? 0);
+    // TRIM-KV's gates: their weights, and one f32 log beta per layer, KV head and cell.
+    const retentionBytes = shape.retentionWeightBytes != null
+        ? shape.retentionWeightBytes + 4 * (model.layers ?? 0) * (model.headCountKv ?? 0) * allocatedCells
+        : 0;
+    const neededBytes = (modelLoaded ? 0 : model.weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + retentionBytes + (computeBytes ?? 0);
     const offload = gpu == null ? null : gpuOffload(model, {
-        gpuLayers: gpu.gpuLayers, kvBytes: bytes + scoresBytes, computeBytes: computeBytes ?? 0, modelLoaded,
+        gpuLayers: gpu.gpuLayers, kvBytes: bytes + scoresBytes + retentionBytes, computeBytes: computeBytes ?? 0, modelLoaded,
         freeVramBytes: freeMemoryBytes, freeRamBytes: gpu.freeRamBytes
     });
     const fits = offload == null
         ? neededBytes <= freeMemoryBytes
         : offload.vramBytes <= offload.freeVramBytes && offload.ramBytes <= offload.freeRamBytes;
-    return {allocatedCells, bytesPerCell, bytes, scoresBytes, computeBytes, neededBytes, offload, fits};
+    return {allocatedCells, bytesPerCell, bytes, scoresBytes, retentionBytes, computeBytes, neededBytes, offload, fits};
 }

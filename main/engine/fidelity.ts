@@ -3,6 +3,8 @@ import type {CompressionSettings, KvSample} from "../../preload/contract.js";
 import {KvController} from "./KvController.js";
 import {protectNewest} from "./policies/decide.js";
 import {NativeKv} from "./native/NativeKv.js";
+import type {RetentionSnapshot} from "./native/types.js";
+import {logSigmoid} from "./policies/scoreMath.js";
 import {gateSequenceDecodes} from "./native/ponderAddon.js";
 
 export type FidelityOptions = {
@@ -36,7 +38,12 @@ export type FullTrace = {
      * With `attention: true`: for each step, the largest weight any one layer's head gave each earlier position (a
      * sharp read shows as a value near 1 even where the mean over heads is small), indexed by position.
      */
-    sharpest?: Float32Array[]
+    sharpest?: Float32Array[],
+    /**
+     * With `retention` (a gate file): per position, the largest log beta over layers and KV heads of the cell the token
+     * was written to, the shared retention TRIM-KV's aggregate ranking uses.
+     */
+    logBeta?: Float64Array
 };
 
 export type FidelityReport = {
@@ -65,11 +72,14 @@ const positionLimit = 1 << 22;
  * each step attended to (the patched build's scores of the last query row), for the oracle and the regret read-out.
  */
 export async function fullTrace(model: LlamaModel, prompt: Token[], steps: number, threads = 1,
-    options: {attention?: boolean, stop?: (token: Token) => boolean} = {}): Promise<FullTrace> {
+    options: {attention?: boolean, stop?: (token: Token) => boolean, retention?: string} = {}): Promise<FullTrace> {
     const context = await model.createContext({contextSize: prompt.length + steps + 16, threads, sequences: 1});
-    const kv = options.attention === true ? new NativeKv(context) : null;
+    const kv = options.attention === true || options.retention != null ? new NativeKv(context) : null;
     try {
-        await kv?.configureScoring({enabled: true, rows: 1, gamma: 1});
+        if (options.attention === true)
+            await kv?.configureScoring({enabled: true, rows: 1, gamma: 1});
+        if (options.retention != null)
+            await kv?.configureRetention(options.retention);
         const sequence = context.getSequence();
         const tokens: Token[] = [];
         const logProbs: Float32Array[] = [];
@@ -84,17 +94,34 @@ export async function fullTrace(model: LlamaModel, prompt: Token[], steps: numbe
             if (options.stop?.(next) === true)
                 break;
             logits = await evaluateForLogits(sequence, [next], model);
-            if (kv != null) {
+            if (kv != null && options.attention === true) {
                 const row = await lastRowAttention(kv, total);
                 attention.push(row.mean);
                 sharpest.push(row.sharpest);
             }
         }
-        return kv != null ? {tokens, logProbs, attention, sharpest} : {tokens, logProbs};
+        const logBeta = options.retention != null ? sharedLogBeta(await kv!.retention(0), total) : undefined;
+        return options.attention === true ? {tokens, logProbs, attention, sharpest, logBeta} : {tokens, logProbs, logBeta};
     } finally {
         await kv?.dispose();
         await context.dispose();
     }
+}
+
+/** Per position, the max over layers and KV heads of log beta = logsigmoid(gate logit) (TRIM-KV, the shared reduction). */
+function sharedLogBeta(snapshot: RetentionSnapshot, length: number): Float64Array {
+    const out = new Float64Array(length).fill(Number.NEGATIVE_INFINITY);
+    const n = snapshot.positions.length;
+    for (const layer of snapshot.logits) {
+        for (let h = 0; h < snapshot.heads; h++) {
+            for (let j = 0; j < n; j++) {
+                const position = snapshot.positions[j]!;
+                if (position < length)
+                    out[position] = Math.max(out[position]!, logSigmoid(layer[h * n + j]!));
+            }
+        }
+    }
+    return out;
 }
 
 /**

@@ -2,6 +2,17 @@ import type {CompressionSettings} from "../../preload/contract.js";
 import {policies} from "./policies/index.js";
 import type {ScoreNeeds} from "./policies/types.js";
 
+/** The parameters of the compression's policy (none for Full and TRIM-KV). */
+export function policyParams(compression: Pick<CompressionSettings, "policy" | "params">): unknown {
+    return compression.policy === "full" || compression.policy === "trimkv" ? {} : compression.params[compression.policy];
+}
+
+/** What the compression's policy reads at a prune round (`Policy.needs`). */
+export function policyNeeds(compression: Pick<CompressionSettings, "policy" | "params">): ScoreNeeds {
+    const policy = policies[compression.policy] as unknown as {needs(params: unknown): ScoreNeeds};
+    return policy.needs(policyParams(compression));
+}
+
 /** Query rows scored per ubatch when a policy sums over queries (Eq. 2/5): every row of a ubatch without flash attention. */
 const allRows = 512;
 /**
@@ -11,15 +22,14 @@ const allRows = 512;
 const allRowsFlash = 32;
 
 /**
- * The attention scoring a compression setting turns on: none for Full and StreamingLLM (positions are read with
- * scoring off), every row of a ubatch (bounded with flash attention) for the policies that sum over queries, the last
- * row otherwise. `rows` is 0 when scoring is off.
+ * The attention scoring a compression setting turns on: none for the policies that read no scores (Full, StreamingLLM,
+ * TRIM-KV: positions are read with scoring off), every row of a ubatch (bounded with flash attention) for the policies that
+ * sum over queries, the last row otherwise. `rows` is 0 when scoring is off.
  */
 export function scoring(compression: Pick<CompressionSettings, "policy" | "flashAttention" | "params">): {rows: number, gamma: number} {
-    if (compression.policy === "full" || compression.policy === "streamingllm")
+    const needs = policyNeeds(compression);
+    if (needs.scores === false)
         return {rows: 0, gamma: 1};
-    const policy = policies[compression.policy] as unknown as {needs(params: unknown): ScoreNeeds};
-    const needs = policy.needs(compression.params[compression.policy]);
     const rows = !needs.allRows ? 1 : compression.flashAttention && needs.everyRow !== true ? allRowsFlash : allRows;
     return {rows, gamma: needs.gamma ?? 1};
 }

@@ -9,11 +9,12 @@ import {createHash} from "node:crypto";
  * Layout: `PONDERKV` (8 bytes), the format version (u32 LE), the header's length (u32 LE), the header's SHA-256 (32
  * bytes), the header (JSON, UTF-8),
  * then the payload: `llamaBytes` of llama.cpp's file, then `scoreBytes` of scores (f32 LE: per layer, the accumulated
- * then the last scores, `heads * cells` each, head-major, cells in the order of `positions`).
+ * then the last scores, `heads * cells` each, head-major, cells in the order of `positions`), then `retentionBytes` of
+ * the retention gates' logits (the same layout with one array per layer, `retentionHeads` KV heads).
  */
 
 export const stateFileMagic = "PONDERKV";
-export const stateFileVersion = 1;
+export const stateFileVersion = 2;
 const prefixBytes = 48;
 /** A header is a few kilobytes (its tokens the most of it); more is not a header of ours. */
 const maxHeaderBytes = 64 * 1024 * 1024;
@@ -50,6 +51,10 @@ export type StateHeader = {
     /** Layers and heads of the scores; 0 when no scores were kept. */
     scoreLayers: number,
     scoreHeads: number,
+    /** Bytes, layers and KV heads of the retention gates' logits (TRIM-KV); 0 when the gates were off. */
+    retentionBytes: number,
+    retentionLayers: number,
+    retentionHeads: number,
     /** The KV controller's own state at the save (policy accumulators, counters), JSON with typed arrays tagged. */
     controller: unknown,
     payloadSha256: string
@@ -61,16 +66,17 @@ export type StateExpectation = Pick<StateHeader, "model" | "kvType" | "kvTypeV" 
 export class StateFileError extends Error {}
 
 /** A state file's bytes: the header (without its checksum, computed here) and the payload's parts. */
-export function encodeStateFile(header: Omit<StateHeader, "payloadSha256" | "llamaBytes" | "scoreBytes">, llama: Uint8Array, scores: Uint8Array): Buffer[] {
-    const hash = createHash("sha256").update(llama).update(scores).digest("hex");
-    const full: StateHeader = {...header, llamaBytes: llama.byteLength, scoreBytes: scores.byteLength, payloadSha256: hash};
+export function encodeStateFile(header: Omit<StateHeader, "payloadSha256" | "llamaBytes" | "scoreBytes" | "retentionBytes">, llama: Uint8Array, scores: Uint8Array,
+    retention: Uint8Array = new Uint8Array(0)): Buffer[] {
+    const hash = createHash("sha256").update(llama).update(scores).update(retention).digest("hex");
+    const full: StateHeader = {...header, llamaBytes: llama.byteLength, scoreBytes: scores.byteLength, retentionBytes: retention.byteLength, payloadSha256: hash};
     const json = Buffer.from(JSON.stringify(full), "utf8");
     const prefix = Buffer.alloc(prefixBytes);
     prefix.write(stateFileMagic, 0, "latin1");
     prefix.writeUInt32LE(stateFileVersion, 8);
     prefix.writeUInt32LE(json.byteLength, 12);
     createHash("sha256").update(json).digest().copy(prefix, 16);
-    return [prefix, json, Buffer.from(llama.buffer, llama.byteOffset, llama.byteLength), Buffer.from(scores.buffer, scores.byteOffset, scores.byteLength)];
+    return [prefix, json, ...[llama, scores, retention].map((part) => Buffer.from(part.buffer, part.byteOffset, part.byteLength))];
 }
 
 /** The header of a state file, from its first bytes; throws `StateFileError` when they are not one of ours. */
@@ -96,8 +102,9 @@ export function readStateHeader(bytes: Uint8Array, fileSize: number): {header: S
     if (!isHeader(header))
         throw new StateFileError("the state file's header is damaged");
     const payloadOffset = prefixBytes + length;
-    if (payloadOffset + header.llamaBytes + header.scoreBytes !== fileSize)
-        throw new StateFileError(`the state file is ${fileSize < payloadOffset + header.llamaBytes + header.scoreBytes ? "truncated" : "longer than its header says"}`);
+    const end = payloadOffset + payloadBytes(header);
+    if (end !== fileSize)
+        throw new StateFileError(`the state file is ${fileSize < end ? "truncated" : "longer than its header says"}`);
     return {header, payloadOffset};
 }
 
@@ -114,10 +121,14 @@ export const stateFilePrefixBytes = prefixBytes;
 
 /** Throws `StateFileError` unless the payload is the one the header's checksum names. */
 export function verifyStatePayload(header: StateHeader, payload: Uint8Array): void {
-    if (payload.byteLength !== header.llamaBytes + header.scoreBytes)
+    if (payload.byteLength !== payloadBytes(header))
         throw new StateFileError("the state file is truncated");
     if (createHash("sha256").update(payload).digest("hex") !== header.payloadSha256)
         throw new StateFileError("the state file is damaged (its checksum does not match)");
+}
+
+function payloadBytes(header: StateHeader): number {
+    return header.llamaBytes + header.scoreBytes + header.retentionBytes;
 }
 
 /** Why a state made as `header` says cannot stand for `expected`, in words; `null` when it can. */
@@ -214,5 +225,6 @@ function isHeader(value: unknown): value is StateHeader {
         typeof model.size === "number" && typeof model.mtimeMs === "number" && typeof h.pathHash === "string" && typeof h.tokens === "string" &&
         typeof h.kvType === "string" && typeof h.kvTypeV === "string" && typeof h.flashAttention === "boolean" && typeof h.policy === "string" &&
         typeof h.settingsHash === "string" && typeof h.payloadSha256 === "string" &&
-        ["tokenCount", "cells", "liveCells", "bytesPerCell", "llamaBytes", "scoreBytes", "scoreLayers", "scoreHeads"].every(count);
+        ["tokenCount", "cells", "liveCells", "bytesPerCell", "llamaBytes", "scoreBytes", "scoreLayers", "scoreHeads", "retentionBytes",
+            "retentionLayers", "retentionHeads"].every(count);
 }

@@ -104,4 +104,15 @@ export type GenerationResult = {
     states?: StateOutcome
 };
 
+/** A prompt to count (`EngineApi.countTokens`): the conversation ending with the new user message, rendered as `generate` renders it. */
+export type CountTokensRequest = {
+    history: ChatTurn[],
+    systemPrompt: string,
+    /** Whether the answer thinks (with it off the template may open the answer with an empty thought). Defaults to `true`. */
+    thinking?: boolean
+};
+
+/** A prompt's tokens: the whole of it, and its last turn's (the new message's, as `Engine.countTokens` renders it). */
+export type PromptTokenCount = {messageTokens: number, promptTokens: number};
+
 export type LlamaRuntimeInfo = BuildInfo;

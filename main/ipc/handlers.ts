@@ -39,6 +39,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "conversations:get": ({id}) => services.conversations.get(id),
         "conversations:updateSettings": ({id, settings}) => services.conversations.updateSettings(id, settings),
         "conversations:export": ({id, format}) => exportConversation(services.conversations.get(id), format),
+        "chat:countTokens": ({conversationId, text}) => services.tokens.count(conversationId, text),
         "chat:send": ({conversationId, text}) => services.chat.send(conversationId, text),
         "chat:regenerate": ({conversationId}) => services.chat.regenerate(conversationId),
         "chat:continue": ({conversationId}) => services.chat.continue(conversationId),

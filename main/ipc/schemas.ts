@@ -4,6 +4,7 @@ import {engineBuildChoiceSchema} from "../services/EngineBuildService.js";
 import {serverSettingsSchema} from "../services/ServerService.js";
 import {appSettingsSchema, compressionSettingsFields, compressionSettingsSchema, conversationSettingsSchema, gpuLayersSchema} from "../services/schemas.js";
 import {maxImportBytes} from "../services/importConversation.js";
+import {maxCountChars} from "../services/TokenCountService.js";
 
 const id = z.string().min(1).max(200);
 const none = z.undefined().or(z.null()).transform((): void => undefined);
@@ -37,6 +38,10 @@ export const requestSchemas = {
         settings: conversationSettingsSchema.extend({compression: compressionSettingsFields.partial().strict()}).partial().strict()
     }).strict() as z.ZodType<Req<"conversations:updateSettings">>,
     "conversations:export": z.object({id, format: z.enum(["markdown", "json"])}).strict(),
+    "chat:countTokens": z.object({
+        conversationId: id.optional(),
+        text: z.string().max(maxCountChars, "A text to count is at most 4 MiB (4,194,304 characters)")
+    }).strict(),
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),
     "chat:regenerate": z.object({conversationId: id}).strict(),
     "chat:continue": z.object({conversationId: id}).strict(),

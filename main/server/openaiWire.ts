@@ -140,17 +140,18 @@ export function toApiError(err: unknown): ApiError {
     if (err instanceof AppError) {
         const status = {
             BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429,
-            STORAGE: 500, ENGINE_STOPPED: 503, BUDGET_ABOVE_CONTEXT: 400, BUDGET_DOES_NOT_FIT: 400, KV_BUDGET_EXCEEDED: 400, INTERNAL: 500
+            STORAGE: 500, ENGINE_STOPPED: 503, BUDGET_ABOVE_CONTEXT: 400, BUDGET_DOES_NOT_FIT: 400, KV_BUDGET_EXCEEDED: 400, POLICY_UNAVAILABLE: 400,
+            INTERNAL: 500
         }[err.code];
         // A conversation longer than Full KV's budget is OpenAI's `context_length_exceeded`, which clients know to trim for.
         const code = {
             BUSY: "queue_full", MODEL_NOT_LOADED: "model_not_loaded", ENGINE_UNPATCHED: "engine_unpatched",
             ENGINE_STOPPED: "engine_stopped", BUDGET_ABOVE_CONTEXT: "budget_above_context", BUDGET_DOES_NOT_FIT: "budget_does_not_fit",
-            KV_BUDGET_EXCEEDED: "context_length_exceeded"
+            KV_BUDGET_EXCEEDED: "context_length_exceeded", POLICY_UNAVAILABLE: "policy_unavailable"
         }[err.code as string] ?? null;
         const param = {
             ENGINE_UNPATCHED: "ponder.policy", BUDGET_ABOVE_CONTEXT: "ponder.budget", BUDGET_DOES_NOT_FIT: "ponder.budget",
-            KV_BUDGET_EXCEEDED: "messages"
+            KV_BUDGET_EXCEEDED: "messages", POLICY_UNAVAILABLE: "ponder.policy"
         }[err.code as string] ?? null;
         return apiError(status, err.message, {code, param});
     }

@@ -15,6 +15,7 @@ import type {StateStore} from "./StateStore.js";
 import {ServerService, type ServerServiceOptions} from "./ServerService.js";
 import {ModelService} from "./ModelService.js";
 import {SettingsService} from "./SettingsService.js";
+import {TokenCountService} from "./TokenCountService.js";
 import type {Clock, Emit} from "./types.js";
 
 export type AppServicesOptions = {
@@ -48,6 +49,8 @@ export class AppServices {
     readonly server: ServerService;
     /** Which engine build runs, and the builds present. */
     readonly engineBuilds: EngineBuildService;
+    /** Counts a message's tokens against its conversation's KV budget before it is sent. */
+    readonly tokens: TokenCountService;
 
     constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
@@ -64,6 +67,7 @@ export class AppServices {
         this.server = new ServerService(db, engine, this.completions, this.queue, this.settings, emit, _options.server);
         this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
         this.engineBuilds = new EngineBuildService(db, engine, this.queue, _options.engineBuilds);
+        this.tokens = new TokenCountService(db, engine, this.conversations, this.settings, this.compression);
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
     }

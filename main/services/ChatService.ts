@@ -4,6 +4,8 @@ import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {EngineApi} from "../engine/EngineApi.js";
+import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
+import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {StateStore} from "./StateStore.js";
@@ -263,6 +265,9 @@ export class ChatService {
             // Waits while the API server generates; the answer shows as streaming, empty, until its turn.
             release = await this._queue.acquire(signal);
             const compression = settings.compression;
+            // TRIM-KV without gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
+            if (policyNeeds(compression).retention === true && this._engine.inspection != null)
+                await requireRetentionGates(this._engine.inspection);
             const cells = (await this._compression.estimate(compression)).cells;
             this._recordCompression(assistantRow, cells, compression);
             stats = {policy: compression.policy, budgetCells: cells, samples: []};
@@ -402,7 +407,8 @@ function storageFailure(err: unknown): string {
     return `The answer could not be saved, so it stopped here (${(err as Error).message}): everything saved before is kept.`;
 }
 
-function toTurn(row: MessageRow): ChatTurn[] {
+/** A stored message as a turn of the prompt; an answer that failed before writing anything is left out. */
+export function toTurn(row: MessageRow): ChatTurn[] {
     if (row.role === "user")
         return [{role: "user", text: row.text}];
     if (row.status === "error" && row.text === "")

@@ -3,6 +3,8 @@ import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap} from "../engine/budgetCap.js";
 import {cacheTypeProblem} from "../engine/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
+import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
+import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn, GenerationChunk, GenerationResult} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
@@ -88,6 +90,9 @@ export class CompletionService {
             throw new AppError("BAD_REQUEST", cacheProblem);
         // Refused above the model's context, never capped: the client asked for that budget (the server's default is capped).
         assertBudgetWithinCap(this._engine.inspection, compression);
+        // TRIM-KV without gates trained for the loaded model: refused with the reason (ponder.policy), never run as another policy.
+        if (policyNeeds(compression).retention === true)
+            await requireRetentionGates(this._engine.inspection);
         const estimate = await this._compression.estimate(compression);
         if (!estimate.fits)
             throw new AppError("BUDGET_DOES_NOT_FIT",

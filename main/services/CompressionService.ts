@@ -6,13 +6,15 @@ import type {EngineApi} from "../engine/EngineApi.js";
 import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
 import {contextFit, kvCellPadding, type FitOptions} from "../engine/contextFit.js";
 import {cacheTypeProblem, formatMib, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
-import {scoring} from "../engine/scoring.js";
+import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
+import type {RetentionAvailability} from "../engine/retention/types.js";
+import {policyNeeds, scoring} from "../engine/scoring.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
 
 /** The policies' names as the app shows them (renderer/lib/policies.ts), for the notes. */
 const policyNames: Record<PolicyId, string> = {
-    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV"
+    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV", trimkv: "TRIM-KV"
 };
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
@@ -24,16 +26,21 @@ export class CompressionService {
         if (model == null)
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
+        const retention = await findRetentionGates(model);
         const build = this._engine.status.build;
         if (build == null || build.gpu === false)
-            return estimateBudget(model, compression, os.freemem(), {modelLoaded});
+            return estimateBudget(model, compression, os.freemem(), {modelLoaded, retention});
         // A GPU build: the loaded model as it was loaded, another one with its own setting.
         const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
-        return estimateBudget(model, compression, await this._engine.freeMemory(), {modelLoaded, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}});
+        return estimateBudget(model, compression, await this._engine.freeMemory(),
+            {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}});
     }
 }
 
-export type EstimateOptions = FitOptions;
+export type EstimateOptions = FitOptions & {
+    /** The model's retention gates (`findRetentionGates`): what TRIM-KV loads, or why it cannot run. Defaults to unknown. */
+    retention?: RetentionAvailability
+};
 
 /**
  * Pure: the budget's cells and bytes for this model, and whether the weights (unless `modelLoaded`), the KV cache and
@@ -73,13 +80,19 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const support = compressionSupport(model.architecture);
     if (!support.supported && compression.policy !== "full")
         notes.push(support.note!);
+    const retention = options.retention;
+    const unavailablePolicies = retention?.available === false ? [{policy: "trimkv" as const, reason: retention.reason}] : [];
+    const readsRetention = policyNeeds(compression).retention === true;
+    if (readsRetention && retention?.available === false)
+        notes.push(`${policyNames[compression.policy]} cannot run on this model: ${retention.reason}.`);
     if (compression.policy === "full")
         notes.push(`Full KV keeps every token: the answer stops when ${cells} cells are used.`);
     else
         notes.push(`${policyNames[compression.policy]} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
 
     const {kvType, kvTypeV, flashAttention} = compression;
-    const shape = {cells, kvType, kvTypeV, flashAttention, scoreRows: scoring(compression).rows};
+    const retentionWeightBytes = readsRetention && retention?.available === true ? retention.info.weightBytes : null;
+    const shape = {cells, kvType, kvTypeV, flashAttention, scoreRows: scoring(compression).rows, retentionWeightBytes};
     const fit = contextFit(model, shape, freeMemoryBytes, options)!;
     if (fit.allocatedCells !== cells)
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${fit.allocatedCells} cells are allocated, ${cells} are used.`);
@@ -101,6 +114,8 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         weightsBytes: model.weightsBytes ?? null,
         computeBytes: fit.computeBytes,
         scoresBytes: fit.scoresBytes,
+        retentionBytes: fit.retentionBytes,
+        unavailablePolicies,
         modelLoaded: options.modelLoaded ?? true,
         neededBytes: fit.neededBytes,
         offload,

@@ -2,6 +2,7 @@ import {randomUUID} from "node:crypto";
 import type {EngineStatus, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
+import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import type {ModelInspection} from "../engine/types.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
@@ -75,7 +76,8 @@ export class ModelService {
             parameterCount: stored.parameterCount ?? null,
             quantization: stored.weightType ?? null,
             compressionSupported: support.supported,
-            compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note
+            compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note,
+            retention: inspection == null ? {available: false, reason: "the model file is missing or damaged"} : retentionOf(await findRetentionGates(inspection))
         };
     }
 
@@ -141,4 +143,9 @@ export class ModelService {
             throw new AppError("NOT_FOUND", `Model ${id} is not known`);
         return row;
     }
+}
+
+/** Whether TRIM-KV can run, as the model's details show it. */
+function retentionOf(found: Awaited<ReturnType<typeof findRetentionGates>>): {available: boolean, reason: string | null} {
+    return found.available ? {available: true, reason: null} : {available: false, reason: found.reason};
 }

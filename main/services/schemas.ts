@@ -44,7 +44,7 @@ export const kvCacheTypeSchema = z.enum(["f16", "q8_0", "q4_0"]);
 
 /** The compression settings field by field, without the checks across fields (for partial updates). */
 export const compressionSettingsFields = z.object({
-    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv"]),
+    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv"]),
     budget: budgetSchema,
     kvType: kvCacheTypeSchema,
     kvTypeV: kvCacheTypeSchema,

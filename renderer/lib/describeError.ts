@@ -13,6 +13,7 @@ const fallbacks: Record<ErrorCode, string> = {
     BUDGET_ABOVE_CONTEXT: "The KV budget is more than the model's context",
     BUDGET_DOES_NOT_FIT: "The KV budget does not fit in free memory",
     KV_BUDGET_EXCEEDED: "The conversation is longer than the KV budget holds with Full KV",
+    POLICY_UNAVAILABLE: "The loaded model cannot run this policy",
     INTERNAL: "Something went wrong in Ponder's backend"
 };
 

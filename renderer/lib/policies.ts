@@ -49,7 +49,13 @@ export const policies: PolicyInfo[] = [
         {title: "Towards Threshold-Free KV Cache Pruning (ReFreeKV)", authors: "Ni et al., 2025", url: "https://arxiv.org/abs/2502.16886"}),
     policy("leankv", "LeanKV", "Drops the tokens that later tokens hardly read (mean attention below α times the average); the newest 64 always stay. No budget of its own: memory follows the attention.",
         "Pair it with K8V4 (Q8_0 keys, Q4_0 values), as its paper does. Its middle tier (less important tokens at a lower precision) needs a cache llama.cpp does not have.",
-        {title: "Unifying KV Cache Compression for Large Language Models with LeanKV", authors: "Zhang et al., 2024", url: "https://arxiv.org/abs/2412.03131"})
+        {title: "Unifying KV Cache Compression for Large Language Models with LeanKV", authors: "Zhang et al., 2024", url: "https://arxiv.org/abs/2412.03131"}),
+    policy("trimkv", "TRIM-KV",
+        "Keeps what a small learned gate, read from the model's own hidden state when each token is written, predicts the thought will need; " +
+            "a token's hold fades with age at the rate its gate gave it, and the faintest go first.",
+        "Needs a gate file trained for the model (beside it, named <model>.retention.gguf); without one it is unavailable.",
+        {title: "Cache What Lasts: Token Retention for Memory-Bounded KV Cache in LLMs (TRIM-KV)", authors: "Bui et al., ICLR 2026",
+            url: "https://arxiv.org/abs/2512.03324"})
 ];
 
 export type ParamSpec = {
@@ -66,7 +72,8 @@ export type ParamSpec = {
     step: number
 };
 
-type Tunable = Exclude<PolicyId, "full">;
+/** The policies with parameters to tune: Full KV and TRIM-KV have none (TRIM-KV's gates are learned). */
+type Tunable = Exclude<PolicyId, "full" | "trimkv">;
 
 /** Each policy's parameters, in the order the controller shows them. */
 export const paramSpecs: {[P in Tunable]: (ParamSpec & {key: keyof PolicyParams[P] & string})[]} = {
@@ -132,7 +139,7 @@ export function policyName(id: PolicyId): string {
 }
 
 export function isTunable(id: PolicyId): id is Tunable {
-    return id !== "full";
+    return id !== "full" && id !== "trimkv";
 }
 
 /** App defaults of the settings shared by every policy (main/services/schemas.ts). */

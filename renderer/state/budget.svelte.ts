@@ -312,6 +312,10 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get historyNote() {
             return history;
         },
+        /** Policies the loaded model cannot run, each with why (its latest estimate): TRIM-KV without gates trained for it. */
+        get unavailable(): Partial<Record<PolicyId, string>> {
+            return Object.fromEntries((state.estimate?.unavailablePolicies ?? []).map(({policy, reason}) => [policy, reason]));
+        },
         get valid() {
             return valid;
         },

@@ -146,11 +146,12 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
 
     /**
      * What the heatmap can show of the shown answer: Full KV selects nothing (every layer keeps every token), so nothing
-     * is measured; StreamingLLM reads no scores, so no sparsity.
+     * is measured; StreamingLLM and TRIM-KV read no attention scores, so no sparsity (TRIM-KV's heatmap is what each
+     * layer's gates keep).
      */
     const measured = $derived.by((): RetentionMeasured => {
         const policy = current?.compression?.policy ?? null;
-        return {kept: policy !== "full", sparsity: policy !== "full" && policy !== "streamingllm"};
+        return {kept: policy !== "full", sparsity: policy !== "full" && policy !== "streamingllm" && policy !== "trimkv"};
     });
 
     const retention = $derived.by((): RetentionView & {live: boolean, measured: RetentionMeasured} => {

@@ -4,6 +4,7 @@ import {createBudget, type BudgetOptions} from "./budget.svelte.js";
 import {createChat, type ChatOptions} from "./chat.svelte.js";
 import {createConversations} from "./conversations.svelte.js";
 import {createDownloads} from "./downloads.svelte.js";
+import {createDraftTokens, type DraftTokensOptions} from "./draftTokens.svelte.js";
 import {createEngineBuilds} from "./engineBuilds.svelte.js";
 import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
@@ -16,7 +17,7 @@ import {createServer} from "./server.svelte.js";
 import {createSettings} from "./settings.svelte.js";
 
 export type Ponder = ReturnType<typeof createPonder>;
-export type PonderOptions = ChatOptions & {memory?: MemoryOptions, budget?: BudgetOptions, search?: SearchOptions};
+export type PonderOptions = ChatOptions & {memory?: MemoryOptions, budget?: BudgetOptions, search?: SearchOptions, draftTokens?: DraftTokensOptions};
 
 /** A message to bring into view with the searched words highlighted; `nonce` makes the same hit jump again. */
 export type MessageFocus = {messageId: string, field: SearchHit["field"], terms: string[], nonce: number};
@@ -39,6 +40,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const server = createServer(bridge);
     const engineBuilds = createEngineBuilds(bridge);
     const search = createSearch(bridge, options.search);
+    const draftTokens = createDraftTokens(bridge, options.draftTokens);
     const connection = $state({connected: true});
     const ui = $state({
         /** Bump to move focus to the composer. */
@@ -234,7 +236,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, search, connection, ui,
+        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, search, draftTokens, connection, ui,
         start, openConversation, openSearchHit, forkAt, importConversation, newConversation, deleteConversation, send, openExternal, focusSearch,
         closeOpenPanel, demo, trySample,
         dispose(): void {
@@ -245,6 +247,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
             models.dispose();
             memory.dispose();
             budget.dispose();
+            draftTokens.dispose();
             downloads.dispose();
             server.dispose();
         }

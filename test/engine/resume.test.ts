@@ -10,15 +10,12 @@ import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import type {ChatTurn, GenerationResult, StateFiles} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
-import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {getFixtureModel, getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
+import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 const question = "Think about the numbers one two three four five six seven eight nine ten. ".repeat(12);
-const cellsOf: Record<string, number> = {full: 1024, streamingllm: 160, h2o: 160};
-
-/** Whether the engine's build can write scores back into restored cells (its active context's native KV says). */
-const canRestoreScores = (engine: Engine) =>
-    (engine as unknown as {_active: {kv: {canRestoreScores: boolean} | null} | null})._active?.kv?.canRestoreScores === true;
+const cellsOf: Record<string, number> = {full: 1024, streamingllm: 160, h2o: 160, lethe: 160, trimkv: 160};
 
 async function answer(engine: Engine, policy: PolicyId, history: ChatTurn[], states?: StateFiles, maxTokens = 40): Promise<{text: string, result: GenerationResult}> {
     const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};
@@ -43,25 +40,26 @@ describe("conversation state on disk", () => {
     };
 
     beforeAll(async () => {
-        model = await getFixtureModel("endless");
+        // A copy of the fixture with random retention gates beside it (TRIM-KV needs a gate file for its model).
+        const fixture = await getFixtureModel("endless");
+        const info = await getFixtureModelInfo("endless");
+        model = path.join(dir, "endless.gguf");
+        fs.copyFileSync(fixture, model);
+        await writeRetentionSidecar(path.join(dir, "endless.retention.gguf"), {
+            modelPath: model, architecture: info.spec.arch, layers: info.spec.nLayer, width: info.spec.nEmbd, kvHeads: info.spec.nHeadKv, seed: 5
+        });
     });
     afterAll(async () => {
         await Promise.all(engines.map((engine) => engine.dispose()));
         fs.rmSync(dir, {recursive: true, force: true});
     });
 
-    for (const policy of ["full", "streamingllm", "h2o"] as const) {
+    // Scores (H2O, Lethe) and gate logits (TRIM-KV) are written back into the restored cells, so pruning goes on where it stood.
+    for (const policy of ["full", "streamingllm", "h2o", "lethe", "trimkv"] as const) {
         it(`${policy}: the next answer from a loaded state is the answer after reading the history again`, async () => {
             const first = await fresh();
             const file = path.join(dir, `${policy}.state`);
             const turn1 = await answer(first, policy, [{role: "user", text: question}], {load: [], save: file});
-            if (policy === "h2o" && !canRestoreScores(first)) {
-                // A policy that reads scores resumes exactly only where the build can write them back (no patch of the
-                // series does yet): its state is not saved, and the next turn reads the history again.
-                expect(turn1.result.states?.saved).toBeNull();
-                expect(fs.existsSync(file)).toBe(false);
-                return;
-            }
             expect(turn1.result.states?.saved?.path).toBe(file);
             expect(fs.existsSync(file)).toBe(true);
             const saved = turn1.result.states!.saved!;

@@ -2,11 +2,14 @@ import {withLock} from "lifecycle-utils";
 import type {LlamaContext} from "node-llama-cpp";
 import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
 import {ponderContextOf, setLogicalContextSize, type PonderAddonContext} from "./ponderAddon.js";
-import type {KvStats, ScoreSnapshot, ScoringOptions} from "./types.js";
+import type {KvStats, RetentionGates, RetentionSnapshot, ScoreSnapshot, ScoringOptions} from "./types.js";
+
+/** Why TRIM-KV cannot run on a build whose addon has no retention methods (native API before version 4). */
+export const NO_RETENTION_GATES_MESSAGE = "this engine build has no retention gates: rebuild with npm run build:native";
 
 /**
  * Ponder's native KV API on one LlamaContext: attention scoring, batched eviction that keeps the positions of the
- * remaining tokens, and memory read-outs.
+ * remaining tokens, memory read-outs, and (API version 4) TRIM-KV's learned retention gates.
  *
  * Every call runs under node-llama-cpp's own lock of the context (the one its decode queue takes), so it never
  * overlaps a decode; natively, the decode worker and these calls also share a mutex.
@@ -16,6 +19,7 @@ export class NativeKv {
     private readonly _addon: PonderAddonContext;
     private readonly _originalContextSize: number;
     private _disposed = false;
+    private _retention: RetentionGates | null = null;
 
     public constructor(context: LlamaContext) {
         const addon = ponderContextOf(context);
@@ -50,6 +54,61 @@ export class NativeKv {
             throw new RangeError(`rows must be a positive integer, got ${rows}`);
 
         await this._withContextLock(() => this._addon.ponderSetAttnScore(enabled, rows, squared, gamma));
+    }
+
+    /** Whether this build has the retention gates (native API version 4, native/patches 0008). */
+    public get hasRetentionGates(): boolean {
+        return typeof this._addon.ponderSetRetentionGates === "function" && typeof this._addon.ponderGetRetention === "function";
+    }
+
+    /** The gates loaded now, or `null` when they are off. */
+    public get retentionGates(): RetentionGates | null {
+        return this._retention;
+    }
+
+    /**
+     * Loads the retention gate file at `path` (checked beforehand by `findRetentionGates`) so every token written from now on
+     * gets a gate logit per layer and KV head, or, with `null`, turns the gates off and frees them. The same file again
+     * keeps the gates loaded. Throws when the build has no gates (`NO_RETENTION_GATES_MESSAGE`) or the engine refuses the
+     * file (its message says why); `null` on such a build does nothing.
+     */
+    public async configureRetention(path: string | null): Promise<RetentionGates | null> {
+        if (path === (this._retention?.path ?? null))
+            return this._retention;
+        const set = this._addon.ponderSetRetentionGates;
+        if (typeof set !== "function") {
+            if (path == null)
+                return null;
+            throw new Error(NO_RETENTION_GATES_MESSAGE);
+        }
+        const loaded = await this._withContextLock(() => set.call(this._addon, path));
+        this._retention = path == null ? null : {path, layers: loaded.layers, heads: loaded.heads, bytes: loaded.bytes};
+        return this._retention;
+    }
+
+    /**
+     * The gate logits of the live cells of `sequenceId`, per layer and KV head, with their positions (the cells of
+     * `scores()`, in the same order). One read from the device per call: call it per prune round. Throws when the gates
+     * are off or the build has none.
+     */
+    public async retention(sequenceId: number = 0): Promise<RetentionSnapshot> {
+        const get = this._addon.ponderGetRetention;
+        if (typeof get !== "function")
+            throw new Error(NO_RETENTION_GATES_MESSAGE);
+        const raw = await this._withContextLock(() => get.call(this._addon, sequenceId));
+        return {sequenceId, positions: raw.positions, heads: raw.heads, logits: raw.logits};
+    }
+
+    /**
+     * Writes back the gate logits of the live cells of `sequenceId` found at `positions` (the layout of `retention()`), for
+     * a state loaded from disk, whose cells llama.cpp restores as never forgotten. The gates must be loaded. Returns the
+     * cells written.
+     */
+    public async restoreRetention(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): Promise<number> {
+        const set = this._addon.ponderSetRetention;
+        if (typeof set !== "function")
+            throw new Error(NO_RETENTION_GATES_MESSAGE);
+        return await this._withContextLock(() => set.call(this._addon, sequenceId, positions, heads, logits));
     }
 
     /**
@@ -140,7 +199,7 @@ export class NativeKv {
         setLogicalContextSize(this._context, limit);
     }
 
-    /** Stops using the context: scoring is turned off and the position limit restored; later calls throw. */
+    /** Stops using the context: scoring and the retention gates are turned off and the position limit restored; later calls throw. */
     public async dispose(): Promise<void> {
         if (this._disposed)
             return;
@@ -149,9 +208,13 @@ export class NativeKv {
         setLogicalContextSize(this._context, this._originalContextSize);
         if (!this._context.disposed) {
             await withLock([this._context, "context"], () => {
-                if (!this._context.disposed)
-                    this._addon.ponderSetAttnScore(false, 1, false, 1);
+                if (this._context.disposed)
+                    return;
+                this._addon.ponderSetAttnScore(false, 1, false, 1);
+                if (this._retention != null)
+                    this._addon.ponderSetRetentionGates?.(null);
             });
+            this._retention = null;
         }
     }
 

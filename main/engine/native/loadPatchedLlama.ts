@@ -60,8 +60,8 @@ export async function loadPatchedLlama(options: LoadPatchedLlamaOptions = {}): P
         problem = ["PATCHED_BUILD_MISSING", `loaded a ${buildInfo.kind} binary instead of a local build`];
     else if (buildInfo.patchVersion == null)
         problem = ["PATCHED_BUILD_MISSING", "the local build is unpatched"];
-    else if (buildInfo.patchVersion !== PONDER_PATCH_VERSION)
-        problem = ["PATCHED_BUILD_STALE", `the build has native API version ${buildInfo.patchVersion}, this code needs ${PONDER_PATCH_VERSION}`];
+    else if (buildInfo.patchVersion < PONDER_PATCH_VERSION)
+        problem = ["PATCHED_BUILD_STALE", `the build has native API version ${buildInfo.patchVersion}, this code needs ${PONDER_PATCH_VERSION} or later`];
     else if (expectedSeriesHash != null && buildInfo.seriesHash !== expectedSeriesHash)
         problem = ["PATCHED_BUILD_STALE", `the build is of patch series ${buildInfo.seriesHash}, the source has ${expectedSeriesHash}`];
 
@@ -80,7 +80,7 @@ export function getNativeBuildInfo(llama: Llama): NativeBuildInfo {
     return {
         kind: llama.buildType === "localBuild" ? "local" : "prebuilt",
         gpu: llama.gpu,
-        patched: patchVersion === PONDER_PATCH_VERSION,
+        patched: patchVersion != null && patchVersion >= PONDER_PATCH_VERSION,
         llamaCppRelease: llama.llamaCppRelease.release,
         seriesHash: patchVersion != null && typeof bindings.ponderSeriesHash === "string" && bindings.ponderSeriesHash !== ""
             ? bindings.ponderSeriesHash

@@ -4,8 +4,11 @@
 // internal to node-llama-cpp 3.22.1 (pinned); native/patches/0003 adds the `ponder*` members.
 import type {Llama, LlamaContext, LlamaContextSequence} from "node-llama-cpp";
 
-/** Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). */
-export const PONDER_PATCH_VERSION = 3;
+/**
+ * Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). Version 4 added
+ * the retention gates and writing scores back (patches 0007-0008).
+ */
+export const PONDER_PATCH_VERSION = 4;
 
 export type PonderBindings = {
     ponderPatchVersion?: number,
@@ -33,6 +36,27 @@ export type PonderAddonScores = {
     last: Float32Array[]
 };
 
+export type PonderAddonRetentionGates = {
+    /** Layers with gates. */
+    layers: number,
+    /** KV heads of the gates' output: the most of any layer. */
+    heads: number,
+    /** Device bytes of the gate weights and their per-cell storage (4 bytes per cell, layer and KV head). */
+    bytes: number
+};
+
+export type PonderAddonRetention = {
+    /** Position of each live cell of the sequence, in cell order (`n` cells). */
+    positions: Int32Array,
+    /** KV heads of the logits (the most of any layer). */
+    heads: number,
+    /**
+     * Per layer, `heads * n` gate logits g, head-major: `[h * n + j]` for cell j; log beta = logsigmoid(g). A cell written
+     * while the gates were off, or restored from a state, holds a huge positive logit (~3.4e38: never forgotten).
+     */
+    logits: Float32Array[]
+};
+
 export type PonderAddonContext = {
     ponderEvict(sequenceId: number, positions: Int32Array): number,
     ponderGetKvStats(): PonderAddonKvStats,
@@ -43,7 +67,17 @@ export type PonderAddonContext = {
      * one of `positions`, its accumulated and last scores, laid out as `ponderGetAttnScores` reads them. Returns the
      * cells written. Added by native/patches/0007-0008; absent from older builds.
      */
-    ponderSetAttnScores?(sequenceId: number, positions: Int32Array, heads: number, accumulated: Float32Array[], last: Float32Array[]): number
+    ponderSetAttnScores?(sequenceId: number, positions: Int32Array, heads: number, accumulated: Float32Array[], last: Float32Array[]): number,
+    /**
+     * Loads a retention gate file's tensors into the context (checked against the model's shapes; throws an Error saying
+     * why not) so every token written gets a gate logit per layer and KV head, computed in the graph from the layer's
+     * `attn_norm`; `null` turns them off and frees them. Added by native/patches 0008 (API version 4).
+     */
+    ponderSetRetentionGates?(path: string | null): PonderAddonRetentionGates,
+    /** The gate logits of the live cells of a sequence. Throws when the gates are off. Added by native/patches 0008. */
+    ponderGetRetention?(sequenceId: number): PonderAddonRetention,
+    /** Writes gate logits back at positions, in `ponderGetRetention`'s layout; returns the cells written (patch 0008). */
+    ponderSetRetention?(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): number
 };
 
 type WithBindings = {_bindings?: PonderBindings};

@@ -81,3 +81,28 @@ export type ScoreSnapshot = {
     heads: number,
     layers: LayerScores[]
 };
+
+/** The retention gates a context loaded (`NativeKv.configureRetention`). */
+export type RetentionGates = {
+    /** The gate file loaded. */
+    path: string,
+    /** Layers with gates. */
+    layers: number,
+    /** KV heads of the gates (the most of any layer). */
+    heads: number,
+    /** Device bytes of the gate weights and their per-cell storage (4 bytes per cell, layer and KV head). */
+    bytes: number
+};
+
+export type RetentionSnapshot = {
+    sequenceId: number,
+    /** Position of each live cell of the sequence, in cell order (`n` cells; the same cells as `ScoreSnapshot`). */
+    positions: Int32Array,
+    /** KV heads of the logits. */
+    heads: number,
+    /**
+     * Per layer, `heads * n` gate logits g, head-major (`[h * n + j]` for cell j); log beta = logsigmoid(g) (TRIM-KV).
+     * Cells written while the gates were off, or restored from a state, hold a huge positive logit (never forgotten).
+     */
+    logits: Float32Array[]
+};

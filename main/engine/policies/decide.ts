@@ -1,4 +1,4 @@
-import {aggregateNormalised, hoyerSparsity, orderByPosition, sumHeads} from "./scoreMath.js";
+import {aggregateNormalised, decayedRetention, hoyerSparsity, maxLogBeta, orderByPosition, retentionStep, sumHeads} from "./scoreMath.js";
 import type {CombineMode, Policy, PruneDecision, PruneTarget, ScoreSnapshot, SelectorChoice} from "./types.js";
 
 /** Newest positions no round frees. */
@@ -27,14 +27,16 @@ export function decide<Params, State>(
     const include = (l: number) => votingLayers.size === 0 || votingLayers.has(l) || votingLayers.has(null);
     const aggregated = aggregateNormalised(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include);
     const aggregatedLast = aggregateNormalised(snapshot.last, snapshot.layers, snapshot.heads, n, include);
+    // The retention gates' aggregate: per cell the max of log beta over layers and heads (TRIM-KV's global ranking).
+    const retention = snapshot.retention == null ? undefined : maxLogBeta(snapshot.retention, snapshot.layers, snapshot.retentionHeads ?? 1, n, include);
 
     let choices: SelectorChoice[];
     let aggregateState = state.aggregate;
     let policyProtects = perLayer.protect;
     if (combine === "aggregate") {
         const accumulated = policy.aggregate?.(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include) ?? aggregated;
-        const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated, last: aggregatedLast, aggregated: true},
-            params, state.aggregate, target);
+        const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated, last: aggregatedLast, aggregated: true,
+            retention, retentionHeads: retention == null ? undefined : 1}, params, state.aggregate, target);
         choices = single.selectors;
         aggregateState = single.state;
         policyProtects = single.protect;
@@ -87,9 +89,15 @@ export function decide<Params, State>(
             candidates.push(j);
         }
     }
-    const priority = new Float32Array(n);
-    for (let j = 0; j < n; j++)
-        priority[j] = aggregated[j]! + aggregatedLast[j]!;
+    // What goes first over the budget: the lowest attention, or with the gates the lowest retention of any head.
+    let priority: Float32Array | Float64Array;
+    if (retention != null) {
+        priority = decayedRetention(retention, 0, snapshot.positions, retentionStep(snapshot.positions, target.tokensSeen));
+    } else {
+        priority = new Float32Array(n);
+        for (let j = 0; j < n; j++)
+            priority[j] = aggregated[j]! + aggregatedLast[j]!;
+    }
     if (combine === "union")
         candidates.sort((a, b) => (structural[b]! - structural[a]!) || (priority[b]! - priority[a]!) || (a - b));
     else

@@ -8,7 +8,7 @@ export const fullPolicy: Policy<FullParams, null> = {
     id: "full",
     defaults: {},
     initialState: () => null,
-    needs: () => ({gamma: null, allRows: false}),
+    needs: () => ({gamma: null, allRows: false, scores: false}),
     select(snapshot) {
         const n = snapshot.positions.length;
         return {selectors: [{order: orderByPosition(snapshot.positions).reverse(), quota: n, structural: n, layer: null, voting: true}], state: null};

@@ -4,6 +4,7 @@ import {leanKvPolicy} from "./leankv.js";
 import {lethePolicy} from "./lethe.js";
 import {refreeKvPolicy} from "./refreekv.js";
 import {streamingLlmPolicy} from "./streamingLlm.js";
+import {trimKvPolicy} from "./trimkv.js";
 import type {Policy, PolicyId} from "./types.js";
 
 export const policies = {
@@ -12,5 +13,6 @@ export const policies = {
     h2o: h2oPolicy,
     lethe: lethePolicy,
     refreekv: refreeKvPolicy,
-    leankv: leanKvPolicy
+    leankv: leanKvPolicy,
+    trimkv: trimKvPolicy
 } as const satisfies {[Id in PolicyId]: Policy<never, unknown> | Policy<any, any>};

@@ -118,3 +118,51 @@ export function structuredOrder(byPosition: Int32Array, sinks: number, recent: n
     }
     return {order, structural};
 }
+
+/**
+ * log sigmoid(g) in double, stable at both ends: `-log1p(exp(-g))` for g >= 0, `g - log1p(exp(g))` below (TRIM-KV's
+ * log beta from a gate logit g; a huge g, as for cells the gates never saw, gives 0: never forgotten).
+ */
+export function logSigmoid(g: number): number {
+    return g >= 0 ? -Math.log1p(Math.exp(-g)) : g - Math.log1p(Math.exp(g));
+}
+
+/**
+ * The step t the retention is measured at: the newest position (the token being decoded sees every cell up to it), or
+ * the tokens seen less one when that is later.
+ */
+export function retentionStep(positions: Int32Array, tokensSeen: number | undefined): number {
+    let newest = -1;
+    for (const position of positions)
+        newest = Math.max(newest, position);
+    return Math.max(newest, (tokensSeen ?? 0) - 1);
+}
+
+/** TRIM-KV (papers/001): log of a cell's retention at step t, log(beta^(t - pos)) = `(t - pos) * log beta`, for one (layer, head) row from `start`. */
+export function decayedRetention(logBeta: Float32Array, start: number, positions: Int32Array, t: number): Float64Array {
+    const out = new Float64Array(positions.length);
+    for (let j = 0; j < positions.length; j++) {
+        const age = Math.max(0, t - positions[j]!);
+        out[j] = age === 0 ? 0 : age * logBeta[start + j]!;
+    }
+    return out;
+}
+
+/**
+ * Per cell, the largest log beta over the (layer, head) rows whose layer is included. A cell's age `t - pos` is the same in
+ * every row, so ranking by it ranks by the max over layers and heads of `(t - pos) * log beta`: TRIM-KV's global
+ * ranking on llama.cpp's shared cells (a cell stays while any head still retains it). `logBeta` is `layers * heads * n`.
+ */
+export function maxLogBeta(logBeta: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean = () => true): Float32Array {
+    const out = new Float32Array(n).fill(-Infinity);
+    for (let l = 0; l < layers; l++) {
+        if (!include(l))
+            continue;
+        for (let h = 0; h < heads; h++) {
+            const base = (l * heads + h) * n;
+            for (let j = 0; j < n; j++)
+                out[j] = Math.max(out[j]!, logBeta[base + j]!);
+        }
+    }
+    return out;
+}

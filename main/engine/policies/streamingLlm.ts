@@ -11,7 +11,7 @@ export const streamingLlmPolicy: Policy<StreamingLlmParams, null> = {
     id: "streamingllm",
     defaults: {sinks: 4},
     initialState: () => null,
-    needs: () => ({gamma: null, allRows: false}),
+    needs: () => ({gamma: null, allRows: false, scores: false}),
     select(snapshot, params, _state, target) {
         const sinks = Math.min(params.sinks, target.maxKeep);
         const {order} = structuredOrder(orderByPosition(snapshot.positions), sinks, snapshot.positions.length, null);

@@ -14,7 +14,15 @@ export type ScoreSnapshot = {
     /** Attention received from the scored query rows of the last decode, per head (ReFreeKV's last row, k = 1). */
     last: Float32Array,
     /** Whether this is one selection on scores aggregated over layers and heads (no layer is "layer 0"). */
-    aggregated?: boolean
+    aggregated?: boolean,
+    /**
+     * log beta of each cell from the learned retention gates (TRIM-KV), per layer and KV head: `layers * retentionHeads * n`,
+     * laid out `(layer * retentionHeads + head) * n + j`; each at most 0 (0: never forgotten). Absent unless the policy
+     * needs it (`ScoreNeeds.retention`).
+     */
+    retention?: Float32Array,
+    /** KV heads of `retention` (1 once aggregated). */
+    retentionHeads?: number
 };
 
 export type PruneTarget = {
@@ -69,7 +77,11 @@ export type ScoreNeeds = {
      * Whether every row must be scored with flash attention too, where the others take a prompt's last rows only (a
      * mean over the rows that read a cell needs them all, LeanKV). Defaults to `false`.
      */
-    everyRow?: boolean
+    everyRow?: boolean,
+    /** Whether the policy reads attention scores at all; `false` leaves scoring off (positions are read without it). Defaults to `true`. */
+    scores?: boolean,
+    /** Whether the policy reads the learned retention gates' log beta (`ScoreSnapshot.retention`, TRIM-KV). Defaults to `false`. */
+    retention?: boolean
 };
 
 export type Policy<Params, State> = {
@@ -87,7 +99,7 @@ export type Policy<Params, State> = {
     aggregate?(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv";
+export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv";
 
 /**
  * How the selectors' choices become one set of cells to free (llama.cpp's cells are shared by all layers):
@@ -95,7 +107,8 @@ export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | 
  *   common factor (Lethe's layer-adaptive budgets on shared cells);
  * - `union`: a cell goes only when no selector keeps it; over the budget, the lowest aggregated scores go first,
  *   selectors' structural cells last;
- * - `aggregate`: the policy selects once on the layers' and heads' normalised scores summed.
+ * - `aggregate`: the policy selects once on the layers' and heads' normalised scores summed (the retention gates' log
+ *   beta: its max over layers and heads, TRIM-KV's global ranking).
  */
 export type CombineMode = "quota" | "union" | "aggregate";
 

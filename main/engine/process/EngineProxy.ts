@@ -3,7 +3,7 @@ import type {BuildInfo, EngineStatus, ModelInfo} from "../../../preload/contract
 import {AppError} from "../../AppError.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "../EngineApi.js";
 import {backendName} from "../native/engineBuildOrder.js";
-import type {GenerateRequest, GenerationChunk, GenerationResult, ModelInspection} from "../types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount} from "../types.js";
 import type {EngineCalls, EngineFault, EngineMethod, FromEngine, ToEngine} from "./protocol.js";
 
 /** How the engine process ended: an exit code, or the signal that ended it. */
@@ -136,6 +136,14 @@ export class EngineProxy implements EngineApi {
         await this._settled();
         this._note = null;
         return this._load({path: modelPath, info: modelInfo, options});
+    }
+
+    /** `null` without asking the engine process while no model is loaded (none is started for a count). */
+    async countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null> {
+        await this._settled();
+        if (this._inspection == null || this._child == null)
+            return null;
+        return this._call("countTokens", [request]);
     }
 
     async generate(request: GenerateRequest): Promise<GenerationResult> {

@@ -1,6 +1,6 @@
 import type {BuildInfo, EngineStatus, ErrorInfo, KvSample, ModelInfo, ReadReason} from "../../../preload/contract.js";
 import type {LoadOptions} from "../EngineApi.js";
-import type {GenerateRequest, GenerationChunk, GenerationResult, ModelInspection} from "../types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount} from "../types.js";
 
 /**
  * The messages between the main process and the engine process (`EngineProxy` and `serveEngine`), in the
@@ -12,6 +12,7 @@ export type EngineCalls = {
     freeMemory: {args: [], res: number},
     inspect: {args: [modelPath: string], res: ModelInspection},
     loadModel: {args: [modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions], res: ModelInspection},
+    countTokens: {args: [request: CountTokensRequest], res: PromptTokenCount | null},
     dispose: {args: [], res: void}
 };
 export type EngineMethod = keyof EngineCalls;

@@ -102,6 +102,8 @@ function call(engine: EngineApi, message: Extract<ToEngine, {type: "call"}>): Pr
             return engine.inspect(...message.args);
         case "loadModel":
             return engine.loadModel(...message.args);
+        case "countTokens":
+            return engine.countTokens(...message.args);
         case "dispose":
             return engine.dispose();
     }

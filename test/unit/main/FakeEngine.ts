@@ -2,7 +2,7 @@ import os from "node:os";
 import {inspectModel} from "../../../main/engine/inspectModel.js";
 import type {EngineStatus} from "../../../preload/contract.js";
 import type {EngineApi, LoadOptions} from "../../../main/engine/EngineApi.js";
-import type {GenerateRequest, GenerationResult, ModelInspection} from "../../../main/engine/types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount} from "../../../main/engine/types.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
 export class FakeEngine {
@@ -55,6 +55,20 @@ export class FakeEngine {
             request.onChunk(chunk);
         }
         return {stopReason: "eogToken", promptTokens: 5};
+    }
+
+    /** The prompts counted (`countTokens`). */
+    counts: CountTokensRequest[] = [];
+
+    /** One token per word, and 4 per turn for its markers; `null` without a model, as the engine. */
+    async countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null> {
+        if (this.inspection == null)
+            return null;
+        this.counts.push(request);
+        const words = (text: string) => text.split(/\s+/).filter((word) => word !== "").length;
+        const turns = request.history.map((turn) => words(turn.text) + (turn.role === "assistant" ? words(turn.thinking) : 0) + 4);
+        const messageTokens = turns.at(-1) ?? 0;
+        return {messageTokens, promptTokens: words(request.systemPrompt) + turns.reduce((sum, tokens) => sum + tokens, 0)};
     }
 
     async start() {

@@ -16,9 +16,28 @@ function fakeKv(prompt = 0) {
     let live: number[] = Array.from({length: prompt}, (_, i) => i);
     let next = prompt;
     const score = (position: number) => ((position * 2_654_435_761) % 1000) / 1000;
+    const gateCalls: (string | null)[] = [];
+    let gates: string | null = null;
+    // TRIM-KV's gates: one logit per layer, KV head and cell, from its position; multiples of 7 are kept by layer 1 only.
+    const logit = (position: number, layer: number, head: number) => position % 7 === 0 ? (layer === 1 && head === 0 ? 20 : -6) : -1 - (position % 5);
     const kv = {
         disposed: false,
         configureScoring: async (options: ScoringOptions) => void calls.push(options),
+        get retentionGates() {
+            return gates == null ? null : {path: gates, layers: 3, heads: 2, bytes: 1234};
+        },
+        configureRetention: async (path: string | null) => {
+            gateCalls.push(path);
+            gates = path;
+        },
+        retention: async () => {
+            if (gates == null)
+                throw new Error("the retention gates are off");
+            const positions = Int32Array.from(live).reverse(); // another cell order than the scores'
+            const n = positions.length;
+            const logits = [0, 1, 2].map((layer) => Float32Array.from({length: 2 * n}, (_, i) => logit(positions[i % n]!, layer, Math.floor(i / n))));
+            return {sequenceId: 0, positions, heads: 2, logits};
+        },
         stats: async () => ({
             cellsAllocated: 1 << 12, cellsUsed: live.length, bytesPerCell: 1, bytesAllocated: 1 << 12, bytesUsed: live.length, layers: 3,
             tokensEvicted: 0, pruneCalls: 0, scoring: true
@@ -46,7 +65,7 @@ function fakeKv(prompt = 0) {
         }
     } as unknown as NativeKv;
     return {
-        kv, calls, evicted,
+        kv, calls, evicted, gateCalls,
         get live() {
             return live.length;
         },
@@ -67,10 +86,10 @@ function fakeKv(prompt = 0) {
 
 type Fake = ReturnType<typeof fakeKv>;
 
-function controller(fake: Fake, compression: Partial<CompressionSettings>, cells = 4096) {
+function controller(fake: Fake, compression: Partial<CompressionSettings>, cells = 4096, retentionGates: string | null = null) {
     return new KvController({
         kv: fake.kv, sequenceId: 0, cells, compression: {...defaultCompressionSettings, ...compression},
-        tokensSeen: () => fake.next, now: () => 0
+        tokensSeen: () => fake.next, now: () => 0, retentionGates
     });
 }
 
@@ -86,6 +105,35 @@ async function evaluate(c: KvController, fake: Fake, count: number, onDecode?: (
 }
 
 describe("KvController", () => {
+    it("loads the retention gates for TRIM-KV with scoring off, and turns them off for any other policy", async () => {
+        const fake = fakeKv(16);
+        await controller(fake, {policy: "trimkv"}, 4096, "/m.retention.gguf").start();
+        expect(fake.calls.at(-1)).toMatchObject({enabled: false});
+        expect(fake.gateCalls).toEqual(["/m.retention.gguf"]);
+        await controller(fake, {policy: "lethe"}, 4096, "/m.retention.gguf").start();
+        expect(fake.gateCalls).toEqual(["/m.retention.gguf", null]);
+        await expect(controller(fakeKv(16), {policy: "trimkv"}).start()).rejects.toThrow(/retention gate file/);
+    });
+
+    it("ranks by the gates at a TRIM-KV round: the cells any head still retains stay, the others go", async () => {
+        const fake = fakeKv(0);
+        const c = controller(fake, {policy: "trimkv", pruneEvery: 8, combine: "aggregate"}, 64, "/m.retention.gguf");
+        await c.start();
+        c.beginAnswer();
+        await evaluate(c, fake, 2);
+        for (let token = 0; token < 200; token++)
+            await evaluate(c, fake, 1);
+        const sample = await c.sample(0);
+        expect(sample.pruneRounds).toBeGreaterThan(10);
+        expect(sample.cellsPeak).toBeLessThanOrEqual(64);
+        expect(sample.retentionBytes).toBe(1234);
+        // Multiples of 7 (a logit of 20 in layer 1's first head: log beta about -2e-9) outlast every other old cell.
+        const evicted = new Set(fake.evicted.flat());
+        const old = Array.from({length: 100}, (_, position) => position).filter((position) => position > 0);
+        expect(old.filter((position) => position % 7 === 0 && evicted.has(position))).toEqual([]);
+        expect(old.filter((position) => position % 7 !== 0).every((position) => evicted.has(position))).toBe(true);
+    });
+
     it("scores prompts by every query row for Lethe and H2O (Eq. 2/5), by the last row for ReFreeKV (k = 1)", async () => {
         for (const [policy, flash, rows] of [["lethe", false, 512], ["h2o", false, 512], ["lethe", true, 32], ["refreekv", false, 1]] as const) {
             const fake = fakeKv(16);

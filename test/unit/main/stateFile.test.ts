@@ -14,7 +14,7 @@ const tokens = [1, 2, 3, 70000];
 function file(llama = Buffer.from("llama-state-bytes"), scores = Buffer.from([1, 2, 3, 4])): Buffer {
     return Buffer.concat(encodeStateFile({
         kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
-        bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, controller: tagTyped({state: {t: new Float64Array([1.5, 2])}})
+        bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 0, retentionHeads: 0, controller: tagTyped({state: {t: new Float64Array([1.5, 2])}})
     }, llama, scores));
 }
 
@@ -68,9 +68,27 @@ describe("state file", () => {
     it("packs scores with their positions", () => {
         const positions = Int32Array.from([0, 5, 9]);
         const layers: [Float32Array, Float32Array][] = [[Float32Array.from([1, 2, 3, 4, 5, 6]), Float32Array.from([6, 5, 4, 3, 2, 1])]];
-        const unpacked = unpackScores(packScores(positions, 2, layers), {liveCells: 3, scoreHeads: 2, scoreLayers: 1});
+        const unpacked = unpackScores(packScores(positions, 2, layers), 3, 2, 1, 2);
         expect(unpacked.positions).toEqual(positions);
         expect(unpacked.layers).toEqual(layers);
-        expect(() => unpackScores(packScores(positions, 2, layers), {liveCells: 3, scoreHeads: 2, scoreLayers: 2})).toThrow(StateFileError);
+        expect(() => unpackScores(packScores(positions, 2, layers), 3, 2, 2, 2)).toThrow(StateFileError);
+    });
+
+    it("carries the retention gates' logits after the scores, checked like the rest", () => {
+        const positions = Int32Array.from([0, 5, 9]);
+        const logits = [[Float32Array.from([1.5, -2, 3e38, 4, 5, 6])], [Float32Array.from([7, 8, 9, 10, 11, 12])]];
+        const retention = packScores(positions, 2, logits);
+        const bytes = Buffer.concat(encodeStateFile({
+            kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
+            bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 2, retentionHeads: 2, controller: null
+        }, Buffer.from("llama"), new Uint8Array(0), retention));
+        const {header, payloadOffset} = readStateHeader(bytes, bytes.byteLength);
+        expect(header.retentionBytes).toBe(retention.byteLength);
+        const payload = bytes.subarray(payloadOffset);
+        expect(() => verifyStatePayload(header, payload)).not.toThrow();
+        const back = unpackScores(payload.subarray(header.llamaBytes + header.scoreBytes), 3, header.retentionHeads, header.retentionLayers, 1);
+        expect(back.positions).toEqual(positions);
+        expect(back.layers).toEqual(logits);
+        expect(() => check(bytes.subarray(0, bytes.byteLength - 4))).toThrow(/truncated/);
     });
 });

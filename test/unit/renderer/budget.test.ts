@@ -224,6 +224,20 @@ describe("budget controller state", () => {
         expect(budget.valid).toBe(true);
     });
 
+    test("names the policies the loaded model cannot run, with why: TRIM-KV without gates trained for it", async () => {
+        const {budget, bridge} = setup();
+        await vi.advanceTimersByTimeAsync(0);
+        expect(budget.unavailable).toEqual({});
+        const reason = "no retention gates beside this model (expected /models/m.retention.gguf)";
+        bridge.handle("compression:estimate", ({compression}) => ({ok: true, value: {...estimateOf(compression), unavailablePolicies: [{policy: "trimkv", reason}]}}));
+        budget.setPolicy("trimkv");
+        await vi.advanceTimersByTimeAsync(300);
+        expect(budget.unavailable).toEqual({trimkv: reason});
+        // TRIM-KV has no parameters to tune: its gates are learned.
+        expect(budget.state.form?.policy).toBe("trimkv");
+        expect(budget.valid).toBe(true);
+    });
+
     test("K8V4, LeanKV's pair, in one step: Q8_0 keys, Q4_0 values, flash attention on", () => {
         const {budget} = setup();
         budget.setPolicy("leankv");

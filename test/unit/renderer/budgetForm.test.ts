@@ -20,7 +20,7 @@ describe("policies and the budget form", () => {
     });
 
     test("the defaults pass the checks", () => {
-        for (const policy of ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv"] as const) {
+        for (const policy of ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv"] as const) {
             const form = toForm(conversationSettings().compression);
             form.policy = policy;
             expect(validateBudgetForm(form)).toEqual({});
@@ -30,6 +30,8 @@ describe("policies and the budget form", () => {
     test("form and settings convert both ways", () => {
         const compression = {...conversationSettings().compression, policy: "lethe" as const, budget: {kind: "mib" as const, mib: 300}};
         expect(toCompression(toForm(compression))).toEqual(compression);
+        const trimkv = {...compression, policy: "trimkv" as const};
+        expect(toCompression(toForm(trimkv))).toEqual(trimkv);
         const leankv = {...compression, policy: "leankv" as const, kvType: "q8_0" as const, kvTypeV: "q4_0" as const, flashAttention: true};
         expect(toCompression(toForm(leankv))).toEqual(leankv);
     });

@@ -1,0 +1,43 @@
+import {decayedRetention, rankDescending, retentionStep} from "./scoreMath.js";
+import type {Policy, SelectorChoice} from "./types.js";
+
+export type TrimKvParams = Record<string, never>;
+
+/**
+ * TRIM-KV (papers/001, "Cache What Lasts"; the authors' code `ngocbh/trimkv`): a small gate, read from a layer's
+ * attention input (`attn_norm`) when a token is written, gives the token a retention beta per KV head; at step t the
+ * token's retention is beta^(t - pos), and under budget pressure the lowest retentions go. No sinks or windows are made
+ * by hand: the paper reports that they emerge from the gates.
+ *
+ * Selectors are (layer, KV head) pairs, each ranking every live cell by `(t - pos) * log beta`, its quota the budget. On
+ * llama.cpp's shared cells, `aggregate` (the paper's one global ranking, and what the gates are trained for with
+ * reduction "shared") ranks once by the max over layers and heads (`maxLogBeta`, in `decide`); `quota` and `union`
+ * combine the per-head rankings as for the other per-head policies. Position 0 and the newest cells stay (`decide`).
+ */
+export const trimKvPolicy: Policy<TrimKvParams, null> = {
+    id: "trimkv",
+    defaults: {},
+    initialState: () => null,
+    // The gates' log beta only: no attention scores (scoring stays off), no decay to accumulate.
+    needs: () => ({gamma: null, allRows: false, scores: false, retention: true}),
+    select(snapshot, _params, _state, target) {
+        const n = snapshot.positions.length;
+        const logBeta = snapshot.retention;
+        if (logBeta == null)
+            throw new Error("TRIM-KV needs the retention gates' log beta, and this round read none");
+        const heads = snapshot.retentionHeads ?? 1;
+        if (logBeta.length !== snapshot.layers * heads * n)
+            throw new Error(`the retention read holds ${logBeta.length} values, not ${snapshot.layers} layers x ${heads} heads x ${n} cells`);
+        const t = retentionStep(snapshot.positions, target.tokensSeen);
+        const quota = Math.min(n, target.maxKeep);
+        const selectors: SelectorChoice[] = [];
+        for (let l = 0; l < snapshot.layers; l++) {
+            for (let h = 0; h < heads; h++) {
+                // TRIM-KV (papers/001): keep the top `quota` cells by (t - pos) * log beta, the log of beta^(t - pos).
+                const retention = decayedRetention(logBeta, (l * heads + h) * n, snapshot.positions, t);
+                selectors.push({order: rankDescending(retention, 0, n), quota, structural: 0, layer: l, voting: true});
+            }
+        }
+        return {selectors, state: null};
+    }
+};

@@ -1,0 +1,32 @@
+/** What a valid retention gate file (`<model>.retention.gguf`) says about its gates. */
+export type RetentionInfo = {
+    /** `ponder.retention.version`: the sidecar format. */
+    version: number,
+    /** `ponder.retention.gate`: the gate's shape (`"trimkv-rg"`: TRIM-KV's retention gate). */
+    gate: string,
+    /** `ponder.retention.activation`: between the gate's two layers (`"silu"`). */
+    activation: string,
+    /** Architecture, layers, model width and KV heads of the model the gates belong to (checked against the model's own). */
+    modelArchitecture: string,
+    layers: number,
+    embeddingLength: number,
+    headCountKv: number,
+    /** `ponder.retention.hidden`: the width of the gate's hidden layer. */
+    hidden: number,
+    /** `ponder.retention.budget`: the cell budget M the gates were trained at; `null` when unknown (0 in the file). */
+    budget: number | null,
+    /**
+     * `ponder.retention.reduction`: how training reduced the heads' retention on shared cells: `"shared"`, the max over
+     * layers and heads per cell (the engine's aggregate mode); `"per-head"`, each (layer, KV head) on its own.
+     */
+    reduction: "shared" | "per-head",
+    /** `ponder.retention.source`: where the gates came from, in words (a training run, a converted checkpoint). */
+    source: string,
+    /** Bytes of the gate tensors as stored. */
+    weightBytes: number
+};
+
+/** Whether a model has gates the engine can load: the sidecar's path and what it holds, or why not, in plain words. */
+export type RetentionAvailability =
+    | {available: true, path: string, info: RetentionInfo}
+    | {available: false, reason: string};

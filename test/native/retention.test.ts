@@ -1,0 +1,249 @@
+// Learned retention gates (TRIM-KV, native/patches 0007-0008): the engine's gate logit of each cell equals the gate
+// applied to the layer's attention input (computed here for layer 0, whose input is the token's embedding), on every
+// cell a token is written to (prefill, decode, reused cells) and with flash attention on or off; cells written before
+// the gates were loaded stay never forgotten; a refused file leaves the context working; values write back exactly.
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import {afterAll, beforeAll, describe, expect, test} from "vitest";
+import {readGgufFileInfo, type LlamaModel} from "node-llama-cpp";
+import {getFixtureModelInfo, type FixtureName} from "../fixtures/gguf/fixtures.js";
+import {gateLogits, writeRetentionSidecar, type GateLayer, type SidecarSpec} from "../fixtures/gguf/retentionSidecar.js";
+import {float16BitsToFloat32, gguf} from "../fixtures/gguf/writeGguf.js";
+import type {GeneratedModelInfo} from "../fixtures/gguf/generateModel.js";
+import {createTestContext, evaluateForLogits, getTestLlama, maxAbsDifference, randomTokens} from "./nativeTestUtils.js";
+
+/** Cells never written by the gates hold 0x7f7f7f7f. */
+const NEVER_FORGOTTEN = 3.3e38;
+
+/** Reads whole F32 or F16 tensors of a GGUF file as float32. */
+async function readTensors(filePath: string, names: string[]): Promise<Map<string, Float32Array>> {
+    const info = await readGgufFileInfo(filePath, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"});
+    const handle = await fs.open(filePath, "r");
+    try {
+        const out = new Map<string, Float32Array>();
+        for (const name of names) {
+            const tensor = info.tensorInfo?.find((candidate) => candidate.name === name);
+            if (tensor == null)
+                throw new Error(`no tensor ${name} in ${filePath}`);
+            const count = tensor.dimensions.reduce((product: number, dim) => product * Number(dim), 1);
+            const f16 = Number(tensor.ggmlType) === 1;
+            const bytes = Buffer.alloc(count * (f16 ? 2 : 4));
+            await handle.read(bytes, 0, bytes.length, Number(tensor.fileOffset));
+            out.set(name, Float32Array.from({length: count}, (_, i) => f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4)));
+        }
+        return out;
+    } finally {
+        await handle.close();
+    }
+}
+
+/** Layer 0's attention input for a token: RMSNorm of its embedding times the norm's weight. */
+function layer0Input(embedding: Float32Array, norm: Float32Array, width: number, token: number, eps: number): Float64Array {
+    const row = embedding.subarray(token * width, (token + 1) * width);
+    let meanSquare = 0;
+    for (const value of row)
+        meanSquare += value * value;
+    const scale = 1 / Math.sqrt(meanSquare / width + eps);
+    return Float64Array.from(row, (value, i) => value * scale * norm[i]!);
+}
+
+const shapes: FixtureName[] = ["tiny-qwen2", "tiny-llama"];
+
+describe.each(shapes)("retention gates, %s", (fixture) => {
+    let model: LlamaModel;
+    let info: GeneratedModelInfo;
+    let dir: string;
+    let sidecar: string;
+    let gates: GateLayer[];
+    let embedding: Float32Array;
+    let norm: Float32Array;
+    let spec: SidecarSpec;
+
+    /** The engine's layer-0 logits of cell j must be the gate of the token at that cell. */
+    function expectLayer0(logits: Float32Array, heads: number, tokenAt: (j: number) => number, n: number) {
+        for (let j = 0; j < n; j++) {
+            const expected = gateLogits(gates[0]!, layer0Input(embedding, norm, info.spec.nEmbd, tokenAt(j), info.spec.rmsEps));
+            for (let h = 0; h < heads; h++)
+                expect(Math.abs(logits[h * n + j]! - expected[h]!)).toBeLessThan(2e-3 * Math.max(1, Math.abs(expected[h]!)));
+        }
+    }
+
+    beforeAll(async () => {
+        info = await getFixtureModelInfo(fixture);
+        dir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-retention-"));
+        sidecar = path.join(dir, "gates.retention.gguf");
+        spec = {
+            modelPath: info.path, architecture: info.spec.arch, layers: info.spec.nLayer, width: info.spec.nEmbd,
+            kvHeads: info.spec.nHeadKv, seed: 11
+        };
+        gates = await writeRetentionSidecar(sidecar, spec);
+        const tensors = await readTensors(info.path, ["token_embd.weight", "blk.0.attn_norm.weight"]);
+        embedding = tensors.get("token_embd.weight")!;
+        norm = tensors.get("blk.0.attn_norm.weight")!;
+        const llama = await getTestLlama();
+        model = await llama.loadModel({modelPath: info.path});
+    });
+
+    afterAll(async () => {
+        await model?.dispose();
+        await fs.rm(dir, {recursive: true, force: true});
+    });
+
+    test.each([false, true])("each written cell holds the gate of its token's attention input (flash attention %s)", async (flashAttention) => {
+        const t = await createTestContext(model, {flashAttention});
+        try {
+            const loaded = await t.kv.configureRetention(sidecar);
+            expect(loaded).toMatchObject({layers: info.spec.nLayer, heads: info.spec.nHeadKv});
+            expect(loaded!.bytes).toBeGreaterThan(0);
+
+            const tokens = randomTokens(20, 3);
+            await evaluateForLogits(t.sequence, tokens); // prefill, one ubatch
+            for (const token of randomTokens(4, 4)) { // decode, one token per ubatch
+                tokens.push(token);
+                await evaluateForLogits(t.sequence, [token]);
+            }
+
+            const snapshot = await t.kv.retention(0);
+            const n = snapshot.positions.length;
+            expect(n).toBe(24);
+            expect(snapshot.heads).toBe(info.spec.nHeadKv);
+            expect(snapshot.logits).toHaveLength(info.spec.nLayer);
+            expectLayer0(snapshot.logits[0]!, snapshot.heads, (j) => tokens[snapshot.positions[j]!]!, n);
+            for (const layer of snapshot.logits) {
+                expect(layer).toHaveLength(snapshot.heads * n);
+                for (const value of layer)
+                    expect(Number.isFinite(value) && Math.abs(value) < 1e4).toBe(true);
+            }
+            // deeper layers see other inputs: their logits differ from layer 0's gate applied to the embedding
+            expect(maxAbsDifference(snapshot.logits[0]!, snapshot.logits[1]!)).toBeGreaterThan(1e-3);
+        } finally {
+            await t.dispose();
+        }
+    });
+
+    test("the gates change no logit of the model", async () => {
+        const plain = await createTestContext(model);
+        const gated = await createTestContext(model);
+        try {
+            await gated.kv.configureRetention(sidecar);
+            const tokens = randomTokens(16, 5);
+            const a = await evaluateForLogits(plain.sequence, tokens);
+            const b = await evaluateForLogits(gated.sequence, tokens);
+            expect(maxAbsDifference(a, b)).toBe(0);
+        } finally {
+            await plain.dispose();
+            await gated.dispose();
+        }
+    });
+
+    test("cells written before the gates were loaded are never forgotten; a reused cell gets its new token's gate", async () => {
+        const t = await createTestContext(model, {contextSize: 256});
+        try {
+            const before = randomTokens(8, 6);
+            await evaluateForLogits(t.sequence, before);
+            await t.kv.configureRetention(sidecar);
+            const after = randomTokens(4, 7);
+            await evaluateForLogits(t.sequence, after);
+
+            let snapshot = await t.kv.retention(0);
+            const tokenAt = (position: number) => position < 8 ? before[position]! : after[position - 8]!;
+            let n = snapshot.positions.length;
+            for (let j = 0; j < n; j++) {
+                if (snapshot.positions[j]! < 8) {
+                    for (const layer of snapshot.logits)
+                        expect(layer[j]).toBeGreaterThan(NEVER_FORGOTTEN);
+                }
+            }
+
+            // free cells in the middle, then write more tokens: llama.cpp reuses the freed cells
+            await t.kv.evict(0, [2, 3, 4, 5]);
+            const more = randomTokens(4, 8);
+            await evaluateForLogits(t.sequence, more);
+            snapshot = await t.kv.retention(0);
+            n = snapshot.positions.length;
+            expect(n).toBe(12);
+            const allTokens = (position: number) => position < 12 ? tokenAt(position) : more[position - 12]!;
+            const fresh = Array.from(snapshot.positions).map((position, j) => ({position, j})).filter(({position}) => position >= 8);
+            const layer0 = snapshot.logits[0]!;
+            for (const {position, j} of fresh) {
+                const expected = gateLogits(gates[0]!, layer0Input(embedding, norm, info.spec.nEmbd, allTokens(position), info.spec.rmsEps));
+                for (let h = 0; h < snapshot.heads; h++)
+                    expect(Math.abs(layer0[h * n + j]! - expected[h]!)).toBeLessThan(2e-3 * Math.max(1, Math.abs(expected[h]!)));
+            }
+        } finally {
+            await t.dispose();
+        }
+    });
+
+    test("gate logits and attention scores write back at their positions", async () => {
+        const t = await createTestContext(model);
+        try {
+            await t.kv.configureRetention(sidecar);
+            await t.kv.configureScoring({enabled: true, gamma: 0.9});
+            await evaluateForLogits(t.sequence, randomTokens(12, 9));
+            const snapshot = await t.kv.retention(0);
+            const n = snapshot.positions.length;
+            const written = snapshot.logits.map((_, layer) => Float32Array.from({length: snapshot.heads * n}, (__, i) => layer * 100 + i * 0.5));
+            expect(await t.kv.restoreRetention(0, snapshot.positions, snapshot.heads, written)).toBe(n);
+            const back = await t.kv.retention(0);
+            for (let layer = 0; layer < written.length; layer++)
+                expect(Array.from(back.logits[layer]!)).toEqual(Array.from(written[layer]!));
+
+            const scores = await t.kv.scores(0);
+            const layers = scores.layers.map((layer, index) => [
+                Float32Array.from(layer.accumulated, (_, i) => index + i * 0.25),
+                Float32Array.from(layer.last, (_, i) => index - i * 0.125)
+            ] as [Float32Array, Float32Array]);
+            expect(t.kv.canRestoreScores).toBe(true);
+            expect(await t.kv.restoreScores(0, scores.positions, scores.heads, layers)).toBe(n);
+            const scoresBack = await t.kv.scores(0);
+            scoresBack.layers.forEach((layer, index) => {
+                expect(Array.from(layer.accumulated)).toEqual(Array.from(layers[index]![0]));
+                expect(Array.from(layer.last)).toEqual(Array.from(layers[index]![1]));
+            });
+        } finally {
+            await t.dispose();
+        }
+    });
+
+    test.each([
+        ["another layer count", {overrides: {"ponder.retention.model.block_count": gguf.u32(99)}}, /99 layers/],
+        ["another width", {overrides: {"ponder.retention.model.embedding_length": gguf.u32(7)}}, /width 7/],
+        ["a missing tensor", {omit: ["blk.1.retention.fc2.weight"]}, /missing tensor blk\.1\.retention\.fc2\.weight/],
+        ["another gate", {overrides: {"ponder.retention.gate": gguf.string("trimkv-rg3")}}, /unsupported gate type/],
+        ["the wrong number of KV heads", {kvHeads: 3}, /shape/]
+    ] as [string, Partial<SidecarSpec>, RegExp][])("a file with %s is refused with the reason, and the context goes on", async (_, change, reason) => {
+        const bad = path.join(dir, `bad-${Math.random().toString(36).slice(2)}.gguf`);
+        await writeRetentionSidecar(bad, {...spec, ...change});
+        const t = await createTestContext(model);
+        try {
+            await expect(t.kv.configureRetention(bad)).rejects.toThrow(reason);
+            await expect(t.kv.retention(0)).rejects.toThrow(/No retention gates are loaded/);
+            await evaluateForLogits(t.sequence, randomTokens(8, 10));
+            expect((await t.kv.stats()).cellsUsed).toBe(8);
+        } finally {
+            await t.dispose();
+        }
+    });
+
+    test("a truncated or garbage file is refused, not read past its end", async () => {
+        const full = await fs.readFile(sidecar);
+        const t = await createTestContext(model);
+        try {
+            // the last cut is inside the last tensor: the writer pads the file to 32 bytes after it
+            for (const cut of [16, Math.floor(full.length / 2), full.length - 33]) {
+                const truncated = path.join(dir, `cut-${cut}.gguf`);
+                await fs.writeFile(truncated, full.subarray(0, cut));
+                await expect(t.kv.configureRetention(truncated)).rejects.toThrow(/could not be loaded/);
+            }
+            const garbage = path.join(dir, "garbage.gguf");
+            await fs.writeFile(garbage, Buffer.from(Array.from({length: 4096}, (_, i) => (i * 2654435761) & 0xff)));
+            await expect(t.kv.configureRetention(garbage)).rejects.toThrow(/not a readable GGUF/);
+            await expect(t.kv.configureRetention(path.join(dir, "missing.gguf"))).rejects.toThrow(/could not be loaded/);
+            await evaluateForLogits(t.sequence, randomTokens(8, 12));
+        } finally {
+            await t.dispose();
+        }
+    });
+});
