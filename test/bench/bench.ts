@@ -239,7 +239,9 @@ for (const set of sets) {
     // What attention history foretells: the information every policy here ranks by, along Full's traces.
     if (!suites.has("foresight"))
         break;
+    const gates = values["demo-model"].replace(/\.gguf$/i, "") + ".retention.gguf";
     const report = await foresightSuite({llama, modelPath: values["demo-model"], problems: Number(values.problems), threads, set,
+        retention: await fs.access(gates).then(() => gates, () => undefined),
         onProgress: (line) => console.error(`  foresight ${set} ${line}`)});
     ((results.foresight ??= {}) as Record<string, unknown>)[set] = report.rows;
     say(`\n## What attention history foretells on ${report.title} (${values.problems} held-out problems, Full's greedy traces)\n\n` + report.table);

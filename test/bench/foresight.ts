@@ -12,6 +12,8 @@ const later = 64;
 const early = 16;
 
 export type ForesightRow = {
+    /** What ranks the cells: the attention they received so far, or the learned gates' log beta (TRIM-KV). */
+    signal: "attention received" | "retention gates",
     cells: "question" | "generated", needed: number, notNeeded: number,
     neededMedian: number, notNeededMedian: number,
     /** Share of (needed, not needed) pairs in which the needed cell had received more attention (ties count half). */
@@ -25,31 +27,39 @@ export type ForesightRow = {
  * can keep the right cells; only foresight (the oracle) can.
  */
 export async function foresightSuite(options: {llama: Llama, modelPath: string, problems: number, threads: number, set: keyof typeof problemSets,
+    /** A retention gate file for the model: adds the gates' rows (log beta when the cell is written, nothing seen yet). */
+    retention?: string,
     onProgress?: (line: string) => void}) {
     const set = problemSets[options.set]!;
     const model = await options.llama.loadModel({modelPath: options.modelPath});
-    const samples = {question: {needed: [] as number[], notNeeded: [] as number[]}, generated: {needed: [] as number[], notNeeded: [] as number[]}};
+    const samples = emptySamples();
+    const gateSamples = emptySamples();
     try {
         const wrapper = resolveChatWrapper(model);
         for (const [index, problem] of heldOutDemoProblems(options.problems, set.options, set.offset).entries()) {
             const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: problem.question},
                 {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}]}).contextText.tokenize(model.tokenizer);
-            const trace = await fullTrace(model, prompt, 4096, options.threads, {attention: true, stop: (token) => model.isEogToken(token)});
+            const trace = await fullTrace(model, prompt, 4096, options.threads, {attention: true, stop: (token) => model.isEogToken(token),
+                retention: options.retention});
             collect(trace.sharpest!, prompt.length, samples);
+            if (trace.logBeta != null)
+                collect(trace.sharpest!, prompt.length, gateSamples, (position) => trace.logBeta![position]!);
             options.onProgress?.(`problem ${index + 1}/${options.problems}: ${prompt.length}-token question, ${trace.tokens.length} tokens`);
         }
     } finally {
         await model.dispose();
     }
-    const rows: ForesightRow[] = (["question", "generated"] as const).map((cells) => {
-        const {needed, notNeeded} = samples[cells];
-        return {cells, needed: needed.length, notNeeded: notNeeded.length, neededMedian: quantile(needed, 0.5), notNeededMedian: quantile(notNeeded, 0.5),
-            auc: pairwiseAuc(needed, notNeeded)};
+    const rowsOf = (signal: ForesightRow["signal"], from: Samples) => (["question", "generated"] as const).map((cells): ForesightRow => {
+        const {needed, notNeeded} = from[cells];
+        return {signal, cells, needed: needed.length, notNeeded: notNeeded.length, neededMedian: quantile(needed, 0.5),
+            notNeededMedian: quantile(notNeeded, 0.5), auc: pairwiseAuc(needed, notNeeded)};
     });
+    const rows = [...rowsOf("attention received", samples), ...options.retention != null ? rowsOf("retention gates", gateSamples) : []];
     return {
         rows,
         title: set.title,
-        table: table(["cells", "read later (n)", "not read later (n)", "attention received, read later (median)", "not read later (median)", "AUC"], rows.map((row) => [
+        table: table(["signal", "cells", "read later (n)", "not read later (n)", "signal, read later (median)", "not read later (median)", "AUC"], rows.map((row) => [
+            row.signal === "retention gates" ? "retention gates (max log beta over layers and KV heads, at writing)" : "attention received",
             row.cells === "question"
                 ? `question: first read more than ${later} tokens into the answer, or never; largest one-head weight over the first ${later} tokens`
                 : `generated: read again more than ${later} tokens after being written, or not; one-head weights summed over the ${early} tokens after it`,
@@ -59,11 +69,12 @@ export async function foresightSuite(options: {llama: Llama, modelPath: string, 
 
 /**
  * `sharpest[r]` is the largest one-head weight the query at position `promptLength + r` gave each earlier position.
+ * Each cell's sample is the attention it received so far, or `signal(position)` when given (the gates' log beta).
  * Question cells (after the first, the sequence start) are split by whether they are first read more than `later`
  * tokens into the answer or never; generated cells by whether they are read again more than `later` tokens after
  * being written (cells written too close to the end to tell are left out).
  */
-export function collect(sharpest: Float32Array[], promptLength: number, into: {question: {needed: number[], notNeeded: number[]}, generated: {needed: number[], notNeeded: number[]}}) {
+export function collect(sharpest: Float32Array[], promptLength: number, into: Samples, signal?: (position: number) => number) {
     const rows = sharpest.length;
     const weight = (r: number, position: number) => sharpest[r]![position] ?? 0;
     if (rows > later) {
@@ -78,7 +89,7 @@ export function collect(sharpest: Float32Array[], promptLength: number, into: {q
             let seen = 0;
             for (let r = 0; r < later; r++)
                 seen = Math.max(seen, weight(r, position));
-            (firstRead >= later ? into.question.needed : into.question.notNeeded).push(seen);
+            (firstRead >= later ? into.question.needed : into.question.notNeeded).push(signal?.(position) ?? seen);
         }
     }
     for (let written = 0; written + later < rows; written++) {
@@ -89,8 +100,14 @@ export function collect(sharpest: Float32Array[], promptLength: number, into: {q
         let readLater = false;
         for (let r = written + later + 1; r < rows && !readLater; r++)
             readLater = weight(r, position) >= sharpRead;
-        (readLater ? into.generated.needed : into.generated.notNeeded).push(seen);
+        (readLater ? into.generated.needed : into.generated.notNeeded).push(signal?.(position) ?? seen);
     }
+}
+
+type Samples = {question: {needed: number[], notNeeded: number[]}, generated: {needed: number[], notNeeded: number[]}};
+
+function emptySamples(): Samples {
+    return {question: {needed: [], notNeeded: []}, generated: {needed: [], notNeeded: []}};
 }
 
 /** The probability that a value drawn from `a` exceeds one drawn from `b` (ties count half): Mann-Whitney's AUC. */

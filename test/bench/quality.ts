@@ -11,6 +11,8 @@ import {table} from "./plot.js";
 /** A quality row: a policy (or the oracle, or ReFreeKV as its paper runs it) at a share of the cells Full used. */
 export type QualityRow = {
     policy: PolicyId | "oracle" | "refreekv (paper)", share: number, accuracy: number, meanCells: number,
+    /** Share of the problems whose thought is Full's, token for token (a one-digit answer is right by chance 1 in 10). */
+    thoughtExact: number | null,
     /** Mean KV memory held at the end of each answer (Full: every token of it). */
     meanLiveKiB: number,
     /** Mean of (KV memory at the end) / (KV memory of that problem's Full run). */
@@ -52,6 +54,7 @@ export async function qualitySuite(options: {
     async function solve(question: string, policy: PolicyId, cells: number, params = defaultCompressionSettings.params,
         combine: CompressionSettings["combine"] = defaultCompressionSettings.combine) {
         let text = "";
+        let thought = "";
         let tokens = 0;
         let live = 0;
         const result = await engine.generate({
@@ -61,21 +64,25 @@ export async function qualitySuite(options: {
                 tokens += chunk.tokens;
                 if (chunk.segment === "answer")
                     text += chunk.text;
+                else if (chunk.segment === "thought")
+                    thought += chunk.text;
             },
             onSample(sample) {
                 live = sample.liveBytes;
             }
         });
-        return {answer: extractDemoAnswer(text), tokens, promptTokens: result.promptTokens, live, stopReason: result.stopReason};
+        return {answer: extractDemoAnswer(text), thought, tokens, promptTokens: result.promptTokens, live, stopReason: result.stopReason};
     }
 
     const used: number[] = [];
+    const fullThoughts: string[] = [];
     const failures: string[] = [];
     let fullCorrect = 0;
     for (const [index, problem] of problems.entries()) {
         // The demo model's whole context: a budget above it is refused (budgetCap).
         const run = await solve(problem.question, "full", 4096);
         used.push(run.promptTokens + run.tokens + 4);
+        fullThoughts.push(run.thought);
         if (isDemoAnswerCorrect(problem, run.answer))
             fullCorrect++;
         options.onProgress?.(`full: problem ${index + 1}/${problems.length}, ${run.tokens} tokens`);
@@ -83,11 +90,13 @@ export async function qualitySuite(options: {
     // Full KV holds every token of the answer: its memory is what each pruned run is measured against.
     const fullBytes = used.map((cells) => cells * bytesPerCell);
     const rows: QualityRow[] = [{
-        policy: "full", share: 1, accuracy: fullCorrect / problems.length, meanCells: mean(used), meanLiveKiB: mean(fullBytes) / 1024, memoryVsFull: 1, fidelity: null
+        policy: "full", share: 1, accuracy: fullCorrect / problems.length, thoughtExact: 1, meanCells: mean(used), meanLiveKiB: mean(fullBytes) / 1024, memoryVsFull: 1, fidelity: null
     }];
 
-    async function policyRow(policy: QualityRow["policy"], share: number, run: (problem: DemoProblem, index: number, cells: number) => Promise<{answer: string, live: number} | null>) {
+    async function policyRow(policy: QualityRow["policy"], share: number, run: (problem: DemoProblem, index: number, cells: number) => Promise<{answer: string, thought?: string, live: number} | null>) {
         let correct = 0;
+        let exact = 0;
+        let withThought = 0;
         const cells: number[] = [];
         const live: number[] = [];
         const vsFull: number[] = [];
@@ -104,9 +113,14 @@ export async function qualitySuite(options: {
             vsFull.push(result.live / fullBytes[index]!);
             if (isDemoAnswerCorrect(problem, result.answer))
                 correct++;
+            if (result.thought != null) {
+                withThought++;
+                if (result.thought === fullThoughts[index])
+                    exact++;
+            }
         }
         options.onProgress?.(`${policy} at ${Math.round(share * 100)}%: accuracy ${(correct / problems.length).toFixed(3)}`);
-        return {policy, share, accuracy: correct / problems.length, meanCells: mean(cells), meanLiveKiB: mean(live), memoryVsFull: mean(vsFull), fidelity: null};
+        return {policy, share, accuracy: correct / problems.length, thoughtExact: withThought === 0 ? null : exact / problems.length, meanCells: mean(cells), meanLiveKiB: mean(live), memoryVsFull: mean(vsFull), fidelity: null};
     }
 
     const policies = options.policies.filter((policy): policy is PolicyId => policy !== "oracle");
@@ -136,9 +150,9 @@ export async function qualitySuite(options: {
         rows,
         json: {problems: problems.length, set: options.set ?? "demo", rows, failures},
         failures,
-        table: table(["policy", "budget (share of Full)", "accuracy", "vs Full", "mean cells", "KV KiB at end", "KV vs Full", "top-1 agreement", "mean KL (nats)", "regret"],
+        table: table(["policy", "budget (share of Full)", "accuracy", "vs Full", "thought = Full's", "mean cells", "KV KiB at end", "KV vs Full", "top-1 agreement", "mean KL (nats)", "regret"],
             rows.map((r) => [r.policy, r.policy === "full" ? "100%" : r.policy === "refreekv (paper)" ? "no cap" : `${Math.round(r.share * 100)}%`,
-                r.accuracy.toFixed(3), (r.accuracy - fullAccuracy).toFixed(3), r.meanCells.toFixed(0), r.meanLiveKiB.toFixed(1), r.memoryVsFull.toFixed(3),
+                r.accuracy.toFixed(3), (r.accuracy - fullAccuracy).toFixed(3), r.thoughtExact == null ? "n/a" : r.thoughtExact.toFixed(3), r.meanCells.toFixed(0), r.meanLiveKiB.toFixed(1), r.memoryVsFull.toFixed(3),
                 r.fidelity == null ? (r.policy === "full" ? "1.000" : "n/a") : `${r.fidelity.top1Agreement.toFixed(3)} (n=${r.fidelity.problems})`,
                 r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.meanKl.toFixed(4),
                 r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.regret.toFixed(4)]))
