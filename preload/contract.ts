@@ -162,7 +162,7 @@ export type MessageCompression = {
     budgetFull?: boolean
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv";
+export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv" | "lava";
 /** A type of the K or the V cache; `q8_0` keys with `q4_0` values (K8V4) is LeanKV's recommended pair. */
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
 
@@ -175,7 +175,8 @@ export type PolicyParams = {
     h2o: {heavyRatio: number},
     lethe: {sparseRatio: number, recentRatio: number, segments: number, sinks: number, gamma: number, initialEvictRatio: number, keepInput: number},
     refreekv: {threshold: number, firstM: number, wholeLayers: number, mode: "once" | "rounds"},
-    leankv: {alpha: number, window: number}
+    leankv: {alpha: number, window: number},
+    lava: {window: number, kernel: number}
 };
 
 export type CompressionSettings = {
@@ -288,7 +289,11 @@ export type MessageStats = {
     policy: PolicyId,
     budgetCells: number,
     /** Samples every few tokens while generating, then the last one. */
-    samples: KvSample[]
+    samples: KvSample[],
+    /** The KV state this answer's run saved to disk, when it saved one. */
+    savedState?: SavedStateFigures,
+    /** Tokens loaded from a saved state instead of being read again, when the answer started from one. */
+    resumedTokens?: number
 };
 
 /** Where a model runs on a GPU build, with its GPU layers setting. */
@@ -335,6 +340,8 @@ export type BudgetEstimate = {
      * 0 for the other policies.
      */
     retentionBytes?: number,
+    /** Bytes of LAVa's value norms (4 per cell, layer and KV head); 0 for the other policies. */
+    valueNormBytes?: number,
     /** Policies this model cannot run, each with the reason in words (TRIM-KV without gates trained for the model). */
     unavailablePolicies?: {policy: PolicyId, reason: string}[],
     /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
@@ -394,8 +401,19 @@ export type AppSettings = {
     defaultModelId: string | null,
     defaultConversationSettings: ConversationSettings,
     /** Sampling presets the user saved, by name. */
-    samplingPresets: SamplingPreset[]
+    samplingPresets: SamplingPreset[],
+    /**
+     * Disk budget of the conversations' saved KV states (resume without reading the history again), in MiB; the oldest
+     * go first past it, and `0` saves none. Defaults to `4096` (4 GiB).
+     */
+    stateDiskBudgetMib: number
 };
+
+/** The conversations' saved KV states on disk: the bytes and files they take now. */
+export type SavedStatesUsage = {bytes: number, files: number};
+
+/** A conversation's KV state as saved after an answer: its size on disk, and its KV against a Full cache of the same tokens. */
+export type SavedStateFigures = {bytes: number, tokens: number, liveCells: number, liveBytes: number, fullBytes: number};
 
 /** A message found by full-text search. */
 export type SearchHit = {
@@ -512,6 +530,10 @@ export type Requests = {
     "demo:sample": {req: void, res: DemoSample | null},
     "settings:get": {req: void, res: AppSettings},
     "settings:update": {req: Partial<AppSettings>, res: AppSettings},
+    /** What the conversations' saved KV states take on disk now. */
+    "states:usage": {req: void, res: SavedStatesUsage},
+    /** Deletes every saved KV state (conversations then read their history again); returns what is left. */
+    "states:clear": {req: void, res: SavedStatesUsage},
     "models:list": {req: void, res: ModelInfo[]},
     /** Registers a local GGUF file (validated) without loading it. */
     "models:add": {req: {path: string}, res: ModelInfo},
@@ -605,7 +627,7 @@ export type Req<C extends RequestChannel> = Requests[C]["req"];
 export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
-    "app:status", "demo:sample", "settings:get", "settings:update", "models:list", "models:add", "models:pick", "models:remove", "models:load",
+    "app:status", "demo:sample", "settings:get", "settings:update", "states:usage", "states:clear", "models:list", "models:add", "models:pick", "models:remove", "models:load",
     "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:countTokens", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",

@@ -14,7 +14,7 @@ import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
 import {inspectModel} from "./inspectModel.js";
 import {KvController} from "./KvController.js";
 import {cacheTypeProblem, describeKvTypes, formatMib} from "./kvMemory.js";
-import {NativeKv, NO_RETENTION_GATES_MESSAGE} from "./native/NativeKv.js";
+import {NativeKv} from "./native/NativeKv.js";
 import {readReason, type PromptReading} from "./readReason.js";
 import {requireRetentionGates} from "./retention/requireRetentionGates.js";
 import {policyNeeds} from "./scoring.js";
@@ -511,7 +511,7 @@ export class Engine implements EngineApi {
             const kv = active.kv;
             try {
                 await restoreSequenceState(sequence, candidate, {
-                    scores: kv?.canRestoreScores === true
+                    scores: kv != null
                         ? async (positions, heads, layers) => {
                             await kv.restoreScores(0, positions, heads, layers.map(([accumulated, last]) => [accumulated!, last!]));
                         }
@@ -519,6 +519,11 @@ export class Engine implements EngineApi {
                     retention: kv?.retentionGates != null
                         ? async (positions, heads, layers) => {
                             await kv.restoreRetention(0, positions, heads, layers.map(([logits]) => logits!));
+                        }
+                        : null,
+                    valueNorms: kv?.valueNormsOn === true
+                        ? async (positions, heads, layers) => {
+                            await kv.restoreValueNorms(0, positions, heads, layers.map(([norms]) => norms!));
                         }
                         : null
                 });
@@ -542,15 +547,13 @@ export class Engine implements EngineApi {
     }
 
     /**
-     * Saves the sequence's state, or says in `outcome.note` why it did not: a policy whose scores this build cannot write
-     * back (its state could never be loaded), a state larger than `maxStateBytes` (the write would hold the answer up),
-     * or a failed write (a full disk): the answer is never lost for a state.
+     * Saves the sequence's state (with the scores, the retention gates' logits and the value norms the controller reads), or says in
+     * `outcome.note` why it did not: a state larger than `maxStateBytes` (the write would hold the answer up), or a failed
+     * write (a full disk): the answer is never lost for a state.
      */
     private async _saveState(active: Active, path: string, kind: "answer" | "prompt", expectation: StateExpectation,
         controller: KvController | null, outcome: StateOutcome): Promise<StateOutcome["saved"]> {
         const withScores = (controller?.scoringRows ?? 0) > 0;
-        if (withScores && active.kv?.canRestoreScores !== true)
-            return null;
         const stats = active.kv != null ? await active.kv.stats() : null;
         const liveBytes = stats != null ? stats.cellsUsed * stats.bytesPerCell : 0;
         if (liveBytes > maxStateBytes) {
@@ -560,7 +563,7 @@ export class Engine implements EngineApi {
         try {
             return await saveSequenceState({
                 sequence: active.session.sequence, kv: active.kv, path, kind, expectation, withScores,
-                withRetention: controller?.readsRetention === true,
+                withRetention: controller?.readsRetention === true, withValueNorms: controller?.readsValueNorms === true,
                 controller: controller == null ? null : tagTyped(controller.snapshot())
             });
         } catch (err) {
@@ -662,8 +665,6 @@ export class Engine implements EngineApi {
  * the gates, or an engine that refuses the gate file, is an error that says so.
  */
 async function startController(controller: KvController, kv: NativeKv, retentionGates: string | null): Promise<void> {
-    if (retentionGates != null && !kv.hasRetentionGates)
-        throw new AppError("ENGINE_UNPATCHED", `TRIM-KV cannot run: ${NO_RETENTION_GATES_MESSAGE}`);
     try {
         await controller.start();
     } catch (err) {

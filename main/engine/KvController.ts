@@ -1,6 +1,6 @@
 import type {CompressionSettings, KvSample} from "../../preload/contract.js";
 import type {NativeKv} from "./native/NativeKv.js";
-import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot} from "./native/types.js";
+import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";
 import {decide, initialDecideState, type DecideState} from "./policies/decide.js";
 import {policies} from "./policies/index.js";
 import {logSigmoid} from "./policies/scoreMath.js";
@@ -112,10 +112,16 @@ export class KvController {
         return policyNeeds(this._options.compression).retention === true;
     }
 
+    /** Whether the policy reads the cells' value norms (LAVa). */
+    get readsValueNorms(): boolean {
+        return policyNeeds(this._options.compression).valueNorms === true;
+    }
+
     /**
      * Turns on the scores the policy needs: none for Full, StreamingLLM and TRIM-KV (positions are read with scoring off),
      * so they cost nothing. Scores already accumulated in the context (earlier turns of the conversation) are kept. The
-     * retention gates are loaded for a policy that reads them and turned off (freed) for any other.
+     * retention gates are loaded for a policy that reads them and turned off (freed) for any other; so are the value norms
+     * (LAVa), which every model has.
      */
     async start(): Promise<void> {
         const {rows, gamma} = scoring(this._options.compression);
@@ -124,6 +130,7 @@ export class KvController {
         if (this.readsRetention && gates == null)
             throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
         await this._options.kv.configureRetention(this.readsRetention ? gates : null);
+        await this._options.kv.configureValueNorms(this.readsValueNorms);
     }
 
     /**
@@ -251,7 +258,8 @@ export class KvController {
     private async _prune(maxKeep: number, phase: PruneTarget["phase"]): Promise<number> {
         const started = this._options.now();
         const {kv, sequenceId} = this._options;
-        const snapshot = toPolicySnapshot(await kv.scores(sequenceId), this.readsRetention ? await kv.retention(sequenceId) : undefined);
+        const snapshot = toPolicySnapshot(await kv.scores(sequenceId), this.readsRetention ? await kv.retention(sequenceId) : undefined,
+            this.readsValueNorms ? await kv.valueNorms(sequenceId) : undefined);
         const n = snapshot.positions.length;
         if (n === 0)
             return 0;
@@ -277,9 +285,10 @@ export class KvController {
 
 /**
  * The native per-layer, per-head arrays as the policies' flat `(layer * heads + head) * n + cell` arrays; with `retention`,
- * the gates' logits as log beta in the cells' order of the scores (matched by position).
+ * the gates' logits as log beta, with `valueNorms` the cells' value L1 norms, in the cells' order of the scores (matched by
+ * position).
  */
-export function toPolicySnapshot(native: NativeScoreSnapshot, retention?: RetentionSnapshot): ScoreSnapshot {
+export function toPolicySnapshot(native: NativeScoreSnapshot, retention?: RetentionSnapshot, valueNorms?: ValueNormSnapshot): ScoreSnapshot {
     const n = native.positions.length;
     const layers = native.layers.length;
     const heads = native.heads;
@@ -294,7 +303,35 @@ export function toPolicySnapshot(native: NativeScoreSnapshot, retention?: Retent
         snapshot.retention = retentionLogBeta(retention, native.positions, layers);
         snapshot.retentionHeads = retention.heads;
     }
+    if (valueNorms != null) {
+        snapshot.valueNorms = valueNormsByCell(valueNorms, native.positions, layers);
+        snapshot.valueHeads = valueNorms.heads;
+    }
     return snapshot;
+}
+
+/**
+ * The cells' value L1 norms laid out `(layer * heads + head) * n + j` for the cells at `positions` (LAVa). A cell the read
+ * lacks, a layer it lacks, or a NaN counts as 0 (no norm known, as for cells written while the norms were off).
+ */
+export function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers: number): Float32Array {
+    const n = positions.length;
+    const heads = read.heads;
+    const m = read.positions.length;
+    const out = new Float32Array(layers * heads * n);
+    const same = m === n && read.positions.every((position, j) => position === positions[j]);
+    const source = same ? null : new Map(Array.from(read.positions, (position, j) => [position, j]));
+    for (let l = 0; l < Math.min(layers, read.norms.length); l++) {
+        const norms = read.norms[l]!;
+        for (let h = 0; h < heads; h++) {
+            for (let j = 0; j < n; j++) {
+                const k = source == null ? j : source.get(positions[j]!);
+                const v = k == null ? 0 : norms[h * m + k]!;
+                out[(l * heads + h) * n + j] = Number.isFinite(v) ? v : 0;
+            }
+        }
+    }
+    return out;
 }
 
 /**

@@ -15,13 +15,14 @@ export type StateCandidate = {path: string, header: StateHeader, tokens: number[
 
 /**
  * Saves the sequence's state (llama.cpp's cells with their positions, gaps included) with, when `withScores`, the native
- * per-cell scores, when `withRetention`, the retention gates' logits, and the controller's state, to `path`: written under
+ * per-cell scores, when `withRetention`, the retention gates' logits, when `withValueNorms`, the cells' value norms (LAVa),
+ * and the controller's state, to `path`: written under
  * a temporary name, then renamed. Call it where no decode can run (the engine's lock); node-llama-cpp takes the context's
  * lock for the save itself.
  */
 export async function saveSequenceState(options: {
     sequence: LlamaContextSequence, kv: NativeKv | null, path: string, kind: StateKind, expectation: StateExpectation,
-    withScores: boolean, withRetention?: boolean, controller: unknown
+    withScores: boolean, withRetention?: boolean, withValueNorms?: boolean, controller: unknown
 }): Promise<SavedState> {
     const {sequence, kv, path, kind, expectation} = options;
     const temp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
@@ -34,14 +35,17 @@ export async function saveSequenceState(options: {
         const scores = snapshot == null ? new Uint8Array(0) : packScores(snapshot.positions, snapshot.heads, snapshot.layers.map((layer) => [layer.accumulated, layer.last]));
         const gates = options.withRetention === true && kv != null ? await kv.retention(0) : null;
         const retention = gates == null ? new Uint8Array(0) : packScores(gates.positions, gates.heads, gates.logits.map((logits) => [logits]));
+        const norms = options.withValueNorms === true && kv != null ? await kv.valueNorms(0) : null;
+        const valueNorms = norms == null ? new Uint8Array(0) : packScores(norms.positions, norms.heads, norms.norms.map((values) => [values]));
         const llama = await fs.readFile(llamaTemp);
         const liveCells = stats?.cellsUsed ?? tokens.length;
         const bytesPerCell = stats?.bytesPerCell ?? 0;
         const parts = encodeStateFile({
             kind, ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells, bytesPerCell,
             scoreLayers: snapshot?.layers.length ?? 0, scoreHeads: snapshot?.heads ?? 0, retentionLayers: gates?.logits.length ?? 0,
-            retentionHeads: gates?.heads ?? 0, controller: options.controller
-        }, llama, scores, retention);
+            retentionHeads: gates?.heads ?? 0, valueNormLayers: norms?.norms.length ?? 0, valueNormHeads: norms?.heads ?? 0,
+            controller: options.controller
+        }, llama, scores, retention, valueNorms);
         await fs.writeFile(temp, parts);
         await fs.rename(temp, path);
         const bytes = parts.reduce((sum, part) => sum + part.byteLength, 0);
@@ -89,12 +93,12 @@ export type RestoreCells = (positions: Int32Array, heads: number, layers: Float3
 
 /**
  * Loads a candidate into `sequence`: the payload is checked against the header's checksum before llama.cpp sees it;
- * the scores and the retention gates' logits (when the state has them) are written back with `restore`. Throws
+ * the scores, the retention gates' logits and the value norms (when the state has them) are written back with `restore`. Throws
  * `StateFileError` for a file that is not what its header says; the sequence is then empty (llama.cpp clears it on a
  * failed load).
  */
 export async function restoreSequenceState(sequence: LlamaContextSequence, candidate: StateCandidate,
-    restore: {scores: RestoreCells | null, retention: RestoreCells | null}): Promise<void> {
+    restore: {scores: RestoreCells | null, retention: RestoreCells | null, valueNorms?: RestoreCells | null}): Promise<void> {
     const file = await fs.readFile(candidate.path);
     const {header, payloadOffset} = readStateHeader(file, file.byteLength);
     if (header.payloadSha256 !== candidate.header.payloadSha256)
@@ -104,13 +108,20 @@ export async function restoreSequenceState(sequence: LlamaContextSequence, candi
     const scores = header.scoreBytes > 0
         ? unpackScores(payload.subarray(header.llamaBytes, header.llamaBytes + header.scoreBytes), header.liveCells, header.scoreHeads, header.scoreLayers, 2)
         : null;
+    const retentionStart = header.llamaBytes + header.scoreBytes;
     const retention = header.retentionBytes > 0
-        ? unpackScores(payload.subarray(header.llamaBytes + header.scoreBytes), header.liveCells, header.retentionHeads, header.retentionLayers, 1)
+        ? unpackScores(payload.subarray(retentionStart, retentionStart + header.retentionBytes), header.liveCells, header.retentionHeads,
+            header.retentionLayers, 1)
+        : null;
+    const valueNorms = header.valueNormBytes > 0
+        ? unpackScores(payload.subarray(retentionStart + header.retentionBytes), header.liveCells, header.valueNormHeads, header.valueNormLayers, 1)
         : null;
     if (scores != null && restore.scores == null)
         throw new StateFileError("this engine build cannot write scores back");
     if (retention != null && restore.retention == null)
         throw new StateFileError("the retention gates are not loaded: their values cannot be written back");
+    if (valueNorms != null && restore.valueNorms == null)
+        throw new StateFileError("the value norms are off: they cannot be written back");
     const temp = `${candidate.path}.${randomBytes(6).toString("hex")}.load.tmp`;
     try {
         await fs.writeFile(temp, payload.subarray(0, header.llamaBytes));
@@ -125,6 +136,8 @@ export async function restoreSequenceState(sequence: LlamaContextSequence, candi
         await restore.scores!(scores.positions, header.scoreHeads, scores.layers);
     if (retention != null)
         await restore.retention!(retention.positions, header.retentionHeads, retention.layers);
+    if (valueNorms != null)
+        await restore.valueNorms!(valueNorms.positions, header.valueNormHeads, valueNorms.layers);
 }
 
 async function readHeaderOf(path: string): Promise<{header: StateHeader, payloadOffset: number}> {
@@ -145,8 +158,8 @@ async function readHeaderOf(path: string): Promise<{header: StateHeader, payload
 }
 
 /**
- * Positions (i32), then per layer its arrays (f32, `heads * n` each): the accumulated and the last scores, or the retention
- * gates' logits.
+ * Positions (i32), then per layer its arrays (f32, `heads * n` each): the accumulated and the last scores, the retention
+ * gates' logits, or the value norms.
  */
 export function packScores(positions: Int32Array, heads: number, layers: Float32Array[][]): Uint8Array {
     const n = positions.length;

@@ -22,7 +22,9 @@ export type ContextShape = {
      * With TRIM-KV's retention gates on: the bytes of their weights (`RetentionInfo.weightBytes`); their log beta per cell,
      * layer and KV head is counted beside. Defaults to `null` (gates off).
      */
-    retentionWeightBytes?: number | null
+    retentionWeightBytes?: number | null,
+    /** Whether LAVa's value norms are kept: one f32 per layer, KV head and cell. Defaults to `false`. */
+    valueNorms?: boolean
 };
 
 export type FitOptions = {
@@ -41,6 +43,8 @@ export type ContextFit = {
     scoresBytes: number,
     /** Bytes of the retention gates (weights and 4 bytes per cell, layer and KV head); 0 with the gates off. */
     retentionBytes: number,
+    /** Bytes of the value norms (4 per cell, layer and KV head); 0 when they are off. */
+    valueNormBytes: number,
     /** Bytes of llama.cpp's compute buffer; `null` when the metadata is incomplete. */
     computeBytes: number | null,
     /** The weights (unless loaded), the cache, the scores and the compute buffer. */
@@ -70,13 +74,16 @@ export function contextFit(model: ModelInspection, shape: ContextShape, freeMemo
     const retentionBytes = shape.retentionWeightBytes != null
         ? shape.retentionWeightBytes + 4 * (model.layers ?? 0) * (model.headCountKv ?? 0) * allocatedCells
         : 0;
-    const neededBytes = (modelLoaded ? 0 : model.weightsBytes ?? model.sizeBytes) + bytes + scoresBytes + retentionBytes + (computeBytes ?? 0);
+    // LAVa's value norms: one f32 per layer, KV head and cell.
+    const valueNormBytes = shape.valueNorms === true ? 4 * (model.layers ?? 0) * (model.headCountKv ?? 0) * allocatedCells : 0;
+    const sideBytes = scoresBytes + retentionBytes + valueNormBytes;
+    const neededBytes = (modelLoaded ? 0 : model.weightsBytes ?? model.sizeBytes) + bytes + sideBytes + (computeBytes ?? 0);
     const offload = gpu == null ? null : gpuOffload(model, {
-        gpuLayers: gpu.gpuLayers, kvBytes: bytes + scoresBytes + retentionBytes, computeBytes: computeBytes ?? 0, modelLoaded,
+        gpuLayers: gpu.gpuLayers, kvBytes: bytes + sideBytes, computeBytes: computeBytes ?? 0, modelLoaded,
         freeVramBytes: freeMemoryBytes, freeRamBytes: gpu.freeRamBytes
     });
     const fits = offload == null
         ? neededBytes <= freeMemoryBytes
         : offload.vramBytes <= offload.freeVramBytes && offload.ramBytes <= offload.freeRamBytes;
-    return {allocatedCells, bytesPerCell, bytes, scoresBytes, retentionBytes, computeBytes, neededBytes, offload, fits};
+    return {allocatedCells, bytesPerCell, bytes, scoresBytes, retentionBytes, valueNormBytes, computeBytes, neededBytes, offload, fits};
 }

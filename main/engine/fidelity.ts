@@ -22,7 +22,9 @@ export type FidelityOptions = {
      * Instead of the policy, keep at each round the cells the full run's rest of the trace attends to most (needs a
      * reference made with `attention: true`): the bound no eviction at this budget can beat. Defaults to `false`.
      */
-    oracle?: boolean
+    oracle?: boolean,
+    /** The model's retention gate file, for a policy that reads the gates (TRIM-KV). */
+    retentionGates?: string | null
 };
 
 /** The full-cache run: its greedy tokens and, at each step, the log-probabilities it predicted. */
@@ -238,7 +240,7 @@ async function prunedRun(options: FidelityOptions, reference: FullTrace, choose:
         const controller = new KvController({
             kv, sequenceId: 0, cells: options.cells,
             compression: future != null ? {...options.compression, policy: "streamingllm"} : options.compression,
-            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now(),
+            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now(), retentionGates: options.retentionGates,
             chooseEvictions: future != null ? (snapshot, maxKeep) => oracleEvictions(snapshot.positions, future[current]!, maxKeep) : undefined
         });
         await controller.start();

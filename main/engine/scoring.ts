@@ -24,12 +24,14 @@ const allRowsFlash = 32;
 /**
  * The attention scoring a compression setting turns on: none for the policies that read no scores (Full, StreamingLLM,
  * TRIM-KV: positions are read with scoring off), every row of a ubatch (bounded with flash attention) for the policies that
- * sum over queries, the last row otherwise. `rows` is 0 when scoring is off.
+ * sum over queries, the last w rows for LAVa (within the same bound), the last row otherwise. `rows` is 0 when scoring is off.
  */
 export function scoring(compression: Pick<CompressionSettings, "policy" | "flashAttention" | "params">): {rows: number, gamma: number} {
     const needs = policyNeeds(compression);
     if (needs.scores === false)
         return {rows: 0, gamma: 1};
-    const rows = !needs.allRows ? 1 : compression.flashAttention && needs.everyRow !== true ? allRowsFlash : allRows;
+    const bound = !needs.allRows ? 1 : compression.flashAttention && needs.everyRow !== true ? allRowsFlash : allRows;
+    // A policy's own count (LAVa's window) within the same bound.
+    const rows = needs.rows == null ? bound : Math.max(1, Math.min(needs.rows, bound));
     return {rows, gamma: needs.gamma ?? 1};
 }

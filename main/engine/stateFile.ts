@@ -10,11 +10,12 @@ import {createHash} from "node:crypto";
  * bytes), the header (JSON, UTF-8),
  * then the payload: `llamaBytes` of llama.cpp's file, then `scoreBytes` of scores (f32 LE: per layer, the accumulated
  * then the last scores, `heads * cells` each, head-major, cells in the order of `positions`), then `retentionBytes` of
- * the retention gates' logits (the same layout with one array per layer, `retentionHeads` KV heads).
+ * the retention gates' logits (the same layout with one array per layer, `retentionHeads` KV heads), then
+ * `valueNormBytes` of the cells' value L1 norms (LAVa; the same layout, `valueNormHeads` KV heads).
  */
 
 export const stateFileMagic = "PONDERKV";
-export const stateFileVersion = 2;
+export const stateFileVersion = 3;
 const prefixBytes = 48;
 /** A header is a few kilobytes (its tokens the most of it); more is not a header of ours. */
 const maxHeaderBytes = 64 * 1024 * 1024;
@@ -55,6 +56,10 @@ export type StateHeader = {
     retentionBytes: number,
     retentionLayers: number,
     retentionHeads: number,
+    /** Bytes, layers and KV heads of the cells' value L1 norms (LAVa); 0 when they were off. Added in version 3. */
+    valueNormBytes: number,
+    valueNormLayers: number,
+    valueNormHeads: number,
     /** The KV controller's own state at the save (policy accumulators, counters), JSON with typed arrays tagged. */
     controller: unknown,
     payloadSha256: string
@@ -66,17 +71,18 @@ export type StateExpectation = Pick<StateHeader, "model" | "kvType" | "kvTypeV" 
 export class StateFileError extends Error {}
 
 /** A state file's bytes: the header (without its checksum, computed here) and the payload's parts. */
-export function encodeStateFile(header: Omit<StateHeader, "payloadSha256" | "llamaBytes" | "scoreBytes" | "retentionBytes">, llama: Uint8Array, scores: Uint8Array,
-    retention: Uint8Array = new Uint8Array(0)): Buffer[] {
-    const hash = createHash("sha256").update(llama).update(scores).update(retention).digest("hex");
-    const full: StateHeader = {...header, llamaBytes: llama.byteLength, scoreBytes: scores.byteLength, retentionBytes: retention.byteLength, payloadSha256: hash};
+export function encodeStateFile(header: Omit<StateHeader, "payloadSha256" | "llamaBytes" | "scoreBytes" | "retentionBytes" | "valueNormBytes">,
+    llama: Uint8Array, scores: Uint8Array, retention: Uint8Array = new Uint8Array(0), valueNorms: Uint8Array = new Uint8Array(0)): Buffer[] {
+    const hash = createHash("sha256").update(llama).update(scores).update(retention).update(valueNorms).digest("hex");
+    const full: StateHeader = {...header, llamaBytes: llama.byteLength, scoreBytes: scores.byteLength, retentionBytes: retention.byteLength,
+        valueNormBytes: valueNorms.byteLength, payloadSha256: hash};
     const json = Buffer.from(JSON.stringify(full), "utf8");
     const prefix = Buffer.alloc(prefixBytes);
     prefix.write(stateFileMagic, 0, "latin1");
     prefix.writeUInt32LE(stateFileVersion, 8);
     prefix.writeUInt32LE(json.byteLength, 12);
     createHash("sha256").update(json).digest().copy(prefix, 16);
-    return [prefix, json, ...[llama, scores, retention].map((part) => Buffer.from(part.buffer, part.byteOffset, part.byteLength))];
+    return [prefix, json, ...[llama, scores, retention, valueNorms].map((part) => Buffer.from(part.buffer, part.byteOffset, part.byteLength))];
 }
 
 /** The header of a state file, from its first bytes; throws `StateFileError` when they are not one of ours. */
@@ -128,7 +134,7 @@ export function verifyStatePayload(header: StateHeader, payload: Uint8Array): vo
 }
 
 function payloadBytes(header: StateHeader): number {
-    return header.llamaBytes + header.scoreBytes + header.retentionBytes;
+    return header.llamaBytes + header.scoreBytes + header.retentionBytes + header.valueNormBytes;
 }
 
 /** Why a state made as `header` says cannot stand for `expected`, in words; `null` when it can. */
@@ -226,5 +232,5 @@ function isHeader(value: unknown): value is StateHeader {
         typeof h.kvType === "string" && typeof h.kvTypeV === "string" && typeof h.flashAttention === "boolean" && typeof h.policy === "string" &&
         typeof h.settingsHash === "string" && typeof h.payloadSha256 === "string" &&
         ["tokenCount", "cells", "liveCells", "bytesPerCell", "llamaBytes", "scoreBytes", "scoreLayers", "scoreHeads", "retentionBytes",
-            "retentionLayers", "retentionHeads"].every(count);
+            "retentionLayers", "retentionHeads", "valueNormBytes", "valueNormLayers", "valueNormHeads"].every(count);
 }

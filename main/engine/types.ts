@@ -88,7 +88,7 @@ export type StateOutcome = {
     restored: {path: string, tokens: number} | null,
     /** Why the history was read again although a state was offered; `null` when it was not. */
     note: string | null,
-    saved: {path: string, bytes: number, tokens: number, liveBytes: number, fullBytes: number} | null
+    saved: {path: string, bytes: number, tokens: number, liveCells: number, liveBytes: number, fullBytes: number} | null
 };
 
 export type GenerationResult = {

@@ -19,6 +19,8 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "demo:sample": () => services.demoSample(),
         "settings:get": () => services.settings.get(),
         "settings:update": (patch) => services.settings.update(patch),
+        "states:usage": () => services.savedStates(),
+        "states:clear": () => services.clearSavedStates(),
         "models:list": () => services.models.list(),
         "models:add": ({path}) => services.models.add(path),
         "models:pick": () => platform.pickModelFile(),

@@ -15,6 +15,8 @@ export const requestSchemas = {
     "demo:sample": none,
     "settings:get": none,
     "settings:update": appSettingsSchema.partial().strict() as z.ZodType<Partial<AppSettings>>,
+    "states:usage": none,
+    "states:clear": none,
     "models:list": none,
     "models:add": z.object({path: z.string().min(1).max(4096)}).strict(),
     "models:pick": none,

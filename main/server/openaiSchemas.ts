@@ -26,7 +26,7 @@ const cacheType = z.enum(["f16", "q8_0", "q4_0"]);
  * `--cache-type-k` / `--cache-type-v`) and flash attention; each unset one is the app's default.
  */
 export const ponderExtensionSchema = z.object({
-    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv"]).optional(),
+    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"]).optional(),
     budget: z.union([
         z.object({cells: z.number().int().min(minBudgetCells).max(maxBudgetCells)}).strict(),
         z.object({mib: z.number().positive().max(1_048_576)}).strict()

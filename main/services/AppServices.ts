@@ -1,6 +1,6 @@
 import path from "node:path";
 import {AppError} from "../AppError.js";
-import type {AppStatus, ConversationDetail, DemoSample, ModelDetails} from "../../preload/contract.js";
+import type {AppStatus, ConversationDetail, DemoSample, ModelDetails, SavedStatesUsage} from "../../preload/contract.js";
 import {heldOutDemoProblems} from "../demo/demoTask.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
@@ -34,6 +34,8 @@ export type AppServicesOptions = {
     now?: Clock
 };
 
+const mib = 1024 * 1024;
+
 /** Every use case of the app, wired to one database and one engine. No Electron here. */
 export class AppServices {
     readonly settings: SettingsService;
@@ -62,6 +64,22 @@ export class AppServices {
         this.compression = new CompressionService(engine, this.models);
         this.queue = new GenerationQueue(_options.maxQueued ?? 4);
         this.conversations.states = _options.states ?? null;
+        const states = _options.states;
+        if (states != null) {
+            // The disk budget follows the settings; a lower one (0: save none) trims at once.
+            states.budgetBytes = this.settings.get().stateDiskBudgetMib * mib;
+            this.settings.onUpdate((settings) => {
+                const bytes = settings.stateDiskBudgetMib * mib;
+                if (bytes === states.budgetBytes)
+                    return;
+                states.budgetBytes = bytes;
+                try {
+                    states.trim();
+                } catch {
+                    // the next save trims again
+                }
+            });
+        }
         this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, this.queue, {...(_options.chat ?? {}), states: _options.states});
         this.completions = new CompletionService(engine, this.queue, this.compression, this.settings, now);
         this.server = new ServerService(db, engine, this.completions, this.queue, this.settings, emit, _options.server);
@@ -70,6 +88,17 @@ export class AppServices {
         this.tokens = new TokenCountService(db, engine, this.conversations, this.settings, this.compression);
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
+    }
+
+    /** What the saved KV states take on disk now (nothing when no store is set). */
+    savedStates(): SavedStatesUsage {
+        return this._options.states?.usage() ?? {bytes: 0, files: 0};
+    }
+
+    /** Deletes every saved KV state (a state being saved now is written after, and counted the next time). */
+    clearSavedStates(): SavedStatesUsage {
+        this._options.states?.clear();
+        return this.savedStates();
     }
 
     status(): AppStatus {

@@ -277,7 +277,8 @@ export class ChatService {
             const states = store == null ? undefined : {
                 load: rows.filter((row) => row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
                     .reverse().map((row) => store.pathOf(conversationId, row.id)),
-                save: store.prepare(conversationId, messageId)
+                // A disk budget of 0 saves none (the states already there may still be loaded).
+                save: store.saving ? store.prepare(conversationId, messageId) : undefined
             };
             const result = await this._engine.generate({
                 states,
@@ -336,8 +337,13 @@ export class ChatService {
                 }
             });
             promptTokens = result.promptTokens;
-            if (result.states?.saved != null)
+            if (result.states?.saved != null) {
+                const {bytes, tokens, liveCells, liveBytes, fullBytes} = result.states.saved;
+                messageStats.savedState = {bytes, tokens, liveCells, liveBytes, fullBytes};
                 this._trimStates(result.states.saved.path);
+            }
+            if (result.states?.restored != null)
+                messageStats.resumedTokens = result.states.restored.tokens;
             if (result.stopReason === "abort")
                 status = "stopped";
             else if (result.stopReason === "maxTokens") {

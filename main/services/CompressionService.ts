@@ -14,7 +14,7 @@ import type {ModelService} from "./ModelService.js";
 
 /** The policies' names as the app shows them (renderer/lib/policies.ts), for the notes. */
 const policyNames: Record<PolicyId, string> = {
-    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV", trimkv: "TRIM-KV"
+    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV", trimkv: "TRIM-KV", lava: "LAVa"
 };
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
@@ -82,7 +82,8 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         notes.push(support.note!);
     const retention = options.retention;
     const unavailablePolicies = retention?.available === false ? [{policy: "trimkv" as const, reason: retention.reason}] : [];
-    const readsRetention = policyNeeds(compression).retention === true;
+    const needs = policyNeeds(compression);
+    const readsRetention = needs.retention === true;
     if (readsRetention && retention?.available === false)
         notes.push(`${policyNames[compression.policy]} cannot run on this model: ${retention.reason}.`);
     if (compression.policy === "full")
@@ -92,7 +93,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
 
     const {kvType, kvTypeV, flashAttention} = compression;
     const retentionWeightBytes = readsRetention && retention?.available === true ? retention.info.weightBytes : null;
-    const shape = {cells, kvType, kvTypeV, flashAttention, scoreRows: scoring(compression).rows, retentionWeightBytes};
+    const shape = {cells, kvType, kvTypeV, flashAttention, scoreRows: scoring(compression).rows, retentionWeightBytes, valueNorms: needs.valueNorms === true};
     const fit = contextFit(model, shape, freeMemoryBytes, options)!;
     if (fit.allocatedCells !== cells)
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${fit.allocatedCells} cells are allocated, ${cells} are used.`);
@@ -115,6 +116,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         computeBytes: fit.computeBytes,
         scoresBytes: fit.scoresBytes,
         retentionBytes: fit.retentionBytes,
+        valueNormBytes: fit.valueNormBytes,
         unavailablePolicies,
         modelLoaded: options.modelLoaded ?? true,
         neededBytes: fit.neededBytes,

@@ -6,6 +6,8 @@ import {appSettingsSchema, defaultAppSettings, defaultConversationSettings, merg
 const key = "app";
 
 export class SettingsService {
+    private readonly _listeners = new Set<(settings: AppSettings) => void>();
+
     /** `loadedModel`: the model a new default budget is checked against (`budgetCap`); none, nothing to check. */
     constructor(private readonly _db: AppDatabase, private readonly _loadedModel: () => CapModel | null = () => null) {}
 
@@ -32,6 +34,14 @@ export class SettingsService {
         if (budgetChanged(current.defaultConversationSettings.compression, compression))
             assertBudgetWithinCap(this._loadedModel(), compression);
         this._db.settings.set(key, next);
+        for (const listener of this._listeners)
+            listener(next);
         return next;
+    }
+
+    /** Calls `listener` with the settings after each update; returns what removes it. */
+    onUpdate(listener: (settings: AppSettings) => void): () => void {
+        this._listeners.add(listener);
+        return () => void this._listeners.delete(listener);
     }
 }

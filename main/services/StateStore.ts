@@ -15,10 +15,38 @@ type Entry = {path: string, bytes: number, mtimeMs: number};
  * conversation or message. The engine writes and reads the files; this only names, counts and removes them.
  */
 export class StateStore {
-    constructor(private readonly _dir: string, private readonly _options: StateStoreOptions = {}) {}
+    private _budgetBytes: number;
 
+    constructor(private readonly _dir: string, options: StateStoreOptions = {}) {
+        this._budgetBytes = options.budgetBytes ?? defaultStateBudgetBytes;
+    }
+
+    /** The disk budget (the settings' `stateDiskBudgetMib`); `0` saves no state. Lowering it does not trim: call `trim`. */
     get budgetBytes(): number {
-        return this._options.budgetBytes ?? defaultStateBudgetBytes;
+        return this._budgetBytes;
+    }
+
+    set budgetBytes(bytes: number) {
+        if (!Number.isFinite(bytes) || bytes < 0)
+            throw new Error(`not a disk budget: ${bytes}`);
+        this._budgetBytes = bytes;
+    }
+
+    /** Whether states are saved at all (a budget of 0 saves none). */
+    get saving(): boolean {
+        return this._budgetBytes > 0;
+    }
+
+    /** The bytes and files the states take on disk now. */
+    usage(): {bytes: number, files: number} {
+        const entries = this._entries();
+        return {bytes: entries.reduce((sum, entry) => sum + entry.bytes, 0), files: entries.length};
+    }
+
+    /** Deletes every state (each conversation then reads its history again). */
+    clear(): void {
+        for (const entry of this._entries())
+            fs.rmSync(entry.path, {force: true});
     }
 
     /** The file of the state saved after `messageId`. Ids are UUIDs; anything else is refused. */

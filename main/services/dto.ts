@@ -56,7 +56,7 @@ function parseStats(json: string): MessageStats | null {
     }
 }
 
-const policyIds: readonly PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv"];
+const policyIds: readonly PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"];
 
 /**
  * A stored (or imported) record of the compression an answer ran under; `null` when there is none or it is unreadable.

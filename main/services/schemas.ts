@@ -3,6 +3,7 @@ import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, 
 import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../engine/kvMemory.js";
 import {h2oPolicy} from "../engine/policies/h2o.js";
+import {lavaPolicy} from "../engine/policies/lava.js";
 import {leanKvPolicy} from "../engine/policies/leankv.js";
 import {lethePolicy} from "../engine/policies/lethe.js";
 import {refreeKvPolicy} from "../engine/policies/refreekv.js";
@@ -37,6 +38,10 @@ const paramsSchema = z.object({
     leankv: z.object({
         alpha: z.number().min(0, "alpha must be 0 (prune nothing) or more").max(1000),
         window: z.number().int().min(0).max(65_536)
+    }).strict(),
+    lava: z.object({
+        window: z.number().int().min(1, "the window w must be at least 1 token").max(65_536),
+        kernel: z.number().int().min(1).max(63).refine((kernel) => kernel % 2 === 1, "the pooling kernel must be odd")
     }).strict()
 }).strict();
 
@@ -44,7 +49,7 @@ export const kvCacheTypeSchema = z.enum(["f16", "q8_0", "q4_0"]);
 
 /** The compression settings field by field, without the checks across fields (for partial updates). */
 export const compressionSettingsFields = z.object({
-    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv"]),
+    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"]),
     budget: budgetSchema,
     kvType: kvCacheTypeSchema,
     kvTypeV: kvCacheTypeSchema,
@@ -72,7 +77,8 @@ export const defaultCompressionSettings: CompressionSettings = {
         h2o: {...h2oPolicy.defaults},
         lethe: {...lethePolicy.defaults},
         refreekv: {...refreeKvPolicy.defaults},
-        leankv: {...leanKvPolicy.defaults}
+        leankv: {...leanKvPolicy.defaults},
+        lava: {...lavaPolicy.defaults}
     }
 };
 
@@ -125,19 +131,26 @@ export const defaultConversationSettings: ConversationSettings = {
     compression: defaultCompressionSettings
 };
 
+/** The saved states' disk budget in whole MiB: 0 (save none) up to 1 TiB. */
+export const stateDiskBudgetMibSchema = z.number({error: "The disk budget must be a number of MiB"})
+    .int("The disk budget is a whole number of MiB").min(0, "The disk budget cannot be negative")
+    .max(1024 * 1024, "The disk budget is at most 1 TiB");
+
 export const appSettingsSchema = z.object({
     theme: z.enum(["system", "light", "dark"]),
     defaultModelId: z.string().max(200).nullable(),
     defaultConversationSettings: conversationSettingsSchema,
     samplingPresets: z.array(samplingPresetSchema).max(50, "At most 50 presets")
-        .refine((presets) => new Set(presets.map((preset) => preset.name.trim().toLowerCase())).size === presets.length, "Two presets have the same name")
+        .refine((presets) => new Set(presets.map((preset) => preset.name.trim().toLowerCase())).size === presets.length, "Two presets have the same name"),
+    stateDiskBudgetMib: stateDiskBudgetMibSchema
 }).strict() satisfies z.ZodType<AppSettings>;
 
 export const defaultAppSettings: AppSettings = {
     theme: "system",
     defaultModelId: null,
     defaultConversationSettings,
-    samplingPresets: []
+    samplingPresets: [],
+    stateDiskBudgetMib: 4096
 };
 
 /**
@@ -177,7 +190,7 @@ export function mergeConversationSettings(defaults: ConversationSettings, stored
     }
     const params = typeof compression.params === "object" && compression.params != null ? compression.params as Record<string, unknown> : {};
     const mergedParams: Record<string, unknown> = {...defaults.compression.params};
-    for (const key of ["streamingllm", "h2o", "lethe", "refreekv", "leankv"] as const) {
+    for (const key of ["streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava"] as const) {
         const field = paramsSchema.shape[key].safeParse({...defaults.compression.params[key], ...(params[key] as object | undefined)});
         if (field.success)
             mergedParams[key] = field.data;

@@ -32,7 +32,8 @@ export function toForm(compression: CompressionSettings): BudgetForm {
             h2o: {...params.h2o},
             lethe: {...params.lethe},
             refreekv: {...params.refreekv},
-            leankv: {...params.leankv}
+            leankv: {...params.leankv},
+            lava: {...params.lava}
         }
     };
 }
@@ -69,7 +70,8 @@ export function toCompression(form: BudgetForm): CompressionSettings {
                 threshold: number(params.refreekv.threshold), firstM: number(params.refreekv.firstM), wholeLayers: number(params.refreekv.wholeLayers),
                 mode: params.refreekv.mode
             },
-            leankv: {alpha: number(params.leankv.alpha), window: number(params.leankv.window)}
+            leankv: {alpha: number(params.leankv.alpha), window: number(params.leankv.window)},
+            lava: {window: number(params.lava.window), kernel: number(params.lava.kernel)}
         }
     };
 }

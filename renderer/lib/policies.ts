@@ -55,7 +55,13 @@ export const policies: PolicyInfo[] = [
             "a token's hold fades with age at the rate its gate gave it, and the faintest go first.",
         "Needs a gate file trained for the model (beside it, named <model>.retention.gguf); without one it is unavailable.",
         {title: "Cache What Lasts: Token Retention for Memory-Bounded KV Cache in LLMs (TRIM-KV)", authors: "Bui et al., ICLR 2026",
-            url: "https://arxiv.org/abs/2512.03324"})
+            url: "https://arxiv.org/abs/2512.03324"}),
+    policy("lava", "LAVa",
+        "Keeps the cells the latest queries attend to, weighted by how large the head's values are, with more cells for the layers whose " +
+            "attention is most spread; the newest 32 always stay.",
+        "Its layer budgets act under \"Layer quotas\"; the other modes keep its scores but not its budgets.",
+        {title: "LAVa: Layer-wise KV Cache Eviction with Dynamic Budget Allocation", authors: "Shen et al., 2025",
+            url: "https://arxiv.org/abs/2509.09754"})
 ];
 
 export type ParamSpec = {
@@ -106,16 +112,23 @@ export const paramSpecs: {[P in Tunable]: (ParamSpec & {key: keyof PolicyParams[
         {key: "alpha", label: "Threshold α", hint: "A token goes when its mean attention is below α times the average (0 keeps all).",
             min: 0, max: 1000, step: 0.05},
         {key: "window", label: "Recent window W", hint: "Newest tokens always kept.", min: 0, max: 65_536, integer: true, step: 1}
+    ],
+    lava: [
+        {key: "window", label: "Window w", hint: "Newest tokens always kept, and the latest queries whose attention counts (Eq. 5).",
+            min: 1, max: 65_536, integer: true, step: 1},
+        {key: "kernel", label: "Pooling kernel", hint: "Each token's score is the largest of its neighbours' within this width (odd; 1: none).",
+            min: 1, max: 63, integer: true, step: 2}
     ]
 };
 
-/** The papers' defaults (Lethe §5, ReFreeKV §2.2, StreamingLLM, H2O; LeanKV's W from §4, its α calibrated as its §7.2 does). */
+/** The papers' defaults (Lethe §5, ReFreeKV §2.2, StreamingLLM, H2O; LeanKV's W from §4, its α calibrated as its §7.2 does; LAVa §5.1). */
 export const policyDefaults: PolicyParams = {
     streamingllm: {sinks: 4},
     h2o: {heavyRatio: 0.5},
     lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
     refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"},
-    leankv: {alpha: 1.2, window: 64}
+    leankv: {alpha: 1.2, window: 64},
+    lava: {window: 32, kernel: 7}
 };
 
 /** Bounds of the settings beside the policy parameters. */

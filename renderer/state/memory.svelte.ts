@@ -1,4 +1,4 @@
-import type {Events, KvSample, MessageCompression, MessageDto, PonderApi, ReadReason} from "../../preload/contract.js";
+import type {Events, KvSample, MessageCompression, MessageDto, PonderApi, ReadReason, SavedStateFigures} from "../../preload/contract.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
 import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
 import {lastSample} from "../lib/formatMemory.js";
@@ -137,6 +137,18 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return stored ? {messageId: shown.id, sample: stored, live: false, compression} : null;
     });
 
+    /** The conversation's KV state on disk: the one the latest answer that saved one saved. */
+    const savedState = $derived.by((): (SavedStateFigures & {messageId: string}) | null => {
+        const message = chat.state.messages.findLast((candidate) => candidate.role === "assistant" && candidate.stats?.savedState != null);
+        return message?.stats?.savedState != null ? {messageId: message.id, ...message.stats.savedState} : null;
+    });
+
+    /** Tokens the latest finished answer loaded from a saved state instead of reading them again; `null` when it read them. */
+    const resumedTokens = $derived.by((): number | null => {
+        const message = chat.state.messages.findLast((candidate) => candidate.role === "assistant" && candidate.stats != null);
+        return message?.stats?.resumedTokens ?? null;
+    });
+
     const storedRetention = $derived.by((): RetentionView => {
         const stored = createRetentionHistory(maxColumns);
         for (const sample of shown?.stats?.samples ?? [])
@@ -194,6 +206,14 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         /** KV memory against tokens over the whole conversation, thinned to at most `maxPoints`. */
         get points() {
             return points;
+        },
+        /** The conversation's saved KV state (bytes on disk, and a Full cache's bytes for the same tokens), or `null`. */
+        get savedState() {
+            return savedState;
+        },
+        /** Tokens the latest answer loaded from disk instead of reading the history again, or `null`. */
+        get resumedTokens() {
+            return resumedTokens;
         },
         /** Grows with every published update: the charts redraw when it changes. */
         get version() {

@@ -6,6 +6,7 @@ import {createConversations} from "./conversations.svelte.js";
 import {createDownloads} from "./downloads.svelte.js";
 import {createDraftTokens, type DraftTokensOptions} from "./draftTokens.svelte.js";
 import {createEngineBuilds} from "./engineBuilds.svelte.js";
+import {createSavedStates} from "./savedStates.svelte.js";
 import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
@@ -39,6 +40,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const downloads = createDownloads(bridge, models);
     const server = createServer(bridge);
     const engineBuilds = createEngineBuilds(bridge);
+    const savedStates = createSavedStates(bridge);
     const search = createSearch(bridge, options.search);
     const draftTokens = createDraftTokens(bridge, options.draftTokens);
     const connection = $state({connected: true});
@@ -236,7 +238,8 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, search, draftTokens, connection, ui,
+        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, savedStates, search, draftTokens,
+        connection, ui,
         start, openConversation, openSearchHit, forkAt, importConversation, newConversation, deleteConversation, send, openExternal, focusSearch,
         closeOpenPanel, demo, trySample,
         dispose(): void {

@@ -1,14 +1,16 @@
 // `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
 //
-//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision]
-//                    [--policies streamingllm,h2o,lethe,refreekv,leankv] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
+//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume]
+//                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
 //                    [--alphas 0,0.25,0.5,1,2,4] [--calibration-problems 16] [--precision-policy lethe] [--precision-share 0.5]
+//                    [--resume-lengths 1024,4096,16384] [--resume-demo-lengths 1024,2048] [--resume-policy lethe] [--resume-repeats 2]
 //                    [--out test/bench/results] [--threads 2]
 //
 // calibrate-leankv and precision are not in the default suites: the first picks LeanKV's alpha on training problems,
-// the second is LeanKV's Figure 7 ablation (F16, K8V4, K4V8 with Full KV, an eviction policy and LeanKV).
+// the second is LeanKV's Figure 7 ablation (F16, K8V4, K4V8 with Full KV, an eviction policy and LeanKV). resume (not in
+// the defaults either) times a conversation's next answer from its KV state on disk against reading the history again.
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -21,6 +23,9 @@ import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
+import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
+import {inspectModel} from "../../main/engine/inspectModel.js";
 import {decodeRun, type DecodePoint} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {foresightSuite} from "./foresight.js";
@@ -30,12 +35,14 @@ import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import {forkEngine} from "../../main/engine/process/forkEngine.js";
 import {median} from "./median.js";
 import {builtEngineEntry, processRuns, processSuite} from "./processBench.js";
+import {resumeSuite} from "./resume.js";
+import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {serverSuite} from "./serverBench.js";
 
 const {values} = parseArgs({
     options: {
         suites: {type: "string", default: "fidelity,overhead,speed,quality,foresight,server,process"},
-        policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,leankv,oracle"},
+        policies: {type: "string", default: "streamingllm,h2o,lethe,refreekv,leankv,lava,oracle"},
         budgets: {type: "string", default: "0.25,0.5,0.75"},
         model: {type: "string"},
         "demo-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf")},
@@ -54,6 +61,10 @@ const {values} = parseArgs({
         "calibration-problems": {type: "string", default: "16"},
         "precision-policy": {type: "string", default: "lethe"},
         "precision-share": {type: "string", default: "0.5"},
+        "resume-lengths": {type: "string", default: "1024,4096,16384"},
+        "resume-demo-lengths": {type: "string", default: "1024,2048"},
+        "resume-policy": {type: "string", default: "lethe"},
+        "resume-repeats": {type: "string", default: "2"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
     }
@@ -167,6 +178,22 @@ if (suites.has("overhead")) {
         `medians of ${repeats} rounds)\n\n` + table(["run", "flash attention", "tokens/s", "ratio to Full (median of the rounds' ratios)"], rows));
 }
 
+/**
+ * The model's retention gates (TRIM-KV): its gate file when there is one, else, for a generated bench model, random gates
+ * of the paper's shape (a 512-wide hidden layer, F16 weights) written beside it: the speed and memory cost, not the choice.
+ */
+async function gatesFor(modelPath: string): Promise<string> {
+    const gates = retentionSidecarPath(modelPath);
+    if (await fs.access(gates).then(() => true, () => false))
+        return gates;
+    const info = await inspectModel(modelPath);
+    if (info.layers == null || info.embeddingLength == null || info.headCountKv == null)
+        throw new Error(`${modelPath}: no retention gates and no shape to make random ones`);
+    await writeRetentionSidecar(gates, {modelPath, architecture: info.architecture ?? "", layers: info.layers, width: info.embeddingLength,
+        kvHeads: info.headCountKv, hidden: 512, weightScale: 0.05, biasRange: [10, 14], weightType: "f16"});
+    return gates;
+}
+
 if (suites.has("speed")) {
     // Decode speed and live KV memory against generated length: Full vs each policy, same run (Lethe Fig. 4's shape).
     const file = values.model ?? await getFixtureModel("bench-1.5b-shape");
@@ -180,7 +207,8 @@ if (suites.has("speed")) {
         console.error(`  speed ${name}: ${p.tokens}/${length} tokens, ${p.tokensPerSecond.toFixed(1)} tok/s, live KV ${(p.liveBytes / 2 ** 20).toFixed(1)} MiB`);
     runs.full = await decodeRun(model, {prompt, length, cells: length + prompt.length + 16, window, threads, compression: settings("full"), onPoint: progress("full")});
     for (const policy of policies)
-        runs[policy] = await decodeRun(model, {prompt, length, cells: budget, window, threads, compression: settings(policy, {pruneEvery: 32}), onPoint: progress(policy)});
+        runs[policy] = await decodeRun(model, {prompt, length, cells: budget, window, threads, compression: settings(policy, {pruneEvery: 32}), onPoint: progress(policy),
+            retentionGates: policy === "trimkv" ? await gatesFor(file) : null});
     await model.dispose();
 
     const speedRows = Object.entries(runs).flatMap(([name, run]) => run.points.map((p) => ({x: p.tokens, y: p.tokensPerSecond, series: name})));
@@ -239,7 +267,7 @@ for (const set of sets) {
     // What attention history foretells: the information every policy here ranks by, along Full's traces.
     if (!suites.has("foresight"))
         break;
-    const gates = values["demo-model"].replace(/\.gguf$/i, "") + ".retention.gguf";
+    const gates = retentionSidecarPath(values["demo-model"]);
     const report = await foresightSuite({llama, modelPath: values["demo-model"], problems: Number(values.problems), threads, set,
         retention: await fs.access(gates).then(() => gates, () => undefined),
         onProgress: (line) => console.error(`  foresight ${set} ${line}`)});
@@ -280,6 +308,23 @@ if (suites.has("process")) {
                 row.firstTokenRatio.toFixed(3)])) +
         `\n\nStarting the engine process and loading the model: ${report.coldStartMs.toFixed(0)} ms. From a SIGKILL of the engine process to the model ` +
         `loaded again in a new one: median ${report.restartMedianMs.toFixed(0)} ms over ${report.restartMs.length} kills (${report.restartMs.map((ms) => ms.toFixed(0)).join(", ")}).`);
+}
+
+if (suites.has("resume")) {
+    // A conversation opened again (a fresh engine): its KV state loaded from disk against its history read again, same run.
+    const lengthsOf = (list: string) => list.split(",").filter((length) => length !== "").map(Number);
+    const policy = values["resume-policy"] as PolicyId;
+    const repeats = Number(values["resume-repeats"]);
+    // A few lines of a demo program (a whole problem is some 600 tokens: too coarse to fill a conversation to its length).
+    const demo = heldOutDemoProblems(1)[0]!.question.split("\n").slice(1, 4).join("\n") + "\n";
+    const report = await resumeSuite({llama, build, threads, repeats, policies: ["full", policy], onProgress: (line) => console.error(`  resume ${line}`), models: [
+        {label: path.basename(values.model ?? "bench-1.5b-shape").replace(/\.gguf$/, ""), path: values.model ?? await getFixtureModel("bench-1.5b-shape"),
+            lengths: lengthsOf(values["resume-lengths"]), filler: "Think about the numbers one two three four five six seven eight nine ten. "},
+        {label: "ponder-demo", path: values["demo-model"], lengths: lengthsOf(values["resume-demo-lengths"]), filler: demo}
+    ]});
+    results.resume = report.rows;
+    say(`\n## Resume from disk vs read the history again (a fresh engine each time, ${threads} threads, medians of ${repeats} pairs run back to back; ` +
+        `Full with every cell, ${policy} at half the tokens; greedy, the next answer's 24 tokens compared)\n\n` + report.table);
 }
 
 await fs.writeFile(path.join(out, "results.json"), JSON.stringify(results, null, 2));

@@ -14,7 +14,9 @@ export type DecodePoint = {tokens: number, tokensPerSecond: number, liveBytes: n
 export async function decodeRun(model: LlamaModel, options: {
     prompt: Token[], length: number, cells: number, compression: CompressionSettings, window: number, threads?: number, flashAttention?: boolean,
     /** Called after each window (for progress lines on long runs). */
-    onPoint?: (point: DecodePoint) => void
+    onPoint?: (point: DecodePoint) => void,
+    /** The model's retention gate file, for a policy that reads the gates (TRIM-KV). */
+    retentionGates?: string | null
 }): Promise<{points: DecodePoint[], tokensPerSecond: number, scoringMs: number, pruneRounds: number, forcedDrops: number}> {
     const context = await model.createContext({contextSize: options.cells, threads: options.threads ?? 0, sequences: 1, flashAttention: options.flashAttention ?? false});
     const kv = new NativeKv(context);
@@ -24,7 +26,7 @@ export async function decodeRun(model: LlamaModel, options: {
         const sequence = context.getSequence();
         const controller = new KvController({
             kv, sequenceId: 0, compression: options.compression, cells: options.cells,
-            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now()
+            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now(), retentionGates: options.retentionGates
         });
         await controller.start();
         gateSequenceDecodes(sequence, (count, first) => controller.beforeDecode(count, first));

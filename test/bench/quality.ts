@@ -4,6 +4,7 @@ import {Engine} from "../../main/engine/Engine.js";
 import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
 import {kvBytesPerCell} from "../../main/engine/kvMemory.js";
+import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect, type DemoProblem, type DemoTaskOptions} from "../eval/demoTask.js";
 import {table} from "./plot.js";
@@ -193,7 +194,8 @@ async function demoFidelity(options: Omit<Parameters<typeof qualitySuite>[0], "p
                     continue;
                 }
                 const measure = (policy: PolicyId, isOracle: boolean) => measureFidelity({
-                    model, prompt, steps, reference, cells, threads: options.threads, compression: settings(policy), oracle: isOracle
+                    model, prompt, steps, reference, cells, threads: options.threads, compression: settings(policy), oracle: isOracle,
+                    retentionGates: retentionSidecarPath(options.modelPath)
                 });
                 if (withOracle) {
                     const best = await measure("streamingllm", true);

@@ -15,7 +15,7 @@ import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 const question = "Think about the numbers one two three four five six seven eight nine ten. ".repeat(12);
-const cellsOf: Record<string, number> = {full: 1024, streamingllm: 160, h2o: 160, lethe: 160, trimkv: 160};
+const cellsOf: Record<string, number> = {full: 1024, streamingllm: 160, h2o: 160, lethe: 160, trimkv: 160, lava: 160};
 
 async function answer(engine: Engine, policy: PolicyId, history: ChatTurn[], states?: StateFiles, maxTokens = 40): Promise<{text: string, result: GenerationResult}> {
     const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};
@@ -54,8 +54,9 @@ describe("conversation state on disk", () => {
         fs.rmSync(dir, {recursive: true, force: true});
     });
 
-    // Scores (H2O, Lethe) and gate logits (TRIM-KV) are written back into the restored cells, so pruning goes on where it stood.
-    for (const policy of ["full", "streamingllm", "h2o", "lethe", "trimkv"] as const) {
+    // Scores (H2O, Lethe, LAVa), gate logits (TRIM-KV) and value norms (LAVa) are written back into the restored cells, so
+    // pruning goes on where it stood.
+    for (const policy of ["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const) {
         it(`${policy}: the next answer from a loaded state is the answer after reading the history again`, async () => {
             const first = await fresh();
             const file = path.join(dir, `${policy}.state`);

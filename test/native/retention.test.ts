@@ -195,7 +195,6 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
                 Float32Array.from(layer.accumulated, (_, i) => index + i * 0.25),
                 Float32Array.from(layer.last, (_, i) => index - i * 0.125)
             ] as [Float32Array, Float32Array]);
-            expect(t.kv.canRestoreScores).toBe(true);
             expect(await t.kv.restoreScores(0, scores.positions, scores.heads, layers)).toBe(n);
             const scoresBack = await t.kv.scores(0);
             scoresBack.layers.forEach((layer, index) => {
@@ -242,6 +241,79 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
             await expect(t.kv.configureRetention(garbage)).rejects.toThrow(/not a readable GGUF/);
             await expect(t.kv.configureRetention(path.join(dir, "missing.gguf"))).rejects.toThrow(/could not be loaded/);
             await evaluateForLogits(t.sequence, randomTokens(8, 12));
+        } finally {
+            await t.dispose();
+        }
+    });
+});
+
+describe.each(shapes)("value norms (LAVa), %s", (fixture) => {
+    let model: LlamaModel;
+    let info: GeneratedModelInfo;
+    let tensors: Map<string, Float32Array>;
+
+    beforeAll(async () => {
+        info = await getFixtureModelInfo(fixture);
+        const names = ["token_embd.weight", "blk.0.attn_norm.weight", "blk.0.attn_v.weight"];
+        const bias = (await readGgufFileInfo(info.path, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"})).tensorInfo
+            ?.some((tensor) => tensor.name === "blk.0.attn_v.bias") === true;
+        tensors = await readTensors(info.path, bias ? [...names, "blk.0.attn_v.bias"] : names);
+        model = await (await getTestLlama()).loadModel({modelPath: info.path});
+    });
+
+    afterAll(async () => {
+        await model?.dispose();
+    });
+
+    /** ||V_h||_1 of layer 0 for a token: the value projection of its attention input, per KV head. */
+    function layer0Norms(token: number): number[] {
+        const {nEmbd, nHeadKv, rmsEps} = info.spec;
+        const x = layer0Input(tensors.get("token_embd.weight")!, tensors.get("blk.0.attn_norm.weight")!, nEmbd, token, rmsEps);
+        const weight = tensors.get("blk.0.attn_v.weight")!;
+        const bias = tensors.get("blk.0.attn_v.bias");
+        const width = weight.length / nEmbd;
+        const headDim = width / nHeadKv;
+        const norms = new Array<number>(nHeadKv).fill(0);
+        for (let o = 0; o < width; o++) {
+            let value = bias?.[o] ?? 0;
+            for (let k = 0; k < nEmbd; k++)
+                value += weight[o * nEmbd + k]! * x[k]!;
+            norms[Math.floor(o / headDim)]! += Math.abs(value);
+        }
+        return norms;
+    }
+
+    test.each([false, true])("each written cell holds its value vector's L1 norm per KV head; flash attention %s", async (flashAttention) => {
+        const t = await createTestContext(model, {flashAttention});
+        try {
+            const before = randomTokens(4, 21);
+            await evaluateForLogits(t.sequence, before);
+            await t.kv.configureValueNorms(true);
+            const tokens = randomTokens(12, 22);
+            await evaluateForLogits(t.sequence, tokens.slice(0, 8));
+            for (const token of tokens.slice(8))
+                await evaluateForLogits(t.sequence, [token]);
+
+            const snapshot = await t.kv.valueNorms(0);
+            const n = snapshot.positions.length;
+            expect(n).toBe(16);
+            expect(snapshot.heads).toBe(info.spec.nHeadKv);
+            const layer0 = snapshot.norms[0]!;
+            for (let j = 0; j < n; j++) {
+                const position = snapshot.positions[j]!;
+                const expected = position < 4 ? new Array<number>(snapshot.heads).fill(0) : layer0Norms(tokens[position - 4]!);
+                for (let h = 0; h < snapshot.heads; h++)
+                    expect(Math.abs(layer0[h * n + j]! - expected[h]!)).toBeLessThan(2e-3 * Math.max(1, expected[h]!));
+            }
+            for (const layer of snapshot.norms.slice(1))
+                expect(Math.max(...layer)).toBeGreaterThan(0);
+
+            const written = snapshot.norms.map((_, layer) => Float32Array.from({length: snapshot.heads * n}, (__, i) => layer + i * 0.5));
+            expect(await t.kv.restoreValueNorms(0, snapshot.positions, snapshot.heads, written)).toBe(n);
+            expect((await t.kv.valueNorms(0)).norms.map((layer) => Array.from(layer))).toEqual(written.map((layer) => Array.from(layer)));
+
+            await t.kv.configureValueNorms(false);
+            await expect(t.kv.valueNorms(0)).rejects.toThrow(/Value norms are off/);
         } finally {
             await t.dispose();
         }

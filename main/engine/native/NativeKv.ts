@@ -2,14 +2,12 @@ import {withLock} from "lifecycle-utils";
 import type {LlamaContext} from "node-llama-cpp";
 import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
 import {ponderContextOf, setLogicalContextSize, type PonderAddonContext} from "./ponderAddon.js";
-import type {KvStats, RetentionGates, RetentionSnapshot, ScoreSnapshot, ScoringOptions} from "./types.js";
+import type {KvStats, RetentionGates, RetentionSnapshot, ScoreSnapshot, ScoringOptions, ValueNormSnapshot} from "./types.js";
 
-/** Why TRIM-KV cannot run on a build whose addon has no retention methods (native API before version 4). */
-export const NO_RETENTION_GATES_MESSAGE = "this engine build has no retention gates: rebuild with npm run build:native";
 
 /**
  * Ponder's native KV API on one LlamaContext: attention scoring, batched eviction that keeps the positions of the
- * remaining tokens, memory read-outs, and (API version 4) TRIM-KV's learned retention gates.
+ * remaining tokens, memory read-outs, (API version 4) TRIM-KV's learned retention gates, and LAVa's value norms.
  *
  * Every call runs under node-llama-cpp's own lock of the context (the one its decode queue takes), so it never
  * overlaps a decode; natively, the decode worker and these calls also share a mutex.
@@ -20,6 +18,7 @@ export class NativeKv {
     private readonly _originalContextSize: number;
     private _disposed = false;
     private _retention: RetentionGates | null = null;
+    private _valueNorms = false;
 
     public constructor(context: LlamaContext) {
         const addon = ponderContextOf(context);
@@ -56,11 +55,6 @@ export class NativeKv {
         await this._withContextLock(() => this._addon.ponderSetAttnScore(enabled, rows, squared, gamma));
     }
 
-    /** Whether this build has the retention gates (native API version 4, native/patches 0008). */
-    public get hasRetentionGates(): boolean {
-        return typeof this._addon.ponderSetRetentionGates === "function" && typeof this._addon.ponderGetRetention === "function";
-    }
-
     /** The gates loaded now, or `null` when they are off. */
     public get retentionGates(): RetentionGates | null {
         return this._retention;
@@ -69,19 +63,12 @@ export class NativeKv {
     /**
      * Loads the retention gate file at `path` (checked beforehand by `findRetentionGates`) so every token written from now on
      * gets a gate logit per layer and KV head, or, with `null`, turns the gates off and frees them. The same file again
-     * keeps the gates loaded. Throws when the build has no gates (`NO_RETENTION_GATES_MESSAGE`) or the engine refuses the
-     * file (its message says why); `null` on such a build does nothing.
+     * keeps the gates loaded. Throws when the engine refuses the file (its message says why); the context is unchanged then.
      */
     public async configureRetention(path: string | null): Promise<RetentionGates | null> {
         if (path === (this._retention?.path ?? null))
             return this._retention;
-        const set = this._addon.ponderSetRetentionGates;
-        if (typeof set !== "function") {
-            if (path == null)
-                return null;
-            throw new Error(NO_RETENTION_GATES_MESSAGE);
-        }
-        const loaded = await this._withContextLock(() => set.call(this._addon, path));
+        const loaded = await this._withContextLock(() => this._addon.ponderSetRetentionGates(path));
         this._retention = path == null ? null : {path, layers: loaded.layers, heads: loaded.heads, bytes: loaded.bytes};
         return this._retention;
     }
@@ -89,13 +76,10 @@ export class NativeKv {
     /**
      * The gate logits of the live cells of `sequenceId`, per layer and KV head, with their positions (the cells of
      * `scores()`, in the same order). One read from the device per call: call it per prune round. Throws when the gates
-     * are off or the build has none.
+     * are off.
      */
     public async retention(sequenceId: number = 0): Promise<RetentionSnapshot> {
-        const get = this._addon.ponderGetRetention;
-        if (typeof get !== "function")
-            throw new Error(NO_RETENTION_GATES_MESSAGE);
-        const raw = await this._withContextLock(() => get.call(this._addon, sequenceId));
+        const raw = await this._withContextLock(() => this._addon.ponderGetRetention(sequenceId));
         return {sequenceId, positions: raw.positions, heads: raw.heads, logits: raw.logits};
     }
 
@@ -105,10 +89,41 @@ export class NativeKv {
      * cells written.
      */
     public async restoreRetention(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): Promise<number> {
-        const set = this._addon.ponderSetRetention;
-        if (typeof set !== "function")
-            throw new Error(NO_RETENTION_GATES_MESSAGE);
-        return await this._withContextLock(() => set.call(this._addon, sequenceId, positions, heads, logits));
+        return await this._withContextLock(() => this._addon.ponderSetRetention(sequenceId, positions, heads, logits));
+    }
+
+    /** Whether the cells' value norms are on (`configureValueNorms`). */
+    public get valueNormsOn(): boolean {
+        return this._valueNorms;
+    }
+
+    /**
+     * Turns the value norms on or off: while on, every token written gets the L1 norm of its value vector per layer and KV
+     * head, computed in the graph (LAVa's ||V||_1); off frees them. Asking for the state it is in does nothing. Throws when
+     * the engine cannot (its message says why); the context is unchanged then.
+     */
+    public async configureValueNorms(enabled: boolean): Promise<void> {
+        if (enabled === this._valueNorms)
+            return;
+        await this._withContextLock(() => this._addon.ponderSetValueNorms(enabled));
+        this._valueNorms = enabled;
+    }
+
+    /**
+     * The value norms of the live cells of `sequenceId`, per layer and KV head, with their positions (the cells of `scores()`,
+     * in the same order). One read from the device per call: call it per prune round. Throws when they are off.
+     */
+    public async valueNorms(sequenceId: number = 0): Promise<ValueNormSnapshot> {
+        const raw = await this._withContextLock(() => this._addon.ponderGetValueNorms(sequenceId));
+        return {sequenceId, positions: raw.positions, heads: raw.heads, norms: raw.norms};
+    }
+
+    /**
+     * Writes back the value norms of the live cells of `sequenceId` found at `positions` (the layout of `valueNorms()`), for
+     * a state loaded from disk, whose cells llama.cpp restores with none. The norms must be on. Returns the cells written.
+     */
+    public async restoreValueNorms(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): Promise<number> {
+        return await this._withContextLock(() => this._addon.ponderSetValueNormCells(sequenceId, positions, heads, norms));
     }
 
     /**
@@ -158,22 +173,11 @@ export class NativeKv {
     }
 
     /**
-     * Whether this build can write scores back (`restoreScores`). No patch of the series adds `ponderSetAttnScores` yet,
-     * so states of policies that read scores are not saved (they could not be resumed exactly).
-     */
-    public get canRestoreScores(): boolean {
-        return typeof this._addon.ponderSetAttnScores === "function";
-    }
-
-    /**
      * Writes back the accumulated and last scores of the live cells of `sequenceId` found at `positions` (the layout of
      * `scores()`), for a state loaded from disk, whose cells llama.cpp restores with zero scores. Scoring must be on.
      */
     public async restoreScores(sequenceId: number, positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]): Promise<number> {
-        const set = this._addon.ponderSetAttnScores;
-        if (set == null)
-            throw new Error("this engine build cannot write scores back (native/patches 0007-0008 are missing)");
-        return await this._withContextLock(() => set.call(this._addon, sequenceId, positions, heads, layers.map(([accumulated]) => accumulated),
+        return await this._withContextLock(() => this._addon.ponderSetAttnScores(sequenceId, positions, heads, layers.map(([accumulated]) => accumulated),
             layers.map(([, last]) => last)));
     }
 
@@ -212,9 +216,12 @@ export class NativeKv {
                     return;
                 this._addon.ponderSetAttnScore(false, 1, false, 1);
                 if (this._retention != null)
-                    this._addon.ponderSetRetentionGates?.(null);
+                    this._addon.ponderSetRetentionGates(null);
+                if (this._valueNorms)
+                    this._addon.ponderSetValueNorms(false);
             });
             this._retention = null;
+            this._valueNorms = false;
         }
     }
 

@@ -57,6 +57,18 @@ export type PonderAddonRetention = {
     logits: Float32Array[]
 };
 
+export type PonderAddonValueNorms = {
+    /** Position of each live cell of the sequence, in cell order (`n` cells). */
+    positions: Int32Array,
+    /** KV heads of the norms (the most of any layer). */
+    heads: number,
+    /**
+     * Per layer, `heads * n` value L1 norms ||V_{l,h}[k]||_1, head-major: `[h * n + j]` for cell j. A cell written while the
+     * norms were off, or restored from a state, holds 0.
+     */
+    norms: Float32Array[]
+};
+
 export type PonderAddonContext = {
     ponderEvict(sequenceId: number, positions: Int32Array): number,
     ponderGetKvStats(): PonderAddonKvStats,
@@ -65,19 +77,29 @@ export type PonderAddonContext = {
     /**
      * Writes the scores of the live cells of a sequence back (a restored state's cells start from zero): for each cell at
      * one of `positions`, its accumulated and last scores, laid out as `ponderGetAttnScores` reads them. Returns the
-     * cells written. Added by native/patches/0007-0008; absent from older builds.
+     * cells written. Added by native/patches 0007-0008.
      */
-    ponderSetAttnScores?(sequenceId: number, positions: Int32Array, heads: number, accumulated: Float32Array[], last: Float32Array[]): number,
+    ponderSetAttnScores(sequenceId: number, positions: Int32Array, heads: number, accumulated: Float32Array[], last: Float32Array[]): number,
     /**
      * Loads a retention gate file's tensors into the context (checked against the model's shapes; throws an Error saying
      * why not) so every token written gets a gate logit per layer and KV head, computed in the graph from the layer's
-     * `attn_norm`; `null` turns them off and frees them. Added by native/patches 0008 (API version 4).
+     * `attn_norm`; `null` turns them off and frees them. Added by native/patches 0008.
      */
-    ponderSetRetentionGates?(path: string | null): PonderAddonRetentionGates,
+    ponderSetRetentionGates(path: string | null): PonderAddonRetentionGates,
     /** The gate logits of the live cells of a sequence. Throws when the gates are off. Added by native/patches 0008. */
-    ponderGetRetention?(sequenceId: number): PonderAddonRetention,
+    ponderGetRetention(sequenceId: number): PonderAddonRetention,
     /** Writes gate logits back at positions, in `ponderGetRetention`'s layout; returns the cells written (patch 0008). */
-    ponderSetRetention?(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): number
+    ponderSetRetention(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): number,
+    /**
+     * While on, every token written gets, per layer and KV head, the L1 norm of its value vector (computed in the graph from
+     * the layer's V before it is stored), kept per cell; off frees them. Throws an Error with the reason when unsupported.
+     * Added by native/patches 0007-0008 (LAVa).
+     */
+    ponderSetValueNorms(enabled: boolean): void,
+    /** The value norms of the live cells of a sequence. Throws when they are off. */
+    ponderGetValueNorms(sequenceId: number): PonderAddonValueNorms,
+    /** Writes value norms back at positions, in `ponderGetValueNorms`' layout; returns the cells written. */
+    ponderSetValueNormCells(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): number
 };
 
 type WithBindings = {_bindings?: PonderBindings};

@@ -106,3 +106,16 @@ export type RetentionSnapshot = {
      */
     logits: Float32Array[]
 };
+
+export type ValueNormSnapshot = {
+    sequenceId: number,
+    /** Position of each live cell of the sequence, in cell order (`n` cells; the same cells as `ScoreSnapshot`). */
+    positions: Int32Array,
+    /** KV heads of the norms. */
+    heads: number,
+    /**
+     * Per layer, `heads * n` L1 norms of the cells' value vectors, head-major (`[h * n + j]` for cell j; LAVa's
+     * ||V_{l,h}[k]||_1). Cells written while the norms were off, or restored from a state, hold 0.
+     */
+    norms: Float32Array[]
+};

@@ -34,7 +34,8 @@ export function decide<Params, State>(
     let aggregateState = state.aggregate;
     let policyProtects = perLayer.protect;
     if (combine === "aggregate") {
-        const accumulated = policy.aggregate?.(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include) ?? aggregated;
+        const accumulated = policy.aggregate?.(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include, snapshot, params)
+            ?? aggregated;
         const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated, last: aggregatedLast, aggregated: true,
             retention, retentionHeads: retention == null ? undefined : 1}, params, state.aggregate, target);
         choices = single.selectors;

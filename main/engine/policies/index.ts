@@ -1,5 +1,6 @@
 import {fullPolicy} from "./full.js";
 import {h2oPolicy} from "./h2o.js";
+import {lavaPolicy} from "./lava.js";
 import {leanKvPolicy} from "./leankv.js";
 import {lethePolicy} from "./lethe.js";
 import {refreeKvPolicy} from "./refreekv.js";
@@ -14,5 +15,6 @@ export const policies = {
     lethe: lethePolicy,
     refreekv: refreeKvPolicy,
     leankv: leanKvPolicy,
-    trimkv: trimKvPolicy
+    trimkv: trimKvPolicy,
+    lava: lavaPolicy
 } as const satisfies {[Id in PolicyId]: Policy<never, unknown> | Policy<any, any>};

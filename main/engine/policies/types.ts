@@ -22,7 +22,15 @@ export type ScoreSnapshot = {
      */
     retention?: Float32Array,
     /** KV heads of `retention` (1 once aggregated). */
-    retentionHeads?: number
+    retentionHeads?: number,
+    /**
+     * L1 norm of each cell's value vector ||V_{l,h}[k]||_1, per layer and KV head: `layers * valueHeads * n`, laid out
+     * `(layer * valueHeads + head) * n + j`; 0 for a cell written while they were off (LAVa). Absent unless the policy
+     * needs them (`ScoreNeeds.valueNorms`).
+     */
+    valueNorms?: Float32Array,
+    /** KV heads of `valueNorms`. */
+    valueHeads?: number
 };
 
 export type PruneTarget = {
@@ -81,7 +89,14 @@ export type ScoreNeeds = {
     /** Whether the policy reads attention scores at all; `false` leaves scoring off (positions are read without it). Defaults to `true`. */
     scores?: boolean,
     /** Whether the policy reads the learned retention gates' log beta (`ScoreSnapshot.retention`, TRIM-KV). Defaults to `false`. */
-    retention?: boolean
+    retention?: boolean,
+    /**
+     * Query rows scored per ubatch of a prompt, in place of the count `allRows` chooses (bounded as it is: a ubatch, or
+     * fewer with flash attention). LAVa scores the last w rows (its window). Defaults to `allRows`' choice.
+     */
+    rows?: number,
+    /** Whether the policy reads the cells' value L1 norms (`ScoreSnapshot.valueNorms`, LAVa). Defaults to `false`. */
+    valueNorms?: boolean
 };
 
 export type Policy<Params, State> = {
@@ -94,12 +109,13 @@ export type Policy<Params, State> = {
     /**
      * How `aggregate` mode folds the layers' and heads' accumulated scores (`layers * heads * n`) into the one row it
      * selects on; `include` names the voting layers. Defaults to every row divided by its total, summed
-     * (`aggregateNormalised`).
+     * (`aggregateNormalised`). `snapshot` is the whole round's (LAVa weighs the rows by its value norms).
      */
-    aggregate?(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array
+    aggregate?(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean, snapshot: ScoreSnapshot,
+        params: Params): Float32Array
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv";
+export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv" | "lava";
 
 /**
  * How the selectors' choices become one set of cells to free (llama.cpp's cells are shared by all layers):

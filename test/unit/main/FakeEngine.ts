@@ -2,7 +2,7 @@ import os from "node:os";
 import {inspectModel} from "../../../main/engine/inspectModel.js";
 import type {EngineStatus} from "../../../preload/contract.js";
 import type {EngineApi, LoadOptions} from "../../../main/engine/EngineApi.js";
-import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount} from "../../../main/engine/types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateOutcome} from "../../../main/engine/types.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
 export class FakeEngine {
@@ -21,6 +21,8 @@ export class FakeEngine {
     loads: Array<{path: string, options: LoadOptions | undefined}> = [];
     /** Free VRAM a GPU build reports (set `status.build` with a `gpu` to use it). */
     freeVramBytes = 0;
+    /** What a finished answer reports of its states (loaded, saved), when the request offered any. */
+    stateOutcome: StateOutcome | null = null;
 
     async loadModel(modelPath: string, modelInfo: EngineStatus["model"], options?: LoadOptions): Promise<ModelInspection> {
         this.loads.push({path: modelPath, options});
@@ -54,7 +56,7 @@ export class FakeEngine {
                 throw this.failWith;
             request.onChunk(chunk);
         }
-        return {stopReason: "eogToken", promptTokens: 5};
+        return {stopReason: "eogToken", promptTokens: 5, ...(request.states != null && this.stateOutcome != null ? {states: this.stateOutcome} : {})};
     }
 
     /** The prompts counted (`countTokens`). */

@@ -18,6 +18,10 @@ function fakeKv(prompt = 0) {
     const score = (position: number) => ((position * 2_654_435_761) % 1000) / 1000;
     const gateCalls: (string | null)[] = [];
     let gates: string | null = null;
+    // LAVa's value norms: one per layer, KV head and cell; head 1's values are 100 times head 0's.
+    const normCalls: boolean[] = [];
+    let normsOn = false;
+    let normReads = 0;
     // TRIM-KV's gates: one logit per layer, KV head and cell, from its position; multiples of 7 are kept by layer 1 only.
     const logit = (position: number, layer: number, head: number) => position % 7 === 0 ? (layer === 1 && head === 0 ? 20 : -6) : -1 - (position % 5);
     const kv = {
@@ -37,6 +41,19 @@ function fakeKv(prompt = 0) {
             const n = positions.length;
             const logits = [0, 1, 2].map((layer) => Float32Array.from({length: 2 * n}, (_, i) => logit(positions[i % n]!, layer, Math.floor(i / n))));
             return {sequenceId: 0, positions, heads: 2, logits};
+        },
+        configureValueNorms: async (enabled: boolean) => {
+            normCalls.push(enabled);
+            normsOn = enabled;
+        },
+        valueNorms: async () => {
+            if (!normsOn)
+                throw new Error("the value norms are off");
+            normReads++;
+            const positions = Int32Array.from(live).reverse(); // another cell order than the scores'
+            const n = positions.length;
+            const norms = [0, 1, 2].map(() => Float32Array.from({length: 2 * n}, (_, i) => (i < n ? 1 : 100)));
+            return {sequenceId: 0, positions, heads: 2, norms};
         },
         stats: async () => ({
             cellsAllocated: 1 << 12, cellsUsed: live.length, bytesPerCell: 1, bytesAllocated: 1 << 12, bytesUsed: live.length, layers: 3,
@@ -65,7 +82,10 @@ function fakeKv(prompt = 0) {
         }
     } as unknown as NativeKv;
     return {
-        kv, calls, evicted, gateCalls,
+        kv, calls, evicted, gateCalls, normCalls, score,
+        get normReads() {
+            return normReads;
+        },
         get live() {
             return live.length;
         },
@@ -132,6 +152,29 @@ describe("KvController", () => {
         const old = Array.from({length: 100}, (_, position) => position).filter((position) => position > 0);
         expect(old.filter((position) => position % 7 === 0 && evicted.has(position))).toEqual([]);
         expect(old.filter((position) => position % 7 !== 0).every((position) => evicted.has(position))).toBe(true);
+    });
+
+    it("turns the value norms on for LAVa (every model has them) and off for any other policy", async () => {
+        const fake = fakeKv(16);
+        await controller(fake, {policy: "lava"}).start();
+        expect(fake.calls.at(-1)).toMatchObject({enabled: true, rows: 32, gamma: 1 - 1 / 32});
+        await controller(fake, {policy: "lethe"}).start();
+        expect(fake.normCalls).toEqual([true, false]);
+    });
+
+    it("reads the value norms at each LAVa round and ranks by the head with the larger values", async () => {
+        const fake = fakeKv(64);
+        const c = controller(fake, {policy: "lava", combine: "quota", params: {...defaultCompressionSettings.params, lava: {window: 4, kernel: 1}}}, 48);
+        await c.start();
+        await evaluate(c, fake, 8);
+        expect(fake.normReads).toBe(1);
+        // Head h scores position p as score(p + h); with values 1 and 100, a cell's LAVa score is max(score(p), 100 score(p + 1)).
+        const lava = (p: number) => Math.max(fake.score(p), 100 * fake.score(p + 1));
+        const evicted = new Set(fake.evicted.flat());
+        expect(evicted.size).toBeGreaterThan(0);
+        const old = Array.from({length: 64 - 8}, (_, p) => p).filter((p) => p > 0);
+        const keptOld = old.filter((p) => !evicted.has(p));
+        expect(Math.min(...keptOld.map(lava))).toBeGreaterThanOrEqual(Math.max(...[...evicted].map(lava)));
     });
 
     it("scores prompts by every query row for Lethe and H2O (Eq. 2/5), by the last row for ReFreeKV (k = 1)", async () => {

@@ -170,6 +170,14 @@ describe("TRIM-KV in the estimate", () => {
         expect(estimate.neededBytes - streaming.neededBytes).toBe(estimate.retentionBytes);
     });
 
+    it("counts LAVa's value norms, 4 bytes per cell, layer and KV head, beside its scores", () => {
+        const lava = estimateBudget(model, {...trimkv, policy: "lava"}, 1 << 30);
+        const lethe = estimateBudget(model, {...trimkv, policy: "lethe"}, 1 << 30);
+        expect(lava.valueNormBytes).toBe(4 * 2 * 2 * 512);
+        expect(lethe.valueNormBytes).toBe(0);
+        expect(lava.scoresBytes).toBe(lethe.scoresBytes);
+    });
+
     it("lists TRIM-KV as unavailable, with the reason, for a model without gates", () => {
         const retention = {available: false as const, reason: "no retention gates beside this model (expected /m.retention.gguf)"};
         const estimate = estimateBudget(model, trimkv, 1 << 30, {retention});

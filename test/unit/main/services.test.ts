@@ -1,4 +1,4 @@
-import {describe, expect, it} from "vitest";
+import {describe, expect, it, vi} from "vitest";
 import type {EventChannel, Events} from "../../../preload/contract.js";
 import {AppError} from "../../../main/AppError.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
@@ -79,7 +79,11 @@ describe("chat", () => {
         const c = services.conversations.create();
         services.chat.send(c.id, "go");
         expect(() => services.chat.send(c.id, "again")).toThrow(/already being generated/);
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        // Stop once something is written (not after a fixed delay: a busy machine may not have started the answer yet).
+        await vi.waitFor(() => {
+            const written = services.conversations.get(c.id).messages[1];
+            expect((written?.thinking.length ?? 0) + (written?.text.length ?? 0)).toBeGreaterThan(0);
+        }, {timeout: 5000, interval: 2});
         await services.chat.stop(c.id);
         const answer = services.conversations.get(c.id).messages[1]!;
         expect(answer.status).toBe("stopped");

@@ -14,7 +14,8 @@ const tokens = [1, 2, 3, 70000];
 function file(llama = Buffer.from("llama-state-bytes"), scores = Buffer.from([1, 2, 3, 4])): Buffer {
     return Buffer.concat(encodeStateFile({
         kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
-        bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 0, retentionHeads: 0, controller: tagTyped({state: {t: new Float64Array([1.5, 2])}})
+        bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 0, retentionHeads: 0, valueNormLayers: 0, valueNormHeads: 0,
+        controller: tagTyped({state: {t: new Float64Array([1.5, 2])}})
     }, llama, scores));
 }
 
@@ -80,7 +81,7 @@ describe("state file", () => {
         const retention = packScores(positions, 2, logits);
         const bytes = Buffer.concat(encodeStateFile({
             kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
-            bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 2, retentionHeads: 2, controller: null
+            bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 2, retentionHeads: 2, valueNormLayers: 0, valueNormHeads: 0, controller: null
         }, Buffer.from("llama"), new Uint8Array(0), retention));
         const {header, payloadOffset} = readStateHeader(bytes, bytes.byteLength);
         expect(header.retentionBytes).toBe(retention.byteLength);
@@ -89,6 +90,27 @@ describe("state file", () => {
         const back = unpackScores(payload.subarray(header.llamaBytes + header.scoreBytes), 3, header.retentionHeads, header.retentionLayers, 1);
         expect(back.positions).toEqual(positions);
         expect(back.layers).toEqual(logits);
+        expect(() => check(bytes.subarray(0, bytes.byteLength - 4))).toThrow(/truncated/);
+    });
+
+    it("carries the value norms (LAVa) after the retention gates' logits, each part where its header says", () => {
+        const positions = Int32Array.from([0, 5, 9]);
+        const logits = [[Float32Array.from([1, 2, 3])]];
+        const norms = [[Float32Array.from([10, 20, 30, 40, 50, 60])], [Float32Array.from([7, 8, 9, 10, 11, 12])]];
+        const retention = packScores(positions, 1, logits);
+        const valueNorms = packScores(positions, 2, norms);
+        const bytes = Buffer.concat(encodeStateFile({
+            kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
+            bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 1, retentionHeads: 1, valueNormLayers: 2, valueNormHeads: 2, controller: null
+        }, Buffer.from("llama"), new Uint8Array(0), retention, valueNorms));
+        const {header, payloadOffset} = readStateHeader(bytes, bytes.byteLength);
+        expect(header.valueNormBytes).toBe(valueNorms.byteLength);
+        const payload = bytes.subarray(payloadOffset);
+        expect(() => verifyStatePayload(header, payload)).not.toThrow();
+        const start = header.llamaBytes + header.scoreBytes + header.retentionBytes;
+        const back = unpackScores(payload.subarray(start), 3, header.valueNormHeads, header.valueNormLayers, 1);
+        expect(back.positions).toEqual(positions);
+        expect(back.layers).toEqual(norms);
         expect(() => check(bytes.subarray(0, bytes.byteLength - 4))).toThrow(/truncated/);
     });
 });

@@ -33,6 +33,21 @@ describe("StateStore", () => {
         expect(fs.existsSync(b) || fs.existsSync(c)).toBe(false);
     });
 
+    it("counts the states on disk, deletes them all, and takes a new budget (never a negative one)", () => {
+        const {store: s} = store(1e9);
+        write(s, "c1", "m1", 10, 2000);
+        write(s, "c2", "m1", 30, 1000);
+        expect(s.usage()).toEqual({bytes: 40, files: 2});
+        s.budgetBytes = 15;
+        expect(s.trim()).toBe(1);
+        expect(s.usage()).toEqual({bytes: 10, files: 1});
+        s.clear();
+        expect(s.usage()).toEqual({bytes: 0, files: 0});
+        expect(() => void (s.budgetBytes = -1)).toThrow(/not a disk budget/);
+        s.budgetBytes = 0;
+        expect(s.saving).toBe(false);
+    });
+
     it("deletes a conversation's states and a message's state, and refuses what is not an id", () => {
         const {store: s} = store(1e9);
         const a = write(s, "c1", "m1", 10, 1000);

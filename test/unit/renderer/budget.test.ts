@@ -308,9 +308,9 @@ describe("budget controller state", () => {
     test("save as default changes the settings of new conversations only", async () => {
         const {bridge, settings, budget} = setup();
         const defaults = conversationSettings({temperature: 0.3});
-        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: []});
+        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: [], stateDiskBudgetMib: 4096});
         bridge.handle("settings:update", (patch) => ({
-            ok: true, value: {theme: "dark", defaultModelId: null, defaultConversationSettings: patch.defaultConversationSettings ?? defaults, samplingPresets: []}
+            ok: true, value: {theme: "dark", defaultModelId: null, defaultConversationSettings: patch.defaultConversationSettings ?? defaults, samplingPresets: [], stateDiskBudgetMib: 4096}
         }));
         budget.setPolicy("streamingllm");
         budget.setParam("streamingllm", "sinks", 8);

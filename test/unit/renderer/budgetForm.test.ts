@@ -10,7 +10,8 @@ describe("policies and the budget form", () => {
             h2o: {heavyRatio: 0.5},
             lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
             refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"},
-            leankv: {alpha: 1.2, window: 64}
+            leankv: {alpha: 1.2, window: 64},
+            lava: {window: 32, kernel: 7}
         });
         // Every parameter the controller shows has a default, and every default is shown (ReFreeKV's mode as a choice).
         for (const [policy, specs] of Object.entries(paramSpecs)) {
@@ -20,7 +21,7 @@ describe("policies and the budget form", () => {
     });
 
     test("the defaults pass the checks", () => {
-        for (const policy of ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv"] as const) {
+        for (const policy of ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"] as const) {
             const form = toForm(conversationSettings().compression);
             form.policy = policy;
             expect(validateBudgetForm(form)).toEqual({});

@@ -65,7 +65,8 @@ export function conversationSettings(overrides: Partial<ConversationSettings> = 
                 streamingllm: {sinks: 4}, h2o: {heavyRatio: 0.5},
                 lethe: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
                 refreekv: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"},
-                leankv: {alpha: 1.2, window: 64}
+                leankv: {alpha: 1.2, window: 64},
+                lava: {window: 32, kernel: 7}
             }
         },
         ...overrides

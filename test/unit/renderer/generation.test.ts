@@ -126,7 +126,7 @@ describe("generation settings state", () => {
         settings.state.samplingPresets = stored as typeof settings.state.samplingPresets;
         bridge.handle("settings:update", (patch) => {
             stored = patch.samplingPresets ?? stored;
-            return {ok: true, value: {theme: "system", defaultModelId: null, defaultConversationSettings: conversationSettings(), samplingPresets: stored as never}};
+            return {ok: true, value: {theme: "system", defaultModelId: null, defaultConversationSettings: conversationSettings(), samplingPresets: stored as never, stateDiskBudgetMib: 4096}};
         });
         expect(await generation.savePreset("  ")).toBe(false);
         expect(generation.state.error).toMatch(/Name the preset/);
