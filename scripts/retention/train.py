@@ -1,0 +1,224 @@
+"""Trains TRIM-KV retention gates for a GGUF model (the model stays frozen) and writes the retention sidecar.
+
+    npm run train:retention -- --model resources/models/ponder-demo.gguf --demo-task \
+        --out resources/models/ponder-demo.retention.gguf [--budget 128 --steps 300 --seed 1 --reduction shared]
+
+Steps:
+1. load the GGUF into the PyTorch replica (ggufModel.py); with --check-llama-cpp compare its next-token logits with
+   llama.cpp's (through node-llama-cpp, scripts/retention/checkLogits.ts) on a sample;
+2. training prompts: --demo-task (test/eval/train/task.py problems with seeds below 2^31 only; held-out evaluation
+   seeds start at 2^31) or --prompts file.jsonl (one {"tokens": [...]} per line: prompts already rendered with the
+   model's chat template, generation prompt included, and tokenized by llama.cpp; rendering templates in Python is
+   out of scope);
+3. the model's greedy Full-KV continuations of them (thinking included), cached in --cache-dir;
+4. gate training with TRIM-KV's loss on prompt + continuation: student attention logits get + (t - i) * log beta_i,
+   loss = (next-token cross-entropy + KL(teacher || student)) / 2 over the continuation's tokens + capacity loss
+   mean_t max(0, (S_t - M) / (t - M)) with S_t = sum_{i<=t} beta_i^(t-i) (t > M), weight --capacity-weight;
+   teacher = the same model without bias. --reduction shared (default) uses for every layer and head the max over
+   layers and heads of log beta, the ranking the engine uses with llama.cpp's shared cells; per-head is the
+   paper's;
+5. the sidecar (sidecar.py), written atomically.
+
+Seeded and reproducible with one thread. Gate inputs are the attn_norm outputs of the teacher pass (see README).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ggufModel import REPO_ROOT, UnsupportedModelError, load_gguf_model  # noqa: E402
+from sidecar import REDUCTIONS, RetentionGates, default_matrix_type, fingerprint, write_sidecar  # noqa: E402
+from traces import DEMO_STOP_IDS, demo_examples, jsonl_examples, stop_ids_from_metadata, task, traced  # noqa: E402
+
+DEFAULT_CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
+DEMO_TRAIN_SEED_BASE = 1_000_000_000  # below task.EVAL_SEED_BASE = 2^31
+
+
+def distance_matrix(T: int) -> torch.Tensor:
+    """[T, T] with (t - i) for i <= t and 0 above the diagonal (the causal mask removes those)."""
+    r = torch.arange(T, dtype=torch.float32)
+    return (r[:, None] - r[None, :]).clamp(min=0)
+
+
+def capacity_loss(log_beta: torch.Tensor, dist: torch.Tensor, lower: torch.Tensor, budget: int) -> torch.Tensor:
+    """log_beta [N, T] (N series) -> mean over series and t > M of max(0, (S_t - M) / (t - M)),
+    S_t = sum_{i<=t} beta_i^(t-i) (TRIM-KV capacity loss)."""
+    T = log_beta.shape[-1]
+    if T <= budget + 1:
+        return log_beta.sum() * 0.0
+    rows = torch.arange(budget + 1, T)
+    total = log_beta.new_zeros(())
+    for series in log_beta:
+        e = torch.exp(dist[rows] * series[None, :]) * lower[rows]
+        s = e.sum(-1)
+        total = total + F.relu((s - budget) / (rows.float() - budget)).mean()
+    return total / log_beta.shape[0]
+
+
+def check_llama_cpp(model, model_path: str, sample: list[int], log) -> None:
+    """Compares the replica's next-token logits on prefixes of sample with llama.cpp's (checkLogits.ts)."""
+    import subprocess
+    import tempfile
+    with torch.no_grad():
+        logits = model(sample)
+    cuts = sorted({max(1, len(sample) // 3), max(1, 2 * len(sample) // 3), len(sample)})
+    reference = {"checks": [{"ids": sample[:n], "logits": logits[n - 1].tolist()} for n in cuts]}
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_path = os.path.join(tmp, "reference.json")
+        with open(ref_path, "w") as f:
+            json.dump(reference, f)
+        res = subprocess.run(["npx", "tsx", os.path.join("scripts", "retention", "checkLogits.ts"), ref_path,
+                              os.path.abspath(model_path)], cwd=REPO_ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"llama.cpp check failed to run:\n{res.stderr[-2000:]}")
+    result = json.loads(res.stdout)
+    log(f"llama.cpp check: {json.dumps(result)}")
+    worst = max(c["maxAbsDiff"] / max(1.0, c["maxLogit"]) for c in result["checks"])
+    if not all(c["sameArgmax"] for c in result["checks"]) or worst > 0.01:
+        raise SystemExit("the PyTorch replica does not compute what llama.cpp computes for this model (see above)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="GGUF model (llama architecture)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--demo-task", action="store_true", help="train on demo-task problems (seeds below 2^31)")
+    src.add_argument("--prompts", help='JSONL, one {"tokens": [...]} per line (rendered, tokenized prompts)')
+    p.add_argument("--out", help="sidecar path. Defaults to <model>.retention.gguf.")
+    p.add_argument("--train-count", type=int, default=120, help="training prompts (demo task). Defaults to 120.")
+    p.add_argument("--budget", type=int, default=128, help="M of the capacity loss, in tokens. Defaults to 128.")
+    p.add_argument("--budget-share", type=float, default=0.0,
+                   help="instead of --budget: M = round(share * sequence length) per sequence (0: off). Defaults to 0.")
+    p.add_argument("--steps", type=int, default=300, help="optimizer steps (one sequence each). Defaults to 300.")
+    p.add_argument("--seed", type=int, default=1, help="seed of the gate init and the example order. Defaults to 1.")
+    p.add_argument("--reduction", choices=REDUCTIONS, default="shared", help="Defaults to shared.")
+    p.add_argument("--hidden", type=int, default=512, help="gate hidden size H. Defaults to 512.")
+    p.add_argument("--bias-init", type=float, default=8.0, help="initial per-head gate bias. Defaults to 8.")
+    p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (cosine to 10%%). Defaults to 1e-2.")
+    p.add_argument("--warmup", type=int, default=10, help="linear warm-up steps. Defaults to 10.")
+    p.add_argument("--capacity-weight", type=float, default=1.0, help="Defaults to 1.")
+    p.add_argument("--max-new", type=int, default=4096, help="longest traced continuation. Defaults to 4096.")
+    p.add_argument("--max-tokens", type=int, default=4096, help="crop training sequences to this length. Defaults to 4096.")
+    p.add_argument("--type", choices=["f32", "f16"], default=None,
+                   help="type of the two weight matrices. Defaults to f16 for models wider than 1024 (half the bandwidth a decode spends on the gates), else f32.")
+    p.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, help="where traces are cached")
+    p.add_argument("--check-llama-cpp", action="store_true", help="compare the replica's logits with llama.cpp first")
+    p.add_argument("--eval-every", type=int, default=0, help="demo task: held-out teacher-forced check every N steps")
+    p.add_argument("--eval-count", type=int, default=10, help="problems in that check. Defaults to 10.")
+    p.add_argument("--log-every", type=int, default=10, help="Defaults to 10.")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    log = lambda m: print(m, flush=True)  # noqa: E731
+
+    started = time.time()
+    try:
+        model, meta = load_gguf_model(args.model)
+    except UnsupportedModelError as e:
+        raise SystemExit(f"error: {e}")
+    cfg = model.cfg
+    out = args.out or (args.model[:-5] + ".retention.gguf")
+    log(f"model {cfg.name}: {cfg.n_layer} layers, d {cfg.n_embd}, {cfg.n_head} heads / {cfg.n_head_kv} KV heads")
+
+    if args.demo_task:
+        if cfg.vocab_size != task.VOCAB_SIZE:
+            raise SystemExit("error: --demo-task needs the demo model (its vocabulary differs)")
+        examples = demo_examples(DEMO_TRAIN_SEED_BASE, args.train_count, training=True)
+        stop_ids = list(DEMO_STOP_IDS)
+    else:
+        examples = jsonl_examples(args.prompts)
+        stop_ids = stop_ids_from_metadata(meta)
+    if args.check_llama_cpp:
+        sample = examples[0]["prompt"] + examples[0].get("proposal", [])[:200]
+        check_llama_cpp(model, args.model, sample, log)
+    examples = traced(model, fingerprint(args.model), examples, stop_ids, args.max_new, args.cache_dir, log)
+    lengths = sorted(len(e["prompt"]) + len(e["completion"]) for e in examples)
+    log(f"{len(examples)} traces, {lengths[0]}-{lengths[-1]} tokens (median {lengths[len(lengths) // 2]}), "
+        f"{time.time() - started:.0f}s so far")
+
+    gen = torch.Generator().manual_seed(args.seed)
+    gates = RetentionGates(cfg.n_layer, cfg.n_embd, args.hidden, cfg.n_head_kv).init_(gen, args.bias_init)
+    opt = torch.optim.Adam(gates.parameters(), lr=args.lr)
+    order: list[int] = []
+    eval_examples = None
+    if args.eval_every and args.demo_task:
+        from evaluate import evaluate
+        eval_examples = traced(model, fingerprint(args.model),
+                               demo_examples(task.EVAL_SEED_BASE + 100_000, args.eval_count, training=False),
+                               stop_ids, args.max_new, args.cache_dir, log)
+    t_train = time.time()
+    sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "n": 0}
+    for step in range(1, args.steps + 1):
+        if not order:
+            order = torch.randperm(len(examples), generator=gen).tolist()
+        e = examples[order.pop()]
+        seq = (e["prompt"] + e["completion"])[:args.max_tokens]
+        n_prompt = min(len(e["prompt"]), len(seq) - 1)
+        inputs, targets = seq[:-1], torch.tensor(seq[n_prompt:])
+        T = len(inputs)
+        states: list[torch.Tensor] = []
+        with torch.no_grad():
+            teacher = model(inputs, on_attn_norm=lambda layer, h: states.append(h))[n_prompt - 1:]
+            teacher_logp = F.log_softmax(teacher, -1)
+        lb = gates.log_beta(states)  # [L, T, n_kv]
+        dist = distance_matrix(T)
+        lower = torch.ones(T, T).tril()
+        if args.reduction == "shared":
+            shared = lb.amax(dim=(0, 2))  # [T]
+            b = (dist * shared[None, :])[None]
+            bias = lambda layer: b  # noqa: E731
+            series = shared[None]
+        else:
+            per = lb.permute(0, 2, 1)  # [L, n_kv, T]
+            bias = lambda layer: dist[None] * per[layer][:, None, :]  # noqa: E731
+            series = per.reshape(-1, T)
+        student = model(inputs, bias=bias)[n_prompt - 1:]
+        student_logp = F.log_softmax(student, -1)
+        ce = F.nll_loss(student_logp, targets)
+        kl = (teacher_logp.exp() * (teacher_logp - student_logp)).sum(-1).mean()
+        budget = max(16, round(args.budget_share * len(seq))) if args.budget_share > 0 else args.budget
+        cap = capacity_loss(series, dist, lower, budget)
+        loss = 0.5 * (ce + kl) + args.capacity_weight * cap
+        lr = args.lr * min(1.0, step / max(1, args.warmup)) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        for k, v in (("loss", loss), ("ce", ce), ("kl", kl), ("cap", cap)):
+            sums[k] += float(v)
+        sums["n"] += 1
+        if step % args.log_every == 0 or step == args.steps:
+            spent = time.time() - t_train
+            n = sums["n"]
+            with torch.no_grad():
+                s = series.detach()
+            log(f"step {step}/{args.steps} loss {sums['loss'] / n:.4f} ce {sums['ce'] / n:.4f} kl {sums['kl'] / n:.4f} "
+                f"cap {sums['cap'] / n:.4f} | log beta median {float(s.median()):.2e} min {float(s.min()):.2e} | "
+                f"lr {lr:.1e} {spent / step:.2f} s/step ETA {spent / step * (args.steps - step):.0f}s")
+            sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "n": 0}
+        if eval_examples is not None and step % args.eval_every == 0:
+            r = evaluate(model, gates, eval_examples, [0.25, 0.5], ["retention"], decode=False)
+            log(f"eval step {step}: {json.dumps({k: v for k, v in r.items() if '@' in k})}")
+
+    recorded_budget = round(args.budget_share * lengths[len(lengths) // 2]) if args.budget_share > 0 else args.budget
+    m_text = f"M {args.budget_share:g} x length" if args.budget_share > 0 else f"M {args.budget}"
+    source = (f"ponder train:retention, {len(examples)} {'demo-task' if args.demo_task else 'JSONL'} training problems, "
+              f"{args.steps} steps, {m_text}, {args.reduction}, seed {args.seed}")
+    write_sidecar(out, gates, args.model, budget=recorded_budget, reduction=args.reduction, source=source, matrix_type=args.type or default_matrix_type(gates))
+    log(f"wrote {out} ({os.path.getsize(out)} bytes); total {time.time() - started:.0f}s, "
+        f"training {time.time() - t_train:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
