@@ -3,6 +3,7 @@
 //   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
+//                    [--quality-combine quota]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
 //                    [--alphas 0,0.25,0.5,1,2,4] [--calibration-problems 16] [--precision-policy lethe] [--precision-share 0.5]
 //                    [--resume-lengths 1024,4096,16384] [--resume-demo-lengths 1024,2048] [--resume-policy lethe] [--resume-repeats 2]
@@ -51,6 +52,7 @@ const {values} = parseArgs({
         problems: {type: "string", default: "40"},
         "fidelity-problems": {type: "string", default: "8"},
         combine: {type: "string", default: "aggregate,quota,union"},
+        "quality-combine": {type: "string"},
         sets: {type: "string", default: "demo,local"},
         "server-repeats": {type: "string", default: "10"},
         "server-tokens": {type: "string", default: "384"},
@@ -233,6 +235,7 @@ for (const set of sets) {
     if (!suites.has("quality"))
         break;
     const report = await qualitySuite({llama, modelPath: values["demo-model"], policies: policyList as (PolicyId | "oracle")[], budgets, problems: Number(values.problems), threads, set,
+        combine: values["quality-combine"] as CompressionSettings["combine"] | undefined,
         fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${set} ${line}`)});
     (results.quality ??= {}) as Record<string, unknown>;
     (results.quality as Record<string, unknown>)[set] = report.json;

@@ -42,8 +42,11 @@ export async function qualitySuite(options: {
     /** How many of the problems fidelity (top-1 agreement, KL, regret vs Full) is measured on. */
     fidelityProblems: number,
     set?: keyof typeof problemSets,
+    /** How the selectors' choices combine on shared cells, for every policy of the run. Defaults to the app's default. */
+    combine?: CompressionSettings["combine"],
     onProgress?: (line: string) => void
 }) {
+    const combineMode = options.combine ?? defaultCompressionSettings.combine;
     const bytesPerCell = kvBytesPerCell(await inspectModel(options.modelPath));
     if (bytesPerCell == null)
         throw new Error(`${options.modelPath}: incomplete attention metadata, KV memory cannot be accounted`);
@@ -53,7 +56,7 @@ export async function qualitySuite(options: {
     const problems = heldOutDemoProblems(options.problems, set.options, set.offset);
 
     async function solve(question: string, policy: PolicyId, cells: number, params = defaultCompressionSettings.params,
-        combine: CompressionSettings["combine"] = defaultCompressionSettings.combine) {
+        combine: CompressionSettings["combine"] = combineMode) {
         let text = "";
         let thought = "";
         let tokens = 0;
@@ -152,7 +155,8 @@ export async function qualitySuite(options: {
         json: {problems: problems.length, set: options.set ?? "demo", rows, failures},
         failures,
         table: table(["policy", "budget (share of Full)", "accuracy", "vs Full", "thought = Full's", "mean cells", "KV KiB at end", "KV vs Full", "top-1 agreement", "mean KL (nats)", "regret"],
-            rows.map((r) => [r.policy, r.policy === "full" ? "100%" : r.policy === "refreekv (paper)" ? "no cap" : `${Math.round(r.share * 100)}%`,
+            rows.map((r) => [combineMode === defaultCompressionSettings.combine || r.policy === "full" || r.policy === "oracle" ? r.policy : `${r.policy} (${combineMode})`,
+                r.policy === "full" ? "100%" : r.policy === "refreekv (paper)" ? "no cap" : `${Math.round(r.share * 100)}%`,
                 r.accuracy.toFixed(3), (r.accuracy - fullAccuracy).toFixed(3), r.thoughtExact == null ? "n/a" : r.thoughtExact.toFixed(3), r.meanCells.toFixed(0), r.meanLiveKiB.toFixed(1), r.memoryVsFull.toFixed(3),
                 r.fidelity == null ? (r.policy === "full" ? "1.000" : "n/a") : `${r.fidelity.top1Agreement.toFixed(3)} (n=${r.fidelity.problems})`,
                 r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.meanKl.toFixed(4),
@@ -174,7 +178,7 @@ async function demoFidelity(options: Omit<Parameters<typeof qualitySuite>[0], "p
         const sum = sums.get(key) ?? {problems: 0, top1: 0, kl: 0, regret: 0};
         sums.set(key, {problems: sum.problems + 1, top1: sum.top1 + report.top1Agreement, kl: sum.kl + report.meanKl, regret: sum.regret + (report.regret ?? 0)});
     };
-    const settings = (policy: PolicyId) => ({...defaultCompressionSettings, policy, pruneEvery});
+    const settings = (policy: PolicyId) => ({...defaultCompressionSettings, policy, pruneEvery, combine: options.combine ?? defaultCompressionSettings.combine});
     const model: LlamaModel = await options.llama.loadModel({modelPath: options.modelPath});
     try {
         const wrapper = resolveChatWrapper(model);
