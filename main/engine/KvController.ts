@@ -311,27 +311,35 @@ export function toPolicySnapshot(native: NativeScoreSnapshot, retention?: Retent
 }
 
 /**
- * The cells' value L1 norms laid out `(layer * heads + head) * n + j` for the cells at `positions` (LAVa). A cell the read
- * lacks, a layer it lacks, or a NaN counts as 0 (no norm known, as for cells written while the norms were off).
+ * One layer-major per-cell read (`values[layer][h * m + k]` for the read's k-th cell at `read[k]`) laid out
+ * `(layer * heads + head) * n + j` for the cells at `positions`, each value passed through `map` (`undefined` for a
+ * cell or layer the read lacks).
  */
-export function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers: number): Float32Array {
+function byCell(readPositions: Int32Array, values: Float32Array[], heads: number, positions: Int32Array, layers: number,
+    map: (value: number | undefined) => number): Float32Array {
     const n = positions.length;
-    const heads = read.heads;
-    const m = read.positions.length;
+    const m = readPositions.length;
     const out = new Float32Array(layers * heads * n);
-    const same = m === n && read.positions.every((position, j) => position === positions[j]);
-    const source = same ? null : new Map(Array.from(read.positions, (position, j) => [position, j]));
-    for (let l = 0; l < Math.min(layers, read.norms.length); l++) {
-        const norms = read.norms[l]!;
+    const same = m === n && readPositions.every((position, j) => position === positions[j]);
+    const source = same ? null : new Map(Array.from(readPositions, (position, j) => [position, j]));
+    for (let l = 0; l < layers; l++) {
+        const layer = values[l];
         for (let h = 0; h < heads; h++) {
             for (let j = 0; j < n; j++) {
                 const k = source == null ? j : source.get(positions[j]!);
-                const v = k == null ? 0 : norms[h * m + k]!;
-                out[(l * heads + h) * n + j] = Number.isFinite(v) ? v : 0;
+                out[(l * heads + h) * n + j] = map(layer == null || k == null ? undefined : layer[h * m + k]);
             }
         }
     }
     return out;
+}
+
+/**
+ * The cells' value L1 norms laid out `(layer * heads + head) * n + j` for the cells at `positions` (LAVa). A cell the read
+ * lacks, a layer it lacks, or a NaN counts as 0 (no norm known, as for cells written while the norms were off).
+ */
+export function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers: number): Float32Array {
+    return byCell(read.positions, read.norms, read.heads, positions, layers, (v) => v != null && Number.isFinite(v) ? v : 0);
 }
 
 /**
@@ -340,21 +348,5 @@ export function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array,
  * restored from a state) or a NaN logit counts as never forgotten (log beta 0); so does a layer the read lacks.
  */
 export function retentionLogBeta(retention: RetentionSnapshot, positions: Int32Array, layers: number): Float32Array {
-    const n = positions.length;
-    const heads = retention.heads;
-    const m = retention.positions.length;
-    const out = new Float32Array(layers * heads * n);
-    const same = m === n && retention.positions.every((position, j) => position === positions[j]);
-    const source = same ? null : new Map(Array.from(retention.positions, (position, j) => [position, j]));
-    for (let l = 0; l < Math.min(layers, retention.logits.length); l++) {
-        const logits = retention.logits[l]!;
-        for (let h = 0; h < heads; h++) {
-            for (let j = 0; j < n; j++) {
-                const k = source == null ? j : source.get(positions[j]!);
-                const g = k == null ? NaN : logits[h * m + k]!;
-                out[(l * heads + h) * n + j] = Number.isNaN(g) ? 0 : logSigmoid(g);
-            }
-        }
-    }
-    return out;
+    return byCell(retention.positions, retention.logits, retention.heads, positions, layers, (g) => g == null || Number.isNaN(g) ? 0 : logSigmoid(g));
 }

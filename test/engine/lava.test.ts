@@ -2,13 +2,13 @@
 // (native/patches 0007-0008), NativeKv reads and writes them back, and the policy prunes by them within the budget.
 import type {LlamaContext, LlamaModel, Token} from "node-llama-cpp";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
-import type {CompressionSettings, KvSample} from "../../preload/contract.js";
+import type {CompressionSettings} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
-import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel, getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
+import {generateRun} from "./generateRun.js";
 
 const modelInfo = (p: string) => ({id: p, path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 const tokens = (count: number, seed: number) => Array.from({length: count}, (_, i) => (40 + ((i * 7919 + seed * 104_729) % 210)) as Token);
@@ -89,18 +89,7 @@ describe("LAVa through the engine", () => {
     afterAll(() => engine.dispose());
     const budget = 128;
 
-    async function generate(compression: Partial<CompressionSettings>, cells: number, maxTokens: number) {
-        const samples: KvSample[] = [];
-        let tokens = 0;
-        const result = await engine.generate({
-            history: [{role: "user", text: "Think for a long time."}], systemPrompt: "", temperature: 0.8, maxTokens, seed: 5,
-            signal: new AbortController().signal,
-            kv: {compression: {...defaultCompressionSettings, pruneEvery: 16, ...compression}, cells},
-            onChunk: (chunk) => void (tokens += chunk.tokens),
-            onSample: (sample) => void samples.push(sample)
-        });
-        return {result, samples, tokens, last: samples.at(-1)!};
-    }
+    const generate = (compression: Partial<CompressionSettings>, cells: number, maxTokens: number) => generateRun(engine, compression, cells, maxTokens);
 
     it("loads the endless fixture", async () => {
         // "endless" never closes its thought: every answer runs to its token limit.

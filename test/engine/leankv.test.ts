@@ -3,13 +3,14 @@
 // values each at its size, quantized keys run without flash attention (quantized values need it), and LeanKV prunes
 // by its significance rule with no budget binding.
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
-import type {CompressionSettings, KvCacheType, KvSample, PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, KvCacheType, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {kvBytesPerCell} from "../../main/engine/kvMemory.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import type {ModelInspection} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {generateRun} from "./generateRun.js";
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 
@@ -24,18 +25,7 @@ describe("K and V cache types and LeanKV on a generated model", () => {
         expect(inspection.keyLength).toBe(64);
     });
 
-    async function run(compression: Partial<CompressionSettings>, cells: number, maxTokens: number) {
-        const samples: KvSample[] = [];
-        let tokens = 0;
-        const result = await engine.generate({
-            history: [{role: "user", text: "Think for a long time."}], systemPrompt: "", temperature: 0.8, maxTokens, seed: 5,
-            signal: new AbortController().signal,
-            kv: {compression: {...defaultCompressionSettings, pruneEvery: 16, ...compression}, cells},
-            onChunk: (chunk) => void (tokens += chunk.tokens),
-            onSample: (sample) => void samples.push(sample)
-        });
-        return {result, samples, tokens, last: samples.at(-1)!};
-    }
+    const run = (compression: Partial<CompressionSettings>, cells: number, maxTokens: number) => generateRun(engine, compression, cells, maxTokens);
 
     const pairs: [KvCacheType, KvCacheType][] = [["q8_0", "q4_0"], ["q4_0", "q8_0"]];
     const policies: PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv"];

@@ -10,8 +10,8 @@ import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import type {ChatTurn, GenerationResult, StateFiles} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
-import {getFixtureModel, getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
-import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
+import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
 const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 const question = "Think about the numbers one two three four five six seven eight nine ten. ".repeat(12);
@@ -41,13 +41,7 @@ describe("conversation state on disk", () => {
 
     beforeAll(async () => {
         // A copy of the fixture with random retention gates beside it (TRIM-KV needs a gate file for its model).
-        const fixture = await getFixtureModel("endless");
-        const info = await getFixtureModelInfo("endless");
-        model = path.join(dir, "endless.gguf");
-        fs.copyFileSync(fixture, model);
-        await writeRetentionSidecar(path.join(dir, "endless.retention.gguf"), {
-            modelPath: model, architecture: info.spec.arch, layers: info.spec.nLayer, width: info.spec.nEmbd, kvHeads: info.spec.nHeadKv, seed: 5
-        });
+        model = (await writeFixtureWithGates("endless", dir, {seed: 5})).modelPath;
     });
     afterAll(async () => {
         await Promise.all(engines.map((engine) => engine.dispose()));

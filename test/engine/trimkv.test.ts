@@ -8,7 +8,6 @@ import os from "node:os";
 import path from "node:path";
 import type {LlamaContext, LlamaModel, Token} from "node-llama-cpp";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
-import type {CompressionSettings, KvSample} from "../../preload/contract.js";
 import {AppError} from "../../main/AppError.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
@@ -16,9 +15,9 @@ import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {logSigmoid} from "../../main/engine/policies/scoreMath.js";
 import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
-import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
 import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
+import {generateRun} from "./generateRun.js";
 
 const modelInfo = (p: string) => ({id: p, path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
 
@@ -30,18 +29,7 @@ afterAll(async () => {
     await fs.rm(dir, {recursive: true, force: true});
 });
 
-async function generate(engine: Engine, compression: Partial<CompressionSettings>, cells: number, maxTokens: number) {
-    const samples: KvSample[] = [];
-    let tokens = 0;
-    const result = await engine.generate({
-        history: [{role: "user", text: "Think for a long time."}], systemPrompt: "", temperature: 0.8, maxTokens, seed: 5,
-        signal: new AbortController().signal,
-        kv: {compression: {...defaultCompressionSettings, pruneEvery: 16, ...compression}, cells},
-        onChunk: (chunk) => void (tokens += chunk.tokens),
-        onSample: (sample) => void samples.push(sample)
-    });
-    return {result, samples, tokens, last: samples.at(-1)!};
-}
+const generate = generateRun;
 
 describe("TRIM-KV for a model without valid gates (any patched build)", () => {
     const engine = new Engine({loadLlama: loadRuntime, threads: 1});

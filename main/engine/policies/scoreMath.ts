@@ -62,7 +62,11 @@ export function aggregateNormalised(scores: Float32Array, layers: number, heads:
  * (LeanKV §4 aggregates a KV head's query heads by their maximum). `scores` is `layers * heads * n`.
  */
 export function maxOverRows(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array {
-    const out = new Float32Array(n);
+    return rowMax(scores, layers, heads, n, include, 0);
+}
+
+function rowMax(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean, floor: number): Float32Array {
+    const out = new Float32Array(n).fill(floor);
     for (let l = 0; l < layers; l++) {
         if (!include(l))
             continue;
@@ -154,15 +158,5 @@ export function decayedRetention(logBeta: Float32Array, start: number, positions
  * ranking on llama.cpp's shared cells (a cell stays while any head still retains it). `logBeta` is `layers * heads * n`.
  */
 export function maxLogBeta(logBeta: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean = () => true): Float32Array {
-    const out = new Float32Array(n).fill(-Infinity);
-    for (let l = 0; l < layers; l++) {
-        if (!include(l))
-            continue;
-        for (let h = 0; h < heads; h++) {
-            const base = (l * heads + h) * n;
-            for (let j = 0; j < n; j++)
-                out[j] = Math.max(out[j]!, logBeta[base + j]!);
-        }
-    }
-    return out;
+    return rowMax(logBeta, layers, heads, n, include, -Infinity);
 }
