@@ -7,7 +7,8 @@
 // Usage (normally run by verify.py): npx tsx test/eval/train/compareLlamaCpp.ts <reference.json> <model.gguf>
 
 import {readFile} from "node:fs/promises";
-import {getLlama, resolveChatWrapper, type Token} from "node-llama-cpp";
+import {getLlama, resolveChatWrapper} from "node-llama-cpp";
+import {compareLogits} from "./logitChecks.js";
 
 type Reference = {
     texts: Array<{text: string, ids: number[]}>,
@@ -59,26 +60,7 @@ if (!templateOk)
     console.error("rendered context:", JSON.stringify(contextText.toString()));
 
 const context = await model.createContext({contextSize: 4096, sequences: ref.logitChecks.length});
-const checks: Array<{tokens: number, maxAbsDiff: number, maxLogit: number, sameArgmax: boolean}> = [];
-for (const {ids, logits} of ref.logitChecks) {
-    const sequence = context.getSequence();
-    const input = ids.map((t, i) => (i === ids.length - 1 ? [t as Token, {generateNext: {logits: true}}] as const : t as Token));
-    const evaluated = await sequence.controlledEvaluate(input as never);
-    const got = evaluated.at(-1)?.next?.logits;
-    if (got == null)
-        throw new Error("no logits returned");
-    let maxAbsDiff = 0;
-    let argmax = 0;
-    for (let t = 0; t < logits.length; t++) {
-        const value = got.get(t as Token) ?? NaN;
-        maxAbsDiff = Math.max(maxAbsDiff, Math.abs(value - logits[t]!));
-        if ((got.get(t as Token) ?? -Infinity) > (got.get(argmax as Token) ?? -Infinity))
-            argmax = t;
-    }
-    const refArgmax = logits.indexOf(Math.max(...logits));
-    checks.push({tokens: ids.length, maxAbsDiff, maxLogit: Math.max(...logits.map(Math.abs)), sameArgmax: argmax === refArgmax});
-    sequence.dispose();
-}
+const checks = await compareLogits(context, ref.logitChecks);
 result.logits = checks;
 console.log(JSON.stringify(result, null, 1));
 await context.dispose();
