@@ -3,7 +3,7 @@ import {AppDatabase} from "./db/AppDatabase.js";
 import type {EngineApi} from "./engine/EngineApi.js";
 import {EngineProxy, type SpawnEngine} from "./engine/process/EngineProxy.js";
 import {AppServices, type AppServicesOptions} from "./services/AppServices.js";
-import {readEngineBuildChoice} from "./services/EngineBuildService.js";
+import {readRuntimeOptions} from "./services/RpcServerService.js";
 import type {Emit} from "./services/types.js";
 import {StateStore} from "./services/StateStore.js";
 
@@ -30,8 +30,9 @@ export function createApp(options: CreateAppOptions): AppServices {
     const engine: EngineApi = "spawn" in options.engine
         ? new EngineProxy({
             spawn: options.engine.spawn,
-            // The engine build chosen in the settings; changing it restarts the engine (EngineBuildService).
-            runtime: {build: readEngineBuildChoice(db)},
+            // The engine build and the rpc-servers chosen in the settings; changing either restarts the engine
+            // (EngineBuildService, RpcServerService).
+            runtime: readRuntimeOptions(db),
             onModelCrashed: (model) => services?.models.markCrashed(model.id)
         })
         : options.engine.local();

@@ -2,7 +2,8 @@
 // the same run on the same generated model, at several KV sizes, flash attention off and on.
 //
 //   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
-//                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]] [--toggle]
+//                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]]
+//                           [--toggle [--gates | --value-norms]]
 //
 // With scoring on, the per-head scores of every layer are read out (`NativeKv.scores()`) every --read-every tokens, as
 // the engine does once per prune round (its `pruneEvery`, 16 by default); 0 never reads them.
@@ -18,6 +19,9 @@
 //
 // --toggle --gates toggles TRIM-KV's retention gates instead of scoring (random gates of the paper's shape, a 512-wide
 // hidden layer, for the bench model; the gate logits read out every --read-every tokens, as a prune round does).
+// --toggle --value-norms toggles LAVa's value norms instead (each written token's value L1 norm per layer and KV head,
+// computed in the graph; read out every --read-every tokens, as a prune round does). Scoring stays off in both halves, so
+// the ratio is the norms' own cost; LAVa runs with scoring on too, whose cost `--toggle` alone measures.
 //
 // --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance the unpatched
 // build `node native/build.mjs --unpatched` writes to native/.build/unpatched/, or a copy of `localBuilds/linux-x64` in
@@ -72,6 +76,7 @@ function parseArgs() {
         clock: (value("--clock") ?? "wall") as "wall" | "cpu",
         toggle: args.includes("--toggle"),
         gates: args.includes("--gates"),
+        valueNorms: args.includes("--value-norms"),
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
         threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
@@ -202,23 +207,42 @@ async function benchGates(modelPath: string): Promise<string> {
     return gatesPath;
 }
 
-/** --toggle: scoring (or, with --gates, the retention gates) on and off in turn in one context of the patched build, per config. */
+/** What --toggle switches on and off: scoring, TRIM-KV's retention gates or LAVa's value norms. */
+type Toggled = {name: string, set(enabled: boolean): Promise<unknown>, read(): Promise<unknown>};
+
+function toggled(kv: NativeKv, args: ReturnType<typeof parseArgs>, gates: string | null): Toggled {
+    if (gates != null)
+        return {name: "retention gates", set: (enabled) => kv.configureRetention(enabled ? gates : null), read: () => kv.retention(0)};
+    if (args.valueNorms)
+        return {name: "value norms", set: (enabled) => kv.configureValueNorms(enabled), read: () => kv.valueNorms(0)};
+    return {name: "scoring", set: (enabled) => kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled}), read: () => kv.scores(0)};
+}
+
+/**
+ * --toggle: scoring (or, with --gates, the retention gates; with --value-norms, the value norms) on and off in turn in one
+ * context of the patched build, per config.
+ */
 async function runToggle(modelPath: string, configs: Config[], args: ReturnType<typeof parseArgs>) {
+    if (args.gates && args.valueNorms)
+        throw new Error("--toggle: --gates and --value-norms are measured one at a time");
     const llama = await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
     const build = getNativeBuildInfo(llama);
     const model = await llama.loadModel({modelPath});
     const seconds = clockSeconds(args.clock);
+    const gates = args.gates ? await benchGates(modelPath) : null;
     const warmUp = 3;
     const rows: string[] = [];
+    let name = "";
     for (const config of configs) {
         const room = 2 * (args.tokens + warmUp) * args.repeats + 8;
         if (room >= config.cells)
             throw new Error(`--toggle: ${args.repeats} rounds of 2 x ${args.tokens + warmUp} tokens do not fit in ${config.cells} cells`);
         const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads: args.threads, batchSize: 512});
         const kv = new NativeKv(context);
+        const feature = toggled(kv, args, gates);
+        name = feature.name;
         const sequence = context.getSequence();
         const state = {seed: 7};
-        const gates = args.gates ? await benchGates(modelPath) : null;
         await sequence.evaluateWithoutGeneratingNewTokens(Array.from({length: config.cells - room}, () => randomToken(state)));
 
         let next = randomToken(state);
@@ -229,17 +253,14 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
         const rates = {on: [] as number[], off: [] as number[]};
         for (let round = 0; round < args.repeats; round++) {
             for (const enabled of [true, false]) {
-                if (gates != null)
-                    await kv.configureRetention(enabled ? gates : null);
-                else
-                    await kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled});
+                await feature.set(enabled);
                 for (let i = 0; i < warmUp; i++)
                     await step();
                 const start = seconds();
                 for (let i = 1; i <= args.tokens; i++) {
                     await step();
                     if (enabled && args.readEvery > 0 && i % args.readEvery === 0)
-                        await (gates != null ? kv.retention(0) : kv.scores(0));
+                        await feature.read();
                 }
                 (enabled ? rates.on : rates.off).push(args.tokens / (seconds() - start));
             }
@@ -255,8 +276,9 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
 
     console.log();
     console.log(`model: ${path.basename(modelPath)}, ${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}; patched ${build.seriesHash}`);
-    console.log(`${args.gates ? "retention gates" : "scoring"} on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
-        `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
+    console.log(`${name} on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
+        `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; ${name === "scoring" ? "scores" : name} read out ` +
+        `${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
     console.log();
     console.log("| cells in use | flash attn | off tok/s | on tok/s | on / off (median of rounds) |");
     console.log("|-------------:|:----------:|----------:|---------:|----------------------------:|");
@@ -329,6 +351,8 @@ async function main() {
         return;
     }
 
+    if ((args.gates || args.valueNorms) && !args.toggle)
+        throw new Error("--gates and --value-norms are measured with --toggle");
     const modelPath = await ensureBenchModel();
     if (args.toggle) {
         await runToggle(modelPath, configs, args);

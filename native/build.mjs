@@ -26,11 +26,11 @@ import process from "node:process";
 import {createRequire} from "node:module";
 import {createHash} from "node:crypto";
 import {computeSeriesHash, nativeDir, readSeries} from "./seriesHash.mjs";
-import {defaultBuildConfig, plainFolderName, sourceBuildInvocation} from "./buildConfig.mjs";
+import {defaultBuildConfig, plainFolderName, rpcServerFileName, sourceBuildInvocation} from "./buildConfig.mjs";
 
 const stampFileName = "ponder-native.json";
 const gpuOptions = ["auto", "false", "cuda", "metal", "vulkan"];
-const patchedAddonMarkers = ["PonderKv.cpp", "PonderKv.h", "PonderSeries.h"]; // files the series adds to the addon
+const patchedAddonMarkers = ["PonderKv.cpp", "PonderKv.h", "PonderRpc.cpp", "PonderSeries.h"]; // files the series adds to the addon
 
 const log = (message) => console.log(`[ponder-native] ${message}`);
 
@@ -318,6 +318,9 @@ function main() {
         const {folderName: built, metadata} = builtFolder(nlc, readJson(nlc.lastBuildPath).folderName, "the build");
         const folderName = moveToPlainFolder(nlc, built, metadata);
         const gpu = metadata.buildOptions?.gpu ?? false;
+        const rpcServer = path.join(nlc.localBuildsDir, folderName, "Release", rpcServerFileName());
+        if (!fs.existsSync(rpcServer))
+            throw new BuildError(`the build did not produce llama.cpp's rpc-server (${rpcServer}): is native/patches/0009 in the series?`);
         const stamp = {
             buildHash: buildHashFor(seriesHash, String(gpu), config),
             seriesHash,
@@ -327,6 +330,7 @@ function main() {
             nodeLlamaCppVersion: nlc.version,
             llamaCppRelease: metadata.buildOptions?.llamaCpp?.release ?? null,
             patches: series.map((entry) => `${entry.file} ${entry.target}`),
+            rpcServer: rpcServerFileName(),
             builtAt: new Date().toISOString()
         };
         fs.writeFileSync(path.join(nlc.localBuildsDir, folderName, stampFileName), JSON.stringify(stamp, null, 4) + "\n");

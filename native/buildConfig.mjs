@@ -7,7 +7,8 @@
 // without OpenMP, spins at every barrier: on a machine whose cores are busy with other work, a spinning thread whose
 // partner is descheduled burns its time slice, and generation crawled (native/README.md, "Build configuration").
 // node-llama-cpp only honours `--ciMode` when `CI` is set. The OpenMP option makes node-llama-cpp name the folder
-// `<platform>-<arch>[-<gpu>]-<hash>`; build.mjs then moves it to the name getLlama looks for (`linux-x64`).
+// `<platform>-<arch>[-<gpu>]-<hash>`; build.mjs then moves it to the name getLlama looks for (`linux-x64`). Every
+// configuration also turns on ggml's RPC backend and builds llama.cpp's rpc-server beside it (rpcCmakeOptions).
 // "native" (`--native`) is node-llama-cpp's source-build default: GGML_NATIVE=ON (-march=native), OpenMP, one CPU
 // backend linked in; for this machine only, never for an installer (an older CPU dies on an illegal instruction), and
 // slower than the stock binary on some CPUs (0.53 to 0.86x on an Intel Xeon with AVX-512 and AMX).
@@ -23,6 +24,17 @@ export const defaultBuildConfig = "portable";
 export const portableCmakeOptions = /** @type {const} */ ({GGML_OPENMP: "ON"});
 
 /**
+ * CMake options every configuration adds: ggml's RPC backend (node-llama-cpp leaves it off) and, through
+ * native/patches/0009, llama.cpp's rpc-server built beside the library from the same source (README.md, "RPC servers").
+ */
+export const rpcCmakeOptions = /** @type {const} */ ({GGML_RPC: "ON", PONDER_RPC_SERVER: "ON"});
+
+/** The rpc-server executable's name in a build's Release/ folder. */
+export function rpcServerFileName(platform = process.platform) {
+    return platform === "win32" ? "ggml-rpc-server.exe" : "ggml-rpc-server";
+}
+
+/**
  * Arguments and environment of `node-llama-cpp source build` for `gpu` and `config`. NODE_LLAMA_CPP_CMAKE_OPTION_*
  * variables of the caller's environment are dropped: they would change the build behind the stamp's back.
  * @param {string} gpu
@@ -35,11 +47,10 @@ export function sourceBuildInvocation(gpu, config, env = process.env) {
         throw new Error(`unknown build configuration: ${config}`);
     const cleanEnv = Object.fromEntries(Object.entries(env).filter(([key]) => !key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_")));
     const args = ["source", "build", "--gpu", gpu, "--noUsageExample"];
-    if (config === "portable") {
-        const options = Object.fromEntries(Object.entries(portableCmakeOptions).map(([key, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${key}`, value]));
-        return {args: [...args, "--ciMode"], env: {...cleanEnv, ...options, CI: "true"}};
-    }
-    return {args, env: {...cleanEnv, CI: "false"}};
+    const cmakeOptions = (options) => Object.fromEntries(Object.entries(options).map(([key, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${key}`, value]));
+    if (config === "portable")
+        return {args: [...args, "--ciMode"], env: {...cleanEnv, ...cmakeOptions({...portableCmakeOptions, ...rpcCmakeOptions}), CI: "true"}};
+    return {args, env: {...cleanEnv, ...cmakeOptions(rpcCmakeOptions), CI: "false"}};
 }
 
 /**

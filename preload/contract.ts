@@ -49,8 +49,49 @@ export type BuildInfo = {
      * Why the build running is not the one asked for: the chosen build is missing or failed to load, or auto's first
      * choice failed, and another build runs instead. `null` (or absent) when it is the one asked for.
      */
-    fallback?: string | null
+    fallback?: string | null,
+    /** llama.cpp's RPC backend in this engine process: its protocol and the rpc-servers it was started with. */
+    rpc?: RpcRuntime
 };
+
+/** A device of an rpc-server the engine registered (ggml names them RPC0, RPC1, … in registration order). */
+export type RpcDevice = {name: string, description: string, freeBytes: number, totalBytes: number};
+
+/** An rpc-server the engine was asked to use: connected (its devices take offloaded layers) or not, with the reason. */
+export type RpcServerState = {endpoint: string, connected: boolean, error: string | null, devices: RpcDevice[]};
+
+export type RpcRuntime = {
+    /** The RPC protocol version the build speaks ("7.0.0"); `null` when the build has no RPC backend. */
+    protocol: string | null,
+    servers: RpcServerState[]
+};
+
+/** An rpc-server in the engine settings, with what the last check of it found. */
+export type RpcServerEntry = {
+    endpoint: string,
+    /** Used by the engine: every model loads with its layers split across the enabled servers (GPU layers setting). */
+    enabled: boolean,
+    /** Said next to an address that is not this machine's (rpc-server has no authentication); `null` for loopback. */
+    warning: string | null,
+    check: RpcServerCheck | null
+};
+
+export type RpcServerCheck = {
+    /** When it was checked (ISO 8601). */
+    at: string,
+    ok: boolean,
+    /** Its protocol version, when it answered HELLO. */
+    protocol: string | null,
+    /** Why it cannot be used, for a person; `null` when ok. */
+    error: string | null,
+    /** Its devices' memory, when ok (or, while the engine holds it, as the engine sees it). */
+    devices: {freeBytes: number, totalBytes: number}[],
+    /** The engine holds its connection: an rpc-server serves one client at a time. */
+    inUse: boolean
+};
+
+/** The RPC servers of the engine settings. */
+export type RpcServers = {servers: RpcServerEntry[], protocol: string | null};
 
 /** A patched llama.cpp build found among node-llama-cpp's local builds (`localBuilds/<folder>`). */
 export type EngineBuild = {
@@ -82,7 +123,17 @@ export type EngineStatus = {
     model: ModelInfo | null,
     /** Progress of a long operation (model loading) from 0 to 1. */
     progress: number | null,
-    message: string | null
+    message: string | null,
+    /** Where the loaded model's layers run, once it has a context (patched builds); absent or `null` otherwise. */
+    placement?: LayerPlacement | null
+};
+
+/** The device of each repeating layer and of the output layer, by ggml's device name, and where each device is. */
+export type LayerPlacement = {
+    layers: string[],
+    output: string,
+    /** Each device named above: `where` is an rpc-server's "host:port", or `null` for this machine. */
+    devices: {name: string, where: string | null}[]
 };
 
 /**
@@ -290,8 +341,13 @@ export type MessageStats = {
     budgetCells: number,
     /** Samples every few tokens while generating, then the last one. */
     samples: KvSample[],
-    /** The KV state this answer's run saved to disk, when it saved one. */
+    /** The KV state this answer's run saved to disk, when it saved one (Full KV's: once written, after the answer). */
     savedState?: SavedStateFigures,
+    /**
+     * The engine holds this answer's KV state unwritten (Full KV's), to write when the conversation is left, another
+     * request needs the engine, or the app quits. Absent once written, replaced, or gone.
+     */
+    statePending?: boolean,
     /** Tokens loaded from a saved state instead of being read again, when the answer started from one. */
     resumedTokens?: number
 };
@@ -594,7 +650,15 @@ export type Requests = {
      * Stores the engine-build choice and restarts the engine with it, loading the model again; progress arrives as
      * `engine:status` events. Refused while an answer is being written, or for a backend with no usable build.
      */
-    "engine:setBuild": {req: {build: EngineBuildChoice}, res: EngineBuilds}
+    "engine:setBuild": {req: {build: EngineBuildChoice}, res: EngineBuilds},
+    /** The rpc-servers of the engine settings, with their last checks, and the protocol the engine speaks. */
+    "rpc:list": {req: void, res: RpcServers},
+    /** Adds an rpc-server ("host:port"), checks it, and uses it (the engine restarts) when the check passes. */
+    "rpc:add": {req: {endpoint: string}, res: RpcServers},
+    "rpc:remove": {req: {endpoint: string}, res: RpcServers},
+    /** Uses an rpc-server for the engine's layers, or stops: the engine restarts and loads the model again. */
+    "rpc:setEnabled": {req: {endpoint: string, enabled: boolean}, res: RpcServers},
+    "rpc:check": {req: {endpoint: string}, res: RpcServers}
 };
 
 export type Events = {
@@ -631,7 +695,8 @@ export const requestChannels = [
     "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:countTokens", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
-    "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild"
+    "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild",
+    "rpc:list", "rpc:add", "rpc:remove", "rpc:setEnabled", "rpc:check"
 ] as const satisfies readonly RequestChannel[];
 export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download",
     "server:status", "server:request"] as const satisfies readonly EventChannel[];

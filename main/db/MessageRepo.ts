@@ -124,6 +124,11 @@ export class MessageRepo {
         this._db.prepare("UPDATE messages SET compression = ? WHERE id = ?").run(compression, id);
     }
 
+    /** Replaces a message's statistics (a KV state's figures, written after the answer ended). */
+    setStats(id: string, stats: string): void {
+        this._db.prepare("UPDATE messages SET stats = ? WHERE id = ?").run(stats, id);
+    }
+
     /** Marks an answer streaming again, to be continued. */
     markStreaming(id: string, now: number): void {
         this._db.prepare("UPDATE messages SET status = 'streaming', error = NULL, updated_at = ? WHERE id = ?").run(now, id);

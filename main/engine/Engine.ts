@@ -5,7 +5,7 @@ import {
 import fs from "node:fs";
 import os from "node:os";
 import {withLock} from "lifecycle-utils";
-import type {BuildInfo, CompressionSettings, EngineStatus, ReadReason} from "../../preload/contract.js";
+import type {BuildInfo, CompressionSettings, EngineStatus, LayerPlacement, ReadReason} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap, fullKvAnswerRoom, kvBudgetExceeded} from "./budgetCap.js";
 import {compressionSupport} from "./compressionSupport.js";
@@ -18,11 +18,15 @@ import {NativeKv} from "./native/NativeKv.js";
 import {readReason, type PromptReading} from "./readReason.js";
 import {requireRetentionGates} from "./retention/requireRetentionGates.js";
 import {policyNeeds} from "./scoring.js";
-import {gateSequenceDecodes} from "./native/ponderAddon.js";
+import {gateSequenceDecodes, ponderContextOf} from "./native/ponderAddon.js";
+import {gpuOffload} from "./gpuOffload.js";
+import {connectRpcServers, describeRpcProblems} from "./rpc/connectRpcServers.js";
+import {hasRpcDevices} from "./rpc/rpcEndpoint.js";
+import {DeferredState} from "./DeferredState.js";
 import {findStateCandidate, restoreSequenceState, saveSequenceState} from "./SequenceStates.js";
 import {hashSettings, reviveTyped, tagTyped, type StateExpectation} from "./stateFile.js";
 import type {
-    ChatTurn, CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateFiles, StateOutcome
+    ChatTurn, CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateFiles, StateOutcome, StateSave
 } from "./types.js";
 
 export type {LoadOptions};
@@ -50,7 +54,10 @@ export type ContextConfig = Pick<CompressionSettings, "kvType" | "kvTypeV" | "fl
 
 /** Positions node-llama-cpp may reach while pruning keeps the live cells within the budget. */
 const prunedPositionLimit = 1 << 22;
-/** The largest KV state saved for resuming: a larger one is not written (the write would hold the answer up). */
+/**
+ * The largest KV state saved for resuming: a larger one is not written (the write would hold up what it runs before: a
+ * pruned prompt's reading, the next request, quitting).
+ */
 const maxStateBytes = 256 * 1024 * 1024;
 
 
@@ -74,9 +81,18 @@ export class Engine implements EngineApi {
     private _runtimeOptions: RuntimeOptions;
     private _loaded: Loaded | null = null;
     private _active: Active | null = null;
-    private _status: EngineStatus = {state: "idle", build: null, model: null, progress: null, message: null};
+    private _status: EngineStatus = {state: "idle", build: null, model: null, progress: null, message: null, placement: null};
     private _generating = false;
     private readonly _listeners = new Set<(status: EngineStatus) => void>();
+    private readonly _stateListeners = new Set<(save: StateSave) => void>();
+    /** Full KV's state after an answer, written off the answer's path (DeferredState). A listener's failure stays its own. */
+    private readonly _deferred = new DeferredState((save) => this._stateListeners.forEach((listener) => {
+        try {
+            listener(save);
+        } catch {
+            // the write, and the request it ran before, go on
+        }
+    }));
 
     constructor(private readonly _options: EngineOptions) {
         this._runtimeOptions = _options.runtime ?? {};
@@ -101,10 +117,15 @@ export class Engine implements EngineApi {
             return {llama: this._llama, build: this._build};
         this._runtimeLoad ??= (async () => {
             try {
-                const {llama, build, warning} = await this._options.loadLlama(this._runtimeOptions);
+                const loaded = await this._options.loadLlama(this._runtimeOptions);
+                const {llama} = loaded;
+                // The rpc-servers are registered before any model loads: llama.cpp places layers on the devices it knows then.
+                const rpc = await connectRpcServers(llama, this._runtimeOptions.rpcServers ?? []);
+                const build: BuildInfo = {...loaded.build, rpc};
                 this._llama = llama;
                 this._build = build;
-                this._setStatus({build, message: warning ?? null});
+                const message = [loaded.warning, describeRpcProblems(rpc)].filter((part) => part != null).join(" ");
+                this._setStatus({build, message: message !== "" ? message : null});
                 return {llama, build};
             } catch (err) {
                 this._setStatus({state: "error", message: (err as Error).message});
@@ -122,7 +143,7 @@ export class Engine implements EngineApi {
 
     async freeMemory(): Promise<number> {
         const {llama, build} = await this.runtime();
-        return build.gpu !== false ? (await llama.getVramState()).free : os.freemem();
+        return offloads(build) ? (await llama.getVramState()).free : os.freemem();
     }
 
     inspect(modelPath: string): Promise<ModelInspection> {
@@ -142,6 +163,7 @@ export class Engine implements EngineApi {
             const inspection = await inspectModel(modelPath);
             const {llama} = await this.runtime();
             const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
+            await this._deferred.flush();
             await this._unload();
             this._setStatus({state: "loading", progress: 0, model: modelInfo, message: `Loading ${inspection.name}`});
             try {
@@ -164,7 +186,7 @@ export class Engine implements EngineApi {
         let model: LlamaModel | null = null;
         try {
             model = await llama.loadModel({
-                modelPath: inspection.path, gpuLayers: options.gpuLayers ?? "auto", onLoadProgress: (progress) => {
+                modelPath: inspection.path, gpuLayers: await this._gpuLayers(llama, inspection, options), onLoadProgress: (progress) => {
                 // node-llama-cpp may report progress after the load resolved: a ready engine stays without progress.
                 if (this._status.state === "loading")
                     this._setStatus({progress});
@@ -177,6 +199,30 @@ export class Engine implements EngineApi {
             await model?.dispose();
             throw err;
         }
+    }
+
+    /**
+     * The GPU layers setting as node-llama-cpp takes it. On a CPU build with rpc-servers, the remote devices are where
+     * layers go, but node-llama-cpp's `"auto"` fit offloads nothing without a local GPU: `"auto"` is then the most layers
+     * whose weights fit the servers' free memory (the context's own fit is checked when it is created).
+     */
+    private async _gpuLayers(llama: Llama, inspection: ModelInspection, options: LoadOptions): Promise<LoadOptions["gpuLayers"]> {
+        const gpuLayers = options.gpuLayers ?? "auto";
+        if (gpuLayers !== "auto" || this._build == null || this._build.gpu !== false || !hasRpcDevices(this._build.rpc))
+            return gpuLayers;
+        const free = (await llama.getVramState()).free;
+        return gpuOffload(inspection, {gpuLayers: "auto", kvBytes: 0, computeBytes: 0, modelLoaded: false, freeVramBytes: free, freeRamBytes: os.freemem()}).gpuLayers;
+    }
+
+    /**
+     * Where the loaded model's layers are, by device name ("CPU", "RPC0", …), once a context exists; `null` before, or on a
+     * build without patch 0010.
+     */
+    layerDevices(): {layers: string[], output: string} | null {
+        const active = this._active;
+        if (active == null)
+            return null;
+        return ponderContextOf(active.context)?.ponderLayerDevices?.() ?? null;
     }
 
     /**
@@ -356,9 +402,9 @@ export class Engine implements EngineApi {
             const outputTokens = session.sequence.tokenMeter.usedOutputTokens - outputBefore;
             const prompt = session.sequence.nextTokenIndex - outputTokens;
             loaded.openingTokens.set(openingKind, Math.max(0, prompt - rendered));
-            // Full KV keeps every cell: the whole sequence is the state the next turn's prompt starts with.
+            // Full KV keeps every cell: the whole sequence is the state the next turn's prompt starts with, written later.
             if (states?.files.save != null && compression.policy === "full")
-                states.outcome.saved = await this._saveState(active, states.files.save, "answer", states.expectation, null, states.outcome);
+                states.outcome.pending = this._deferSave(active, states.files.save, states.expectation, renderedTokens, full);
             return {
                 stopReason: stoppedBy === "budget" ? "budget" : result.stopReason, promptTokens, promptLength: prompt, outputTokens, states: states?.outcome
             };
@@ -395,6 +441,7 @@ export class Engine implements EngineApi {
             if (this._generating)
                 throw new AppError("BUSY", "Stop the current answer before changing the engine build");
             const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
+            await this._deferred.flush();
             await this._unload();
             await this._disposeRuntime();
             this._runtimeOptions = options;
@@ -415,8 +462,26 @@ export class Engine implements EngineApi {
         });
     }
 
+    /**
+     * Writes the state an answer left in the context (`StateOutcome.pending`; with `path`, only that one), after any
+     * generation running; `null` when none waits (written already, or superseded by a later answer of its conversation).
+     */
+    async saveState(path?: string): Promise<StateSave | null> {
+        return withLock([this, "engine"], () => this._deferred.flush(path));
+    }
+
+    /** What becomes of each state that waited in the context: written, not written, or superseded (`StateSave`). */
+    onStateSettled(listener: (save: StateSave) => void): () => void {
+        this._stateListeners.add(listener);
+        return () => this._stateListeners.delete(listener);
+    }
+
+    /** Disposes the model and the runtime; a state waiting to be written is dropped (`saveState` first to keep it). */
     async dispose(): Promise<void> {
-        await withLock([this, "engine"], () => this._unload());
+        await withLock([this, "engine"], () => {
+            this._deferred.drop();
+            return this._unload();
+        });
         await this._disposeRuntime();
     }
 
@@ -463,6 +528,8 @@ export class Engine implements EngineApi {
                 common = whole;
             }
         }
+        // A state waiting to be written goes to disk first, unless this prompt continues its conversation (DeferredState).
+        await this._deferred.beforeChange(active, commonPrefixLength(sequence.contextTokens, rendered));
         if (states != null && common < tokens.length)
             common = await this._resume(active, controller, tokens, common, pruning, states);
         if (common === tokens.length && common === sequence.nextTokenIndex)
@@ -503,8 +570,11 @@ export class Engine implements EngineApi {
         states: PrefillStates): Promise<number> {
         const notes: string[] = [];
         const prefix = (saved: readonly number[]) => commonPrefixLength(saved, tokens);
-        const candidate = await findStateCandidate(states.files.load, pruning ? "prompt" : "answer", states.expectation,
-            (saved) => pruning ? prefix(saved) === saved.length && saved.length <= tokens.length : prefix(saved) > common, notes);
+        // The state that spares the most reading: Full KV's with the longest common prefix, a pruning policy's longest prompt.
+        const reach = (saved: number[]) => pruning
+            ? (prefix(saved) === saved.length && saved.length <= tokens.length ? saved.length : 0)
+            : (prefix(saved) > common ? prefix(saved) : 0);
+        const candidate = await findStateCandidate(states.files.load, pruning ? "prompt" : "answer", states.expectation, reach, notes, tokens.length);
         let restored = common;
         if (candidate != null) {
             const sequence = active.session.sequence;
@@ -572,6 +642,29 @@ export class Engine implements EngineApi {
         }
     }
 
+    /**
+     * Keeps the sequence's state (Full KV's, after an answer) to write later (DeferredState): when asked (`saveState`), or
+     * before a request that does not continue its conversation changes the context. Returns its file.
+     */
+    private _deferSave(active: Active, path: string, expectation: StateExpectation, rendered: Token[], chat: ChatHistoryItem[]): string {
+        const loaded = this._loaded!;
+        const tokens = active.session.sequence.nextTokenIndex;
+        let continuedAt: number | null = null;
+        this._deferred.defer({
+            path,
+            owner: active,
+            continuedAt: () => continuedAt ??= continuedPrefix(loaded, rendered, chat),
+            write: async () => {
+                if (this._active !== active || active.session.sequence.nextTokenIndex !== tokens)
+                    return {saved: null, note: "The context changed before its KV state was saved: the next turn reads the history again."};
+                const outcome: StateOutcome = {restored: null, note: null, saved: null};
+                const saved = await this._saveState(active, path, "answer", expectation, null, outcome);
+                return {saved, note: outcome.note};
+            }
+        });
+        return path;
+    }
+
     /** The chat context for `config`, recreated when the budget, a KV cache type or flash attention changed. */
     private async _ensureContext(config: ContextConfig, pruning: boolean): Promise<Active> {
         const loaded = this._loaded!;
@@ -583,6 +676,7 @@ export class Engine implements EngineApi {
         const cacheProblem = cacheTypeProblem(loaded.inspection, config);
         if (cacheProblem != null)
             throw new AppError("BAD_REQUEST", cacheProblem);
+        await this._deferred.flush();
         await this._disposeContext();
         await this._assertContextFits(loaded, config);
 
@@ -608,7 +702,18 @@ export class Engine implements EngineApi {
         if (kv != null)
             gateSequenceDecodes(session.sequence, (count, first) => active.controller?.beforeDecode(count, first) ?? count);
         this._active = active;
+        this._setStatus({placement: this._placement(active)});
         return active;
+    }
+
+    /** Where the model's layers run, read from the context (patch 0010), with the rpc-server of each remote device. */
+    private _placement(active: Active): LayerPlacement | null {
+        const devices = ponderContextOf(active.context)?.ponderLayerDevices?.();
+        if (devices == null)
+            return null;
+        const remote = new Map((this._build?.rpc?.servers ?? []).flatMap((server) => server.devices.map((device) => [device.name, server.endpoint] as const)));
+        const names = [...new Set([...devices.layers, devices.output])];
+        return {...devices, devices: names.map((name) => ({name, where: remote.get(name) ?? null}))};
     }
 
     /**
@@ -619,7 +724,7 @@ export class Engine implements EngineApi {
     private async _assertContextFits(loaded: Loaded, config: ContextConfig): Promise<void> {
         assertBudgetWithinCap(loaded.inspection, {...config, budget: {kind: "cells", cells: config.cells}});
         const free = await (this._options.freeMemory?.() ?? this.freeMemory());
-        const onGpu = this._build != null && this._build.gpu !== false;
+        const onGpu = this._build != null && offloads(this._build);
         const gpu = onGpu ? {gpuLayers: loaded.model.gpuLayers, freeRamBytes: os.freemem()} : undefined;
         const fit = contextFit(loaded.inspection, config, free, {modelLoaded: true, gpu});
         if (fit == null || fit.fits)
@@ -649,7 +754,7 @@ export class Engine implements EngineApi {
         this._loaded = null;
         if (loaded != null) {
             await loaded.model.dispose();
-            this._setStatus({state: "idle", model: null});
+            this._setStatus({state: "idle", model: null, placement: null});
         }
     }
 
@@ -720,6 +825,19 @@ function partialResponse(turn: Extract<ChatTurn, {role: "assistant"}>): ChatMode
     return response;
 }
 
+/**
+ * The tokens of a prompt that a later request of the same conversation keeps: its rendering up to where it reads otherwise
+ * once the answer is history (the assistant's opening, a thought a template drops), found by rendering the chat with the
+ * answer's turn closed by an empty user message.
+ */
+function continuedPrefix(loaded: Loaded, rendered: readonly Token[], chat: ChatHistoryItem[]): number {
+    try {
+        return commonPrefixLength(rendered, tokenizeChat(loaded, [...chat, {type: "user", text: ""}]));
+    } catch {
+        return Math.max(0, rendered.length - promptTail);
+    }
+}
+
 /** How many leading tokens `a` and `b` share. */
 function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
     let n = 0;
@@ -782,4 +900,9 @@ export function toChatHistory(systemPrompt: string, turns: ChatTurn[]): ChatHist
         history.push({type: "model", response});
     }
     return history;
+}
+
+/** Whether offloaded layers (and their KV) leave RAM on this build: a GPU build, or rpc-servers' devices. */
+function offloads(build: BuildInfo): boolean {
+    return build.gpu !== false || hasRpcDevices(build.rpc);
 }

@@ -1,5 +1,5 @@
 import type {BuildInfo, EngineBuildChoice, EngineStatus, ModelInfo} from "../../preload/contract.js";
-import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount} from "./types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "./types.js";
 
 /** How a model is loaded. */
 export type LoadOptions = {
@@ -10,7 +10,12 @@ export type LoadOptions = {
 /** Which llama.cpp runtime the engine runs. */
 export type RuntimeOptions = {
     /** The engine build: the best one present, or one backend (see main/engine/loadRuntime.ts). Defaults to `"auto"`. */
-    build?: EngineBuildChoice
+    build?: EngineBuildChoice,
+    /**
+     * The rpc-servers ("host:port") whose devices take a model's offloaded layers (the GPU layers setting), registered
+     * when the runtime loads; each is checked first and left out, with the reason, when it cannot be used. Defaults to none.
+     */
+    rpcServers?: string[]
 };
 
 /**
@@ -35,6 +40,17 @@ export interface EngineApi {
      * turn (a new user message) adds; `null` when no model is loaded. Runs beside a generation: no context is touched.
      */
     countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null>;
+    /**
+     * Writes the KV state an answer left in the context unwritten (`StateOutcome.pending`: Full KV's sequence after the
+     * answer), with `path` only that one, once any generation running has ended. `null` when none waits: written already
+     * (a request that did not continue its conversation wrote it first), or superseded by a later answer of its conversation.
+     */
+    saveState(path?: string): Promise<StateSave | null>;
+    /**
+     * Hears what becomes of each state that waited in the context: written (by `saveState`, or before another request
+     * changed the context), not written, or superseded by a later answer of its conversation.
+     */
+    onStateSettled(listener: (save: StateSave) => void): () => void;
 
     /**
      * Runs the engine on another build: ends the runtime (in the app, the engine process), starts it with `options`

@@ -57,11 +57,13 @@ export async function saveSequenceState(options: {
 }
 
 /**
- * The first of `paths` (in order) whose header says it was made as `expectation` asks, of `kind`, with tokens that
- * `usable` accepts; `notes` collects why the others were refused (a missing file is no note).
+ * Of `paths`, the state whose header says it was made as `expectation` asks, of `kind`, that spares the most reading: the
+ * largest `reach` (the tokens of the prompt it holds; 0 when it cannot be used), the earliest in `paths` among equals;
+ * `notes` collects why others were refused (a missing file is no note). Stops at a state that reaches `complete` tokens.
  */
 export async function findStateCandidate(paths: readonly string[], kind: StateKind, expectation: StateExpectation,
-    usable: (tokens: number[]) => boolean, notes: string[]): Promise<StateCandidate | null> {
+    reach: (tokens: number[]) => number, notes: string[], complete = Infinity): Promise<StateCandidate | null> {
+    let best: {candidate: StateCandidate, reach: number} | null = null;
     for (const path of paths) {
         try {
             const {header} = await readHeaderOf(path);
@@ -77,15 +79,18 @@ export async function findStateCandidate(paths: readonly string[], kind: StateKi
                 notes.push("the saved state is damaged (its tokens)");
                 continue;
             }
-            if (usable(tokens))
-                return {path, header, tokens};
+            const reached = reach(tokens);
+            if (reached > 0 && reached > (best?.reach ?? 0))
+                best = {candidate: {path, header, tokens}, reach: reached};
+            if (reached >= complete)
+                break;
         } catch (err) {
             if ((err as NodeJS.ErrnoException).code === "ENOENT")
                 continue;
             notes.push(err instanceof StateFileError ? `the saved state was refused: ${err.message}` : `the saved state could not be read: ${(err as Error).message}`);
         }
     }
-    return null;
+    return best?.candidate ?? null;
 }
 
 /** Writes per-cell values back at their positions (`layers`: per layer, the arrays `packScores` packed). */

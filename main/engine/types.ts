@@ -76,10 +76,11 @@ export type GenerateRequest = {
 };
 
 /**
- * State files of one path of messages. `load`: files of the path's earlier messages, newest first; the first that matches
- * (model, cache types, flash attention, policy and budget, and tokens the prompt starts with) is loaded. `save`: where
- * this request's state goes: Full KV's whole sequence after the answer, a pruning policy's prompt read up to its last
- * whole chunk (the state the next turn's prompt read passes through).
+ * State files of one path of messages (or the API server's). `load`: files of the path's earlier messages, newest first;
+ * of those that match (model, cache types, flash attention, policy and budget, and tokens the prompt starts with), the one
+ * that spares the most reading is loaded (the newest among equals). `save`: where this request's state goes: Full KV's
+ * whole sequence after the answer (kept in the context and written later: `StateOutcome.pending`), a pruning policy's
+ * prompt read up to its last whole chunk (the state the next turn's prompt read passes through).
  */
 export type StateFiles = {load: string[], save?: string};
 
@@ -88,8 +89,19 @@ export type StateOutcome = {
     restored: {path: string, tokens: number} | null,
     /** Why the history was read again although a state was offered; `null` when it was not. */
     note: string | null,
-    saved: {path: string, bytes: number, tokens: number, liveCells: number, liveBytes: number, fullBytes: number} | null
+    saved: {path: string, bytes: number, tokens: number, liveCells: number, liveBytes: number, fullBytes: number} | null,
+    /**
+     * The file of a state kept in the context, not written yet (Full KV's sequence after the answer): the engine writes it
+     * when asked (`EngineApi.saveState`) or before a request that does not continue it changes the context. Absent when none.
+     */
+    pending?: string
 };
+
+/**
+ * What became of a state that waited in the context (`StateOutcome.pending`): written (`saved`), not written (`note` says
+ * why), or `superseded`: a later answer of its conversation continued the context, and its own state stands for it.
+ */
+export type StateSave = {path: string, saved: StateOutcome["saved"], note: string | null, superseded?: boolean};
 
 export type GenerationResult = {
     /** `budget`: Full KV filled its cells and stopped. */

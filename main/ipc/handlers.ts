@@ -38,7 +38,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "conversations:create": ({title}) => services.conversations.create(title),
         "conversations:rename": ({id, title}) => services.conversations.rename(id, title),
         "conversations:delete": ({id}) => services.deleteConversation(id),
-        "conversations:get": ({id}) => services.conversations.get(id),
+        "conversations:get": ({id}) => services.openConversation(id),
         "conversations:updateSettings": ({id, settings}) => services.conversations.updateSettings(id, settings),
         "conversations:export": ({id, format}) => exportConversation(services.conversations.get(id), format),
         "chat:countTokens": ({conversationId, text}) => services.tokens.count(conversationId, text),
@@ -57,6 +57,11 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "server:generateKey": () => services.server.generateKey(),
         "server:clearKey": () => services.server.clearKey(),
         "engine:builds": () => services.engineBuilds.get(),
-        "engine:setBuild": ({build}) => services.engineBuilds.set(build)
+        "engine:setBuild": ({build}) => services.engineBuilds.set(build),
+        "rpc:list": () => services.rpcServers.get(),
+        "rpc:add": ({endpoint}) => services.rpcServers.add(endpoint),
+        "rpc:remove": ({endpoint}) => services.rpcServers.remove(endpoint),
+        "rpc:setEnabled": ({endpoint, enabled}) => services.rpcServers.setEnabled(endpoint, enabled),
+        "rpc:check": ({endpoint}) => services.rpcServers.check(endpoint)
     } satisfies Handlers;
 }

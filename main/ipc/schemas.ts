@@ -8,6 +8,9 @@ import {maxCountChars} from "../services/TokenCountService.js";
 
 const id = z.string().min(1).max(200);
 const none = z.undefined().or(z.null()).transform((): void => undefined);
+/** "host:port", checked in words by the service (parseRpcEndpoint); here only its shape and size. */
+const rpcEndpointSchema = z.string().min(1).max(300);
+const rpcEndpointRequest = z.object({endpoint: rpcEndpointSchema}).strict();
 
 /** One schema per request channel: every payload from a renderer is parsed before a handler sees it. */
 export const requestSchemas = {
@@ -59,5 +62,10 @@ export const requestSchemas = {
     "server:generateKey": none,
     "server:clearKey": none,
     "engine:builds": none,
-    "engine:setBuild": z.object({build: engineBuildChoiceSchema}).strict()
+    "engine:setBuild": z.object({build: engineBuildChoiceSchema}).strict(),
+    "rpc:list": none,
+    "rpc:add": rpcEndpointRequest,
+    "rpc:remove": rpcEndpointRequest,
+    "rpc:setEnabled": z.object({endpoint: rpcEndpointSchema, enabled: z.boolean()}).strict(),
+    "rpc:check": rpcEndpointRequest
 } satisfies {[C in RequestChannel]: z.ZodType<Req<C>, unknown>};

@@ -9,6 +9,7 @@ import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
 import {DownloadService} from "./DownloadService.js";
 import {EngineBuildService, type EngineBuildServiceOptions} from "./EngineBuildService.js";
+import {RpcServerService, type RpcServerServiceOptions} from "./RpcServerService.js";
 import {CompletionService} from "./CompletionService.js";
 import {GenerationQueue} from "./GenerationQueue.js";
 import type {StateStore} from "./StateStore.js";
@@ -31,6 +32,7 @@ export type AppServicesOptions = {
     maxQueued?: number,
     server?: ServerServiceOptions,
     engineBuilds?: EngineBuildServiceOptions,
+    rpcServers?: RpcServerServiceOptions,
     now?: Clock
 };
 
@@ -51,6 +53,7 @@ export class AppServices {
     readonly server: ServerService;
     /** Which engine build runs, and the builds present. */
     readonly engineBuilds: EngineBuildService;
+    readonly rpcServers: RpcServerService;
     /** Counts a message's tokens against its conversation's KV budget before it is sent. */
     readonly tokens: TokenCountService;
 
@@ -66,6 +69,12 @@ export class AppServices {
         this.conversations.states = _options.states ?? null;
         const states = _options.states;
         if (states != null) {
+            // What a process killed while writing a state left (states are written under a temporary name, then renamed).
+            try {
+                states.removeTemporary();
+            } catch {
+                // tried again at the next start
+            }
             // The disk budget follows the settings; a lower one (0: save none) trims at once.
             states.budgetBytes = this.settings.get().stateDiskBudgetMib * mib;
             this.settings.onUpdate((settings) => {
@@ -81,10 +90,11 @@ export class AppServices {
             });
         }
         this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, this.queue, {...(_options.chat ?? {}), states: _options.states});
-        this.completions = new CompletionService(engine, this.queue, this.compression, this.settings, now);
+        this.completions = new CompletionService(engine, this.queue, this.compression, this.settings, now, _options.states);
         this.server = new ServerService(db, engine, this.completions, this.queue, this.settings, emit, _options.server);
         this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
         this.engineBuilds = new EngineBuildService(db, engine, this.queue, _options.engineBuilds);
+        this.rpcServers = new RpcServerService(db, engine, this.queue, _options.rpcServers);
         this.tokens = new TokenCountService(db, engine, this.conversations, this.settings, this.compression);
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
@@ -128,18 +138,28 @@ export class AppServices {
         return {...details, fit};
     }
 
+    /**
+     * A conversation as the app opens it. Opening one leaves the one shown before: an answer's KV state the engine holds
+     * unwritten there is written in the background (ChatService.opened).
+     */
+    openConversation(id: string): ConversationDetail {
+        const detail = this.conversations.get(id);
+        this.chat.opened(id);
+        return this.chat.withStatePending(detail);
+    }
+
     /** Shows another version of a message; refused while an answer is being written in that conversation. */
     switchBranch(conversationId: string, messageId: string): ConversationDetail {
         if (this.chat.generatingIn(conversationId))
             throw new AppError("BUSY", "Stop the answer being written before switching versions");
-        return this.conversations.switchBranch(conversationId, messageId);
+        return this.chat.withStatePending(this.conversations.switchBranch(conversationId, messageId));
     }
 
     /** Deletes a message and what follows it; refused while an answer is being written in that conversation. */
     deleteMessage(conversationId: string, messageId: string): ConversationDetail {
         if (this.chat.generatingIn(conversationId))
             throw new AppError("BUSY", "Stop the answer being written before deleting messages");
-        return this.conversations.deleteMessage(conversationId, messageId);
+        return this.chat.withStatePending(this.conversations.deleteMessage(conversationId, messageId));
     }
 
     async deleteConversation(id: string): Promise<void> {
@@ -181,6 +201,7 @@ export class AppServices {
     async dispose(): Promise<void> {
         await this.downloads.dispose();
         await this.server.dispose();
+        // Stops the answer being written and writes the KV state the engine holds unwritten, a few seconds at most.
         await this.chat.dispose();
         await this.engine.dispose();
         this.db.dispose();

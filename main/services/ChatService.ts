@@ -8,6 +8,7 @@ import {requireRetentionGates} from "../engine/retention/requireRetentionGates.j
 import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
+import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
 import {continueBlockedByBudget, parseCompression, toMessageDto} from "./dto.js";
@@ -23,7 +24,7 @@ export type ChatServiceOptions = {
     maxSamples?: number,
     /** Where conversations' KV states are kept, so a conversation resumes without reading its history again. Defaults to none. */
     states?: StateStore
-};
+} & Pick<PendingStatesOptions, "quitSaveMs" | "log">;
 
 type Active = {conversationId: string, messageId: string, abort: AbortController, done: Promise<void>};
 
@@ -33,6 +34,8 @@ type Active = {conversationId: string, messageId: string, abort: AbortController
  */
 export class ChatService {
     private _active: Active | null = null;
+    /** When the KV states Full KV answers leave in the engine are written. */
+    private readonly _pending: PendingStates;
 
     constructor(
         private readonly _db: AppDatabase,
@@ -44,7 +47,9 @@ export class ChatService {
         /** The engine's turns, shared with the API server. */
         private readonly _queue: GenerationQueue,
         private readonly _options: ChatServiceOptions = {}
-    ) {}
+    ) {
+        this._pending = new PendingStates(_db, _engine, _emit, (row) => this._dto(row), _options);
+    }
 
     /** Marks answers a previous process left streaming as interrupted. Call once at start-up. */
     recoverInterrupted(): number {
@@ -120,7 +125,12 @@ export class ChatService {
 
     /** A message with its versions (siblings), as the renderer shows it. */
     private _dto(row: MessageRow): MessageDto {
-        return {...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)};
+        return this._pending.mark({...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)});
+    }
+
+    /** The conversation's messages, the answer whose KV state the engine holds unwritten marked (`statePending`). */
+    withStatePending<T extends {messages: MessageDto[]}>(detail: T): T {
+        return {...detail, messages: detail.messages.map((message) => this._pending.mark(message))};
     }
 
     /**
@@ -171,9 +181,27 @@ export class ChatService {
         await this._active?.done;
     }
 
+    /**
+     * The app now shows `conversationId`: an answer's KV state left unwritten in another conversation is written now, in
+     * the background (PendingStates).
+     */
+    opened(conversationId: string): void {
+        this._pending.opened(conversationId);
+    }
+
+    /** Resolves when the state writes asked for in the background have ended. */
+    statesWritten(): Promise<void> {
+        return this._pending.written();
+    }
+
+    /**
+     * Stops the answer being written, then writes the KV state the engine holds unwritten, a few seconds at most
+     * (`quitSaveMs`): quitting never hangs on it.
+     */
     async dispose(): Promise<void> {
         this._active?.abort.abort();
         await this.idle();
+        await this._pending.writeBeforeQuit();
     }
 
     /** Keeps the state files within their disk budget; a failure there never fails an answer. */
@@ -342,6 +370,8 @@ export class ChatService {
                 messageStats.savedState = {bytes, tokens, liveCells, liveBytes, fullBytes};
                 this._trimStates(result.states.saved.path);
             }
+            // Full KV's state stays in the engine until this conversation is left (or the app quits): no write per answer.
+            this._pending.answered(conversationId, messageId, result.states?.pending);
             if (result.states?.restored != null)
                 messageStats.resumedTokens = result.states.restored.tokens;
             if (result.stopReason === "abort")
@@ -402,6 +432,7 @@ export class ChatService {
         const row = this._db.messages.get(messageId);
         if (row != null)
             this._emit("chat:done", {conversationId, message: this._dto({...row, ...finish, updated_at: now})});
+        this._pending.finished(conversationId, messageId);
     }
 }
 

@@ -5,10 +5,11 @@ import {cacheTypeProblem} from "../engine/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import {policyNeeds} from "../engine/scoring.js";
-import type {ChatTurn, GenerationChunk, GenerationResult} from "../engine/types.js";
+import type {ChatTurn, GenerationChunk, GenerationResult, StateFiles, StateSave} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
 import type {SettingsService} from "./SettingsService.js";
+import type {StateStore} from "./StateStore.js";
 import type {Clock} from "./types.js";
 
 /** One generation asked for by a program outside the app: no conversation, nothing stored. */
@@ -44,7 +45,10 @@ export type CompletionRequest = {
 
 export type CompletionResult = {
     stopReason: GenerationResult["stopReason"],
-    /** Tokens the engine evaluated for the prompt (a prefix already in the context is reused, not evaluated). */
+    /**
+     * Tokens the engine evaluated for the prompt: a prefix already in the context, or in a state of an earlier request
+     * loaded from disk (Full KV), is reused, not evaluated.
+     */
     promptTokensEvaluated: number,
     /** The whole prompt and the answer's tokens as the engine counted them (GenerationResult); `null` when unknown. */
     promptLength: number | null,
@@ -68,9 +72,14 @@ export type CompletionResult = {
     generationMs: number
 };
 
+/** API states kept on disk at most, newest first (more go at the next request). */
+const maxApiStates = 8;
+
 /**
  * Generations for the API server: the same engine as the chat, in the same queue, with the app's compression
- * settings under the request's policy and budget. Reads no conversation and stores nothing.
+ * settings under the request's policy and budget. Reads no conversation and stores no message. Under Full KV a request
+ * leaves its KV state for later ones (`states`, in a folder of its own): a request whose messages continue an earlier
+ * one's starts from the longest prefix still in the context or in one of the newest `maxApiStates` states on disk.
  */
 export class CompletionService {
     constructor(
@@ -78,8 +87,11 @@ export class CompletionService {
         private readonly _queue: GenerationQueue,
         private readonly _compression: Pick<CompressionService, "estimate">,
         private readonly _settings: Pick<SettingsService, "get">,
-        private readonly _now: Clock
-    ) {}
+        private readonly _now: Clock,
+        private readonly _states?: StateStore
+    ) {
+        _engine.onStateSettled((save) => this._stateSettled(save));
+    }
 
     async complete(request: CompletionRequest): Promise<CompletionResult> {
         if (this._engine.inspection == null)
@@ -101,6 +113,7 @@ export class CompletionService {
         const queued = this._now();
         const release = await this._queue.acquire(request.signal);
         try {
+            const states = this._requestStates(compression.policy);
             const started = this._now();
             request.onStart?.();
             const progress = {thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started};
@@ -118,6 +131,7 @@ export class CompletionService {
                 stop: request.stop,
                 signal: request.signal,
                 kv: {compression, cells: estimate.cells},
+                states,
                 onSample: (reading) => {
                     sample = reading;
                     request.onSample?.(reading);
@@ -156,6 +170,36 @@ export class CompletionService {
             };
         } finally {
             release();
+        }
+    }
+
+    /**
+     * The states a request may start from, and where it leaves its own: Full KV's only. A pruning policy reads every prompt
+     * afresh, so its answer depends on the request alone (a pruned state would carry rounds made for another request's
+     * input). States already on disk are offered even when the disk budget is 0 (none is then written).
+     */
+    private _requestStates(policy: PolicyId): StateFiles | undefined {
+        const store = this._states;
+        if (store == null || policy !== "full")
+            return undefined;
+        try {
+            store.trimApi(maxApiStates);
+            return {load: store.apiStates(), save: store.saving ? store.prepareApi() : undefined};
+        } catch {
+            // A states folder that cannot be read or made: the request reads its prompt as without states.
+            return undefined;
+        }
+    }
+
+    /** An API state written (after its request, when another needed the engine or the app quit) counts against the disk budget. */
+    private _stateSettled(save: StateSave): void {
+        const store = this._states;
+        if (store == null || save.saved == null || !store.isApiState(save.path))
+            return;
+        try {
+            store.trim(save.path);
+        } catch {
+            // the next write trims again
         }
     }
 }

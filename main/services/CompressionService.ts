@@ -6,6 +6,7 @@ import type {EngineApi} from "../engine/EngineApi.js";
 import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
 import {contextFit, kvCellPadding, type FitOptions} from "../engine/contextFit.js";
 import {cacheTypeProblem, formatMib, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
+import {hasRpcDevices} from "../engine/rpc/rpcEndpoint.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 import {policyNeeds, scoring} from "../engine/scoring.js";
@@ -28,9 +29,9 @@ export class CompressionService {
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
         const retention = await findRetentionGates(model);
         const build = this._engine.status.build;
-        if (build == null || build.gpu === false)
+        if (build == null || (build.gpu === false && !hasRpcDevices(build.rpc)))
             return estimateBudget(model, compression, os.freemem(), {modelLoaded, retention});
-        // A GPU build: the loaded model as it was loaded, another one with its own setting.
+        // A GPU build, or rpc-servers' devices: the loaded model as it was loaded, another one with its own setting.
         const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
         return estimateBudget(model, compression, await this._engine.freeMemory(),
             {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}});

@@ -7,6 +7,7 @@ import {currentSeriesHash} from "../engine/native/currentSeriesHash.js";
 import {autoBackendOrder, engineBuildOrder} from "../engine/native/engineBuildOrder.js";
 import {listEngineBuilds} from "../engine/native/listEngineBuilds.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
+import {readEnabledRpcServers} from "./rpcServerSettings.js";
 
 const storageKey = "engine";
 
@@ -64,7 +65,7 @@ export class EngineBuildService {
         const release = await this._queue.acquire();
         try {
             this._db.settings.set(storageKey, {build: choice});
-            await this._engine.restart({build: choice});
+            await this._engine.restart({build: choice, rpcServers: readEnabledRpcServers(this._db)});
         } finally {
             release();
         }

@@ -1,3 +1,4 @@
+import {randomUUID} from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -11,8 +12,9 @@ type Entry = {path: string, bytes: number, mtimeMs: number};
 
 /**
  * Where conversations' KV states live on disk (`<dir>/<conversation>/<message>.state`, one file per branch tip: the
- * answer a state was saved after), the disk budget they share (oldest first out) and their deletion with their
- * conversation or message. The engine writes and reads the files; this only names, counts and removes them.
+ * answer a state was saved after; the API server's in `<dir>/api/`), the disk budget they share (oldest first out) and
+ * their deletion with their conversation or message. The engine writes and reads the files; this only names, counts and
+ * removes them.
  */
 export class StateStore {
     private _budgetBytes: number;
@@ -52,7 +54,7 @@ export class StateStore {
     /** The file of the state saved after `messageId`. Ids are UUIDs; anything else is refused. */
     pathOf(conversationId: string, messageId: string): string {
         for (const id of [conversationId, messageId])
-            if (!/^[A-Za-z0-9-]{1,64}$/.test(id))
+            if (!idPattern.test(id))
                 throw new Error(`not an id: ${id}`);
         return path.join(this._dir, conversationId, `${messageId}.state`);
     }
@@ -62,6 +64,70 @@ export class StateStore {
         const file = this.pathOf(conversationId, messageId);
         fs.mkdirSync(path.dirname(file), {recursive: true});
         return file;
+    }
+
+    /** The conversation and message a state file belongs to; `null` for the API server's and for any other path. */
+    ownerOf(file: string): {conversationId: string, messageId: string} | null {
+        const relative = path.relative(this._dir, file).split(path.sep);
+        if (relative.length !== 2 || relative[0] === apiFolder || !relative[1]!.endsWith(".state"))
+            return null;
+        const [conversationId, name] = relative as [string, string];
+        const messageId = name.slice(0, -".state".length);
+        return idPattern.test(conversationId) && idPattern.test(messageId) ? {conversationId, messageId} : null;
+    }
+
+    /** Whether `file` is one of the API server's states. */
+    isApiState(file: string): boolean {
+        return path.dirname(file) === path.join(this._dir, apiFolder) && file.endsWith(".state");
+    }
+
+    /** A new file for an API request's state (its folder made). */
+    prepareApi(): string {
+        const dir = path.join(this._dir, apiFolder);
+        fs.mkdirSync(dir, {recursive: true});
+        return path.join(dir, `${randomUUID()}.state`);
+    }
+
+    /** The API server's states, newest first. */
+    apiStates(): string[] {
+        const dir = path.join(this._dir, apiFolder);
+        if (!fs.existsSync(dir))
+            return [];
+        return fs.readdirSync(dir).filter((name) => name.endsWith(".state"))
+            .map((name) => ({file: path.join(dir, name), mtimeMs: fs.statSync(path.join(dir, name), {throwIfNoEntry: false})?.mtimeMs}))
+            .filter((entry): entry is {file: string, mtimeMs: number} => entry.mtimeMs != null)
+            .sort((a, b) => b.mtimeMs - a.mtimeMs)
+            .map((entry) => entry.file);
+    }
+
+    /** Keeps the newest `max` API states, deleting the others; returns how many went. */
+    trimApi(max: number): number {
+        const old = this.apiStates().slice(max);
+        for (const file of old)
+            fs.rmSync(file, {force: true});
+        return old.length;
+    }
+
+    /**
+     * Deletes what a process killed while writing or loading a state left: its temporary files (a state is written under a
+     * temporary name and renamed, so a kill never leaves half a state). Call at start-up, when no engine writes.
+     */
+    removeTemporary(): number {
+        if (!fs.existsSync(this._dir))
+            return 0;
+        let removed = 0;
+        for (const folder of fs.readdirSync(this._dir, {withFileTypes: true})) {
+            if (!folder.isDirectory())
+                continue;
+            const dir = path.join(this._dir, folder.name);
+            for (const name of fs.readdirSync(dir)) {
+                if (/\.state\.[0-9a-f]+\.(load\.)?tmp(\.llama)?$/.test(name)) {
+                    fs.rmSync(path.join(dir, name), {force: true});
+                    removed++;
+                }
+            }
+        }
+        return removed;
     }
 
     /** Bytes of the state saved after `messageId`, or `null` when there is none. */
@@ -129,6 +195,10 @@ export class StateStore {
         return entries;
     }
 }
+
+const idPattern = /^[A-Za-z0-9-]{1,64}$/;
+/** The API server's states' folder (conversations' folders are UUIDs). */
+const apiFolder = "api";
 
 /** The default disk budget of the state files: 4 GiB. */
 export const defaultStateBudgetBytes = 4 * 1024 * 1024 * 1024;

@@ -143,6 +143,9 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return message?.stats?.savedState != null ? {messageId: message.id, ...message.stats.savedState} : null;
     });
 
+    /** Whether the engine holds the latest answer's KV state, to write to disk when the conversation is left or the app quits. */
+    const statePending = $derived(chat.state.messages.findLast((candidate) => candidate.role === "assistant" && candidate.stats != null)?.stats?.statePending === true);
+
     /** Tokens the latest finished answer loaded from a saved state instead of reading them again; `null` when it read them. */
     const resumedTokens = $derived.by((): number | null => {
         const message = chat.state.messages.findLast((candidate) => candidate.role === "assistant" && candidate.stats != null);
@@ -214,6 +217,10 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         /** Tokens the latest answer loaded from disk instead of reading the history again, or `null`. */
         get resumedTokens() {
             return resumedTokens;
+        },
+        /** The latest answer's KV state is held by the engine, not written yet (written when the conversation is left). */
+        get statePending() {
+            return statePending;
         },
         /** Grows with every published update: the charts redraw when it changes. */
         get version() {

@@ -7,6 +7,7 @@ import {createDownloads} from "./downloads.svelte.js";
 import {createDraftTokens, type DraftTokensOptions} from "./draftTokens.svelte.js";
 import {createEngineBuilds} from "./engineBuilds.svelte.js";
 import {createSavedStates} from "./savedStates.svelte.js";
+import {createRpcServers} from "./rpcServers.svelte.js";
 import {createGeneration} from "./generation.svelte.js";
 import {createMemory, type MemoryOptions} from "./memory.svelte.js";
 import {createModels} from "./models.svelte.js";
@@ -41,6 +42,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const server = createServer(bridge);
     const engineBuilds = createEngineBuilds(bridge);
     const savedStates = createSavedStates(bridge);
+    const rpcServers = createRpcServers(bridge);
     const search = createSearch(bridge, options.search);
     const draftTokens = createDraftTokens(bridge, options.draftTokens);
     const connection = $state({connected: true});
@@ -238,7 +240,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, savedStates, search, draftTokens,
+        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, savedStates, rpcServers, search, draftTokens,
         connection, ui,
         start, openConversation, openSearchHit, forkAt, importConversation, newConversation, deleteConversation, send, openExternal, focusSearch,
         closeOpenPanel, demo, trySample,

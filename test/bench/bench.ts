@@ -1,17 +1,19 @@
 // `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
 //
-//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume]
+//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
 //                    [--quality-combine quota]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
 //                    [--alphas 0,0.25,0.5,1,2,4] [--calibration-problems 16] [--precision-policy lethe] [--precision-share 0.5]
 //                    [--resume-lengths 1024,4096,16384] [--resume-demo-lengths 1024,2048] [--resume-policy lethe] [--resume-repeats 2]
+//                    [--rpc-repeats 4] [--rpc-tokens 256]
 //                    [--out test/bench/results] [--threads 2]
 //
 // calibrate-leankv and precision are not in the default suites: the first picks LeanKV's alpha on training problems,
 // the second is LeanKV's Figure 7 ablation (F16, K8V4, K4V8 with Full KV, an eviction policy and LeanKV). resume (not in
 // the defaults either) times a conversation's next answer from its KV state on disk against reading the history again.
+// rpc (not in the defaults) splits a model across two rpc-servers on loopback against the same model here.
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -27,7 +29,8 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
-import {decodeRun, type DecodePoint} from "./decodeRun.js";
+import {policyNeeds} from "../../main/engine/scoring.js";
+import {decodeRun, type DecodePoint, type DecodeReads} from "./decodeRun.js";
 import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {foresightSuite} from "./foresight.js";
 import {calibrateLeanKv, precisionSuite} from "./precision.js";
@@ -37,6 +40,7 @@ import {forkEngine} from "../../main/engine/process/forkEngine.js";
 import {median} from "./median.js";
 import {builtEngineEntry, processRuns, processSuite} from "./processBench.js";
 import {resumeSuite} from "./resume.js";
+import {rpcSuite} from "./rpcBench.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {serverSuite} from "./serverBench.js";
 
@@ -67,6 +71,8 @@ const {values} = parseArgs({
         "resume-demo-lengths": {type: "string", default: "1024,2048"},
         "resume-policy": {type: "string", default: "lethe"},
         "resume-repeats": {type: "string", default: "2"},
+        "rpc-repeats": {type: "string", default: "4"},
+        "rpc-tokens": {type: "string", default: "256"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
     }
@@ -153,15 +159,15 @@ if (suites.has("overhead")) {
     const rows: (string | number)[][] = [];
     const json: unknown[] = [];
     for (const flashAttention of [false, true]) {
-        const runs = [{label: "full (scoring off)", policy: "full" as PolicyId}, ...policies.map((policy) => ({
-            label: `${policy} (${policy === "streamingllm" ? "positions only" : "scoring on"})`, policy}))];
+        const runs = [{label: "full (scoring off)", policy: "full" as PolicyId}, ...policies.map((policy) => ({label: `${policy} (${readsLabel(policy)})`, policy}))];
         const speeds = runs.map(() => [] as number[]);
         const ratios = runs.map(() => [] as number[]);
         for (let round = 0; round < repeats; round++) {
             const speedsNow: number[] = [];
             for (const run of runs) {
                 const compression = run.policy === "full" ? settings("full") : settings(run.policy, {pruneEvery: 1_000_000});
-                speedsNow.push((await decodeRun(model, {prompt, length: 384, cells: 1024, window: 128, threads, flashAttention, compression})).tokensPerSecond);
+                speedsNow.push((await decodeRun(model, {prompt, length: 384, cells: 1024, window: 128, threads, flashAttention, compression,
+                    retentionGates: await retentionGatesFor(run.policy, file)})).tokensPerSecond);
             }
             speedsNow.forEach((speed, index) => {
                 speeds[index]!.push(speed);
@@ -178,6 +184,26 @@ if (suites.has("overhead")) {
     results.overhead = json;
     say(`\n## Scoring overhead at short context (${path.basename(file)}, 32-token prompt, 384 tokens, no pruning, ${threads} threads, ` +
         `medians of ${repeats} rounds)\n\n` + table(["run", "flash attention", "tokens/s", "ratio to Full (median of the rounds' ratios)"], rows));
+}
+
+/** What a policy has the engine compute beside K and V, as the overhead table names it. */
+function readsLabel(policy: PolicyId): string {
+    const needs = policyNeeds(settings(policy));
+    const parts = [needs.scores !== false ? "scoring" : null, needs.retention === true ? "gates" : null, needs.valueNorms === true ? "value norms" : null]
+        .filter((part) => part != null);
+    return parts.length === 0 ? "positions only" : `${parts.join(" and ")} on`;
+}
+
+/** What a run's engine computed beside K and V, in words: `scoring (32 rows), value norms`, or `nothing`. */
+function readsText(reads: DecodeReads): string {
+    const parts = [reads.scoringRows > 0 ? `scoring (${reads.scoringRows} rows)` : null, reads.retention ? "retention gates" : null,
+        reads.valueNorms ? "value norms" : null].filter((part) => part != null);
+    return parts.length === 0 ? "nothing" : parts.join(", ");
+}
+
+/** The retention gate file a policy needs (TRIM-KV), else `null`: the engine loads gates only for a policy that reads them. */
+async function retentionGatesFor(policy: PolicyId, modelPath: string): Promise<string | null> {
+    return policyNeeds(settings(policy)).retention === true ? await gatesFor(modelPath) : null;
 }
 
 /**
@@ -210,7 +236,7 @@ if (suites.has("speed")) {
     runs.full = await decodeRun(model, {prompt, length, cells: length + prompt.length + 16, window, threads, compression: settings("full"), onPoint: progress("full")});
     for (const policy of policies)
         runs[policy] = await decodeRun(model, {prompt, length, cells: budget, window, threads, compression: settings(policy, {pruneEvery: 32}), onPoint: progress(policy),
-            retentionGates: policy === "trimkv" ? await gatesFor(file) : null});
+            retentionGates: await retentionGatesFor(policy, file)});
     await model.dispose();
 
     const speedRows = Object.entries(runs).flatMap(([name, run]) => run.points.map((p) => ({x: p.tokens, y: p.tokensPerSecond, series: name})));
@@ -228,6 +254,7 @@ if (suites.has("speed")) {
     results.speed = {model: path.basename(file), length, budget, runs};
     say(`\n## Decode speed and KV memory to ${length} generated tokens (${path.basename(file)}; policies at ${budget} cells)\n\n` +
         table(["run", "cells", "mean tok/s", "ratio", `tok/s at ${lastFull.tokens}`, "ratio", "live KV MiB at end", "ratio", "prune rounds", "pruning s"], rows) +
+        "\n\nComputed beside K and V: " + Object.entries(runs).map(([name, run]) => `${name}: ${readsText(run.reads)}`).join("; ") + "." +
         "\n\n![speed](speed.svg) ![memory](memory.svg)");
 }
 
@@ -311,6 +338,20 @@ if (suites.has("process")) {
                 row.firstTokenRatio.toFixed(3)])) +
         `\n\nStarting the engine process and loading the model: ${report.coldStartMs.toFixed(0)} ms. From a SIGKILL of the engine process to the model ` +
         `loaded again in a new one: median ${report.restartMedianMs.toFixed(0)} ms over ${report.restartMs.length} kills (${report.restartMs.map((ms) => ms.toFixed(0)).join(", ")}).`);
+}
+
+if (suites.has("rpc")) {
+    // A model split across two rpc-servers on loopback against the same model on this machine, both in engine processes.
+    const tokens = Number(values["rpc-tokens"]);
+    const report = await rpcSuite({
+        models: [{label: "bench-1.5b-shape", path: values.model ?? await getFixtureModel("bench-1.5b-shape")}, {label: "ponder-demo", path: values["demo-model"]}],
+        runs: [{label: "Full KV", compression: settings("full"), cells: tokens + 256}, {label: "Lethe", compression: settings("lethe"), cells: 192}],
+        threads: 1, repeats: Number(values["rpc-repeats"]), maxTokens: tokens, question: "Think about the numbers from one to a thousand.",
+        onProgress: (line) => console.error(`  rpc ${line}`)
+    });
+    results.rpc = report.rows;
+    say(`\n## A model split across two rpc-servers on loopback against the same model on this machine (${tokens} tokens, one thread per ` +
+        `engine and per server, every layer on the servers, medians of ${values["rpc-repeats"]} pairs back to back)\n\n${report.table}`);
 }
 
 if (suites.has("resume")) {

@@ -6,6 +6,16 @@ import {gateSequenceDecodes} from "../../main/engine/native/ponderAddon.js";
 
 export type DecodePoint = {tokens: number, tokensPerSecond: number, liveBytes: number, allocatedBytes: number, fullBytes: number};
 
+/** What the engine computed beside K and V during a run: the controller turns on what the policy reads, as in the app. */
+export type DecodeReads = {
+    /** Query rows scored per ubatch (0: scoring off). */
+    scoringRows: number,
+    /** Whether TRIM-KV's retention gates ran. */
+    retention: boolean,
+    /** Whether the cells' value L1 norms were written (LAVa). */
+    valueNorms: boolean
+};
+
 /**
  * Greedy decoding of `length` tokens after `prompt` in a context of `cells` cells, the policy pruning as it
  * goes (each round before the decode it is due at, as in the app). Every `window` tokens: throughput over the window
@@ -17,7 +27,7 @@ export async function decodeRun(model: LlamaModel, options: {
     onPoint?: (point: DecodePoint) => void,
     /** The model's retention gate file, for a policy that reads the gates (TRIM-KV). */
     retentionGates?: string | null
-}): Promise<{points: DecodePoint[], tokensPerSecond: number, scoringMs: number, pruneRounds: number, forcedDrops: number}> {
+}): Promise<{points: DecodePoint[], tokensPerSecond: number, scoringMs: number, pruneRounds: number, forcedDrops: number, reads: DecodeReads}> {
     const context = await model.createContext({contextSize: options.cells, threads: options.threads ?? 0, sequences: 1, flashAttention: options.flashAttention ?? false});
     const kv = new NativeKv(context);
     try {
@@ -29,6 +39,7 @@ export async function decodeRun(model: LlamaModel, options: {
             tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now(), retentionGates: options.retentionGates
         });
         await controller.start();
+        const reads: DecodeReads = {scoringRows: controller.scoringRows, retention: kv.retentionGates != null, valueNorms: kv.valueNormsOn};
         gateSequenceDecodes(sequence, (count, first) => controller.beforeDecode(count, first));
         controller.beginAnswer();
         const points: DecodePoint[] = [];
@@ -58,7 +69,7 @@ export async function decodeRun(model: LlamaModel, options: {
         }
         const seconds = (performance.now() - started) / 1000;
         const last = await controller.sample(0);
-        return {points, tokensPerSecond: count / seconds, scoringMs: last.scoringMs, pruneRounds: last.pruneRounds, forcedDrops: last.forcedDrops};
+        return {points, tokensPerSecond: count / seconds, scoringMs: last.scoringMs, pruneRounds: last.pruneRounds, forcedDrops: last.forcedDrops, reads};
     } finally {
         await kv.dispose();
         await context.dispose();

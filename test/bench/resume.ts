@@ -126,10 +126,12 @@ async function answer(engine: Engine, compression: CompressionSettings, cells: n
                 answerText += chunk.text;
         }
     });
+    // Full KV's state is written after the answer (the app: when the conversation is left), a pruning policy's while its prompt is read.
+    const written = result.states?.pending != null ? await engine.saveState(result.states.pending) : null;
     return {
         text, thought, answer: answerText, firstTokenMs: (first ?? performance.now()) - started, promptLength: result.promptLength ?? result.promptTokens,
         promptTokens: result.promptTokens,
-        saved: result.states?.saved ?? null, restored: result.states?.restored ?? null, note: result.states?.note ?? null
+        saved: written?.saved ?? result.states?.saved ?? null, restored: result.states?.restored ?? null, note: written?.note ?? result.states?.note ?? null
     };
 }
 

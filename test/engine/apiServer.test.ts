@@ -155,6 +155,31 @@ describe("the API server on the demo model", () => {
         expect(isDemoAnswerCorrect(short!, next.choices[0]!.message.content ?? "")).toBe(true);
     });
 
+    it("starts a request that continues an earlier one from its state on disk, and reports the prefix as cached_tokens", async () => {
+        const system = "Give the value of the program's last variable.";
+        const opening = [{role: "system" as const, content: system}, {role: "user" as const, content: other!.question}];
+        const first = await client.chat.completions.create({model, messages: opening, temperature: 0});
+        const message = first.choices[0]!.message as Message;
+        // The app's chat takes the engine in between: the request's state goes to disk before its cells do.
+        const conversation = app.conversations.create("in between");
+        app.chat.send(conversation.id, short!.question);
+        await app.chat.idle();
+        expect((await fs.readdir(path.join(dataDir, "states", "api"))).some((name) => name.endsWith(".state"))).toBe(true);
+
+        const stream = await client.chat.completions.create({
+            model, temperature: 0, max_tokens: 8, stream: true, stream_options: {include_usage: true},
+            messages: [...opening, {role: "assistant", content: message.content, reasoning_content: message.reasoning_content} as OpenAI.ChatCompletionMessageParam,
+                {role: "user", content: third!.question}]
+        });
+        let usage: OpenAI.CompletionUsage | null | undefined = null;
+        for await (const chunk of stream)
+            usage = chunk.usage ?? usage;
+        const cached = usage!.prompt_tokens_details!.cached_tokens!;
+        // The chat's context shared a few template tokens at most: the rest came from the first request's state.
+        expect(cached).toBeGreaterThanOrEqual(first.usage!.prompt_tokens - 8);
+        expect(cached).toBeLessThan(usage!.prompt_tokens);
+    });
+
     it("shares the engine with the app's chat without changing the chat's answers", async () => {
         // The chat alone, in a second app: two questions in one conversation.
         const reference = await startApp();

@@ -8,7 +8,7 @@ import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import type {ChatTurn, GenerationResult, StateFiles} from "../../main/engine/types.js";
+import type {ChatTurn, GenerationResult, StateFiles, StateSave} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
@@ -49,12 +49,19 @@ describe("conversation state on disk", () => {
     });
 
     // Scores (H2O, Lethe, LAVa), gate logits (TRIM-KV) and value norms (LAVa) are written back into the restored cells, so
-    // pruning goes on where it stood.
+    // pruning goes on where it stood. Full KV's state is written after the answer, when asked (the app: when the
+    // conversation is left); a pruning policy's while its prompt is read.
     for (const policy of ["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const) {
         it(`${policy}: the next answer from a loaded state is the answer after reading the history again`, async () => {
             const first = await fresh();
             const file = path.join(dir, `${policy}.state`);
             const turn1 = await answer(first, policy, [{role: "user", text: question}], {load: [], save: file});
+            if (policy === "full") {
+                expect(turn1.result.states?.pending).toBe(file);
+                expect(turn1.result.states?.saved).toBeNull();
+                expect(fs.existsSync(file)).toBe(false);
+                turn1.result.states!.saved = (await first.saveState())!.saved;
+            }
             expect(turn1.result.states?.saved?.path).toBe(file);
             expect(fs.existsSync(file)).toBe(true);
             const saved = turn1.result.states!.saved!;
@@ -80,13 +87,62 @@ describe("conversation state on disk", () => {
         const turn = await answer(engine, "full", [{role: "user", text: question}], {load: [], save: path.join(blocker, "state")}, 8);
         expect(turn.text.length).toBeGreaterThan(0);
         expect(turn.result.states?.saved).toBeNull();
-        expect(turn.result.states?.note).toMatch(/could not be saved/);
+        const save = await engine.saveState();
+        expect(save?.saved).toBeNull();
+        expect(save?.note).toMatch(/could not be saved/);
+        const lethe = await answer(engine, "lethe", [{role: "user", text: question}], {load: [], save: path.join(blocker, "lethe")}, 8);
+        expect(lethe.text.length).toBeGreaterThan(0);
+        expect(lethe.result.states?.note).toMatch(/could not be saved/);
     }, 60_000);
+
+    it("Full KV: a request that does not continue the conversation writes the state waiting first; its next turn supersedes it", async () => {
+        const engine = await fresh();
+        const settled: StateSave[] = [];
+        engine.onStateSettled((save) => settled.push(save));
+        const fileA = path.join(dir, "a.state");
+        const fileB = path.join(dir, "b.state");
+        const fileB2 = path.join(dir, "b2.state");
+        const a = await answer(engine, "full", [{role: "user", text: question}], {load: [], save: fileA}, 16);
+        expect(a.result.states?.pending).toBe(fileA);
+        // Another conversation takes the context: a's state is written before its cells go.
+        const otherQuestion = "Count the letters a b c d e f g h. ".repeat(8);
+        const b = await answer(engine, "full", [{role: "user", text: otherQuestion}], {load: [], save: fileB}, 16);
+        expect(settled).toEqual([{path: fileA, saved: expect.objectContaining({path: fileA, tokens: expect.any(Number)}), note: null}]);
+        expect(fs.existsSync(fileA)).toBe(true);
+        // The next turn of b continues it: b's state is superseded by b2's, never written.
+        const history: ChatTurn[] = [{role: "user", text: otherQuestion}, {role: "assistant", text: b.text.slice(0, 20), thinking: ""}, {role: "user", text: "And then?"}];
+        const b2 = await answer(engine, "full", history, {load: [fileB], save: fileB2}, 8);
+        expect(settled.at(-1)).toEqual({path: fileB, saved: null, note: null, superseded: true});
+        expect(fs.existsSync(fileB)).toBe(false);
+        expect(b2.result.states?.pending).toBe(fileB2);
+        // a again, from its state on disk: what a fresh engine answers from it.
+        const aHistory: ChatTurn[] = [{role: "user", text: question}, {role: "assistant", text: a.text.slice(0, 20), thinking: ""}, {role: "user", text: "More."}];
+        const resumed = await answer(engine, "full", aHistory, {load: [fileA]}, 8);
+        expect(resumed.result.states?.restored?.path).toBe(fileA);
+        expect(fs.existsSync(fileB2)).toBe(true);
+        expect(resumed.text).toBe((await answer(await fresh(), "full", aHistory, undefined, 8)).text);
+    }, 120_000);
+
+    it("Full KV: loads the state sharing the longest prefix, wherever it is in the list", async () => {
+        const engine = await fresh();
+        const short = path.join(dir, "short.state");
+        const long = path.join(dir, "long.state");
+        // Shares the opening words of the question, then goes elsewhere.
+        await answer(engine, "full", [{role: "user", text: "Think about the numbers one two three. Then stop."}], {load: [], save: short}, 4);
+        await answer(engine, "full", [{role: "user", text: question}], {load: [], save: long}, 8);
+        await engine.saveState();
+        await answer(engine, "full", [{role: "user", text: "Something else."}], undefined, 2);
+        const history: ChatTurn[] = [{role: "user", text: question}, {role: "assistant", text: "ok", thinking: ""}, {role: "user", text: "Next?"}];
+        const resumed = await answer(engine, "full", history, {load: [short, long]}, 4);
+        expect(fs.existsSync(short)).toBe(true);
+        expect(resumed.result.states?.restored?.path).toBe(long);
+    }, 120_000);
 
     it("refuses a truncated, flipped or foreign state file and reads the history again, and the engine goes on", async () => {
         const engine = await fresh();
         const file = path.join(dir, "good.state");
         const turn1 = await answer(engine, "full", [{role: "user", text: question}], {load: [], save: file}, 8);
+        await engine.saveState();
         const history: ChatTurn[] = [{role: "user", text: question}, {role: "assistant", text: turn1.text.slice(0, 20), thinking: ""}, {role: "user", text: "More."}];
         const reference = await answer(await fresh(), "full", history, undefined, 8);
         const good = fs.readFileSync(file);
@@ -106,6 +162,7 @@ describe("conversation state on disk", () => {
         await other.loadModel(otherModel, modelInfo(otherModel));
         const otherFile = path.join(dir, "other.state");
         await answer(other, "full", [{role: "user", text: question}], {load: [], save: otherFile}, 4);
+        await other.saveState();
         variants.push(["another model's state", fs.readFileSync(otherFile)]);
 
         for (const [label, bytes] of variants) {

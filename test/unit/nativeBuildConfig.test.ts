@@ -1,8 +1,10 @@
 // How native/build.mjs asks node-llama-cpp for a build: portable by default (its CI mode, the prebuilt binaries'
 // configuration, with OpenMP kept on) unless --native, and never with CMake options leaking in from the caller's
-// environment.
+// environment. Every configuration has ggml's RPC backend and llama.cpp's rpc-server.
 import {expect, test} from "vitest";
-import {defaultBuildConfig, plainFolderName, sourceBuildInvocation} from "../../native/buildConfig.mjs";
+import {defaultBuildConfig, plainFolderName, rpcServerFileName, sourceBuildInvocation} from "../../native/buildConfig.mjs";
+
+const rpcOptions = {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_RPC: "ON", NODE_LLAMA_CPP_CMAKE_OPTION_PONDER_RPC_SERVER: "ON"};
 
 test("the portable build is the default", () => {
     expect(defaultBuildConfig).toBe("portable");
@@ -11,20 +13,27 @@ test("the portable build is the default", () => {
 test("the portable build is node-llama-cpp's CI mode (--ciMode, honoured only with CI set) with OpenMP on", () => {
     const {args, env} = sourceBuildInvocation("false", "portable", {PATH: "/usr/bin"});
     expect(args).toEqual(["source", "build", "--gpu", "false", "--noUsageExample", "--ciMode"]);
-    expect(env).toEqual({PATH: "/usr/bin", CI: "true", NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "ON"});
+    expect(env).toEqual({PATH: "/usr/bin", CI: "true", ...rpcOptions, NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "ON"});
+});
+
+test("every configuration builds the RPC backend and llama.cpp's rpc-server (native/patches/0009)", () => {
+    for (const config of ["portable", "native"] as const)
+        expect(sourceBuildInvocation("false", config, {}).env).toMatchObject(rpcOptions);
+    expect(rpcServerFileName("linux")).toBe("ggml-rpc-server");
+    expect(rpcServerFileName("win32")).toBe("ggml-rpc-server.exe");
 });
 
 test("the native build is node-llama-cpp's source-build default, even inside a CI job", () => {
     const {args, env} = sourceBuildInvocation("cuda", "native", {PATH: "/usr/bin", CI: "true"});
     expect(args).toEqual(["source", "build", "--gpu", "cuda", "--noUsageExample"]);
     expect(env.CI).toBe("false");
-    expect(Object.keys(env).filter((key) => key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_"))).toEqual([]);
+    expect(Object.keys(env).filter((key) => key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_")).sort()).toEqual(Object.keys(rpcOptions).sort());
 });
 
 test("CMake options from the environment do not leak into the build", () => {
     const {env} = sourceBuildInvocation("false", "portable", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON", HOME: "/root"});
-    expect(env).toEqual({HOME: "/root", CI: "true", NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "ON"});
-    expect(sourceBuildInvocation("false", "native", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "OFF"}).env).toEqual({CI: "false"});
+    expect(env).toEqual({HOME: "/root", CI: "true", ...rpcOptions, NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "ON"});
+    expect(sourceBuildInvocation("false", "native", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "OFF"}).env).toEqual({CI: "false", ...rpcOptions});
 });
 
 test("a build with custom options moves to the folder getLlama looks for", () => {

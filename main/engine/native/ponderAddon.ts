@@ -6,13 +6,32 @@ import type {Llama, LlamaContext, LlamaContextSequence} from "node-llama-cpp";
 
 /**
  * Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). Version 4 added
- * the retention gates and writing scores back (patches 0007-0008).
+ * the retention gates and writing scores back (patches 0007-0008), version 5 the RPC servers (patches 0009-0010).
  */
-export const PONDER_PATCH_VERSION = 4;
+export const PONDER_PATCH_VERSION = 5;
 
 export type PonderBindings = {
     ponderPatchVersion?: number,
-    ponderSeriesHash?: string
+    ponderSeriesHash?: string,
+    /** The RPC protocol the build speaks; `null` without an RPC backend (patch 0010). */
+    ponderRpcProtocol?: () => {major: number, minor: number, patch: number} | null,
+    /**
+     * Connects to an rpc-server ("host:port") and registers its devices for models loaded afterwards; aborts the process
+     * (ggml) when it cannot be reached: check it first (main/engine/rpc/probeRpcServer.ts). Patch 0010.
+     */
+    ponderRpcAddServer?: (endpoint: string) => PonderRpcDevice[],
+    /** Every registered device, local and remote, in llama.cpp's order (patch 0010). */
+    ponderListDevices?: () => PonderRpcDevice[]
+};
+
+export type PonderRpcDevice = {
+    name: string,
+    description: string,
+    type: "cpu" | "gpu" | "igpu" | "accel" | "unknown",
+    /** The ggml backend registry it belongs to ("CPU", "CUDA", "RPC[host:port]"). */
+    backend: string,
+    freeBytes: number,
+    totalBytes: number
 };
 
 export type PonderAddonKvStats = {
@@ -99,7 +118,9 @@ export type PonderAddonContext = {
     /** The value norms of the live cells of a sequence. Throws when they are off. */
     ponderGetValueNorms(sequenceId: number): PonderAddonValueNorms,
     /** Writes value norms back at positions, in `ponderGetValueNorms`' layout; returns the cells written. */
-    ponderSetValueNormCells(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): number
+    ponderSetValueNormCells(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): number,
+    /** The device of each repeating layer of the model (weights, and KV cache when offloaded) and of the output layer (patch 0010). */
+    ponderLayerDevices?(): {layers: string[], output: string}
 };
 
 type WithBindings = {_bindings?: PonderBindings};

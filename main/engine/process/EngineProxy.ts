@@ -3,8 +3,9 @@ import type {BuildInfo, EngineStatus, ModelInfo} from "../../../preload/contract
 import {AppError} from "../../AppError.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "../EngineApi.js";
 import {backendName} from "../native/engineBuildOrder.js";
-import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount} from "../types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";
 import type {EngineCalls, EngineFault, EngineMethod, FromEngine, ToEngine} from "./protocol.js";
+import {probeRpcServer, type RpcProbe} from "../rpc/probeRpcServer.js";
 
 /** How the engine process ended: an exit code, or the signal that ended it. */
 export type EngineExit = {code: number | null, signal: string | null};
@@ -23,7 +24,10 @@ export type SpawnEngine = (runtime: RuntimeOptions) => EngineChild;
 
 /** The engine process's command-line arguments for `runtime` (main/engineProcess.ts reads them). */
 export function engineArgs(runtime: RuntimeOptions): string[] {
-    return runtime.build != null ? [`--build=${runtime.build}`] : [];
+    return [
+        ...runtime.build != null ? [`--build=${runtime.build}`] : [],
+        ...runtime.rpcServers != null && runtime.rpcServers.length > 0 ? [`--rpc=${runtime.rpcServers.join(",")}`] : []
+    ];
 }
 
 export type EngineProxyOptions = {
@@ -39,7 +43,9 @@ export type EngineProxyOptions = {
      * a stop always stops, even in an engine stuck in native code. Defaults to `5000`.
      */
     stopGraceMs?: number,
-    now?: () => number
+    now?: () => number,
+    /** Checks an rpc-server after the engine process ended while using it. Defaults to `probeRpcServer` over TCP (tests pass their own). */
+    probeRpcServer?: (endpoint: string) => Promise<RpcProbe>
 };
 
 type Pending = {
@@ -72,6 +78,7 @@ export class EngineProxy implements EngineApi {
     private _status: EngineStatus = {state: "idle", build: null, model: null, progress: null, message: null};
     private _inspection: ModelInspection | null = null;
     private readonly _listeners = new Set<(status: EngineStatus) => void>();
+    private readonly _stateListeners = new Set<(save: StateSave) => void>();
     /** The model that loaded and works; a restart loads it again. */
     private _loaded: ModelRef | null = null;
     /** A load in flight: when the engine stops during it, that model is what stopped it. */
@@ -146,6 +153,19 @@ export class EngineProxy implements EngineApi {
         return this._call("countTokens", [request]);
     }
 
+    /** `null` without asking when no engine process runs (a state kept in one that ended is gone with it). */
+    async saveState(path?: string): Promise<StateSave | null> {
+        await this._settled();
+        if (this._child == null)
+            return null;
+        return this._call("saveState", [path]);
+    }
+
+    onStateSettled(listener: (save: StateSave) => void): () => void {
+        this._stateListeners.add(listener);
+        return () => this._stateListeners.delete(listener);
+    }
+
     async generate(request: GenerateRequest): Promise<GenerationResult> {
         await this._settled();
         if (request.signal.aborted)
@@ -204,8 +224,14 @@ export class EngineProxy implements EngineApi {
         const target = this._loaded;
         const wanted = describeChoice(options);
         this._note = `Restarting the engine with ${wanted}${target != null ? ` and loading ${target.info?.name ?? path.basename(target.path)} again` : ""}…`;
-        this._setStatus({state: "loading", build: null, progress: null, model: target?.info ?? null, message: this._note});
+        this._setStatus({state: "loading", build: null, progress: null, model: target?.info ?? null, message: this._note, placement: null});
         const restarting = (async () => {
+            // A state an answer left in the old process is written before that process ends; the restart waits 3 s at most.
+            if (this._child != null) {
+                let timer: NodeJS.Timeout | undefined;
+                await Promise.race([this._call("saveState", []).catch(() => null), new Promise((resolve) => timer = setTimeout(resolve, 3000))]);
+                clearTimeout(timer);
+            }
             await this._retire("The engine is restarting with another build");
             this._started = true;
             const build = await this._start();
@@ -305,11 +331,16 @@ export class EngineProxy implements EngineApi {
         }
     }
 
-    /** Waits for a restart in progress, so a call goes to the engine with its model back. */
+    /** Waits for a restart in progress (and any that follows it), so a call goes to the engine with its model back. */
     private async _settled(): Promise<void> {
         if (this._disposed)
             throw new AppError("ENGINE_STOPPED", "The engine is shut down");
-        await this._restoring?.catch(() => {});
+        let restoring: Promise<void> | null;
+        while ((restoring = this._restoring) != null) {
+            await restoring.catch(() => {});
+            if (this._restoring === restoring)
+                break;
+        }
     }
 
     private async _load(model: ModelRef): Promise<ModelInspection> {
@@ -383,6 +414,15 @@ export class EngineProxy implements EngineApi {
             case "rebuild":
                 this._calls.get(message.id)?.onRebuild?.(message.progress, message.reason);
                 return;
+            case "stateSettled":
+                for (const listener of this._stateListeners) {
+                    try {
+                        listener(message.save);
+                    } catch {
+                        // a listener's failure is its own (one that hears after the app closed its database, say)
+                    }
+                }
+                return;
         }
     }
 
@@ -391,7 +431,31 @@ export class EngineProxy implements EngineApi {
         this._inspection = null;
         const killedBecause = this._killedBecause;
         this._killedBecause = null;
-        const reason = killedBecause ?? describeExit(exit);
+        const servers = this._runtime.rpcServers ?? [];
+        if (servers.length === 0 || killedBecause != null || this._disposed) {
+            this._afterExit(killedBecause ?? describeExit(exit), killedBecause, false);
+            return;
+        }
+        // ggml aborts the engine when an rpc-server it uses stops answering: ask each, so the error names the one lost.
+        // Calls made meanwhile wait (`_settled`).
+        const naming = (async () => {
+            const lost = await this._findLostRpcServers(servers);
+            const reason = lost.length === 0 ? describeExit(exit)
+                : `${lost.map(({endpoint, error}) => `The RPC server ${endpoint} stopped answering (${error})`).join("; ")}, which ended the engine process ` +
+                    `(${describeExit(exit)})`;
+            this._afterExit(reason, null, lost.length > 0);
+        })();
+        this._restoring = naming;
+    }
+
+    private async _findLostRpcServers(servers: readonly string[]): Promise<{endpoint: string, error: string}[]> {
+        const probe = this._options.probeRpcServer ?? ((endpoint: string) => probeRpcServer(endpoint, {timeoutMs: 2000}));
+        const probes = await Promise.all(servers.map((endpoint) => probe(endpoint)));
+        return probes.flatMap((probed) => probed.ok ? [] : [{endpoint: probed.endpoint, error: probed.error}]);
+    }
+
+    /** `rpcLost`: an rpc-server stopped answering, which ended the process: a model loading then is not what stopped it. */
+    private _afterExit(reason: string, killedBecause: string | null, rpcLost: boolean): void {
         const calls = [...this._calls.values()];
         this._calls.clear();
         for (const call of calls) {
@@ -405,8 +469,9 @@ export class EngineProxy implements EngineApi {
         if (this._disposed)
             return;
 
-        const crashedLoad = this._loading;
+        const interruptedLoad = this._loading;
         this._loading = null;
+        const crashedLoad = rpcLost ? null : interruptedLoad;
         if (crashedLoad != null) {
             // Loading it stopped the engine: not again by itself, even when it is the model that was loaded before.
             if (this._loaded?.path === crashedLoad.path)
@@ -422,14 +487,15 @@ export class EngineProxy implements EngineApi {
             return;
         }
         this._failedRestarts++;
-        const target = this._loaded;
+        // The engine comes back without the lost server (it checks each before use) and loads the model on what is left.
+        const target = rpcLost && interruptedLoad != null ? interruptedLoad : this._loaded;
         const crashedStart = this._starting != null;
         this._starting = null;
         const what = crashedLoad != null ? `Loading ${crashedLoad.info?.name ?? path.basename(crashedLoad.path)} stopped the engine (${reason})`
             : crashedStart ? `Starting the engine on ${describeChoice(this._runtime)} stopped it (${reason})`
                 : reason;
         this._note = `${what}: restarting it${target != null ? ` with ${target.info?.name ?? path.basename(target.path)}` : ""}`;
-        this._setStatus({state: "loading", model: target?.info ?? null, progress: null, message: this._note});
+        this._setStatus({state: "loading", model: target?.info ?? null, progress: null, message: this._note, placement: null});
         const started = this._now();
         const restoring = (async () => {
             if (this._started)

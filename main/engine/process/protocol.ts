@@ -1,6 +1,6 @@
 import type {BuildInfo, EngineStatus, ErrorInfo, KvSample, ModelInfo, ReadReason} from "../../../preload/contract.js";
 import type {LoadOptions} from "../EngineApi.js";
-import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount} from "../types.js";
+import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";
 
 /**
  * The messages between the main process and the engine process (`EngineProxy` and `serveEngine`), in the
@@ -13,6 +13,7 @@ export type EngineCalls = {
     inspect: {args: [modelPath: string], res: ModelInspection},
     loadModel: {args: [modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions], res: ModelInspection},
     countTokens: {args: [request: CountTokensRequest], res: PromptTokenCount | null},
+    saveState: {args: [path?: string], res: StateSave | null},
     dispose: {args: [], res: void}
 };
 export type EngineMethod = keyof EngineCalls;
@@ -39,7 +40,8 @@ export type FromEngine =
     | {type: "result", id: number, ok: false, error: ErrorInfo}
     | {type: "chunks", id: number, chunks: GenerationChunk[]}
     | {type: "sample", id: number, sample: KvSample}
-    | {type: "rebuild", id: number, progress: number, reason: ReadReason};
+    | {type: "rebuild", id: number, progress: number, reason: ReadReason}
+    | {type: "stateSettled", save: StateSave};
 
 export type GenerateAnswer = GenerationResult;
 

@@ -28,6 +28,7 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
     };
 
     engine.onStatus((status) => send({type: "status", status, inspection: engine.inspection}));
+    engine.onStateSettled((save) => send({type: "stateSettled", save}));
 
     channel.onMessage((message) => {
         switch (message.type) {
@@ -104,6 +105,8 @@ function call(engine: EngineApi, message: Extract<ToEngine, {type: "call"}>): Pr
             return engine.loadModel(...message.args);
         case "countTokens":
             return engine.countTokens(...message.args);
+        case "saveState":
+            return engine.saveState(...message.args);
         case "dispose":
             return engine.dispose();
     }

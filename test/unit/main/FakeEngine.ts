@@ -1,8 +1,12 @@
+import fs from "node:fs";
 import os from "node:os";
+import path from "node:path";
 import {inspectModel} from "../../../main/engine/inspectModel.js";
 import type {EngineStatus} from "../../../preload/contract.js";
 import type {EngineApi, LoadOptions} from "../../../main/engine/EngineApi.js";
-import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateOutcome} from "../../../main/engine/types.js";
+import type {
+    CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateOutcome, StateSave
+} from "../../../main/engine/types.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
 export class FakeEngine {
@@ -23,6 +27,23 @@ export class FakeEngine {
     freeVramBytes = 0;
     /** What a finished answer reports of its states (loaded, saved), when the request offered any. */
     stateOutcome: StateOutcome | null = null;
+    /**
+     * Plays Full KV's deferred state: an answer asked to save keeps its state "in the context" (`pending`), written (a file
+     * of `stateBytes` bytes) by `saveState`, or by the next request unless that one saves in the same folder (the same
+     * conversation continues, which supersedes it).
+     */
+    deferStates = false;
+    stateBytes = 1000;
+    /** Milliseconds `saveState` takes to write; `Infinity` never ends (an engine stuck writing). */
+    saveMs = 0;
+    pending: string | null = null;
+    /** Every `saveState` call's path argument, and what each settled state became. */
+    saveCalls: Array<string | undefined> = [];
+    settled: StateSave[] = [];
+    /** The whole prompt's length and the tokens evaluated that a finished answer reports. Defaults to none and `5`. */
+    promptLength: number | null = null;
+    promptTokens = 5;
+    private readonly _stateListeners = new Set<(save: StateSave) => void>();
 
     async loadModel(modelPath: string, modelInfo: EngineStatus["model"], options?: LoadOptions): Promise<ModelInspection> {
         this.loads.push({path: modelPath, options});
@@ -34,8 +55,49 @@ export class FakeEngine {
         return () => {};
     }
 
+    async saveState(path?: string): Promise<StateSave | null> {
+        this.saveCalls.push(path);
+        const pending = this.pending;
+        if (pending == null || (path != null && path !== pending))
+            return null;
+        if (this.saveMs > 0)
+            await new Promise((resolve) => Number.isFinite(this.saveMs) ? setTimeout(resolve, this.saveMs) : undefined);
+        return this._write();
+    }
+
+    onStateSettled(listener: (save: StateSave) => void): () => void {
+        this._stateListeners.add(listener);
+        return () => this._stateListeners.delete(listener);
+    }
+
+    private _settle(save: StateSave): StateSave {
+        this.settled.push(save);
+        for (const listener of this._stateListeners)
+            listener(save);
+        return save;
+    }
+
+    private _write(): StateSave {
+        const file = this.pending!;
+        this.pending = null;
+        try {
+            fs.writeFileSync(file, Buffer.alloc(this.stateBytes));
+        } catch (err) {
+            return this._settle({path: file, saved: null, note: `The KV state could not be saved: ${(err as Error).message}`});
+        }
+        return this._settle({path: file, saved: {path: file, bytes: this.stateBytes, tokens: 100, liveCells: 100, liveBytes: 800, fullBytes: 800}, note: null});
+    }
+
     async generate(request: GenerateRequest): Promise<GenerationResult> {
         this.requests.push(request);
+        if (this.pending != null) {
+            const save = request.states?.save;
+            if (save != null && path.dirname(save) === path.dirname(this.pending))
+                this._settle({path: this.pending, saved: null, note: null, superseded: true});
+            else
+                this._write();
+            this.pending = null;
+        }
         const script = [
             ...this.thought.map((text) => ({segment: "thought" as const, text, tokens: 1})),
             ...this.answer.map((text) => ({segment: "answer" as const, text, tokens: 1}))
@@ -56,7 +118,15 @@ export class FakeEngine {
                 throw this.failWith;
             request.onChunk(chunk);
         }
-        return {stopReason: "eogToken", promptTokens: 5, ...(request.states != null && this.stateOutcome != null ? {states: this.stateOutcome} : {})};
+        let states: StateOutcome | undefined = request.states != null && this.stateOutcome != null ? this.stateOutcome : undefined;
+        if (this.deferStates && request.states?.save != null) {
+            this.pending = request.states.save;
+            states = {restored: null, note: null, saved: null, pending: request.states.save};
+        }
+        return {
+            stopReason: "eogToken", promptTokens: this.promptTokens, ...(this.promptLength != null ? {promptLength: this.promptLength} : {}),
+            ...(states != null ? {states} : {})
+        };
     }
 
     /** The prompts counted (`countTokens`). */
@@ -78,7 +148,9 @@ export class FakeEngine {
     }
 
     async freeMemory(): Promise<number> {
-        return this.status.build != null && this.status.build.gpu !== false ? this.freeVramBytes : os.freemem();
+        const build = this.status.build;
+        // As the engine: a GPU build's VRAM, or the connected rpc-servers' free memory, takes the offloaded layers.
+        return build != null && (build.gpu !== false || build.rpc?.servers.some((server) => server.connected) === true) ? this.freeVramBytes : os.freemem();
     }
 
     /** Files are read for real: the header check and node-llama-cpp's reader. */

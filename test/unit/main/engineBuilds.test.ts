@@ -172,7 +172,7 @@ describe("the engine-build setting", () => {
         // A new engine process started with the choice, and the model came back in it; the old one ended.
         expect(children).toHaveLength(2);
         expect(children[0]!.alive).toBe(false);
-        expect(children[1]!.runtime).toEqual({build: "vulkan"});
+        expect(children[1]!.runtime).toEqual({build: "vulkan", rpcServers: []});
         expect(children[1]!.engine.paths).toEqual([model.path]);
         expect(proxy.status).toMatchObject({state: "ready", build: {gpu: "vulkan", requested: "vulkan"}});
         expect(proxy.status.message).toBe("The engine now runs the Vulkan build (patched).");
@@ -183,11 +183,11 @@ describe("the engine-build setting", () => {
         // A crash later restarts on the chosen build, not on auto.
         children[1]!.die();
         await until(() => children.length === 3 && proxy.status.state === "ready");
-        expect(children[2]!.runtime).toEqual({build: "vulkan"});
+        expect(children[2]!.runtime).toEqual({build: "vulkan", rpcServers: []});
 
         // Back to auto.
         await services.engineBuilds.set("auto");
-        expect(children.at(-1)!.runtime).toEqual({build: "auto"});
+        expect(children.at(-1)!.runtime).toEqual({build: "auto", rpcServers: []});
         await services.dispose();
     });
 
@@ -261,7 +261,7 @@ describe("the engine-build setting", () => {
         await services.chat.stop(conversation.id);
         await services.chat.idle();
         await services.engineBuilds.set("cpu");
-        expect(engine.restarts).toEqual([{build: "cpu"}]);
+        expect(engine.restarts).toEqual([{build: "cpu", rpcServers: []}]);
         await services.dispose();
     });
 
@@ -294,6 +294,6 @@ describe("the engine-build setting", () => {
         expect(builds).toMatchObject({ok: true, value: {choice: "auto", autoOrder: ["cuda", "vulkan", "cpu"]}});
         expect((builds as {value: {builds: EngineBuild[]}}).value.builds.map((build) => [build.backend, build.usable])).toEqual([["cuda", false], ["vulkan", true], ["cpu", true]]);
         expect(await dispatch("engine:setBuild", {build: "cpu"})).toMatchObject({ok: true, value: {choice: "cpu"}});
-        expect(engine.restarts).toEqual([{build: "cpu"}]);
+        expect(engine.restarts).toEqual([{build: "cpu", rpcServers: []}]);
     });
 });

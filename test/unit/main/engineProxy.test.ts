@@ -1,5 +1,7 @@
 // The engine process's protocol and the proxy's recovery, with the engine process played in memory: a child whose
 // messages go through structured cloning to `serveEngine` over a scripted engine, and which can "die" at any moment.
+import fs from "node:fs";
+import os from "node:os";
 import {describe, expect, it} from "vitest";
 import type {ModelInfo} from "../../../preload/contract.js";
 import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
@@ -176,6 +178,42 @@ describe("the engine behind a process boundary", () => {
         expect(error.code).toBe("MODEL_INVALID");
         expect(error.message).toMatch(/hostile\.gguf could not be read: reading its header stopped the engine/);
         await until(() => proxy.restarts === 1);
+        await proxy.dispose();
+    });
+
+    it("writes the state an answer left in the engine process when asked, and relays what became of it", async () => {
+        const {children, spawn} = memoryEngines((engine) => engine.deferStates = true);
+        const proxy = new EngineProxy({spawn});
+        const settled: unknown[] = [];
+        proxy.onStateSettled((save) => settled.push(save));
+        expect(await proxy.saveState()).toBeNull(); // no engine process yet: nothing is started for it
+        await proxy.loadModel("/models/a.gguf", info("a"));
+        const file = `${os.tmpdir()}/ponder-proxy-${process.pid}-${Date.now()}.state`;
+        const result = await proxy.generate(request({states: {load: [], save: file}}));
+        expect(result.states?.pending).toBe(file);
+        expect(fs.existsSync(file)).toBe(false);
+        expect(await proxy.saveState("/elsewhere.state")).toBeNull();
+        const save = await proxy.saveState(file);
+        expect(save).toMatchObject({path: file, saved: {bytes: 1000}, note: null});
+        expect(settled).toEqual([save]);
+        expect(children[0]!.received.some((message) => message.type === "stateSettled")).toBe(true);
+        fs.rmSync(file, {force: true});
+        await proxy.dispose();
+    });
+
+    it("writes the state an answer left in the engine process before a restart ends that process", async () => {
+        const {children, spawn} = memoryEngines((engine) => engine.deferStates = true);
+        const proxy = new EngineProxy({spawn});
+        const settled: unknown[] = [];
+        proxy.onStateSettled((save) => settled.push(save));
+        await proxy.loadModel("/models/a.gguf", info("a"));
+        const file = `${os.tmpdir()}/ponder-proxy-restart-${process.pid}-${Date.now()}.state`;
+        expect((await proxy.generate(request({states: {load: [], save: file}}))).states?.pending).toBe(file);
+        await proxy.restart({build: "cpu"});
+        expect(children[0]!.alive).toBe(false);
+        expect(fs.existsSync(file)).toBe(true);
+        expect(settled).toMatchObject([{path: file, saved: {bytes: 1000}}]);
+        fs.rmSync(file, {force: true});
         await proxy.dispose();
     });
 

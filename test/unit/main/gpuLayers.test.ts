@@ -108,4 +108,22 @@ describe("GPU layers setting", () => {
         expect(auto.offload!.gpuLayers).toBeLessThan(5);
         expect(auto.fits).toBe(true);
     });
+
+    it("counts the connected rpc-servers' free memory where the offloaded layers go on a CPU build", async () => {
+        const {engine, services} = setup();
+        const model = await services.models.add(await getFixtureModel("tiny-qwen3"));
+        const compression = {...services.settings.get().defaultConversationSettings.compression, budget: {kind: "cells" as const, cells: 1024}};
+        const cpu: BuildInfo = {kind: "local", gpu: false, patched: true, llamaCppRelease: "b1", seriesHash: null};
+        const server = {endpoint: "10.0.0.5:50052", devices: [{name: "RPC0", description: "10.0.0.5:50052", freeBytes: 2 ** 30, totalBytes: 2 ** 31}]};
+        engine.freeVramBytes = 2 ** 30;
+        services.models.setGpuLayers(model.id, "max");
+        // A server that could not be used changes nothing: RAM only.
+        engine.status = {...engine.status, build: {...cpu, rpc: {protocol: "7.0.0", servers: [{...server, connected: false, error: "connection refused", devices: []}]}}};
+        expect((await services.compression.estimate(compression, model.id)).offload ?? null).toBeNull();
+        engine.status = {...engine.status, build: {...cpu, rpc: {protocol: "7.0.0", servers: [{...server, connected: true, error: null}]}}};
+        const split = await services.compression.estimate(compression, model.id);
+        expect(split.offload).toMatchObject({gpuLayers: 5, freeVramBytes: 2 ** 30});
+        engine.freeVramBytes = split.offload!.vramBytes - 1;
+        expect((await services.compression.estimate(compression, model.id)).fits).toBe(false);
+    });
 });

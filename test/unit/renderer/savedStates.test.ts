@@ -98,4 +98,21 @@ describe("the memory panel's saved state", () => {
         expect(memory.resumedTokens).toBeNull();
         memory.dispose();
     });
+
+    test("a Full KV answer's state held by the engine says so, until the answer comes back with its figures", () => {
+        const bridge = createFakeBridge();
+        const chat = createChat(bridge.api, {now: () => 0});
+        const memory = createMemory(bridge.api, chat);
+        const stats = {policy: "full" as const, budgetCells: 4096, samples: [kvSample()]};
+        chat.open("c1", [message({id: "u1", role: "user", text: "Q"}), message({id: "a1", role: "assistant", stats: {...stats, statePending: true}})]);
+        expect(memory.statePending).toBe(true);
+        expect(memory.savedState).toBeNull();
+
+        // Written when the conversation was left: the answer as stored, with the state's figures and without the mark.
+        const savedState = {bytes: 8 * mib, tokens: 1000, liveCells: 1000, liveBytes: 8 * mib, fullBytes: 8 * mib};
+        bridge.emit("chat:done", {conversationId: "c1", message: message({id: "a1", role: "assistant", stats: {...stats, savedState}})});
+        expect(memory.statePending).toBe(false);
+        expect(memory.savedState).toEqual({messageId: "a1", ...savedState});
+        memory.dispose();
+    });
 });
