@@ -34,13 +34,15 @@ export class CompressionService {
         // A GPU build, or rpc-servers' devices: the loaded model as it was loaded, another one with its own setting.
         const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
         return estimateBudget(model, compression, await this._engine.freeMemory(),
-            {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}});
+            {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}, offloadTo: build.gpu === false ? "the RPC servers" : "the GPU"});
     }
 }
 
 export type EstimateOptions = FitOptions & {
     /** The model's retention gates (`findRetentionGates`): what TRIM-KV loads, or why it cannot run. Defaults to unknown. */
-    retention?: RetentionAvailability
+    retention?: RetentionAvailability,
+    /** Where offloaded layers go, for the notes: "the GPU" (the default) or "the RPC servers" (a CPU build with rpc-servers). */
+    offloadTo?: string
 };
 
 /**
@@ -101,8 +103,8 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const offload = fit.offload;
     if (offload != null && offload.gpuLayers < offload.totalLayers)
         notes.push(offload.gpuLayers === 0
-            ? "No layer is on the GPU: the weights and the KV cache are in RAM."
-            : `${offload.gpuLayers} of ${offload.totalLayers} layers are on the GPU; the others' weights and KV cache are in RAM.`);
+            ? `No layer is on ${options.offloadTo ?? "the GPU"}: the weights and the KV cache are in RAM.`
+            : `${offload.gpuLayers} of ${offload.totalLayers} layers are on ${options.offloadTo ?? "the GPU"}; the others' weights and KV cache are in RAM.`);
     return {
         cells,
         allocatedCells: fit.allocatedCells,

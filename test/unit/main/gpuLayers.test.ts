@@ -123,6 +123,9 @@ describe("GPU layers setting", () => {
         engine.status = {...engine.status, build: {...cpu, rpc: {protocol: "7.0.0", servers: [{...server, connected: true, error: null}]}}};
         const split = await services.compression.estimate(compression, model.id);
         expect(split.offload).toMatchObject({gpuLayers: 5, freeVramBytes: 2 ** 30});
+        services.models.setGpuLayers(model.id, 2);
+        expect((await services.compression.estimate(compression, model.id)).notes.join(" ")).toMatch(/2 of 5 layers are on the RPC servers/);
+        services.models.setGpuLayers(model.id, "max");
         engine.freeVramBytes = split.offload!.vramBytes - 1;
         expect((await services.compression.estimate(compression, model.id)).fits).toBe(false);
     });
