@@ -160,8 +160,13 @@ describe("the compression an answer ran under, in the app", () => {
             .getByText(/^Saved: new conversations start with Lethe, 256 cells\. Existing conversations keep their own settings; Apply/).waitFor();
         await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "budget-scope.png")});
         await page.screenshot({path: path.join(artifacts, "budget-scope-page.png")});
+        const before = await chat.conversationItems().count();
         await chat.newConversation();
-        await expect.poll(() => chat.byId("policy-select").inputValue()).toBe("lethe");
+        // The controller shows the new conversation's own settings once they are loaded (not the previous one's form).
+        await expect.poll(() => chat.conversationItems().count()).toBe(before + 1);
+        const created = await chat.conversationItems().first().getAttribute("data-conversation-id"); // newest first
+        await expect.poll(() => chat.byId("budget-controller").getAttribute("data-conversation-id")).toBe(created);
+        expect(await chat.byId("policy-select").inputValue()).toBe("lethe");
         expect(await chat.byId("budget-value").inputValue()).toBe("256");
         expect(await chat.byId("budget-scope").textContent()).toMatch(/New conversations start with these settings too/);
         await chat.byId("policy-select").selectOption("h2o");
