@@ -1,4 +1,4 @@
-import type {RpcServerCheck, RpcServerEntry, RpcServers} from "../../preload/contract.js";
+import type {RpcServerCheck, RpcServerEntry, RpcServers, RpcServerState} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi, RuntimeOptions} from "../engine/EngineApi.js";
@@ -114,8 +114,7 @@ export class RpcServerService {
         const held = this._engine.status.build?.rpc?.servers.find((server) => server.endpoint === endpoint && server.connected);
         let check: RpcServerCheck;
         if (held != null) {
-            check = {at: new Date().toISOString(), ok: true, protocol: this._engine.status.build?.rpc?.protocol ?? null, error: null,
-                devices: held.devices.map(({freeBytes, totalBytes}) => ({freeBytes, totalBytes})), inUse: true};
+            check = this._heldCheck(held, new Date().toISOString());
         } else {
             const probed = await this._probe(endpoint, parseProtocol(this._engine.status.build?.rpc?.protocol ?? null));
             check = {
@@ -136,9 +135,14 @@ export class RpcServerService {
         let check = this._checks.get(server.endpoint) ?? null;
         // What the running engine found when it started says more than an older check.
         if (held != null && server.enabled)
-            check = {at: check?.at ?? new Date().toISOString(), ok: held.connected, protocol: this._engine.status.build?.rpc?.protocol ?? null,
-                error: held.error, devices: held.devices.map(({freeBytes, totalBytes}) => ({freeBytes, totalBytes})), inUse: held.connected};
+            check = this._heldCheck(held, check?.at ?? new Date().toISOString());
         return {endpoint: server.endpoint, enabled: server.enabled, warning: rpcExposureWarning(parseRpcEndpoint(server.endpoint).host), check};
+    }
+
+    /** A server as the running engine found it when it started (connected and held, or left out with the reason). */
+    private _heldCheck(held: RpcServerState, at: string): RpcServerCheck {
+        return {at, ok: held.connected, protocol: this._engine.status.build?.rpc?.protocol ?? null, error: held.error,
+            devices: held.devices.map(({freeBytes, totalBytes}) => ({freeBytes, totalBytes})), inUse: held.connected};
     }
 
     private _write(servers: Stored[]): void {

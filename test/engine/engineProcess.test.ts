@@ -12,7 +12,7 @@ import type {AppServices} from "../../main/services/AppServices.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {writeCorruptModels} from "../fixtures/gguf/corruptModels.js";
 import {getFixtureModel, REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-import {spawnTestEngine} from "./spawnTestEngine.js";
+import {spawnTestEngine, until} from "./spawnTestEngine.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const problems = heldOutDemoProblems(4, {minSteps: 30, maxSteps: 50});
@@ -27,15 +27,6 @@ function random(seed: number): () => number {
         t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
         return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
     };
-}
-
-async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
-    const end = Date.now() + ms;
-    while (!condition()) {
-        if (Date.now() > end)
-            throw new Error(`Timed out waiting for ${what}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-    }
 }
 
 function everyMessage(app: AppServices): MessageDto[] {

@@ -13,19 +13,10 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {freePort, startRpcServer, type RpcServerProcess} from "../fixtures/rpcServers.js";
-import {spawnTestEngine} from "./spawnTestEngine.js";
+import {spawnTestEngine, until} from "./spawnTestEngine.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const problem = heldOutDemoProblems(1, {minSteps: 20, maxSteps: 30}, 77)[0]!;
-
-async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
-    const end = Date.now() + ms;
-    while (!condition()) {
-        if (Date.now() > end)
-            throw new Error(`Timed out waiting for ${what}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-}
 
 async function answer(engine: EngineProxy, policy: PolicyId, cells: number, onChunk: (text: string) => void = () => {}) {
     let text = "";

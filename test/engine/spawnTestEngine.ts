@@ -12,3 +12,13 @@ export function spawnTestEngine(options: {threads?: number, faults?: boolean} = 
         env: {...process.env, PONDER_ENGINE_FAULTS: options.faults === true ? "1" : "0"}
     });
 }
+
+/** Waits until `condition` holds, polling every 20 ms; fails after `ms`, naming `what`. */
+export async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
+    const end = Date.now() + ms;
+    while (!condition()) {
+        if (Date.now() > end)
+            throw new Error(`Timed out waiting for ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+}
