@@ -3,7 +3,7 @@
 //
 //   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
 //                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]]
-//                           [--toggle [--gates | --value-norms]]
+//                           [--toggle [--gates | --value-norms]] [--shape default|1.5b]
 //
 // With scoring on, the per-head scores of every layer are read out (`NativeKv.scores()`) every --read-every tokens, as
 // the engine does once per prune round (its `pruneEvery`, 16 by default); 0 never reads them.
@@ -19,6 +19,8 @@
 //
 // --toggle --gates toggles TRIM-KV's retention gates instead of scoring (random gates of the paper's shape, a 512-wide
 // hidden layer, for the bench model; the gate logits read out every --read-every tokens, as a prune round does).
+// --shape 1.5b measures on six layers of the shape of DeepSeek-R1-Distill-Qwen-1.5B instead of the default 12-layer,
+// 768-wide model: a per-layer cost such as the gates' is a smaller share of a wider layer's work.
 // --toggle --value-norms toggles LAVa's value norms instead (each written token's value L1 norm per layer and KV head,
 // computed in the graph; read out every --read-every tokens, as a prune round does). Scoring stays off in both halves, so
 // the ratio is the norms' own cost; LAVa runs with scoring on too, whose cost `--toggle` alone measures.
@@ -55,10 +57,21 @@ const compareBuildOption = {PONDER_BENCH_BUILD: "1"};
 
 type Config = {cells: number, flashAttention: boolean};
 
-/** A mid-sized random-weight model: big enough that a decode step is dominated by real work, not call overhead. */
-const benchSpec: Partial<ModelSpec> = {
-    arch: "qwen2", name: "ponder-bench", nLayer: 12, nEmbd: 768, nHead: 12, nHeadKv: 4, nFf: 2048, nCtxTrain: 8192, seed: 42
+/** The bench models (--shape): random weights, F16. */
+const benchShapes: Record<string, Partial<ModelSpec>> = {
+    /** Mid-sized: big enough that a decode step is dominated by real work, not call overhead. */
+    default: {arch: "qwen2", name: "ponder-bench", nLayer: 12, nEmbd: 768, nHead: 12, nHeadKv: 4, nFf: 2048, nCtxTrain: 8192, seed: 42},
+    /**
+     * The layers of DeepSeek-R1-Distill-Qwen-1.5B, the smallest model Ponder is for (1536 wide, 12 / 2 heads of 128,
+     * feed-forward 8960), six of its 28: per-layer costs such as the gates' keep their share of a decode step.
+     */
+    "1.5b": {arch: "qwen2", name: "ponder-bench-1.5b-layers", nLayer: 6, nEmbd: 1536, nHead: 12, nHeadKv: 2, nFf: 8960, nCtxTrain: 8192, seed: 42}
 };
+
+const shapeArg = process.argv.includes("--shape") ? process.argv[process.argv.indexOf("--shape") + 1]! : "default";
+if (benchShapes[shapeArg] == null)
+    throw new Error(`--shape: ${Object.keys(benchShapes).join(" or ")}, not ${shapeArg}`);
+const benchSpec = benchShapes[shapeArg]!;
 
 function parseArgs() {
     const args = process.argv.slice(2);

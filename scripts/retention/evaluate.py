@@ -71,6 +71,9 @@ def main():
     p.add_argument("--sidecar", help="retention sidecar (default: <model>.retention.gguf); needed for the retention policy")
     p.add_argument("--count", type=int, default=60, help="held-out problems. Defaults to 60.")
     p.add_argument("--offset", type=int, default=0, help="first held-out seed = EVAL_SEED_BASE + offset. Defaults to 0.")
+    p.add_argument("--first-seed", type=int, default=None,
+                   help="instead of --offset: the first seed, for a validation set of training-range seeds (below 2^31) "
+                        "that train.py does not use (it takes 1e9 .. 1e9 + train-count - 1)")
     p.add_argument("--shares", default="0.25,0.5,0.75", help="budgets as shares of Full's length. Defaults to 0.25,0.5,0.75.")
     p.add_argument("--policies", default="retention,recent", help=f"comma-separated, of {POLICIES}. Defaults to both.")
     p.add_argument("--no-decode", action="store_true", help="teacher-forced only (correct = identical)")
@@ -90,7 +93,8 @@ def main():
         meta, gates = read_sidecar(sidecar, args.model)
         print(f"sidecar {sidecar}: budget {meta['ponder.retention.budget']}, reduction {meta['ponder.retention.reduction']}, "
               f"{meta['ponder.retention.source']}", flush=True)
-    examples = demo_examples(task.EVAL_SEED_BASE + args.offset, args.count, training=False)
+    first = task.EVAL_SEED_BASE + args.offset if args.first_seed is None else args.first_seed
+    examples = demo_examples(first, args.count, training=first < task.EVAL_SEED_BASE)
     examples = traced(model, fingerprint(args.model), examples, DEMO_STOP_IDS, 4096, args.cache_dir,
                       log=lambda m: print(m, flush=True))
     shares = [float(s) for s in args.shares.split(",")]

@@ -150,9 +150,10 @@ class GqaBlock(nn.Module):
         self.w_up = nn.Linear(d, cfg.n_ff, bias=False)
         self.w_down = nn.Linear(cfg.n_ff, d, bias=False)
 
-    def forward(self, x, cos, sin, mask, cache=None, bias=None, on_attn_norm=None):
+    def forward(self, x, cos, sin, mask, cache=None, bias=None, on_attn_norm=None, on_attn=None):
         """x [1, T, d]; mask additive [T, S]; cache: dict with "k"/"v" [n_kv, S0, hd] to append to (kept cells,
-        already rotated at their own positions); bias: additive [n_kv or 1, T, S] or None; on_attn_norm(h [T, d])."""
+        already rotated at their own positions); bias: additive [n_kv or 1, T, S] or None; on_attn_norm(h [T, d]);
+        on_attn(weights [n_head, T, S]): the attention weights after the softmax."""
         cfg = self.cfg
         B, T, _ = x.shape
         assert B == 1, "the replica runs one sequence at a time"
@@ -172,7 +173,10 @@ class GqaBlock(nn.Module):
         scores = (q @ k[:, None].transpose(-1, -2)) * (1.0 / math.sqrt(hd)) + mask
         if bias is not None:
             scores = scores + bias[:, None]
-        attn = (torch.softmax(scores, dim=-1) @ v[:, None]).view(cfg.n_head, T, hd)
+        weights = torch.softmax(scores, dim=-1)
+        if on_attn is not None:
+            on_attn(weights.reshape(cfg.n_head, T, -1))
+        attn = (weights @ v[:, None]).view(cfg.n_head, T, hd)
         x = x + self.wo(attn.transpose(0, 1).reshape(1, T, cfg.n_head * hd))
         h = self.ffn_norm(x)
         return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
@@ -189,12 +193,12 @@ class GgufLlama(nn.Module):
         self.norm = RMSNorm(cfg.n_embd, cfg.rms_eps)
         self.output = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
 
-    def forward(self, tokens, positions=None, mask=None, caches=None, bias=None, on_attn_norm=None):
+    def forward(self, tokens, positions=None, mask=None, caches=None, bias=None, on_attn_norm=None, on_attn=None):
         """tokens [T] (or [1, T]) -> logits [T, V].
 
         positions: absolute positions of the tokens (default 0..T-1); mask: additive [T, S] (default causal, S = T);
         caches: per-layer dicts (see GqaBlock); bias: None, one [n_kv|1, T, S] tensor for every layer, or a callable
-        bias(layer) returning one; on_attn_norm(layer, h [T, d])."""
+        bias(layer) returning one; on_attn_norm(layer, h [T, d]); on_attn(layer, weights [n_head, T, S])."""
         tokens = torch.as_tensor(tokens).reshape(-1)
         T = tokens.shape[0]
         if positions is None:
@@ -206,7 +210,8 @@ class GgufLlama(nn.Module):
         for i, layer in enumerate(self.layers):
             b = bias(i) if callable(bias) else bias
             hook = None if on_attn_norm is None else (lambda h, i=i: on_attn_norm(i, h))
-            x = layer(x, cos, sin, mask, None if caches is None else caches[i], b, hook)
+            attn_hook = None if on_attn is None else (lambda w, i=i: on_attn(i, w))
+            x = layer(x, cos, sin, mask, None if caches is None else caches[i], b, hook, attn_hook)
         return self.output(self.norm(x))[0]
 
 

@@ -214,7 +214,7 @@ def main():
     recorded_budget = round(args.budget_share * lengths[len(lengths) // 2]) if args.budget_share > 0 else args.budget
     m_text = f"M {args.budget_share:g} x length" if args.budget_share > 0 else f"M {args.budget}"
     source = (f"ponder train:retention, {len(examples)} {'demo-task' if args.demo_task else 'JSONL'} training problems, "
-              f"{args.steps} steps, {m_text}, {args.reduction}, seed {args.seed}")
+              f"{args.steps} steps, {m_text}, capacity weight {args.capacity_weight:g}, {args.reduction}, seed {args.seed}")
     write_sidecar(out, gates, args.model, budget=recorded_budget, reduction=args.reduction, source=source, matrix_type=args.type or default_matrix_type(gates))
     log(f"wrote {out} ({os.path.getsize(out)} bytes); total {time.time() - started:.0f}s, "
         f"training {time.time() - t_train:.0f}s")
