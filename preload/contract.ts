@@ -362,7 +362,9 @@ export type OffloadEstimate = {
     /** What stays in RAM: the other weights (unless loaded), the other layers' KV, the compute buffer when none is offloaded. */
     ramBytes: number,
     freeVramBytes: number,
-    freeRamBytes: number
+    freeRamBytes: number,
+    /** Where the offloaded layers go, in words: "the GPU", or "the RPC servers" on a CPU build using rpc-servers. */
+    target: string
 };
 
 /** What a budget means for a model, shown before it is applied. */

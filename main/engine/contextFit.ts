@@ -1,4 +1,7 @@
 import type {GpuLayers, KvCacheType, OffloadEstimate} from "../../preload/contract.js";
+
+/** Where the layers go, before the caller names the place (`OffloadEstimate.target`). */
+export type OffloadFit = Omit<OffloadEstimate, "target">;
 import {computeBufferBytes} from "./computeBufferBytes.js";
 import {gpuOffload} from "./gpuOffload.js";
 import {kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
@@ -49,7 +52,7 @@ export type ContextFit = {
     computeBytes: number | null,
     /** The weights (unless loaded), the cache, the scores and the compute buffer. */
     neededBytes: number,
-    offload: OffloadEstimate | null,
+    offload: OffloadFit | null,
     fits: boolean
 };
 

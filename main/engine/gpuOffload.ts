@@ -20,7 +20,7 @@ export type OffloadInput = {
  * fit in free VRAM (node-llama-cpp's own fit also weighs the context it will create).
  */
 export function gpuOffload(model: Pick<ModelInspection, "layers" | "weightsBytes" | "layerWeightsBytes" | "outputWeightsBytes" | "tiedOutputBytes" | "sizeBytes">,
-    input: OffloadInput): OffloadEstimate {
+    input: OffloadInput): Omit<OffloadEstimate, "target"> {
     const layers = Math.max(1, model.layers ?? 1);
     const totalLayers = layers + 1;
     const weights = model.weightsBytes ?? model.sizeBytes;

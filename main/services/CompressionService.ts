@@ -100,11 +100,11 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const fit = contextFit(model, shape, freeMemoryBytes, options)!;
     if (fit.allocatedCells !== cells)
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${fit.allocatedCells} cells are allocated, ${cells} are used.`);
-    const offload = fit.offload;
+    const offload = fit.offload != null ? {...fit.offload, target: options.offloadTo ?? "the GPU"} : fit.offload;
     if (offload != null && offload.gpuLayers < offload.totalLayers)
         notes.push(offload.gpuLayers === 0
-            ? `No layer is on ${options.offloadTo ?? "the GPU"}: the weights and the KV cache are in RAM.`
-            : `${offload.gpuLayers} of ${offload.totalLayers} layers are on ${options.offloadTo ?? "the GPU"}; the others' weights and KV cache are in RAM.`);
+            ? `No layer is on ${offload.target}: the weights and the KV cache are in RAM.`
+            : `${offload.gpuLayers} of ${offload.totalLayers} layers are on ${offload.target}; the others' weights and KV cache are in RAM.`);
     return {
         cells,
         allocatedCells: fit.allocatedCells,

@@ -96,7 +96,7 @@ describe("GPU layers setting", () => {
         expect(inspection.outputWeightsBytes).toBe(581 * 160 * 2 + 160 * 4);
         expect(inspection.weightsBytes! - inspection.layerWeightsBytes! - inspection.outputWeightsBytes!).toBe(581 * 160 * 2);
         expect(inspection.tiedOutputBytes).toBe(0);
-        expect(all.offload).toMatchObject({gpuLayers: 5, ramBytes: inspection.weightsBytes! - inspection.layerWeightsBytes! - inspection.outputWeightsBytes!});
+        expect(all.offload).toMatchObject({gpuLayers: 5, target: "the GPU", ramBytes: inspection.weightsBytes! - inspection.layerWeightsBytes! - inspection.outputWeightsBytes!});
         expect(all.offload!.vramBytes + all.offload!.ramBytes).toBe(all.neededBytes + inspection.tiedOutputBytes!);
         expect(all.fits).toBe(true);
 
@@ -122,7 +122,7 @@ describe("GPU layers setting", () => {
         expect((await services.compression.estimate(compression, model.id)).offload ?? null).toBeNull();
         engine.status = {...engine.status, build: {...cpu, rpc: {protocol: "7.0.0", servers: [{...server, connected: true, error: null}]}}};
         const split = await services.compression.estimate(compression, model.id);
-        expect(split.offload).toMatchObject({gpuLayers: 5, freeVramBytes: 2 ** 30});
+        expect(split.offload).toMatchObject({gpuLayers: 5, freeVramBytes: 2 ** 30, target: "the RPC servers"});
         services.models.setGpuLayers(model.id, 2);
         expect((await services.compression.estimate(compression, model.id)).notes.join(" ")).toMatch(/2 of 5 layers are on the RPC servers/);
         services.models.setGpuLayers(model.id, "max");
