@@ -170,6 +170,40 @@ describe("Engine on generated models", () => {
         }
     });
 
+    // node-llama-cpp closes the thought by erasing the tokens after the thought's end and writing them again; when the
+    // cells just before them were evicted, the batch starts after a gap in the positions (native/patches/0011)
+    it.each(["lethe", "streamingllm", "h2o"] as const)("closes the thought at the thinking budget while %s prunes, then answers", async (policy) => {
+        const endless = await getFixtureModel("endless");
+        await engine.loadModel(endless, modelInfo(endless));
+        try {
+            let thoughtTokens = 0;
+            let answerTokens = 0;
+            let evicted = 0;
+            const result = await engine.generate({
+                history: [{role: "user", text: "Think"}], systemPrompt: "", temperature: 0.8, maxTokens: 300, seed: 5,
+                thinking: {enabled: true, budget: 120}, signal: new AbortController().signal,
+                kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 16}, cells: 64},
+                onChunk(chunk) {
+                    if (chunk.segment === "thought")
+                        thoughtTokens += chunk.tokens;
+                    else
+                        answerTokens += chunk.tokens;
+                },
+                onSample(sample) {
+                    evicted = Math.max(evicted, sample.tokensEvicted);
+                }
+            });
+            expect(["eogToken", "maxTokens"]).toContain(result.stopReason);
+            expect(thoughtTokens).toBeGreaterThan(100);
+            expect(thoughtTokens).toBeLessThanOrEqual(120);
+            expect(answerTokens).toBeGreaterThan(0);
+            expect(evicted).toBeGreaterThan(100);
+        } finally {
+            const qwen = await getFixtureModel("tiny-qwen2");
+            await engine.loadModel(qwen, modelInfo(qwen));
+        }
+    });
+
     it("refuses a cache type llama.cpp cannot make for the model in words, before llama.cpp fails, and still answers", async () => {
         const ask = (kvType: "q8_0" | "q4_0", flashAttention: boolean) => engine.generate({
             history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: new AbortController().signal,
