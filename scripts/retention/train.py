@@ -17,7 +17,9 @@ Steps:
    teacher = the same model without bias. --reduction shared (default) uses for every layer and head the max over
    layers and heads of log beta, the ranking the engine uses with llama.cpp's shared cells; per-head is the
    paper's;
-5. the sidecar (sidecar.py), written atomically.
+5. with --seeds, steps 4 once per seed, and the gates kept are those that keep the most validation completions whole
+   under the engine's eviction at --select-share of each length (evictionSim.py; ties: top-1 agreement);
+6. the sidecar (sidecar.py), written atomically.
 
 Seeded and reproducible with one thread. Gate inputs are the attn_norm outputs of the teacher pass (see README).
 """
@@ -38,10 +40,13 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ggufModel import REPO_ROOT, UnsupportedModelError, load_gguf_model  # noqa: E402
 from sidecar import REDUCTIONS, RetentionGates, default_matrix_type, fingerprint, write_sidecar  # noqa: E402
+from evictionSim import simulate  # noqa: E402
 from traces import DEMO_STOP_IDS, demo_examples, jsonl_examples, stop_ids_from_metadata, task, traced  # noqa: E402
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
 DEMO_TRAIN_SEED_BASE = 1_000_000_000  # below task.EVAL_SEED_BASE = 2^31
+# --seeds' validation problems: training-range seeds well past any --train-count (foresight.py's default set too)
+DEMO_VALIDATION_SEED_BASE = 1_000_050_000
 
 
 def distance_matrix(T: int) -> torch.Tensor:
@@ -88,74 +93,14 @@ def check_llama_cpp(model, model_path: str, sample: list[int], log) -> None:
         raise SystemExit("the PyTorch replica does not compute what llama.cpp computes for this model (see above)")
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="GGUF model (llama architecture)")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demo-task", action="store_true", help="train on demo-task problems (seeds below 2^31)")
-    src.add_argument("--prompts", help='JSONL, one {"tokens": [...]} per line (rendered, tokenized prompts)')
-    p.add_argument("--out", help="sidecar path. Defaults to <model>.retention.gguf.")
-    p.add_argument("--train-count", type=int, default=120, help="training prompts (demo task). Defaults to 120.")
-    p.add_argument("--budget", type=int, default=128, help="M of the capacity loss, in tokens. Defaults to 128.")
-    p.add_argument("--budget-share", type=float, default=0.0,
-                   help="instead of --budget: M = round(share * sequence length) per sequence (0: off). Defaults to 0.")
-    p.add_argument("--steps", type=int, default=300, help="optimizer steps (one sequence each). Defaults to 300.")
-    p.add_argument("--seed", type=int, default=1, help="seed of the gate init and the example order. Defaults to 1.")
-    p.add_argument("--reduction", choices=REDUCTIONS, default="shared", help="Defaults to shared.")
-    p.add_argument("--hidden", type=int, default=512, help="gate hidden size H. Defaults to 512.")
-    p.add_argument("--bias-init", type=float, default=8.0, help="initial per-head gate bias. Defaults to 8.")
-    p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (cosine to 10%%). Defaults to 1e-2.")
-    p.add_argument("--warmup", type=int, default=10, help="linear warm-up steps. Defaults to 10.")
-    p.add_argument("--capacity-weight", type=float, default=1.0, help="Defaults to 1.")
-    p.add_argument("--max-new", type=int, default=4096, help="longest traced continuation. Defaults to 4096.")
-    p.add_argument("--max-tokens", type=int, default=4096, help="crop training sequences to this length. Defaults to 4096.")
-    p.add_argument("--type", choices=["f32", "f16"], default=None,
-                   help="type of the two weight matrices. Defaults to f16 for models wider than 1024 (half the bandwidth a decode spends on the gates), else f32.")
-    p.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, help="where traces are cached")
-    p.add_argument("--check-llama-cpp", action="store_true", help="compare the replica's logits with llama.cpp first")
-    p.add_argument("--eval-every", type=int, default=0, help="demo task: held-out teacher-forced check every N steps")
-    p.add_argument("--eval-count", type=int, default=10, help="problems in that check. Defaults to 10.")
-    p.add_argument("--log-every", type=int, default=10, help="Defaults to 10.")
-    args = p.parse_args()
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
-    log = lambda m: print(m, flush=True)  # noqa: E731
-
-    started = time.time()
-    try:
-        model, meta = load_gguf_model(args.model)
-    except UnsupportedModelError as e:
-        raise SystemExit(f"error: {e}")
-    cfg = model.cfg
-    out = args.out or (args.model[:-5] + ".retention.gguf")
-    log(f"model {cfg.name}: {cfg.n_layer} layers, d {cfg.n_embd}, {cfg.n_head} heads / {cfg.n_head_kv} KV heads")
-
-    if args.demo_task:
-        if cfg.vocab_size != task.VOCAB_SIZE:
-            raise SystemExit("error: --demo-task needs the demo model (its vocabulary differs)")
-        examples = demo_examples(DEMO_TRAIN_SEED_BASE, args.train_count, training=True)
-        stop_ids = list(DEMO_STOP_IDS)
-    else:
-        examples = jsonl_examples(args.prompts)
-        stop_ids = stop_ids_from_metadata(meta)
-    if args.check_llama_cpp:
-        sample = examples[0]["prompt"] + examples[0].get("proposal", [])[:200]
-        check_llama_cpp(model, args.model, sample, log)
-    examples = traced(model, fingerprint(args.model), examples, stop_ids, args.max_new, args.cache_dir, log)
-    lengths = sorted(len(e["prompt"]) + len(e["completion"]) for e in examples)
-    log(f"{len(examples)} traces, {lengths[0]}-{lengths[-1]} tokens (median {lengths[len(lengths) // 2]}), "
-        f"{time.time() - started:.0f}s so far")
-
-    gen = torch.Generator().manual_seed(args.seed)
+def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_examples=None) -> RetentionGates:
+    """Trains one set of gates (seeded by seed) on the traced examples with TRIM-KV's loss; see the module's doc."""
+    if eval_examples is not None:
+        from evaluate import evaluate
+    gen = torch.Generator().manual_seed(seed)
     gates = RetentionGates(cfg.n_layer, cfg.n_embd, args.hidden, cfg.n_head_kv).init_(gen, args.bias_init)
     opt = torch.optim.Adam(gates.parameters(), lr=args.lr)
     order: list[int] = []
-    eval_examples = None
-    if args.eval_every and args.demo_task:
-        from evaluate import evaluate
-        eval_examples = traced(model, fingerprint(args.model),
-                               demo_examples(task.EVAL_SEED_BASE + 100_000, args.eval_count, training=False),
-                               stop_ids, args.max_new, args.cache_dir, log)
     t_train = time.time()
     sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "n": 0}
     for step in range(1, args.steps + 1):
@@ -211,10 +156,132 @@ def main():
             r = evaluate(model, gates, eval_examples, [0.25, 0.5], ["retention"], decode=False)
             log(f"eval step {step}: {json.dumps({k: v for k, v in r.items() if '@' in k})}")
 
+    return gates
+
+
+def validation_score(model, gates, examples: list[dict], share: float, stop_ids) -> dict:
+    """Teacher-forced along each example's Full completion under the engine's eviction at round(share * length) cells
+    (evictionSim.py): the share of completions kept whole (every next token Full's) and the top-1 agreement."""
+    identical = agree = total = 0
+    for e in examples:
+        budget = max(16, round(share * (len(e["prompt"]) + len(e["completion"]))))
+        r = simulate(model, gates, "retention", budget, e["prompt"], e["completion"], stop_ids, decode=False)
+        identical += r["identical"]
+        agree += r["agreement"] * len(e["completion"])
+        total += len(e["completion"])
+    return {"identical": round(identical / len(examples), 4), "agreement": round(agree / max(1, total), 4)}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="GGUF model (llama architecture)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--demo-task", action="store_true", help="train on demo-task problems (seeds below 2^31)")
+    src.add_argument("--prompts", help='JSONL, one {"tokens": [...]} per line (rendered, tokenized prompts)')
+    p.add_argument("--out", help="sidecar path. Defaults to <model>.retention.gguf.")
+    p.add_argument("--train-count", type=int, default=120, help="training prompts (demo task). Defaults to 120.")
+    p.add_argument("--budget", type=int, default=128, help="M of the capacity loss, in tokens. Defaults to 128.")
+    p.add_argument("--budget-share", type=float, default=0.0,
+                   help="instead of --budget: M = round(share * sequence length) per sequence (0: off). Defaults to 0.")
+    p.add_argument("--steps", type=int, default=300, help="optimizer steps (one sequence each). Defaults to 300.")
+    p.add_argument("--seed", type=int, default=1, help="seed of the gate init and the example order. Defaults to 1.")
+    p.add_argument("--reduction", choices=REDUCTIONS, default="shared", help="Defaults to shared.")
+    p.add_argument("--hidden", type=int, default=512, help="gate hidden size H. Defaults to 512.")
+    p.add_argument("--bias-init", type=float, default=8.0, help="initial per-head gate bias. Defaults to 8.")
+    p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (cosine to 10%%). Defaults to 1e-2.")
+    p.add_argument("--warmup", type=int, default=10, help="linear warm-up steps. Defaults to 10.")
+    p.add_argument("--capacity-weight", type=float, default=1.0, help="Defaults to 1.")
+    p.add_argument("--max-new", type=int, default=4096, help="longest traced continuation. Defaults to 4096.")
+    p.add_argument("--max-tokens", type=int, default=4096, help="crop training sequences to this length. Defaults to 4096.")
+    p.add_argument("--type", choices=["f32", "f16"], default=None,
+                   help="type of the two weight matrices. Defaults to f16 for models wider than 1024 (half the bandwidth a decode spends on the gates), else f32.")
+    p.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, help="where traces are cached")
+    p.add_argument("--check-llama-cpp", action="store_true", help="compare the replica's logits with llama.cpp first")
+    p.add_argument("--eval-every", type=int, default=0, help="demo task: held-out teacher-forced check every N steps")
+    p.add_argument("--eval-count", type=int, default=10, help="problems in that check. Defaults to 10.")
+    p.add_argument("--log-every", type=int, default=10, help="Defaults to 10.")
+    p.add_argument("--seeds", help="comma-separated seeds: train one set of gates per seed and keep the one that keeps the "
+                                   "most validation completions whole under eviction (then top-1 agreement); replaces --seed")
+    p.add_argument("--validation-count", type=int, default=40,
+                   help="validation prompts for --seeds: demo-task problems with training-range seeds that are not trained "
+                        "on, or the last N prompts of --prompts, held out of training. Defaults to 40.")
+    p.add_argument("--select-share", type=float, default=0.25,
+                   help="--seeds: the cache budget of the validation, as a share of each sequence's length. Defaults to 0.25.")
+    args = p.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()] if args.seeds else [args.seed]
+    if len(seeds) != len(set(seeds)) or not seeds:
+        p.error("--seeds: distinct integers, for example 1,2,3")
+    if len(seeds) > 1 and args.validation_count < 1:
+        p.error("--seeds needs --validation-count of at least 1")
+    if not 0 < args.select_share < 1:
+        p.error("--select-share must be between 0 and 1")
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    log = lambda m: print(m, flush=True)  # noqa: E731
+
+    started = time.time()
+    try:
+        model, meta = load_gguf_model(args.model)
+    except UnsupportedModelError as e:
+        raise SystemExit(f"error: {e}")
+    cfg = model.cfg
+    out = args.out or (args.model[:-5] + ".retention.gguf")
+    log(f"model {cfg.name}: {cfg.n_layer} layers, d {cfg.n_embd}, {cfg.n_head} heads / {cfg.n_head_kv} KV heads")
+
+    if args.demo_task:
+        if cfg.vocab_size != task.VOCAB_SIZE:
+            raise SystemExit("error: --demo-task needs the demo model (its vocabulary differs)")
+        if DEMO_TRAIN_SEED_BASE + args.train_count > DEMO_VALIDATION_SEED_BASE:
+            raise SystemExit(f"error: --train-count above {DEMO_VALIDATION_SEED_BASE - DEMO_TRAIN_SEED_BASE} reaches the validation seeds")
+        examples = demo_examples(DEMO_TRAIN_SEED_BASE, args.train_count, training=True)
+        stop_ids = list(DEMO_STOP_IDS)
+        validation = demo_examples(DEMO_VALIDATION_SEED_BASE, args.validation_count, training=True) if len(seeds) > 1 else []
+    else:
+        examples = jsonl_examples(args.prompts)
+        stop_ids = stop_ids_from_metadata(meta)
+        validation = []
+        if len(seeds) > 1:
+            if len(examples) <= args.validation_count:
+                raise SystemExit(f"error: --seeds holds the last {args.validation_count} prompts out for validation, "
+                                 f"but {args.prompts} has {len(examples)}: add prompts or lower --validation-count")
+            examples, validation = examples[:-args.validation_count], examples[-args.validation_count:]
+    if args.check_llama_cpp:
+        sample = examples[0]["prompt"] + examples[0].get("proposal", [])[:200]
+        check_llama_cpp(model, args.model, sample, log)
+    examples = traced(model, fingerprint(args.model), examples, stop_ids, args.max_new, args.cache_dir, log)
+    if validation:
+        validation = traced(model, fingerprint(args.model), validation, stop_ids, args.max_new, args.cache_dir, log)
+    lengths = sorted(len(e["prompt"]) + len(e["completion"]) for e in examples)
+    log(f"{len(examples)} traces, {lengths[0]}-{lengths[-1]} tokens (median {lengths[len(lengths) // 2]}), "
+        f"{time.time() - started:.0f}s so far")
+
+    eval_examples = None
+    if args.eval_every and args.demo_task:
+        eval_examples = traced(model, fingerprint(args.model),
+                               demo_examples(task.EVAL_SEED_BASE + 100_000, args.eval_count, training=False),
+                               stop_ids, args.max_new, args.cache_dir, log)
+    t_train = time.time()
+    if len(seeds) == 1:
+        gates = train_gates(model, cfg, examples, args, seeds[0], log, eval_examples)
+        chosen = f"seed {seeds[0]}"
+    else:
+        best = None
+        for seed in seeds:
+            log(f"seed {seed} ({seeds.index(seed) + 1} of {len(seeds)})")
+            candidate = train_gates(model, cfg, examples, args, seed, log, eval_examples)
+            score = validation_score(model, candidate, validation, args.select_share, stop_ids)
+            log(f"seed {seed}: validation at {args.select_share:g} of each length: {json.dumps(score)}")
+            if best is None or (score["identical"], score["agreement"]) > (best[1]["identical"], best[1]["agreement"]):
+                best = (seed, score, candidate)
+        gates = best[2]
+        chosen = (f"seed {best[0]}, best of seeds {','.join(map(str, seeds))} on {len(validation)} validation prompts "
+                  f"(whole at {args.select_share:g}: {best[1]['identical']:g})")
+        log(f"kept {chosen}")
+
     recorded_budget = round(args.budget_share * lengths[len(lengths) // 2]) if args.budget_share > 0 else args.budget
     m_text = f"M {args.budget_share:g} x length" if args.budget_share > 0 else f"M {args.budget}"
     source = (f"ponder train:retention, {len(examples)} {'demo-task' if args.demo_task else 'JSONL'} training problems, "
-              f"{args.steps} steps, {m_text}, capacity weight {args.capacity_weight:g}, {args.reduction}, seed {args.seed}")
+              f"{args.steps} steps, {m_text}, capacity weight {args.capacity_weight:g}, {args.reduction}, {chosen}")
     write_sidecar(out, gates, args.model, budget=recorded_budget, reduction=args.reduction, source=source, matrix_type=args.type or default_matrix_type(gates))
     log(f"wrote {out} ({os.path.getsize(out)} bytes); total {time.time() - started:.0f}s, "
         f"training {time.time() - t_train:.0f}s")

@@ -101,6 +101,30 @@ describe("TRIM-KV's released gates, converted", () => {
         }
     }, 300_000);
 
+    test("train:retention --seeds trains one set of gates per seed and keeps the best on prompts held out of training", async () => {
+        const prompts = path.join(dir, "prompts-seeds.jsonl");
+        const rows = [[72, 101, 108, 108, 111], [65, 66, 67, 68, 69, 70], [49, 50, 51], [87, 104, 121]];
+        await fs.writeFile(prompts, rows.map((tokens) => JSON.stringify({tokens})).join("\n") + "\n");
+        const out = path.join(dir, "seeds.retention.gguf");
+        const common = ["--model", modelPath, "--prompts", prompts, "--out", out, "--steps", "2", "--hidden", "16", "--max-new", "24",
+            "--budget", "8", "--cache-dir", path.join(dir, "cache"), "--log-every", "1"];
+        const log = run("train.py", [...common, "--seeds", "3,4", "--validation-count", "1"]);
+        expect(log).toMatch(/seed 3: validation at 0\.25 of each length: \{"identical": [\d.]+, "agreement": [\d.]+\}/);
+        expect(log).toMatch(/seed 4: validation at 0\.25/);
+        expect(log).toMatch(/kept seed [34], best of seeds 3,4 on 1 validation prompts/);
+        const info = JSON.parse(execFileSync(python, ["-c", `import sys, json; sys.path.insert(0, ${JSON.stringify(scripts)}); from sidecar import read_sidecar; ` +
+            `print(json.dumps(read_sidecar(${JSON.stringify(out)})[0]["ponder.retention.source"]))`], {encoding: "utf8"})) as string;
+        expect(info).toMatch(/3 JSONL training problems, .*best of seeds 3,4 on 1 validation prompts/);
+        // every prompt held out would leave nothing to train on
+        let message = "";
+        try {
+            run("train.py", [...common, "--seeds", "3,4", "--validation-count", "4"]);
+        } catch (err) {
+            message = String((err as {stderr?: string, stdout?: string}).stderr ?? "") + String((err as {stdout?: string}).stdout ?? "");
+        }
+        expect(message).toMatch(/holds the last 4 prompts out for validation, but .* has 4/);
+    }, 300_000);
+
     test("a state_dict of another shape or gate type is refused with the reason", async () => {
         const weights = path.join(dir, "wrong.pth");
         run("makeFakeTrimkv.py", ["--model", modelPath, "--out", weights, "--seed", "4", "--hidden", "16"]);
