@@ -364,7 +364,9 @@ export type OffloadEstimate = {
     freeVramBytes: number,
     freeRamBytes: number,
     /** Where the offloaded layers go, in words: "the GPU", or "the RPC servers" on a CPU build using rpc-servers. */
-    target: string
+    target: string,
+    /** That place's memory, in words: "VRAM", or "their memory" for the RPC servers'. */
+    memory: string
 };
 
 /** What a budget means for a model, shown before it is applied. */

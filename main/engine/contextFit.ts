@@ -1,9 +1,6 @@
-import type {GpuLayers, KvCacheType, OffloadEstimate} from "../../preload/contract.js";
-
-/** Where the layers go, before the caller names the place (`OffloadEstimate.target`). */
-export type OffloadFit = Omit<OffloadEstimate, "target">;
+import type {GpuLayers, KvCacheType} from "../../preload/contract.js";
 import {computeBufferBytes} from "./computeBufferBytes.js";
-import {gpuOffload} from "./gpuOffload.js";
+import {gpuOffload, type OffloadFit} from "./gpuOffload.js";
 import {kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
 import type {ModelInspection} from "./types.js";
 

@@ -1,6 +1,9 @@
 import type {GpuLayers, OffloadEstimate} from "../../preload/contract.js";
 import type {ModelInspection} from "./types.js";
 
+/** Where the layers go, in bytes; the caller names the place (`OffloadEstimate.target` and `memory`). */
+export type OffloadFit = Omit<OffloadEstimate, "target" | "memory">;
+
 export type OffloadInput = {
     gpuLayers: GpuLayers,
     /** Bytes of the KV cache and of the compute buffer for the budget. */
@@ -20,7 +23,7 @@ export type OffloadInput = {
  * fit in free VRAM (node-llama-cpp's own fit also weighs the context it will create).
  */
 export function gpuOffload(model: Pick<ModelInspection, "layers" | "weightsBytes" | "layerWeightsBytes" | "outputWeightsBytes" | "tiedOutputBytes" | "sizeBytes">,
-    input: OffloadInput): Omit<OffloadEstimate, "target"> {
+    input: OffloadInput): OffloadFit {
     const layers = Math.max(1, model.layers ?? 1);
     const totalLayers = layers + 1;
     const weights = model.weightsBytes ?? model.sizeBytes;

@@ -34,15 +34,21 @@ export class CompressionService {
         // A GPU build, or rpc-servers' devices: the loaded model as it was loaded, another one with its own setting.
         const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
         return estimateBudget(model, compression, await this._engine.freeMemory(),
-            {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}, offloadTo: build.gpu === false ? "the RPC servers" : "the GPU"});
+            {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}, offloadTo: build.gpu === false ? "rpc-servers" : "gpu"});
     }
 }
 
 export type EstimateOptions = FitOptions & {
     /** The model's retention gates (`findRetentionGates`): what TRIM-KV loads, or why it cannot run. Defaults to unknown. */
     retention?: RetentionAvailability,
-    /** Where offloaded layers go, for the notes: "the GPU" (the default) or "the RPC servers" (a CPU build with rpc-servers). */
-    offloadTo?: string
+    /** Where offloaded layers go: the GPU (the default), or the RPC servers (a CPU build with rpc-servers). */
+    offloadTo?: keyof typeof offloadPlaces
+};
+
+/** The offload's place and its memory, in words. */
+const offloadPlaces = {
+    "gpu": {target: "the GPU", memory: "VRAM"},
+    "rpc-servers": {target: "the RPC servers", memory: "their memory"}
 };
 
 /**
@@ -100,7 +106,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const fit = contextFit(model, shape, freeMemoryBytes, options)!;
     if (fit.allocatedCells !== cells)
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${fit.allocatedCells} cells are allocated, ${cells} are used.`);
-    const offload = fit.offload != null ? {...fit.offload, target: options.offloadTo ?? "the GPU"} : fit.offload;
+    const offload = fit.offload != null ? {...fit.offload, ...offloadPlaces[options.offloadTo ?? "gpu"]} : fit.offload;
     if (offload != null && offload.gpuLayers < offload.totalLayers)
         notes.push(offload.gpuLayers === 0
             ? `No layer is on ${offload.target}: the weights and the KV cache are in RAM.`

@@ -105,16 +105,16 @@ describe("TRIM-KV's released gates, converted", () => {
         const prompts = path.join(dir, "prompts-seeds.jsonl");
         const rows = [[72, 101, 108, 108, 111], [65, 66, 67, 68, 69, 70], [49, 50, 51], [87, 104, 121]];
         await fs.writeFile(prompts, rows.map((tokens) => JSON.stringify({tokens})).join("\n") + "\n");
-        const out = path.join(dir, "seeds.retention.gguf");
+        const out = path.join(dir, "tiny-llama.retention.gguf"); // beside the model, where the app reads it
         const common = ["--model", modelPath, "--prompts", prompts, "--out", out, "--steps", "2", "--hidden", "16", "--max-new", "24",
             "--budget", "8", "--cache-dir", path.join(dir, "cache"), "--log-every", "1"];
         const log = run("train.py", [...common, "--seeds", "3,4", "--validation-count", "1"]);
         expect(log).toMatch(/seed 3: validation at 0\.25 of each length: \{"identical": [\d.]+, "agreement": [\d.]+\}/);
         expect(log).toMatch(/seed 4: validation at 0\.25/);
         expect(log).toMatch(/kept seed [34], best of seeds 3,4 on 1 validation prompts/);
-        const info = JSON.parse(execFileSync(python, ["-c", `import sys, json; sys.path.insert(0, ${JSON.stringify(scripts)}); from sidecar import read_sidecar; ` +
-            `print(json.dumps(read_sidecar(${JSON.stringify(out)})[0]["ponder.retention.source"]))`], {encoding: "utf8"})) as string;
-        expect(info).toMatch(/3 JSONL training problems, .*best of seeds 3,4 on 1 validation prompts/);
+        const found = await findRetentionGates({path: modelPath, architecture: "llama", layers: info.spec.nLayer, embeddingLength: info.spec.nEmbd,
+            headCountKv: info.spec.nHeadKv});
+        expect(found.available && found.info.source).toMatch(/3 JSONL training problems, .*best of seeds 3,4 on 1 validation prompts/);
         // every prompt held out would leave nothing to train on
         let message = "";
         try {
