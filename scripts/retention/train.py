@@ -70,6 +70,30 @@ def capacity_loss(log_beta: torch.Tensor, dist: torch.Tensor, lower: torch.Tenso
     return total / log_beta.shape[0]
 
 
+def read_horizons(weights: torch.Tensor, threshold: float) -> torch.Tensor:
+    """weights [G, T, T] (attention after the softmax, causal) -> [G, T]: for each key i, (last query t >= i giving it
+    at least threshold of its attention) - i; 0 when no query does (read once, by itself at most)."""
+    T = weights.shape[-1]
+    rows = torch.arange(T, dtype=torch.float32)
+    last = ((weights >= threshold).float() * rows[None, :, None]).amax(dim=1)
+    return (last - rows[None, :]).clamp(min=0)
+
+
+def horizon_loss(log_beta: torch.Tensor, horizon: torch.Tensor, min_seen: int = 16) -> torch.Tensor:
+    """log_beta, horizon [N, T] -> Smooth-L1 between the gate's e-folding age -1 / log beta and the read horizon + 1,
+    both in log space, over keys watched at least max(min_seen, 2 x horizon) tokens after writing (a later read would
+    otherwise be unknown). Locret (papers/001) supervises its retaining heads with the attention a key receives later;
+    here that supervision is put in TRIM-KV's units, so beta^(t - i) has decayed by e exactly when the model stops
+    reading the key."""
+    T = log_beta.shape[-1]
+    watched = (T - 1 - torch.arange(T, dtype=torch.float32))[None, :]
+    keep = watched >= torch.clamp(2 * horizon, min=min_seen)
+    if not bool(keep.any()):
+        return log_beta.sum() * 0.0
+    predicted = -torch.log(-log_beta.clamp(max=-1e-6))  # log(-1 / log beta)
+    return F.smooth_l1_loss(predicted[keep], torch.log1p(horizon[keep]))
+
+
 def check_llama_cpp(model, model_path: str, sample: list[int], log) -> None:
     """Compares the replica's next-token logits on prefixes of sample with llama.cpp's (checkLogits.ts)."""
     import subprocess
@@ -102,7 +126,8 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
     opt = torch.optim.Adam(gates.parameters(), lr=args.lr)
     order: list[int] = []
     t_train = time.time()
-    sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "n": 0}
+    sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "hor": 0.0, "n": 0}
+    heads_per_kv = cfg.n_head // cfg.n_head_kv
     for step in range(1, args.steps + 1):
         if not order:
             order = torch.randperm(len(examples), generator=gen).tolist()
@@ -112,21 +137,38 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
         inputs, targets = seq[:-1], torch.tensor(seq[n_prompt:])
         T = len(inputs)
         states: list[torch.Tensor] = []
+        horizons: list[torch.Tensor] = []  # per layer [n_kv, T], with --horizon-weight
+
+        def on_attn(_layer, weights):  # [n_head, T, T] -> the sharpest read of each KV head's query group
+            horizons.append(read_horizons(weights.reshape(cfg.n_head_kv, heads_per_kv, T, T).amax(1), args.read_threshold))
+
         with torch.no_grad():
-            teacher = model(inputs, on_attn_norm=lambda layer, h: states.append(h))[n_prompt - 1:]
+            teacher = model(inputs, on_attn_norm=lambda layer, h: states.append(h),
+                            on_attn=on_attn if args.horizon_weight > 0 else None)[n_prompt - 1:]
             teacher_logp = F.log_softmax(teacher, -1)
         lb = gates.log_beta(states)  # [L, T, n_kv]
         dist = distance_matrix(T)
         lower = torch.ones(T, T).tril()
+        if args.reduction == "shared" and args.soft_max > 0:
+            # every gate learns while the temperature falls to the engine's max (a hard max trains only the winner)
+            temperature = args.soft_max * max(0.0, 1.0 - step / (0.8 * args.steps))
+        else:
+            temperature = 0.0
         if args.reduction == "shared":
-            shared = lb.amax(dim=(0, 2))  # [T]
+            if temperature > 0:
+                g = lb.permute(1, 0, 2).reshape(T, -1)  # [T, L * n_kv]
+                shared = (torch.softmax(g / temperature, -1) * g).sum(-1)
+            else:
+                shared = lb.amax(dim=(0, 2))  # [T]
             b = (dist * shared[None, :])[None]
             bias = lambda layer: b  # noqa: E731
             series = shared[None]
+            horizon = torch.stack(horizons).amax(dim=(0, 1))[None] if horizons else None
         else:
             per = lb.permute(0, 2, 1)  # [L, n_kv, T]
             bias = lambda layer: dist[None] * per[layer][:, None, :]  # noqa: E731
             series = per.reshape(-1, T)
+            horizon = torch.stack(horizons).reshape(-1, T) if horizons else None
         student = model(inputs, bias=bias)[n_prompt - 1:]
         student_logp = F.log_softmax(student, -1)
         ce = F.nll_loss(student_logp, targets)
@@ -134,14 +176,17 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
         budget = max(16, round(args.budget_share * len(seq))) if args.budget_share > 0 else args.budget
         cap = capacity_loss(series, dist, lower, budget)
         loss = 0.5 * (ce + kl) + args.capacity_weight * cap
+        hor = horizon_loss(series, horizon) if horizon is not None else None
+        if hor is not None:
+            loss = loss + args.horizon_weight * hor
         lr = args.lr * min(1.0, step / max(1, args.warmup)) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
         for group in opt.param_groups:
             group["lr"] = lr
         opt.zero_grad()
         loss.backward()
         opt.step()
-        for k, v in (("loss", loss), ("ce", ce), ("kl", kl), ("cap", cap)):
-            sums[k] += float(v)
+        for k, v in (("loss", loss), ("ce", ce), ("kl", kl), ("cap", cap), ("hor", hor)):
+            sums[k] += float(v) if v is not None else 0.0
         sums["n"] += 1
         if step % args.log_every == 0 or step == args.steps:
             spent = time.time() - t_train
@@ -149,9 +194,9 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
             with torch.no_grad():
                 s = series.detach()
             log(f"step {step}/{args.steps} loss {sums['loss'] / n:.4f} ce {sums['ce'] / n:.4f} kl {sums['kl'] / n:.4f} "
-                f"cap {sums['cap'] / n:.4f} | log beta median {float(s.median()):.2e} min {float(s.min()):.2e} | "
+                f"cap {sums['cap'] / n:.4f} hor {sums['hor'] / n:.4f} | log beta median {float(s.median()):.2e} min {float(s.min()):.2e} | "
                 f"lr {lr:.1e} {spent / step:.2f} s/step ETA {spent / step * (args.steps - step):.0f}s")
-            sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "n": 0}
+            sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "hor": 0.0, "n": 0}
         if eval_examples is not None and step % args.eval_every == 0:
             r = evaluate(model, gates, eval_examples, [0.25, 0.5], ["retention"], decode=False)
             log(f"eval step {step}: {json.dumps({k: v for k, v in r.items() if '@' in k})}")
@@ -191,6 +236,16 @@ def main():
     p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (cosine to 10%%). Defaults to 1e-2.")
     p.add_argument("--warmup", type=int, default=10, help="linear warm-up steps. Defaults to 10.")
     p.add_argument("--capacity-weight", type=float, default=1.0, help="Defaults to 1.")
+    p.add_argument("--soft-max", type=float, default=0.0,
+                   help="shared reduction: train through a softmax-weighted max over layers and KV heads whose temperature "
+                        "(in log beta) falls from this to 0 (the engine's max) at 80%% of the steps; 0: the max throughout. "
+                        "Defaults to 0.")
+    p.add_argument("--horizon-weight", type=float, default=0.0,
+                   help="weight of the read-horizon term (Locret-style supervision from the model's own attention; 0: the "
+                        "paper's loss only). Defaults to 0.")
+    p.add_argument("--read-threshold", type=float, default=0.5,
+                   help="a key is read when one head of its KV group puts at least this share of its attention on it. "
+                        "Defaults to 0.5.")
     p.add_argument("--max-new", type=int, default=4096, help="longest traced continuation. Defaults to 4096.")
     p.add_argument("--max-tokens", type=int, default=4096, help="crop training sequences to this length. Defaults to 4096.")
     p.add_argument("--type", choices=["f32", "f16"], default=None,
@@ -281,7 +336,9 @@ def main():
     recorded_budget = round(args.budget_share * lengths[len(lengths) // 2]) if args.budget_share > 0 else args.budget
     m_text = f"M {args.budget_share:g} x length" if args.budget_share > 0 else f"M {args.budget}"
     source = (f"ponder train:retention, {len(examples)} {'demo-task' if args.demo_task else 'JSONL'} training problems, "
-              f"{args.steps} steps, {m_text}, capacity weight {args.capacity_weight:g}, {args.reduction}, {chosen}")
+              f"{args.steps} steps, {m_text}, capacity weight {args.capacity_weight:g}, "
+              f"{f'horizon weight {args.horizon_weight:g} at read {args.read_threshold:g}, ' if args.horizon_weight > 0 else ''}"
+              f"{args.reduction}, {chosen}")
     write_sidecar(out, gates, args.model, budget=recorded_budget, reduction=args.reduction, source=source, matrix_type=args.type or default_matrix_type(gates))
     log(f"wrote {out} ({os.path.getsize(out)} bytes); total {time.time() - started:.0f}s, "
         f"training {time.time() - t_train:.0f}s")

@@ -125,6 +125,41 @@ describe("TRIM-KV's released gates, converted", () => {
         expect(message).toMatch(/holds the last 4 prompts out for validation, but .* has 4/);
     }, 300_000);
 
+    test("the read-horizon term: how long the model reads a key, in the gate's units, and recorded in the sidecar", async () => {
+        // 12 tokens, each reading itself, but key 1 read strongly by query 5 (horizon 4) and key 0 weakly by query 4 (no
+        // read at threshold 0.5). The loss is zero where -1 / log beta = horizon + 1 and counts only keys watched at least
+        // max(min_seen, 2 x horizon) tokens after writing: with min_seen 10, keys 0 (11 watched) and 1 (10), not key 2 (9).
+        const check = `
+import sys, json, torch
+sys.path.insert(0, ${JSON.stringify(scripts)})
+from train import read_horizons, horizon_loss
+w = torch.eye(12)[None].clone()
+w[0, 5, 1], w[0, 5, 5] = 0.6, 0.4
+w[0, 4, 0], w[0, 4, 4] = 0.3, 0.7
+h = read_horizons(w, 0.5)
+exact = torch.tensor([[-1.0 / (float(x) + 1) for x in h[0]]])
+off = exact * 3
+expected = torch.nn.functional.smooth_l1_loss(-torch.log(-off[0, :2]), torch.log1p(h[0, :2]))
+print(json.dumps({"h": h[0].tolist(), "exact": float(horizon_loss(exact, h, min_seen=0)), "off": float(horizon_loss(off, h, min_seen=0)),
+    "watched": float(horizon_loss(off, h, min_seen=10)), "expected": float(expected)}))
+`;
+        const result = JSON.parse(execFileSync(python, ["-c", check], {encoding: "utf8", timeout: 120_000})) as Record<string, number | number[]>;
+        expect(result.h).toEqual([0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        expect(result.exact).toBeCloseTo(0, 6);
+        expect(result.off).toBeGreaterThan(0.1);
+        expect(result.watched).toBeCloseTo(result.expected as number, 6);
+
+        const prompts = path.join(dir, "prompts-horizon.jsonl");
+        await fs.writeFile(prompts, [[72, 101, 108, 108, 111], [65, 66, 67, 68, 69, 70]].map((tokens) => JSON.stringify({tokens})).join("\n") + "\n");
+        const out = path.join(dir, "tiny-llama.retention.gguf");
+        const log = run("train.py", ["--model", modelPath, "--prompts", prompts, "--out", out, "--steps", "2", "--hidden", "16", "--max-new", "24",
+            "--budget", "8", "--cache-dir", path.join(dir, "cache"), "--log-every", "1", "--horizon-weight", "0.25"]);
+        expect(log).toMatch(/step 2\/2 .* hor [1-9]\d*\.\d+|step 2\/2 .* hor 0\.\d*[1-9]/);
+        const found = await findRetentionGates({path: modelPath, architecture: "llama", layers: info.spec.nLayer, embeddingLength: info.spec.nEmbd,
+            headCountKv: info.spec.nHeadKv});
+        expect(found.available && found.info.source).toMatch(/capacity weight 1, horizon weight 0\.25 at read 0\.5, shared/);
+    }, 300_000);
+
     test("a state_dict of another shape or gate type is refused with the reason", async () => {
         const weights = path.join(dir, "wrong.pth");
         run("makeFakeTrimkv.py", ["--model", modelPath, "--out", weights, "--seed", "4", "--hidden", "16"]);
