@@ -3,7 +3,7 @@
 //
 //   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
 //                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]]
-//                           [--toggle [--gates | --value-norms]] [--shape default|1.5b]
+//                           [--toggle [--gates [--gate-hidden 512] | --value-norms]] [--shape default|1.5b]
 //
 // With scoring on, the per-head scores of every layer are read out (`NativeKv.scores()`) every --read-every tokens, as
 // the engine does once per prune round (its `pruneEvery`, 16 by default); 0 never reads them.
@@ -18,7 +18,8 @@
 // cells grow by 2 x (tokens + 3) per round, alike for on and off.
 //
 // --toggle --gates toggles TRIM-KV's retention gates instead of scoring (random gates of the paper's shape, a 512-wide
-// hidden layer, for the bench model; the gate logits read out every --read-every tokens, as a prune round does).
+// hidden layer, for the bench model, or --gate-hidden wide; the gate logits read out every --read-every tokens, as a prune
+// round does).
 // --shape 1.5b measures on six layers of the shape of DeepSeek-R1-Distill-Qwen-1.5B instead of the default 12-layer,
 // 768-wide model: a per-layer cost such as the gates' is a smaller share of a wider layer's work.
 // --toggle --value-norms toggles LAVa's value norms instead (each written token's value L1 norm per layer and KV head,
@@ -89,6 +90,7 @@ function parseArgs() {
         clock: (value("--clock") ?? "wall") as "wall" | "cpu",
         toggle: args.includes("--toggle"),
         gates: args.includes("--gates"),
+        gateHidden: Number(value("--gate-hidden") ?? 512),
         valueNorms: args.includes("--value-norms"),
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
@@ -210,12 +212,12 @@ function median(values: number[]): number {
     return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 }
 
-/** Random retention gates of TRIM-KV's shape (hidden 512) for the bench model, written once beside it. */
-async function benchGates(modelPath: string): Promise<string> {
-    const gatesPath = modelPath.replace(/\.gguf$/, ".retention.gguf");
+/** Random retention gates of TRIM-KV's shape (hidden 512, or --gate-hidden) for the bench model, written once beside it. */
+async function benchGates(modelPath: string, hidden: number): Promise<string> {
+    const gatesPath = modelPath.replace(/\.gguf$/, hidden === 512 ? ".retention.gguf" : `.retention-h${hidden}.gguf`);
     if ((await stat(gatesPath).catch(() => null)) == null) {
         await writeRetentionSidecar(gatesPath, {modelPath, architecture: "qwen2", layers: benchSpec.nLayer!, width: benchSpec.nEmbd!, kvHeads: benchSpec.nHeadKv!,
-            hidden: 512, weightScale: 0.05, biasRange: [10, 14], weightType: "f16"});
+            hidden, weightScale: 0.05, biasRange: [10, 14], weightType: "f16"});
     }
     return gatesPath;
 }
@@ -242,7 +244,9 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
     const build = getNativeBuildInfo(llama);
     const model = await llama.loadModel({modelPath});
     const seconds = clockSeconds(args.clock);
-    const gates = args.gates ? await benchGates(modelPath) : null;
+    if (!Number.isInteger(args.gateHidden) || args.gateHidden < 1)
+        throw new Error(`--gate-hidden: a positive integer, not ${args.gateHidden}`);
+    const gates = args.gates ? await benchGates(modelPath, args.gateHidden) : null;
     const warmUp = 3;
     const rows: string[] = [];
     let name = "";
