@@ -16,7 +16,10 @@ Steps:
    mean_t max(0, (S_t - M) / (t - M)) with S_t = sum_{i<=t} beta_i^(t-i) (t > M), weight --capacity-weight;
    teacher = the same model without bias. --reduction shared (default) uses for every layer and head the max over
    layers and heads of log beta, the ranking the engine uses with llama.cpp's shared cells; per-head is the
-   paper's;
+   paper's. With --horizon-weight w, + w x Smooth-L1(log(-1 / log beta), log(1 + read horizon)), the read horizon
+   being how far after a token the frozen model still puts --read-threshold of one head's attention on it (Locret's
+   supervision in TRIM-KV's units; horizon_loss). --soft-max T trains the shared reduction through a softmax-weighted
+   max whose temperature falls from T to 0;
 5. with --seeds, steps 4 once per seed, and the gates kept are those that keep the most validation completions whole
    under the engine's eviction at --select-share of each length (evictionSim.py; ties: top-1 agreement);
 6. the sidecar (sidecar.py), written atomically.
@@ -149,15 +152,15 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
         lb = gates.log_beta(states)  # [L, T, n_kv]
         dist = distance_matrix(T)
         lower = torch.ones(T, T).tril()
-        if args.reduction == "shared" and args.soft_max > 0:
+        if args.soft_max > 0:
             # every gate learns while the temperature falls to the engine's max (a hard max trains only the winner)
             temperature = args.soft_max * max(0.0, 1.0 - step / (0.8 * args.steps))
         else:
             temperature = 0.0
         if args.reduction == "shared":
             if temperature > 0:
-                g = lb.permute(1, 0, 2).reshape(T, -1)  # [T, L * n_kv]
-                shared = (torch.softmax(g / temperature, -1) * g).sum(-1)
+                per_gate = lb.permute(1, 0, 2).reshape(T, -1)  # [T, L * n_kv]
+                shared = (torch.softmax(per_gate / temperature, -1) * per_gate).sum(-1)
             else:
                 shared = lb.amax(dim=(0, 2))  # [T]
             b = (dist * shared[None, :])[None]
@@ -270,6 +273,12 @@ def main():
         p.error("--seeds needs --validation-count of at least 1")
     if not 0 < args.select_share < 1:
         p.error("--select-share must be between 0 and 1")
+    if args.horizon_weight < 0 or args.soft_max < 0:
+        p.error("--horizon-weight and --soft-max must be 0 or more")
+    if not 0 < args.read_threshold <= 1:
+        p.error("--read-threshold must be above 0 and at most 1 (a share of one head's attention)")
+    if args.soft_max > 0 and args.reduction != "shared":
+        p.error("--soft-max softens the shared reduction's max: it needs --reduction shared")
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     log = lambda m: print(m, flush=True)  # noqa: E731
@@ -338,6 +347,7 @@ def main():
     source = (f"ponder train:retention, {len(examples)} {'demo-task' if args.demo_task else 'JSONL'} training problems, "
               f"{args.steps} steps, {m_text}, capacity weight {args.capacity_weight:g}, "
               f"{f'horizon weight {args.horizon_weight:g} at read {args.read_threshold:g}, ' if args.horizon_weight > 0 else ''}"
+              f"{f'soft max {args.soft_max:g}, ' if args.soft_max > 0 else ''}"
               f"{args.reduction}, {chosen}")
     write_sidecar(out, gates, args.model, budget=recorded_budget, reduction=args.reduction, source=source, matrix_type=args.type or default_matrix_type(gates))
     log(f"wrote {out} ({os.path.getsize(out)} bytes); total {time.time() - started:.0f}s, "

@@ -158,6 +158,14 @@ print(json.dumps({"h": h[0].tolist(), "exact": float(horizon_loss(exact, h, min_
         const found = await findRetentionGates({path: modelPath, architecture: "llama", layers: info.spec.nLayer, embeddingLength: info.spec.nEmbd,
             headCountKv: info.spec.nHeadKv});
         expect(found.available && found.info.source).toMatch(/capacity weight 1, horizon weight 0\.25 at read 0\.5, shared/);
+        // a read is a share of one head's attention: outside (0, 1] it is refused before anything loads
+        let message = "";
+        try {
+            run("train.py", ["--model", modelPath, "--prompts", prompts, "--out", out, "--horizon-weight", "0.25", "--read-threshold", "1.5"]);
+        } catch (err) {
+            message = String((err as {stderr?: string}).stderr ?? "");
+        }
+        expect(message).toMatch(/--read-threshold must be above 0 and at most 1/);
     }, 300_000);
 
     test("a state_dict of another shape or gate type is refused with the reason", async () => {
