@@ -31,9 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ggufModel import load_gguf_model  # noqa: E402
 from sidecar import fingerprint, read_sidecar  # noqa: E402
 from evictionSim import POLICIES, simulate  # noqa: E402
-from traces import DEMO_STOP_IDS, demo_examples, task, traced  # noqa: E402
-
-DEFAULT_CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
+from traces import DEFAULT_CACHE_DIR, DEMO_STOP_IDS, demo_examples, task, traced  # noqa: E402
 
 
 def is_correct(example: dict, output: list[int]) -> bool:

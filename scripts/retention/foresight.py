@@ -27,13 +27,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ggufModel import load_gguf_model  # noqa: E402
 from sidecar import fingerprint, read_sidecar  # noqa: E402
-from traces import DEMO_STOP_IDS, demo_examples, task, traced  # noqa: E402
+from traces import DEFAULT_CACHE_DIR, DEMO_STOP_IDS, DEMO_VALIDATION_SEED_BASE, demo_examples, task, traced  # noqa: E402
 
-DEFAULT_CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
 SHARP_READ = 0.5
 LATER = 64
-# train.py's demo problems are 1e9 + 0 .. train-count - 1; validation starts well past them
-DEFAULT_FIRST_SEED = 1_000_050_000
+DEFAULT_FIRST_SEED = DEMO_VALIDATION_SEED_BASE
 
 
 def pairwise_auc(a: list[float], b: list[float]) -> float:

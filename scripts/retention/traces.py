@@ -21,6 +21,13 @@ from ggufModel import GgufLlama  # noqa: E402
 import task  # noqa: E402  (test/eval/train/task.py: the demo task and its tokenizer)
 
 DEMO_STOP_IDS = (task.SPECIAL_IDS["<|im_end|>"], task.SPECIAL_IDS["<|endoftext|>"])
+# where traced() caches the model's continuations, unless a script is told otherwise
+DEFAULT_CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
+# the demo task's seeds: train.py trains on DEMO_TRAIN_SEED_BASE + 0 .. train-count - 1 (below task.EVAL_SEED_BASE =
+# 2^31, the bench's held-out problems); validation problems (train.py --seeds, foresight.py, evaluate.py --first-seed)
+# start well past them
+DEMO_TRAIN_SEED_BASE = 1_000_000_000
+DEMO_VALIDATION_SEED_BASE = 1_000_050_000
 
 
 def demo_examples(first_seed: int, count: int, *, training: bool) -> list[dict]:

@@ -44,12 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ggufModel import REPO_ROOT, UnsupportedModelError, load_gguf_model  # noqa: E402
 from sidecar import REDUCTIONS, RetentionGates, default_matrix_type, fingerprint, write_sidecar  # noqa: E402
 from evictionSim import simulate  # noqa: E402
-from traces import DEMO_STOP_IDS, demo_examples, jsonl_examples, stop_ids_from_metadata, task, traced  # noqa: E402
-
-DEFAULT_CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
-DEMO_TRAIN_SEED_BASE = 1_000_000_000  # below task.EVAL_SEED_BASE = 2^31
-# --seeds' validation problems: training-range seeds well past any --train-count (foresight.py's default set too)
-DEMO_VALIDATION_SEED_BASE = 1_000_050_000
+from traces import (DEFAULT_CACHE_DIR, DEMO_STOP_IDS, DEMO_TRAIN_SEED_BASE, DEMO_VALIDATION_SEED_BASE,  # noqa: E402
+                    demo_examples, jsonl_examples, stop_ids_from_metadata, task, traced)
 
 
 def distance_matrix(T: int) -> torch.Tensor:
@@ -129,7 +125,8 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
     opt = torch.optim.Adam(gates.parameters(), lr=args.lr)
     order: list[int] = []
     t_train = time.time()
-    sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "hor": 0.0, "n": 0}
+    terms = ("loss", "ce", "kl", "cap", "hor")
+    sums = dict.fromkeys(terms + ("n",), 0.0)
     heads_per_kv = cfg.n_head // cfg.n_head_kv
     for step in range(1, args.steps + 1):
         if not order:
@@ -188,7 +185,7 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
         opt.zero_grad()
         loss.backward()
         opt.step()
-        for k, v in (("loss", loss), ("ce", ce), ("kl", kl), ("cap", cap), ("hor", hor)):
+        for k, v in zip(terms, (loss, ce, kl, cap, hor)):
             sums[k] += float(v) if v is not None else 0.0
         sums["n"] += 1
         if step % args.log_every == 0 or step == args.steps:
@@ -199,7 +196,7 @@ def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_exa
             log(f"step {step}/{args.steps} loss {sums['loss'] / n:.4f} ce {sums['ce'] / n:.4f} kl {sums['kl'] / n:.4f} "
                 f"cap {sums['cap'] / n:.4f} hor {sums['hor'] / n:.4f} | log beta median {float(s.median()):.2e} min {float(s.min()):.2e} | "
                 f"lr {lr:.1e} {spent / step:.2f} s/step ETA {spent / step * (args.steps - step):.0f}s")
-            sums = {"loss": 0.0, "ce": 0.0, "kl": 0.0, "cap": 0.0, "hor": 0.0, "n": 0}
+            sums = dict.fromkeys(terms + ("n",), 0.0)
         if eval_examples is not None and step % args.eval_every == 0:
             r = evaluate(model, gates, eval_examples, [0.25, 0.5], ["retention"], decode=False)
             log(f"eval step {step}: {json.dumps({k: v for k, v in r.items() if '@' in k})}")
