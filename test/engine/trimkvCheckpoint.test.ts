@@ -8,12 +8,17 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, test} from "vitest";
+import {AppDatabase} from "../../main/db/AppDatabase.js";
+import {createDispatch} from "../../main/ipc/dispatch.js";
+import {createHandlers} from "../../main/ipc/handlers.js";
 import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
 import {convertTrimkvCheckpoint} from "../../main/engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";
 import {readTorchStateDict} from "../../main/engine/retention/trimkvCheckpoint/readTorchStateDict.js";
+import {AppServices} from "../../main/services/AppServices.js";
 import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
 import type {GeneratedModelInfo} from "../fixtures/gguf/generateModel.js";
 import {torchPython} from "../fixtures/torchPython.js";
+import {FakeEngine} from "../unit/main/FakeEngine.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const gatePrefix = "model.layers.1.self_attn.retention_gate.";
@@ -175,5 +180,37 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
         // the file is real: torch.load (weights_only=False, as torch 1.x loads by default) runs the command
         torchJobs([{job: "load", path: file("evil.pth")}]);
         await expect(fs.access(file("evil-ran"))).resolves.toBeUndefined();
+    });
+
+    test("in the app: a model's details offer TRIM-KV once its gates are converted from a picked file; a refused file changes nothing", async () => {
+        const appModel = file("app-model.gguf");
+        await fs.copyFile(info.path, appModel);
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "test", modelsDir: dir, chat: {flushIntervalMs: 0}});
+        let picked: {weights: string, config: string | null} | null = {weights: file("bf16.pth"), config: file("rg2.json")};
+        const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null, pickTrimkvFiles: async () => picked}));
+        try {
+            const added = await dispatch("models:add", {path: appModel});
+            if (!added.ok)
+                throw new Error(added.error.message);
+            const id = (added.value as {id: string}).id;
+            expect(await dispatch("models:details", {id})).toMatchObject({ok: true, value: {retention: {available: false, reason: /^no retention gates beside this model/}}});
+
+            const rg2 = await dispatch("models:pickTrimkv", undefined);
+            expect(rg2).toEqual({ok: true, value: picked});
+            expect(await dispatch("models:convertTrimkv", {id, weights: file("bf16.pth"), config: file("rg2.json")})).toMatchObject({ok: false,
+                error: {code: "BAD_REQUEST", message: /^The TRIM-KV gates could not be converted: config\.json says retention_gate "rg2"/}});
+            expect(await dispatch("models:convertTrimkv", {id, weights: file("evil.pth")})).toMatchObject({ok: false,
+                error: {code: "BAD_REQUEST", message: /global posix\.system/}});
+            expect(await dispatch("models:details", {id})).toMatchObject({ok: true, value: {retention: {available: false}}});
+
+            picked = {weights: file("bf16.pth"), config: file("rg.json")};
+            expect(await dispatch("models:convertTrimkv", {id, weights: picked.weights, config: picked.config})).toEqual({ok: true,
+                value: {layers: 4, hidden: 48, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from bf16.pth"}});
+            expect(await dispatch("models:details", {id})).toMatchObject({ok: true, value: {retention: {available: true, reason: null}}});
+            const found = await findRetentionGates({path: appModel, architecture: "qwen3", layers: 4, embeddingLength: 160, headCountKv: 2});
+            expect(found).toMatchObject({available: true, info: {budget: 512, reduction: "per-head"}});
+        } finally {
+            await services.dispose();
+        }
     });
 });
