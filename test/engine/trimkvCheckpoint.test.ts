@@ -169,6 +169,15 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
         expect(await refusal(readTorchStateDict(file("short-storage.pth")))).toMatch(/archive\/data\/0 is 24 bytes; its tensors' storage needs 2400/);
         expect(await refusal(readTorchStateDict(file("huge-stride.pth")))).toMatch(/tensor w .* reads past its storage of 6 elements/);
         expect(await refusal(readTorchStateDict(file("huge-numel.pth")))).toMatch(/its storages hold more than \d+ bytes or \d+ elements/);
+        // an end-of-directory record claiming 2^31 entries (the zip reader would make a slot for each before reading one)
+        const whole = await fs.readFile(file("f32.pth"));
+        const eocd = whole.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+        const zip64 = whole.lastIndexOf(Buffer.from([0x50, 0x4b, 0x06, 0x06]));
+        expect(zip64).toBeGreaterThan(0); // torch writes a zip64 record
+        whole.writeUInt16LE(0xffff, eocd + 10);
+        whole.writeBigUInt64LE(2n ** 31n, zip64 + 32);
+        await fs.writeFile(file("many-entries.pth"), whole);
+        expect(await refusal(readTorchStateDict(file("many-entries.pth")))).toMatch(/the archive claims 2147483648 entries, more than the 100000 read/);
         expect(await refusal(readTorchStateDict(file("f32.pth"), {pickleBytes: 100}))).toMatch(/data\.pkl is \d+ bytes, more than the 100 read/);
         expect(await refusal(readTorchStateDict(file("f32.pth"), {elements: 1000}))).toMatch(/more than .*1000 elements/);
     });

@@ -15,7 +15,9 @@ export type ReadTorchLimits = {
     /** Bytes of all storages read together. Defaults to `2 GiB`. */
     storageBytes?: number,
     /** Elements of all storages, and of all tensors, made together (4 bytes each in F32). Defaults to `2^29`. */
-    elements?: number
+    elements?: number,
+    /** Entries in the zip archive (a checkpoint of gates has a few per layer). Defaults to `100000`. */
+    entries?: number
 };
 
 const elementBytes: Record<TorchDtype, number> = {F32: 4, BF16: 2, F16: 2};
@@ -38,6 +40,7 @@ export async function readTorchStateDict(filePath: string, limits: ReadTorchLimi
     if (!stat.isFile())
         throw new CheckpointError(`${filePath} is not a file`);
 
+    await checkZipDirectory(filePath, name, stat.size, limits.entries ?? 100_000);
     let directory: CentralDirectory;
     try {
         directory = await unzipper.Open.file(filePath);
@@ -91,6 +94,65 @@ export async function readTorchStateDict(filePath: string, limits: ReadTorchLimi
         tensors.set(key, {dtype: ref.storage.dtype, shape: ref.size, data: gather(storages.get(ref.storage.key)!, ref, count)});
     }
     return tensors;
+}
+
+/** Bytes at the file's end in which the zip reader looks for the end-of-central-directory record (unzipper's `tailSize`). */
+const zipTailBytes = 80;
+
+/**
+ * Checks the archive's end-of-central-directory record (and its zip64 record, as torch writes one) before the zip reader
+ * sees it: the reader makes one slot per entry the record claims before reading any, so a hostile count would exhaust
+ * memory. The entry count must be within the limit and the central directory inside the file.
+ */
+async function checkZipDirectory(filePath: string, name: string, fileSize: number, maxEntries: number): Promise<void> {
+    const notZip = (why: string): never => {
+        throw new CheckpointError(`${name} is not a PyTorch checkpoint: not a whole zip archive (${why}); a download cut short, or another kind of file`);
+    };
+    const handle = await fs.open(filePath, "r");
+    try {
+        const read = async (position: number, length: number): Promise<Buffer> => {
+            if (position < 0 || position + length > fileSize)
+                notZip("a record lies outside the file");
+            const buffer = Buffer.alloc(length);
+            const {bytesRead} = await handle.read(buffer, 0, length, position);
+            if (bytesRead !== length)
+                notZip("the file ended early");
+            return buffer;
+        };
+        const tailStart = Math.max(0, fileSize - zipTailBytes);
+        const tail = await read(tailStart, fileSize - tailStart);
+        const at = tail.indexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+        if (at < 0 || at + 22 > tail.length)
+            notZip("no end-of-central-directory record");
+        const eocd = tailStart + at;
+        let entries = tail.readUInt16LE(at + 10);
+        let directorySize = tail.readUInt32LE(at + 12);
+        let directoryOffset = tail.readUInt32LE(at + 16);
+        if (tail.readUInt16LE(at + 4) === 0xffff || entries === 0xffff || directoryOffset === 0xffffffff) {
+            const locator = await read(eocd - 20, 20);
+            if (locator.readUInt32LE(0) !== 0x07064b50)
+                notZip("no zip64 end-of-central-directory locator");
+            const recordAt = Number(locator.readBigUInt64LE(8));
+            if (!Number.isSafeInteger(recordAt) || recordAt + 56 > eocd - 20)
+                notZip("the zip64 record lies outside the file");
+            const record = await read(recordAt, 56);
+            if (record.readUInt32LE(0) !== 0x06064b50)
+                notZip("no zip64 end-of-central-directory record");
+            const big = (offset: number) => {
+                const value = record.readBigUInt64LE(offset);
+                return value > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(value);
+            };
+            entries = big(32);
+            directorySize = big(40);
+            directoryOffset = big(48);
+        }
+        if (entries > maxEntries)
+            throw new CheckpointError(`${name}: the archive claims ${entries} entries, more than the ${maxEntries} read`);
+        if (directoryOffset + directorySize > eocd || directorySize < 46 * entries)
+            notZip("its central directory does not fit in the file");
+    } finally {
+        await handle.close();
+    }
 }
 
 /** An entry's bytes, after its sizes are checked against the limit and the file, and its bytes against its size and CRC-32. */
