@@ -254,6 +254,8 @@ function gather(storage: Float32Array, ref: TensorRef, count: number): Float32Ar
         if (ref.size[i]! > 1 && ref.stride[i] !== expected)
             contiguous = false;
     }
+    if (contiguous && ref.offset === 0 && count === storage.length)
+        return storage; // the whole storage, as torch.save writes each parameter: no copy
     if (contiguous)
         return storage.slice(ref.offset, ref.offset + count);
     const out = new Float32Array(count);
