@@ -8,7 +8,14 @@ class Pickle {
     private readonly bytes: number[] = [0x80, 2];
 
     op(...bytes: number[]): this {
-        this.bytes.push(...bytes);
+        for (const byte of bytes)
+            this.bytes.push(byte);
+        return this;
+    }
+
+    repeat(byte: number, count: number): this {
+        for (let i = 0; i < count; i++)
+            this.bytes.push(byte);
         return this;
     }
 
@@ -126,6 +133,9 @@ describe("unpickleStateDict", () => {
         const memo = new Pickle().op(0x4e, ...Array.from({length: 20}, (_, i) => [0x71, i]).flat()).done();
         expect(() => unpickleStateDict(memo, {memo: 10})).toThrow(/memoizes more than 10 values/);
         expect(() => unpickleStateDict(new Pickle().op(0x68, 7).done())).toThrow(/reads memo 7, which was never stored/);
+        // 200,000 items appended at once (past the engine's argument limit for a spread): refused in words, not a RangeError
+        const appends = new Pickle().op(0x5d, 0x28).repeat(0x4e, 200_000).op(0x65, 0x2e).done();
+        expect(() => unpickleStateDict(appends)).toThrow(/holds a list, not a state_dict/);
     });
 
     test("a pickle cut short, or holding something other than a dict of tensors, is refused", () => {

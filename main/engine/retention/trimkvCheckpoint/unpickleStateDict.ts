@@ -280,7 +280,8 @@ export function unpickleStateDict(pickle: Uint8Array, limits: UnpickleLimits = {
                 const list = top();
                 if (!Array.isArray(list))
                     fail("appends to something other than a list");
-                (list as Value[]).push(...items);
+                for (const item of items)
+                    (list as Value[]).push(item);
                 break;
             }
             case 0x7d: push(new Dict()); break; // EMPTY_DICT
