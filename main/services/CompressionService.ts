@@ -1,5 +1,6 @@
 import os from "node:os";
-import type {BudgetEstimate, CompressionSettings, PolicyId} from "../../preload/contract.js";
+import type {BudgetEstimate, CompressionSettings} from "../../preload/contract.js";
+import {policyName} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
@@ -12,11 +13,6 @@ import type {RetentionAvailability} from "../engine/retention/types.js";
 import {policyNeeds, scoring} from "../engine/scoring.js";
 import type {ModelInspection} from "../engine/types.js";
 import type {ModelService} from "./ModelService.js";
-
-/** The policies' names as the app shows them (renderer/lib/policies.ts), for the notes. */
-const policyNames: Record<PolicyId, string> = {
-    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV", trimkv: "TRIM-KV", lava: "LAVa"
-};
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
 export class CompressionService {
@@ -94,11 +90,11 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const needs = policyNeeds(compression);
     const readsRetention = needs.retention === true;
     if (readsRetention && retention?.available === false)
-        notes.push(`${policyNames[compression.policy]} cannot run on this model: ${retention.reason}.`);
+        notes.push(`${policyName(compression.policy)} cannot run on this model: ${retention.reason}.`);
     if (compression.policy === "full")
         notes.push(`Full KV keeps every token: the answer stops when ${cells} cells are used.`);
     else
-        notes.push(`${policyNames[compression.policy]} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
+        notes.push(`${policyName(compression.policy)} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
 
     const {kvType, kvTypeV, flashAttention} = compression;
     const retentionWeightBytes = readsRetention && retention?.available === true ? retention.info.weightBytes : null;
