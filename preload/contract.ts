@@ -5,6 +5,8 @@ import type {PolicyId, PolicyParams} from "./policyCatalogue.js";
 
 /** The policies as data: their ids, names, parameters with bounds and defaults (preload/policyCatalogue.ts). */
 export * from "./policyCatalogue.js";
+/** The bounds of a KV budget and of the prune cadence (preload/kvBounds.ts). */
+export * from "./kvBounds.js";
 
 export type ErrorCode =
     | "BAD_REQUEST"

@@ -1,4 +1,5 @@
 import {z} from "zod";
+import {kvBounds} from "../../preload/kvBounds.js";
 import {policyIds} from "../../preload/policyCatalogue.js";
 import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention} from "../engine/kvMemory.js";
@@ -30,7 +31,7 @@ export const ponderExtensionSchema = z.object({
     policy: z.enum(policyIds).optional(),
     budget: z.union([
         z.object({cells: z.number().int().min(minBudgetCells).max(maxBudgetCells)}).strict(),
-        z.object({mib: z.number().positive().max(1_048_576)}).strict()
+        z.object({mib: z.number().positive().max(kvBounds.maxMib)}).strict()
     ]).optional(),
     cache_type_k: cacheType.optional(),
     cache_type_v: cacheType.optional(),

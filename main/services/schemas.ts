@@ -1,5 +1,6 @@
 import {z} from "zod";
 import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, SamplingPreset} from "../../preload/contract.js";
+import {kvBounds} from "../../preload/kvBounds.js";
 import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../engine/kvMemory.js";
 import {
@@ -12,7 +13,7 @@ const budgetSchema = z.discriminatedUnion("kind", [
     z.object({kind: z.literal("cells"), cells: z.number().int()
         .min(minBudgetCells, `A KV budget below ${minBudgetCells} cells cannot hold a prompt and a recent window`)
         .max(maxBudgetCells, `A KV budget above ${maxBudgetCells} cells is more than any model here can address`)}).strict(),
-    z.object({kind: z.literal("mib"), mib: z.number().positive("A KV budget must be more than 0 MiB").max(1_048_576, "A KV budget above 1 TiB is not a budget")}).strict()
+    z.object({kind: z.literal("mib"), mib: z.number().positive("A KV budget must be more than 0 MiB").max(kvBounds.maxMib, "A KV budget above 1 TiB is not a budget")}).strict()
 ]);
 
 /** A number parameter's checks, in the order zod reports them: whole, low bound, high bound, odd. */
@@ -44,7 +45,7 @@ export const compressionSettingsFields = z.object({
     kvTypeV: kvCacheTypeSchema,
     flashAttention: z.boolean(),
     combine: z.enum(["quota", "union", "aggregate"]),
-    pruneEvery: z.number().int().min(1).max(4096),
+    pruneEvery: z.number().int().min(kvBounds.minPruneEvery).max(kvBounds.maxPruneEvery),
     params: paramsSchema
 }).strict();
 

@@ -176,7 +176,7 @@ export function validateBudgetForm(form: BudgetForm): FormErrors {
         errors.budget = budget;
     const every = form.pruneEvery;
     if (every == null || !Number.isInteger(every) || every < budgetLimits.minPruneEvery || every > budgetLimits.maxPruneEvery)
-        errors.pruneEvery = `Prune every 1 to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
+        errors.pruneEvery = `Prune every ${budgetLimits.minPruneEvery} to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
     if (form.kvTypeV !== "f16" && !form.flashAttention)
         errors.flashAttention = "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn it on, or store the values as F16.";
     if (isTunable(form.policy)) {

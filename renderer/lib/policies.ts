@@ -2,7 +2,7 @@
 // papers' defaults and the bounds the backend accepts, all from the catalogue (preload/policyCatalogue.ts).
 
 import {
-    defaultPolicyParams, isNumberParam, isTunable, policyCatalogue, policyEntry, policyName, tunablePolicyIds, type ChoiceParam,
+    defaultPolicyParams, isNumberParam, isTunable, kvBounds, policyCatalogue, policyEntry, policyName, tunablePolicyIds, type ChoiceParam,
     type CompressionSettings, type KvCacheType, type NumberParam, type PolicyId, type PolicyPaper, type PolicyParams, type TunablePolicyId
 } from "../../preload/contract.js";
 
@@ -39,11 +39,11 @@ export const paramChoices = Object.fromEntries(tunablePolicyIds.map((id) =>
 /** The papers' defaults, as the catalogue gives them. */
 export const policyDefaults: PolicyParams = defaultPolicyParams();
 
-/** Bounds of the settings beside the policy parameters. */
-export const budgetLimits = {minCells: 64, maxCells: 1_048_576, maxMib: 1_048_576, minPruneEvery: 1, maxPruneEvery: 4096} as const;
+/** Bounds of the settings beside the policy parameters (preload/kvBounds.ts). */
+export const budgetLimits = kvBounds;
 
 /** Cells Full KV keeps free after the prompt for the answer's first tokens (main/engine/budgetCap.ts, `fullKvAnswerRoom`). */
-export const fullKvAnswerRoom = 16;
+export const fullKvAnswerRoom = kvBounds.fullKvAnswerRoom;
 
 /** The cache types, offered for the keys and for the values each. */
 export const kvTypes: {id: KvCacheType, label: string}[] = [
