@@ -1,6 +1,13 @@
 // The one contract between the renderer and the main process: request channels, event channels,
 // the DTOs they carry and the error envelope. Nothing else crosses processes.
 
+import type {PolicyId, PolicyParams} from "./policyCatalogue.js";
+
+/** The policies as data: their ids, names, parameters with bounds and defaults (preload/policyCatalogue.ts). */
+export * from "./policyCatalogue.js";
+/** The bounds of a KV budget and of the prune cadence (preload/kvBounds.ts). */
+export * from "./kvBounds.js";
+
 export type ErrorCode =
     | "BAD_REQUEST"
     | "NOT_FOUND"
@@ -213,22 +220,12 @@ export type MessageCompression = {
     budgetFull?: boolean
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv" | "lava";
 /** A type of the K or the V cache; `q8_0` keys with `q4_0` values (K8V4) is LeanKV's recommended pair. */
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
 
 /** The KV allocation of a conversation: a number of cells, a size in MiB, or the model's context. */
 export type KvBudget = {kind: "auto"} | {kind: "cells", cells: number} | {kind: "mib", mib: number};
 
-/** Each policy's parameters, with the papers' defaults (see main/engine/policies). Full KV and TRIM-KV have none. */
-export type PolicyParams = {
-    streamingllm: {sinks: number},
-    h2o: {heavyRatio: number},
-    lethe: {sparseRatio: number, recentRatio: number, segments: number, sinks: number, gamma: number, initialEvictRatio: number, keepInput: number},
-    refreekv: {threshold: number, firstM: number, wholeLayers: number, mode: "once" | "rounds"},
-    leankv: {alpha: number, window: number},
-    lava: {window: number, kernel: number}
-};
 
 export type CompressionSettings = {
     policy: PolicyId,
