@@ -50,6 +50,12 @@ export type BuildInfo = {
     llamaCppRelease: string,
     /** Patch-series hash the build was made from, when local. */
     seriesHash: string | null,
+    /**
+     * The devices the GPU backend of a patched GPU build found on this machine: ggml's name (`"Vulkan0"`) and the
+     * driver's (`"llvmpipe (LLVM 15.0.6, 256 bits)"`). Empty when it found none: every layer then runs on the CPU.
+     * Absent for a CPU build and for an unpatched one.
+     */
+    devices?: BuildDevice[],
     /** The build the engine was asked for (the engine-build setting). Defaults to `"auto"`. */
     requested?: EngineBuildChoice,
     /**
@@ -60,6 +66,9 @@ export type BuildInfo = {
     /** llama.cpp's RPC backend in this engine process: its protocol and the rpc-servers it was started with. */
     rpc?: RpcRuntime
 };
+
+/** A device of this machine that a GPU build runs layers on. */
+export type BuildDevice = {name: string, description: string};
 
 /** A device of an rpc-server the engine registered (ggml names them RPC0, RPC1, … in registration order). */
 export type RpcDevice = {name: string, description: string, freeBytes: number, totalBytes: number};

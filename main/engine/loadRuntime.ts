@@ -1,11 +1,12 @@
 import {getLlama, getLlamaGpuTypes, type Llama} from "node-llama-cpp";
-import type {BuildInfo, EngineBackend, EngineBuildChoice} from "../../preload/contract.js";
+import type {BuildDevice, BuildInfo, EngineBackend, EngineBuildChoice} from "../../preload/contract.js";
 import type {LlamaLoader} from "./Engine.js";
 import type {RuntimeOptions} from "./EngineApi.js";
 import {currentSeriesHash} from "./native/currentSeriesHash.js";
 import {backendName, engineBuildOrder} from "./native/engineBuildOrder.js";
 import {getNativeBuildInfo, loadPatchedLlama, PatchedBuildError} from "./native/loadPatchedLlama.js";
 import {listEngineBuilds} from "./native/listEngineBuilds.js";
+import {ponderBindingsOf} from "./native/ponderAddon.js";
 import type {NativeGpu} from "./native/types.js";
 
 /**
@@ -72,7 +73,23 @@ async function loadOne(gpu: NativeGpu, seriesHash: string | null): Promise<{llam
 
 function toBuildInfo(llama: Llama): BuildInfo {
     const info = getNativeBuildInfo(llama);
-    return {kind: info.kind, gpu: info.gpu, patched: info.patched, llamaCppRelease: info.llamaCppRelease, seriesHash: info.seriesHash};
+    const build: BuildInfo = {kind: info.kind, gpu: info.gpu, patched: info.patched, llamaCppRelease: info.llamaCppRelease, seriesHash: info.seriesHash};
+    const devices = info.gpu !== false && info.patched ? localGpuDevices(llama) : null;
+    return devices == null ? build : {...build, devices};
+}
+
+/**
+ * The GPU devices of this machine the loaded build registered (patch 0010's device list, before any rpc-server is added),
+ * by ggml's name and the driver's description. ggml's Vulkan backend leaves out a device of type CPU (Mesa's lavapipe)
+ * unless GGML_VK_VISIBLE_DEVICES names it: the list is then empty.
+ */
+function localGpuDevices(llama: Llama): BuildDevice[] | null {
+    const list = ponderBindingsOf(llama).ponderListDevices;
+    if (list == null)
+        return null;
+    return list()
+        .filter((device) => (device.type === "gpu" || device.type === "igpu") && !device.backend.startsWith("RPC"))
+        .map((device) => ({name: device.name, description: device.description}));
 }
 
 function toBackend(gpu: NativeGpu): EngineBackend {
