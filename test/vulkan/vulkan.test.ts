@@ -24,7 +24,7 @@ process.env.GGML_VK_VISIBLE_DEVICES ??= "0";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const question = heldOutDemoProblems(1, {minSteps: 30, maxSteps: 40})[0]!.question;
-const maxTokens = 256;
+const maxTokens = 192;
 /** Cells per policy: under the prompt plus the answer for every pruning policy, so that each one evicts. */
 const cellsOf = (policy: PolicyId) => policy === "full" ? 1024 : 160;
 
