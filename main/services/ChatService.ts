@@ -42,7 +42,7 @@ export class ChatService {
         private readonly _db: AppDatabase,
         private readonly _engine: EngineApi,
         private readonly _conversations: ConversationService,
-        private readonly _compression: CompressionService,
+        private readonly _compression: Pick<CompressionService, "resolve">,
         private readonly _emit: Emit,
         private readonly _now: Clock,
         /** The engine's turns, shared with the API server. */
@@ -283,7 +283,8 @@ export class ChatService {
             // TRIM-KV without gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
             if (policyNeeds(compression).retention === true && this._engine.inspection != null)
                 await requireRetentionGates(this._engine.inspection);
-            const cells = (await this._compression.estimate(compression)).cells;
+            const kv = await this._compression.resolve(compression);
+            const cells = kv.cells;
             this._recordCompression(assistantRow, cells, compression);
             stats = {policy: compression.policy, budgetCells: cells, samples: []};
             const messageStats = stats;
@@ -297,7 +298,7 @@ export class ChatService {
             };
             const result = await this._engine.generate({
                 states,
-                kv: {compression, cells},
+                kv: {compression: kv.compression, cells: kv.cells},
                 onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
                 onSample: (sample) => {
                     pushSample(messageStats.samples, sample, this._options.maxSamples ?? 400);
