@@ -5,7 +5,7 @@ import {commonPrefixLength, continuedPrefix} from "./chatPrompt.js";
 import {DeferredState} from "./DeferredState.js";
 import type {ActiveContext, ContextConfig, LoadedModel, RequestStates, SetStatus} from "./engineState.js";
 import type {KvController} from "./KvController.js";
-import {formatMib} from "./kvMemory.js";
+import {formatMib} from "../kv/kvMemory.js";
 import {findStateCandidate, restoreSequenceState, saveSequenceState} from "./SequenceStates.js";
 import {hashSettings, reviveTyped, tagTyped, type StateExpectation} from "./stateFile.js";
 import type {ModelInspection, StateOutcome, StateSave} from "./types.js";

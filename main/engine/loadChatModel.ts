@@ -3,7 +3,7 @@ import os from "node:os";
 import type {BuildInfo} from "../../preload/contract.js";
 import type {LoadOptions} from "./EngineApi.js";
 import type {LoadedModel} from "./engineState.js";
-import {gpuOffload} from "./gpuOffload.js";
+import {gpuOffload} from "../kv/gpuOffload.js";
 import {hasRpcDevices} from "./rpc/rpcEndpoint.js";
 import type {ModelInspection} from "./types.js";
 

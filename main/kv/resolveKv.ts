@@ -1,8 +1,8 @@
 import type {CompressionSettings, ErrorInfo} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
-import {kvCellPadding} from "../engine/contextFit.js";
-import {kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
+import {budgetAboveCap, budgetCap, cellsOfBudget} from "./budgetCap.js";
+import {kvCellPadding} from "./contextFit.js";
+import {kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
 
 /**

@@ -1,7 +1,7 @@
 import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import {assertBudgetWithinCap} from "../engine/budgetCap.js";
-import {cacheTypeProblem} from "../engine/kvMemory.js";
+import {assertBudgetWithinCap} from "../kv/budgetCap.js";
+import {cacheTypeProblem} from "../kv/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import {policyNeeds} from "../engine/scoring.js";

@@ -2,7 +2,7 @@ import {describe, expect, it, vi} from "vitest";
 import type {Events} from "../../../preload/contract.js";
 import {kvBounds} from "../../../preload/kvBounds.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
-import {maxBudgetCells, minBudgetCells} from "../../../main/engine/budgetCap.js";
+import {maxBudgetCells, minBudgetCells} from "../../../main/kv/budgetCap.js";
 import type {ModelInspection} from "../../../main/engine/types.js";
 import {resolveKv} from "../../../main/kv/resolveKv.js";
 import {ponderExtensionSchema} from "../../../main/server/openaiSchemas.js";

@@ -1,5 +1,5 @@
 import type {GpuLayers, OffloadEstimate} from "../../preload/contract.js";
-import type {ModelInspection} from "./types.js";
+import type {ModelInspection} from "../engine/types.js";
 
 /** Where the layers go, in bytes; the caller names the place (`OffloadEstimate.target` and `memory`). */
 export type OffloadFit = Omit<OffloadEstimate, "target" | "memory">;
