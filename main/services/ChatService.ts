@@ -4,8 +4,6 @@ import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
-import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn} from "../engine/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import {AnswerProgress} from "./AnswerProgress.js";
@@ -281,8 +279,6 @@ export class ChatService {
             release = await this._queue.acquire(signal);
             const compression = settings.compression;
             // TRIM-KV without gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
-            if (policyNeeds(compression).retention === true && this._engine.inspection != null)
-                await requireRetentionGates(this._engine.inspection);
             const kv = await this._compression.resolve(compression);
             const cells = kv.cells;
             this._recordCompression(assistantRow, cells, compression);

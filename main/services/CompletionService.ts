@@ -3,8 +3,6 @@ import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap} from "../kv/budgetCap.js";
 import {cacheTypeProblem} from "../kv/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
-import {policyNeeds} from "../engine/scoring.js";
 import type {StateFiles, StateSave} from "../engine/types.js";
 import type {CompletionRequest, CompletionResult} from "../server/types.js";
 import type {CompressionService} from "./CompressionService.js";
@@ -26,7 +24,7 @@ export class CompletionService {
     constructor(
         private readonly _engine: EngineApi,
         private readonly _queue: GenerationQueue,
-        private readonly _compression: Pick<CompressionService, "estimate">,
+        private readonly _compression: Pick<CompressionService, "resolve">,
         private readonly _settings: Pick<SettingsService, "get">,
         private readonly _now: Clock,
         private readonly _states?: StateStore
@@ -44,12 +42,10 @@ export class CompletionService {
         // Refused above the model's context, never capped: the client asked for that budget (the server's default is capped).
         assertBudgetWithinCap(this._engine.inspection, compression);
         // TRIM-KV without gates trained for the loaded model: refused with the reason (ponder.policy), never run as another policy.
-        if (policyNeeds(compression).retention === true)
-            await requireRetentionGates(this._engine.inspection);
-        const estimate = await this._compression.estimate(compression);
-        if (!estimate.fits)
+        const kv = await this._compression.resolve(compression);
+        if (!kv.fits)
             throw new AppError("BUDGET_DOES_NOT_FIT",
-                `A KV budget of ${estimate.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
+                `A KV budget of ${kv.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
 
         const queued = this._now();
         const release = await this._queue.acquire(request.signal);
@@ -71,7 +67,7 @@ export class CompletionService {
                 repeatPenalty: request.repeatPenalty,
                 stop: request.stop,
                 signal: request.signal,
-                kv: {compression, cells: estimate.cells},
+                kv: {compression: kv.compression, cells: kv.cells},
                 states,
                 onSample: (reading) => {
                     sample = reading;
@@ -103,7 +99,7 @@ export class CompletionService {
                 policy: compression.policy,
                 kvType: compression.kvType,
                 kvTypeV: compression.kvTypeV,
-                budgetCells: estimate.cells,
+                budgetCells: kv.cells,
                 sample,
                 queuedMs: started - queued,
                 firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
