@@ -59,6 +59,27 @@ describe("a generation's KV settings resolved once", () => {
         expect(estimate).not.toHaveBeenCalled();
         expect(engine.requests.at(-1)?.kv).toEqual({compression, cells: 512});
     });
+
+    it("gives completions their cells and fit without the estimate, as the estimate would show them", async () => {
+        const engine = new FakeEngine();
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), <C extends keyof Events>(_channel: C, _payload: Events[C]) => {},
+            {version: "test", modelsDir: "/tmp/ponder-test-models"});
+        const shown = await services.compression.estimate({...defaultCompressionSettings, policy: "lethe", budget: {kind: "cells", cells: 768}});
+        const estimate = vi.spyOn(services.compression, "estimate");
+        const resolve = vi.spyOn(services.compression, "resolve");
+        const result = await services.completions.complete({
+            history: [{role: "user", text: "hi"}], systemPrompt: "", temperature: 0, maxTokens: 10, policy: "lethe",
+            budget: {kind: "cells", cells: 768}, signal: new AbortController().signal, onChunk: () => {}
+        });
+        expect(estimate).not.toHaveBeenCalled();
+        expect(resolve).toHaveBeenCalledTimes(1);
+        const resolved = await resolve.mock.results[0]!.value as Awaited<ReturnType<typeof services.compression.resolve>>;
+        expect(engine.requests.at(-1)?.kv).toEqual({compression: resolved.compression, cells: 768});
+        expect(result.budgetCells).toBe(768);
+        expect({fits: resolved.fits, bytes: resolved.fit.bytes, computeBytes: resolved.fit.computeBytes, scoresBytes: resolved.fit.scoresBytes})
+            .toEqual({fits: shown.fits, bytes: shown.bytes, computeBytes: shown.computeBytes, scoresBytes: shown.scoresBytes});
+        expect(resolved.fit.scoresBytes).toBeGreaterThan(0);
+    });
 });
 
 describe("the bounds of a KV budget", () => {
