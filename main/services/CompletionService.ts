@@ -7,6 +7,7 @@ import type {StateFiles, StateSave} from "../engine/types.js";
 import type {CompletionRequest, CompletionResult} from "../server/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
+import {GenerationRunner} from "./GenerationRunner.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {StateStore} from "./StateStore.js";
 import type {Clock} from "./types.js";
@@ -21,6 +22,9 @@ const maxApiStates = 8;
  * one's starts from the longest prefix still in the context or in one of the newest `maxApiStates` states on disk.
  */
 export class CompletionService {
+    /** The engine's turns, shared with the chat. */
+    private readonly _runner: GenerationRunner;
+
     constructor(
         private readonly _engine: EngineApi,
         private readonly _queue: GenerationQueue,
@@ -29,6 +33,7 @@ export class CompletionService {
         private readonly _now: Clock,
         private readonly _states?: StateStore
     ) {
+        this._runner = new GenerationRunner(_engine, _queue, _compression);
         _engine.onStateSettled((save) => this._stateSettled(save));
     }
 
@@ -48,14 +53,15 @@ export class CompletionService {
                 `A KV budget of ${kv.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
 
         const queued = this._now();
-        const release = await this._queue.acquire(request.signal);
-        try {
+        let started = queued;
+        const progress = {thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started};
+        let sample: KvSample | null = null;
+        const {result} = await this._runner.run({signal: request.signal, kv: {resolved: kv}, request: () => {
             const states = this._requestStates(compression.policy);
-            const started = this._now();
+            started = this._now();
+            progress.lastTokenAt = started;
             request.onStart?.();
-            const progress = {thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started};
-            let sample: KvSample | null = null;
-            const result = await this._engine.generate({
+            return {
                 history: request.history,
                 systemPrompt: request.systemPrompt,
                 temperature: request.temperature,
@@ -67,7 +73,6 @@ export class CompletionService {
                 repeatPenalty: request.repeatPenalty,
                 stop: request.stop,
                 signal: request.signal,
-                kv: {compression: kv.compression, cells: kv.cells},
                 states,
                 onSample: (reading) => {
                     sample = reading;
@@ -86,28 +91,26 @@ export class CompletionService {
                     }
                     request.onChunk(chunk);
                 }
-            });
-            return {
-                stopReason: result.stopReason,
-                promptTokensEvaluated: result.promptTokens,
-                promptLength: result.promptLength ?? null,
-                outputTokens: result.outputTokens ?? null,
-                thinking: progress.thinking,
-                text: progress.text,
-                thinkingTokens: progress.thinkingTokens,
-                answerTokens: progress.answerTokens,
-                policy: compression.policy,
-                kvType: compression.kvType,
-                kvTypeV: compression.kvTypeV,
-                budgetCells: kv.cells,
-                sample,
-                queuedMs: started - queued,
-                firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
-                generationMs: progress.lastTokenAt - started
             };
-        } finally {
-            release();
-        }
+        }});
+        return {
+            stopReason: result.stopReason,
+            promptTokensEvaluated: result.promptTokens,
+            promptLength: result.promptLength ?? null,
+            outputTokens: result.outputTokens ?? null,
+            thinking: progress.thinking,
+            text: progress.text,
+            thinkingTokens: progress.thinkingTokens,
+            answerTokens: progress.answerTokens,
+            policy: compression.policy,
+            kvType: compression.kvType,
+            kvTypeV: compression.kvTypeV,
+            budgetCells: kv.cells,
+            sample,
+            queuedMs: started - queued,
+            firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
+            generationMs: progress.lastTokenAt - started
+        };
     }
 
     /**
