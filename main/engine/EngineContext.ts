@@ -1,6 +1,6 @@
 import {LlamaChatSession, type LlamaContext} from "node-llama-cpp";
 import os from "node:os";
-import type {LayerPlacement} from "../../preload/contract.js";
+import type {LayerPlacement} from "../../preload/contract/engine.js";
 import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap} from "../kv/budgetCap.js";
 import {contextFit} from "../kv/contextFit.js";

@@ -1,6 +1,6 @@
 import type {ChatHistoryItem, Token} from "node-llama-cpp";
 import fs from "node:fs";
-import type {CompressionSettings} from "../../preload/contract.js";
+import type {CompressionSettings} from "../../preload/contract/compression.js";
 import {commonPrefixLength, continuedPrefix} from "./chatPrompt.js";
 import {DeferredState} from "./DeferredState.js";
 import type {ActiveContext, ContextConfig, LoadedModel, RequestStates, SetStatus} from "./engineState.js";

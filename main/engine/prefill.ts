@@ -1,5 +1,5 @@
 import type {Token} from "node-llama-cpp";
-import type {ReadReason} from "../../preload/contract.js";
+import type {ReadReason} from "../../preload/contract/engine.js";
 import {fullKvAnswerRoom, kvBudgetExceeded} from "../kv/budgetCap.js";
 import {commonPrefixLength} from "./chatPrompt.js";
 import type {ActiveContext, RequestStates} from "./engineState.js";

@@ -1,4 +1,5 @@
-import type {CompressionSettings, ErrorInfo, KvBudget} from "../../preload/contract.js";
+import type {CompressionSettings, KvBudget} from "../../preload/contract/compression.js";
+import type {ErrorInfo} from "../../preload/contract/errors.js";
 import {kvBounds} from "../../preload/kvBounds.js";
 import {AppError} from "../AppError.js";
 import type {ModelInspection} from "../engine/types.js";

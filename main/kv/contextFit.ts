@@ -1,4 +1,5 @@
-import type {GpuLayers, KvCacheType} from "../../preload/contract.js";
+import type {KvCacheType} from "../../preload/contract/compression.js";
+import type {GpuLayers} from "../../preload/contract/models.js";
 import type {ModelInspection} from "../engine/types.js";
 import {computeBufferBytes} from "./computeBufferBytes.js";
 import {gpuOffload, type OffloadFit} from "./gpuOffload.js";

@@ -1,4 +1,5 @@
-import type {GpuLayers, OffloadEstimate} from "../../preload/contract.js";
+import type {OffloadEstimate} from "../../preload/contract/compression.js";
+import type {GpuLayers} from "../../preload/contract/models.js";
 import type {ModelInspection} from "../engine/types.js";
 
 /** Where the layers go, in bytes; the caller names the place (`OffloadEstimate.target` and `memory`). */

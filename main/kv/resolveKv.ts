@@ -1,4 +1,5 @@
-import type {CompressionSettings, ErrorInfo} from "../../preload/contract.js";
+import type {CompressionSettings} from "../../preload/contract/compression.js";
+import type {ErrorInfo} from "../../preload/contract/errors.js";
 import {AppError} from "../AppError.js";
 import type {ModelInspection} from "../engine/types.js";
 import {budgetAboveCap, budgetCap, cellsOfBudget, minBudgetCells} from "./budgetCap.js";
