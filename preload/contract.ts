@@ -3,7 +3,9 @@
 // file per domain, re-exported here: the renderer and main import this file alone.
 
 import type {BudgetEstimate, CompressionSettings, KvSample, SavedStatesUsage} from "./contract/compression.js";
-import type {ConversationDetail, ConversationSettings, ConversationSummary, MessageDto, SearchHit, TokenCount} from "./contract/conversations.js";
+import type {
+    ConversationDetail, ConversationSettings, ConversationSummary, MessageDto, SearchHit, TokenCount
+} from "./contract/conversations.js";
 import type {DownloadStatus} from "./contract/downloads.js";
 import type {AppStatus, EngineBuildChoice, EngineBuilds, EngineStatus, ReadReason, RpcServers} from "./contract/engine.js";
 import type {Result} from "./contract/errors.js";

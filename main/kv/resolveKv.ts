@@ -44,7 +44,8 @@ export type ResolveOptions = FitOptions & {
  * loaded, the GPU layers, the policy's side state). Throws `MODEL_INVALID` when the model's metadata lacks what a cell's
  * bytes need.
  */
-export function resolveKv(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number, options: ResolveOptions = {}): ResolvedKv {
+export function resolveKv(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
+    options: ResolveOptions = {}): ResolvedKv {
     const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
     if (bytesPerCell == null)
         throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");

@@ -289,7 +289,8 @@ export class ChatService {
                 const store = this._options.states;
                 // The path's earlier answers, newest first (and the answer itself, when it goes on): their states may be loaded.
                 const states = store == null ? undefined : {
-                    load: rows.filter((row) => row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
+                    load: rows
+                        .filter((row) => row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
                         .reverse().map((row) => store.pathOf(conversationId, row.id)),
                     // A disk budget of 0 saves none (the states already there may still be loaded).
                     save: store.saving ? store.prepare(conversationId, messageId) : undefined
@@ -318,7 +319,8 @@ export class ChatService {
                         const now = this._now();
                         progress.add(chunk, now);
                         const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
-                        this._emit("chat:delta", {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
+                        this._emit("chat:delta",
+                            {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
                         progress.saveIfDue(now);
                     }
                 };

@@ -54,7 +54,9 @@ export class CompletionService {
 
         const queued = this._now();
         let started = queued;
-        const progress = {thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started};
+        const progress = {
+            thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started
+        };
         let sample: KvSample | null = null;
         const {result} = await this._runner.run({signal: request.signal, kv: {resolved: kv}, request: () => {
             const states = this._requestStates(compression.policy);

@@ -4,15 +4,15 @@ import {policyName} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {minBudgetCells} from "../kv/budgetCap.js";
-import {kvCellPadding, type FitOptions} from "../kv/contextFit.js";
-import {cacheTypeProblem, formatMib} from "../kv/kvMemory.js";
 import {hasRpcDevices} from "../engine/rpc/rpcEndpoint.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 import {policyNeeds, scoring} from "../engine/scoring.js";
 import type {ModelInspection} from "../engine/types.js";
+import {minBudgetCells} from "../kv/budgetCap.js";
+import {kvCellPadding, type FitOptions} from "../kv/contextFit.js";
+import {cacheTypeProblem, formatMib} from "../kv/kvMemory.js";
 import {resolveKv, type ResolvedKv, type ResolveOptions} from "../kv/resolveKv.js";
 import type {ModelService} from "./ModelService.js";
 
@@ -50,20 +50,28 @@ export class CompressionService {
      * The free memory a fit reads, and on a build that offloads where the layers go: the loaded model's GPU layers, or
      * those of `otherModelId` (a model not loaded) as set.
      */
-    private async _room(otherModelId: string | null): Promise<{freeMemoryBytes: number, placement: Pick<EstimateOptions, "gpu" | "offloadTo">}> {
+    private async _room(otherModelId: string | null):
+        Promise<{freeMemoryBytes: number, placement: Pick<EstimateOptions, "gpu" | "offloadTo">}> {
         const build = this._engine.status.build;
         if (!offloads(build))
             return {freeMemoryBytes: os.freemem(), placement: {}};
         const gpuLayers = otherModelId != null ? this._models.get(otherModelId).gpuLayers : this._engine.status.model?.gpuLayers;
         return {
             freeMemoryBytes: await this._engine.freeMemory(),
-            placement: {gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}, offloadTo: build.gpu === false ? "rpc-servers" : "gpu"}
+            placement: {
+                gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()},
+                offloadTo: build.gpu === false ? "rpc-servers" : "gpu"
+            }
         };
     }
 }
 
-/** What the compression's policy keeps beside the cache: its scored rows, the gates' weights (when it reads them and they are there), value norms. */
-function sideState(compression: CompressionSettings, retention: RetentionAvailability | undefined): NonNullable<ResolveOptions["sideState"]> {
+/**
+ * What the compression's policy keeps beside the cache: its scored rows, the gates' weights (when it reads them and they
+ * are there), its value norms.
+ */
+function sideState(compression: CompressionSettings, retention: RetentionAvailability | undefined):
+    NonNullable<ResolveOptions["sideState"]> {
     const needs = policyNeeds(compression);
     const retentionWeightBytes = needs.retention === true && retention?.available === true ? retention.info.weightBytes : null;
     return {scoreRows: scoring(compression).rows, retentionWeightBytes, valueNorms: needs.valueNorms === true};

@@ -38,7 +38,8 @@ export async function serverSuite(options: {llama: Llama, build: BuildInfo, mode
     const engine = options.engine ?? new Engine({loadLlama: async () => ({llama: options.llama, build: options.build}), threads: options.threads, ownsRuntime: false});
     // The server's own parts (the app's composition without its database): the queue, the completion service, the HTTP edge.
     const completions = new CompletionService(engine, new GenerationQueue(4),
-        {resolve: async (compression) => resolveKv(engine.inspection!, compression, os.freemem())}, {get: () => defaultAppSettings}, Date.now);
+        {resolve: async (compression) => resolveKv(engine.inspection!, compression, os.freemem())},
+        {get: () => defaultAppSettings}, Date.now);
     const model = path.basename(options.modelPath).replace(/\.gguf$/, "");
     let server: ApiServer | null = null;
     let lastLogged: ServerRequestLog | null = null;

@@ -23,7 +23,8 @@ function setup(generate: (request: GenerateRequest) => Promise<unknown>) {
             return resolveKv(model, settings, 2 ** 33);
         }
     });
-    const ask = (signal = new AbortController().signal) => ({history: [], systemPrompt: "", temperature: 0, maxTokens: 1, signal, onChunk: () => {}});
+    const ask = (signal = new AbortController().signal) =>
+        ({history: [], systemPrompt: "", temperature: 0, maxTokens: 1, signal, onChunk: () => {}});
     return {queue, resolved, runner, ask};
 }
 
@@ -52,7 +53,8 @@ describe("the generation runner", () => {
             throw new AppError("ENGINE_STOPPED", "The engine stopped");
         });
         const early = resolveKv(model, {...compression, budget: {kind: "cells", cells: 1024}}, 2 ** 33);
-        const failed = await runner.run({signal: new AbortController().signal, kv: {resolved: early}, request: () => ask()}).catch((err: unknown) => err);
+        const failed = await runner.run({signal: new AbortController().signal, kv: {resolved: early}, request: () => ask()})
+            .catch((err: unknown) => err);
         expect(resolved).toEqual([]);
         expect(generationFailure(failed)).toEqual({status: "interrupted", error: "The engine stopped"});
         expect(queue.running).toBe(false);
@@ -66,7 +68,8 @@ describe("the generation runner", () => {
         });
         const held = await queue.acquire();
         const abort = new AbortController();
-        const running = runner.run({signal: abort.signal, kv: {resolve: compression}, request: () => ask(abort.signal)}).catch((err: unknown) => err);
+        const running = runner.run({signal: abort.signal, kv: {resolve: compression}, request: () => ask(abort.signal)})
+            .catch((err: unknown) => err);
         abort.abort();
         const failed = await running;
         held();

@@ -62,9 +62,10 @@ describe("a generation's KV settings resolved once", () => {
 
     it("gives completions their cells and fit without the estimate, as the estimate would show them", async () => {
         const engine = new FakeEngine();
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), <C extends keyof Events>(_channel: C, _payload: Events[C]) => {},
-            {version: "test", modelsDir: "/tmp/ponder-test-models"});
-        const shown = await services.compression.estimate({...defaultCompressionSettings, policy: "lethe", budget: {kind: "cells", cells: 768}});
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(),
+            <C extends keyof Events>(_channel: C, _payload: Events[C]) => {}, {version: "test", modelsDir: "/tmp/ponder-test-models"});
+        const lethe = {...defaultCompressionSettings, policy: "lethe" as const, budget: {kind: "cells" as const, cells: 768}};
+        const shown = await services.compression.estimate(lethe);
         const estimate = vi.spyOn(services.compression, "estimate");
         const resolve = vi.spyOn(services.compression, "resolve");
         const result = await services.completions.complete({
@@ -76,7 +77,8 @@ describe("a generation's KV settings resolved once", () => {
         const resolved = await resolve.mock.results[0]!.value as Awaited<ReturnType<typeof services.compression.resolve>>;
         expect(engine.requests.at(-1)?.kv).toEqual({compression: resolved.compression, cells: 768});
         expect(result.budgetCells).toBe(768);
-        expect({fits: resolved.fits, bytes: resolved.fit.bytes, computeBytes: resolved.fit.computeBytes, scoresBytes: resolved.fit.scoresBytes})
+        const {bytes, computeBytes, scoresBytes} = resolved.fit;
+        expect({fits: resolved.fits, bytes, computeBytes, scoresBytes})
             .toEqual({fits: shown.fits, bytes: shown.bytes, computeBytes: shown.computeBytes, scoresBytes: shown.scoresBytes});
         expect(resolved.fit.scoresBytes).toBeGreaterThan(0);
     });
