@@ -7,7 +7,7 @@ export type Chat = ReturnType<typeof createChat>;
 type Delta = Events["chat:delta"];
 
 /** Live bookkeeping of a streaming message, beside its DTO. */
-export type LiveInfo = {
+type LiveInfo = {
     /** Local clock (`now()`) at the latest delta: the UI extrapolates elapsed time from it between tokens. */
     lastDeltaAt: number
 };
