@@ -85,6 +85,11 @@ export default defineConfig(
             "@typescript-eslint/await-thenable": "error"
         }
     },
+    {
+        // `Policy<any, any>` lets the registry hold each policy's own parameter type; the policy catalogue replaces it.
+        files: ["main/engine/policies/index.ts"],
+        rules: {"@typescript-eslint/no-explicit-any": "off"}
+    },
     {files: ["main/**", "preload/**", "renderer/**"], rules: {"no-restricted-imports": restrictImports("llama", "sqlite", "electron")}},
     {files: ["main/engine/**"], rules: {"no-restricted-imports": restrictImports("sqlite", "electron")}},
     {files: ["main/db/**"], rules: {"no-restricted-imports": restrictImports("llama", "electron")}},

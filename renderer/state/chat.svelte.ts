@@ -29,8 +29,10 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         error: null as string | null
     });
     // Events that raced ahead of the response announcing their message (plain maps: not displayed).
+    /* eslint-disable svelte/prefer-svelte-reactivity */
     const earlyDeltas = new Map<string, Delta[]>();
     const earlyDone = new Map<string, MessageDto>();
+    /* eslint-enable svelte/prefer-svelte-reactivity */
 
     const generating = $derived(state.sending || state.messages.some((message) => message.status === "streaming"));
     const lastMessage = $derived(state.messages.at(-1) ?? null);
