@@ -550,16 +550,23 @@ export type AppStatus = {
     engine: EngineStatus
 };
 
-/** A held-out problem of the demo model's task, with its known answer, to try the demo model on. */
+/**
+ * A held-out problem of the task of a model Ponder ships (the demo model, the merge model), with its known answer, to
+ * try that model on.
+ */
 export type DemoSample = {
+    /** The task the loaded model was trained on. */
+    task: "demo" | "merge",
     question: string,
-    /** The value of ZZ (one digit): what a correct answer says. */
+    /** What a correct answer says: the value of ZZ (one digit), the k-th number of the merge (two digits). */
     answer: string,
-    /** Steps in the program, for "a problem of N steps". */
-    steps: number,
+    /** What the answer is, for "the sample's known answer: 7 (the value of ZZ)". */
+    answerMeaning: string,
+    /** The problem's size, for "Try a sample problem (24 steps)". */
+    size: string,
     /** Its seed (from 2^31 up: never trained on), which gives the same problem again. */
     seed: number,
-    /** What the demo model can do, in one line. */
+    /** What the model can do, in one line. */
     about: string
 };
 
@@ -586,7 +593,7 @@ export type TokenCount = {
 
 export type Requests = {
     "app:status": {req: void, res: AppStatus},
-    /** A sample problem when the loaded model is the demo model Ponder ships; `null` for any other model. */
+    /** A sample problem when the loaded model is one of the task models Ponder ships; `null` for any other model. */
     "demo:sample": {req: void, res: DemoSample | null},
     "settings:get": {req: void, res: AppSettings},
     "settings:update": {req: Partial<AppSettings>, res: AppSettings},

@@ -1,7 +1,6 @@
-import path from "node:path";
 import {AppError} from "../AppError.js";
 import type {AppStatus, ConversationDetail, DemoSample, ModelDetails, SavedStatesUsage} from "../../preload/contract.js";
-import {heldOutDemoProblems} from "../demo/demoTask.js";
+import {shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
@@ -116,19 +115,16 @@ export class AppServices {
     }
 
     /**
-     * A held-out problem of the demo task (seeds from 2^31, never trained on) when the loaded model is the demo model
-     * Ponder ships, else `null`: the one kind of question that model can answer. 10-30 steps, so it answers in seconds.
+     * A held-out problem of its task (seeds from 2^31, never trained on) when the loaded model is one of the task
+     * models Ponder ships beside the demo model (the demo model, the merge model), else `null`: the one kind of
+     * question such a model can answer.
      */
     demoSample(): DemoSample | null {
         const loaded = this.engine.status.model;
         const bundled = this._options.bundledModelPath;
-        if (loaded == null || bundled == null || path.resolve(loaded.path) !== path.resolve(bundled))
+        if (loaded == null || bundled == null)
             return null;
-        const problem = heldOutDemoProblems(1, {minSteps: 10, maxSteps: 30}, Math.floor(Math.random() * 2 ** 30))[0]!;
-        return {
-            question: problem.question, answer: problem.answer, steps: problem.steps, seed: problem.seed,
-            about: "A tiny model trained here on one task: a program of additions modulo 10 over one-digit variables, thought through step by step. It cannot chat."
-        };
+        return shippedModelSample(loaded.path, bundled, Math.floor(Math.random() * 2 ** 30));
     }
 
     /** A model's details, with what loading it at the default budget needs against free memory. */

@@ -184,10 +184,10 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     /**
-     * The demo model's sample problem (when it is the model loaded), and the known answers of the samples sent, by
-     * conversation, shown after the model's own.
+     * The sample problem of the loaded model's task (when it is a task model Ponder ships), and the known answers of
+     * the samples sent, by conversation, shown after the model's own.
      */
-    const demo = $state({sample: null as DemoSample | null, known: {} as Record<string, string>});
+    const demo = $state({sample: null as DemoSample | null, known: {} as Record<string, {answer: string, meaning: string}>});
     let demoModelId: string | null | undefined;
 
     async function refreshDemoSample(): Promise<void> {
@@ -201,7 +201,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         if (sample == null || !await send(sample.question))
             return false;
         if (chat.state.conversationId != null)
-            demo.known[chat.state.conversationId] = sample.answer;
+            demo.known[chat.state.conversationId] = {answer: sample.answer, meaning: sample.answerMeaning};
         void refreshDemoSample();
         return true;
     }
