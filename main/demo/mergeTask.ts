@@ -6,10 +6,10 @@
 // model thinks one line per merged number: the index, the head of each list ("--" once a list is used up), the
 // comparison and the smaller head; it answers the number on line k:
 //
-//   user:      a=05,12                   thinking:  01:a05>b02=02          answer:  05
-//              b=02,21                              02:a05<b21=05
-//              k=02?                                03:a12<b21=12
-//                                                   04:a-->b21=21
+//   user:      a=05,12                   thinking:  01:a05b02>02          answer:  05
+//              b=02,21                              02:a05b21<05
+//              k=02?                                03:a12b21<12
+//                                                   04:a--b21>21
 //
 // Reads follow two pointers through the question (a head is the number after the previous one in its list) and the
 // answer reads line k, usually far back. Training uses seeds below 2^31; held-out problems use seeds from
@@ -18,15 +18,15 @@
 import {EVAL_SEED_BASE} from "./demoTask.js";
 import {mulberry32} from "./mulberry32.js";
 
-export const DEFAULT_MIN_ITEMS = 36;
-export const DEFAULT_MAX_ITEMS = 72;
+export const DEFAULT_MIN_ITEMS = 40;
+export const DEFAULT_MAX_ITEMS = 80;
 const MAX_ITEMS_LIMIT = 99;
 const VALUES = 100;
 
 export type MergeTaskOptions = {
-    /** Fewest numbers in the two lists together. Defaults to `36`. */
+    /** Fewest numbers in the two lists together. Defaults to `40`. */
     minItems?: number,
-    /** Most numbers in the two lists together (at most 99). Defaults to `72`. */
+    /** Most numbers in the two lists together (at most 99). Defaults to `80`. */
     maxItems?: number
 };
 
@@ -74,7 +74,7 @@ export function generateMergeProblem(seed: number, options: MergeTaskOptions = {
         const value = takeA ? headA! : headB!;
         const textA = headA == null ? "--" : twoDigits(headA);
         const textB = headB == null ? "--" : twoDigits(headB);
-        lines.push(`${twoDigits(index)}:a${textA}${takeA ? "<" : ">"}b${textB}=${twoDigits(value)}`);
+        lines.push(`${twoDigits(index)}:a${textA}b${textB}${takeA ? "<" : ">"}${twoDigits(value)}`);
         merged.push(value);
         if (takeA)
             i++;

@@ -7,15 +7,15 @@ their merge:
     b=02,21,22,30,61
     k=07?
 
-The thinking writes one line per merged number: the line's index, the head of list a, the comparison, the head of
-list b, and the smaller head, which is the number at that position of the merge. A list whose numbers are all used
-has the head ``--``, larger than every number:
+The thinking writes one line per merged number: the line's index, the head of list a, the head of list b, the
+comparison, and the smaller head, which is the number at that position of the merge. A list whose numbers are all
+used has the head ``--``, larger than every number:
 
-    01:a05>b02=02
-    02:a05<b21=05
-    03:a12<b21=12
+    01:a05b02>02
+    02:a05b21<05
+    03:a12b21<12
     ...
-    11:a--<b61=61
+    11:a--b61>61
 
 and the answer after ``</think>`` is the number on line k (``21``). Reads follow two pointers through the question:
 after a line whose smaller head came from list a, the next line's head of a is the number after it in the question
@@ -23,7 +23,8 @@ after a line whose smaller head came from list a, the next line's head of a is t
 only attention sinks and the most recent half of the tokens loses the lists once the thinking is twice as long as the
 question, and with them every later head.
 
-Every line is 14 tokens (13 single-byte characters and the newline) with the tokenizer of task.py, so all problems
+The comparison comes after both heads, so that each head is read (copied from the line above, or looked up in the
+question) before it is compared. Every line is 13 tokens (12 single-byte characters and the newline) with the tokenizer of task.py, so all problems
 with the same number of items have the same length.
 
 The generator is a pure function of (seed, options), using mulberry32, so that test/eval/mergeTask.ts reproduces the
@@ -39,8 +40,8 @@ from dataclasses import dataclass, asdict
 from task import EVAL_SEED_BASE, Mulberry32, render_prompt, render_completion, tokenize
 
 NAME = "merge"
-DEFAULT_MIN_ITEMS = 36
-DEFAULT_MAX_ITEMS = 72
+DEFAULT_MIN_ITEMS = 40
+DEFAULT_MAX_ITEMS = 80
 MAX_ITEMS_LIMIT = 99  # line indices are two digits
 VALUES = 100  # the numbers are 00..99, all distinct
 # The training tool's size knobs (train.py --min-steps ... --max-vars): items; this task has no variables.
@@ -93,7 +94,7 @@ def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
         text_a = "--" if head_a is None else f"{head_a:02d}"
         text_b = "--" if head_b is None else f"{head_b:02d}"
         value = head_a if take_a else head_b
-        lines.append(f"{index:02d}:a{text_a}{'<' if take_a else '>'}b{text_b}={value:02d}")
+        lines.append(f"{index:02d}:a{text_a}b{text_b}{'<' if take_a else '>'}{value:02d}")
         merged.append(value)
         if take_a:
             i += 1
