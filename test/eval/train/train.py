@@ -61,9 +61,10 @@ def encode_example(problem, system: str | None = None):
     return prompt, completion
 
 
-def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question_weight: float = 0.0):
-    """Returns tokens [B, T] and loss weights [B, T-1]: 1 where the target is a completion token, question_weight
-    where it is a token of the user message."""
+def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question_weight: float = 0.0,
+               answer_weight: float = 1.0):
+    """Returns tokens [B, T] and loss weights [B, T-1]: 1 where the target is a completion token (answer_weight where
+    it is a token of the answer), question_weight where it is a token of the user message."""
     rows, masks = [], []
     for j, seed in enumerate(seeds):
         problem = args_task.generate_problem(seed, opts)
@@ -75,6 +76,10 @@ def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question
         prompt, completion = encode_example(problem, system)
         rows.append(prompt + completion)
         weights = [0.0] * (len(prompt) - 1) + [1.0] * len(completion)
+        if answer_weight != 1.0:
+            # the answer's tokens: before the final <|im_end|>
+            n_answer = len(tokenize(problem.answer))
+            weights[-1 - n_answer:-1] = [answer_weight] * n_answer
         if question_weight > 0:
             # targets prompt[i + 1] for i in the user message: from its first character to its last
             text = render_prompt(problem.question, system)
@@ -176,6 +181,9 @@ def main():
     p.add_argument("--vars-curriculum-start", type=int, default=4, help="initial cap on the number of variables")
     p.add_argument("--question-loss", type=float, default=0.3,
                    help="loss weight of the user message tokens (random, but they train copy/induction heads)")
+    p.add_argument("--answer-loss", type=float, default=1.0,
+                   help="loss weight of the answer's tokens (a two-token answer is a tiny share of a long completion)")
+    p.add_argument("--answer-loss-from", type=int, default=0, help="training step from which --answer-loss applies")
     p.add_argument("--curriculum-start", type=int, default=16, help="initial cap on the number of steps")
     p.add_argument("--curriculum-frac", type=float, default=0.4, help="fraction of training to reach --max-steps")
     p.add_argument("--curriculum-hold", type=int, default=0, help="steps at the initial caps before the ramp")
@@ -242,13 +250,14 @@ def main():
     for step in range(start, args.steps):
         t0 = time.time()
         opts, seeds, size = batch_spec(args, step)
-        tokens, loss_mask = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss)
+        answer_weight = args.answer_loss if step >= args.answer_loss_from else 1.0
+        tokens, loss_mask = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss, answer_weight)
         lr = lr_at(args, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
         logits = model(tokens[:, :-1])
         losses = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1), reduction="none")
-        completion_mask = (loss_mask == 1).float()
+        completion_mask = (loss_mask >= 1).float()
         loss = (losses * loss_mask.reshape(-1)).sum() / completion_mask.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
