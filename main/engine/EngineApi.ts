@@ -1,4 +1,5 @@
-import type {BuildInfo, EngineBuildChoice, EngineStatus, ModelInfo} from "../../preload/contract.js";
+import type {BuildInfo, EngineBuildChoice, EngineStatus} from "../../preload/contract/engine.js";
+import type {ModelInfo} from "../../preload/contract/models.js";
 import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "./types.js";
 
 /** How a model is loaded. */
@@ -22,7 +23,7 @@ export type RuntimeOptions = {
  * What the services call on the engine. `Engine` runs llama.cpp in the calling process (tests, benchmarks);
  * `EngineProxy` runs the same engine in a child process and speaks to it in messages (the app, headless mode).
  */
-export interface EngineApi {
+export type EngineApi = {
     readonly status: EngineStatus;
     /** The loaded model's inspection; `null` when none is loaded. */
     readonly inspection: ModelInspection | null;
@@ -58,4 +59,4 @@ export interface EngineApi {
      */
     restart(options: RuntimeOptions): Promise<BuildInfo>;
     dispose(): Promise<void>;
-}
+};

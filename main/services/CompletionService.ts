@@ -1,76 +1,16 @@
-import type {CompressionSettings, KvBudget, KvCacheType, KvSample, PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import {assertBudgetWithinCap} from "../engine/budgetCap.js";
-import {cacheTypeProblem} from "../engine/kvMemory.js";
+import {assertBudgetWithinCap} from "../kv/budgetCap.js";
+import {cacheTypeProblem} from "../kv/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
-import {policyNeeds} from "../engine/scoring.js";
-import type {ChatTurn, GenerationChunk, GenerationResult, StateFiles, StateSave} from "../engine/types.js";
+import type {StateFiles, StateSave} from "../engine/types.js";
+import type {CompletionRequest, CompletionResult} from "../server/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
+import {GenerationRunner} from "./GenerationRunner.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {StateStore} from "./StateStore.js";
 import type {Clock} from "./types.js";
-
-/** One generation asked for by a program outside the app: no conversation, nothing stored. */
-export type CompletionRequest = {
-    /** The conversation so far; the last turn is the user's prompt to answer. */
-    history: ChatTurn[],
-    systemPrompt: string,
-    temperature: number,
-    /** Tokens to generate at most, thinking included. */
-    maxTokens: number,
-    seed?: number,
-    /** Nucleus, top-k and min-p sampling and the repeat penalty; unset: node-llama-cpp's defaults. */
-    topP?: number,
-    topK?: number,
-    minP?: number,
-    repeatPenalty?: number,
-    /** Texts that end the answer when generated (not included in it). */
-    stop?: string[],
-    policy: PolicyId,
-    budget: KvBudget,
-    /** The K cache's type; unset: the app's default. */
-    kvType?: KvCacheType,
-    /** The V cache's type; unset: the app's default. */
-    kvTypeV?: KvCacheType,
-    /** Flash attention; unset: the app's default, on for a quantized V cache (llama.cpp needs it there). */
-    flashAttention?: boolean,
-    signal: AbortSignal,
-    /** Its turn came: the engine is about to generate for it. */
-    onStart?(): void,
-    onChunk(chunk: GenerationChunk): void,
-    onSample?(sample: KvSample): void
-};
-
-export type CompletionResult = {
-    stopReason: GenerationResult["stopReason"],
-    /**
-     * Tokens the engine evaluated for the prompt: a prefix already in the context, or in a state of an earlier request
-     * loaded from disk (Full KV), is reused, not evaluated.
-     */
-    promptTokensEvaluated: number,
-    /** The whole prompt and the answer's tokens as the engine counted them (GenerationResult); `null` when unknown. */
-    promptLength: number | null,
-    outputTokens: number | null,
-    thinking: string,
-    text: string,
-    thinkingTokens: number,
-    answerTokens: number,
-    policy: PolicyId,
-    budgetCells: number,
-    /** The K and V cache types it ran with. */
-    kvType: KvCacheType,
-    kvTypeV: KvCacheType,
-    /** The last memory reading (patched build only). */
-    sample: KvSample | null,
-    /** Milliseconds spent waiting for the engine. */
-    queuedMs: number,
-    /** Milliseconds from its turn to the first generated token; `null` when none came. */
-    firstTokenMs: number | null,
-    /** Milliseconds from its turn to the last token. */
-    generationMs: number
-};
 
 /** API states kept on disk at most, newest first (more go at the next request). */
 const maxApiStates = 8;
@@ -82,14 +22,18 @@ const maxApiStates = 8;
  * one's starts from the longest prefix still in the context or in one of the newest `maxApiStates` states on disk.
  */
 export class CompletionService {
+    /** The engine's turns, shared with the chat. */
+    private readonly _runner: GenerationRunner;
+
     constructor(
         private readonly _engine: EngineApi,
         private readonly _queue: GenerationQueue,
-        private readonly _compression: Pick<CompressionService, "estimate">,
+        private readonly _compression: Pick<CompressionService, "resolve">,
         private readonly _settings: Pick<SettingsService, "get">,
         private readonly _now: Clock,
         private readonly _states?: StateStore
     ) {
+        this._runner = new GenerationRunner(_engine, _queue, _compression);
         _engine.onStateSettled((save) => this._stateSettled(save));
     }
 
@@ -103,22 +47,23 @@ export class CompletionService {
         // Refused above the model's context, never capped: the client asked for that budget (the server's default is capped).
         assertBudgetWithinCap(this._engine.inspection, compression);
         // TRIM-KV without gates trained for the loaded model: refused with the reason (ponder.policy), never run as another policy.
-        if (policyNeeds(compression).retention === true)
-            await requireRetentionGates(this._engine.inspection);
-        const estimate = await this._compression.estimate(compression);
-        if (!estimate.fits)
+        const kv = await this._compression.resolve(compression);
+        if (!kv.fits)
             throw new AppError("BUDGET_DOES_NOT_FIT",
-                `A KV budget of ${estimate.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
+                `A KV budget of ${kv.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
 
         const queued = this._now();
-        const release = await this._queue.acquire(request.signal);
-        try {
+        let started = queued;
+        const progress = {
+            thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started
+        };
+        let sample: KvSample | null = null;
+        const {result} = await this._runner.run({signal: request.signal, kv: {resolved: kv}, request: () => {
             const states = this._requestStates(compression.policy);
-            const started = this._now();
+            started = this._now();
+            progress.lastTokenAt = started;
             request.onStart?.();
-            const progress = {thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started};
-            let sample: KvSample | null = null;
-            const result = await this._engine.generate({
+            return {
                 history: request.history,
                 systemPrompt: request.systemPrompt,
                 temperature: request.temperature,
@@ -130,7 +75,6 @@ export class CompletionService {
                 repeatPenalty: request.repeatPenalty,
                 stop: request.stop,
                 signal: request.signal,
-                kv: {compression, cells: estimate.cells},
                 states,
                 onSample: (reading) => {
                     sample = reading;
@@ -149,28 +93,26 @@ export class CompletionService {
                     }
                     request.onChunk(chunk);
                 }
-            });
-            return {
-                stopReason: result.stopReason,
-                promptTokensEvaluated: result.promptTokens,
-                promptLength: result.promptLength ?? null,
-                outputTokens: result.outputTokens ?? null,
-                thinking: progress.thinking,
-                text: progress.text,
-                thinkingTokens: progress.thinkingTokens,
-                answerTokens: progress.answerTokens,
-                policy: compression.policy,
-                kvType: compression.kvType,
-                kvTypeV: compression.kvTypeV,
-                budgetCells: estimate.cells,
-                sample,
-                queuedMs: started - queued,
-                firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
-                generationMs: progress.lastTokenAt - started
             };
-        } finally {
-            release();
-        }
+        }});
+        return {
+            stopReason: result.stopReason,
+            promptTokensEvaluated: result.promptTokens,
+            promptLength: result.promptLength ?? null,
+            outputTokens: result.outputTokens ?? null,
+            thinking: progress.thinking,
+            text: progress.text,
+            thinkingTokens: progress.thinkingTokens,
+            answerTokens: progress.answerTokens,
+            policy: compression.policy,
+            kvType: compression.kvType,
+            kvTypeV: compression.kvTypeV,
+            budgetCells: kv.cells,
+            sample,
+            queuedMs: started - queued,
+            firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
+            generationMs: progress.lastTokenAt - started
+        };
     }
 
     /**

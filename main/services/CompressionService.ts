@@ -1,22 +1,20 @@
 import os from "node:os";
-import type {BudgetEstimate, CompressionSettings, PolicyId} from "../../preload/contract.js";
+import type {BudgetEstimate, CompressionSettings, EngineStatus} from "../../preload/contract.js";
+import {policyName} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
-import {contextFit, kvCellPadding, type FitOptions} from "../engine/contextFit.js";
-import {cacheTypeProblem, formatMib, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
 import {hasRpcDevices} from "../engine/rpc/rpcEndpoint.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
+import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 import {policyNeeds, scoring} from "../engine/scoring.js";
 import type {ModelInspection} from "../engine/types.js";
+import {minBudgetCells} from "../kv/budgetCap.js";
+import {kvCellPadding, type FitOptions} from "../kv/contextFit.js";
+import {cacheTypeProblem, formatMib} from "../kv/kvMemory.js";
+import {resolveKv, type ResolvedKv, type ResolveOptions} from "../kv/resolveKv.js";
 import type {ModelService} from "./ModelService.js";
-
-/** The policies' names as the app shows them (renderer/lib/policies.ts), for the notes. */
-const policyNames: Record<PolicyId, string> = {
-    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV", trimkv: "TRIM-KV", lava: "LAVa"
-};
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
 export class CompressionService {
@@ -28,14 +26,60 @@ export class CompressionService {
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
         const retention = await findRetentionGates(model);
-        const build = this._engine.status.build;
-        if (build == null || (build.gpu === false && !hasRpcDevices(build.rpc)))
-            return estimateBudget(model, compression, os.freemem(), {modelLoaded, retention});
         // A GPU build, or rpc-servers' devices: the loaded model as it was loaded, another one with its own setting.
-        const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
-        return estimateBudget(model, compression, await this._engine.freeMemory(),
-            {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}, offloadTo: build.gpu === false ? "rpc-servers" : "gpu"});
+        const {freeMemoryBytes, placement} = await this._room(modelId != null && !modelLoaded ? modelId : null);
+        return estimateBudget(model, compression, freeMemoryBytes, {modelLoaded, retention, ...placement});
     }
+
+    /**
+     * The loaded model's KV settings for a generation, resolved once (`resolveKv`) with what the estimate reads: the free
+     * memory (the machine's, or on a GPU build or with rpc-servers' devices the engine's), the GPU layers it was loaded
+     * with, the policy's side state. TRIM-KV without gates trained for the model is refused with the reason
+     * (`POLICY_UNAVAILABLE`), never run as another policy.
+     */
+    async resolve(compression: CompressionSettings): Promise<ResolvedKv> {
+        const model = this._engine.inspection;
+        if (model == null)
+            throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
+        const retention = policyNeeds(compression).retention === true ? await requireRetentionGates(model) : undefined;
+        const {freeMemoryBytes, placement} = await this._room(null);
+        return resolveKv(model, compression, freeMemoryBytes, {gpu: placement.gpu, sideState: sideState(compression, retention)});
+    }
+
+    /**
+     * The free memory a fit reads, and on a build that offloads where the layers go: the loaded model's GPU layers, or
+     * those of `otherModelId` (a model not loaded) as set.
+     */
+    private async _room(otherModelId: string | null):
+        Promise<{freeMemoryBytes: number, placement: Pick<EstimateOptions, "gpu" | "offloadTo">}> {
+        const build = this._engine.status.build;
+        if (!offloads(build))
+            return {freeMemoryBytes: os.freemem(), placement: {}};
+        const gpuLayers = otherModelId != null ? this._models.get(otherModelId).gpuLayers : this._engine.status.model?.gpuLayers;
+        return {
+            freeMemoryBytes: await this._engine.freeMemory(),
+            placement: {
+                gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()},
+                offloadTo: build.gpu === false ? "rpc-servers" : "gpu"
+            }
+        };
+    }
+}
+
+/**
+ * What the compression's policy keeps beside the cache: its scored rows, the gates' weights (when it reads them and they
+ * are there), its value norms.
+ */
+function sideState(compression: CompressionSettings, retention: RetentionAvailability | undefined):
+    NonNullable<ResolveOptions["sideState"]> {
+    const needs = policyNeeds(compression);
+    const retentionWeightBytes = needs.retention === true && retention?.available === true ? retention.info.weightBytes : null;
+    return {scoreRows: scoring(compression).rows, retentionWeightBytes, valueNorms: needs.valueNorms === true};
+}
+
+/** Whether a build places layers elsewhere than the CPU: a GPU build, or a CPU build with rpc-servers' devices. */
+function offloads(build: EngineStatus["build"]): build is NonNullable<EngineStatus["build"]> {
+    return build != null && (build.gpu !== false || hasRpcDevices(build.rpc));
 }
 
 export type EstimateOptions = FitOptions & {
@@ -58,29 +102,16 @@ const offloadPlaces = {
  */
 export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
     options: EstimateOptions = {}): BudgetEstimate {
-    const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
-    if (bytesPerCell == null)
-        throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
-
+    const {cells, bytesPerCell, maxCells, aboveCap, cappedByMemory, fit, fits} =
+        resolveKv(model, compression, freeMemoryBytes, {...options, sideState: sideState(compression, options.retention)});
     const notes: string[] = [];
     const contextLength = model.contextLength;
-    const maxCells = budgetCap(model);
-    const aboveCap = budgetAboveCap(model, compression);
-    let cells = cellsOfBudget(compression.budget, bytesPerCell);
-    if (cells == null) {
-        // auto: the model's context, capped at half the free memory.
-        // Rounded down to 1024 cells so that free memory moving a little does not rebuild the context each message.
-        const byMemory = Math.max(kvCellPadding, Math.floor(freeMemoryBytes / 2 / bytesPerCell / 1024) * 1024);
-        cells = Math.min(contextLength ?? 8192, byMemory);
-        if (contextLength != null && byMemory < contextLength)
-            notes.push(`Capped at half the free memory: the model's ${contextLength}-token context would need ${formatMib(contextLength * bytesPerCell)}.`);
-    }
-    if (aboveCap != null) {
-        cells = maxCells;
+    if (cappedByMemory && contextLength != null)
+        notes.push(`Capped at half the free memory: the model's ${contextLength}-token context would need ${formatMib(contextLength * bytesPerCell)}.`);
+    if (aboveCap != null)
         notes.push(`${aboveCap.message} Until it is changed, ${maxCells.toLocaleString("en-US")} cells are used.`);
-    }
-    if (cells < 64)
-        notes.push(`${cells} cells is below the smallest usable budget of 64 cells.`);
+    if (cells < minBudgetCells)
+        notes.push(`${cells} cells is below the smallest usable budget of ${minBudgetCells} cells.`);
 
     const cacheProblem = cacheTypeProblem(model, compression);
     if (cacheProblem != null)
@@ -94,16 +125,12 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const needs = policyNeeds(compression);
     const readsRetention = needs.retention === true;
     if (readsRetention && retention?.available === false)
-        notes.push(`${policyNames[compression.policy]} cannot run on this model: ${retention.reason}.`);
+        notes.push(`${policyName(compression.policy)} cannot run on this model: ${retention.reason}.`);
     if (compression.policy === "full")
         notes.push(`Full KV keeps every token: the answer stops when ${cells} cells are used.`);
     else
-        notes.push(`${policyNames[compression.policy]} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
+        notes.push(`${policyName(compression.policy)} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
 
-    const {kvType, kvTypeV, flashAttention} = compression;
-    const retentionWeightBytes = readsRetention && retention?.available === true ? retention.info.weightBytes : null;
-    const shape = {cells, kvType, kvTypeV, flashAttention, scoreRows: scoring(compression).rows, retentionWeightBytes, valueNorms: needs.valueNorms === true};
-    const fit = contextFit(model, shape, freeMemoryBytes, options)!;
     if (fit.allocatedCells !== cells)
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${fit.allocatedCells} cells are allocated, ${cells} are used.`);
     const offload = fit.offload != null ? {...fit.offload, ...offloadPlaces[options.offloadTo ?? "gpu"]} : fit.offload;
@@ -130,7 +157,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         modelLoaded: options.modelLoaded ?? true,
         neededBytes: fit.neededBytes,
         offload,
-        fits: fit.fits && cells >= 64,
+        fits,
         compressionSupported: support.supported,
         notes
     };

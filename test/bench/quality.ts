@@ -3,7 +3,7 @@ import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
-import {kvBytesPerCell} from "../../main/engine/kvMemory.js";
+import {kvBytesPerCell} from "../../main/kv/kvMemory.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
@@ -11,7 +11,7 @@ import {heldOutMergeProblems} from "../eval/mergeTask.js";
 import {table} from "./plot.js";
 
 /** A quality row: a policy (or the oracle, or ReFreeKV as its paper runs it) at a share of the cells Full used. */
-export type QualityRow = {
+type QualityRow = {
     policy: PolicyId | "oracle" | "refreekv (paper)", share: number, accuracy: number, meanCells: number,
     /** Share of the problems whose thought is Full's, token for token (a one-digit answer is right by chance 1 in 10). */
     thoughtExact: number | null,

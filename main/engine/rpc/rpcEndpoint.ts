@@ -1,11 +1,11 @@
 import net from "node:net";
-import type {RpcRuntime} from "../../../preload/contract.js";
+import type {RpcRuntime} from "../../../preload/contract/engine.js";
 
 /** An rpc-server's address as ggml takes it: "host:port" (ggml-rpc.cpp's parse_endpoint splits at the first colon). */
 export type RpcEndpoint = {host: string, port: number, endpoint: string};
 
 /** The port `npm run rpc-server` and the settings suggest (rpc-server's own default). */
-export const defaultRpcPort = 50052;
+const defaultRpcPort = 50052;
 
 /**
  * Parses "host:port" (a host name or an IPv4 address; ggml cannot take an IPv6 address). Throws an Error saying what is
