@@ -1,4 +1,6 @@
 import {mulberry32} from "../../demo/mulberry32.js";
+import {isHorizonObserved} from "./isHorizonObserved.js";
+import type {CalibrationDataset} from "./types.js";
 
 // TRIM-KV's retention gates fitted to the model's own read horizons (DESIGN §9, issue 36): per layer the sidecar's
 // gate g = fc2 @ silu(fc1 @ x + b1) + bias (one output per KV head), log beta = logsigmoid(g), trained with the horizon
@@ -7,24 +9,12 @@ import {mulberry32} from "../../demo/mulberry32.js";
 // loops, one layer after another (the layers share nothing), AdamW, seeded: the same data and options give the same
 // bits.
 
-/** What the trainer reads: per token, each layer's gate input and each layer's and KV head's read horizon. */
-export type GateTrainingData = {
-    layers: number,
-    /** The model's width d: the length of one gate input. */
-    width: number,
-    kvHeads: number,
-    /** Tokens. */
-    count: number,
-    /** Token i's `attn_norm` row of layer l at `(i * layers + l) * width`. */
-    features: Float32Array,
-    /**
-     * Token i's read horizon for layer l and KV head h at `(i * layers + l) * kvHeads + h`: the distance from the token to
-     * the last query that put at least the read threshold of one head's attention on it (0: never read after writing).
-     */
-    horizons: Float32Array,
-    /** Per token, how many tokens of its text followed it (how long its reads were watched). */
-    watched: Int32Array
-};
+/**
+ * What the trainer reads of the calibration data: per sampled token, each layer's gate input, each layer's and KV head's
+ * read horizon, and how many tokens followed it (censoring).
+ */
+export type GateTrainingData = Pick<CalibrationDataset, "layers" | "embeddingLength" | "headCountKv" | "tokens" | "features" | "horizons" | "followers">
+    & Partial<Pick<CalibrationDataset, "minWatched">>;
 
 /** One layer's gate, in the sidecar's (torch) layout. */
 export type GateLayerWeights = {
@@ -63,7 +53,10 @@ export type TrainGatesOptions = {
     biasInit?: number | "data",
     /** Standard deviation of the initial weights (the authors' 0.02). Defaults to `0.02`. */
     initStd?: number,
-    /** Tokens count only when watched at least max(minSeen, 2 x horizon) tokens after writing (train.py). Defaults to `16`. */
+    /**
+     * Tokens count only when watched at least max(minSeen, 2 x horizon) tokens after writing (train.py). Defaults to the
+     * data's `minWatched`, else `16`.
+     */
     minSeen?: number,
     /** Seed of the initial weights and of the token order. Defaults to `1`. */
     seed?: number,
@@ -116,10 +109,10 @@ export async function trainGates(data: GateTrainingData, options: TrainGatesOpti
     const learningRate = options.learningRate ?? 3e-3;
     const weightDecay = options.weightDecay ?? 1e-4;
     const initStd = options.initStd ?? 0.02;
-    const minSeen = options.minSeen ?? 16;
+    const minSeen = options.minSeen ?? data.minWatched ?? 16;
     const seed = options.seed ?? 1;
-    const {layers, width, kvHeads, count} = data;
-    if (data.features.length !== count * layers * width || data.horizons.length !== count * layers * kvHeads || data.watched.length !== count)
+    const {layers, embeddingLength: width, headCountKv: kvHeads, tokens: count} = data;
+    if (data.features.length !== count * layers * width || data.horizons.length !== count * layers * kvHeads || data.followers.length !== count)
         throw new RangeError("The calibration data's arrays do not match its layers, width, KV heads and token count");
     if (!(hidden >= 1 && epochs >= 1 && batch >= 1 && learningRate > 0))
         throw new RangeError("hidden, epochs and batch must be at least 1, the learning rate above 0");
@@ -233,11 +226,11 @@ export function horizonTerm(g: number, target: number): [number, number] {
 
 /** The rows of one layer the loss can count: inputs copied contiguous, targets log(1 + horizon) or NaN where censored. */
 function layerSet(data: GateTrainingData, layer: number, minSeen: number) {
-    const {layers, width, kvHeads, count} = data;
+    const {layers, embeddingLength: width, headCountKv: kvHeads, tokens: count} = data;
     const keep: number[] = [];
     for (let i = 0; i < count; i++) {
         for (let h = 0; h < kvHeads; h++) {
-            if (data.watched[i]! >= Math.max(minSeen, 2 * data.horizons[(i * layers + layer) * kvHeads + h]!)) {
+            if (isHorizonObserved(data.followers[i]!, data.horizons[(i * layers + layer) * kvHeads + h]!, minSeen)) {
                 keep.push(i);
                 break;
             }
@@ -251,7 +244,7 @@ function layerSet(data: GateTrainingData, layer: number, minSeen: number) {
         x.set(data.features.subarray((i * layers + layer) * width, (i * layers + layer + 1) * width), row * width);
         for (let h = 0; h < kvHeads; h++) {
             const horizon = data.horizons[(i * layers + layer) * kvHeads + h]!;
-            const counts = data.watched[i]! >= Math.max(minSeen, 2 * horizon);
+            const counts = isHorizonObserved(data.followers[i]!, horizon, minSeen);
             target[row * kvHeads + h] = counts ? Math.log1p(horizon) : Number.NaN;
             if (counts) {
                 pairs++;

@@ -39,8 +39,8 @@ function dataset(teacher: GateLayerWeights[], count: number, seed: number): Gate
         }
     }
     // texts of 2,000 tokens: the last ones are censored (watched too briefly for their horizon)
-    const watched = Int32Array.from({length: count}, (_, i) => 1999 - (i % 2000));
-    return {layers, width, kvHeads, count, features, horizons, watched};
+    const followers = Int32Array.from({length: count}, (_, i) => 1999 - (i % 2000));
+    return {layers, embeddingLength: width, headCountKv: kvHeads, tokens: count, features, horizons, followers};
 }
 
 /** Spearman's rank correlation. */
@@ -69,13 +69,13 @@ function rankCorrelation(a: ArrayLike<number>, b: ArrayLike<number>): number {
 function heldOutCorrelation(trained: GateLayerWeights[], teacher: GateLayerWeights[], test: GateTrainingData): number[] {
     const out: number[] = [];
     for (let l = 0; l < layers; l++) {
-        const x = new Float32Array(test.count * width);
-        for (let i = 0; i < test.count; i++)
+        const x = new Float32Array(test.tokens * width);
+        for (let i = 0; i < test.tokens; i++)
             x.set(test.features.subarray((i * layers + l) * width, (i * layers + l + 1) * width), i * width);
         const want = gateLogits(teacher[l]!, x, width);
         const got = gateLogits(trained[l]!, x, width);
         for (let h = 0; h < kvHeads; h++) {
-            const pick = (v: Float32Array) => Float32Array.from({length: test.count}, (_, i) => v[i * kvHeads + h]!);
+            const pick = (v: Float32Array) => Float32Array.from({length: test.tokens}, (_, i) => v[i * kvHeads + h]!);
             out.push(rankCorrelation(pick(want), pick(got)));
         }
     }
@@ -96,8 +96,8 @@ describe("trainGates", () => {
         for (const r of after)
             expect(r).toBeGreaterThan(0.9);
         // censored tokens (the end of each text) were left out of the loss
-        expect(report.counted[0]!).toBeLessThan(train.count * kvHeads);
-        expect(report.counted[0]!).toBeGreaterThan(train.count * kvHeads * 0.8);
+        expect(report.counted[0]!).toBeLessThan(train.tokens * kvHeads);
+        expect(report.counted[0]!).toBeGreaterThan(train.tokens * kvHeads * 0.8);
     });
 
     it("gives the same bits for the same seed, other bits for another", async () => {
@@ -116,7 +116,7 @@ describe("trainGates", () => {
     });
 
     it("refuses arrays that do not match the declared shape", async () => {
-        await expect(trainGates({...train, count: train.count + 1})).rejects.toThrow(RangeError);
+        await expect(trainGates({...train, tokens: train.tokens + 1})).rejects.toThrow(RangeError);
     });
 
     it("the horizon term's slope is its derivative in g", () => {
