@@ -100,6 +100,20 @@ describe("trainGates", () => {
         expect(report.counted[0]!).toBeGreaterThan(train.tokens * kvHeads * 0.8);
     });
 
+    it("censors only texts the token limit cut: a text the model ended has every read seen", async () => {
+        const texts = [{prompt: 0, promptTokens: 10, generatedTokens: 1990, stop: "eog" as const}, {prompt: 1, promptTokens: 10, generatedTokens: 990, stop: "limit" as const}];
+        const text = Int32Array.from({length: train.tokens}, (_, i) => (i < 2000 ? 0 : 1));
+        const report = await trainGates({...train, text, texts}, {hidden: 4, epochs: 1, seed: 1});
+        const cut = await trainGates(train, {hidden: 4, epochs: 1, seed: 1});
+        let expected = 2000 * kvHeads;
+        for (let i = 2000; i < train.tokens; i++) {
+            for (let h = 0; h < kvHeads; h++)
+                expected += train.followers[i]! >= Math.max(16, 2 * train.horizons[(i * layers) * kvHeads + h]!) ? 1 : 0;
+        }
+        expect(report.counted[0]).toBe(expected);
+        expect(cut.counted[0]).toBeLessThan(expected);
+    });
+
     it("gives the same bits for the same seed, other bits for another", async () => {
         const options = {hidden: 8, epochs: 2, seed: 5};
         const a = await trainGates(train, options);
