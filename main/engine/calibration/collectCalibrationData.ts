@@ -113,7 +113,10 @@ export async function collectCalibrationData(
             const horizon = await kv.readHorizon(sequence.sequenceId);
             headCountKv = Math.max(headCountKv, horizon.heads);
             reservoir.finalize(textIndex, horizon, written - 1);
-            texts.push({prompt: promptIndex, promptTokens: promptTokens.length, generatedTokens: written - promptTokens.length, stop});
+            if (textTokens.length !== written)
+                throw new Error(`the engine wrote ${written} tokens of a text of ${textTokens.length}`);
+            texts.push({prompt: promptIndex, promptTokens: promptTokens.length, generatedTokens: written - promptTokens.length, stop,
+                tokens: Int32Array.from(textTokens)});
         }
     } finally {
         await kv.configureNormCapture(false);
