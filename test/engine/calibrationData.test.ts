@@ -100,8 +100,8 @@ describe("calibration data on the demo model", () => {
                 await sequence.clearHistory();
                 await kv.configureReadHorizon(dataset.readThreshold);
                 await sequence.evaluateWithoutGeneratingNewTokens(Array.from(text.tokens) as Token[]);
-                const retention = await kv.retention(sequence.sequenceId);
-                const horizon = await kv.readHorizon(sequence.sequenceId);
+                const retention = await kv.retention(0);
+                const horizon = await kv.readHorizon(0);
                 await kv.configureReadHorizon(null);
                 const n = retention.positions.length;
                 expect(n).toBe(text.tokens.length);

@@ -12,6 +12,7 @@ import {getFixtureModelInfo, type FixtureName} from "../fixtures/gguf/fixtures.j
 import {gateLogits, writeRetentionSidecar, type GateLayer} from "../fixtures/gguf/retentionSidecar.js";
 import {float16BitsToFloat32} from "../fixtures/gguf/writeGguf.js";
 import type {GeneratedModelInfo} from "../fixtures/gguf/generateModel.js";
+import type {CapturedNorms} from "../../main/engine/native/types.js";
 import {createTestContext, getTestLlama, randomTokens, type TestContext} from "./nativeTestUtils.js";
 
 async function readF32Tensors(filePath: string, names: string[]): Promise<Map<string, Float32Array>> {
@@ -71,7 +72,7 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
             await t.sequence.evaluateWithoutGeneratingNewTokens(tokens); // prefill, one ubatch
             const prefill = await t.kv.takeCapturedNorms();
             const more = randomTokens(4, 4);
-            const decoded = [];
+            const decoded: CapturedNorms[] = [];
             for (const token of more) { // decode, one token per ubatch
                 tokens.push(token);
                 await t.sequence.evaluateWithoutGeneratingNewTokens([token]);
@@ -137,7 +138,7 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
     async function attentionWeights(t: TestContext, tokens: Token[]) {
         await t.kv.configureScoring({enabled: true, rows: 1});
         const weights: Float32Array[][] = [];
-        let positions = new Int32Array(0);
+        let positions: Int32Array = new Int32Array(0);
         let heads = 0;
         for (const token of tokens) {
             await t.sequence.evaluateWithoutGeneratingNewTokens([token]);

@@ -5,6 +5,7 @@ import type {ChatHistoryItem, ChatWrapper, LlamaContextSequence, LlamaModel, Tok
 import {AppError} from "../../AppError.js";
 import {mulberry32} from "../../demo/mulberry32.js";
 import type {NativeKv} from "../native/NativeKv.js";
+import {sequenceIdOf} from "../native/ponderAddon.js";
 import type {CapturedNorms} from "../native/types.js";
 import {halfToFloat} from "./halfToFloat.js";
 import type {CalibrationDataset, CalibrationPrompt, CalibrationText, CollectCalibrationOptions} from "./types.js";
@@ -110,7 +111,7 @@ export async function collectCalibrationData(
             await take();
 
             // the horizons of this text's samples, now that no later query can read them
-            const horizon = await kv.readHorizon(sequence.sequenceId);
+            const horizon = await kv.readHorizon(sequenceIdOf(sequence));
             headCountKv = Math.max(headCountKv, horizon.heads);
             reservoir.finalize(textIndex, horizon, written - 1);
             if (textTokens.length !== written)

@@ -1,7 +1,8 @@
 // The one place that reaches into node-llama-cpp's internals for Ponder's native API: the addon bindings of a Llama
 // (`llama._bindings`), the AddonContext of a LlamaContext (`context._ctx`), the context size node-llama-cpp counts
 // positions against (`context._contextSize`) and the decode step of a sequence (`sequence._decodeTokens`). All are
-// internal to node-llama-cpp 3.22.1 (pinned); native/patches/0003 adds the `ponder*` members.
+// internal to node-llama-cpp 3.22.1 (pinned), as is a sequence's id (`sequence._sequenceId`); native/patches/0003 adds the
+// `ponder*` members.
 import type {Llama, LlamaContext, LlamaContextSequence} from "node-llama-cpp";
 
 /**
@@ -239,4 +240,14 @@ export function gateSequenceDecodes(sequence: LlamaContextSequence, gate: Decode
         else
             delete internal._decodeTokens;
     };
+}
+
+type WithSequenceId = {_sequenceId?: number};
+
+/** The llama.cpp sequence id of `sequence` (the id Ponder's read-outs take). */
+export function sequenceIdOf(sequence: LlamaContextSequence): number {
+    const id = (sequence as unknown as WithSequenceId)._sequenceId;
+    if (typeof id !== "number")
+        throw new Error("node-llama-cpp's LlamaContextSequence has no _sequenceId: main/engine/native needs updating for this version");
+    return id;
 }
