@@ -16,7 +16,9 @@ export type CalibrationText = {
     /** Tokens the model wrote after the prompt and that were written to the KV cache (the last sampled token is not). */
     generatedTokens: number,
     /** `"eog"`: the model ended its answer; `"limit"`: the token limit cut it. */
-    stop: "eog" | "limit"
+    stop: "eog" | "limit",
+    /** The tokens written, prompt and generated (`promptTokens + generatedTokens`), position by position. */
+    tokens: Int32Array
 };
 
 /**
