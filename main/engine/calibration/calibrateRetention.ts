@@ -1,7 +1,8 @@
 import {createHash} from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
-import type {LlamaModel} from "node-llama-cpp";
+import {resolveChatWrapper, type LlamaModel} from "node-llama-cpp";
+import {NativeKv} from "../native/NativeKv.js";
 import {gguf, type GgufValue} from "../gguf/writeGguf.js";
 import {retentionSidecarPath} from "../retention/findRetentionGates.js";
 import {modelFingerprint} from "../retention/modelFingerprint.js";
@@ -47,7 +48,7 @@ export type CalibrateRetentionOptions = {
     validationPrompts?: number,
     /** Tokens the gates are fitted on: a seeded sample of every token written. Defaults to `65536`. */
     tokens?: number,
-    /** Tokens the model may write per prompt. Defaults to `4096` (demo) or `2048`. */
+    /** Tokens the model may write per prompt. Defaults to `3000` (demo: its longest thoughts are about 2,200) or `2048`. */
     maxTokens?: number,
     /** Seed of the prompts (0-49), the sampling and the training. Defaults to `0`. */
     seed?: number,
@@ -92,7 +93,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         prompts: options.prompts ?? (demo ? 48 : 32),
         validationPrompts: options.validationPrompts ?? (demo ? 12 : 4),
         tokens: options.tokens ?? 65536,
-        maxTokens: options.maxTokens ?? (demo ? 4096 : 2048),
+        maxTokens: options.maxTokens ?? (demo ? 3000 : 2048),
         seed: options.seed ?? 0,
         hidden: options.hidden ?? 64,
         epochs: options.epochs ?? 12
@@ -121,34 +122,44 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     const progress = (stage: CalibrationStage, done: number, total: number, remaining: number | null) => options.onProgress?.({
         stage, done, total, elapsed: (performance.now() - started) / 1000, remaining, resumed, tokensSeen
     });
-    for (const [index, prompt] of prompts.entries()) {
-        const file = path.join(work, `prompt-${String(index).padStart(4, "0")}.cal`);
-        const kept = await readDatasetFile(file).catch(() => null);
-        if (kept != null) {
-            parts.push(kept);
-            resumed++;
-            tokensSeen += kept.tokensSeen;
-            continue;
+    const files = prompts.map((_, index) => path.join(work, `prompt-${String(index).padStart(4, "0")}.cal`));
+    const kept = await Promise.all(files.map((file) => readDatasetFile(file).catch(() => null)));
+    const missing = kept.flatMap((data, index) => (data == null ? [index] : []));
+    resumed = prompts.length - missing.length;
+    tokensSeen = kept.reduce((sum, data) => sum + (data?.tokensSeen ?? 0), 0);
+    if (missing.length > 0) {
+        const chatWrapper = resolveChatWrapper(options.model);
+        const longest = Math.max(...missing.map((index) => options.model.tokenize(prompts[index]!.user).length));
+        // the rendered prompt adds the template's markers to the message's own tokens
+        const context = await options.model.createContext({contextSize: longest + 256 + settings.maxTokens, threads: options.threads ?? 1, sequences: 1});
+        const kv = new NativeKv(context);
+        try {
+            const engine = {model: options.model, chatWrapper, sequence: context.getSequence(), kv};
+            for (const index of missing) {
+                options.signal?.throwIfAborted();
+                const t0 = performance.now();
+                const data = await collectCalibrationData(engine, [toPrompt(prompts[index]!.user)], {
+                    maxTokens: settings.maxTokens, maxSamples: perPrompt, seed: settings.seed * 100_000 + index, signal: options.signal,
+                    onProgress: (p) => progress("thinking", index + p.generated / settings.maxTokens, prompts.length, null)
+                } satisfies CollectCalibrationOptions);
+                if (data.texts.every((text) => text.generatedTokens === 0))
+                    log(`prompt ${index + 1}: the model wrote nothing`);
+                await writeDatasetFile(files[index]!, data);
+                kept[index] = data;
+                tokensSeen += data.tokensSeen;
+                thinkingSeconds += (performance.now() - t0) / 1000;
+                thought++;
+                await saveJob();
+                const left = missing.length - thought;
+                progress("thinking", index + 1, prompts.length, thinkingSeconds / thought * (left + settings.validationPrompts * 2) + trainingEstimate(data, settings));
+                log(`thinking ${index + 1}/${prompts.length}: ${data.texts[0]?.generatedTokens ?? 0} tokens written (${data.texts[0]?.stop ?? "-"}), ${data.tokens} kept`);
+            }
+        } finally {
+            await kv.dispose();
+            await context.dispose();
         }
-        options.signal?.throwIfAborted();
-        const t0 = performance.now();
-        const data = await collectCalibrationData(options.model, [toPrompt(prompt.user)], {
-            maxTokens: settings.maxTokens, maxSamples: perPrompt, seed: settings.seed * 100_000 + index, signal: options.signal,
-            onProgress: (p) => progress("thinking", index + p.generated / settings.maxTokens, prompts.length, null)
-        } satisfies CollectCalibrationOptions);
-        if (data.texts.every((text) => text.generatedTokens === 0))
-            log(`prompt ${index + 1}: the model wrote nothing`);
-        await writeDatasetFile(file, data);
-        parts.push(data);
-        tokensSeen += data.tokensSeen;
-        thinkingSeconds += (performance.now() - t0) / 1000;
-        thought++;
-        await saveJob();
-        const perThought = thinkingSeconds / thought;
-        const left = prompts.length - index - 1;
-        progress("thinking", index + 1, prompts.length, perThought * (left + settings.validationPrompts * 2) + trainingEstimate(data, settings));
-        log(`thinking ${index + 1}/${prompts.length}: ${data.texts[0]?.generatedTokens ?? 0} tokens written, ${data.tokens} kept`);
     }
+    parts.push(...kept.map((data) => data!));
     const dataset = concatDatasets(parts);
     if (dataset.tokens === 0 || dataset.texts.every((text) => text.generatedTokens === 0))
         throw new Error("The model wrote nothing on the calibration prompts: there is no thinking to calibrate on");

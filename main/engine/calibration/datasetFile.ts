@@ -18,6 +18,7 @@ export async function writeDatasetFile(file: string, data: CalibrationDataset): 
         if (!(arrays as readonly string[]).includes(key))
             scalars[key] = value;
     }
+    scalars.texts = data.texts.map((text) => ({...text, tokens: Array.from(text.tokens)}));
     const header = Buffer.from(JSON.stringify(scalars), "utf8");
     const length = Buffer.alloc(4);
     length.writeUInt32LE(header.length);
@@ -39,6 +40,7 @@ export async function readDatasetFile(file: string): Promise<CalibrationDataset>
         throw new Error(`${file} is not calibration data`);
     const headerLength = bytes.readUInt32LE(8);
     const scalars = JSON.parse(bytes.toString("utf8", 12, 12 + headerLength)) as Omit<CalibrationDataset, ArrayKey>;
+    scalars.texts = scalars.texts.map((text) => ({...text, tokens: Int32Array.from(text.tokens as unknown as number[])}));
     const {tokens: n, layers, embeddingLength, headCountKv} = scalars;
     const lengths: Record<ArrayKey, number> = {
         features: n * layers * embeddingLength, horizons: n * layers * headCountKv, followers: n, positions: n, text: n, tokenIds: n, generated: n

@@ -1,6 +1,6 @@
 import {mulberry32} from "../../demo/mulberry32.js";
 import {isHorizonObserved} from "./isHorizonObserved.js";
-import type {CalibrationDataset} from "./types.js";
+import type {CalibrationDataset, CalibrationText} from "./types.js";
 
 // TRIM-KV's retention gates fitted to the model's own read horizons (DESIGN §9, issue 36): per layer the sidecar's
 // gate g = fc2 @ silu(fc1 @ x + b1) + bias (one output per KV head), log beta = logsigmoid(g), trained with the horizon
@@ -14,7 +14,7 @@ import type {CalibrationDataset} from "./types.js";
  * read horizon, and how many tokens followed it (censoring).
  */
 export type GateTrainingData = Pick<CalibrationDataset, "layers" | "embeddingLength" | "headCountKv" | "tokens" | "features" | "horizons" | "followers">
-    & Partial<Pick<CalibrationDataset, "minWatched" | "text" | "texts">>;
+    & Partial<Pick<CalibrationDataset, "minWatched" | "text">> & {texts?: readonly Pick<CalibrationText, "stop">[]};
 
 /** One layer's gate, in the sidecar's (torch) layout. */
 export type GateLayerWeights = {

@@ -3,7 +3,7 @@ import path from "node:path";
 import {checkGgufHeader, type GgufHeader, type GgufScalar} from "../checkGgufHeader.js";
 import type {ModelInspection} from "../types.js";
 import {modelFingerprint} from "./modelFingerprint.js";
-import type {RetentionAvailability, RetentionInfo} from "./types.js";
+import type {RetentionAvailability, RetentionCalibration, RetentionInfo} from "./types.js";
 
 /** The sidecar format this code reads (`ponder.retention.version`). */
 export const retentionSidecarVersion = 1;
@@ -112,7 +112,28 @@ function readInfo(header: GgufHeader): RetentionInfo {
         budget: budget === 0 ? null : budget,
         reduction,
         source: text(header, "ponder.retention.source"),
-        weightBytes: (header.tensors ?? []).reduce((sum, tensor) => sum + tensor.bytes, 0)
+        weightBytes: (header.tensors ?? []).reduce((sum, tensor) => sum + tensor.bytes, 0),
+        calibration: readCalibration(header)
+    };
+}
+
+/** The calibration's provenance keys, when the gates have them (all of them, with their types); else `null`. */
+function readCalibration(header: GgufHeader): RetentionCalibration | null {
+    const key = "ponder.retention.calibration.";
+    if (header.values?.get(key + "prompt_set") == null)
+        return null;
+    const points: {share: number, gates: number, lethe: number}[] = [];
+    for (const [name, found] of header.values) {
+        const share = /^ponder\.retention\.calibration\.validation\.agreement_(\d+)$/.exec(name)?.[1];
+        if (share != null && typeof found === "number")
+            points.push({share: Number(share) / 100, gates: found, lethe: Number(header.values.get(`${key}validation.lethe_${share}`))});
+    }
+    const validated = header.values.get(key + "validation.prompts") != null;
+    return {
+        promptSet: text(header, key + "prompt_set"), prompts: count(header, key + "prompts"), tokens: count(header, key + "tokens"),
+        samples: count(header, key + "samples"), seconds: count(header, key + "seconds"), date: text(header, key + "date"),
+        validation: validated ? {prompts: count(header, key + "validation.prompts"), tokens: count(header, key + "validation.tokens"),
+            points: points.sort((a, b) => a.share - b.share)} : null
     };
 }
 

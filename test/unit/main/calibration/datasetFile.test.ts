@@ -19,7 +19,8 @@ function dataset(n: number, first: number): CalibrationDataset {
         tokenIds: Int32Array.from({length: n}, (_, i) => 1000 + i),
         generated: Uint8Array.from({length: n}, (_, i) => i % 2),
         readThreshold: 0.5, minWatched: 16, tokensSeen: n * 3,
-        texts: [{prompt: 0, promptTokens: 5, generatedTokens: 20, stop: "eog"}, {prompt: 1, promptTokens: 6, generatedTokens: 30, stop: "limit"}],
+        texts: [{prompt: 0, promptTokens: 5, generatedTokens: 20, stop: "eog", tokens: Int32Array.from({length: 25}, (_, i) => i)},
+            {prompt: 1, promptTokens: 6, generatedTokens: 30, stop: "limit", tokens: Int32Array.from({length: 36}, (_, i) => 7 * i)}],
         seed: 1
     };
 }
