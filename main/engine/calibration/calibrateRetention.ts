@@ -131,7 +131,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         const chatWrapper = resolveChatWrapper(options.model);
         const longest = Math.max(...missing.map((index) => options.model.tokenize(prompts[index]!.user).length));
         // the rendered prompt adds the template's markers to the message's own tokens
-        const context = await options.model.createContext({contextSize: longest + 256 + settings.maxTokens, threads: options.threads ?? 1, sequences: 1});
+        const context = await options.model.createContext({contextSize: longest + 256 + settings.maxTokens, threads: options.threads ?? 1, sequences: 1, flashAttention: false});
         const kv = new NativeKv(context);
         try {
             const engine = {model: options.model, chatWrapper, sequence: context.getSequence(), kv};
