@@ -44,7 +44,7 @@ export type CalibrateRetentionOptions = {
     promptSet: PromptSet,
     /** Calibration prompts the model thinks through. Defaults to `48` (demo) or `32`. */
     prompts?: number,
-    /** Held-out prompts of the validation. Defaults to `12` (demo) or `4`. */
+    /** Held-out prompts of the validation. Defaults to `8` (demo) or `4`. */
     validationPrompts?: number,
     /** Tokens the gates are fitted on: a seeded sample of every token written. Defaults to `65536`. */
     tokens?: number,
@@ -54,7 +54,7 @@ export type CalibrateRetentionOptions = {
     seed?: number,
     /** Gate hidden width. Defaults to `64`. */
     hidden?: number,
-    /** Training passes over the tokens. Defaults to `12`. */
+    /** Training passes over the tokens. Defaults to `8`. */
     epochs?: number,
     /** Where the sidecar goes. Defaults to `<model>.retention.gguf`, beside the model. */
     out?: string,
@@ -91,12 +91,12 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     const settings = {
         promptSet: options.promptSet,
         prompts: options.prompts ?? (demo ? 48 : 32),
-        validationPrompts: options.validationPrompts ?? (demo ? 12 : 4),
+        validationPrompts: options.validationPrompts ?? (demo ? 8 : 4),
         tokens: options.tokens ?? 65536,
         maxTokens: options.maxTokens ?? (demo ? 3000 : 2048),
         seed: options.seed ?? 0,
         hidden: options.hidden ?? 64,
-        epochs: options.epochs ?? 12
+        epochs: options.epochs ?? 8
     };
     const out = options.out ?? retentionSidecarPath(options.modelPath);
     const log = options.onLog ?? (() => undefined);
