@@ -89,7 +89,7 @@ export async function collectCalibrationData(
                 tokensSeen += captured.tokens;
             };
 
-            const generator = sequence.evaluate(promptTokens, {temperature: 0});
+            const generator = sequence.evaluate(promptTokens, {temperature: 0, yieldEogToken: true});
             try {
                 for await (const token of generator) {
                     // the prompt, or the token yielded before, has been written
