@@ -48,6 +48,11 @@ export type CalibrateRetentionOptions = {
     validationPrompts?: number,
     /** Tokens the gates are fitted on: a seeded sample of every token written. Defaults to `65536`. */
     tokens?: number,
+    /**
+     * Bound on the gate inputs kept for training, in bytes (F32 rows of every layer): lowers `tokens` where the model is
+     * wide (a 7B model's row is 32 x 4,096 floats, 512 KiB). Defaults to `1073741824` (1 GiB).
+     */
+    maxFeatureBytes?: number,
     /** Tokens the model may write per prompt. Defaults to `3000` (demo: its longest thoughts are about 2,200) or `2048`. */
     maxTokens?: number,
     /** Seed of the prompts (0-49), the sampling and the training. Defaults to `0`. */
@@ -113,7 +118,9 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     };
 
     // Thinking: one prompt at a time, each kept on disk as soon as it is done.
-    const perPrompt = Math.ceil(settings.tokens / settings.prompts);
+    const rowBytes = (options.model.fileInsights.totalLayers - 1) * options.model.embeddingVectorSize * 4; // totalLayers counts the output layer
+    const perPrompt = Math.max(1, Math.min(Math.ceil(settings.tokens / settings.prompts),
+        Math.floor((options.maxFeatureBytes ?? 2 ** 30) / rowBytes / settings.prompts)));
     const parts: CalibrationDataset[] = [];
     let resumed = 0;
     let tokensSeen = 0;
