@@ -196,9 +196,11 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     }
 
     // Validation against Lethe on held-out prompts.
+    const validationStart = performance.now();
     const validation = await validateGates({
         model: options.model, prompts: heldOut.map((p) => p.user), gates: candidate, maxTokens: settings.maxTokens, threads: options.threads,
-        signal: options.signal, onProgress: (done, total) => progress("validating", done, total, null)
+        signal: options.signal,
+        onProgress: (done, total) => progress("validating", done, total, (performance.now() - validationStart) / 1000 / done * (total - done))
     });
     const seconds = spent + (performance.now() - started) / 1000;
     const numbers = validation.points.map((p) => `at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(3)}, Lethe ${p.lethe.toFixed(3)}`).join("; ");
