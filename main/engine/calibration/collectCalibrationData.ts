@@ -1,7 +1,7 @@
 // The data of a retention calibration: the model thinks with Full KV on each prompt while the engine captures each layer's
 // attn_norm row of every token written (the gate's input, native/patches 0012) and keeps each cell's last strong read
 // (the label); a seeded uniform sample of the tokens is kept, its horizons read when its text ends.
-import type {ChatHistoryItem, ChatWrapper, LlamaContextSequence, LlamaModel, Token} from "node-llama-cpp";
+import type {ChatHistoryItem, ChatModelResponse, ChatWrapper, LlamaContextSequence, LlamaModel, Token} from "node-llama-cpp";
 import {AppError} from "../../AppError.js";
 import {mulberry32} from "../../demo/mulberry32.js";
 import type {NativeKv} from "../native/NativeKv.js";
@@ -133,7 +133,12 @@ function renderPrompt(model: LlamaModel, chatWrapper: ChatWrapper, prompt: Calib
     const chatHistory: ChatHistoryItem[] = [];
     if ((prompt.system ?? "") !== "")
         chatHistory.push({type: "system", text: prompt.system!});
-    chatHistory.push({type: "user", text: prompt.user}, {type: "model", response: []});
+    // The thought opened as an answer opens it (LlamaChat adds the template's thought prefix to an answer it writes):
+    // without it a model trained to think after that prefix writes something else (the demo model: wrong program lines).
+    const opening: ChatModelResponse["response"] = chatWrapper.settings.segments?.thought != null
+        ? [{type: "segment", segmentType: "thought", text: "", ended: false}]
+        : [];
+    chatHistory.push({type: "user", text: prompt.user}, {type: "model", response: opening});
     return chatWrapper.generateContextState({chatHistory}).contextText.tokenize(model.tokenizer);
 }
 

@@ -1,4 +1,4 @@
-import {resolveChatWrapper, type LlamaModel, type Token} from "node-llama-cpp";
+import {resolveChatWrapper, type ChatModelResponse, type LlamaModel, type Token} from "node-llama-cpp";
 import type {CompressionSettings, PolicyId, PolicyParams} from "../../../preload/contract.js";
 import {fullTrace, measureFidelity} from "../fidelity.js";
 import {policies} from "../policies/index.js";
@@ -59,8 +59,12 @@ export async function validateGates(options: ValidationOptions): Promise<Validat
         options.signal?.throwIfAborted();
     };
     for (const text of options.prompts) {
-        const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text},
-            {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}]}).contextText.tokenize(options.model.tokenizer);
+        // As an answer opens (and collectCalibrationData): the template's thought prefix, where it has one.
+        const opening: ChatModelResponse["response"] = wrapper.settings.segments?.thought != null
+            ? [{type: "segment", segmentType: "thought", text: "", ended: false}]
+            : [];
+        const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text}, {type: "model", response: opening}]})
+            .contextText.tokenize(options.model.tokenizer);
         const reference = await fullTrace(options.model, prompt, maxTokens, options.threads ?? 1, {stop: (token) => options.model.isEogToken(token)});
         step();
         const length = prompt.length + reference.tokens.length;
