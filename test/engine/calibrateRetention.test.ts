@@ -99,22 +99,34 @@ describe("calibrating the demo model's retention gates", () => {
         expect(await fs.readdir(workDir)).toEqual([]);
     });
 
-    test("npm run calibrate writes gates beside the model that findRetentionGates accepts, with their provenance", async () => {
+    test("npm run calibrate leaves the gates beside the model as they were when its gates do worse than Lethe, and replaces them (kept as .previous) when they do better", async () => {
         const sidecar = retentionSidecarPath(modelCopy);
-        await fs.rm(sidecar, {force: true});
-        const {stdout} = await promisify(execFile)("npx", ["tsx", "scripts/calibrate.ts", "--model", modelCopy, "--prompts", "3", "--validation", "2",
-            "--tokens", "4096", "--epochs", "3", "--hidden", "16", "--work-dir", path.join(dir, "work-cli"), "--threads", "2"], {cwd: REPO_ROOT});
-        const result = JSON.parse(stdout) as {installed: boolean, prompts: number, tokensSeen: number, out: string};
+        await fs.copyFile(shippedGates, sidecar);
+        const cli = (args: string[]) => promisify(execFile)("npx", ["tsx", "scripts/calibrate.ts", "--model", modelCopy, "--validation", "2",
+            "--work-dir", path.join(dir, "work-cli"), "--threads", "2", ...args], {cwd: REPO_ROOT});
+
+        // gates that barely trained (one width-1 layer, one pass over 64 tokens) rank cells by age alone
+        const refused = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "1"]).then(() => null, (err: {code: number, stdout: string}) => err);
+        expect(refused?.code).toBe(2);
+        expect((JSON.parse(refused!.stdout) as {installed: boolean, refusal: string}).refusal).toMatch(/less than Lethe does on 2 held-out prompts \(at 25%: 0\.\d+, Lethe 0\.\d+/);
+        expect((await fs.readFile(sidecar)).equals(await fs.readFile(shippedGates))).toBe(true);
+
+        const {stdout} = await cli(["--prompts", "8", "--tokens", "16384"]);
+        const result = JSON.parse(stdout) as {installed: boolean, prompts: number, tokensSeen: number, out: string, backup: string};
         expect(result.installed).toBe(true);
         expect(result.out).toBe(sidecar);
+        expect((await fs.readFile(result.backup)).equals(await fs.readFile(shippedGates))).toBe(true);
         const found = await findRetentionGates({...await inspectModel(modelCopy), path: modelCopy});
         expect(found.available).toBe(true);
         if (!found.available)
             return;
+        expect(found.info.source).toMatch(/^ponder calibrate: 8 demo-task prompts/);
         expect(found.info.calibration?.promptSet).toBe("demo");
-        expect(found.info.calibration?.prompts).toBe(3);
+        expect(found.info.calibration?.prompts).toBe(8);
         expect(found.info.calibration?.tokens).toBe(result.tokensSeen);
-        expect(found.info.calibration?.validation?.points.map((p) => p.share)).toEqual([0.25, 0.5]);
-        expect(found.info.hidden).toBe(16);
+        const points = found.info.calibration?.validation?.points ?? [];
+        expect(points.map((p) => p.share)).toEqual([0.25, 0.5]);
+        const mean = (key: "gates" | "lethe") => points.reduce((sum, p) => sum + p[key], 0) / points.length;
+        expect(mean("gates")).toBeGreaterThanOrEqual(mean("lethe"));
     });
 });
