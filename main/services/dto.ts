@@ -1,6 +1,7 @@
 import type {
     CompressionSettings, ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId
 } from "../../preload/contract.js";
+import {policyIds} from "../../preload/policyCatalogue.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
 import {compressionSettingsSchema, withValueType} from "./schemas.js";
 
@@ -55,8 +56,6 @@ function parseStats(json: string): MessageStats | null {
         return null;
     }
 }
-
-const policyIds: readonly PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"];
 
 /**
  * A stored (or imported) record of the compression an answer ran under; `null` when there is none or it is unreadable.
