@@ -240,9 +240,12 @@ async function readJob(work: string): Promise<{seconds: number, trainLoss?: numb
     }
 }
 
-/** Seconds to train on data like `sample`, scaled to the whole run: about 1.5e9 multiply-adds a second (measured here). */
+/**
+ * Seconds to train on as many samples as one prompt's (`sample`) times the prompts: about 4 x layers x width x hidden
+ * multiply-adds per sample and epoch (forward and the first layer's gradient) at about 1.5e9 a second (measured here).
+ */
 function trainingEstimate(sample: CalibrationDataset, settings: Settings): number {
-    return settings.tokens * sample.layers * sample.embeddingLength * settings.hidden * 2 * settings.epochs / 1.5e9;
+    return Math.min(settings.tokens, sample.tokens * settings.prompts) * sample.layers * sample.embeddingLength * settings.hidden * 4 * settings.epochs / 1.5e9;
 }
 
 /** The `ponder.retention.calibration.*` keys: what the gates were made from and how they validated. */
