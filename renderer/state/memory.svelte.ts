@@ -28,7 +28,7 @@ export type MemoryOptions = {
 };
 
 /** Whether the shown answer's policy has per-layer selections (`kept`) and attention scores (`sparsity`) to show. */
-export type RetentionMeasured = {kept: boolean, sparsity: boolean};
+type RetentionMeasured = {kept: boolean, sparsity: boolean};
 
 type Published = {messageId: string, sample: KvSample};
 
