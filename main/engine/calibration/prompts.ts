@@ -51,7 +51,7 @@ export function calibrationPrompts(set: PromptSet, count: number, seed: number, 
 }
 
 /** One English reasoning prompt: the template is chosen by the seed, and so is everything in it. */
-export function englishPrompt(seed: number): SeededPrompt {
+function englishPrompt(seed: number): SeededPrompt {
     const random = mulberry32(seed);
     const template = templates[random.int(templates.length)]!;
     return {kind: template.kind, user: template.make(picker(random)), seed};

@@ -302,7 +302,7 @@ function initialGate(width: number, hidden: number, kvHeads: number, std: number
 }
 
 /** The gate logit whose log(-1 / log beta) is `logAge`: softplus(-g) = exp(-logAge). */
-export function logitForAge(logAge: number): number {
+function logitForAge(logAge: number): number {
     return -Math.log(Math.expm1(Math.exp(-logAge)));
 }
 
