@@ -1,4 +1,5 @@
-// The calibration of retention gates on the demo model (issue 36): validation refuses gates that do worse than Lethe;
+// The calibration of retention gates on the demo model (issue 36): the model thinks on calibration prompts as it answers;
+// validation refuses gates that do worse than Lethe;
 // a cancelled job goes on from the prompts it kept and ends with the gates an uninterrupted run makes; `npm run
 // calibrate` writes a sidecar beside a copy of the model that findRetentionGates accepts, with its provenance.
 import {execFile} from "node:child_process";
@@ -7,7 +8,10 @@ import os from "node:os";
 import path from "node:path";
 import {promisify} from "node:util";
 import {afterAll, beforeAll, describe, expect, test} from "vitest";
-import type {Llama, LlamaModel} from "node-llama-cpp";
+import {resolveChatWrapper, type Llama, type LlamaModel, type Token} from "node-llama-cpp";
+import {extractDemoAnswer, generateDemoProblem} from "../../main/demo/demoTask.js";
+import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
+import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {calibrateRetention, type CalibrationJobProgress} from "../../main/engine/calibration/calibrateRetention.js";
 import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
 import {validateGates} from "../../main/engine/calibration/validateGates.js";
@@ -51,6 +55,24 @@ async function tensorBytes(file: string): Promise<Buffer> {
 }
 
 describe("calibrating the demo model's retention gates", () => {
+    test("the model thinks on a calibration prompt as it answers: the thought opened as an answer opens it, ended by the model", async () => {
+        const problem = generateDemoProblem(calibrationPrompts("demo", 1, 0, true)[0]!.seed, {minSteps: 8, maxSteps: 12});
+        const context = await model.createContext({contextSize: 1024, flashAttention: false, threads: 2});
+        const kv = new NativeKv(context);
+        try {
+            const data = await collectCalibrationData({model, chatWrapper: resolveChatWrapper(model), sequence: context.getSequence(), kv},
+                [{user: problem.question}], {maxTokens: 600, maxSamples: 16});
+            const text = data.texts[0]!;
+            expect(text.stop).toBe("eog");
+            const written = model.detokenize(Array.from(text.tokens.subarray(text.promptTokens)) as Token[], true);
+            expect(written).toContain(problem.thinking);
+            expect(extractDemoAnswer(written)).toBe(problem.answer);
+        } finally {
+            await kv.dispose();
+            await context.dispose();
+        }
+    });
+
     test("validation refuses gates that agree with Full less than Lethe does, and passes the shipped ones", async () => {
         const prompts = calibrationPrompts("demo", 2, 0, true).map((p) => p.user);
         const random = path.join(dir, "random.retention.gguf");
