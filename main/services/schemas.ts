@@ -54,7 +54,7 @@ export const compressionSettingsFields = z.object({
     kvType: kvCacheTypeSchema,
     kvTypeV: kvCacheTypeSchema,
     flashAttention: z.boolean(),
-    combine: z.enum(["quota", "union", "aggregate"]),
+    combine: z.enum(["auto", "quota", "union", "aggregate"]),
     pruneEvery: z.number().int().min(1).max(4096),
     params: paramsSchema
 }).strict();
@@ -70,7 +70,7 @@ export const defaultCompressionSettings: CompressionSettings = {
     kvType: "f16",
     kvTypeV: "f16",
     flashAttention: false,
-    combine: "aggregate",
+    combine: "auto",
     pruneEvery: 16,
     params: {
         streamingllm: {...streamingLlmPolicy.defaults},
