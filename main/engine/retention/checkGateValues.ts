@@ -14,7 +14,7 @@ const probeScales = [1, 100] as const;
  * same at RMS 100, a large-magnitude `attn_norm` output (x / rms(x) times the norm's weights, which reach tens in trained
  * models, and one massive channel alone reaches sqrt(width)).
  */
-export const gateProbes = ["zeros", `a seeded input of RMS ${probeScales[0]}`, `a seeded input of RMS ${probeScales[1]}`] as const;
+const gateProbes = ["zeros", `a seeded input of RMS ${probeScales[0]}`, `a seeded input of RMS ${probeScales[1]}`] as const;
 
 const cache = new Map<string, Promise<string | null>>();
 

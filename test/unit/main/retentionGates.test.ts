@@ -184,12 +184,12 @@ describe("gates whose values cannot run", () => {
         // w |x_k| for every k, and with fc2 all v the logit is v w sum |x_k| (+ the bias). For any x of RMS r over 16 inputs,
         // 4r <= sum |x_k| <= 16r. With w = v = 1e18: at most 1.6e37 at RMS 1 (finite in F32), at least 4e38 at RMS 100
         // (past 3.4e38). With v = 1e17 at most 1.6e38 even at RMS 100.
-        const pairs = (v: number) => (gates: GateLayer[]) => {
+        const pairs = (v: number, w = 1e18) => (gates: GateLayer[]) => {
             for (const gate of gates) {
                 gate.fc1.fill(0);
                 for (let k = 0; k < 16; k++) {
-                    gate.fc1[2 * k * 16 + k] = 1e18;
-                    gate.fc1[(2 * k + 1) * 16 + k] = -1e18;
+                    gate.fc1[2 * k * 16 + k] = w;
+                    gate.fc1[(2 * k + 1) * 16 + k] = -w;
                 }
                 gate.fc1Bias.fill(0);
                 gate.fc2.fill(v);
@@ -199,6 +199,9 @@ describe("gates whose values cannot run", () => {
         expect(await findRetentionGates(model)).toEqual({available: false,
             reason: "the gates in overflow.retention.gguf cannot run: layer 0's gate gives a non-finite logit for KV head 0 on a seeded input of RMS 100"});
         expect(await findRetentionGates(await withSidecar("overflow-not", {hidden: 32, edit: pairs(1e17)}))).toMatchObject({available: true});
+        // With w = 1e37 the hidden layer itself leaves F32's range at RMS 100 (some |x_k| >= 100), before fc2 (1e-30) is read.
+        expect(await findRetentionGates(await withSidecar("overflow-hidden", {hidden: 32, edit: pairs(1e-30, 1e37)}))).toMatchObject({available: false,
+            reason: /^the gates in overflow-hidden\.retention\.gguf cannot run: layer 0's gate gives a non-finite value in hidden unit \d+ on a seeded input of RMS 100$/});
     });
 
     it("refuses the demo model's gates with their last 40 KB of floats NaN, and accepts the shipped ones", async () => {
