@@ -160,7 +160,7 @@ describe("KvController", () => {
         expect(old.filter((position) => position % 7 !== 0).every((position) => evicted.has(position))).toBe(true);
     });
 
-    it("ranks TRIM-KV under auto as its gate file says the gates were trained: per-head ones by layer quotas, shared ones by the max", async () => {
+    it("ranks TRIM-KV under auto as its gate file says the gates were trained: per-head ones by union, shared ones by the max", async () => {
         const dir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-combine-"));
         try {
             const model = path.join(dir, "m.gguf");
@@ -177,16 +177,16 @@ describe("KvController", () => {
             const auto = controller(fakeKv(16), {policy: "trimkv"}, 4096, perHead);
             expect(auto.combine).toBeNull();
             await auto.start();
-            expect(auto.combine).toBe("quota");
+            expect(auto.combine).toBe("union");
             const sharedAuto = controller(fakeKv(16), {policy: "trimkv"}, 4096, shared);
             await sharedAuto.start();
             expect(sharedAuto.combine).toBe("aggregate");
             // A mode the person chose, and every other policy under auto, need no gate file.
             expect(controller(fakeKv(16), {policy: "trimkv", combine: "union"}, 4096, perHead).combine).toBe("union");
             expect(controller(fakeKv(16), {policy: "lethe"}).combine).toBe("aggregate");
-            expect(controller(fakeKv(16), {policy: "trimkv"}, 4096, "/m.retention.gguf", {retentionReduction: "per-head"}).combine).toBe("quota");
+            expect(controller(fakeKv(16), {policy: "trimkv"}, 4096, "/m.retention.gguf", {retentionReduction: "per-head"}).combine).toBe("union");
 
-            // The rounds run under it: per-head gates under auto evict what quota does, not what aggregate does.
+            // The rounds run under it: per-head gates under auto evict what union does, not what quota does.
             // Heads that disagree: layer 0's first head retains even positions, every other head positions 1 mod 3.
             const disagree = (position: number, layer: number, head: number) => (layer === 0 && head === 0 ? position % 2 === 0 : position % 3 === 1)
                 ? 4 - (position % 5) : -4 - (position % 5);
@@ -201,8 +201,8 @@ describe("KvController", () => {
                 return fake.evicted;
             };
             const byAuto = await run({});
-            expect(byAuto).toEqual(await run({combine: "quota"}));
-            expect(byAuto).not.toEqual(await run({combine: "aggregate"}));
+            expect(byAuto).toEqual(await run({combine: "union"}));
+            expect(byAuto).not.toEqual(await run({combine: "quota"}));
         } finally {
             await fs.rm(dir, {recursive: true, force: true});
         }

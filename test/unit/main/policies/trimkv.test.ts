@@ -147,17 +147,18 @@ describe("TRIM-KV on shared cells", () => {
     });
 
     it("ranks per (layer, KV head) under auto for gates trained per head, by the shared max for shared gates or another policy", () => {
-        expect(resolveCombine("auto", "trimkv", "per-head")).toBe("quota");
+        expect(resolveCombine("auto", "trimkv", "per-head")).toBe("union");
         expect(resolveCombine("auto", "trimkv", "shared")).toBe("aggregate");
         expect(resolveCombine("auto", "lethe")).toBe("aggregate");
         expect(resolveCombine("auto", "lava")).toBe("aggregate");
         // A mode the person chose stays.
         expect(resolveCombine("union", "trimkv", "per-head")).toBe("union");
         expect(resolveCombine("aggregate", "trimkv", "per-head")).toBe("aggregate");
+        expect(resolveCombine("quota", "trimkv", "shared")).toBe("quota");
         expect(() => resolveCombine("auto", "trimkv")).toThrow(/how its gates were trained/);
     });
 
-    it("keeps each head's best cells under per-head quotas, where the shared max keeps one head's", () => {
+    it("keeps each head's best cells under per-head quotas, where the shared max and union keep one head's", () => {
         // 14 cells (14 seen: t = 15), budget 11: position 0 and the 8 newest (6..13) are kept by decide, room for 2 of 1..5.
         // Cells 0 and 6..13 have log beta 0 in both heads (score 0, ranks 0..8 of each head), so each head's quota of 11
         // reaches 2 of cells 1..5. By hand, (15 - pos) * log beta:
@@ -176,8 +177,31 @@ describe("TRIM-KV on shared cells", () => {
             const decision = decide(trimKvPolicy, snap, {}, none, target(11), combine);
             return Array.from({length: 14}, (_, j) => j).filter((j) => !decision.evict.includes(j) && j >= 1 && j <= 5);
         };
-        expect(keptOf(resolveCombine("auto", "trimkv", "shared"))).toEqual([1, 2]);
-        expect(keptOf(resolveCombine("auto", "trimkv", "per-head"))).toEqual([2, 3]);
+        expect(keptOf("aggregate")).toEqual([1, 2]);
+        expect(keptOf("quota")).toEqual([2, 3]);
+        // Union: every cell is within some head's quota of 11, and over the budget the lowest retention of any head goes.
+        expect(keptOf("union")).toEqual([1, 2]);
+    });
+
+    it("frees under union exactly what the shared max frees: over the budget the lowest retention of any head goes first", () => {
+        // A cell among the `room` best by max score ranks, in its best head, below fewer than `room` + protected cells (each
+        // with a higher max score), so it is within that head's quota: union's candidates hold the shared max's choice.
+        let quotaDiffers = 0;
+        for (const seed of [1, 2, 3, 4, 5]) {
+            const random = mulberry32(seed);
+            const n = 60;
+            const rows = Array.from({length: 8}, () => Array.from({length: n}, () => -3 * random.uniform() ** 2));
+            const snap = snapshot([[rows[0]!, rows[1]!, rows[2]!, rows[3]!], [rows[4]!, rows[5]!, rows[6]!, rows[7]!]]);
+            for (const maxKeep of [12, 20, 35]) {
+                const union = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "union");
+                const aggregate = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "aggregate");
+                const quota = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "quota");
+                expect([...union.evict]).toEqual([...aggregate.evict]);
+                quotaDiffers += quota.evict.join() === aggregate.evict.join() ? 0 : 1;
+            }
+        }
+        // Quota, each (layer, head) its equal share, is the one per-head mode that frees other cells.
+        expect(quotaDiffers).toBeGreaterThan(10);
     });
 
     it("keeps the budget in every combine mode, dropping the lowest retention first over it", () => {
