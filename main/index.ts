@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import path from "node:path";
 import {app, BrowserWindow, dialog, net, protocol, session, shell, type IpcMainInvokeEvent} from "electron";
 import {APP_PAGE_URL, APP_SCHEME, APP_SCHEME_PRIVILEGES, isAppPage} from "./appPage.js";
@@ -105,6 +106,18 @@ async function start(): Promise<void> {
                 filters: [{name: "GGUF models", extensions: ["gguf"]}]
             });
             return result.canceled ? null : (result.filePaths[0] ?? null);
+        },
+        pickTrimkvFiles: async () => {
+            const result = await dialog.showOpenDialog(mainWindow!, {
+                title: "Open the TRIM-KV gates (trimkv_weights.pth)",
+                properties: ["openFile"],
+                filters: [{name: "PyTorch checkpoints", extensions: ["pth", "pt", "bin"]}]
+            });
+            const weights = result.canceled ? null : (result.filePaths[0] ?? null);
+            if (weights == null)
+                return null;
+            const config = path.join(path.dirname(weights), "config.json");
+            return {weights, config: fs.existsSync(config) ? config : null};
         }
     }), (message, err) => console.error(message, err));
     const senderFor = registerElectronIpc(dispatch, isTrustedSender);

@@ -1,6 +1,13 @@
 // The one contract between the renderer and the main process: request channels, event channels,
 // the DTOs they carry and the error envelope. Nothing else crosses processes.
 
+import type {PolicyId, PolicyParams} from "./policyCatalogue.js";
+
+/** The policies as data: their ids, names, parameters with bounds and defaults (preload/policyCatalogue.ts). */
+export * from "./policyCatalogue.js";
+/** The bounds of a KV budget and of the prune cadence (preload/kvBounds.ts). */
+export * from "./kvBounds.js";
+
 export type ErrorCode =
     | "BAD_REQUEST"
     | "NOT_FOUND"
@@ -213,22 +220,12 @@ export type MessageCompression = {
     budgetFull?: boolean
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv" | "lava";
 /** A type of the K or the V cache; `q8_0` keys with `q4_0` values (K8V4) is LeanKV's recommended pair. */
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
 
 /** The KV allocation of a conversation: a number of cells, a size in MiB, or the model's context. */
 export type KvBudget = {kind: "auto"} | {kind: "cells", cells: number} | {kind: "mib", mib: number};
 
-/** Each policy's parameters, with the papers' defaults (see main/engine/policies). Full KV and TRIM-KV have none. */
-export type PolicyParams = {
-    streamingllm: {sinks: number},
-    h2o: {heavyRatio: number},
-    lethe: {sparseRatio: number, recentRatio: number, segments: number, sinks: number, gamma: number, initialEvictRatio: number, keepInput: number},
-    refreekv: {threshold: number, firstM: number, wholeLayers: number, mode: "once" | "rounds"},
-    leankv: {alpha: number, window: number},
-    lava: {window: number, kernel: number}
-};
 
 export type CompressionSettings = {
     policy: PolicyId,
@@ -442,6 +439,19 @@ export type ModelDetails = ModelInfo & {
     fit: BudgetEstimate | null
 };
 
+/** The TRIM-KV gates converted for a model (`models:convertTrimkv`). */
+export type ConvertedTrimkvGates = {
+    /** The gates' hidden width and the layers they cover (the model's). */
+    hidden: number,
+    layers: number,
+    /** The cell budget the gates were trained at (config.json's `memory_size`); `null` when unknown (no config.json). */
+    budget: number | null,
+    /** The model the config says the gates were trained on, when it says. */
+    baseModel: string | null,
+    /** What the sidecar records as the gates' source. */
+    source: string
+};
+
 export type DownloadState = "downloading" | "done" | "cancelled" | "error";
 export type DownloadStatus = {
     downloadId: string,
@@ -611,6 +621,17 @@ export type Requests = {
     "models:download": {req: {uri: string}, res: DownloadStatus},
     "models:cancelDownload": {req: {downloadId: string}, res: void},
     "models:downloads": {req: void, res: DownloadStatus[]},
+    /**
+     * Opens a native file dialog for the TRIM-KV authors' `trimkv_weights.pth` (its `config.json` is taken from the same
+     * folder when there); `null` when cancelled or when no dialog exists (headless).
+     */
+    "models:pickTrimkv": {req: void, res: {weights: string, config: string | null} | null},
+    /**
+     * Converts the TRIM-KV authors' released gates (a local `trimkv_weights.pth`, and its `config.json`: given, or beside
+     * it) into the model's retention sidecar. Nothing in the checkpoint is executed; a file that is not the "rg" gates for
+     * this model's shape is refused with the reason (BAD_REQUEST) and nothing is written.
+     */
+    "models:convertTrimkv": {req: {id: string, weights: string, config?: string}, res: ConvertedTrimkvGates},
     /** What a compression setting means for a model (the loaded one when `modelId` is absent). */
     "compression:estimate": {req: {modelId?: string, compression: CompressionSettings}, res: BudgetEstimate},
     /** Whether the loaded model can think on and off, and its recommended sampling; `null` when no model is loaded. */
@@ -699,7 +720,7 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
     "app:status", "demo:sample", "settings:get", "settings:update", "states:usage", "states:clear", "models:list", "models:add", "models:pick", "models:remove", "models:load",
-    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "compression:estimate", "generation:capabilities",
+    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "models:pickTrimkv", "models:convertTrimkv", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:countTokens", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
     "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild",

@@ -1,4 +1,5 @@
 import type {CompressionSettings, ErrorInfo, KvBudget} from "../../preload/contract.js";
+import {kvBounds} from "../../preload/kvBounds.js";
 import {AppError} from "../AppError.js";
 import {describeKvTypes, kvBytesPerCell, kvTypesOf, type KvShape} from "./kvMemory.js";
 import type {ModelInspection} from "./types.js";
@@ -7,11 +8,11 @@ import type {ModelInspection} from "./types.js";
 // settings, the API server) and the engine before it allocates all ask here.
 
 /** Smallest KV budget accepted: sinks, a recent window and room for a prompt. */
-export const minBudgetCells = 64;
+export const minBudgetCells = kvBounds.minCells;
 /** Most cells a budget may hold on a model whose GGUF declares no context length. */
-export const maxBudgetCells = 1_048_576;
+export const maxBudgetCells = kvBounds.maxCells;
 /** Cells Full KV keeps free after the prompt for the answer's first tokens: a longer conversation is refused up front. */
-export const fullKvAnswerRoom = 16;
+export const fullKvAnswerRoom = kvBounds.fullKvAnswerRoom;
 
 export type CapModel = KvShape & Pick<ModelInspection, "name" | "contextLength">;
 

@@ -1,10 +1,11 @@
 import type {CompressionSettings} from "../../preload/contract.js";
+import {isTunable} from "../../preload/policyCatalogue.js";
 import {policies} from "./policies/index.js";
 import type {ScoreNeeds} from "./policies/types.js";
 
 /** The parameters of the compression's policy (none for Full and TRIM-KV). */
 export function policyParams(compression: Pick<CompressionSettings, "policy" | "params">): unknown {
-    return compression.policy === "full" || compression.policy === "trimkv" ? {} : compression.params[compression.policy];
+    return isTunable(compression.policy) ? compression.params[compression.policy] : {};
 }
 
 /** What the compression's policy reads at a prune round (`Policy.needs`). */

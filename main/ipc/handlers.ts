@@ -7,7 +7,9 @@ export type Platform = {
     /** Opens an http(s) link in the user's browser. */
     openExternal(url: string): Promise<void>,
     /** Asks the user for a GGUF file; `null` when cancelled or when there is no dialog. */
-    pickModelFile(): Promise<string | null>
+    pickModelFile(): Promise<string | null>,
+    /** Asks the user for a `trimkv_weights.pth` (with the `config.json` beside it, when there); `null` when cancelled or when there is no dialog. Defaults to none. */
+    pickTrimkvFiles?(): Promise<{weights: string, config: string | null} | null>
 };
 
 export type Handlers = {[C in RequestChannel]: (payload: Req<C>) => Res<C> | Promise<Res<C>>};
@@ -31,6 +33,8 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "models:download": ({uri}) => services.downloads.start(uri),
         "models:cancelDownload": ({downloadId}) => services.downloads.cancel(downloadId),
         "models:downloads": () => services.downloads.list(),
+        "models:pickTrimkv": () => platform.pickTrimkvFiles?.() ?? null,
+        "models:convertTrimkv": ({id, weights, config}) => services.models.convertTrimkv(id, weights, config),
         "compression:estimate": ({modelId, compression}) => services.compression.estimate(compression, modelId),
         "generation:capabilities": () => services.models.capabilities(),
         "conversations:list": ({query}) => services.conversations.list(query),

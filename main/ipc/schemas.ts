@@ -30,6 +30,8 @@ export const requestSchemas = {
     "models:download": z.object({uri: z.string().min(1).max(4096)}).strict(),
     "models:cancelDownload": z.object({downloadId: id}).strict(),
     "models:downloads": none,
+    "models:pickTrimkv": none,
+    "models:convertTrimkv": z.object({id, weights: z.string().min(1).max(4096), config: z.string().min(1).max(4096).optional()}).strict(),
     "compression:estimate": z.object({modelId: id.optional(), compression: compressionSettingsSchema}).strict(),
     "generation:capabilities": none,
     "conversations:list": z.object({query: z.string().max(200).optional()}).strict(),

@@ -1,4 +1,6 @@
 import {z} from "zod";
+import {kvBounds} from "../../preload/kvBounds.js";
+import {policyIds} from "../../preload/policyCatalogue.js";
 import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention} from "../engine/kvMemory.js";
 
@@ -26,10 +28,10 @@ const cacheType = z.enum(["f16", "q8_0", "q4_0"]);
  * `--cache-type-k` / `--cache-type-v`) and flash attention; each unset one is the app's default.
  */
 export const ponderExtensionSchema = z.object({
-    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"]).optional(),
+    policy: z.enum(policyIds).optional(),
     budget: z.union([
         z.object({cells: z.number().int().min(minBudgetCells).max(maxBudgetCells)}).strict(),
-        z.object({mib: z.number().positive().max(1_048_576)}).strict()
+        z.object({mib: z.number().positive().max(kvBounds.maxMib)}).strict()
     ]).optional(),
     cache_type_k: cacheType.optional(),
     cache_type_v: cacheType.optional(),

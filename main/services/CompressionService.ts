@@ -1,22 +1,19 @@
 import os from "node:os";
-import type {BudgetEstimate, CompressionSettings, PolicyId} from "../../preload/contract.js";
+import type {BudgetEstimate, CompressionSettings, EngineStatus} from "../../preload/contract.js";
+import {policyName} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
+import {minBudgetCells} from "../engine/budgetCap.js";
 import {contextFit, kvCellPadding, type FitOptions} from "../engine/contextFit.js";
-import {cacheTypeProblem, formatMib, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
+import {cacheTypeProblem, formatMib} from "../engine/kvMemory.js";
 import {hasRpcDevices} from "../engine/rpc/rpcEndpoint.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 import {policyNeeds, scoring} from "../engine/scoring.js";
 import type {ModelInspection} from "../engine/types.js";
+import {resolveKv, type ResolvedKv} from "../kv/resolveKv.js";
 import type {ModelService} from "./ModelService.js";
-
-/** The policies' names as the app shows them (renderer/lib/policies.ts), for the notes. */
-const policyNames: Record<PolicyId, string> = {
-    full: "Full KV", streamingllm: "StreamingLLM", h2o: "H2O", lethe: "Lethe", refreekv: "ReFreeKV", leankv: "LeanKV", trimkv: "TRIM-KV", lava: "LAVa"
-};
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
 export class CompressionService {
@@ -29,13 +26,29 @@ export class CompressionService {
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
         const retention = await findRetentionGates(model);
         const build = this._engine.status.build;
-        if (build == null || (build.gpu === false && !hasRpcDevices(build.rpc)))
+        if (!offloads(build))
             return estimateBudget(model, compression, os.freemem(), {modelLoaded, retention});
         // A GPU build, or rpc-servers' devices: the loaded model as it was loaded, another one with its own setting.
         const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
         return estimateBudget(model, compression, await this._engine.freeMemory(),
             {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}, offloadTo: build.gpu === false ? "rpc-servers" : "gpu"});
     }
+
+    /**
+     * The loaded model's KV settings for a generation, resolved once (`resolveKv`), with the free memory the estimate
+     * reads: the machine's, or on a GPU build (or with rpc-servers' devices) the engine's.
+     */
+    async resolve(compression: CompressionSettings): Promise<ResolvedKv> {
+        const model = this._engine.inspection;
+        if (model == null)
+            throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
+        return resolveKv(model, compression, offloads(this._engine.status.build) ? await this._engine.freeMemory() : os.freemem());
+    }
+}
+
+/** Whether a build places layers elsewhere than the CPU: a GPU build, or a CPU build with rpc-servers' devices. */
+function offloads(build: EngineStatus["build"]): build is NonNullable<EngineStatus["build"]> {
+    return build != null && (build.gpu !== false || hasRpcDevices(build.rpc));
 }
 
 export type EstimateOptions = FitOptions & {
@@ -58,29 +71,15 @@ const offloadPlaces = {
  */
 export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
     options: EstimateOptions = {}): BudgetEstimate {
-    const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
-    if (bytesPerCell == null)
-        throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
-
+    const {cells, bytesPerCell, maxCells, aboveCap, cappedByMemory} = resolveKv(model, compression, freeMemoryBytes);
     const notes: string[] = [];
     const contextLength = model.contextLength;
-    const maxCells = budgetCap(model);
-    const aboveCap = budgetAboveCap(model, compression);
-    let cells = cellsOfBudget(compression.budget, bytesPerCell);
-    if (cells == null) {
-        // auto: the model's context, capped at half the free memory.
-        // Rounded down to 1024 cells so that free memory moving a little does not rebuild the context each message.
-        const byMemory = Math.max(kvCellPadding, Math.floor(freeMemoryBytes / 2 / bytesPerCell / 1024) * 1024);
-        cells = Math.min(contextLength ?? 8192, byMemory);
-        if (contextLength != null && byMemory < contextLength)
-            notes.push(`Capped at half the free memory: the model's ${contextLength}-token context would need ${formatMib(contextLength * bytesPerCell)}.`);
-    }
-    if (aboveCap != null) {
-        cells = maxCells;
+    if (cappedByMemory && contextLength != null)
+        notes.push(`Capped at half the free memory: the model's ${contextLength}-token context would need ${formatMib(contextLength * bytesPerCell)}.`);
+    if (aboveCap != null)
         notes.push(`${aboveCap.message} Until it is changed, ${maxCells.toLocaleString("en-US")} cells are used.`);
-    }
-    if (cells < 64)
-        notes.push(`${cells} cells is below the smallest usable budget of 64 cells.`);
+    if (cells < minBudgetCells)
+        notes.push(`${cells} cells is below the smallest usable budget of ${minBudgetCells} cells.`);
 
     const cacheProblem = cacheTypeProblem(model, compression);
     if (cacheProblem != null)
@@ -94,11 +93,11 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     const needs = policyNeeds(compression);
     const readsRetention = needs.retention === true;
     if (readsRetention && retention?.available === false)
-        notes.push(`${policyNames[compression.policy]} cannot run on this model: ${retention.reason}.`);
+        notes.push(`${policyName(compression.policy)} cannot run on this model: ${retention.reason}.`);
     if (compression.policy === "full")
         notes.push(`Full KV keeps every token: the answer stops when ${cells} cells are used.`);
     else
-        notes.push(`${policyNames[compression.policy]} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
+        notes.push(`${policyName(compression.policy)} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
 
     const {kvType, kvTypeV, flashAttention} = compression;
     const retentionWeightBytes = readsRetention && retention?.available === true ? retention.info.weightBytes : null;
@@ -130,7 +129,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         modelLoaded: options.modelLoaded ?? true,
         neededBytes: fit.neededBytes,
         offload,
-        fits: fit.fits && cells >= 64,
+        fits: fit.fits && cells >= minBudgetCells,
         compressionSupported: support.supported,
         notes
     };

@@ -1,8 +1,10 @@
 import {randomUUID} from "node:crypto";
-import type {EngineStatus, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "../../preload/contract.js";
+import type {ConvertedTrimkvGates, EngineStatus, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
+import {CheckpointError} from "../engine/retention/trimkvCheckpoint/CheckpointError.js";
+import {convertTrimkvCheckpoint} from "../engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";
 import type {ModelInspection} from "../engine/types.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
@@ -107,6 +109,24 @@ export class ModelService {
             return stored;
         this._db.models.upsert({...row, metadata: JSON.stringify(fresh)});
         return fresh;
+    }
+
+    /**
+     * Converts the TRIM-KV authors' released gates (`trimkv_weights.pth`, and its `config.json` when given) into the
+     * model's retention sidecar beside it, where TRIM-KV finds them from its next conversation on (convertTrimkvCheckpoint:
+     * nothing in the checkpoint is executed). A checkpoint or config that is not the "rg" gates for this model is refused
+     * in words (BAD_REQUEST), and any earlier sidecar stays as it was.
+     */
+    async convertTrimkv(id: string, weights: string, config?: string): Promise<ConvertedTrimkvGates> {
+        const row = this._require(id);
+        try {
+            const written = await convertTrimkvCheckpoint({weights, config, modelPath: row.path});
+            return {hidden: written.hidden, layers: written.layers, budget: written.budget, baseModel: written.baseModel, source: written.source};
+        } catch (err) {
+            if (err instanceof CheckpointError)
+                throw new AppError("BAD_REQUEST", `The TRIM-KV gates could not be converted: ${err.message}`, {cause: err});
+            throw err;
+        }
     }
 
     remove(id: string): void {

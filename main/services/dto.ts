@@ -1,6 +1,7 @@
 import type {
     CompressionSettings, ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId
 } from "../../preload/contract.js";
+import {policyIds} from "../../preload/policyCatalogue.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
 import {compressionSettingsSchema, withValueType} from "./schemas.js";
 
@@ -56,8 +57,6 @@ function parseStats(json: string): MessageStats | null {
     }
 }
 
-const policyIds: readonly PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"];
-
 /**
  * A stored (or imported) record of the compression an answer ran under; `null` when there is none or it is unreadable.
  * Settings that no longer validate (recorded by another version) are dropped; the policy and cells stay.
@@ -85,7 +84,7 @@ export function parseCompression(value: unknown): MessageCompression | null {
 }
 
 /** A stored GPU layers setting; anything unreadable is `auto`. */
-export function parseGpuLayers(text: string | null | undefined): GpuLayers {
+function parseGpuLayers(text: string | null | undefined): GpuLayers {
     if (text === "max")
         return "max";
     if (text != null && /^\d{1,4}$/.test(text))

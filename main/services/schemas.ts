@@ -1,61 +1,51 @@
 import {z} from "zod";
 import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, SamplingPreset} from "../../preload/contract.js";
+import {kvBounds} from "../../preload/kvBounds.js";
 import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../engine/kvMemory.js";
-import {h2oPolicy} from "../engine/policies/h2o.js";
-import {lavaPolicy} from "../engine/policies/lava.js";
-import {leanKvPolicy} from "../engine/policies/leankv.js";
-import {lethePolicy} from "../engine/policies/lethe.js";
-import {refreeKvPolicy} from "../engine/policies/refreekv.js";
-import {streamingLlmPolicy} from "../engine/policies/streamingLlm.js";
+import {
+    defaultPolicyParams, isNumberParam, policyEntry, policyIds, tunablePolicyIds, type NumberParam, type PolicyParam, type PolicyParams,
+    type TunablePolicyId
+} from "../../preload/policyCatalogue.js";
 
 const budgetSchema = z.discriminatedUnion("kind", [
     z.object({kind: z.literal("auto")}).strict(),
     z.object({kind: z.literal("cells"), cells: z.number().int()
         .min(minBudgetCells, `A KV budget below ${minBudgetCells} cells cannot hold a prompt and a recent window`)
         .max(maxBudgetCells, `A KV budget above ${maxBudgetCells} cells is more than any model here can address`)}).strict(),
-    z.object({kind: z.literal("mib"), mib: z.number().positive("A KV budget must be more than 0 MiB").max(1_048_576, "A KV budget above 1 TiB is not a budget")}).strict()
+    z.object({kind: z.literal("mib"), mib: z.number().positive("A KV budget must be more than 0 MiB").max(kvBounds.maxMib, "A KV budget above 1 TiB is not a budget")}).strict()
 ]);
 
-const paramsSchema = z.object({
-    streamingllm: z.object({sinks: z.number().int().min(0).max(256)}).strict(),
-    h2o: z.object({heavyRatio: z.number().min(0.05).max(0.95)}).strict(),
-    lethe: z.object({
-        sparseRatio: z.number().gt(1, "tau (sparse_ratio) must be above 1").max(1e9),
-        recentRatio: z.number().min(0).max(0.9),
-        segments: z.number().int().min(2).max(256),
-        sinks: z.number().int().min(0).max(256),
-        gamma: z.number().gt(0).max(1),
-        initialEvictRatio: z.number().min(0.05).max(1),
-        keepInput: z.number().min(0).max(1)
-    }).strict(),
-    refreekv: z.object({
-        threshold: z.number().gt(0, "T must be above 0").lt(1, "T must be below 1"),
-        firstM: z.number().int().min(0).max(256),
-        wholeLayers: z.number().int().min(0).max(16),
-        mode: z.enum(["once", "rounds"])
-    }).strict(),
-    leankv: z.object({
-        alpha: z.number().min(0, "alpha must be 0 (prune nothing) or more").max(1000),
-        window: z.number().int().min(0).max(65_536)
-    }).strict(),
-    lava: z.object({
-        window: z.number().int().min(1, "the window w must be at least 1 token").max(65_536),
-        kernel: z.number().int().min(1).max(63).refine((kernel) => kernel % 2 === 1, "the pooling kernel must be odd")
-    }).strict()
-}).strict();
+/** A number parameter's checks, in the order zod reports them: whole, low bound, high bound, odd. */
+function numberSchema(param: NumberParam): z.ZodNumber {
+    let schema = z.number();
+    if (param.integer)
+        schema = schema.int();
+    schema = param.minExclusive ? schema.gt(param.min, param.messages?.min) : schema.min(param.min, param.messages?.min);
+    schema = param.maxExclusive ? schema.lt(param.max, param.messages?.max) : schema.max(param.max, param.messages?.max);
+    return param.odd ? schema.refine((value) => value % 2 === 1, param.messages?.odd) : schema;
+}
+
+function paramSchema(param: PolicyParam): z.ZodType {
+    return isNumberParam(param) ? numberSchema(param) : z.enum(param.options.map((option) => option.id) as [string, ...string[]]);
+}
+
+/** Each tunable policy's parameters as the catalogue declares them (preload/policyCatalogue.ts). */
+const paramsSchema = z.object(Object.fromEntries(tunablePolicyIds.map((id) => [id,
+    z.object(Object.fromEntries(policyEntry(id).params.map((param) => [param.key, paramSchema(param)]))).strict()]))).strict() as unknown as
+    z.ZodObject<{[Id in TunablePolicyId]: z.ZodType<PolicyParams[Id]>}>;
 
 export const kvCacheTypeSchema = z.enum(["f16", "q8_0", "q4_0"]);
 
 /** The compression settings field by field, without the checks across fields (for partial updates). */
 export const compressionSettingsFields = z.object({
-    policy: z.enum(["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "trimkv", "lava"]),
+    policy: z.enum(policyIds),
     budget: budgetSchema,
     kvType: kvCacheTypeSchema,
     kvTypeV: kvCacheTypeSchema,
     flashAttention: z.boolean(),
     combine: z.enum(["auto", "quota", "union", "aggregate"]),
-    pruneEvery: z.number().int().min(1).max(4096),
+    pruneEvery: z.number().int().min(kvBounds.minPruneEvery).max(kvBounds.maxPruneEvery),
     params: paramsSchema
 }).strict();
 
@@ -72,14 +62,7 @@ export const defaultCompressionSettings: CompressionSettings = {
     flashAttention: false,
     combine: "auto",
     pruneEvery: 16,
-    params: {
-        streamingllm: {...streamingLlmPolicy.defaults},
-        h2o: {...h2oPolicy.defaults},
-        lethe: {...lethePolicy.defaults},
-        refreekv: {...refreeKvPolicy.defaults},
-        leankv: {...leanKvPolicy.defaults},
-        lava: {...lavaPolicy.defaults}
-    }
+    params: defaultPolicyParams()
 };
 
 /** Most GPU layers accepted before the model is known; the model's own count is checked when it is set. */
@@ -190,7 +173,7 @@ export function mergeConversationSettings(defaults: ConversationSettings, stored
     }
     const params = typeof compression.params === "object" && compression.params != null ? compression.params as Record<string, unknown> : {};
     const mergedParams: Record<string, unknown> = {...defaults.compression.params};
-    for (const key of ["streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava"] as const) {
+    for (const key of tunablePolicyIds) {
         const field = paramsSchema.shape[key].safeParse({...defaults.compression.params[key], ...(params[key] as object | undefined)});
         if (field.success)
             mergedParams[key] = field.data;

@@ -1,8 +1,9 @@
 // The budget controller's form: compression settings as the user edits them, where a number may be missing while it
 // is typed, and the checks that catch obvious mistakes before the backend sees them.
 
-import type {
-    BudgetEstimate, CompressionSettings, KvBudget, KvCacheType, MessageDto, PolicyId, PolicyParams
+import {
+    isNumberParam, policyEntry, tunablePolicyIds, type BudgetEstimate, type CompressionSettings, type KvBudget, type KvCacheType, type MessageDto,
+    type PolicyId, type PolicyParams
 } from "../../preload/contract.js";
 import {budgetLimits, fullKvAnswerRoom, isTunable, paramSpecs, type ParamSpec} from "./policies.js";
 
@@ -27,14 +28,7 @@ export function toForm(compression: CompressionSettings): BudgetForm {
         budgetKind: budget.kind,
         cells: budget.kind === "cells" ? budget.cells : null,
         mib: budget.kind === "mib" ? budget.mib : null,
-        params: {
-            streamingllm: {...params.streamingllm},
-            h2o: {...params.h2o},
-            lethe: {...params.lethe},
-            refreekv: {...params.refreekv},
-            leankv: {...params.leankv},
-            lava: {...params.lava}
-        }
+        params: Object.fromEntries(tunablePolicyIds.map((id) => [id, {...params[id]}])) as BudgetForm["params"]
     };
 }
 
@@ -49,7 +43,12 @@ function budgetOf(form: BudgetForm): KvBudget {
 /** The settings the form stands for; meaningful once `validateBudgetForm` finds nothing. */
 export function toCompression(form: BudgetForm): CompressionSettings {
     const number = (value: number | null) => value ?? Number.NaN;
-    const params = form.params;
+    // Every parameter the catalogue declares: a number missing while it is typed is NaN, which the checks refuse.
+    const params = Object.fromEntries(tunablePolicyIds.map((id) => {
+        const values = form.params[id] as Record<string, number | string | null>;
+        return [id, Object.fromEntries(policyEntry(id).params.map((param) =>
+            [param.key, isNumberParam(param) ? number(values[param.key] as number | null) : values[param.key]]))];
+    })) as PolicyParams;
     return {
         policy: form.policy,
         budget: budgetOf(form),
@@ -58,21 +57,7 @@ export function toCompression(form: BudgetForm): CompressionSettings {
         flashAttention: form.flashAttention,
         combine: form.combine,
         pruneEvery: number(form.pruneEvery),
-        params: {
-            streamingllm: {sinks: number(params.streamingllm.sinks)},
-            h2o: {heavyRatio: number(params.h2o.heavyRatio)},
-            lethe: {
-                sparseRatio: number(params.lethe.sparseRatio), recentRatio: number(params.lethe.recentRatio), segments: number(params.lethe.segments),
-                sinks: number(params.lethe.sinks), gamma: number(params.lethe.gamma), initialEvictRatio: number(params.lethe.initialEvictRatio),
-                keepInput: number(params.lethe.keepInput)
-            },
-            refreekv: {
-                threshold: number(params.refreekv.threshold), firstM: number(params.refreekv.firstM), wholeLayers: number(params.refreekv.wholeLayers),
-                mode: params.refreekv.mode
-            },
-            leankv: {alpha: number(params.leankv.alpha), window: number(params.leankv.window)},
-            lava: {window: number(params.lava.window), kernel: number(params.lava.kernel)}
-        }
+        params
     };
 }
 
@@ -111,7 +96,7 @@ export type KvTypes = {kvType: KvCacheType, kvTypeV: KvCacheType};
 export type BudgetCap = Pick<BudgetEstimate, "maxCells" | "modelContextLength" | "bytesPerCell"> & KvTypes;
 
 /** The cache in words, as the backend says it: "q8_0 KV" when keys and values share a type, "q8_0 K / q4_0 V" otherwise. */
-export function describeKvTypes(types: KvTypes): string {
+function describeKvTypes(types: KvTypes): string {
     return types.kvType === types.kvTypeV ? `${types.kvType} KV` : `${types.kvType} K / ${types.kvTypeV} V`;
 }
 
@@ -168,7 +153,7 @@ export function historyNote(tokens: number | null, cells: number | null, policy:
 }
 
 /** What is wrong with a parameter's value, in words, or `null`. */
-export function checkParam(spec: ParamSpec, value: number | null): string | null {
+function checkParam(spec: ParamSpec, value: number | null): string | null {
     if (value == null || !Number.isFinite(value))
         return `Enter a value for ${spec.label}.`;
     if (spec.integer && !Number.isInteger(value))
@@ -191,7 +176,7 @@ export function validateBudgetForm(form: BudgetForm): FormErrors {
         errors.budget = budget;
     const every = form.pruneEvery;
     if (every == null || !Number.isInteger(every) || every < budgetLimits.minPruneEvery || every > budgetLimits.maxPruneEvery)
-        errors.pruneEvery = `Prune every 1 to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
+        errors.pruneEvery = `Prune every ${budgetLimits.minPruneEvery} to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
     if (form.kvTypeV !== "f16" && !form.flashAttention)
         errors.flashAttention = "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn it on, or store the values as F16.";
     if (isTunable(form.policy)) {

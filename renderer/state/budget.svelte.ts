@@ -193,11 +193,22 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         changed();
     }
 
-    function setRefreeKvMode(mode: PolicyParams["refreekv"]["mode"]): void {
+    /** A choice parameter's value (ReFreeKV's mode); `null` without a form. */
+    function choice(policy: keyof PolicyParams, key: string): string | null {
+        const value = (state.form?.params[policy] as Record<string, unknown> | undefined)?.[key];
+        return typeof value === "string" ? value : null;
+    }
+
+    /** Sets a choice parameter to one of its options (preload/policyCatalogue.ts). */
+    function setChoice(policy: keyof PolicyParams, key: string, value: string): void {
         if (!state.form)
             return;
-        state.form.params.refreekv.mode = mode;
+        (state.form.params[policy] as Record<string, unknown>)[key] = value;
         changed();
+    }
+
+    function setRefreeKvMode(mode: PolicyParams["refreekv"]["mode"]): void {
+        setChoice("refreekv", "mode", mode);
     }
 
     function setOption<K extends Option>(key: K, value: BudgetForm[K]): void {
@@ -326,7 +337,8 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get stale() {
             return stale;
         },
-        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam, setRefreeKvMode, setOption, useLeanKvPair, resetDefaults, apply, saveAsDefault,
+        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam,
+        choice, setChoice, setRefreeKvMode, setOption, useLeanKvPair, resetDefaults, apply, saveAsDefault,
         dispose(): void {
             cancelEstimate();
             estimateSeq++;

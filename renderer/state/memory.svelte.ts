@@ -1,4 +1,6 @@
-import type {Events, KvSample, MessageCompression, MessageDto, PonderApi, ReadReason, SavedStateFigures} from "../../preload/contract.js";
+import {
+    policyEntry, type Events, type KvSample, type MessageCompression, type MessageDto, type PonderApi, type ReadReason, type SavedStateFigures
+} from "../../preload/contract.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
 import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
 import {lastSample} from "../lib/formatMemory.js";
@@ -26,7 +28,7 @@ export type MemoryOptions = {
 };
 
 /** Whether the shown answer's policy has per-layer selections (`kept`) and attention scores (`sparsity`) to show. */
-export type RetentionMeasured = {kept: boolean, sparsity: boolean};
+type RetentionMeasured = {kept: boolean, sparsity: boolean};
 
 type Published = {messageId: string, sample: KvSample};
 
@@ -161,12 +163,12 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
 
     /**
      * What the heatmap can show of the shown answer: Full KV selects nothing (every layer keeps every token), so nothing
-     * is measured; StreamingLLM and TRIM-KV read no attention scores, so no sparsity (TRIM-KV's heatmap is what each
-     * layer's gates keep).
+     * is measured; the policies that read no attention scores (the catalogue's `reads.scores`: StreamingLLM, TRIM-KV) show no
+     * sparsity (TRIM-KV's heatmap is what each layer's gates keep).
      */
     const measured = $derived.by((): RetentionMeasured => {
         const policy = current?.compression?.policy ?? null;
-        return {kept: policy !== "full", sparsity: policy !== "full" && policy !== "streamingllm" && policy !== "trimkv"};
+        return {kept: policy !== "full", sparsity: policy == null || policyEntry(policy).reads.scores};
     });
 
     const retention = $derived.by((): RetentionView & {live: boolean, measured: RetentionMeasured} => {

@@ -22,6 +22,9 @@ export function createModels(bridge: PonderApi) {
         details: {} as Record<string, ModelDetails>,
         detailsError: null as string | null,
         removingId: null as string | null,
+        /** The model whose TRIM-KV gates are being converted (`models:convertTrimkv`), and what the last conversion said. */
+        convertingId: null as string | null,
+        trimkvResult: null as {id: string, text: string, ok: boolean} | null,
         error: null as string | null
     });
     const loadedModel = $derived(state.engine?.model ?? null);
@@ -137,6 +140,36 @@ export function createModels(bridge: PonderApi) {
         return true;
     }
 
+    /**
+     * Asks for the TRIM-KV authors' `trimkv_weights.pth` (a file dialog; its `config.json` beside it is used when there),
+     * converts it into the model's gates, and reads the model's details again (TRIM-KV is offered once they are there).
+     */
+    async function getTrimkvGates(id: string): Promise<boolean> {
+        state.trimkvResult = null;
+        const picked = await request(bridge, "models:pickTrimkv", undefined);
+        if (!picked.ok) {
+            state.trimkvResult = {id, text: describeError("Could not open the file dialog", picked.error), ok: false};
+            return false;
+        }
+        if (picked.value == null) // cancelled, or no dialog here (headless)
+            return false;
+        state.convertingId = id;
+        const result = await request(bridge, "models:convertTrimkv", {id, weights: picked.value.weights, ...(picked.value.config != null ? {config: picked.value.config} : {})});
+        state.convertingId = null;
+        if (!result.ok) {
+            state.trimkvResult = {id, text: describeError("Could not get the TRIM-KV gates", result.error), ok: false};
+            return false;
+        }
+        const gates = result.value;
+        state.trimkvResult = {id, ok: true, text: `Converted ${gates.layers} layers of gates (hidden ${gates.hidden})` +
+            (gates.budget != null ? `, trained at a budget of ${gates.budget} cells` : ", trained budget unknown (no config.json beside the weights)") +
+            (gates.baseModel != null ? ` for ${gates.baseModel}` : "")};
+        const details = await request(bridge, "models:details", {id});
+        if (details.ok)
+            state.details[id] = details.value;
+        return true;
+    }
+
     /** Forgets a model (its file stays on disk). The loaded model cannot be removed. */
     async function remove(id: string): Promise<boolean> {
         state.removingId = id;
@@ -179,7 +212,7 @@ export function createModels(bridge: PonderApi) {
         get busy() {
             return busy;
         },
-        refresh, add, pick, load, toggleDetails, setGpuLayers, remove, upsert, clearError,
+        refresh, add, pick, load, toggleDetails, setGpuLayers, getTrimkvGates, remove, upsert, clearError,
         dispose(): void {
             offStatus();
         }

@@ -1,3 +1,4 @@
+import {defaultParams} from "../../../preload/policyCatalogue.js";
 import {orderByPosition, structuredOrder} from "./scoreMath.js";
 import type {Policy, SelectorChoice} from "./types.js";
 
@@ -12,7 +13,7 @@ export type H2oParams = {
  */
 export const h2oPolicy: Policy<H2oParams, null> = {
     id: "h2o",
-    defaults: {heavyRatio: 0.5},
+    defaults: defaultParams("h2o"),
     initialState: () => null,
     needs: () => ({gamma: 1, allRows: true}),
     select(snapshot, params, _state, target) {

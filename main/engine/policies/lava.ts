@@ -1,3 +1,4 @@
+import {defaultParams} from "../../../preload/policyCatalogue.js";
 import {orderByPosition, structuredOrder} from "./scoreMath.js";
 import type {Policy, ScoreSnapshot, SelectorChoice} from "./types.js";
 
@@ -32,7 +33,7 @@ export type LavaParams = {
  */
 export const lavaPolicy: Policy<LavaParams, null> = {
     id: "lava",
-    defaults: {window: 32, kernel: 7},
+    defaults: defaultParams("lava"),
     initialState: () => null,
     // Eq. 5's window as an exponentially weighted one: gamma = 1 - 1/w; prompts scored by their last w rows; the value norms.
     needs: (params) => ({gamma: windowGamma(params.window), allRows: true, rows: params.window, valueNorms: true}),

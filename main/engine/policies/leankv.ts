@@ -1,3 +1,4 @@
+import {defaultParams} from "../../../preload/policyCatalogue.js";
 import {maxOverRows, orderByPosition, structuredOrder} from "./scoreMath.js";
 import type {Policy, PruneTarget, SelectorChoice} from "./types.js";
 
@@ -29,7 +30,7 @@ export type LeanKvParams = {
  */
 export const leanKvPolicy: Policy<LeanKvParams, null> = {
     id: "leankv",
-    defaults: {alpha: 1.2, window: 64},
+    defaults: defaultParams("leankv"),
     initialState: () => null,
     // The mean over the rows that read a cell: every row scored, with flash attention too, and no decay.
     needs: () => ({gamma: 1, allRows: true, everyRow: true}),

@@ -1,3 +1,4 @@
+import {defaultParams} from "../../../preload/policyCatalogue.js";
 import {orderByPosition, rankDescending, structuredOrder, sumHeads} from "./scoreMath.js";
 import type {Policy, PruneTarget, SelectorChoice} from "./types.js";
 
@@ -33,7 +34,7 @@ export type LetheState = {
  */
 export const lethePolicy: Policy<LetheParams, LetheState> = {
     id: "lethe",
-    defaults: {sparseRatio: 400, recentRatio: 0.3, segments: 8, sinks: 4, gamma: 0.95, initialEvictRatio: 0.5, keepInput: 0.5},
+    defaults: defaultParams("lethe"),
     initialState: () => ({evictThreshold: new Float64Array(0)}),
     needs: (params) => ({gamma: params.gamma, allRows: true}),
     select(snapshot, params, state, target) {

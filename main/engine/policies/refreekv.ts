@@ -1,3 +1,4 @@
+import {defaultParams} from "../../../preload/policyCatalogue.js";
 import {orderByPosition} from "./scoreMath.js";
 import type {Policy, SelectorChoice} from "./types.js";
 
@@ -23,7 +24,7 @@ export type RefreeKvParams = {
  */
 export const refreeKvPolicy: Policy<RefreeKvParams, null> = {
     id: "refreekv",
-    defaults: {threshold: 0.01, firstM: 4, wholeLayers: 2, mode: "once"},
+    defaults: defaultParams("refreekv"),
     initialState: () => null,
     needs: () => ({gamma: null, allRows: false}),
     select(snapshot, params, _state, target) {

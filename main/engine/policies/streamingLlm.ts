@@ -1,3 +1,4 @@
+import {defaultParams} from "../../../preload/policyCatalogue.js";
 import {orderByPosition, structuredOrder} from "./scoreMath.js";
 import type {Policy} from "./types.js";
 
@@ -9,7 +10,7 @@ export type StreamingLlmParams = {
 /** StreamingLLM (Xiao et al.): the sinks plus the most recent window filling the rest of the budget. Same for every layer. */
 export const streamingLlmPolicy: Policy<StreamingLlmParams, null> = {
     id: "streamingllm",
-    defaults: {sinks: 4},
+    defaults: defaultParams("streamingllm"),
     initialState: () => null,
     needs: () => ({gamma: null, allRows: false, scores: false}),
     select(snapshot, params, _state, target) {

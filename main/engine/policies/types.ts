@@ -1,3 +1,5 @@
+import type {PolicyId} from "../../../preload/policyCatalogue.js";
+
 /**
  * What a policy sees at a prune round: the live cells of one sequence, with per-layer, per-head scores.
  * Arrays are indexed by live cell `j` (0..n-1); per-head arrays are `layers * heads * n`, laid out
@@ -115,7 +117,7 @@ export type Policy<Params, State> = {
         params: Params): Float32Array
 };
 
-export type PolicyId = "full" | "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv" | "trimkv" | "lava";
+export type {PolicyId};
 
 /**
  * How the selectors' choices become one set of cells to free (llama.cpp's cells are shared by all layers):

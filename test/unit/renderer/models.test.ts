@@ -40,6 +40,35 @@ describe("models state", () => {
         expect(models.state.pickUnavailable).toBe(false);
     });
 
+    test("Get TRIM-KV gates: the picked weights (and config) are converted, the result said in words, the details read again", async () => {
+        const bridge = createFakeBridge();
+        const converted: unknown[] = [];
+        bridge.reply("models:pickTrimkv", {weights: "/dl/trimkv_weights.pth", config: "/dl/config.json"});
+        bridge.handle("models:convertTrimkv", (request) => {
+            converted.push(request);
+            return {ok: true, value: {layers: 28, hidden: 512, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from trimkv_weights.pth"}};
+        });
+        bridge.reply("models:details", {retention: {available: true, reason: null}} as never);
+        const models = createModels(bridge.api);
+        expect(await models.getTrimkvGates("m1")).toBe(true);
+        expect(converted).toEqual([{id: "m1", weights: "/dl/trimkv_weights.pth", config: "/dl/config.json"}]);
+        expect(models.state.trimkvResult).toEqual({id: "m1", ok: true,
+            text: "Converted 28 layers of gates (hidden 512), trained at a budget of 512 cells for Qwen/Qwen3-1.7B"});
+        expect(models.state.details.m1?.retention).toEqual({available: true, reason: null});
+        expect(models.state.convertingId).toBeNull();
+
+        bridge.reply("models:pickTrimkv", {weights: "/dl/rg2.pth", config: null});
+        bridge.handle("models:convertTrimkv", () => ({ok: false, error: {code: "BAD_REQUEST", message: "The TRIM-KV gates could not be converted: config.json says retention_gate \"rg2\""}}));
+        expect(await models.getTrimkvGates("m1")).toBe(false);
+        expect(models.state.trimkvResult).toMatchObject({id: "m1", ok: false, text: expect.stringMatching(/retention_gate "rg2"/)});
+
+        bridge.reply("models:pickTrimkv", null); // cancelled: nothing converted, nothing said
+        converted.length = 0;
+        expect(await models.getTrimkvGates("m1")).toBe(false);
+        expect(converted).toEqual([]);
+        expect(models.state.trimkvResult).toBeNull();
+    });
+
     test("a picked file is added", async () => {
         const bridge = createFakeBridge();
         bridge.reply("models:pick", "/models/c.gguf");

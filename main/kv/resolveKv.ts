@@ -1,0 +1,50 @@
+import type {CompressionSettings, ErrorInfo} from "../../preload/contract.js";
+import {AppError} from "../AppError.js";
+import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
+import {kvCellPadding} from "../engine/contextFit.js";
+import {kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
+import type {ModelInspection} from "../engine/types.js";
+
+/**
+ * A generation's KV settings resolved once, before it runs: the compression as set and the live cells its budget allows on
+ * this model with this much free memory. The estimate (CompressionService) is a view of it; chat passes it to the engine
+ * as it is. Frozen.
+ */
+export type ResolvedKv = Readonly<{
+    compression: CompressionSettings,
+    /** Live cells the budget allows: its cells, its MiB in cells of its cache types, or auto; capped at `maxCells`. */
+    cells: number,
+    /** Bytes one cell costs in the compression's K and V types. */
+    bytesPerCell: number,
+    /** The most cells a budget may hold on the model (`budgetCap`). */
+    maxCells: number,
+    /** Why the budget as set asks for more than `maxCells` (it is capped to it); `null` when it does not. */
+    aboveCap: ErrorInfo | null,
+    /** Auto only: the model's context did not fit in half the free memory, so the cells are fewer. */
+    cappedByMemory: boolean
+}>;
+
+/**
+ * Pure: the cells `compression`'s budget stands for on `model`. Auto is the model's context (8,192 cells when it declares
+ * none), capped at half of `freeMemoryBytes` and rounded down to 1,024 cells so that free memory moving a little does not
+ * rebuild the context each message; a budget above the model's cap is capped to it. Throws `MODEL_INVALID` when the
+ * model's metadata lacks what a cell's bytes need.
+ */
+export function resolveKv(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number): ResolvedKv {
+    const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
+    if (bytesPerCell == null)
+        throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
+    const contextLength = model.contextLength;
+    const maxCells = budgetCap(model);
+    const aboveCap = budgetAboveCap(model, compression);
+    let cells = cellsOfBudget(compression.budget, bytesPerCell);
+    let cappedByMemory = false;
+    if (cells == null) {
+        const byMemory = Math.max(kvCellPadding, Math.floor(freeMemoryBytes / 2 / bytesPerCell / 1024) * 1024);
+        cells = Math.min(contextLength ?? 8192, byMemory);
+        cappedByMemory = contextLength != null && byMemory < contextLength;
+    }
+    if (aboveCap != null)
+        cells = maxCells;
+    return Object.freeze({compression, cells, bytesPerCell, maxCells, aboveCap, cappedByMemory});
+}
