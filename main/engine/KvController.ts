@@ -1,10 +1,12 @@
 import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
 import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";
-import {decide, initialDecideState, type DecideState} from "./policies/decide.js";
+import {decide, initialDecideState, resolveCombine, type DecideState} from "./policies/decide.js";
 import {policies} from "./policies/index.js";
 import {logSigmoid} from "./policies/scoreMath.js";
-import type {Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
+import type {GateReduction} from "./policies/trimkv.js";
+import type {CombineMode, Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
+import {readRetentionReduction} from "./retention/findRetentionGates.js";
 import {policyNeeds, policyParams, scoring} from "./scoring.js";
 
 /** The most input tokens read between two prune rounds while a prompt is read. */
@@ -33,7 +35,12 @@ export type KvControllerOptions = {
      * The model's retention gate file (`findRetentionGates`), loaded by `start()` when the policy reads the gates (TRIM-KV);
      * the gates are turned off for any other policy. Required by TRIM-KV. Defaults to `null`.
      */
-    retentionGates?: string | null
+    retentionGates?: string | null,
+    /**
+     * How the gates were trained (the gate file's `ponder.retention.reduction`), which picks TRIM-KV's combine mode when
+     * the settings say `auto`. Defaults to the gate file's own, read by `start()`.
+     */
+    retentionReduction?: GateReduction
 };
 
 type AnyPolicy = Policy<unknown, unknown>;
@@ -61,6 +68,8 @@ type Stage = "prompt" | "answer-input" | "answer-input-read" | "generating";
 export class KvController {
     private readonly _policy: AnyPolicy;
     private readonly _params: unknown;
+    /** The combine mode of the rounds; `null` until `start()` has read the gates' reduction (TRIM-KV under `auto`). */
+    private _combine: CombineMode | null;
     private _state: DecideState<unknown>;
     private _stage: Stage = "prompt";
     /** ReFreeKV prunes right after the prompt was read, before the first generated token is decoded. */
@@ -82,11 +91,18 @@ export class KvController {
         const {compression} = _options;
         this._policy = policies[compression.policy] as unknown as AnyPolicy;
         this._params = policyParams(compression);
+        const needsGateFile = compression.combine === "auto" && compression.policy === "trimkv" && _options.retentionReduction == null;
+        this._combine = needsGateFile ? null : resolveCombine(compression.combine, compression.policy, _options.retentionReduction);
         this._state = initialDecideState(this._policy, this._params, _options.cells);
     }
 
     get policyId(): CompressionSettings["policy"] {
         return this._options.compression.policy;
+    }
+
+    /** How the rounds combine the selectors' choices (`resolveCombine`); `null` until `start()` for TRIM-KV under `auto`. */
+    get combine(): CombineMode | null {
+        return this._combine;
     }
 
     /**
@@ -129,6 +145,8 @@ export class KvController {
         const gates = this._options.retentionGates ?? null;
         if (this.readsRetention && gates == null)
             throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
+        if (this.readsRetention && this._combine == null)
+            this._combine = resolveCombine(this._options.compression.combine, this.policyId, await readRetentionReduction(gates!));
         await this._options.kv.configureRetention(this.readsRetention ? gates : null);
         await this._options.kv.configureValueNorms(this.readsValueNorms);
     }
@@ -268,7 +286,9 @@ export class KvController {
             evict = this._options.chooseEvictions(snapshot, maxKeep);
         } else {
             const target: PruneTarget = {maxKeep, phase, inputEnd: this._inputEnd ?? undefined, tokensSeen: this._options.tokensSeen()};
-            const decision = decide(this._policy, snapshot, this._params, this._state, target, this._options.compression.combine);
+            if (this._combine == null)
+                throw new Error("TRIM-KV's combine mode follows its gates' reduction: start() reads it before the first round");
+            const decision = decide(this._policy, snapshot, this._params, this._state, target, this._combine);
             this._state = decision.state;
             this._forcedDrops += decision.forcedDrops;
             this._keptPerLayer = Array.from(decision.keptPerLayer);

@@ -17,8 +17,11 @@ export type CompressionSettings = {
     /** Type of the V cache (the values); a quantized one needs flash attention. */
     kvTypeV: KvCacheType,
     flashAttention: boolean,
-    /** How per-layer (and per-head) selections become one set of cells to free (main/engine/policies/types.ts). */
-    combine: "quota" | "union" | "aggregate",
+    /**
+     * How per-layer (and per-head) selections become one set of cells to free (main/engine/policies/types.ts); `auto`,
+     * the policy's own (main/engine/policies/decide.ts `resolveCombine`).
+     */
+    combine: "auto" | "quota" | "union" | "aggregate",
     /** Generated tokens between prune rounds. */
     pruneEvery: number,
     params: PolicyParams
