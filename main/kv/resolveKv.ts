@@ -1,9 +1,11 @@
 import type {CompressionSettings, ErrorInfo} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import {budgetAboveCap, budgetCap, cellsOfBudget} from "../engine/budgetCap.js";
+import {budgetAboveCap, budgetCap, cellsOfBudget, minBudgetCells} from "../engine/budgetCap.js";
 import {kvCellPadding} from "../engine/contextFit.js";
-import {kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
+import {describeKvTypes, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
+
+const mib = 1024 * 1024;
 
 /**
  * A generation's KV settings resolved once, before it runs: the compression as set and the live cells its budget allows on
@@ -47,4 +49,20 @@ export function resolveKv(model: ModelInspection, compression: CompressionSettin
     if (aboveCap != null)
         cells = maxCells;
     return Object.freeze({compression, cells, bytesPerCell, maxCells, aboveCap, cappedByMemory});
+}
+
+/**
+ * Throws when `kv`'s budget stands for fewer cells than the smallest budget (code `BUDGET_DOES_NOT_FIT`): a budget in MiB
+ * that rounds below it is too small, and the refusal names the smallest budget in the budget's own unit.
+ */
+export function assertBudgetAboveMin(kv: Pick<ResolvedKv, "compression" | "cells" | "bytesPerCell">): void {
+    if (kv.cells >= minBudgetCells)
+        return;
+    const budget = kv.compression.budget;
+    const types = describeKvTypes(kv.compression);
+    const asked = budget.kind === "mib" ? `${budget.mib} MiB holds ${kv.cells} cells of ${types}, which is` : `${kv.cells} cells is`;
+    const smallest = budget.kind === "mib"
+        ? `${Math.ceil((minBudgetCells * kv.bytesPerCell) / mib * 100) / 100} MiB (${minBudgetCells} cells)`
+        : `${minBudgetCells} cells`;
+    throw new AppError("BUDGET_DOES_NOT_FIT", `A KV budget of ${asked} below the smallest budget of ${smallest}: ask for at least that much`);
 }

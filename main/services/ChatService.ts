@@ -7,6 +7,7 @@ import type {EngineApi} from "../engine/EngineApi.js";
 import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn} from "../engine/types.js";
+import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import type {CompressionService} from "./CompressionService.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
 import type {StateStore} from "./StateStore.js";
@@ -297,6 +298,7 @@ export class ChatService {
             if (policyNeeds(compression).retention === true && this._engine.inspection != null)
                 await requireRetentionGates(this._engine.inspection);
             const kv = await this._compression.resolve(compression);
+            assertBudgetAboveMin(kv);
             const cells = kv.cells;
             this._recordCompression(assistantRow, cells, compression);
             stats = {policy: compression.policy, budgetCells: cells, samples: []};

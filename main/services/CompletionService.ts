@@ -6,6 +6,7 @@ import type {EngineApi} from "../engine/EngineApi.js";
 import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn, GenerationChunk, GenerationResult, StateFiles, StateSave} from "../engine/types.js";
+import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
 import type {SettingsService} from "./SettingsService.js";
@@ -106,6 +107,7 @@ export class CompletionService {
         if (policyNeeds(compression).retention === true)
             await requireRetentionGates(this._engine.inspection);
         const estimate = await this._compression.estimate(compression);
+        assertBudgetAboveMin({compression, cells: estimate.cells, bytesPerCell: estimate.bytesPerCell});
         if (!estimate.fits)
             throw new AppError("BUDGET_DOES_NOT_FIT",
                 `A KV budget of ${estimate.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);

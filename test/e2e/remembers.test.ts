@@ -1,0 +1,94 @@
+// What an answer's memory means to a person who has never heard of a KV cache, in Chromium against the real backend:
+// one line of memory against a full cache, a plain warning when the budget forced drops, the jargon behind Advanced
+// details; and Compare with Full KV, which regenerates the answer under Full KV with the same seed and shows both.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type {Browser, Page} from "playwright-core";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {launchChromium} from "./browser.js";
+import {openApp, type ChatPage} from "./ChatPage.js";
+import {HeadlessPonder} from "./HeadlessPonder.js";
+
+const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+
+describe("what an answer's memory means, and Compare with Full KV", () => {
+    let browser: Browser;
+    let backend: HeadlessPonder | null = null;
+    let dataDir: string;
+
+    beforeAll(async () => {
+        fs.mkdirSync(artifacts, {recursive: true});
+        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-remembers-"));
+        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 5});
+        browser = await launchChromium();
+    });
+    afterAll(async () => {
+        await backend?.stop();
+        await browser?.close();
+        fs.rmSync(dataDir, {recursive: true, force: true});
+    });
+
+    async function open(viewport = {width: 1400, height: 900}): Promise<{page: Page, chat: ChatPage, errors: string[]}> {
+        const opened = await openApp(browser, backend!.url, {viewport});
+        await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+        return opened;
+    }
+
+    async function setPolicy(chat: ChatPage, policy: string, cells: number): Promise<void> {
+        if (await chat.byId("budget-controller").count() === 0)
+            await chat.byId("memory-button").click();
+        await chat.byId("budget-controller").waitFor();
+        await chat.byId("policy-select").selectOption(policy);
+        await chat.byId("budget-kind").selectOption("cells");
+        await chat.byId("budget-value").fill(String(cells));
+        await chat.byId("apply-budget").click();
+        await chat.byId("budget-controller").getByText(/^Applied to this conversation: its next answer runs under/).waitFor();
+        await chat.page.keyboard.press("Escape");
+        await chat.byId("memory-panel").waitFor({state: "detached"});
+    }
+
+    async function setMaxTokens(chat: ChatPage, value: number): Promise<void> {
+        await chat.page.keyboard.press("Control+Shift+G");
+        await chat.byId("generation-panel").waitFor();
+        await chat.byId("max-tokens").fill(String(value));
+        await chat.byId("apply-generation").click();
+        await chat.byId("generation-panel").getByText(/Applied to this conversation/).waitFor();
+        await chat.page.keyboard.press("Escape");
+        await chat.byId("generation-panel").waitFor({state: "detached"});
+    }
+
+    it("says in one line how much memory an answer used, warns plainly when the budget was full, and keeps the jargon in Advanced details", async () => {
+        const {page, chat, errors} = await open();
+        await chat.newConversation();
+        await setMaxTokens(chat, 300);
+        await setPolicy(chat, "lethe", 128);
+        await chat.send("Think about this for a long while");
+        await chat.waitForAnswerDone();
+        const answer = chat.lastAssistant();
+
+        const line = (await answer.getByTestId("message-footprint").textContent())!.trim();
+        expect(line).toMatch(/^Used [\d.]+ MiB of memory, \d+% less than a full cache \([\d.]+ MiB\)$/);
+        expect(line).not.toMatch(/forced|prune|round|dropped|combine/i);
+        // 300 tokens in 128 cells under Lethe: the budget was full and freed tokens the policy would have kept.
+        expect(await answer.getByTestId("message-may-differ").textContent())
+            .toBe("The memory budget was full, so this answer may differ from the one a full cache gives.");
+
+        // The jargon is one keyboard press away, not in the line.
+        const advanced = answer.getByTestId("message-advanced");
+        expect(await advanced.evaluate((element) => (element as HTMLDetailsElement).open)).toBe(false);
+        await advanced.locator("summary").focus();
+        await page.keyboard.press("Enter");
+        expect(await advanced.evaluate((element) => (element as HTMLDetailsElement).open)).toBe(true);
+        const jargon = (await advanced.textContent())!;
+        expect(jargon).toMatch(/\d[\d,]* prune rounds · [\d,]+ evicted · [1-9][\d,]* forced drops \(freed by the full budget, not chosen by the policy\)/);
+        expect(jargon).toMatch(/layers combined by/);
+        await page.screenshot({path: path.join(artifacts, "remembers-words-1400.png")});
+        await page.setViewportSize({width: 1024, height: 700});
+        await answer.getByTestId("message-footprint").scrollIntoViewIfNeeded();
+        await page.screenshot({path: path.join(artifacts, "remembers-words-1024.png")});
+        expect(errors).toEqual([]);
+        await page.close();
+    });
+});
