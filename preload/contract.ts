@@ -217,7 +217,37 @@ export type MessageCompression = {
      */
     settings: CompressionSettings | null,
     /** Full KV filled these cells and the answer stopped there: Continue needs a larger budget or a pruning policy first. */
-    budgetFull?: boolean
+    budgetFull?: boolean,
+    /** The sampling seed it ran with; absent for answers recorded before Ponder kept it. */
+    seed?: number,
+    /** Set on a version made by Compare with Full KV: how it compares with the version it checks. */
+    comparison?: VersionComparison
+};
+
+/** Where two versions of an answer part: the segment, the offset in it, and each version's text from a little before. */
+export type VersionParting = {
+    segment: "thought" | "answer",
+    /** Characters the two have in common in that segment (the parting word starts here). */
+    at: number,
+    /** Up to 120 characters both have before `at`. */
+    before: string,
+    /** Each version's text from `at`: the first word (where they part), then up to 160 characters more. */
+    pruned: {word: string, rest: string},
+    full: {word: string, rest: string}
+};
+
+/** A Full KV version checked against the version made under a pruning policy (Compare with Full KV). */
+export type VersionComparison = {
+    /** The version it checks. */
+    messageId: string,
+    policy: PolicyId,
+    sameAnswer: boolean,
+    sameThought: boolean,
+    /** Where the two first part; `null` when they are the same. */
+    parting: VersionParting | null,
+    /** Bytes of KV each held at its end (live) and what a full cache would hold for the pruned version. */
+    prunedLiveBytes: number | null,
+    fullLiveBytes: number | null
 };
 
 /** A type of the K or the V cache; `q8_0` keys with `q4_0` values (K8V4) is LeanKV's recommended pair. */
@@ -648,7 +678,7 @@ export type Requests = {
      */
     "chat:countTokens": {req: {conversationId?: string, text: string}, res: TokenCount | null},
     "chat:send": {req: {conversationId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
-    "chat:regenerate": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
+    "chat:regenerate": {req: {conversationId: string, compareFull?: boolean}, res: {assistantMessage: MessageDto}},
     /** Resumes the conversation's last answer where it was cut off, stopped or interrupted. */
     "chat:continue": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
     /** Sends a new version of one of the user's messages (a branch), answered afresh. */

@@ -47,7 +47,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "conversations:export": ({id, format}) => exportConversation(services.conversations.get(id), format),
         "chat:countTokens": ({conversationId, text}) => services.tokens.count(conversationId, text),
         "chat:send": ({conversationId, text}) => services.chat.send(conversationId, text),
-        "chat:regenerate": ({conversationId}) => services.chat.regenerate(conversationId),
+        "chat:regenerate": ({conversationId, compareFull}) => services.chat.regenerate(conversationId, {compareFull}),
         "chat:continue": ({conversationId}) => services.chat.continue(conversationId),
         "chat:edit": ({conversationId, messageId, text}) => services.chat.edit(conversationId, messageId, text),
         "conversations:switchBranch": ({id, messageId}) => services.switchBranch(id, messageId),

@@ -91,4 +91,59 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(errors).toEqual([]);
         await page.close();
     });
+
+    it("regenerates a pruned answer under Full KV with the same seed in one click, and shows where the two part and the memory each used", async () => {
+        const {page, chat, errors} = await open();
+        await chat.newConversation();
+        await setMaxTokens(chat, 300);
+        await setPolicy(chat, "lethe", 128);
+        await chat.send("Think about this for a long while");
+        await chat.waitForAnswerDone();
+        const checkedId = await chat.lastAssistant().getAttribute("data-message-id");
+        const lethe = chat.lastAssistant().getByTestId("message-compression");
+        expect(await lethe.textContent()).toMatch(/Lethe · 128 cells/);
+
+        // One click, by the keyboard: the button is in the tab order of the answer's footer.
+        const compare = chat.lastAssistant().getByTestId("compare-full");
+        await compare.focus();
+        await page.keyboard.press("Enter");
+        await chat.byId("stop-button").waitFor();
+        await chat.waitForAnswerDone();
+        const full = chat.lastAssistant();
+        await expect.poll(() => full.getByTestId("message-compression").textContent()).toMatch(/^\s*Full KV · [\d,]+ cells · F16\s*$/);
+        expect(await chat.byId("version-count").last().textContent()).toBe("2/2");
+        // The conversation itself stays under Lethe.
+        expect(await chat.byId("memory-chip-next").textContent()).toBe("next: Lethe");
+
+        const comparison = full.getByTestId("version-comparison");
+        await comparison.waitFor();
+        const verdict = (await full.getByTestId("comparison-verdict").textContent())!;
+        expect(await full.getByTestId("comparison-memory").textContent()).toMatch(/^\s*Memory at the end: Lethe [\d.]+ MiB · Full KV [\d.]+ MiB\s*$/);
+        if (await comparison.getAttribute("data-same") === "true")
+            expect(verdict).toBe("Same answer and same thought as under Lethe: nothing it dropped changed the answer.");
+        else {
+            expect(verdict).toMatch(/part at the word marked below/);
+            // Both sides marked at the same place: the same text before the mark, and the mark in each.
+            const pruned = full.getByTestId("comparison-pruned");
+            const fullSide = full.getByTestId("comparison-full");
+            expect(await full.getByTestId("parting-pruned").count()).toBe(1);
+            expect(await full.getByTestId("parting-full").count()).toBe(1);
+            const before = async (side: typeof pruned) => (await side.locator("p").evaluate((element) => element.firstChild?.textContent ?? ""));
+            expect(await before(pruned)).toBe(await before(fullSide));
+            // Where they part, the two differ (a different word, or the same word followed by something else).
+            const rendered = async (side: typeof pruned) => (await side.locator("p").textContent())!;
+            expect(await rendered(pruned)).not.toBe(await rendered(fullSide));
+        }
+        await page.screenshot({path: path.join(artifacts, "remembers-compare-1400.png")});
+        await page.setViewportSize({width: 1024, height: 700});
+        await comparison.scrollIntoViewIfNeeded();
+        await page.screenshot({path: path.join(artifacts, "remembers-compare-1024.png")});
+
+        // Back to the version it checks, in one click.
+        await full.getByTestId("show-checked-version").click();
+        await expect.poll(() => chat.lastAssistant().getAttribute("data-message-id")).toBe(checkedId);
+        expect(await chat.byId("version-count").last().textContent()).toBe("1/2");
+        expect(errors).toEqual([]);
+        await page.close();
+    });
 });
