@@ -325,6 +325,7 @@ export class ApiServer {
                 kvType: body.ponder?.cache_type_k,
                 kvTypeV: body.ponder?.cache_type_v,
                 flashAttention: body.ponder?.flash_attention,
+                compareFull: body.ponder?.compare_full,
                 budget: budget == null ? defaults.budget : "cells" in budget ? {kind: "cells", cells: budget.cells} : {kind: "mib", mib: budget.mib},
                 signal: context.abort.signal,
                 onStart: () => {

@@ -1,3 +1,4 @@
+import {randomInt} from "node:crypto";
 import type {CompressionSettings, KvBudget, KvCacheType, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap} from "../engine/budgetCap.js";
@@ -37,6 +38,11 @@ export type CompletionRequest = {
     kvTypeV?: KvCacheType,
     /** Flash attention; unset: the app's default, on for a quantized V cache (llama.cpp needs it there). */
     flashAttention?: boolean,
+    /**
+     * Generates the answer again under Full KV (auto budget, same cache types and seed) after it, and returns how the two
+     * compare (`CompletionResult.compareFull`); only for a pruning policy. Defaults to `false`.
+     */
+    compareFull?: boolean,
     signal: AbortSignal,
     /** Its turn came: the engine is about to generate for it. */
     onStart?(): void,
@@ -70,7 +76,9 @@ export type CompletionResult = {
     /** Milliseconds from its turn to the first generated token; `null` when none came. */
     firstTokenMs: number | null,
     /** Milliseconds from its turn to the last token. */
-    generationMs: number
+    generationMs: number,
+    /** With `compareFull`: the Full KV run's result and whether its texts match this one's. */
+    compareFull?: {full: CompletionResult, sameText: boolean, sameThinking: boolean}
 };
 
 /** API states kept on disk at most, newest first (more go at the next request). */
@@ -95,6 +103,8 @@ export class CompletionService {
     }
 
     async complete(request: CompletionRequest): Promise<CompletionResult> {
+        if (request.compareFull === true)
+            return await this._compareFull(request);
         if (this._engine.inspection == null)
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded in Ponder: load one in the app first");
         const compression = requestCompression(this._settings.get().defaultConversationSettings.compression, request);
@@ -173,6 +183,24 @@ export class CompletionService {
         } finally {
             release();
         }
+    }
+
+    /**
+     * The request as asked, then under Full KV with the same seed (drawn here when it has none) and cache types, unheard by
+     * the client (no chunks, no samples): whether the texts match and each run's memory.
+     */
+    private async _compareFull(request: CompletionRequest): Promise<CompletionResult> {
+        if (request.policy === "full")
+            throw new AppError("BAD_REQUEST", "ponder.compare_full compares a pruning policy with Full KV: set ponder.policy to one");
+        const seed = request.seed ?? randomInt(2 ** 31);
+        const pruned = await this.complete({...request, compareFull: false, seed});
+        if (pruned.stopReason === "abort")
+            return pruned;
+        const full = await this.complete({
+            ...request, compareFull: false, seed, policy: "full", budget: {kind: "auto"},
+            kvType: pruned.kvType, kvTypeV: pruned.kvTypeV, onStart: undefined, onChunk: () => {}, onSample: undefined
+        });
+        return {...pruned, compareFull: {full, sameText: full.text === pruned.text, sameThinking: full.thinking === pruned.thinking}};
     }
 
     /**
