@@ -39,7 +39,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "generation:capabilities": () => services.models.capabilities(),
         "conversations:list": ({query}) => services.conversations.list(query),
         "search:messages": ({query}) => services.conversations.searchMessages(query),
-        "conversations:create": ({title}) => services.conversations.create(title),
+        "conversations:create": ({title}) => services.createConversation(title),
         "conversations:rename": ({id, title}) => services.conversations.rename(id, title),
         "conversations:delete": ({id}) => services.deleteConversation(id),
         "conversations:get": ({id}) => services.openConversation(id),

@@ -92,6 +92,18 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await page.close();
     });
 
+    it("keeps Full KV for a model without retention gates, and points to calibrating its retention in the model's details", async () => {
+        const {page, chat, errors} = await open();
+        await chat.newConversation();
+        await chat.byId("memory-button").click();
+        await chat.byId("budget-controller").waitFor();
+        expect(await chat.byId("policy-select").inputValue()).toBe("full");
+        expect(await chat.byId("calibrate-hint").textContent()).toMatch(/needs retention gates for this model: calibrate its retention in\s+the model's details/);
+        await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "remembers-calibrate-hint.png")});
+        expect(errors).toEqual([]);
+        await page.close();
+    });
+
     it("regenerates a pruned answer under Full KV with the same seed in one click, and shows where the two part and the memory each used", async () => {
         const {page, chat, errors} = await open();
         await chat.newConversation();
