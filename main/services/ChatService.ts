@@ -8,6 +8,7 @@ import {requireRetentionGates} from "../engine/retention/requireRetentionGates.j
 import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn} from "../engine/types.js";
 import {assertBudgetAboveMin} from "../kv/resolveKv.js";
+import {mergeRanges} from "../../preload/positionRanges.js";
 import type {CompressionService} from "./CompressionService.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
 import type {StateStore} from "./StateStore.js";
@@ -502,11 +503,22 @@ function parseSamples(json: string): KvSample[] {
     }
 }
 
-/** Appends a sample, halving the older ones when the list is full so a long answer keeps its whole shape. */
+/**
+ * Appends a sample, halving the older ones when the list is full so a long answer keeps its whole shape. A sample left out
+ * hands its evicted positions (a delta) to the next one kept, so the union over the samples stays what was evicted.
+ */
 export function pushSample(samples: KvSample[], sample: KvSample, max: number): void {
     samples.push(sample);
     if (samples.length > max) {
-        const thinned = samples.filter((_, index) => index % 2 === 0 || index === samples.length - 1);
+        const thinned: KvSample[] = [];
+        let carried: number[] = [];
+        for (const [index, kept] of samples.entries()) {
+            if (index % 2 === 0 || index === samples.length - 1) {
+                thinned.push(carried.length > 0 ? {...kept, evicted: mergeRanges(carried, kept.evicted ?? [])} : kept);
+                carried = [];
+            } else
+                carried = mergeRanges(carried, kept.evicted ?? []);
+        }
         samples.splice(0, samples.length, ...thinned);
     }
 }
