@@ -1,6 +1,7 @@
 import {
     policyEntry, type Events, type KvSample, type MessageCompression, type MessageDto, type PonderApi, type ReadReason, type SavedStateFigures
 } from "../../preload/contract.js";
+import {mergeRanges} from "../../preload/positionRanges.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
 import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
 import {lastSample} from "../lib/formatMemory.js";
@@ -27,6 +28,12 @@ export type MemoryOptions = {
     rebuildLingerMs?: number
 };
 
+/**
+ * Which of the conversation's tokens the shown answer's cache still holds: `tokensSeen` positions, the answer's from
+ * `answerStart`, and the ranges it evicted (`toRanges`' form; an earlier answer's evictions are not counted).
+ */
+export type RememberedView = {messageId: string, tokensSeen: number, answerStart: number, evicted: number[], live: boolean};
+
 /** Whether the shown answer's policy has per-layer selections (`kept`) and attention scores (`sparsity`) to show. */
 export type RetentionMeasured = {kept: boolean, sparsity: boolean};
 
@@ -47,6 +54,8 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
     // Per-event bookkeeping: plain objects, never proxied.
     let liveMessageId: string | null = null;
     let latest: KvSample | null = null;
+    /** The live answer's evicted positions so far: the union of its samples' deltas. */
+    let liveEvicted: number[] = [];
     const history = createRetentionHistory(maxColumns);
     const series = createPointSeries(maxPoints);
     let lastPublishAt = Number.NEGATIVE_INFINITY;
@@ -81,10 +90,13 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
             return;
         if (messageId !== liveMessageId) {
             liveMessageId = messageId;
+            liveEvicted = [];
             history.clear();
             series.clear();
         }
         latest = sample;
+        if (sample.evicted != null && sample.evicted.length > 0)
+            liveEvicted = mergeRanges(liveEvicted, sample.evicted);
         history.push(sample);
         series.push(sample);
         schedule();
@@ -178,6 +190,18 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return {...storedRetention, live: false, measured};
     });
 
+    const storedEvicted = $derived((shown?.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]));
+
+    const remembered = $derived.by((): RememberedView | null => {
+        void version;
+        const reading = current;
+        if (reading == null)
+            return null;
+        const live = shown != null && liveOf(shown) != null;
+        const {tokensSeen, step} = reading.sample;
+        return {messageId: reading.messageId, tokensSeen, answerStart: Math.max(0, tokensSeen - step), evicted: live ? liveEvicted : storedEvicted, live: reading.live};
+    });
+
     const points = $derived.by((): MemoryPoint[] => {
         void version;
         const all: MemoryPoint[] = [];
@@ -207,6 +231,10 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
          */
         get retention() {
             return retention;
+        },
+        /** Which tokens the shown answer's cache still holds, live (throttled) while it streams. */
+        get remembered() {
+            return remembered;
         },
         /** KV memory against tokens over the whole conversation, thinned to at most `maxPoints`. */
         get points() {

@@ -92,6 +92,52 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await page.close();
     });
 
+    it("shows which of the conversation's tokens the model still remembers, live while it thinks, by pointer and by keyboard", async () => {
+        const {page, chat, errors} = await open();
+        await chat.newConversation();
+        await setMaxTokens(chat, 2000);
+        await setPolicy(chat, "lethe", 128);
+        await chat.byId("memory-button").click();
+        await chat.byId("memory-panel").waitFor();
+        expect(await chat.byId("memory-panel").getByRole("heading", {name: "What the model still remembers"}).count()).toBe(1);
+        await chat.send("Think about this for a long while");
+        const strip = chat.byId("remember-strip");
+        // While the model thinks: the strip follows, and what the budget evicted shows as it goes.
+        await expect.poll(async () => await strip.getAttribute("data-live") === "true" && (await strip.getAttribute("data-evicted"))!.length > 0,
+            {timeout: 60_000}).toBe(true);
+        const liveTokens = Number(await strip.getAttribute("data-tokens"));
+        await expect.poll(async () => Number(await strip.getAttribute("data-tokens")), {timeout: 60_000}).toBeGreaterThan(liveTokens);
+        await page.screenshot({path: path.join(artifacts, "remembers-strip-live-1400.png")});
+        await chat.byId("stop-button").click();
+        await chat.waitForAnswerDone();
+        await expect.poll(() => strip.getAttribute("data-live")).toBe("false");
+        const tokens = Number(await strip.getAttribute("data-tokens"));
+        const evicted = (await strip.getAttribute("data-evicted"))!.split(",").map(Number);
+        // 128 cells hold at most 128 of the tokens: the rest were evicted, in ranges the strip draws pale.
+        let forgotten = 0;
+        for (let i = 0; i < evicted.length; i += 2)
+            forgotten += evicted[i + 1]! - evicted[i]!;
+        expect(tokens - forgotten).toBeLessThanOrEqual(128);
+        expect(await chat.byId("remember-readout").textContent()).toMatch(new RegExp(`^Remembers ${(tokens - forgotten).toLocaleString("en-US")} of ${tokens.toLocaleString("en-US")} tokens: `));
+
+        // The keyboard walks the tokens: End is the newest (still in memory), Home the oldest.
+        await strip.focus();
+        await page.keyboard.press("End");
+        expect(await chat.byId("remember-readout").textContent()).toMatch(new RegExp(`^Token ${tokens.toLocaleString("en-US")} of [\\d,]+, in the answer · 0 tokens old · still in memory$`));
+        await page.keyboard.press("Home");
+        expect(await chat.byId("remember-readout").textContent()).toMatch(/^Token 1 of [\d,]+, in the prompt · [\d,]+ tokens old · /);
+        // The pointer: the middle of the answer, long evicted.
+        const box = (await strip.boundingBox())!;
+        await page.mouse.move(box.x + box.width * 0.5, box.y + box.height / 2);
+        expect(await chat.byId("remember-readout").textContent()).toMatch(/in the answer · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
+        await page.screenshot({path: path.join(artifacts, "remembers-strip-1400.png")});
+        await page.setViewportSize({width: 1024, height: 700});
+        await strip.scrollIntoViewIfNeeded();
+        await page.screenshot({path: path.join(artifacts, "remembers-strip-1024.png")});
+        expect(errors).toEqual([]);
+        await page.close();
+    });
+
     it("keeps Full KV for a model without retention gates, and points to calibrating its retention in the model's details", async () => {
         const {page, chat, errors} = await open();
         await chat.newConversation();
