@@ -1,6 +1,6 @@
 import {getLlama, getLlamaGpuTypes, type Llama} from "node-llama-cpp";
 import type {BuildInfo, EngineBackend, EngineBuildChoice} from "../../preload/contract.js";
-import type {LlamaLoader} from "./Engine.js";
+import type {LlamaLoader} from "./EngineRuntime.js";
 import type {RuntimeOptions} from "./EngineApi.js";
 import {currentSeriesHash} from "./native/currentSeriesHash.js";
 import {backendName, engineBuildOrder} from "./native/engineBuildOrder.js";

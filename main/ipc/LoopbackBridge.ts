@@ -5,7 +5,7 @@ import path from "node:path";
 import type {AddressInfo} from "node:net";
 import {WebSocketServer, type WebSocket} from "ws";
 import type {BridgeEventFrame, BridgeRequestFrame, BridgeResponseFrame, EventChannel, Events} from "../../preload/contract.js";
-import {ConnectionGuard, connectionsCheckingIntervalMs} from "../server/ConnectionGuard.js";
+import {ConnectionGuard, connectionsCheckingIntervalMs} from "../net/ConnectionGuard.js";
 import type {Dispatch} from "./dispatch.js";
 
 export type LoopbackBridgeOptions = {

@@ -1,7 +1,7 @@
 import {z} from "zod";
 import type {ErrorInfo, RequestChannel, Result} from "../../preload/contract.js";
 import {requestChannels} from "../../preload/contract.js";
-import {AppError} from "../AppError.js";
+import {toErrorInfo} from "../toErrorInfo.js";
 import type {Handlers} from "./handlers.js";
 import {requestSchemas} from "./schemas.js";
 
@@ -25,21 +25,7 @@ export function createDispatch(handlers: Handlers, log: (message: string, err: u
             const handler = handlers[name] as (payload: unknown) => unknown;
             return {ok: true, value: await handler(parsed.data)};
         } catch (err) {
-            return {ok: false, error: toErrorInfo(err, name, log)};
+            return {ok: false, error: toErrorInfo(err, (unexpected) => log(`Unexpected error in ${name}`, unexpected))};
         }
     };
-}
-
-export function toErrorInfo(err: unknown, channel: string, log: (message: string, err: unknown) => void): ErrorInfo {
-    if (err instanceof AppError)
-        return {code: err.code, message: err.message};
-    if (err instanceof z.ZodError)
-        return {code: "BAD_REQUEST", message: z.prettifyError(err)};
-    if (err instanceof Error && err.name === "StorageError")
-        return {code: "STORAGE", message: err.message};
-    if (err instanceof Error && /SQLITE_FULL|ENOSPC/.test(String((err as {code?: string}).code ?? err.message)))
-        return {code: "STORAGE", message: "The disk is full: nothing new could be saved. Free some space and try again."};
-
-    log(`Unexpected error in ${channel}`, err);
-    return {code: "INTERNAL", message: err instanceof Error ? err.message : String(err)};
 }

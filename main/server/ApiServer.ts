@@ -1,23 +1,19 @@
-import {createHash, randomUUID, timingSafeEqual} from "node:crypto";
 import http from "node:http";
 import type {AddressInfo} from "node:net";
 import type {ServerRequestLog} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import type {CompletionRequest, CompletionResult} from "../services/CompletionService.js";
-import {QueueAbortError} from "../services/GenerationQueue.js";
-import {chatCompletionRequestSchema, completionRequestSchema, type PonderExtension} from "./openaiSchemas.js";
-import {EventStream} from "./EventStream.js";
-import {ConnectionGuard, connectionsCheckingIntervalMs} from "./ConnectionGuard.js";
-import {apiError, finishReason, fromZod, ponderStop, stopList, toApiError, toTurns, toUsage, type ApiError} from "./openaiWire.js";
+import {checkAccess, isLoopback} from "../net/accessControl.js";
+import {ConnectionGuard, connectionsCheckingIntervalMs} from "../net/ConnectionGuard.js";
+import {readJsonBody} from "../net/readJsonBody.js";
+import type {HttpRefusal} from "../net/types.js";
+import {writeJson} from "../net/writeJson.js";
+import {parseOpenAiRequest, toCompletionRequest, type OpenAiRequest} from "./openaiRequest.js";
+import {OpenAiResponse} from "./OpenAiResponse.js";
+import {apiError, toApiError, toUsage, type ApiError} from "./openaiWire.js";
+import {RequestLog} from "./RequestLog.js";
+import type {ApiBackend} from "./types.js";
 
-/** What the server needs from the app: the model it serves and generations. Nothing else (no database, no files). */
-export type ApiBackend = {
-    /** The model served, or `null` when none is loaded. */
-    model(): {id: string, createdAt: number} | null,
-    /** The request's defaults: the server's policy and budget, the app's sampling defaults. */
-    defaults(): Pick<CompletionRequest, "policy" | "budget" | "temperature" | "maxTokens">,
-    complete(request: CompletionRequest): Promise<CompletionResult>
-};
+export type {ApiBackend};
 
 export type ApiServerOptions = {
     backend: ApiBackend,
@@ -46,17 +42,8 @@ export type ApiServerOptions = {
     now?: () => number
 };
 
-const loopbackHosts = new Set(["127.0.0.1", "::1", "localhost"]);
-
-export function isLoopback(host: string): boolean {
-    return loopbackHosts.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
-
-export function hashKey(key: string): Buffer {
-    return createHash("sha256").update(key).digest();
-}
-
-type Context = {req: http.IncomingMessage, res: http.ServerResponse, log: ServerRequestLog, abort: AbortController};
+/** A request being served: its response, its log entry, and the abort its generation hears when the client leaves. */
+type Exchange = {req: http.IncomingMessage, res: http.ServerResponse, log: RequestLog, abort: AbortController};
 
 /**
  * The OpenAI-compatible HTTP API over Ponder's engine: `GET /v1/models`, `POST /v1/chat/completions` and
@@ -71,7 +58,7 @@ export class ApiServer {
     private constructor(private readonly _options: ApiServerOptions) {
         this._now = _options.now ?? Date.now;
         // No exception from the HTTP edge may reach the process: whatever escapes a handler ends that request only.
-        // A request without Host reaches _refuse, which says so in words (Node's own refusal is an empty 400).
+        // A request without Host reaches checkAccess, which says so in words (Node's own refusal is an empty 400).
         this._server = http.createServer({connectionsCheckingInterval: connectionsCheckingIntervalMs, requireHostHeader: false}, (req, res) => {
             this._handle(req, res).catch((err: unknown) => this._lastResort(res, err));
         });
@@ -127,10 +114,9 @@ export class ApiServer {
     private _lastResort(res: http.ServerResponse, err: unknown): void {
         (this._options.logError ?? ((message, error) => console.error(message, error)))("API request failed", err);
         try {
-            if (!res.headersSent && !res.destroyed) {
-                const body = JSON.stringify({error: {message: "Internal error", type: "server_error", param: null, code: "internal_error"}});
-                res.writeHead(500, {"content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body)}).end(body);
-            } else
+            if (!res.headersSent && !res.destroyed)
+                writeJson(res, 500, {error: {message: "Internal error", type: "server_error", param: null, code: "internal_error"}});
+            else
                 res.destroy();
         } catch {
             res.destroy();
@@ -139,319 +125,104 @@ export class ApiServer {
 
     private async _handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
         const pathname = requestPath(req.url);
-        const log: ServerRequestLog = {
-            id: randomUUID(), startedAt: this._now(), client: describeClient(req), method: req.method ?? "GET", path: pathname ?? String(req.url).slice(0, 200),
-            state: "running", httpStatus: null, stream: false, promptTokens: 0, thinkingTokens: 0, answerTokens: 0, tokensPerSecond: null,
-            firstTokenMs: null, totalMs: null, policy: null, budgetCells: null, sample: null, error: null
-        };
-        const context: Context = {req, res, log, abort: new AbortController()};
+        const exchange: Exchange = {req, res, log: new RequestLog(req, pathname, this._now, this._options.onLog), abort: new AbortController()};
         res.on("close", () => {
             if (!res.writableFinished)
-                context.abort.abort();
+                exchange.abort.abort();
         });
         try {
             if (pathname == null)
-                return this._fail(context, apiError(400, `The request target ${JSON.stringify(String(req.url).slice(0, 200))} is not a path or an http URL`, {code: "invalid_target"}));
-            const refusal = this._refuse(req, res);
+                return this._fail(exchange, apiError(400, `The request target ${JSON.stringify(String(req.url).slice(0, 200))} is not a path or an http URL`, {code: "invalid_target"}));
+            const refusal = checkAccess(req, res, {host: this.host, keyHash: this._options.keyHash, corsOrigins: this._options.corsOrigins});
             if (refusal != null)
-                return this._fail(context, refusal);
+                return this._fail(exchange, fromRefusal(refusal));
             if (req.method === "OPTIONS") {
                 res.writeHead(204).end();
                 return;
             }
             const route = `${req.method} ${pathname}`;
             if (route === "GET /v1/models")
-                return this._models(context);
+                return this._models(exchange);
             if (route === "POST /v1/chat/completions" || route === "POST /v1/completions") {
-                const body = await this._readBody(req, res);
+                const body = await readJsonBody(req, res, this._options.maxBodyBytes ?? 4 * 1024 * 1024);
                 if ("status" in body)
-                    return this._fail(context, body);
-                return route === "POST /v1/chat/completions" ? await this._chat(context, body.json) : await this._completion(context, body.json);
+                    return this._fail(exchange, fromRefusal(body));
+                const request = parseOpenAiRequest(route === "POST /v1/chat/completions" ? "chat" : "completion", body.json);
+                if ("status" in request)
+                    return this._fail(exchange, request);
+                return await this._complete(exchange, request);
             }
             if (["/v1/models", "/v1/chat/completions", "/v1/completions"].includes(pathname))
-                return this._fail(context, apiError(405, `${req.method} is not allowed on ${pathname}`, {code: "method_not_allowed"}));
-            return this._fail(context, apiError(404, `No route ${req.method} ${pathname}: this server serves /v1/models, /v1/chat/completions and /v1/completions`, {code: "not_found"}));
+                return this._fail(exchange, apiError(405, `${req.method} is not allowed on ${pathname}`, {code: "method_not_allowed"}));
+            return this._fail(exchange, apiError(404, `No route ${req.method} ${pathname}: this server serves /v1/models, /v1/chat/completions and /v1/completions`, {code: "not_found"}));
         } catch (err) {
-            return this._fail(context, toApiError(err));
+            return this._fail(exchange, toApiError(err));
         }
     }
 
-    /** Host (DNS rebinding), origin (CORS) and key checks; sets the CORS headers of an allowed origin. */
-    private _refuse(req: http.IncomingMessage, res: http.ServerResponse): ApiError | null {
-        if (isLoopback(this.host)) {
-            if (req.headers.host == null || req.headers.host === "")
-                return apiError(400, "The request has no Host header: HTTP/1.1 requires one (this server answers on loopback addresses only)", {code: "missing_host"});
-            const hostname = req.headers.host.replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
-            if (!isLoopback(hostname))
-                return apiError(403, `Host ${JSON.stringify(req.headers.host)} refused: this server answers on loopback addresses only`, {code: "forbidden_host"});
-        }
-        const origin = req.headers.origin;
-        if (origin != null) {
-            if (!(this._options.corsOrigins ?? []).includes(origin))
-                return apiError(403, `Origin ${origin} is not allowed: add it to the server's allowed origins`, {code: "forbidden_origin"});
-            res.setHeader("access-control-allow-origin", origin);
-            res.setHeader("vary", "Origin");
-            res.setHeader("access-control-allow-headers", "authorization, content-type");
-            res.setHeader("access-control-allow-methods", "GET, POST, OPTIONS");
-            res.setHeader("access-control-max-age", "600");
-            if (req.method === "OPTIONS")
-                return null; // a preflight carries no credentials
-        }
-        const expected = this._options.keyHash;
-        if (expected != null) {
-            const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "");
-            if (match == null)
-                return apiError(401, "An API key is required: send it as Authorization: Bearer <key>", {code: "invalid_api_key"});
-            if (!timingSafeEqual(hashKey(match[1]!), expected))
-                return apiError(401, "The API key is wrong", {code: "invalid_api_key"});
-        }
-        return null;
-    }
-
-    private async _readBody(req: http.IncomingMessage, res: http.ServerResponse): Promise<{json: unknown} | ApiError> {
-        const limit = this._options.maxBodyBytes ?? 4 * 1024 * 1024;
-        if (!/^application\/json\b/i.test(req.headers["content-type"] ?? ""))
-            return apiError(415, "The body must be JSON, sent with Content-Type: application/json", {code: "unsupported_media_type"});
-        const tooLarge = () => {
-            // The rest of the upload is read and dropped, so the client gets the answer; then the connection closes.
-            res.shouldKeepAlive = false;
-            req.resume();
-            return apiError(413, `The body is larger than the limit of ${limit} bytes`, {code: "body_too_large"});
-        };
-        if (Number(req.headers["content-length"] ?? 0) > limit)
-            return tooLarge();
-        const text = await new Promise<string | null>((resolve, reject) => {
-            const chunks: Buffer[] = [];
-            let size = 0;
-            const onData = (chunk: Buffer) => {
-                size += chunk.length;
-                if (size > limit) {
-                    req.off("data", onData);
-                    resolve(null);
-                } else
-                    chunks.push(chunk);
-            };
-            req.on("data", onData);
-            req.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-            req.once("error", reject);
-        });
-        if (text == null)
-            return tooLarge();
-        try {
-            return {json: JSON.parse(text)};
-        } catch (err) {
-            return apiError(400, `The body is not valid JSON: ${(err as Error).message}`, {code: "invalid_json"});
-        }
-    }
-
-    private _models(context: Context): void {
+    private _models(exchange: Exchange): void {
         const model = this._options.backend.model();
         const data = model == null ? [] : [{id: model.id, object: "model", created: Math.floor(model.createdAt / 1000), owned_by: "ponder"}];
-        this._json(context, 200, {object: "list", data});
+        writeJson(exchange.res, 200, {object: "list", data});
     }
 
-    private async _chat(context: Context, json: unknown): Promise<void> {
-        const parsed = chatCompletionRequestSchema.safeParse(json);
-        if (!parsed.success)
-            return this._fail(context, fromZod(parsed.error));
-        const body = parsed.data;
-        const turns = toTurns(body.messages);
-        if ("status" in turns)
-            return this._fail(context, turns);
-        await this._generate(context, "chat", body, {
-            ...turns,
-            maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
-            includeUsage: body.stream_options?.include_usage === true
-        });
-    }
-
-    private async _completion(context: Context, json: unknown): Promise<void> {
-        const parsed = completionRequestSchema.safeParse(json);
-        if (!parsed.success)
-            return this._fail(context, fromZod(parsed.error));
-        const body = parsed.data;
-        const prompt = typeof body.prompt === "string" ? body.prompt : body.prompt[0]!;
-        if (prompt.trim() === "")
-            return this._fail(context, apiError(400, "prompt is empty", {param: "prompt"}));
-        await this._generate(context, "completion", body, {
-            systemPrompt: "",
-            history: [{role: "user", text: prompt}],
-            maxTokens: body.max_tokens ?? undefined,
-            includeUsage: body.stream_options?.include_usage === true
-        });
-    }
-
-    private async _generate(context: Context, kind: "chat" | "completion",
-        body: {
-            model: string, stream?: boolean | null, temperature?: number | null, seed?: number | null, stop?: string | string[] | null,
-            top_p?: number | null, top_k?: number | null, min_p?: number | null, repeat_penalty?: number | null, ponder?: PonderExtension
-        },
-        input: Pick<CompletionRequest, "systemPrompt" | "history"> & {maxTokens: number | undefined, includeUsage: boolean}): Promise<void> {
-        const {res, log} = context;
-        const model = this._options.backend.model();
+    /** Generates for a chat or text completion request, and answers in OpenAI's format (OpenAiResponse). */
+    private async _complete(exchange: Exchange, request: OpenAiRequest): Promise<void> {
+        const {res, log} = exchange;
+        const {backend} = this._options;
+        const model = backend.model();
         if (model == null)
-            return this._fail(context, apiError(503, "No model is loaded in Ponder: load one in the app first", {code: "model_not_loaded"}));
-        if (body.model !== model.id)
-            return this._fail(context, apiError(404, `The model ${JSON.stringify(body.model)} is not served here: this server serves ${JSON.stringify(model.id)}`, {param: "model", code: "model_not_found"}));
+            return this._fail(exchange, apiError(503, "No model is loaded in Ponder: load one in the app first", {code: "model_not_loaded"}));
+        if (request.body.model !== model.id)
+            return this._fail(exchange, apiError(404, `The model ${JSON.stringify(request.body.model)} is not served here: this server serves ${JSON.stringify(model.id)}`, {param: "model", code: "model_not_found"}));
 
-        const defaults = this._options.backend.defaults();
-        const budget = body.ponder?.budget;
-        const stream = body.stream === true;
-        const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${log.id}`;
-        const created = Math.floor(this._now() / 1000);
-        const object = kind === "chat" ? "chat.completion.chunk" : "text_completion";
-        log.stream = stream;
-        log.state = "queued";
-        log.policy = body.ponder?.policy ?? defaults.policy;
-        this._log(log);
-
-        const events = new EventStream(res, this._options.streamFlushMs ?? 16);
-        const send = (payload: unknown) => events.send(payload);
-        let sentRole = false;
-        let lastLogged = 0;
+        const response = new OpenAiResponse(res, request, {
+            logId: log.entry.id, model: model.id, created: Math.floor(this._now() / 1000), flushMs: this._options.streamFlushMs ?? 16
+        });
+        const completion = toCompletionRequest(request, backend.defaults(), {
+            signal: exchange.abort.signal,
+            onStart: () => {
+                log.running();
+                response.open();
+            },
+            onChunk: (chunk) => {
+                log.chunk(chunk);
+                response.chunk(chunk);
+            },
+            onSample: (sample) => log.sample(sample)
+        });
+        log.queued(response.stream, completion.policy);
         try {
-            const result = await this._options.backend.complete({
-                history: input.history,
-                systemPrompt: input.systemPrompt,
-                temperature: body.temperature ?? defaults.temperature,
-                maxTokens: input.maxTokens ?? defaults.maxTokens,
-                seed: body.seed ?? undefined,
-                topP: body.top_p ?? undefined,
-                topK: body.top_k ?? undefined,
-                minP: body.min_p ?? undefined,
-                repeatPenalty: body.repeat_penalty ?? undefined,
-                stop: stopList(body.stop),
-                policy: log.policy,
-                kvType: body.ponder?.cache_type_k,
-                kvTypeV: body.ponder?.cache_type_v,
-                flashAttention: body.ponder?.flash_attention,
-                compareFull: body.ponder?.compare_full,
-                budget: budget == null ? defaults.budget : "cells" in budget ? {kind: "cells", cells: budget.cells} : {kind: "mib", mib: budget.mib},
-                signal: context.abort.signal,
-                onStart: () => {
-                    log.state = "running";
-                    this._log(log);
-                    if (stream)
-                        events.open();
-                },
-                onChunk: (chunk) => {
-                    if (chunk.segment === "thought")
-                        log.thinkingTokens += chunk.tokens;
-                    else
-                        log.answerTokens += chunk.tokens;
-                    log.firstTokenMs ??= this._now() - log.startedAt;
-                    if (!stream || chunk.text === "")
-                        return;
-                    const field = chunk.segment === "thought" ? "reasoning_content" : "content";
-                    if (kind === "chat") {
-                        const delta = sentRole ? {[field]: chunk.text} : {role: "assistant", [field]: chunk.text};
-                        sentRole = true;
-                        send({id, object, created, model: model.id, choices: [{index: 0, delta, logprobs: null, finish_reason: null}]});
-                    } else
-                        send({id, object, created, model: model.id, choices: [{index: 0, text: field === "content" ? chunk.text : "", ...(field === "reasoning_content" ? {reasoning_content: chunk.text} : {}), logprobs: null, finish_reason: null}]});
-                },
-                onSample: (sample) => {
-                    log.sample = sample;
-                    const now = this._now();
-                    if (now - lastLogged >= 250) {
-                        lastLogged = now;
-                        this._log(log);
-                    }
-                }
-            });
+            const result = await backend.complete(completion);
+            if (result == null)
+                return log.close({state: "aborted"}); // its client left while it waited
             const usage = toUsage(result);
-            // The log says what usage says (the engine's own counts, the thought's markers included).
-            log.promptTokens = usage.prompt_tokens;
-            log.thinkingTokens = usage.completion_tokens_details.reasoning_tokens;
-            log.answerTokens = usage.completion_tokens - usage.completion_tokens_details.reasoning_tokens;
-            log.budgetCells = result.budgetCells;
-            log.sample = result.sample ?? log.sample;
-            // Decode speed: the tokens after the first over the time after it (the prompt's evaluation is not decoding).
-            const generated = result.thinkingTokens + result.answerTokens;
-            const decodeMs = result.firstTokenMs != null ? result.generationMs - result.firstTokenMs : 0;
-            log.tokensPerSecond = generated > 1 && decodeMs > 0 ? (generated - 1) / (decodeMs / 1000) : null;
+            log.result(result, usage);
             if (result.stopReason === "abort") {
-                log.state = "aborted";
-                log.httpStatus = 499;
-                log.totalMs = this._now() - log.startedAt;
-                this._log(log);
-                events.flush();
-                res.destroy();
+                log.close({state: "aborted"});
+                response.abandon();
                 return;
             }
-            const finish = finishReason(result.stopReason);
-            const ponder = ponderStop(result);
-            if (stream) {
-                if (kind === "chat")
-                    send({id, object, created, model: model.id, choices: [{index: 0, delta: sentRole ? {} : {role: "assistant", content: ""}, logprobs: null, finish_reason: finish}], ponder});
-                else
-                    send({id, object, created, model: model.id, choices: [{index: 0, text: "", logprobs: null, finish_reason: finish}], ponder});
-                if (input.includeUsage)
-                    send({id, object, created, model: model.id, choices: [], usage});
-                events.end();
-                log.httpStatus = 200;
-            } else if (kind === "chat") {
-                this._json(context, 200, {
-                    id, object: "chat.completion", created, model: model.id,
-                    choices: [{index: 0, message: {role: "assistant", content: result.text, reasoning_content: result.thinking, refusal: null}, logprobs: null, finish_reason: finish}],
-                    usage, ponder
-                });
-            } else {
-                this._json(context, 200, {
-                    id, object: "text_completion", created, model: model.id,
-                    choices: [{index: 0, text: result.text, reasoning_content: result.thinking, logprobs: null, finish_reason: finish}],
-                    usage, ponder
-                });
-            }
-            log.state = "done";
-            log.totalMs = this._now() - log.startedAt;
-            this._log(log);
+            response.finish(result, usage);
+            log.close({state: "done"});
         } catch (err) {
-            if (err instanceof QueueAbortError) {
-                log.state = "aborted";
-                log.httpStatus = 499;
-                log.totalMs = this._now() - log.startedAt;
-                this._log(log);
-                return;
-            }
             const error = toApiError(err);
-            if (res.headersSent) {
-                // Mid-stream: the error travels as an event, as OpenAI's own streams report one.
-                send({error: error.error});
-                events.end();
-                log.state = "error";
-                log.httpStatus = error.status;
-                log.error = error.error.message;
-                log.totalMs = this._now() - log.startedAt;
-                this._log(log);
-                return;
-            }
-            this._fail(context, error);
+            if (!res.headersSent)
+                return this._fail(exchange, error);
+            // Mid-stream: the error travels as an event.
+            response.failMidStream(error);
+            log.close({state: "error", httpStatus: error.status, error: error.error.message});
         }
     }
 
-    private _json(context: Context, status: number, payload: unknown): void {
-        const body = JSON.stringify(payload);
-        context.res.writeHead(status, {"content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body)}).end(body);
-        context.log.httpStatus = status;
-    }
-
-    private _fail(context: Context, error: ApiError): void {
-        const {res, log} = context;
+    private _fail(exchange: Exchange, error: ApiError): void {
+        const {res, log} = exchange;
         if (!res.headersSent && !res.destroyed) {
             if (error.status === 401)
                 res.setHeader("www-authenticate", "Bearer");
-            this._json(context, error.status, {error: error.error});
+            writeJson(res, error.status, {error: error.error});
         }
-        log.state = "error";
-        log.httpStatus = error.status;
-        log.error = error.error.message;
-        log.totalMs = this._now() - log.startedAt;
-        this._log(log);
-    }
-
-    private _log(entry: ServerRequestLog): void {
-        this._options.onLog?.({...entry});
+        log.close({state: "error", httpStatus: error.status, error: error.error.message});
     }
 }
 
@@ -474,8 +245,7 @@ export function requestPath(target: string | undefined): string | null {
     return path.replace(/\/{2,}/g, "/").replace(/(.)\/$/, "$1");
 }
 
-function describeClient(req: http.IncomingMessage): string {
-    const agent = req.headers["user-agent"];
-    const address = req.socket.remoteAddress ?? "unknown";
-    return agent != null ? `${address} · ${agent.slice(0, 80)}` : address;
+/** A refusal of the HTTP plumbing as an OpenAI error object. */
+function fromRefusal(refusal: HttpRefusal): ApiError {
+    return apiError(refusal.status, refusal.message, {code: refusal.code});
 }

@@ -1,8 +1,8 @@
 import type {z} from "zod";
 import {AppError} from "../AppError.js";
 import type {ChatTurn} from "../engine/types.js";
-import type {CompletionResult} from "../services/CompletionService.js";
 import type {ChatCompletionRequestBody} from "./openaiSchemas.js";
+import type {CompletionResult} from "./types.js";
 
 // The OpenAI wire format, mapped to and from Ponder's own types at the edge and nowhere else.
 

@@ -10,6 +10,7 @@ import type {ChatTurn} from "../engine/types.js";
 import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import {mergeRanges} from "../../preload/positionRanges.js";
 import type {CompressionService} from "./CompressionService.js";
+import {AnswerProgress} from "./AnswerProgress.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
@@ -299,19 +300,8 @@ export class ChatService {
             .filter((row) => continuing ? row.seq <= assistantRow.seq : row.id !== messageId)
             .flatMap((row) => row.id === messageId ? [{role: "assistant" as const, text: row.text, thinking: row.thinking}] : toTurn(row));
 
-        // A continuation goes on from what the answer holds, its times included.
-        const started = this._now() - (continuing ? assistantRow.total_ms : 0);
-        const progress = continuing
-            ? {
-                text: assistantRow.text, thinking: assistantRow.thinking, thinking_tokens: assistantRow.thinking_tokens,
-                answer_tokens: assistantRow.answer_tokens, thinking_ms: assistantRow.thinking_ms, total_ms: assistantRow.total_ms,
-                first_token_ms: assistantRow.first_token_ms
-            }
-            : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0, first_token_ms: null as number | null};
-        let lastFlush = started;
-        // How much of the text and thinking is saved: each save appends what came after.
-        const saved = {text: progress.text.length, thinking: progress.thinking.length};
-        const flushInterval = this._options.flushIntervalMs ?? 250;
+        // What arrives is saved as it grows; a continuation goes on from what the answer holds, its times included.
+        const progress = new AnswerProgress(this._db, messageId, continuing ? assistantRow : null, this._now(), this._options.flushIntervalMs ?? 250);
 
         let status: MessageRow["status"] = "complete";
         let cutReason: MessageRow["cut_reason"] = null;
@@ -322,9 +312,6 @@ export class ChatService {
         let stats: MessageStats | null = null;
         let release: (() => void) | null = null;
         let seed: number | undefined;
-        // A write that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
-        const storage = new AbortController();
-        let storageError: unknown = null;
         try {
             // Waits while the API server generates; the answer shows as streaming, empty, until its turn.
             release = await this._queue.acquire(signal);
@@ -367,41 +354,14 @@ export class ChatService {
                 thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
                 maxTokens: settings.maxTokens,
                 seed,
-                signal: AbortSignal.any([signal, storage.signal]),
+                // A save that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
+                signal: AbortSignal.any([signal, progress.signal]),
                 onChunk: (chunk) => {
                     const now = this._now();
-                    progress.first_token_ms ??= now - started;
-                    if (chunk.segment === "thought") {
-                        progress.thinking += chunk.text;
-                        progress.thinking_tokens += chunk.tokens;
-                        progress.thinking_ms = now - started;
-                    } else {
-                        progress.text += chunk.text;
-                        progress.answer_tokens += chunk.tokens;
-                    }
-                    progress.total_ms = now - started;
-                    this._emit("chat:delta", {
-                        conversationId,
-                        messageId,
-                        segment: chunk.segment,
-                        text: chunk.text,
-                        thinkingTokens: progress.thinking_tokens,
-                        answerTokens: progress.answer_tokens,
-                        elapsedMs: progress.total_ms
-                    });
-                    if (now - lastFlush >= flushInterval && storageError == null) {
-                        lastFlush = now;
-                        try {
-                            this._db.messages.appendProgress(messageId, {
-                                ...progress, text: progress.text.slice(saved.text), thinking: progress.thinking.slice(saved.thinking)
-                            });
-                            saved.text = progress.text.length;
-                            saved.thinking = progress.thinking.length;
-                        } catch (err) {
-                            storageError = err;
-                            storage.abort();
-                        }
-                    }
+                    progress.add(chunk, now);
+                    const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
+                    this._emit("chat:delta", {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
+                    progress.saveIfDue(now);
                 }
             });
             promptTokens = result.promptTokens;
@@ -442,17 +402,17 @@ export class ChatService {
         } finally {
             release?.();
         }
-        if (storageError != null) {
+        if (progress.storageError != null) {
             status = "error";
-            error = storageFailure(storageError);
+            error = storageFailure(progress.storageError);
         }
 
         const now = this._now();
-        progress.total_ms = now - started;
+        progress.fields.total_ms = now - progress.started;
         if (continuing && stats != null)
             stats = {...stats, samples: [...(parseSamples(assistantRow.stats)), ...stats.samples]};
         const finish = {
-            ...progress, status, prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens, error, cut_reason: cutReason, cut_tokens: cutTokens,
+            ...progress.fields, status, prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens, error, cut_reason: cutReason, cut_tokens: cutTokens,
             stats: stats == null ? (continuing ? assistantRow.stats : "{}") : JSON.stringify(stats)
         };
         try {

@@ -1,85 +1,19 @@
 import {randomInt} from "node:crypto";
-import type {CompressionSettings, KvBudget, KvCacheType, KvSample, PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap} from "../engine/budgetCap.js";
 import {cacheTypeProblem} from "../engine/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import {policyNeeds} from "../engine/scoring.js";
-import type {ChatTurn, GenerationChunk, GenerationResult, StateFiles, StateSave} from "../engine/types.js";
+import type {StateFiles, StateSave} from "../engine/types.js";
 import {assertBudgetAboveMin} from "../kv/resolveKv.js";
+import type {CompletionRequest, CompletionResult} from "../server/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {StateStore} from "./StateStore.js";
 import type {Clock} from "./types.js";
-
-/** One generation asked for by a program outside the app: no conversation, nothing stored. */
-export type CompletionRequest = {
-    /** The conversation so far; the last turn is the user's prompt to answer. */
-    history: ChatTurn[],
-    systemPrompt: string,
-    temperature: number,
-    /** Tokens to generate at most, thinking included. */
-    maxTokens: number,
-    seed?: number,
-    /** Nucleus, top-k and min-p sampling and the repeat penalty; unset: node-llama-cpp's defaults. */
-    topP?: number,
-    topK?: number,
-    minP?: number,
-    repeatPenalty?: number,
-    /** Texts that end the answer when generated (not included in it). */
-    stop?: string[],
-    policy: PolicyId,
-    budget: KvBudget,
-    /** The K cache's type; unset: the app's default. */
-    kvType?: KvCacheType,
-    /** The V cache's type; unset: the app's default. */
-    kvTypeV?: KvCacheType,
-    /** Flash attention; unset: the app's default, on for a quantized V cache (llama.cpp needs it there). */
-    flashAttention?: boolean,
-    /**
-     * Generates the answer again under Full KV (auto budget, same cache types and seed) after it, and returns how the two
-     * compare (`CompletionResult.compareFull`); only for a pruning policy. Defaults to `false`.
-     */
-    compareFull?: boolean,
-    signal: AbortSignal,
-    /** Its turn came: the engine is about to generate for it. */
-    onStart?(): void,
-    onChunk(chunk: GenerationChunk): void,
-    onSample?(sample: KvSample): void
-};
-
-export type CompletionResult = {
-    stopReason: GenerationResult["stopReason"],
-    /**
-     * Tokens the engine evaluated for the prompt: a prefix already in the context, or in a state of an earlier request
-     * loaded from disk (Full KV), is reused, not evaluated.
-     */
-    promptTokensEvaluated: number,
-    /** The whole prompt and the answer's tokens as the engine counted them (GenerationResult); `null` when unknown. */
-    promptLength: number | null,
-    outputTokens: number | null,
-    thinking: string,
-    text: string,
-    thinkingTokens: number,
-    answerTokens: number,
-    policy: PolicyId,
-    budgetCells: number,
-    /** The K and V cache types it ran with. */
-    kvType: KvCacheType,
-    kvTypeV: KvCacheType,
-    /** The last memory reading (patched build only). */
-    sample: KvSample | null,
-    /** Milliseconds spent waiting for the engine. */
-    queuedMs: number,
-    /** Milliseconds from its turn to the first generated token; `null` when none came. */
-    firstTokenMs: number | null,
-    /** Milliseconds from its turn to the last token. */
-    generationMs: number,
-    /** With `compareFull`: the Full KV run's result and whether its texts match this one's. */
-    compareFull?: {full: CompletionResult, sameText: boolean, sameThinking: boolean}
-};
 
 /** API states kept on disk at most, newest first (more go at the next request). */
 const maxApiStates = 8;

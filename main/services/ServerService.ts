@@ -6,9 +6,10 @@ import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import {assertBudgetWithinCap, budgetChanged, capBudget} from "../engine/budgetCap.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {ApiServer, hashKey, isLoopback, type ApiServerOptions} from "../server/ApiServer.js";
+import {hashKey, isLoopback} from "../net/accessControl.js";
+import {ApiServer, type ApiServerOptions} from "../server/ApiServer.js";
 import type {CompletionService} from "./CompletionService.js";
-import type {GenerationQueue} from "./GenerationQueue.js";
+import {QueueAbortError, type GenerationQueue} from "./GenerationQueue.js";
 import {compressionSettingsFields} from "./schemas.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {Emit} from "./types.js";
@@ -188,7 +189,12 @@ export class ServerService {
                             const {temperature, maxTokens} = conversation;
                             return {policy: current.policy, budget, temperature, maxTokens};
                         },
-                        complete: (request) => this._completions.complete(request)
+                        // A request whose client left while it waited for its turn ran nothing: the server logs it as aborted.
+                        complete: (request) => this._completions.complete(request).catch((err: unknown) => {
+                            if (err instanceof QueueAbortError)
+                                return null;
+                            throw err;
+                        })
                     }
                 });
                 this._listening = {host: settings.host, port: settings.port};

@@ -1,5 +1,6 @@
 import {fork} from "node:child_process";
-import {engineArgs, type EngineChild, type SpawnEngine} from "./EngineProxy.js";
+import {engineArgs} from "./engineArgs.js";
+import type {EngineChild, SpawnEngine} from "./EngineSupervisor.js";
 import type {FromEngine} from "./protocol.js";
 
 export type ForkEngineOptions = {

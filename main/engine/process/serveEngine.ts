@@ -1,4 +1,4 @@
-import {AppError} from "../../AppError.js";
+import {toErrorInfo} from "../../toErrorInfo.js";
 import type {EngineApi} from "../EngineApi.js";
 import type {GenerationChunk} from "../types.js";
 import type {Channel, EngineFault, FromEngine, ToEngine} from "./protocol.js";
@@ -110,10 +110,4 @@ function call(engine: EngineApi, message: Extract<ToEngine, {type: "call"}>): Pr
         case "dispose":
             return engine.dispose();
     }
-}
-
-function toErrorInfo(err: unknown) {
-    if (err instanceof AppError)
-        return {code: err.code, message: err.message};
-    return {code: "INTERNAL" as const, message: (err as Error)?.message ?? String(err)};
 }

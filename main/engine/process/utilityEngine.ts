@@ -1,5 +1,6 @@
 import {utilityProcess} from "electron";
-import {engineArgs, type EngineChild, type SpawnEngine} from "./EngineProxy.js";
+import {engineArgs} from "./engineArgs.js";
+import type {EngineChild, SpawnEngine} from "./EngineSupervisor.js";
 import type {FromEngine} from "./protocol.js";
 
 /** The engine as an Electron utility process (the app): a Node process of Electron's own, messages over its port. */

@@ -332,6 +332,26 @@ describe("the API server", () => {
         expect(logs().at(-1)!.thinkingTokens).toBeLessThan(2000);
     });
 
+    it("logs a request whose client leaves while it waits in the queue as aborted (499), and never runs it", async () => {
+        const {client, engine, services, logs} = await setup();
+        engine.thought = Array.from({length: 150}, () => " hm");
+        const first = client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "one"}]});
+        await waitFor(() => engine.requests.length === 1);
+        const abort = new AbortController();
+        const waiting = client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "two"}]}, {signal: abort.signal})
+            .catch((err: unknown) => err);
+        await waitFor(() => services.queue.waiting === 1);
+        abort.abort();
+        await waiting;
+        await waitFor(() => logs().some((entry) => entry.state === "aborted"));
+        await first;
+        const left = logs().filter((entry) => entry.state === "aborted");
+        expect(left).toHaveLength(1);
+        expect(left[0]).toMatchObject({httpStatus: 499, error: null});
+        expect(logs().filter((entry) => entry.id === left[0]!.id).map((entry) => entry.state)).toEqual(["queued", "aborted"]);
+        expect(engine.requests.map((request) => request.history.at(-1)!.text)).toEqual(["one"]);
+    });
+
     it("reports a failure mid-stream as an error event, and before the stream as an error status", async () => {
         const {client, engine, logs} = await setup();
         engine.failWith = new Error("the device was lost");
