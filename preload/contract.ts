@@ -381,7 +381,12 @@ export type MessageStats = {
      */
     statePending?: boolean,
     /** Tokens loaded from a saved state instead of being read again, when the answer started from one. */
-    resumedTokens?: number
+    resumedTokens?: number,
+    /**
+     * The thought's chunks as it was written, flat `[tokens, characters]` pairs (each the thought's length after the
+     * chunk): which of its characters each generated position wrote. Absent for a continued answer and older ones.
+     */
+    thoughtChunks?: number[]
 };
 
 /** Where a model runs on a GPU build, with its GPU layers setting. */

@@ -359,6 +359,8 @@ export class ChatService {
                 onChunk: (chunk) => {
                     const now = this._now();
                     progress.add(chunk, now);
+                    if (chunk.segment === "thought" && !continuing)
+                        (messageStats.thoughtChunks ??= []).push(progress.fields.thinking_tokens, progress.fields.thinking.length);
                     const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
                     this._emit("chat:delta", {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
                     progress.saveIfDue(now);

@@ -262,6 +262,17 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
                 ? {progress: rebuild.progress, reason: rebuild.reason}
                 : null;
         },
+        /**
+         * What a finished answer evicted of its own positions, and where the answer starts (`tokensSeen - step` of its last
+         * sample), for "Show what was forgotten"; `null` while it streams or without samples.
+         */
+        forgottenOf(message: MessageDto): {answerStart: number, evicted: number[]} | null {
+            const last = lastSample(message.stats);
+            if (message.status === "streaming" || last == null)
+                return null;
+            const evicted = (message.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]);
+            return {answerStart: Math.max(0, last.tokensSeen - last.step), evicted};
+        },
         /** The reading that sums up `message`: live while it streams, then its stored last sample. */
         footprintOf(message: MessageDto): KvSample | null {
             return liveOf(message) ?? lastSample(message.stats);

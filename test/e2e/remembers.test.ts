@@ -134,6 +134,30 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await page.setViewportSize({width: 1024, height: 700});
         await strip.scrollIntoViewIfNeeded();
         await page.screenshot({path: path.join(artifacts, "remembers-strip-1024.png")});
+        await page.keyboard.press("Escape");
+        await chat.byId("memory-panel").waitFor({state: "detached"});
+
+        // In the thought itself: Show what was forgotten fades the evicted spans; the newest stay.
+        const answer = chat.lastAssistant();
+        await answer.getByTestId("thinking-toggle").click();
+        const toggle = answer.getByTestId("show-forgotten");
+        expect(await toggle.getAttribute("aria-pressed")).toBe("false");
+        await toggle.focus();
+        await page.keyboard.press("Enter");
+        expect(await toggle.getAttribute("aria-pressed")).toBe("true");
+        const content = answer.getByTestId("thinking-content");
+        expect(await content.locator("[data-forgotten=true]").count()).toBeGreaterThan(0);
+        expect(await content.locator("span").last().getAttribute("data-forgotten")).toBe("false");
+        // The text is the thought's, whole: only its shading changed.
+        const whole = await content.textContent();
+        await page.keyboard.press("Enter");
+        expect(await content.locator("[data-forgotten]").count()).toBe(0);
+        expect(await content.textContent()).toBe(whole);
+        await page.keyboard.press("Enter");
+        await content.evaluate((element) => element.scrollTop = element.scrollHeight / 2);
+        await page.screenshot({path: path.join(artifacts, "remembers-forgotten-1024.png")});
+        await page.setViewportSize({width: 1400, height: 900});
+        await page.screenshot({path: path.join(artifacts, "remembers-forgotten-1400.png")});
         expect(errors).toEqual([]);
         await page.close();
     });
