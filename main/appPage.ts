@@ -5,15 +5,15 @@ import path from "node:path";
 // CSP's 'self', fetch and the clipboard), never from file://, where every local file would share the page's origin.
 
 export const APP_SCHEME = "app";
-export const APP_HOST = "ponder";
-export const APP_ORIGIN = `${APP_SCHEME}://${APP_HOST}`;
+const APP_HOST = "ponder";
+const APP_ORIGIN = `${APP_SCHEME}://${APP_HOST}`;
 export const APP_PAGE_URL = `${APP_ORIGIN}/index.html`;
 
 /** The privileges `app://` is registered with (protocol.registerSchemesAsPrivileged, before the app is ready). */
 export const APP_SCHEME_PRIVILEGES = {standard: true, secure: true, supportFetchAPI: true, codeCache: true} as const;
 
 /** Permissions the app's own page is granted; every other request of any page is denied. */
-export const GRANTED_PERMISSIONS: ReadonlySet<string> = new Set(["clipboard-sanitized-write"]);
+const GRANTED_PERMISSIONS: ReadonlySet<string> = new Set(["clipboard-sanitized-write"]);
 
 /**
  * Whether `url` is the app's page: `app://ponder/index.html` (any query or fragment), or, in development, a page of the

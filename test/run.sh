@@ -19,6 +19,9 @@ step "Typecheck"
 tsc -p tsconfig.node.json --noEmit
 svelte-check --tsconfig tsconfig.web.json --fail-on-warnings --output human
 
+step "Lint (ESLint: eslint.config.js)"
+eslint .
+
 step "Build (main, preload, renderer)"
 electron-vite build
 

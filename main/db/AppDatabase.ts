@@ -65,7 +65,7 @@ export class AppDatabase {
 }
 
 /** Applies the migrations not yet recorded; the recorded list must be a prefix of the shipped one. */
-export function applyMigrations(db: Database.Database, migrations: Migration[]): void {
+function applyMigrations(db: Database.Database, migrations: Migration[]): void {
     db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
     const applied = db.prepare("SELECT id, name FROM schema_migrations ORDER BY id").all() as {id: number, name: string}[];
 

@@ -22,7 +22,7 @@ export type RuntimeOptions = {
  * What the services call on the engine. `Engine` runs llama.cpp in the calling process (tests, benchmarks);
  * `EngineProxy` runs the same engine in a child process and speaks to it in messages (the app, headless mode).
  */
-export interface EngineApi {
+export type EngineApi = {
     readonly status: EngineStatus;
     /** The loaded model's inspection; `null` when none is loaded. */
     readonly inspection: ModelInspection | null;
@@ -58,4 +58,4 @@ export interface EngineApi {
      */
     restart(options: RuntimeOptions): Promise<BuildInfo>;
     dispose(): Promise<void>;
-}
+};

@@ -347,7 +347,7 @@ function byCell(readPositions: Int32Array, values: Float32Array[], heads: number
  * The cells' value L1 norms laid out `(layer * heads + head) * n + j` for the cells at `positions` (LAVa). A cell the read
  * lacks, a layer it lacks, or a NaN counts as 0 (no norm known, as for cells written while the norms were off).
  */
-export function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers: number): Float32Array {
+function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers: number): Float32Array {
     return byCell(read.positions, read.norms, read.heads, positions, layers, (v) => v != null && Number.isFinite(v) ? v : 0);
 }
 
@@ -356,6 +356,6 @@ export function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array,
  * `(layer * heads + head) * n + j` for the cells at `positions`. A cell the gates did not see (written while they were off,
  * restored from a state) or a NaN logit counts as never forgotten (log beta 0); so does a layer the read lacks.
  */
-export function retentionLogBeta(retention: RetentionSnapshot, positions: Int32Array, layers: number): Float32Array {
+function retentionLogBeta(retention: RetentionSnapshot, positions: Int32Array, layers: number): Float32Array {
     return byCell(retention.positions, retention.logits, retention.heads, positions, layers, (g) => g == null || Number.isNaN(g) ? 0 : logSigmoid(g));
 }

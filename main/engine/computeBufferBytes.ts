@@ -3,7 +3,7 @@ import {headLength, type KvCacheType} from "./kvMemory.js";
 import type {ModelInspection} from "./types.js";
 
 /** The most tokens llama.cpp evaluates in one ubatch (node-llama-cpp's default batch size). */
-export const defaultUbatch = 512;
+const defaultUbatch = 512;
 
 export type ComputeBufferOptions = {
     /** Cells the context allocates (its KV span). */

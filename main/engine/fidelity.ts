@@ -158,7 +158,7 @@ async function lastRowAttention(kv: NativeKv, length: number): Promise<{mean: Fl
 }
 
 /** For each step, the attention that step and the rest of the trace pay to each position: suffix sums. */
-export function futureAttention(attention: Float32Array[]): Float32Array[] {
+function futureAttention(attention: Float32Array[]): Float32Array[] {
     const future: Float32Array[] = Array(attention.length);
     let running = new Float32Array(attention[0]?.length ?? 0);
     for (let step = attention.length - 1; step >= 0; step--) {
@@ -279,7 +279,7 @@ async function evaluateForLogits(sequence: LlamaContextSequence, tokens: Token[]
  * The oracle's round: keep position 0, the newest `protectNewest` cells and then the cells with the most future
  * attention, up to `maxKeep`; free the rest.
  */
-export function oracleEvictions(positions: Int32Array, future: Float32Array, maxKeep: number): Int32Array {
+function oracleEvictions(positions: Int32Array, future: Float32Array, maxKeep: number): Int32Array {
     const n = positions.length;
     const order = Array.from({length: n}, (_, j) => j);
     let newest = -1;
@@ -290,7 +290,7 @@ export function oracleEvictions(positions: Int32Array, future: Float32Array, max
     return Int32Array.from(order.slice(maxKeep).map((j) => positions[j]!)).sort();
 }
 
-export function argmax(values: Float32Array): number {
+function argmax(values: Float32Array): number {
     let best = 0;
     for (let i = 1; i < values.length; i++) {
         if (values[i]! > values[best]!)

@@ -14,8 +14,8 @@ import {createHash} from "node:crypto";
  * `valueNormBytes` of the cells' value L1 norms (LAVa; the same layout, `valueNormHeads` KV heads).
  */
 
-export const stateFileMagic = "PONDERKV";
-export const stateFileVersion = 3;
+const stateFileMagic = "PONDERKV";
+const stateFileVersion = 3;
 const prefixBytes = 48;
 /** A header is a few kilobytes (its tokens the most of it); more is not a header of ours. */
 const maxHeaderBytes = 64 * 1024 * 1024;

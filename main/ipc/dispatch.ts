@@ -1,5 +1,5 @@
 import {z} from "zod";
-import type {ErrorInfo, RequestChannel, Result} from "../../preload/contract.js";
+import type {RequestChannel, Result} from "../../preload/contract.js";
 import {requestChannels} from "../../preload/contract.js";
 import {toErrorInfo} from "../toErrorInfo.js";
 import type {Handlers} from "./handlers.js";

@@ -28,7 +28,7 @@ export const serverSettingsSchema = z.object({
     maxQueued: z.number().int().min(0).max(64)
 }).strict() satisfies z.ZodType<ServerSettings, unknown>;
 
-export const defaultServerSettings: ServerSettings = {
+const defaultServerSettings: ServerSettings = {
     enabled: false,
     host: "127.0.0.1",
     port: 8080,

@@ -201,4 +201,4 @@ const idPattern = /^[A-Za-z0-9-]{1,64}$/;
 const apiFolder = "api";
 
 /** The default disk budget of the state files: 4 GiB. */
-export const defaultStateBudgetBytes = 4 * 1024 * 1024 * 1024;
+const defaultStateBudgetBytes = 4 * 1024 * 1024 * 1024;

@@ -86,7 +86,7 @@ export function parseCompression(value: unknown): MessageCompression | null {
 }
 
 /** A stored GPU layers setting; anything unreadable is `auto`. */
-export function parseGpuLayers(text: string | null | undefined): GpuLayers {
+function parseGpuLayers(text: string | null | undefined): GpuLayers {
     if (text === "max")
         return "max";
     if (text != null && /^\d{1,4}$/.test(text))

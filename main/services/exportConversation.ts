@@ -29,7 +29,7 @@ function describeBudget(budget: ConversationDetail["settings"]["compression"]["b
 }
 
 /** What an answer ran under: `"Ran under lethe · 128 cells (budget 128 cells) · KV f16."`. */
-export function describeCompression(compression: MessageCompression): string {
+function describeCompression(compression: MessageCompression): string {
     const cells = compression.budgetCells != null ? ` · ${compression.budgetCells} cells` : "";
     const settings = compression.settings;
     const budget = settings != null ? ` (budget ${describeBudget(settings.budget)})` : "";
@@ -37,7 +37,7 @@ export function describeCompression(compression: MessageCompression): string {
     return `Ran under ${compression.policy}${cells}${budget}${kvType}.`;
 }
 
-export function describeSample(sample: KvSample): string {
+function describeSample(sample: KvSample): string {
     const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
     const saved = sample.fullBytes > 0 ? Math.round((1 - sample.liveBytes / sample.fullBytes) * 100) : 0;
     return `KV: ${mib(sample.liveBytes)} live of ${mib(sample.allocatedBytes)} allocated; a full cache would hold ${mib(sample.fullBytes)} (${saved}% less). ` +

@@ -96,7 +96,7 @@ export type KvTypes = {kvType: KvCacheType, kvTypeV: KvCacheType};
 export type BudgetCap = Pick<BudgetEstimate, "maxCells" | "modelContextLength" | "bytesPerCell"> & KvTypes;
 
 /** The cache in words, as the backend says it: "q8_0 KV" when keys and values share a type, "q8_0 K / q4_0 V" otherwise. */
-export function describeKvTypes(types: KvTypes): string {
+function describeKvTypes(types: KvTypes): string {
     return types.kvType === types.kvTypeV ? `${types.kvType} KV` : `${types.kvType} K / ${types.kvTypeV} V`;
 }
 
@@ -153,7 +153,7 @@ export function historyNote(tokens: number | null, cells: number | null, policy:
 }
 
 /** What is wrong with a parameter's value, in words, or `null`. */
-export function checkParam(spec: ParamSpec, value: number | null): string | null {
+function checkParam(spec: ParamSpec, value: number | null): string | null {
     if (value == null || !Number.isFinite(value))
         return `Enter a value for ${spec.label}.`;
     if (spec.integer && !Number.isInteger(value))

@@ -43,7 +43,7 @@ export function budgetLabel(budget: KvBudget): string {
 }
 
 /** The KV cache's type as llama.cpp names it: `"F16"`, `"Q8_0"`, or `"K Q8_0 / V F16"` when the keys and values differ. */
-export function cacheTypeLabel(settings: CompressionSettings): string {
+function cacheTypeLabel(settings: CompressionSettings): string {
     const k = settings.kvType.toUpperCase();
     const v = (settings.kvTypeV ?? settings.kvType).toUpperCase();
     return k === v ? k : `K ${k} / V ${v}`;

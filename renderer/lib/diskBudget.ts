@@ -2,7 +2,7 @@
 
 const mibPerGib = 1024;
 /** The largest budget the settings accept: 1 TiB. */
-export const maxDiskBudgetMib = 1024 * 1024;
+const maxDiskBudgetMib = 1024 * 1024;
 
 export type DiskBudgetParse = {ok: true, mib: number} | {ok: false, message: string};
 

@@ -23,7 +23,7 @@ export type GenerationForm = {
 };
 
 // The backend's limits (main/services/schemas.ts), checked here first so a mistake is shown at the field.
-export const generationLimits = {
+const generationLimits = {
     systemPromptChars: 20_000, temperature: [0, 2], topP: [0, 1], topK: [0, 1000], minP: [0, 1], repeatPenalty: [1, 2],
     maxTokens: [1, 131_072], seed: [0, 4_294_967_295], thinkingBudget: [1, 131_072]
 } as const;

@@ -5,7 +5,7 @@ import {escapeHtml} from "./escapeHtml.js";
 type MathToken = Tokens.Generic & {text: string, display: boolean};
 
 /** TeX -> KaTeX HTML + MathML. KaTeX escapes what it renders; `trust: false` refuses `\href`, `\url`, `\htmlClass`... */
-export function renderTex(tex: string, display: boolean): string {
+function renderTex(tex: string, display: boolean): string {
     try {
         return katex.renderToString(tex, {
             displayMode: display, throwOnError: false, output: "htmlAndMathml", strict: "ignore", trust: false, maxExpand: 500, maxSize: 50

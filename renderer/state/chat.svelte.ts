@@ -7,7 +7,7 @@ export type Chat = ReturnType<typeof createChat>;
 type Delta = Events["chat:delta"];
 
 /** Live bookkeeping of a streaming message, beside its DTO. */
-export type LiveInfo = {
+type LiveInfo = {
     /** Local clock (`now()`) at the latest delta: the UI extrapolates elapsed time from it between tokens. */
     lastDeltaAt: number
 };
@@ -29,8 +29,10 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         error: null as string | null
     });
     // Events that raced ahead of the response announcing their message (plain maps: not displayed).
+    /* eslint-disable svelte/prefer-svelte-reactivity */
     const earlyDeltas = new Map<string, Delta[]>();
     const earlyDone = new Map<string, MessageDto>();
+    /* eslint-enable svelte/prefer-svelte-reactivity */
 
     const generating = $derived(state.sending || state.messages.some((message) => message.status === "streaming"));
     const lastMessage = $derived(state.messages.at(-1) ?? null);

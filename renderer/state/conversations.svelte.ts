@@ -5,7 +5,7 @@ import {request} from "./request.js";
 export type Conversations = ReturnType<typeof createConversations>;
 
 /** Conversations whose title contains `query` (case-insensitive), in the list's order. */
-export function filterByTitle(items: ConversationSummary[], query: string): ConversationSummary[] {
+function filterByTitle(items: ConversationSummary[], query: string): ConversationSummary[] {
     const needle = query.trim().toLocaleLowerCase();
     return needle === "" ? items : items.filter((item) => item.title.toLocaleLowerCase().includes(needle));
 }

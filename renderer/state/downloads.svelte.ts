@@ -13,6 +13,7 @@ export function checkModelUri(uri: string): string | null {
     if (/^hf:/i.test(trimmed))
         return /^hf:[\w.-]+\/[\w.-]+(?:[:/][\w.\-/]+)?$/i.test(trimmed) ? null : "A Hugging Face URI looks like hf:user/repo:Q4_K_M";
     try {
+        // eslint-disable-next-line svelte/prefer-svelte-reactivity -- parsed to be checked, never displayed
         const url = new URL(trimmed);
         return url.protocol === "http:" || url.protocol === "https:" ? null : "Only http(s) URLs and hf: URIs can be downloaded";
     } catch {

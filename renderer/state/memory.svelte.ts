@@ -35,7 +35,7 @@ export type MemoryOptions = {
 export type RememberedView = {messageId: string, tokensSeen: number, answerStart: number, evicted: number[], live: boolean};
 
 /** Whether the shown answer's policy has per-layer selections (`kept`) and attention scores (`sparsity`) to show. */
-export type RetentionMeasured = {kept: boolean, sparsity: boolean};
+type RetentionMeasured = {kept: boolean, sparsity: boolean};
 
 type Published = {messageId: string, sample: KvSample};
 

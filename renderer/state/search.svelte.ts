@@ -12,6 +12,7 @@ export type SearchOptions = {
 /** A snippet cut into plain and matched parts (the backend marks matches with U+0002 ... U+0003). */
 export function snippetParts(snippet: string): Array<{text: string, match: boolean}> {
     const parts: Array<{text: string, match: boolean}> = [];
+    // eslint-disable-next-line no-control-regex -- U+0002 and U+0003 are the backend's match markers
     for (const [index, piece] of snippet.split(/[\u0002\u0003]/).entries())
         if (piece !== "")
             parts.push({text: piece, match: index % 2 === 1});

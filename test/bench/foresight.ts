@@ -11,7 +11,7 @@ const later = 64;
 /** What a policy has seen of a generated cell when it first decides on it: the first two prune rounds. */
 const early = 16;
 
-export type ForesightRow = {
+type ForesightRow = {
     /** What ranks the cells: the attention they received so far, or the learned gates' log beta (TRIM-KV). */
     signal: "attention received" | "retention gates",
     cells: "question" | "generated", needed: number, notNeeded: number,

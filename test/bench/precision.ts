@@ -10,7 +10,7 @@ import {table} from "./plot.js";
 // ablation of its Figure 7 (keys and values at their own precision, §3.1) with Full KV and with an eviction policy.
 
 /** Training problems for calibration: seeds from here up, below the held-out seeds (2^31 up), never the held-out ones. */
-export const calibrationSeedBase = 0x40000000;
+const calibrationSeedBase = 0x40000000;
 
 const pruneEvery = 8;
 /** Cells of a Full run: the demo model's whole context. */
@@ -19,13 +19,13 @@ const fullCells = 4096;
 const noCap = (used: number) => Math.min(fullCells, used * 2 + 256);
 
 /** The cache pairs of the ablation: F16, LeanKV's K8V4 and its mirror K4V8. */
-export const precisionPairs: {label: string, kvType: KvCacheType, kvTypeV: KvCacheType}[] = [
+const precisionPairs: {label: string, kvType: KvCacheType, kvTypeV: KvCacheType}[] = [
     {label: "F16", kvType: "f16", kvTypeV: "f16"},
     {label: "K8V4 (q8_0 K, q4_0 V)", kvType: "q8_0", kvTypeV: "q4_0"},
     {label: "K4V8 (q4_0 K, q8_0 V)", kvType: "q4_0", kvTypeV: "q8_0"}
 ];
 
-export function trainingDemoProblems(count: number): DemoProblem[] {
+function trainingDemoProblems(count: number): DemoProblem[] {
     if (calibrationSeedBase + count > EVAL_SEED_BASE)
         throw new Error("Calibration problems would reach the held-out seeds");
     return Array.from({length: count}, (_, i) => generateDemoProblem(calibrationSeedBase + i));

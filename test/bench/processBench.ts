@@ -9,7 +9,7 @@ import {forkEngine} from "../../main/engine/process/forkEngine.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {median} from "./median.js";
 
-export type ProcessBenchRun = {path: "in-process" | "engine process", policy: string, firstTokenMs: number, tokensPerSecond: number, tokens: number};
+type ProcessBenchRun = {path: "in-process" | "engine process", policy: string, firstTokenMs: number, tokensPerSecond: number, tokens: number};
 
 /**
  * The engine behind the process boundary (the built `out/main/engineProcess.js`, as the app and headless mode start it)

@@ -10,7 +10,7 @@ import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect, type DemoPr
 import {table} from "./plot.js";
 
 /** A quality row: a policy (or the oracle, or ReFreeKV as its paper runs it) at a share of the cells Full used. */
-export type QualityRow = {
+type QualityRow = {
     policy: PolicyId | "oracle" | "refreekv (paper)", share: number, accuracy: number, meanCells: number,
     /** Share of the problems whose thought is Full's, token for token (a one-digit answer is right by chance 1 in 10). */
     thoughtExact: number | null,

@@ -140,7 +140,7 @@ function mib(bytes: number): string {
 }
 
 /** One line per model, length and policy: the two times to the first token, their ratio, the state's size, the answers' match. */
-export function resumeTable(rows: ResumeRow[]): string {
+function resumeTable(rows: ResumeRow[]): string {
     return table(
         ["model", "tokens", "policy (cells)", "rebuilt TTFT (ms)", "resumed TTFT (ms)", "rebuilt / resumed", "state file (MiB)", "live KV (MiB)",
             "Full KV (MiB)", "file / Full", "tokens read after the state", "same answer"],

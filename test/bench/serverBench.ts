@@ -14,7 +14,7 @@ import {heldOutDemoProblems} from "../eval/demoTask.js";
 import type {ClientRequest, ClientTiming} from "./serverClient.js";
 import {median} from "./median.js";
 
-export type ServerBenchRun = {path: "engine" | "server", firstTokenMs: number, tokensPerSecond: number, tokens: number,
+type ServerBenchRun = {path: "engine" | "server", firstTokenMs: number, tokensPerSecond: number, tokens: number,
     /** Server runs: the engine's decode speed inside the server, timed where the tokens are made (no delivery to the client). */
     serverSideTokensPerSecond?: number};
 

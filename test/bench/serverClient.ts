@@ -5,7 +5,7 @@ import OpenAI from "openai";
 export type ClientRequest = {baseURL: string, model: string, system: string, question: string, maxTokens: number};
 export type ClientTiming = {firstTokenMs: number, lastTokenMs: number, tokens: number};
 
-process.on("message", async (request: ClientRequest) => {
+async function timeRequest(request: ClientRequest): Promise<ClientTiming> {
     const client = new OpenAI({baseURL: request.baseURL, apiKey: "local", maxRetries: 0});
     const started = performance.now();
     let first: number | null = null;
@@ -24,6 +24,13 @@ process.on("message", async (request: ClientRequest) => {
         if (chunk.usage != null)
             tokens = chunk.usage.completion_tokens;
     }
-    const timing: ClientTiming = {firstTokenMs: (first ?? last) - started, lastTokenMs: last - started, tokens};
-    process.send!(timing);
+    return {firstTokenMs: (first ?? last) - started, lastTokenMs: last - started, tokens};
+}
+
+process.on("message", (request: ClientRequest) => {
+    // A failed request ends the client; the parent reports the exit.
+    timeRequest(request).then((timing) => process.send!(timing), (error: unknown) => {
+        console.error(error);
+        process.exit(1);
+    });
 });

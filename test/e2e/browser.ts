@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import {chromium, type Browser} from "playwright-core";
 
-export const chromiumPath = process.env.PONDER_CHROMIUM ?? "/usr/bin/chromium";
+const chromiumPath = process.env.PONDER_CHROMIUM ?? "/usr/bin/chromium";
 
 /** Debian's Chromium, headless, with the flags this sandbox needs (no background networking). */
 export async function launchChromium(): Promise<Browser> {

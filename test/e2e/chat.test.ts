@@ -110,7 +110,7 @@ describe("chat in Chromium against the real backend", () => {
     });
 
     it("keeps the partial answer, marked interrupted, when the backend is killed mid-answer", async () => {
-        const {page, chat} = await thinkAtLength("Think for a long time");
+        const {page} = await thinkAtLength("Think for a long time");
         // Let the periodic save catch up with what is on screen, then pull the plug.
         await page.waitForTimeout(600);
         await backend!.kill();

@@ -28,10 +28,8 @@ async function host(routes: Record<string, Route>) {
         if (req.method === "HEAD")
             return void setTimeout(() => res.writeHead(range != null ? 206 : 200, headers).end(), route.headDelayMs ?? 0);
         let offset = start;
-        let timer: NodeJS.Timeout | undefined;
-        res.on("close", () => clearInterval(timer));
         setTimeout(() => res.destroyed || res.writeHead(range != null ? 206 : 200, headers), route.headDelayMs ?? 0);
-        timer = setInterval(() => {
+        const timer = setInterval(() => {
             if (offset > end || res.destroyed) {
                 clearInterval(timer);
                 return void res.end();
@@ -42,6 +40,7 @@ async function host(routes: Record<string, Route>) {
             res.write(route.body.subarray(offset, Math.min(end + 1, offset + step, route.body.length)));
             offset += step;
         }, 20);
+        res.on("close", () => clearInterval(timer));
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -6,9 +6,9 @@
 
 import {writeFile} from "node:fs/promises";
 
-export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
-export const GGUF_VERSION = 3;
-export const GGUF_DEFAULT_ALIGNMENT = 32;
+const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+const GGUF_VERSION = 3;
+const GGUF_DEFAULT_ALIGNMENT = 32;
 
 export enum GgufValueType {
     UINT8 = 0,

@@ -5,7 +5,7 @@ import type {EngineBackend, EngineBuild} from "../../../preload/contract.js";
 import {autoBackendOrder, backendName} from "./engineBuildOrder.js";
 
 /** The stamp native/build.mjs writes into each build folder it makes. */
-export const stampFileName = "ponder-native.json";
+const stampFileName = "ponder-native.json";
 
 const backends: readonly EngineBackend[] = ["cuda", "vulkan", "metal", "cpu"];
 
@@ -48,7 +48,7 @@ export function listEngineBuilds(options: ListEngineBuildsOptions): EngineBuild[
 }
 
 /** node-llama-cpp's folder name for a build (getBuildFolderNameForBuildOptions, without custom CMake options). */
-export function buildFolderName(backend: EngineBackend, platform: NodeJS.Platform = process.platform, arch: string = process.arch): string {
+function buildFolderName(backend: EngineBackend, platform: NodeJS.Platform = process.platform, arch: string = process.arch): string {
     const name = `${nodeLlamaCppPlatform(platform)}-${arch}`;
     return backend === "cpu" ? name : `${name}-${backend}`;
 }

@@ -5,7 +5,7 @@ import type {RpcRuntime} from "../../../preload/contract.js";
 export type RpcEndpoint = {host: string, port: number, endpoint: string};
 
 /** The port `npm run rpc-server` and the settings suggest (rpc-server's own default). */
-export const defaultRpcPort = 50052;
+const defaultRpcPort = 50052;
 
 /**
  * Parses "host:port" (a host name or an IPv4 address; ggml cannot take an IPv6 address). Throws an Error saying what is

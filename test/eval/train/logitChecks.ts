@@ -24,7 +24,7 @@ export async function compareLogits(context: LlamaContext, references: Array<{id
         }
         const refArgmax = logits.indexOf(Math.max(...logits));
         checks.push({tokens: ids.length, maxAbsDiff, maxLogit: Math.max(...logits.map(Math.abs)), sameArgmax: argmax === refArgmax});
-        sequence.dispose();
+        await sequence.dispose();
     }
     return checks;
 }

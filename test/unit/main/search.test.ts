@@ -36,7 +36,7 @@ describe("full-text search over messages", () => {
 
         const inText = services.conversations.searchMessages("PRIMES below");
         expect(inText.map((hit) => hit.field)).toEqual(["text"]);
-        expect(inText[0]!.snippet).toMatch(/\u0002primes\u0003 \u0002below\u0003/);
+        expect(inText[0]!.snippet).toContain("\u0002primes\u0003 \u0002below\u0003");
 
         expect(services.conversations.searchMessages("prime")[0]).toMatchObject({role: "user", field: "text"});
         expect(services.conversations.searchMessages("cafe")[0]?.conversationTitle).toBe("Other");

@@ -62,7 +62,7 @@ describe.runIf(fs.existsSync("/proc/self/io"))("saving a streaming answer", () =
             // A page or two of the write-ahead log per save, then the answer once more at the end.
             expect(written.get(32_768)!).toBeLessThan(64 * 2 ** 20);
         } finally {
-            services.dispose();
+            await services.dispose();
             fs.rmSync(dir, {recursive: true, force: true});
         }
     });

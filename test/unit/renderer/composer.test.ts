@@ -20,9 +20,9 @@ beforeEach(() => {
     vi.useFakeTimers();
     target = document.body.appendChild(document.createElement("div"));
 });
-afterEach(() => {
+afterEach(async () => {
     if (component != null)
-        unmount(component);
+        await unmount(component);
     component = null;
     ponder?.dispose();
     ponder = null;
