@@ -126,10 +126,14 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(await chat.byId("remember-readout").textContent()).toMatch(new RegExp(`^Token ${tokens.toLocaleString("en-US")} of [\\d,]+, in the answer · 0 tokens old · still in memory$`));
         await page.keyboard.press("Home");
         expect(await chat.byId("remember-readout").textContent()).toMatch(/^Token 1 of [\d,]+, in the prompt · [\d,]+ tokens old · /);
-        // The pointer: the middle of the answer, long evicted.
+        // The pointer: the middle of the longest evicted range.
+        let longest = 0;
+        for (let i = 2; i < evicted.length; i += 2)
+            longest = evicted[i + 1]! - evicted[i]! > evicted[longest + 1]! - evicted[longest]! ? i : longest;
+        const middle = (evicted[longest]! + evicted[longest + 1]!) / 2;
         const box = (await strip.boundingBox())!;
-        await page.mouse.move(box.x + box.width * 0.5, box.y + box.height / 2);
-        expect(await chat.byId("remember-readout").textContent()).toMatch(/in the answer · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
+        await page.mouse.move(box.x + (middle / tokens) * box.width, box.y + box.height / 2);
+        expect(await chat.byId("remember-readout").textContent()).toMatch(/ · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
         await page.screenshot({path: path.join(artifacts, "remembers-strip-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await strip.scrollIntoViewIfNeeded();
