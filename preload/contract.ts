@@ -7,6 +7,8 @@ import type {PolicyId, PolicyParams} from "./policyCatalogue.js";
 export * from "./policyCatalogue.js";
 /** The bounds of a KV budget and of the prune cadence (preload/kvBounds.ts). */
 export * from "./kvBounds.js";
+/** Token positions as ranges: the evicted positions a memory sample carries (preload/positionRanges.ts). */
+export * from "./positionRanges.js";
 
 export type ErrorCode =
     | "BAD_REQUEST"

@@ -1,7 +1,7 @@
 // A finished thought cut into the spans the cache still holds and the spans it evicted ("Show what was forgotten"):
 // pure, from the thought's chunks (MessageStats.thoughtChunks) and the answer's evicted positions.
 
-import {maskOfRanges} from "../../preload/positionRanges.js";
+import {maskOfRanges} from "../../preload/contract.js";
 
 export type ThoughtSpan = {text: string, forgotten: boolean};
 

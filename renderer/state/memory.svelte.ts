@@ -1,7 +1,6 @@
 import {
-    policyEntry, type Events, type KvSample, type MessageCompression, type MessageDto, type PonderApi, type ReadReason, type SavedStateFigures
+    mergeRanges, policyEntry, type Events, type KvSample, type MessageCompression, type MessageDto, type PonderApi, type ReadReason, type SavedStateFigures
 } from "../../preload/contract.js";
-import {mergeRanges} from "../../preload/positionRanges.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
 import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
 import {lastSample} from "../lib/formatMemory.js";
