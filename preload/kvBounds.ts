@@ -1,5 +1,5 @@
 // The bounds of a KV budget and of the prune cadence, written once: the IPC and OpenAI schemas, the budget cap
-// (main/engine/budgetCap.ts), the estimate and the renderer's forms read them here. Pure data: main, preload and
+// (main/kv/budgetCap.ts), the estimate and the renderer's forms read them here. Pure data: main, preload and
 // renderer import it.
 
 /** What a KV budget and the prune cadence may be. */

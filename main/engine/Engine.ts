@@ -1,6 +1,6 @@
 import type {Llama} from "node-llama-cpp";
 import {withLock} from "lifecycle-utils";
-import type {BuildInfo, EngineStatus} from "../../preload/contract.js";
+import type {BuildInfo, EngineStatus} from "../../preload/contract/engine.js";
 import {AppError} from "../AppError.js";
 import {countPromptTokens} from "./chatPrompt.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";

@@ -1,4 +1,5 @@
-import type {BuildInfo, EngineBuildChoice, EngineStatus, ModelInfo} from "../../preload/contract.js";
+import type {BuildInfo, EngineBuildChoice, EngineStatus} from "../../preload/contract/engine.js";
+import type {ModelInfo} from "../../preload/contract/models.js";
 import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "./types.js";
 
 /** How a model is loaded. */

@@ -1,6 +1,6 @@
 import type {Llama} from "node-llama-cpp";
 import os from "node:os";
-import type {BuildInfo} from "../../preload/contract.js";
+import type {BuildInfo} from "../../preload/contract/engine.js";
 import type {RuntimeOptions} from "./EngineApi.js";
 import type {SetStatus} from "./engineState.js";
 import {connectRpcServers, describeRpcProblems} from "./rpc/connectRpcServers.js";

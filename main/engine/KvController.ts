@@ -1,4 +1,4 @@
-import type {CompressionSettings, KvSample} from "../../preload/contract.js";
+import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
 import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
 import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";

@@ -1,5 +1,6 @@
 import type {ChatWrapper, LlamaChatSession, LlamaContext, LlamaModel} from "node-llama-cpp";
-import type {CompressionSettings, EngineStatus} from "../../preload/contract.js";
+import type {CompressionSettings} from "../../preload/contract/compression.js";
+import type {EngineStatus} from "../../preload/contract/engine.js";
 import type {LoadOptions} from "./EngineApi.js";
 import type {KvController} from "./KvController.js";
 import type {NativeKv} from "./native/NativeKv.js";

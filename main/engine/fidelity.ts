@@ -1,5 +1,5 @@
 import type {ControlledEvaluateInputItem, LlamaContextSequence, LlamaModel, Token} from "node-llama-cpp";
-import type {CompressionSettings, KvSample} from "../../preload/contract.js";
+import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
 import {KvController} from "./KvController.js";
 import {protectNewest} from "./policies/decide.js";
 import {NativeKv} from "./native/NativeKv.js";

@@ -1,7 +1,8 @@
 import {LlamaChat, type ChatHistoryItem, type ChatWrapper, type LlamaChatResponseChunk, type LlamaChatSession, type LLamaChatGenerateResponseOptions} from "node-llama-cpp";
-import type {BuildInfo, CompressionSettings} from "../../preload/contract.js";
+import type {CompressionSettings} from "../../preload/contract/compression.js";
+import type {BuildInfo} from "../../preload/contract/engine.js";
 import {AppError} from "../AppError.js";
-import {fullKvAnswerRoom, kvBudgetExceeded} from "./budgetCap.js";
+import {fullKvAnswerRoom, kvBudgetExceeded} from "../kv/budgetCap.js";
 import {answerPrompt, promptTail, tokenizeChat} from "./chatPrompt.js";
 import {compressionSupport} from "./compressionSupport.js";
 import type {EngineContext} from "./EngineContext.js";

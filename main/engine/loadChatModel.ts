@@ -1,9 +1,9 @@
 import {resolveChatWrapper, type Llama, type LlamaModel} from "node-llama-cpp";
 import os from "node:os";
-import type {BuildInfo} from "../../preload/contract.js";
+import type {BuildInfo} from "../../preload/contract/engine.js";
 import type {LoadOptions} from "./EngineApi.js";
 import type {LoadedModel} from "./engineState.js";
-import {gpuOffload} from "./gpuOffload.js";
+import {gpuOffload} from "../kv/gpuOffload.js";
 import {hasRpcDevices} from "./rpc/rpcEndpoint.js";
 import type {ModelInspection} from "./types.js";
 

@@ -1,5 +1,5 @@
 import {getLlama, getLlamaGpuTypes, type Llama} from "node-llama-cpp";
-import type {BuildInfo, EngineBackend, EngineBuildChoice} from "../../preload/contract.js";
+import type {BuildInfo, EngineBackend, EngineBuildChoice} from "../../preload/contract/engine.js";
 import type {LlamaLoader} from "./EngineRuntime.js";
 import type {RuntimeOptions} from "./EngineApi.js";
 import {currentSeriesHash} from "./native/currentSeriesHash.js";

@@ -1,6 +1,6 @@
 import type {Token} from "node-llama-cpp";
-import type {ReadReason} from "../../preload/contract.js";
-import {fullKvAnswerRoom, kvBudgetExceeded} from "./budgetCap.js";
+import type {ReadReason} from "../../preload/contract/engine.js";
+import {fullKvAnswerRoom, kvBudgetExceeded} from "../kv/budgetCap.js";
 import {commonPrefixLength} from "./chatPrompt.js";
 import type {ActiveContext, RequestStates} from "./engineState.js";
 import type {KvController} from "./KvController.js";

@@ -1,4 +1,4 @@
-import type {CompressionSettings} from "../../preload/contract.js";
+import type {CompressionSettings} from "../../preload/contract/compression.js";
 import {isTunable} from "../../preload/policyCatalogue.js";
 import {policies} from "./policies/index.js";
 import type {ScoreNeeds} from "./policies/types.js";

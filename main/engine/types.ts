@@ -1,4 +1,5 @@
-import type {BuildInfo, CompressionSettings, KvSample, ReadReason} from "../../preload/contract.js";
+import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
+import type {BuildInfo, ReadReason} from "../../preload/contract/engine.js";
 
 export type ChatTurn =
     | {role: "user", text: string}

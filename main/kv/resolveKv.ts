@@ -1,16 +1,17 @@
-import type {CompressionSettings, ErrorInfo} from "../../preload/contract.js";
+import type {CompressionSettings} from "../../preload/contract/compression.js";
+import type {ErrorInfo} from "../../preload/contract/errors.js";
 import {AppError} from "../AppError.js";
-import {budgetAboveCap, budgetCap, cellsOfBudget, minBudgetCells} from "../engine/budgetCap.js";
-import {kvCellPadding} from "../engine/contextFit.js";
-import {describeKvTypes, kvBytesPerCell, kvTypesOf} from "../engine/kvMemory.js";
 import type {ModelInspection} from "../engine/types.js";
+import {budgetAboveCap, budgetCap, cellsOfBudget, minBudgetCells} from "./budgetCap.js";
+import {contextFit, kvCellPadding, type ContextFit, type ContextShape, type FitOptions} from "./contextFit.js";
+import {describeKvTypes, kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
 
 const mib = 1024 * 1024;
 
 /**
- * A generation's KV settings resolved once, before it runs: the compression as set and the live cells its budget allows on
- * this model with this much free memory. The estimate (CompressionService) is a view of it; chat passes it to the engine
- * as it is. Frozen.
+ * A generation's KV settings resolved once, before it runs: the compression as set, the live cells its budget allows on
+ * this model with this much free memory, and whether their context fits there. The estimate (CompressionService) is a
+ * view of it; chat and completions pass it to the engine as it is. Frozen.
  */
 export type ResolvedKv = Readonly<{
     compression: CompressionSettings,
@@ -23,16 +24,30 @@ export type ResolvedKv = Readonly<{
     /** Why the budget as set asks for more than `maxCells` (it is capped to it); `null` when it does not. */
     aboveCap: ErrorInfo | null,
     /** Auto only: the model's context did not fit in half the free memory, so the cells are fewer. */
-    cappedByMemory: boolean
+    cappedByMemory: boolean,
+    /** What the context of `cells` costs and where it goes (`contextFit`). */
+    fit: ContextFit,
+    /** Whether that context fits in the free memory and holds at least `minBudgetCells`. */
+    fits: boolean
 }>;
+
+export type ResolveOptions = FitOptions & {
+    /**
+     * What the policy keeps beside the cache, as `contextFit` counts it: its scored rows, TRIM-KV's gate weights, LAVa's
+     * value norms. Defaults to none.
+     */
+    sideState?: Pick<ContextShape, "scoreRows" | "retentionWeightBytes" | "valueNorms">
+};
 
 /**
  * Pure: the cells `compression`'s budget stands for on `model`. Auto is the model's context (8,192 cells when it declares
  * none), capped at half of `freeMemoryBytes` and rounded down to 1,024 cells so that free memory moving a little does not
- * rebuild the context each message; a budget above the model's cap is capped to it. Throws `MODEL_INVALID` when the
- * model's metadata lacks what a cell's bytes need.
+ * rebuild the context each message; a budget above the model's cap is capped to it. The fit reads `options` (the model
+ * loaded, the GPU layers, the policy's side state). Throws `MODEL_INVALID` when the model's metadata lacks what a cell's
+ * bytes need.
  */
-export function resolveKv(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number): ResolvedKv {
+export function resolveKv(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
+    options: ResolveOptions = {}): ResolvedKv {
     const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
     if (bytesPerCell == null)
         throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
@@ -48,7 +63,10 @@ export function resolveKv(model: ModelInspection, compression: CompressionSettin
     }
     if (aboveCap != null)
         cells = maxCells;
-    return Object.freeze({compression, cells, bytesPerCell, maxCells, aboveCap, cappedByMemory});
+    const {kvType, kvTypeV, flashAttention} = compression;
+    const fit = contextFit(model, {cells, kvType, kvTypeV, flashAttention, ...options.sideState}, freeMemoryBytes, options)!;
+    const fits = fit.fits && cells >= minBudgetCells;
+    return Object.freeze({compression, cells, bytesPerCell, maxCells, aboveCap, cappedByMemory, fit, fits});
 }
 
 /**

@@ -1,8 +1,8 @@
 import {z} from "zod";
 import {kvBounds} from "../../preload/kvBounds.js";
 import {policyIds} from "../../preload/policyCatalogue.js";
-import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
-import {quantizedCacheNeedsFlashAttention} from "../engine/kvMemory.js";
+import {maxBudgetCells, minBudgetCells} from "../kv/budgetCap.js";
+import {quantizedCacheNeedsFlashAttention} from "../kv/kvMemory.js";
 
 // The OpenAI request bodies Ponder accepts, parsed at the edge. A field the engine honours is validated; a field it
 // cannot honour is accepted only at its neutral value (what the engine does anyway) and refused otherwise, so a

@@ -4,8 +4,6 @@ import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
-import {policyNeeds} from "../engine/scoring.js";
 import type {ChatTurn} from "../engine/types.js";
 import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import {mergeRanges} from "../../preload/positionRanges.js";
@@ -16,7 +14,8 @@ import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
 import {compareVersions} from "./compareVersions.js";
 import {continueBlockedByBudget, parseCompression, toMessageDto} from "./dto.js";
-import {QueueAbortError, type GenerationQueue} from "./GenerationQueue.js";
+import type {GenerationQueue} from "./GenerationQueue.js";
+import {generationFailure, GenerationRunner} from "./GenerationRunner.js";
 import type {Clock, Emit} from "./types.js";
 
 export type ChatServiceOptions = {
@@ -43,6 +42,8 @@ export class ChatService {
     private _active: Active | null = null;
     /** When the KV states Full KV answers leave in the engine are written. */
     private readonly _pending: PendingStates;
+    /** The engine's turns, shared with the API server. */
+    private readonly _runner: GenerationRunner;
 
     constructor(
         private readonly _db: AppDatabase,
@@ -56,6 +57,7 @@ export class ChatService {
         private readonly _options: ChatServiceOptions = {}
     ) {
         this._pending = new PendingStates(_db, _engine, _emit, (row) => this._dto(row), _options);
+        this._runner = new GenerationRunner(_engine, _queue, _compression);
     }
 
     /** Marks answers a previous process left streaming as interrupted. Call once at start-up. */
@@ -309,63 +311,61 @@ export class ChatService {
         let cutTokens: number | null = null;
         let error: string | null = null;
         let promptTokens = 0;
-        let stats: MessageStats | null = null;
-        let release: (() => void) | null = null;
-        let seed: number | undefined;
+        // Set once the turn has come and the budget is resolved (`request` below).
+        let stats = null as MessageStats | null;
         try {
-            // Waits while the API server generates; the answer shows as streaming, empty, until its turn.
-            release = await this._queue.acquire(signal);
             const compression = compare?.compression ?? settings.compression;
-            // TRIM-KV without gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
-            if (policyNeeds(compression).retention === true && this._engine.inspection != null)
-                await requireRetentionGates(this._engine.inspection);
-            const kv = await this._compression.resolve(compression);
-            assertBudgetAboveMin(kv);
-            const cells = kv.cells;
-            // The seed is drawn here when none is set, and kept, so Compare with Full KV can sample the same way.
-            seed = compare?.seed ?? settings.seed ?? this._options.seed ?? randomInt(2 ** 31);
-            this._recordCompression(assistantRow, cells, compression, seed);
-            stats = {policy: compression.policy, budgetCells: cells, samples: []};
-            const messageStats = stats;
-            const store = this._options.states;
-            // The path's earlier answers, newest first (and the answer itself, when it goes on): their states may be loaded.
-            const states = store == null ? undefined : {
-                load: rows.filter((row) => row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
-                    .reverse().map((row) => store.pathOf(conversationId, row.id)),
-                // A disk budget of 0 saves none (the states already there may still be loaded).
-                save: store.saving ? store.prepare(conversationId, messageId) : undefined
-            };
-            const result = await this._engine.generate({
-                states,
-                kv: {compression: kv.compression, cells: kv.cells},
-                onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
-                onSample: (sample) => {
-                    pushSample(messageStats.samples, sample, this._options.maxSamples ?? 400);
-                    this._emit("chat:memory", {conversationId, messageId, sample});
-                },
-                history,
-                continueLast: continuing,
-                systemPrompt: settings.systemPrompt,
-                temperature: settings.temperature,
-                topP: settings.topP,
-                topK: settings.topK,
-                minP: settings.minP,
-                repeatPenalty: settings.repeatPenalty,
-                thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
-                maxTokens: settings.maxTokens,
-                seed,
-                // A save that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
-                signal: AbortSignal.any([signal, progress.signal]),
-                onChunk: (chunk) => {
-                    const now = this._now();
-                    progress.add(chunk, now);
-                    if (chunk.segment === "thought" && !continuing)
-                        (messageStats.thoughtChunks ??= []).push(progress.fields.thinking_tokens, progress.fields.thinking.length);
-                    const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
-                    this._emit("chat:delta", {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
-                    progress.saveIfDue(now);
-                }
-            });
+            // Waits while the API server generates; the answer shows as streaming, empty, until its turn. TRIM-KV without
+            // gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
+            const {kv, result} = await this._runner.run({signal, kv: {resolve: compression}, request: (kv) => {
+                assertBudgetAboveMin(kv);
+                // The seed is drawn here when none is set, and kept, so Compare with Full KV can sample the same way.
+                const seed = compare?.seed ?? settings.seed ?? this._options.seed ?? randomInt(2 ** 31);
+                this._recordCompression(assistantRow, kv.cells, compression, seed);
+                const messageStats: MessageStats = {policy: compression.policy, budgetCells: kv.cells, samples: []};
+                stats = messageStats;
+                const store = this._options.states;
+                // The path's earlier answers, newest first (and the answer itself, when it goes on): their states may be loaded.
+                const states = store == null ? undefined : {
+                    load: rows
+                        .filter((row) => row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
+                        .reverse().map((row) => store.pathOf(conversationId, row.id)),
+                    // A disk budget of 0 saves none (the states already there may still be loaded).
+                    save: store.saving ? store.prepare(conversationId, messageId) : undefined
+                };
+                return {
+                    states,
+                    onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
+                    onSample: (sample) => {
+                        pushSample(messageStats.samples, sample, this._options.maxSamples ?? 400);
+                        this._emit("chat:memory", {conversationId, messageId, sample});
+                    },
+                    history,
+                    continueLast: continuing,
+                    systemPrompt: settings.systemPrompt,
+                    temperature: settings.temperature,
+                    topP: settings.topP,
+                    topK: settings.topK,
+                    minP: settings.minP,
+                    repeatPenalty: settings.repeatPenalty,
+                    thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
+                    maxTokens: settings.maxTokens,
+                    seed,
+                    // A save that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
+                    signal: AbortSignal.any([signal, progress.signal]),
+                    onChunk: (chunk) => {
+                        const now = this._now();
+                        progress.add(chunk, now);
+                        if (chunk.segment === "thought" && !continuing)
+                            (messageStats.thoughtChunks ??= []).push(progress.fields.thinking_tokens, progress.fields.thinking.length);
+                        const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
+                        this._emit("chat:delta",
+                            {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
+                        progress.saveIfDue(now);
+                    }
+                };
+            }});
+            const messageStats = stats!;
             promptTokens = result.promptTokens;
             if (result.states?.saved != null) {
                 const {bytes, tokens, liveCells, liveBytes, fullBytes} = result.states.saved;
@@ -387,22 +387,11 @@ export class ChatService {
             else if (result.stopReason === "budget") {
                 status = "stopped";
                 budgetFull = true;
-                error = `The KV budget of ${cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
+                error = `The KV budget of ${kv.cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
                     "Raise the budget or choose a compression policy to think longer.";
             }
         } catch (err) {
-            if (err instanceof QueueAbortError)
-                status = "stopped";
-            else if (err instanceof AppError && err.code === "ENGINE_STOPPED") {
-                // The engine process died under the answer: what arrived is kept, and Continue resumes it.
-                status = "interrupted";
-                error = err.message;
-            } else {
-                status = "error";
-                error = (err as Error).message;
-            }
-        } finally {
-            release?.();
+            ({status, error} = generationFailure(err));
         }
         if (progress.storageError != null) {
             status = "error";

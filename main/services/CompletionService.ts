@@ -1,16 +1,15 @@
 import {randomInt} from "node:crypto";
 import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import {assertBudgetWithinCap} from "../engine/budgetCap.js";
-import {cacheTypeProblem} from "../engine/kvMemory.js";
+import {assertBudgetWithinCap} from "../kv/budgetCap.js";
+import {cacheTypeProblem} from "../kv/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
-import {policyNeeds} from "../engine/scoring.js";
 import type {StateFiles, StateSave} from "../engine/types.js";
 import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import type {CompletionRequest, CompletionResult} from "../server/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
+import {GenerationRunner} from "./GenerationRunner.js";
 import type {SettingsService} from "./SettingsService.js";
 import type {StateStore} from "./StateStore.js";
 import type {Clock} from "./types.js";
@@ -25,14 +24,18 @@ const maxApiStates = 8;
  * one's starts from the longest prefix still in the context or in one of the newest `maxApiStates` states on disk.
  */
 export class CompletionService {
+    /** The engine's turns, shared with the chat. */
+    private readonly _runner: GenerationRunner;
+
     constructor(
         private readonly _engine: EngineApi,
         private readonly _queue: GenerationQueue,
-        private readonly _compression: Pick<CompressionService, "estimate">,
+        private readonly _compression: Pick<CompressionService, "resolve">,
         private readonly _settings: Pick<SettingsService, "get">,
         private readonly _now: Clock,
         private readonly _states?: StateStore
     ) {
+        this._runner = new GenerationRunner(_engine, _queue, _compression);
         _engine.onStateSettled((save) => this._stateSettled(save));
     }
 
@@ -48,23 +51,24 @@ export class CompletionService {
         // Refused above the model's context, never capped: the client asked for that budget (the server's default is capped).
         assertBudgetWithinCap(this._engine.inspection, compression);
         // TRIM-KV without gates trained for the loaded model: refused with the reason (ponder.policy), never run as another policy.
-        if (policyNeeds(compression).retention === true)
-            await requireRetentionGates(this._engine.inspection);
-        const estimate = await this._compression.estimate(compression);
-        assertBudgetAboveMin({compression, cells: estimate.cells, bytesPerCell: estimate.bytesPerCell});
-        if (!estimate.fits)
+        const kv = await this._compression.resolve(compression);
+        assertBudgetAboveMin(kv);
+        if (!kv.fits)
             throw new AppError("BUDGET_DOES_NOT_FIT",
-                `A KV budget of ${estimate.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
+                `A KV budget of ${kv.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
 
         const queued = this._now();
-        const release = await this._queue.acquire(request.signal);
-        try {
+        let started = queued;
+        const progress = {
+            thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started
+        };
+        let sample: KvSample | null = null;
+        const {result} = await this._runner.run({signal: request.signal, kv: {resolved: kv}, request: () => {
             const states = this._requestStates(compression.policy);
-            const started = this._now();
+            started = this._now();
+            progress.lastTokenAt = started;
             request.onStart?.();
-            const progress = {thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started};
-            let sample: KvSample | null = null;
-            const result = await this._engine.generate({
+            return {
                 history: request.history,
                 systemPrompt: request.systemPrompt,
                 temperature: request.temperature,
@@ -76,7 +80,6 @@ export class CompletionService {
                 repeatPenalty: request.repeatPenalty,
                 stop: request.stop,
                 signal: request.signal,
-                kv: {compression, cells: estimate.cells},
                 states,
                 onSample: (reading) => {
                     sample = reading;
@@ -95,28 +98,26 @@ export class CompletionService {
                     }
                     request.onChunk(chunk);
                 }
-            });
-            return {
-                stopReason: result.stopReason,
-                promptTokensEvaluated: result.promptTokens,
-                promptLength: result.promptLength ?? null,
-                outputTokens: result.outputTokens ?? null,
-                thinking: progress.thinking,
-                text: progress.text,
-                thinkingTokens: progress.thinkingTokens,
-                answerTokens: progress.answerTokens,
-                policy: compression.policy,
-                kvType: compression.kvType,
-                kvTypeV: compression.kvTypeV,
-                budgetCells: estimate.cells,
-                sample,
-                queuedMs: started - queued,
-                firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
-                generationMs: progress.lastTokenAt - started
             };
-        } finally {
-            release();
-        }
+        }});
+        return {
+            stopReason: result.stopReason,
+            promptTokensEvaluated: result.promptTokens,
+            promptLength: result.promptLength ?? null,
+            outputTokens: result.outputTokens ?? null,
+            thinking: progress.thinking,
+            text: progress.text,
+            thinkingTokens: progress.thinkingTokens,
+            answerTokens: progress.answerTokens,
+            policy: compression.policy,
+            kvType: compression.kvType,
+            kvTypeV: compression.kvTypeV,
+            budgetCells: kv.cells,
+            sample,
+            queuedMs: started - queued,
+            firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
+            generationMs: progress.lastTokenAt - started
+        };
     }
 
     /**

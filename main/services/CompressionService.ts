@@ -4,15 +4,16 @@ import {policyName} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {minBudgetCells} from "../engine/budgetCap.js";
-import {contextFit, kvCellPadding, type FitOptions} from "../engine/contextFit.js";
-import {cacheTypeProblem, formatMib} from "../engine/kvMemory.js";
 import {hasRpcDevices} from "../engine/rpc/rpcEndpoint.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
+import {requireRetentionGates} from "../engine/retention/requireRetentionGates.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 import {policyNeeds, scoring} from "../engine/scoring.js";
 import type {ModelInspection} from "../engine/types.js";
-import {resolveKv, type ResolvedKv} from "../kv/resolveKv.js";
+import {minBudgetCells} from "../kv/budgetCap.js";
+import {kvCellPadding, type FitOptions} from "../kv/contextFit.js";
+import {cacheTypeProblem, formatMib} from "../kv/kvMemory.js";
+import {resolveKv, type ResolvedKv, type ResolveOptions} from "../kv/resolveKv.js";
 import type {ModelService} from "./ModelService.js";
 
 /** What a compression setting means for a model: cells, bytes, whether it fits, from the GGUF's own metadata. */
@@ -25,25 +26,55 @@ export class CompressionService {
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
         const modelLoaded = modelId == null || this._engine.status.model?.id === modelId;
         const retention = await findRetentionGates(model);
-        const build = this._engine.status.build;
-        if (!offloads(build))
-            return estimateBudget(model, compression, os.freemem(), {modelLoaded, retention});
         // A GPU build, or rpc-servers' devices: the loaded model as it was loaded, another one with its own setting.
-        const gpuLayers = modelId != null && !modelLoaded ? this._models.get(modelId).gpuLayers : this._engine.status.model?.gpuLayers;
-        return estimateBudget(model, compression, await this._engine.freeMemory(),
-            {modelLoaded, retention, gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()}, offloadTo: build.gpu === false ? "rpc-servers" : "gpu"});
+        const {freeMemoryBytes, placement} = await this._room(modelId != null && !modelLoaded ? modelId : null);
+        return estimateBudget(model, compression, freeMemoryBytes, {modelLoaded, retention, ...placement});
     }
 
     /**
-     * The loaded model's KV settings for a generation, resolved once (`resolveKv`), with the free memory the estimate
-     * reads: the machine's, or on a GPU build (or with rpc-servers' devices) the engine's.
+     * The loaded model's KV settings for a generation, resolved once (`resolveKv`) with what the estimate reads: the free
+     * memory (the machine's, or on a GPU build or with rpc-servers' devices the engine's), the GPU layers it was loaded
+     * with, the policy's side state. TRIM-KV without gates trained for the model is refused with the reason
+     * (`POLICY_UNAVAILABLE`), never run as another policy.
      */
     async resolve(compression: CompressionSettings): Promise<ResolvedKv> {
         const model = this._engine.inspection;
         if (model == null)
             throw new AppError("MODEL_NOT_LOADED", "Load a model (or name one) to estimate a budget");
-        return resolveKv(model, compression, offloads(this._engine.status.build) ? await this._engine.freeMemory() : os.freemem());
+        const retention = policyNeeds(compression).retention === true ? await requireRetentionGates(model) : undefined;
+        const {freeMemoryBytes, placement} = await this._room(null);
+        return resolveKv(model, compression, freeMemoryBytes, {gpu: placement.gpu, sideState: sideState(compression, retention)});
     }
+
+    /**
+     * The free memory a fit reads, and on a build that offloads where the layers go: the loaded model's GPU layers, or
+     * those of `otherModelId` (a model not loaded) as set.
+     */
+    private async _room(otherModelId: string | null):
+        Promise<{freeMemoryBytes: number, placement: Pick<EstimateOptions, "gpu" | "offloadTo">}> {
+        const build = this._engine.status.build;
+        if (!offloads(build))
+            return {freeMemoryBytes: os.freemem(), placement: {}};
+        const gpuLayers = otherModelId != null ? this._models.get(otherModelId).gpuLayers : this._engine.status.model?.gpuLayers;
+        return {
+            freeMemoryBytes: await this._engine.freeMemory(),
+            placement: {
+                gpu: {gpuLayers: gpuLayers ?? "auto", freeRamBytes: os.freemem()},
+                offloadTo: build.gpu === false ? "rpc-servers" : "gpu"
+            }
+        };
+    }
+}
+
+/**
+ * What the compression's policy keeps beside the cache: its scored rows, the gates' weights (when it reads them and they
+ * are there), its value norms.
+ */
+function sideState(compression: CompressionSettings, retention: RetentionAvailability | undefined):
+    NonNullable<ResolveOptions["sideState"]> {
+    const needs = policyNeeds(compression);
+    const retentionWeightBytes = needs.retention === true && retention?.available === true ? retention.info.weightBytes : null;
+    return {scoreRows: scoring(compression).rows, retentionWeightBytes, valueNorms: needs.valueNorms === true};
 }
 
 /** Whether a build places layers elsewhere than the CPU: a GPU build, or a CPU build with rpc-servers' devices. */
@@ -71,7 +102,8 @@ const offloadPlaces = {
  */
 export function estimateBudget(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
     options: EstimateOptions = {}): BudgetEstimate {
-    const {cells, bytesPerCell, maxCells, aboveCap, cappedByMemory} = resolveKv(model, compression, freeMemoryBytes);
+    const {cells, bytesPerCell, maxCells, aboveCap, cappedByMemory, fit, fits} =
+        resolveKv(model, compression, freeMemoryBytes, {...options, sideState: sideState(compression, options.retention)});
     const notes: string[] = [];
     const contextLength = model.contextLength;
     if (cappedByMemory && contextLength != null)
@@ -99,10 +131,6 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
     else
         notes.push(`${policyName(compression.policy)} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`);
 
-    const {kvType, kvTypeV, flashAttention} = compression;
-    const retentionWeightBytes = readsRetention && retention?.available === true ? retention.info.weightBytes : null;
-    const shape = {cells, kvType, kvTypeV, flashAttention, scoreRows: scoring(compression).rows, retentionWeightBytes, valueNorms: needs.valueNorms === true};
-    const fit = contextFit(model, shape, freeMemoryBytes, options)!;
     if (fit.allocatedCells !== cells)
         notes.push(`llama.cpp reserves cells in steps of ${kvCellPadding}: ${fit.allocatedCells} cells are allocated, ${cells} are used.`);
     const offload = fit.offload != null ? {...fit.offload, ...offloadPlaces[options.offloadTo ?? "gpu"]} : fit.offload;
@@ -129,7 +157,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         modelLoaded: options.modelLoaded ?? true,
         neededBytes: fit.neededBytes,
         offload,
-        fits: fit.fits && cells >= minBudgetCells,
+        fits,
         compressionSupported: support.supported,
         notes
     };

@@ -3,7 +3,7 @@ import type {CompressionSettings, ConversationDetail, ConversationSettings, Conv
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
-import {assertBudgetWithinCap, budgetChanged, type CapModel} from "../engine/budgetCap.js";
+import {assertBudgetWithinCap, budgetChanged, type CapModel} from "../kv/budgetCap.js";
 import {toConversationSummary, toMessageDto} from "./dto.js";
 import {compressionSettingsFields, conversationSettingsSchema, mergeConversationSettings} from "./schemas.js";
 import type {StateStore} from "./StateStore.js";

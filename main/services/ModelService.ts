@@ -1,7 +1,7 @@
 import {randomUUID} from "node:crypto";
 import type {ConvertedTrimkvGates, EngineStatus, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
-import {headLength, kvBytesPerCell} from "../engine/kvMemory.js";
+import {headLength, kvBytesPerCell} from "../kv/kvMemory.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import {CheckpointError} from "../engine/retention/trimkvCheckpoint/CheckpointError.js";
 import {convertTrimkvCheckpoint} from "../engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";

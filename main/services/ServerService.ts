@@ -4,7 +4,7 @@ import {z} from "zod";
 import type {ServerRequestLog, ServerSettings, ServerStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import {assertBudgetWithinCap, budgetChanged, capBudget} from "../engine/budgetCap.js";
+import {assertBudgetWithinCap, budgetChanged, capBudget} from "../kv/budgetCap.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {hashKey, isLoopback} from "../net/accessControl.js";
 import {ApiServer, type ApiServerOptions} from "../server/ApiServer.js";

@@ -1,6 +1,6 @@
 import type {AppSettings} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import {assertBudgetWithinCap, budgetChanged, type CapModel} from "../engine/budgetCap.js";
+import {assertBudgetWithinCap, budgetChanged, type CapModel} from "../kv/budgetCap.js";
 import {appSettingsSchema, defaultAppSettings, defaultConversationSettings, mergeConversationSettings} from "./schemas.js";
 
 const key = "app";

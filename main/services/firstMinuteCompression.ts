@@ -1,5 +1,5 @@
 import type {CompressionSettings} from "../../preload/contract.js";
-import {minBudgetCells} from "../engine/budgetCap.js";
+import {minBudgetCells} from "../kv/budgetCap.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 
 // What new conversations start under when nobody saved a default: a model with retention gates shows its compression

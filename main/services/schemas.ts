@@ -1,8 +1,8 @@
 import {z} from "zod";
 import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, SamplingPreset} from "../../preload/contract.js";
 import {kvBounds} from "../../preload/kvBounds.js";
-import {maxBudgetCells, minBudgetCells} from "../engine/budgetCap.js";
-import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../engine/kvMemory.js";
+import {maxBudgetCells, minBudgetCells} from "../kv/budgetCap.js";
+import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../kv/kvMemory.js";
 import {
     defaultPolicyParams, isNumberParam, policyEntry, policyIds, tunablePolicyIds, type NumberParam, type PolicyParam, type PolicyParams,
     type TunablePolicyId

@@ -42,7 +42,7 @@ export const policyDefaults: PolicyParams = defaultPolicyParams();
 /** Bounds of the settings beside the policy parameters (preload/kvBounds.ts). */
 export const budgetLimits = kvBounds;
 
-/** Cells Full KV keeps free after the prompt for the answer's first tokens (main/engine/budgetCap.ts, `fullKvAnswerRoom`). */
+/** Cells Full KV keeps free after the prompt for the answer's first tokens (main/kv/budgetCap.ts, `fullKvAnswerRoom`). */
 export const fullKvAnswerRoom = kvBounds.fullKvAnswerRoom;
 
 /** The cache types, offered for the keys and for the values each. */

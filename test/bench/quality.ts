@@ -3,7 +3,7 @@ import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
 import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
-import {kvBytesPerCell} from "../../main/engine/kvMemory.js";
+import {kvBytesPerCell} from "../../main/kv/kvMemory.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect, type DemoProblem, type DemoTaskOptions} from "../eval/demoTask.js";

@@ -5,9 +5,9 @@ import {fork} from "node:child_process";
 import type {BuildInfo, PolicyId, ServerRequestLog} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
 import type {EngineApi} from "../../main/engine/EngineApi.js";
+import {resolveKv} from "../../main/kv/resolveKv.js";
 import {ApiServer} from "../../main/server/ApiServer.js";
 import {CompletionService} from "../../main/services/CompletionService.js";
-import {estimateBudget} from "../../main/services/CompressionService.js";
 import {GenerationQueue} from "../../main/services/GenerationQueue.js";
 import {defaultAppSettings, defaultCompressionSettings} from "../../main/services/schemas.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
@@ -38,7 +38,8 @@ export async function serverSuite(options: {llama: Llama, build: BuildInfo, mode
     const engine = options.engine ?? new Engine({loadLlama: async () => ({llama: options.llama, build: options.build}), threads: options.threads, ownsRuntime: false});
     // The server's own parts (the app's composition without its database): the queue, the completion service, the HTTP edge.
     const completions = new CompletionService(engine, new GenerationQueue(4),
-        {estimate: async (compression) => estimateBudget(engine.inspection!, compression, os.freemem())}, {get: () => defaultAppSettings}, Date.now);
+        {resolve: async (compression) => resolveKv(engine.inspection!, compression, os.freemem())},
+        {get: () => defaultAppSettings}, Date.now);
     const model = path.basename(options.modelPath).replace(/\.gguf$/, "");
     let server: ApiServer | null = null;
     let lastLogged: ServerRequestLog | null = null;

@@ -6,7 +6,7 @@
 import {setTimeout as delay} from "node:timers/promises";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {Llama, LlamaContext, LlamaContextOptions} from "node-llama-cpp";
-import {computeBufferBytes} from "../../main/engine/computeBufferBytes.js";
+import {computeBufferBytes} from "../../main/kv/computeBufferBytes.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";

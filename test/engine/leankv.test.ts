@@ -5,7 +5,7 @@
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {CompressionSettings, KvCacheType, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
-import {kvBytesPerCell} from "../../main/engine/kvMemory.js";
+import {kvBytesPerCell} from "../../main/kv/kvMemory.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import type {ModelInspection} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";

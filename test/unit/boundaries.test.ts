@@ -49,12 +49,13 @@ describe("module boundaries", () => {
 
     // Folder arrows point one way: the services compose the API server (it declares what it needs of them, its backend);
     // the IPC and the API server share their HTTP plumbing in main/net, which imports neither; the engine's process side
-    // (main/engine) imports none of the app's folders.
+    // (main/engine) imports none of the app's folders; the KV math (main/kv) neither.
     const folderRules: {from: RegExp, to: RegExp}[] = [
         {from: /^main\/server\//, to: /^main\/(services|ipc|db)\//},
         {from: /^main\/ipc\//, to: /^main\/server\//},
         {from: /^main\/net\//, to: /^main\/(server|services|ipc|db|engine)\//},
-        {from: /^main\/engine\//, to: /^main\/(server|services|ipc|db|net)\//}
+        {from: /^main\/engine\//, to: /^main\/(server|services|ipc|db|net)\//},
+        {from: /^main\/kv\//, to: /^main\/(server|services|ipc|db|net)\//}
     ];
 
     it("keeps folder arrows pointing one way (no main/server -> main/services, no main/ipc -> main/server)", () => {
@@ -63,6 +64,23 @@ describe("module boundaries", () => {
             .filter((target) => folderRules.some((rule) => rule.from.test(file) && rule.to.test(target)))
             .map((target) => `${file} imports ${target}`));
         expect(files.some((file) => file.startsWith("main/net/"))).toBe(true);
+        expect(violations).toEqual([]);
+    });
+
+    it("keeps the KV math (main/kv) pure: no package, and of main/engine its types only", () => {
+        const kvFiles = files.filter((file) => file.startsWith("main/kv/"));
+        const violations = kvFiles.flatMap((file) => {
+            const text = fs.readFileSync(path.join(root, file), "utf8");
+            return [...text.matchAll(/(?:^|\n)\s*(import|export)\s(type\s)?[^;]*?from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)]
+                .filter((m) => {
+                    const spec = m[3] ?? m[4]!;
+                    if (!spec.startsWith("."))
+                        return true;
+                    return m[2] == null && /^main\/engine\//.test(path.join(path.dirname(file), spec));
+                })
+                .map((m) => `${file} imports ${m[3] ?? m[4]}`);
+        });
+        expect(kvFiles).toContain("main/kv/budgetCap.ts");
         expect(violations).toEqual([]);
     });
 

@@ -1,4 +1,4 @@
-import type {EngineBackend, EngineBuild, EngineBuildChoice} from "../../../preload/contract.js";
+import type {EngineBackend, EngineBuild, EngineBuildChoice} from "../../../preload/contract/engine.js";
 
 /** The backends auto tries, best first: Metal, then CPU, on macOS; CUDA, then Vulkan, then CPU elsewhere. */
 export function autoBackendOrder(platform: NodeJS.Platform): EngineBackend[] {

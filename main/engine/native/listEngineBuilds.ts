@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import {createRequire} from "node:module";
 import path from "node:path";
-import type {EngineBackend, EngineBuild} from "../../../preload/contract.js";
+import type {EngineBackend, EngineBuild} from "../../../preload/contract/engine.js";
 import {autoBackendOrder, backendName} from "./engineBuildOrder.js";
 
 /** The stamp native/build.mjs writes into each build folder it makes. */

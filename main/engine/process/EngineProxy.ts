@@ -1,4 +1,5 @@
-import type {BuildInfo, EngineStatus, ModelInfo} from "../../../preload/contract.js";
+import type {BuildInfo, EngineStatus} from "../../../preload/contract/engine.js";
+import type {ModelInfo} from "../../../preload/contract/models.js";
 import {AppError} from "../../AppError.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "../EngineApi.js";
 import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";

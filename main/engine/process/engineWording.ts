@@ -1,5 +1,6 @@
 import path from "node:path";
-import type {BuildInfo, ModelInfo} from "../../../preload/contract.js";
+import type {BuildInfo} from "../../../preload/contract/engine.js";
+import type {ModelInfo} from "../../../preload/contract/models.js";
 import type {RuntimeOptions} from "../EngineApi.js";
 import {backendName} from "../native/engineBuildOrder.js";
 

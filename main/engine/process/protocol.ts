@@ -1,4 +1,7 @@
-import type {BuildInfo, EngineStatus, ErrorInfo, KvSample, ModelInfo, ReadReason} from "../../../preload/contract.js";
+import type {KvSample} from "../../../preload/contract/compression.js";
+import type {BuildInfo, EngineStatus, ReadReason} from "../../../preload/contract/engine.js";
+import type {ErrorInfo} from "../../../preload/contract/errors.js";
+import type {ModelInfo} from "../../../preload/contract/models.js";
 import type {LoadOptions} from "../EngineApi.js";
 import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";
 

@@ -1,5 +1,5 @@
 import type {Llama} from "node-llama-cpp";
-import type {RpcRuntime, RpcServerState} from "../../../preload/contract.js";
+import type {RpcRuntime, RpcServerState} from "../../../preload/contract/engine.js";
 import {ponderBindingsOf, type PonderRpcDevice} from "../native/ponderAddon.js";
 import {formatProtocol, probeRpcServer, type RpcProbe, type RpcProtocol} from "./probeRpcServer.js";
 

@@ -1,5 +1,5 @@
 import net from "node:net";
-import type {RpcRuntime} from "../../../preload/contract.js";
+import type {RpcRuntime} from "../../../preload/contract/engine.js";
 
 /** An rpc-server's address as ggml takes it: "host:port" (ggml-rpc.cpp's parse_endpoint splits at the first colon). */
 export type RpcEndpoint = {host: string, port: number, endpoint: string};

@@ -1,12 +1,12 @@
 // A KV budget above what the model can use (its trained context) is refused with the cap in words, with one code,
 // wherever a budget enters: IPC (a conversation's settings, the defaults, the server's default), the API's
-// `ponder.budget`; a stored one made for another model is capped when used. The rule is `main/engine/budgetCap.ts`.
+// `ponder.budget`; a stored one made for another model is capped when used. The rule is `main/kv/budgetCap.ts`.
 import OpenAI from "openai";
 import {afterEach, describe, expect, it} from "vitest";
 import type {KvCacheType, Result} from "../../../preload/contract.js";
 import {AppError} from "../../../main/AppError.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
-import {budgetAboveCap, budgetCap, capBudget, kvBudgetExceeded} from "../../../main/engine/budgetCap.js";
+import {budgetAboveCap, budgetCap, capBudget, kvBudgetExceeded} from "../../../main/kv/budgetCap.js";
 import type {ModelInspection} from "../../../main/engine/types.js";
 import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";

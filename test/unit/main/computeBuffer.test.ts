@@ -1,7 +1,7 @@
 // The compute-buffer estimate: ggml's allocator replayed by hand-checked steps, and the graph's terms in the estimate.
 import {describe, expect, it} from "vitest";
-import {computeBufferBytes} from "../../../main/engine/computeBufferBytes.js";
-import {GraphAllocator} from "../../../main/engine/GraphAllocator.js";
+import {computeBufferBytes} from "../../../main/kv/computeBufferBytes.js";
+import {GraphAllocator} from "../../../main/kv/GraphAllocator.js";
 
 const mib = 1024 * 1024;
 

@@ -6,7 +6,7 @@ import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";
 import {AppServices} from "../../../main/services/AppServices.js";
-import {gpuOffload} from "../../../main/engine/gpuOffload.js";
+import {gpuOffload} from "../../../main/kv/gpuOffload.js";
 import {getFixtureModel} from "../../fixtures/gguf/fixtures.js";
 import {FakeEngine} from "./FakeEngine.js";
 

@@ -1,6 +1,6 @@
 import {describe, expect, it} from "vitest";
 import type {KvCacheType} from "../../../preload/contract.js";
-import {cacheTypeProblem, kvBytesPerCell, kvTypesOf, rowBytes} from "../../../main/engine/kvMemory.js";
+import {cacheTypeProblem, kvBytesPerCell, kvTypesOf, rowBytes} from "../../../main/kv/kvMemory.js";
 
 describe("KV bytes per cell", () => {
     it("matches a hand count for DeepSeek-R1-Distill-Qwen-1.5B's shape", () => {

@@ -2,7 +2,7 @@ import {describe, expect, it, vi} from "vitest";
 import type {Events} from "../../../preload/contract.js";
 import {kvBounds} from "../../../preload/kvBounds.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
-import {maxBudgetCells, minBudgetCells} from "../../../main/engine/budgetCap.js";
+import {maxBudgetCells, minBudgetCells} from "../../../main/kv/budgetCap.js";
 import type {ModelInspection} from "../../../main/engine/types.js";
 import {assertBudgetAboveMin, resolveKv} from "../../../main/kv/resolveKv.js";
 import {ponderExtensionSchema} from "../../../main/server/openaiSchemas.js";
@@ -68,6 +68,29 @@ describe("a generation's KV settings resolved once", () => {
         await services.chat.idle();
         expect(estimate).not.toHaveBeenCalled();
         expect(engine.requests.at(-1)?.kv).toEqual({compression, cells: 512});
+    });
+
+    it("gives completions their cells and fit without the estimate, as the estimate would show them", async () => {
+        const engine = new FakeEngine();
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(),
+            <C extends keyof Events>(_channel: C, _payload: Events[C]) => {}, {version: "test", modelsDir: "/tmp/ponder-test-models"});
+        const lethe = {...defaultCompressionSettings, policy: "lethe" as const, budget: {kind: "cells" as const, cells: 768}};
+        const shown = await services.compression.estimate(lethe);
+        const estimate = vi.spyOn(services.compression, "estimate");
+        const resolve = vi.spyOn(services.compression, "resolve");
+        const result = await services.completions.complete({
+            history: [{role: "user", text: "hi"}], systemPrompt: "", temperature: 0, maxTokens: 10, policy: "lethe",
+            budget: {kind: "cells", cells: 768}, signal: new AbortController().signal, onChunk: () => {}
+        });
+        expect(estimate).not.toHaveBeenCalled();
+        expect(resolve).toHaveBeenCalledTimes(1);
+        const resolved = await resolve.mock.results[0]!.value as Awaited<ReturnType<typeof services.compression.resolve>>;
+        expect(engine.requests.at(-1)?.kv).toEqual({compression: resolved.compression, cells: 768});
+        expect(result.budgetCells).toBe(768);
+        const {bytes, computeBytes, scoresBytes} = resolved.fit;
+        expect({fits: resolved.fits, bytes, computeBytes, scoresBytes})
+            .toEqual({fits: shown.fits, bytes: shown.bytes, computeBytes: shown.computeBytes, scoresBytes: shown.scoresBytes});
+        expect(resolved.fit.scoresBytes).toBeGreaterThan(0);
     });
 });
 

@@ -1,8 +1,9 @@
-import type {GpuLayers, KvCacheType} from "../../preload/contract.js";
+import type {KvCacheType} from "../../preload/contract/compression.js";
+import type {GpuLayers} from "../../preload/contract/models.js";
+import type {ModelInspection} from "../engine/types.js";
 import {computeBufferBytes} from "./computeBufferBytes.js";
 import {gpuOffload, type OffloadFit} from "./gpuOffload.js";
 import {kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
-import type {ModelInspection} from "./types.js";
 
 /** llama.cpp rounds a context's KV cells up to a multiple of this. */
 export const kvCellPadding = 256;

@@ -1,6 +1,6 @@
+import type {ModelInspection} from "../engine/types.js";
 import {GraphAllocator} from "./GraphAllocator.js";
 import {headLength, type KvCacheType} from "./kvMemory.js";
-import type {ModelInspection} from "./types.js";
 
 /** The most tokens llama.cpp evaluates in one ubatch (node-llama-cpp's default batch size). */
 const defaultUbatch = 512;

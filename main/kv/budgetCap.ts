@@ -1,8 +1,9 @@
-import type {CompressionSettings, ErrorInfo, KvBudget} from "../../preload/contract.js";
+import type {CompressionSettings, KvBudget} from "../../preload/contract/compression.js";
+import type {ErrorInfo} from "../../preload/contract/errors.js";
 import {kvBounds} from "../../preload/kvBounds.js";
 import {AppError} from "../AppError.js";
+import type {ModelInspection} from "../engine/types.js";
 import {describeKvTypes, kvBytesPerCell, kvTypesOf, type KvShape} from "./kvMemory.js";
-import type {ModelInspection} from "./types.js";
 
 // What a KV budget may be on a model, in one place: the estimate, the services that store or take a budget (IPC,
 // settings, the API server) and the engine before it allocates all ask here.

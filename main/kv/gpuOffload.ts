@@ -1,5 +1,6 @@
-import type {GpuLayers, OffloadEstimate} from "../../preload/contract.js";
-import type {ModelInspection} from "./types.js";
+import type {OffloadEstimate} from "../../preload/contract/compression.js";
+import type {GpuLayers} from "../../preload/contract/models.js";
+import type {ModelInspection} from "../engine/types.js";
 
 /** Where the layers go, in bytes; the caller names the place (`OffloadEstimate.target` and `memory`). */
 export type OffloadFit = Omit<OffloadEstimate, "target" | "memory">;

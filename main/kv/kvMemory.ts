@@ -1,4 +1,4 @@
-import type {ModelInspection} from "./types.js";
+import type {ModelInspection} from "../engine/types.js";
 
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
 

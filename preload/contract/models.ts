@@ -1,0 +1,91 @@
+// Models: the library's entries, their details and fit, the sampling they recommend, the demo model's problems.
+
+import type {BudgetEstimate} from "./compression.js";
+import type {SamplingValues} from "./conversations.js";
+
+/**
+ * Layers of a model llama.cpp puts on the GPU: `"auto"` lets node-llama-cpp fit them to free VRAM, `"max"` offloads
+ * every one, a number that many (of the repeating layers plus the output layer). A CPU build ignores it.
+ */
+export type GpuLayers = "auto" | "max" | number;
+
+export type ModelInfo = {
+    id: string,
+    path: string,
+    name: string,
+    sizeBytes: number,
+    architecture: string | null,
+    contextLength: number | null,
+    /** The GPU layers it is loaded with, set per model; absent means `"auto"`. Defaults to `"auto"`. */
+    gpuLayers?: GpuLayers,
+    addedAt: number,
+    lastUsedAt: number | null,
+    /** When loading it stopped the engine (a crash in llama.cpp): it is not loaded by itself again. `null` when it never did. */
+    crashedAt: number | null
+};
+
+/** Sampling a model's publisher recommends: declared in the GGUF (`general.sampling.*`) or known for its family. */
+export type RecommendedSampling = {
+    source: "gguf" | "family",
+    /** Who recommends it, for the label: "Qwen3 model card", "the GGUF file". */
+    label: string,
+    /** With thinking on (and for models that always think). */
+    thinking: SamplingValues,
+    /** With thinking off, for hybrid models that recommend other values then. */
+    nonThinking: SamplingValues | null
+};
+
+/** What the loaded model offers the generation settings. */
+export type GenerationCapabilities = {
+    /** The chat template has a thought segment that can be left out (thinking off). */
+    thinkingToggle: boolean,
+    recommended: RecommendedSampling | null
+};
+
+export type ModelDetails = ModelInfo & {
+    layers: number | null,
+    headCount: number | null,
+    headCountKv: number | null,
+    embeddingLength: number | null,
+    /** A head's K size (`attention.key_length`, else embedding / heads). */
+    keyLength: number | null,
+    kvBytesPerToken: number | null,
+    /** Bytes of the weights, from the GGUF's tensors. */
+    weightsBytes: number | null,
+    /** Elements of all the GGUF's tensors. */
+    parameterCount: number | null,
+    /** The ggml type most of the layers' weights are stored in (`Q4_K`, `F16`...): the model's quantization. */
+    quantization: string | null,
+    compressionSupported: boolean,
+    compressionNote: string | null,
+    /** Whether the model has retention gates trained for it (TRIM-KV), and if not why, in words. */
+    retention?: {available: boolean, reason: string | null},
+    /** What loading it with the default budget needs against free memory now; `null` when it cannot be estimated. */
+    fit: BudgetEstimate | null
+};
+
+/** The TRIM-KV gates converted for a model (`models:convertTrimkv`). */
+export type ConvertedTrimkvGates = {
+    /** The gates' hidden width and the layers they cover (the model's). */
+    hidden: number,
+    layers: number,
+    /** The cell budget the gates were trained at (config.json's `memory_size`); `null` when unknown (no config.json). */
+    budget: number | null,
+    /** The model the config says the gates were trained on, when it says. */
+    baseModel: string | null,
+    /** What the sidecar records as the gates' source. */
+    source: string
+};
+
+/** A held-out problem of the demo model's task, with its known answer, to try the demo model on. */
+export type DemoSample = {
+    question: string,
+    /** The value of ZZ (one digit): what a correct answer says. */
+    answer: string,
+    /** Steps in the program, for "a problem of N steps". */
+    steps: number,
+    /** Its seed (from 2^31 up: never trained on), which gives the same problem again. */
+    seed: number,
+    /** What the demo model can do, in one line. */
+    about: string
+};
