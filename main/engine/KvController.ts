@@ -1,4 +1,5 @@
 import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
+import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
 import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";
 import {decide, initialDecideState, resolveCombine, type DecideState} from "./policies/decide.js";
@@ -83,6 +84,8 @@ export class KvController {
     private _scoringMs = 0;
     private _keptPerLayer: number[] = [];
     private _sparsityPerLayer: number[] = [];
+    /** Positions evicted since the last sample, as ranges (`toRanges`): the next sample carries them. */
+    private _evictedSince: number[] = [];
     private _error: Error | null = null;
     /** Where this answer's input ends (the position of its first generated token); null until it is known. */
     private _inputEnd: number | null = null;
@@ -206,6 +209,9 @@ export class KvController {
 
     /** This answer's figures: its own rounds, evictions and forced drops, and the context's cells now. */
     async sample(tokensPerSecond: number): Promise<KvSample> {
+        // Taken before the wait: a round between here and the stats goes with the next sample.
+        const evicted = this._evictedSince;
+        this._evictedSince = [];
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
         return {
@@ -225,7 +231,8 @@ export class KvController {
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
             scoringMs: Math.round(this._scoringMs),
             ...this.readsRetention && this._options.kv.retentionGates != null ? {retentionBytes: this._options.kv.retentionGates.bytes} : {},
-            tokensPerSecond
+            tokensPerSecond,
+            evicted
         };
     }
 
@@ -299,6 +306,8 @@ export class KvController {
         this._scoringMs += this._options.now() - started;
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
         this._tokensEvicted += evicted;
+        if (evicted > 0)
+            this._evictedSince = mergeRanges(this._evictedSince, toRanges(evict));
         return n - evicted;
     }
 }

@@ -60,7 +60,12 @@ export type KvSample = {
     scoringMs: number,
     /** Bytes of the retention gates loaded (weights and per-cell log beta) while TRIM-KV runs; absent for the other policies. */
     retentionBytes?: number,
-    tokensPerSecond: number
+    tokensPerSecond: number,
+    /**
+     * Positions of the cells this answer evicted since its previous sample (a delta: the union over an answer's samples
+     * is what it evicted), as `[start, end)` pairs, flat (`toRanges`). Absent in samples stored by older versions.
+     */
+    evicted?: number[]
 };
 
 /** Where a model runs on a GPU build, with its GPU layers setting. */

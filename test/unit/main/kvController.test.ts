@@ -8,6 +8,7 @@ import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
 import type {ScoringOptions} from "../../../main/engine/native/types.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import type {CompressionSettings} from "../../../preload/contract.js";
+import {maskOfRanges, mergeRanges, toRanges} from "../../../preload/positionRanges.js";
 import {writeRetentionSidecar} from "../../fixtures/gguf/retentionSidecar.js";
 import {gguf} from "../../fixtures/gguf/writeGguf.js";
 
@@ -283,6 +284,26 @@ describe("KvController", () => {
         const last = await c.sample(0);
         expect(last.cellsPeak).toBe(64);
         expect(last.cellsLive + last.tokensEvicted).toBe(fake.next);
+    });
+
+    it("sends with each sample the positions evicted since the one before, as ranges: their union is every eviction", async () => {
+        const fake = fakeKv(40);
+        const c = controller(fake, {policy: "streamingllm", pruneEvery: 8}, 64);
+        await c.start();
+        c.beginAnswer();
+        await evaluate(c, fake, 2);
+        let union: number[] = [];
+        for (let token = 1; token <= 64; token++) {
+            await evaluate(c, fake, 1);
+            const sample = await c.sample(0);
+            // A delta: never a position an earlier sample already sent.
+            const before = maskOfRanges(union, 256);
+            expect(maskOfRanges(sample.evicted ?? [], 256).some((evicted, position) => evicted === 1 && before[position] === 1)).toBe(false);
+            union = mergeRanges(union, sample.evicted ?? []);
+        }
+        expect(union).toEqual(toRanges(fake.evicted.flat()));
+        expect(union.length).toBeGreaterThan(0);
+        expect((await c.sample(0)).evicted).toEqual([]);
     });
 
     it("tells the policy where the answer's input ends: Lethe keeps an unattended question whole when it fits", async () => {
