@@ -3,7 +3,7 @@
 
 import path from "node:path";
 import type {DemoSample} from "../../preload/contract.js";
-import {heldOutDemoProblems} from "./demoTask.js";
+import {heldOutDemoProblems, type DemoTaskOptions} from "./demoTask.js";
 import {heldOutMergeProblems} from "./mergeTask.js";
 
 const ordinal = (n: number) => {
@@ -12,10 +12,9 @@ const ordinal = (n: number) => {
 };
 
 /** Each shipped model's file name and a sample of its task at held-out offset `offset`. */
-const SAMPLES: Record<string, (offset: number) => DemoSample> = {
-    // 10-30 steps, so it answers in seconds.
-    "ponder-demo.gguf": (offset) => {
-        const problem = heldOutDemoProblems(1, {minSteps: 10, maxSteps: 30}, offset)[0]!;
+const SAMPLES: Record<string, (offset: number, demoSteps: DemoTaskOptions) => DemoSample> = {
+    "ponder-demo.gguf": (offset, demoSteps) => {
+        const problem = heldOutDemoProblems(1, demoSteps, offset)[0]!;
         return {
             task: "demo", question: problem.question, answer: problem.answer, answerMeaning: "the value of ZZ",
             size: `${problem.steps} steps`, seed: problem.seed,
@@ -35,10 +34,10 @@ const SAMPLES: Record<string, (offset: number) => DemoSample> = {
 
 /**
  * A sample problem when `modelPath` is one of the models shipped beside `bundledModelPath` (the demo model), by its
- * file name; `null` for any other model.
+ * file name; `null` for any other model. The demo model's samples have `demoSteps` steps.
  */
-export function shippedModelSample(modelPath: string, bundledModelPath: string, offset: number): DemoSample | null {
+export function shippedModelSample(modelPath: string, bundledModelPath: string, offset: number, demoSteps: DemoTaskOptions): DemoSample | null {
     if (path.dirname(path.resolve(modelPath)) !== path.dirname(path.resolve(bundledModelPath)))
         return null;
-    return SAMPLES[path.basename(modelPath)]?.(offset) ?? null;
+    return SAMPLES[path.basename(modelPath)]?.(offset, demoSteps) ?? null;
 }

@@ -3,6 +3,7 @@ import type {EventChannel, Events} from "../../../preload/contract.js";
 import {AppError} from "../../../main/AppError.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
+import {demoSampleSteps} from "../../../main/services/firstMinuteCompression.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 function setup() {
@@ -256,9 +257,9 @@ describe("the shipped models' sample problems", () => {
         engine.status = {...engine.status, model: {...info, path: bundled}};
         const sample = services.demoSample()!;
         expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);
-        const problem = generateDemoProblem(sample.seed, {minSteps: 10, maxSteps: 30});
+        const problem = generateDemoProblem(sample.seed, demoSampleSteps);
         expect(sample).toMatchObject({task: "demo", question: problem.question, answer: problem.answer, answerMeaning: "the value of ZZ", size: `${problem.steps} steps`});
-        expect(problem.steps).toBeGreaterThanOrEqual(10);
+        expect(problem.steps).toBeGreaterThanOrEqual(24);
         expect(problem.steps).toBeLessThanOrEqual(30);
         expect(sample.about).toMatch(/modulo 10/);
         await services.dispose();
