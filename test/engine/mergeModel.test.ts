@@ -59,7 +59,10 @@ describe("the merge model", () => {
             expect(sample.question).toBe(problem.question);
 
             const conversation = app.conversations.create("merge");
-            app.conversations.updateSettings(conversation.id, {temperature: 0});
+            // Full KV with room for the whole answer (the automatic budget of a model without gates may be smaller).
+            app.conversations.updateSettings(conversation.id, {
+                temperature: 0, compression: {...defaultCompressionSettings, policy: "full", budget: {kind: "cells", cells: 2048}}
+            });
             app.chat.send(conversation.id, sample.question);
             await app.chat.idle();
             expect(done).toHaveLength(1);
