@@ -4,6 +4,7 @@ import type {AppStatus, ConversationDetail, DemoSample, ModelDetails, SavedState
 import {heldOutDemoProblems} from "../demo/demoTask.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
+import {CalibrationService, type CalibrationServiceOptions} from "./CalibrationService.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
 import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
@@ -25,6 +26,8 @@ export type AppServicesOptions = {
     modelsDir: string,
     /** The demo model shipped with the app, registered and loaded on a fresh install. */
     bundledModelPath?: string,
+    /** Folder of the retention calibrations' work, and their settings. Defaults to `<modelsDir>/../calibration`, no settings. */
+    calibration?: Omit<CalibrationServiceOptions, "bundledModelPath" | "workDir"> & {workDir?: string},
     chat?: ChatServiceOptions,
     /** Where conversations' KV states are kept (resume without reading the history again). Defaults to none. */
     states?: StateStore,
@@ -56,6 +59,8 @@ export class AppServices {
     readonly rpcServers: RpcServerService;
     /** Counts a message's tokens against its conversation's KV budget before it is sent. */
     readonly tokens: TokenCountService;
+    /** Makes a model's retention gates from its own thinking (one calibration at a time). */
+    readonly calibration: CalibrationService;
 
     constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
@@ -96,6 +101,11 @@ export class AppServices {
         this.engineBuilds = new EngineBuildService(db, engine, this.queue, _options.engineBuilds);
         this.rpcServers = new RpcServerService(db, engine, this.queue, _options.rpcServers);
         this.tokens = new TokenCountService(db, engine, this.conversations, this.settings, this.compression);
+        this.calibration = new CalibrationService(engine, this.models, emit, {
+            ..._options.calibration,
+            workDir: _options.calibration?.workDir ?? path.join(path.dirname(_options.modelsDir), "calibration"),
+            bundledModelPath: _options.bundledModelPath
+        });
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
     }
