@@ -28,6 +28,8 @@ export class CalibrationService {
     private _status: CalibrationStatus | null = null;
     private _abort: AbortController | null = null;
     private _lastEmit = {stage: "", at: -Infinity};
+    /** The job's last estimate of the time it still needs, and when it was made (the steps within a prompt make none). */
+    private _estimate: {seconds: number, at: number} | null = null;
 
     constructor(
         private readonly _engine: EngineApi,
@@ -56,6 +58,7 @@ export class CalibrationService {
         const abort = new AbortController();
         this._abort = abort;
         this._lastEmit = {stage: "", at: -Infinity};
+        this._estimate = null;
         this._set({modelId: id, state: "running", stage: "starting", step: 0, of: 1, etaSeconds: null, message: `Starting the calibration of ${model.name}`, resumed: 0, result: null});
         try {
             if (this._engine.inspection?.path !== model.path)
@@ -82,6 +85,8 @@ export class CalibrationService {
 
     private _progress(modelId: string, progress: CalibrationJobProgress): void {
         const now = performance.now();
+        if (progress.remaining != null)
+            this._estimate = {seconds: progress.remaining, at: now};
         const stage = progress.stage;
         if (stage === this._lastEmit.stage && progress.done < progress.total && now - this._lastEmit.at < (this._options.progressMs ?? 250))
             return;
@@ -89,7 +94,7 @@ export class CalibrationService {
         const step = Math.min(progress.total, Math.floor(progress.done));
         this._set({
             modelId, state: "running", stage, step, of: progress.total,
-            etaSeconds: progress.remaining == null ? null : Math.round(progress.remaining), message: stageMessage(stage, step, progress.total),
+            etaSeconds: this._estimate == null ? null : Math.max(0, Math.round(this._estimate.seconds - (now - this._estimate.at) / 1000)), message: stageMessage(stage, step, progress.total),
             resumed: progress.resumed, result: null
         });
     }

@@ -35,7 +35,7 @@ async function setup(configure: (engine: FakeEngine) => void = () => {}) {
 
 describe("retention calibration from the app", () => {
     it("loads the model, runs the engine's job in the model's work folder and reports its stages, time left and result", async () => {
-        const {engine, dispatch, events, model} = await setup();
+        const {engine, dispatch, events, model} = await setup((e) => e.calibrationSteps.push({...e.calibrationSteps[0]!, done: 1.5}));
         const started = await dispatch("models:calibrate", {id: model.id});
         expect(started).toMatchObject({ok: true, value: {modelId: model.id, state: "running"}});
         await until(() => events.at(-1)?.state !== "running");
@@ -47,7 +47,9 @@ describe("retention calibration from the app", () => {
             ["thinking", 0, 2, null, "Thinking 1/2"],
             ["thinking", 1, 2, 30, "Thinking 2/2"],
             ["training", 4, 8, 12, "Training the gates (50%)"],
-            ["validating", 1, 4, 6, "Validating against Lethe 1/4"]
+            ["validating", 1, 4, 6, "Validating against Lethe 1/4"],
+            // a step without an estimate (within a prompt) keeps the last one, less the time since
+            ["thinking", 1, 2, 6, "Thinking 2/2"]
         ]);
         expect(events.at(-1)).toMatchObject({state: "installed", result: {installed: true, prompts: 2, tokens: 800, samples: 600, seconds: 42,
             validation: {prompts: 2, tokens: 300, points: [{share: 0.25, gates: 0.97, lethe: 0.86}, {share: 0.5, gates: 0.99, lethe: 0.95}]}}});
