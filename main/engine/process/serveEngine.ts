@@ -5,8 +5,8 @@ import type {Channel, EngineFault, FromEngine, ToEngine} from "./protocol.js";
 
 export type ServeEngineOptions = {
     /**
-     * Milliseconds between a calibration's progress messages (a stage's first and last step go at once). Defaults to
-     * `250`.
+     * Milliseconds between a calibration's progress messages (a stage's first and last step, and each new estimate of
+     * the time left, go at once). Defaults to `250`.
      */
     calibrationProgressMs?: number,
     /** Milliseconds a generation's chunks gather before they are sent together (the first goes at once). Defaults to `16`. */
@@ -57,7 +57,8 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
                     signal: abort.signal,
                     onProgress(progress) {
                         const now = performance.now();
-                        if (progress.stage === last.stage && progress.done < progress.total && now - last.at < everyMs)
+                        // a new estimate of the time left always goes (the steps within a prompt have none)
+                        if (progress.stage === last.stage && progress.done < progress.total && progress.remaining == null && now - last.at < everyMs)
                             return;
                         last = {stage: progress.stage, at: now};
                         send({type: "calibration", id, progress});

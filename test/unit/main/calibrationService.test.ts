@@ -105,15 +105,19 @@ describe("retention calibration from the app", () => {
 
 describe("a calibration in the engine process", () => {
     it("streams its progress from the engine process and cancels it there", async () => {
-        const {children, spawn} = memoryEngines((engine) => engine.calibrationStepMs = 30);
+        const {children, spawn} = memoryEngines((engine) => {
+            engine.calibrationStepMs = 30;
+            // a step within a prompt (no estimate) 30 ms after the first is not sent
+            engine.calibrationSteps.splice(1, 0, {...engine.calibrationSteps[0]!, done: 0.5});
+        });
         const proxy = new EngineProxy({spawn});
         await proxy.loadModel("/m.gguf", null);
         const progress: string[] = [];
         const done = await proxy.calibrateRetention({modelPath: "/m.gguf", promptSet: "english", workDir, signal: new AbortController().signal,
             onProgress: (p) => progress.push(`${p.stage} ${p.done}/${p.total}`)});
         expect(done).toMatchObject({installed: true, prompts: 2});
-        // a stage's steps 250 ms apart at most: the thinking's second step (30 ms after its first) is not sent
-        expect(progress).toEqual(["thinking 0/2", "training 4/8", "validating 1/4"]);
+        // a stage's steps 250 ms apart at most, but each new estimate of the time left goes at once
+        expect(progress).toEqual(["thinking 0/2", "thinking 1/2", "training 4/8", "validating 1/4"]);
         expect(children[0]!.engine.calibrations[0]).toMatchObject({modelPath: "/m.gguf", promptSet: "english", workDir});
 
         const abort = new AbortController();
