@@ -32,7 +32,7 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
     const model = path.join(dataDir, "copy", "ponder-demo.gguf");
     fs.mkdirSync(path.dirname(model));
     fs.copyFileSync(demoModel, model);
-    backend = await HeadlessPonder.start({dataDir, model, seed: 7, calibration: {prompts: 8, validationPrompts: 1, maxTokens: 800, epochs: 4}});
+    backend = await HeadlessPonder.start({dataDir, model, seed: 7, calibration: {prompts: 12, validationPrompts: 1, maxTokens: 1000, epochs: 8}});
     const {page, chat, errors} = await openApp(browser, backend.url, {viewport: {width: 1400, height: 900}});
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     await chat.newConversation();
@@ -47,7 +47,7 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
     await chat.byId("model-calibrate-button").focus();
     await page.keyboard.press("Enter");
     const progress = chat.byId("model-calibration-progress");
-    await expect.poll(() => progress.textContent(), {timeout: 60_000}).toMatch(/Thinking [2-8]\/8 · about \d+ (s|min) left/);
+    await expect.poll(() => progress.textContent(), {timeout: 60_000}).toMatch(/Thinking ([2-9]|1[0-2])\/12 · about \d+ (s|min) left/);
     expect(await chat.byId("model-calibration").getByRole("progressbar").getAttribute("aria-valuenow")).toMatch(/^\d+$/);
     expect(await chat.byId("model-calibration").textContent()).toMatch(/Answers wait until the calibration ends/);
     await page.screenshot({path: path.join(artifacts, "calibration-progress.png")});
@@ -56,12 +56,12 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
 
     // Again: the prompts thought before are kept.
     await chat.byId("model-calibrate-button").click();
-    await expect.poll(() => chat.byId("model-calibration").textContent(), {timeout: 60_000}).toMatch(/went on from [1-8] prompts? thought before|Calibrated on/);
+    await expect.poll(() => chat.byId("model-calibration").textContent(), {timeout: 60_000}).toMatch(/went on from \d+ prompts? thought before|Calibrated on/);
     const installed = chat.byId("model-calibration-card");
     const refused = chat.byId("model-calibration-result");
     await installed.or(refused).waitFor({timeout: 150_000});
     await page.screenshot({path: path.join(artifacts, "calibration-result.png")});
-    const numbers = /Calibrated on 8 thoughts, [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d; at 50%: \d\.\d\d, Lethe \d\.\d\d/;
+    const numbers = /Calibrated on 12 thoughts, [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d; at 50%: \d\.\d\d, Lethe \d\.\d\d/;
     if (await installed.count() > 0) {
         expect(await installed.textContent()).toMatch(numbers);
         expect(await chat.byId("model-retention").textContent()).toMatch(/✓ TRIM-KV gates/);
