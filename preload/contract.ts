@@ -17,6 +17,8 @@ import type {AppSettings} from "./contract/settings.js";
 export * from "./policyCatalogue.js";
 /** The bounds of a KV budget and of the prune cadence (preload/kvBounds.ts). */
 export * from "./kvBounds.js";
+/** Token positions as ranges: the evicted positions a memory sample carries (preload/positionRanges.ts). */
+export * from "./positionRanges.js";
 export type * from "./contract/errors.js";
 export type * from "./contract/engine.js";
 export type * from "./contract/models.js";
@@ -90,7 +92,7 @@ export type Requests = {
      */
     "chat:countTokens": {req: {conversationId?: string, text: string}, res: TokenCount | null},
     "chat:send": {req: {conversationId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
-    "chat:regenerate": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
+    "chat:regenerate": {req: {conversationId: string, compareFull?: boolean}, res: {assistantMessage: MessageDto}},
     /** Resumes the conversation's last answer where it was cut off, stopped or interrupted. */
     "chat:continue": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
     /** Sends a new version of one of the user's messages (a branch), answered afresh. */

@@ -53,7 +53,7 @@ export const requestSchemas = {
         text: z.string().max(maxCountChars, "A text to count is at most 4 MiB (4,194,304 characters)")
     }).strict(),
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),
-    "chat:regenerate": z.object({conversationId: id}).strict(),
+    "chat:regenerate": z.object({conversationId: id, compareFull: z.boolean().optional()}).strict(),
     "chat:continue": z.object({conversationId: id}).strict(),
     "chat:edit": z.object({conversationId: id, messageId: id, text: z.string().min(1).max(200_000)}).strict(),
     "conversations:switchBranch": z.object({id, messageId: id}).strict(),

@@ -84,8 +84,16 @@ const stopReasons: Record<CompletionResult["stopReason"], string> = {
     budget: "kv_budget_full"
 };
 
-export function ponderStop(result: CompletionResult): {stop_reason: string, policy: string, budget_cells: number} {
-    return {stop_reason: stopReasons[result.stopReason] ?? "unknown", policy: result.policy, budget_cells: result.budgetCells};
+export function ponderStop(result: CompletionResult): {stop_reason: string, policy: string, budget_cells: number, compare_full?: object} {
+    const stop = {stop_reason: stopReasons[result.stopReason] ?? "unknown", policy: result.policy, budget_cells: result.budgetCells};
+    const compare = result.compareFull;
+    if (compare == null)
+        return stop;
+    // `ponder.compare_full`: whether the Full KV run wrote the same, and each run's memory as `usage.kv` gives it.
+    return {...stop, compare_full: {
+        texts_match: compare.sameText && compare.sameThinking, answer_matches: compare.sameText, thinking_matches: compare.sameThinking,
+        usage: toUsage(result).kv, full_usage: toUsage(compare.full).kv, full_stop_reason: stopReasons[compare.full.stopReason] ?? "unknown"
+    }};
 }
 
 function textOf(content: string | {type: "text", text: string}[] | {type: string}[] | null | undefined): string {

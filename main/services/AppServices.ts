@@ -1,15 +1,18 @@
 import path from "node:path";
 import {AppError} from "../AppError.js";
-import type {AppStatus, ConversationDetail, DemoSample, ModelDetails, SavedStatesUsage} from "../../preload/contract.js";
+import type {AppStatus, ConversationDetail, ConversationSummary, DemoSample, ModelDetails, SavedStatesUsage} from "../../preload/contract.js";
 import {heldOutDemoProblems} from "../demo/demoTask.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {CalibrationService, type CalibrationServiceOptions} from "./CalibrationService.js";
+import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
+import type {RetentionAvailability} from "../engine/retention/types.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
 import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
 import {DownloadService} from "./DownloadService.js";
 import {EngineBuildService, type EngineBuildServiceOptions} from "./EngineBuildService.js";
+import {demoSampleSteps, firstMinuteCompression} from "./firstMinuteCompression.js";
 import {RpcServerService, type RpcServerServiceOptions} from "./RpcServerService.js";
 import {CompletionService} from "./CompletionService.js";
 import {GenerationQueue} from "./GenerationQueue.js";
@@ -27,7 +30,7 @@ export type AppServicesOptions = {
     /** The demo model shipped with the app, registered and loaded on a fresh install. */
     bundledModelPath?: string,
     /** Folder of the retention calibrations' work, and their settings. Defaults to `<modelsDir>/../calibration`, no settings. */
-    calibration?: Omit<CalibrationServiceOptions, "bundledModelPath" | "workDir"> & {workDir?: string},
+    calibration?: Omit<CalibrationServiceOptions, "bundledModelPath" | "workDir" | "onInstalled"> & {workDir?: string},
     chat?: ChatServiceOptions,
     /** Where conversations' KV states are kept (resume without reading the history again). Defaults to none. */
     states?: StateStore,
@@ -61,6 +64,8 @@ export class AppServices {
     readonly tokens: TokenCountService;
     /** Makes a model's retention gates from its own thinking (one calibration at a time). */
     readonly calibration: CalibrationService;
+    /** The loaded model's retention gates as last looked up (new conversations start under TRIM-KV when it has them). */
+    private _gates: {path: string, retention: RetentionAvailability} | null = null;
 
     constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
@@ -104,7 +109,11 @@ export class AppServices {
         this.calibration = new CalibrationService(engine, this.models, emit, {
             ..._options.calibration,
             workDir: _options.calibration?.workDir ?? path.join(path.dirname(_options.modelsDir), "calibration"),
-            bundledModelPath: _options.bundledModelPath
+            bundledModelPath: _options.bundledModelPath,
+            // the gates looked up for new conversations are looked up again
+            onInstalled: () => {
+                this._gates = null;
+            }
         });
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
@@ -127,18 +136,38 @@ export class AppServices {
 
     /**
      * A held-out problem of the demo task (seeds from 2^31, never trained on) when the loaded model is the demo model
-     * Ponder ships, else `null`: the one kind of question that model can answer. 10-30 steps, so it answers in seconds.
+     * Ponder ships, else `null`: the one kind of question that model can answer. 24-30 steps (`demoSampleSteps`), so it answers
+     * in seconds and its first budget prunes it.
      */
     demoSample(): DemoSample | null {
         const loaded = this.engine.status.model;
-        const bundled = this._options.bundledModelPath;
-        if (loaded == null || bundled == null || path.resolve(loaded.path) !== path.resolve(bundled))
+        if (loaded == null || !this._isDemoModel(loaded.path))
             return null;
-        const problem = heldOutDemoProblems(1, {minSteps: 10, maxSteps: 30}, Math.floor(Math.random() * 2 ** 30))[0]!;
+        const problem = heldOutDemoProblems(1, demoSampleSteps, Math.floor(Math.random() * 2 ** 30))[0]!;
         return {
             question: problem.question, answer: problem.answer, steps: problem.steps, seed: problem.seed,
             about: "A tiny model trained here on one task: a program of additions modulo 10 over one-digit variables, thought through step by step. It cannot chat."
         };
+    }
+
+    /**
+     * A new conversation: under TRIM-KV with a budget that prunes when the loaded model has retention gates and no default
+     * compression was saved (`firstMinuteCompression`), else with the defaults.
+     */
+    async createConversation(title?: string): Promise<ConversationSummary> {
+        const model = this.engine.inspection;
+        if (model != null && this._gates?.path !== model.path)
+            this._gates = {path: model.path, retention: await findRetentionGates(model)};
+        this.conversations.firstCompression = model != null && this._gates != null
+            ? firstMinuteCompression(this.settings.get().defaultConversationSettings.compression, this._gates.retention, this._isDemoModel(model.path))
+            : null;
+        return this.conversations.create(title);
+    }
+
+    /** Whether `modelPath` is the demo model Ponder ships. */
+    private _isDemoModel(modelPath: string): boolean {
+        const bundled = this._options.bundledModelPath;
+        return bundled != null && path.resolve(modelPath) === path.resolve(bundled);
     }
 
     /** A model's details, with what loading it at the default budget needs against free memory. */

@@ -17,7 +17,9 @@ export type CalibrationServiceOptions = {
     /** Settings of every calibration (prompts, tokens...), over calibrateRetention's defaults. Defaults to none. */
     settings?: Omit<Partial<CalibrationSettings>, "workDir" | "promptSet">,
     /** Milliseconds between progress events of one stage (its first and last step go at once). Defaults to `250`. */
-    progressMs?: number
+    progressMs?: number,
+    /** Called when a calibration installed a model's gates (at `modelPath`'s side). Defaults to none. */
+    onInstalled?: (modelPath: string) => void
 };
 
 /**
@@ -107,6 +109,8 @@ export class CalibrationService {
                 message: "Cancelled: the prompts thought through are kept, and calibrating again goes on from them"});
             return;
         }
+        if (result.installed)
+            this._options.onInstalled?.(this._models.get(modelId).path);
         const provenance: CalibrationProvenance = {
             promptSet, prompts: result.prompts, tokens: result.tokensSeen, samples: result.samples, seconds: Math.round(result.seconds),
             date: new Date().toISOString(),

@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import {checkGgufHeader, type GgufHeader, type GgufScalar} from "../checkGgufHeader.js";
 import type {ModelInspection} from "../types.js";
+import {checkGateValues} from "./checkGateValues.js";
 import {modelFingerprint} from "./modelFingerprint.js";
 import type {RetentionAvailability, RetentionCalibration, RetentionInfo} from "./types.js";
 
@@ -20,7 +21,8 @@ export function retentionSidecarPath(modelPath: string): string {
 /**
  * Finds and checks the model's retention gate file before anything native sees it: its header (each length against the
  * file, as for a model), every `ponder.retention.*` key against the model's own metadata, the gate tensors' names and
- * shapes, and the model file's fingerprint. Never throws: a missing, corrupt, truncated or foreign file is
+ * shapes, the model file's fingerprint, and the gates' values (`checkGateValues`: no NaN or infinite weight, finite
+ * logits on probe inputs). Never throws: a missing, corrupt, truncated, foreign or non-finite file is
  * `{available: false, reason}` in plain words, and the model loads without TRIM-KV.
  */
 export async function findRetentionGates(model: RetentionModel): Promise<RetentionAvailability> {
@@ -51,11 +53,27 @@ export async function findRetentionGates(model: RetentionModel): Promise<Retenti
             return {available: false, reason: `the model file ${model.path} cannot be read to check the gates against it`};
         if (actual !== recorded)
             return {available: false, reason: "the gates were trained for another model file (its fingerprint differs)"};
+        const problem = await checkGateValues(sidecar, header, info);
+        if (problem != null)
+            return {available: false, reason: `the gates in ${path.basename(sidecar)} cannot run: ${problem}`};
         return {available: true, path: sidecar, info};
     } catch (err) {
         if (err instanceof SidecarError)
             return {available: false, reason: `corrupt: ${path.basename(sidecar)}: ${err.message}`};
         return {available: false, reason: `the gates could not be checked: ${(err as Error).message}`};
+    }
+}
+
+/**
+ * How the gates of a retention gate file were trained (`ponder.retention.reduction`), read from its header: what picks
+ * TRIM-KV's combine mode under `auto`. Throws when the file is not a gate file this Ponder reads.
+ */
+export async function readRetentionReduction(sidecar: string): Promise<RetentionInfo["reduction"]> {
+    const header = await checkGgufHeader(sidecar, {collect: true, kind: "retention gate file"});
+    try {
+        return readInfo(header).reduction;
+    } catch (err) {
+        throw err instanceof SidecarError ? new Error(`corrupt: ${path.basename(sidecar)}: ${err.message}`) : err;
     }
 }
 

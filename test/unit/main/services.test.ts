@@ -3,6 +3,7 @@ import type {EventChannel, Events} from "../../../preload/contract.js";
 import {AppError} from "../../../main/AppError.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
+import {demoSampleSteps} from "../../../main/services/firstMinuteCompression.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 function setup() {
@@ -251,9 +252,9 @@ describe("the demo model's sample problems", () => {
         engine.status = {...engine.status, model: {...info, path: bundled}};
         const sample = services.demoSample()!;
         expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);
-        const problem = generateDemoProblem(sample.seed, {minSteps: 10, maxSteps: 30});
+        const problem = generateDemoProblem(sample.seed, demoSampleSteps);
         expect(sample).toMatchObject({question: problem.question, answer: problem.answer, steps: problem.steps});
-        expect(sample.steps).toBeGreaterThanOrEqual(10);
+        expect(sample.steps).toBeGreaterThanOrEqual(24);
         expect(sample.steps).toBeLessThanOrEqual(30);
         expect(sample.about).toMatch(/modulo 10/);
         await services.dispose();
