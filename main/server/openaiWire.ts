@@ -147,7 +147,7 @@ export function fromZod(error: z.ZodError): ApiError {
 export function toApiError(err: unknown): ApiError {
     if (err instanceof AppError) {
         const status = {
-            BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429,
+            BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429, CANNOT_CALIBRATE: 400,
             STORAGE: 500, ENGINE_STOPPED: 503, BUDGET_ABOVE_CONTEXT: 400, BUDGET_DOES_NOT_FIT: 400, KV_BUDGET_EXCEEDED: 400, POLICY_UNAVAILABLE: 400,
             INTERNAL: 500
         }[err.code];

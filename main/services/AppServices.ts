@@ -4,6 +4,7 @@ import type {AppStatus, ConversationDetail, ConversationSummary, DemoSample, Mod
 import {shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
+import {CalibrationService, type CalibrationServiceOptions} from "./CalibrationService.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
@@ -28,6 +29,8 @@ export type AppServicesOptions = {
     modelsDir: string,
     /** The demo model shipped with the app, registered and loaded on a fresh install. */
     bundledModelPath?: string,
+    /** Folder of the retention calibrations' work, and their settings. Defaults to `<modelsDir>/../calibration`, no settings. */
+    calibration?: Omit<CalibrationServiceOptions, "bundledModelPath" | "workDir" | "onInstalled"> & {workDir?: string},
     chat?: ChatServiceOptions,
     /** Where conversations' KV states are kept (resume without reading the history again). Defaults to none. */
     states?: StateStore,
@@ -59,6 +62,8 @@ export class AppServices {
     readonly rpcServers: RpcServerService;
     /** Counts a message's tokens against its conversation's KV budget before it is sent. */
     readonly tokens: TokenCountService;
+    /** Makes a model's retention gates from its own thinking (one calibration at a time). */
+    readonly calibration: CalibrationService;
     /** The loaded model's retention gates as last looked up (new conversations start under TRIM-KV when it has them). */
     private _gates: {path: string, retention: RetentionAvailability} | null = null;
 
@@ -101,6 +106,15 @@ export class AppServices {
         this.engineBuilds = new EngineBuildService(db, engine, this.queue, _options.engineBuilds);
         this.rpcServers = new RpcServerService(db, engine, this.queue, _options.rpcServers);
         this.tokens = new TokenCountService(db, engine, this.conversations, this.settings, this.compression);
+        this.calibration = new CalibrationService(engine, this.models, emit, {
+            ..._options.calibration,
+            workDir: _options.calibration?.workDir ?? path.join(path.dirname(_options.modelsDir), "calibration"),
+            bundledModelPath: _options.bundledModelPath,
+            // the gates looked up for new conversations are looked up again
+            onInstalled: () => {
+                this._gates = null;
+            }
+        });
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
     }

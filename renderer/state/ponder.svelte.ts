@@ -28,7 +28,8 @@ export type MessageFocus = {messageId: string, field: SearchHit["field"], terms:
 export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOptions = {}) {
     const conversations = createConversations(bridge);
     const chat = createChat(bridge, options);
-    const models = createModels(bridge);
+    // A calibration that installed gates: the budget controller asks again which policies the model can run.
+    const models = createModels(bridge, {onGatesInstalled: () => void budget.estimate()});
     const settings = createSettings(bridge);
     const memory = createMemory(bridge, chat, options.memory);
     const budget = createBudget(bridge, conversations, settings, {
@@ -96,7 +97,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     async function start(): Promise<void> {
-        await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh(), server.load(), refreshDemoSample()]);
+        await Promise.all([conversations.refresh(), models.refresh(), models.readCalibration(), settings.load(), downloads.refresh(), server.load(), refreshDemoSample()]);
     }
 
     async function openConversation(id: string): Promise<void> {
