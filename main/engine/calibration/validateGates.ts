@@ -39,6 +39,9 @@ export type ValidationReport = {
 
 /** Generated tokens between prune rounds in validation: the bench's quality suite's. */
 const pruneEvery = 8;
+/** The candidate gates run under TRIM-KV; the baseline they must beat is Lethe: gates that do worse are not installed. */
+const gatesPolicy: PolicyId = "trimkv";
+const baselinePolicy: PolicyId = "lethe";
 
 /**
  * Measures the candidate gates against Lethe on the prompts; see the module's comment. Agreement is pooled over tokens
@@ -74,13 +77,13 @@ export async function validateGates(options: ValidationOptions): Promise<Validat
         const budgets = shares.map((share) => Math.max(32, Math.round(length * share)));
         const fits = steps > 1;
         for (const [k, cells] of budgets.entries()) {
-            for (const policy of ["trimkv", "lethe"] as const) {
+            for (const policy of [gatesPolicy, baselinePolicy]) {
                 if (fits) {
                     const report = await measureFidelity({
                         model: options.model, prompt, steps, reference, cells, threads: options.threads ?? 1, compression: settings(policy),
-                        retentionGates: policy === "trimkv" ? options.gates : null, divergence: false
+                        retentionGates: policy === gatesPolicy ? options.gates : null, divergence: false
                     });
-                    sums[k]![policy === "trimkv" ? "gates" : "lethe"] += report.top1Agreement * steps;
+                    sums[k]![policy === gatesPolicy ? "gates" : "lethe"] += report.top1Agreement * steps;
                 }
                 step();
             }
