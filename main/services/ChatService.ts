@@ -1,15 +1,15 @@
 import {randomInt, randomUUID} from "node:crypto";
-import type {CompressionSettings, KvSample, MessageCompression, MessageDto, MessageStats, VersionComparison} from "../../preload/contract.js";
+import type {CompressionSettings, MessageCompression, MessageDto, MessageStats, VersionComparison} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import type {ChatTurn} from "../engine/types.js";
 import {assertBudgetAboveMin} from "../kv/resolveKv.js";
-import {mergeRanges} from "../../preload/positionRanges.js";
 import type {CompressionService} from "./CompressionService.js";
 import {AnswerProgress} from "./AnswerProgress.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
+import {parseSamples, pushSample} from "./pushSample.js";
+import {toTurn} from "./toTurn.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
 import {compareVersions} from "./compareVersions.js";
@@ -434,42 +434,4 @@ function storageFailure(err: unknown): string {
     if (/SQLITE_FULL|ENOSPC/.test(code) || /database or disk is full/i.test((err as Error).message))
         return "The disk is full, so the answer stopped here: everything saved before is kept. Free some space and try again.";
     return `The answer could not be saved, so it stopped here (${(err as Error).message}): everything saved before is kept.`;
-}
-
-/** A stored message as a turn of the prompt; an answer that failed before writing anything is left out. */
-export function toTurn(row: MessageRow): ChatTurn[] {
-    if (row.role === "user")
-        return [{role: "user", text: row.text}];
-    if (row.status === "error" && row.text === "")
-        return [];
-    return [{role: "assistant", text: row.text, thinking: row.thinking}];
-}
-
-function parseSamples(json: string): KvSample[] {
-    try {
-        const samples = (JSON.parse(json) as Partial<MessageStats>).samples;
-        return Array.isArray(samples) ? samples : [];
-    } catch {
-        return [];
-    }
-}
-
-/**
- * Appends a sample, halving the older ones when the list is full so a long answer keeps its whole shape. A sample left out
- * hands its evicted positions (a delta) to the next one kept, so the union over the samples stays what was evicted.
- */
-export function pushSample(samples: KvSample[], sample: KvSample, max: number): void {
-    samples.push(sample);
-    if (samples.length > max) {
-        const thinned: KvSample[] = [];
-        let carried: number[] = [];
-        for (const [index, kept] of samples.entries()) {
-            if (index % 2 === 0 || index === samples.length - 1) {
-                thinned.push(carried.length > 0 ? {...kept, evicted: mergeRanges(carried, kept.evicted ?? [])} : kept);
-                carried = [];
-            } else
-                carried = mergeRanges(carried, kept.evicted ?? []);
-        }
-        samples.splice(0, samples.length, ...thinned);
-    }
 }

@@ -1,7 +1,7 @@
 import {describe, expect, it} from "vitest";
 import type {KvSample} from "../../../preload/contract.js";
 import {maskOfRanges, mergeRanges, toRanges} from "../../../preload/positionRanges.js";
-import {pushSample} from "../../../main/services/ChatService.js";
+import {pushSample} from "../../../main/services/pushSample.js";
 import {kvSample} from "../renderer/fakeBridge.js";
 
 describe("evicted positions as ranges", () => {
