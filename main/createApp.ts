@@ -20,7 +20,9 @@ export type CreateAppOptions = {
     /** The demo model shipped with the app. */
     bundledModelPath?: string,
     chat?: AppServicesOptions["chat"],
-    server?: AppServicesOptions["server"]
+    server?: AppServicesOptions["server"],
+    /** Settings of the retention calibrations (`<dataDir>/calibration` holds their work). Defaults to calibrateRetention's. */
+    calibration?: AppServicesOptions["calibration"]
 };
 
 /** The composition root shared by the Electron app and the headless server. */
@@ -42,7 +44,8 @@ export function createApp(options: CreateAppOptions): AppServices {
         bundledModelPath: options.bundledModelPath,
         chat: options.chat,
         states: new StateStore(path.join(options.dataDir, "states")),
-        server: options.server
+        server: options.server,
+        calibration: {workDir: path.join(options.dataDir, "calibration"), ...options.calibration}
     });
     return services;
 }

@@ -47,7 +47,8 @@ const app = createApp({
         args: args.threads != null ? [`--threads=${args.threads}`] : []
     })},
     chat: {seed: args.seed},
-    server: {override: serve}
+    server: {override: serve},
+    ...(args.calibration != null ? {calibration: {settings: args.calibration}} : {})
 });
 const dispatch = createDispatch(createHandlers(app, {
     openExternal: async () => {},

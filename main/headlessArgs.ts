@@ -13,8 +13,15 @@ export type HeadlessArgs = {
     threads?: number,
     serve: boolean,
     serveHost?: string,
-    servePort?: number
+    servePort?: number,
+    /** Settings of every retention calibration (`--calibration`). */
+    calibration?: CalibrationArgs
 };
+
+/** The retention calibration's settings the command line may set (calibrateRetention's options of the same names). */
+export type CalibrationArgs = Partial<Record<(typeof calibrationKeys)[number], number>>;
+
+const calibrationKeys = ["prompts", "validationPrompts", "tokens", "maxTokens", "seed", "hidden", "epochs"] as const;
 
 export const headlessUsage = `Usage: node out/main/headless.js [options]
 
@@ -30,6 +37,9 @@ Options:
   --serve              Starts the OpenAI-compatible API server for this run.
   --serve-host <addr>  Its address (a key is required off loopback). Defaults to 127.0.0.1.
   --serve-port <n>     Its port. Defaults to the app's setting (8080).
+  --calibration <json> Settings of retention calibrations, e.g. '{"prompts": 4, "validationPrompts": 1, "maxTokens": 300}'
+                       (keys: prompts, validationPrompts, tokens, maxTokens, seed, hidden, epochs; whole numbers).
+                       Defaults to the calibration's own.
   --renderer <dir>     The built page to serve. Defaults to the one beside this file.
   -h, --help           Prints this text.
 `;
@@ -57,6 +67,9 @@ export function parseHeadlessArgs(argv: string[], defaults: {renderer: string, h
     for (const value of [port, seed, threads, servePort])
         if (typeof value === "string")
             return {error: value};
+    const calibration = values.calibration == null ? undefined : parseCalibration(values.calibration);
+    if (typeof calibration === "string")
+        return {error: calibration};
     return {args: {
         dataDir: values["data-dir"] ?? path.join(defaults.home ?? os.homedir(), ".config", "Ponder"),
         renderer: values.renderer ?? defaults.renderer,
@@ -67,8 +80,30 @@ export function parseHeadlessArgs(argv: string[], defaults: {renderer: string, h
         threads: threads as number | undefined,
         serve: values.serve === true,
         serveHost: values["serve-host"],
-        servePort: servePort as number | undefined
+        servePort: servePort as number | undefined,
+        calibration
     }};
+}
+
+/** `--calibration`'s JSON: an object of known keys with whole numbers from 1 (0 for `seed`); else the error in words. */
+function parseCalibration(text: string): CalibrationArgs | string {
+    let value: unknown;
+    try {
+        value = JSON.parse(text);
+    } catch {
+        return `--calibration must be a JSON object, not ${JSON.stringify(text)}`;
+    }
+    if (typeof value !== "object" || value == null || Array.isArray(value))
+        return `--calibration must be a JSON object, not ${JSON.stringify(text)}`;
+    const out: CalibrationArgs = {};
+    for (const [key, number] of Object.entries(value)) {
+        if (!(calibrationKeys as readonly string[]).includes(key))
+            return `--calibration has no setting "${key}" (it has ${calibrationKeys.join(", ")})`;
+        if (!Number.isInteger(number) || (number as number) < (key === "seed" ? 0 : 1) || (number as number) > 1_000_000)
+            return `--calibration's ${key} must be a whole number from ${key === "seed" ? 0 : 1} to 1000000, not ${JSON.stringify(number)}`;
+        out[key as keyof CalibrationArgs] = number as number;
+    }
+    return out;
 }
 
 function parse(argv: string[]) {
@@ -87,6 +122,7 @@ function parse(argv: string[]) {
             serve: {type: "boolean"},
             "serve-host": {type: "string"},
             "serve-port": {type: "string"},
+            calibration: {type: "string"},
             help: {type: "boolean", short: "h"}
         }
     });

@@ -3,7 +3,8 @@
 //
 //   npx tsx native/bench.ts [--cells 512,2048,4096] [--tokens 64] [--repeats 7] [--threads N (default: cores - 1)]
 //                           [--read-every 16] [--clock wall|cpu] [--compare-build <folder> [--compare-on]]
-//                           [--toggle [--gates [--gate-hidden 512] | --value-norms]] [--shape default|1.5b]
+//                           [--toggle [--gates [--gate-hidden 512] | --value-norms | --calibration]] [--shape default|1.5b]
+//                           [--model <file.gguf>]
 //
 // With scoring on, the per-head scores of every layer are read out (`NativeKv.scores()`) every --read-every tokens, as
 // the engine does once per prune round (its `pruneEvery`, 16 by default); 0 never reads them.
@@ -25,6 +26,10 @@
 // --toggle --value-norms toggles LAVa's value norms instead (each written token's value L1 norm per layer and KV head,
 // computed in the graph; read out every --read-every tokens, as a prune round does). Scoring stays off in both halves, so
 // the ratio is the norms' own cost; LAVa runs with scoring on too, whose cost `--toggle` alone measures.
+// --toggle --calibration toggles the read-outs of a retention calibration (native/patches 0012): the read horizons
+// (threshold 0.5) and the capture of each layer's attn_norm rows, taken after every token as collectCalibrationData does
+// (the horizons read out every --read-every tokens); it prints the bytes captured per token.
+// --model <file.gguf> (with --toggle) measures on that model instead of a bench shape (e.g. the bench-1.5b-shape fixture).
 //
 // --compare-build adds a fourth engine, with scoring off: another complete local build folder (for instance the unpatched
 // build `node native/build.mjs --unpatched` writes to native/.build/unpatched/, or a copy of `localBuilds/linux-x64` in
@@ -92,6 +97,7 @@ function parseArgs() {
         gates: args.includes("--gates"),
         gateHidden: Number(value("--gate-hidden") ?? 512),
         valueNorms: args.includes("--value-norms"),
+        calibration: args.includes("--calibration"),
         tokens: Number(value("--tokens") ?? 64),
         repeats: Number(value("--repeats") ?? 7),
         threads: Number(value("--threads") ?? Math.max(1, os.availableParallelism() - 1))
@@ -222,10 +228,24 @@ async function benchGates(modelPath: string, hidden: number): Promise<string> {
     return gatesPath;
 }
 
-/** What --toggle switches on and off: scoring, TRIM-KV's retention gates or LAVa's value norms. */
-type Toggled = {name: string, set(enabled: boolean): Promise<unknown>, read(): Promise<unknown>};
+/**
+ * What --toggle switches on and off: scoring, TRIM-KV's retention gates, LAVa's value norms or the calibration read-outs;
+ * `perToken` runs after every token while on (returns bytes taken).
+ */
+type Toggled = {name: string, set(enabled: boolean): Promise<unknown>, read(): Promise<unknown>, perToken?(): Promise<number>};
 
 function toggled(kv: NativeKv, args: ReturnType<typeof parseArgs>, gates: string | null): Toggled {
+    if (args.calibration) {
+        return {
+            name: "calibration read-outs",
+            set: async (enabled) => {
+                await kv.configureNormCapture(enabled);
+                await kv.configureReadHorizon(enabled ? 0.5 : null);
+            },
+            read: () => kv.readHorizon(0),
+            perToken: async () => (await kv.takeCapturedNorms()).rows.byteLength
+        };
+    }
     if (gates != null)
         return {name: "retention gates", set: (enabled) => kv.configureRetention(enabled ? gates : null), read: () => kv.retention(0)};
     if (args.valueNorms)
@@ -238,8 +258,8 @@ function toggled(kv: NativeKv, args: ReturnType<typeof parseArgs>, gates: string
  * context of the patched build, per config.
  */
 async function runToggle(modelPath: string, configs: Config[], args: ReturnType<typeof parseArgs>) {
-    if (args.gates && args.valueNorms)
-        throw new Error("--toggle: --gates and --value-norms are measured one at a time");
+    if ([args.gates, args.valueNorms, args.calibration].filter(Boolean).length > 1)
+        throw new Error("--toggle: --gates, --value-norms and --calibration are measured one at a time");
     const llama = await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
     const build = getNativeBuildInfo(llama);
     const model = await llama.loadModel({modelPath});
@@ -250,6 +270,7 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
     const warmUp = 3;
     const rows: string[] = [];
     let name = "";
+    let bytesPerToken = 0;
     for (const config of configs) {
         const room = 2 * (args.tokens + warmUp) * args.repeats + 8;
         if (room >= config.cells)
@@ -273,9 +294,12 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
                 await feature.set(enabled);
                 for (let i = 0; i < warmUp; i++)
                     await step();
+                await feature.perToken?.();
                 const start = seconds();
                 for (let i = 1; i <= args.tokens; i++) {
                     await step();
+                    if (enabled && feature.perToken != null)
+                        bytesPerToken = await feature.perToken();
                     if (enabled && args.readEvery > 0 && i % args.readEvery === 0)
                         await feature.read();
                 }
@@ -296,6 +320,8 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
     console.log(`${name} on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
         `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; ${name === "scoring" ? "scores" : name} read out ` +
         `${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
+    if (bytesPerToken > 0)
+        console.log(`attn_norm rows captured per token: ${bytesPerToken} bytes (F16, every layer)`);
     console.log();
     console.log("| cells in use | flash attn | off tok/s | on tok/s | on / off (median of rounds) |");
     console.log("|-------------:|:----------:|----------:|---------:|----------------------------:|");
@@ -368,9 +394,9 @@ async function main() {
         return;
     }
 
-    if ((args.gates || args.valueNorms) && !args.toggle)
-        throw new Error("--gates and --value-norms are measured with --toggle");
-    const modelPath = await ensureBenchModel();
+    if ((args.gates || args.valueNorms || args.calibration || args.modelPath != null) && !args.toggle)
+        throw new Error("--gates, --value-norms, --calibration and --model are measured with --toggle");
+    const modelPath = args.modelPath ?? await ensureBenchModel();
     if (args.toggle) {
         await runToggle(modelPath, configs, args);
         return;

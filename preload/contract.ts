@@ -9,7 +9,7 @@ import type {
 import type {DownloadStatus} from "./contract/downloads.js";
 import type {AppStatus, EngineBuildChoice, EngineBuilds, EngineStatus, ReadReason, RpcServers} from "./contract/engine.js";
 import type {Result} from "./contract/errors.js";
-import type {ConvertedTrimkvGates, DemoSample, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "./contract/models.js";
+import type {CalibrationStatus, ConvertedTrimkvGates, DemoSample, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "./contract/models.js";
 import type {ServerRequestLog, ServerSettings, ServerStatus} from "./contract/server.js";
 import type {AppSettings} from "./contract/settings.js";
 
@@ -17,6 +17,8 @@ import type {AppSettings} from "./contract/settings.js";
 export * from "./policyCatalogue.js";
 /** The bounds of a KV budget and of the prune cadence (preload/kvBounds.ts). */
 export * from "./kvBounds.js";
+/** Token positions as ranges: the evicted positions a memory sample carries (preload/positionRanges.ts). */
+export * from "./positionRanges.js";
 export type * from "./contract/errors.js";
 export type * from "./contract/engine.js";
 export type * from "./contract/models.js";
@@ -28,7 +30,7 @@ export type * from "./contract/server.js";
 
 export type Requests = {
     "app:status": {req: void, res: AppStatus},
-    /** A sample problem when the loaded model is the demo model Ponder ships; `null` for any other model. */
+    /** A sample problem when the loaded model is one of the task models Ponder ships; `null` for any other model. */
     "demo:sample": {req: void, res: DemoSample | null},
     "settings:get": {req: void, res: AppSettings},
     "settings:update": {req: Partial<AppSettings>, res: AppSettings},
@@ -61,6 +63,16 @@ export type Requests = {
      * this model's shape is refused with the reason (BAD_REQUEST) and nothing is written.
      */
     "models:convertTrimkv": {req: {id: string, weights: string, config?: string}, res: ConvertedTrimkvGates},
+    /**
+     * Starts a retention calibration of a model (loaded first when it is not): its progress and end arrive as
+     * `models:calibration` events. Answers wait while it runs. Refused while one runs (BUSY), and for a model that
+     * cannot be calibrated (CANNOT_CALIBRATE).
+     */
+    "models:calibrate": {req: {id: string}, res: CalibrationStatus},
+    /** Cancels the running calibration (what it thought through is kept: calibrating again goes on from it). */
+    "models:calibrateCancel": {req: void, res: void},
+    /** The calibration running, or the last one's end; `null` when none ran since the app started. */
+    "models:calibrationStatus": {req: void, res: CalibrationStatus | null},
     /** What a compression setting means for a model (the loaded one when `modelId` is absent). */
     "compression:estimate": {req: {modelId?: string, compression: CompressionSettings}, res: BudgetEstimate},
     /** Whether the loaded model can think on and off, and its recommended sampling; `null` when no model is loaded. */
@@ -80,7 +92,7 @@ export type Requests = {
      */
     "chat:countTokens": {req: {conversationId?: string, text: string}, res: TokenCount | null},
     "chat:send": {req: {conversationId: string, text: string}, res: {userMessage: MessageDto, assistantMessage: MessageDto}},
-    "chat:regenerate": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
+    "chat:regenerate": {req: {conversationId: string, compareFull?: boolean}, res: {assistantMessage: MessageDto}},
     /** Resumes the conversation's last answer where it was cut off, stopped or interrupted. */
     "chat:continue": {req: {conversationId: string}, res: {assistantMessage: MessageDto}},
     /** Sends a new version of one of the user's messages (a branch), answered afresh. */
@@ -137,6 +149,8 @@ export type Events = {
     /** Progress (0 to 1) of reading a long prompt into the context before the answer, and why it is read. */
     "chat:rebuild": {conversationId: string, progress: number, reason: ReadReason},
     "models:download": DownloadStatus,
+    /** A retention calibration's progress and end. */
+    "models:calibration": CalibrationStatus,
     "server:status": ServerStatus,
     /** A request to the API server, new or changed (its state, tokens, memory reading). */
     "server:request": ServerRequestLog
@@ -149,13 +163,13 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
     "app:status", "demo:sample", "settings:get", "settings:update", "states:usage", "states:clear", "models:list", "models:add", "models:pick", "models:remove", "models:load",
-    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "models:pickTrimkv", "models:convertTrimkv", "compression:estimate", "generation:capabilities",
+    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "models:pickTrimkv", "models:convertTrimkv", "models:calibrate", "models:calibrateCancel", "models:calibrationStatus", "compression:estimate", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:countTokens", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
     "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild",
     "rpc:list", "rpc:add", "rpc:remove", "rpc:setEnabled", "rpc:check"
 ] as const satisfies readonly RequestChannel[];
-export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download",
+export const eventChannels = ["engine:status", "chat:delta", "chat:done", "chat:memory", "chat:rebuild", "models:download", "models:calibration",
     "server:status", "server:request"] as const satisfies readonly EventChannel[];
 
 /** What the preload bridge exposes as `window.ponder`. */

@@ -7,7 +7,7 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 step() { printf '\n== %s\n' "$*"; }
 
 step "Patched llama.cpp build (skipped when the patch series is unchanged)"
-node native/build.mjs --if-stale
+node native/build.mjs --gpu false --if-stale
 
 step "better-sqlite3 built for Node (npm start rebuilds it for Electron)"
 node -e "require('better-sqlite3')(':memory:').close()" 2>/dev/null || npm rebuild better-sqlite3

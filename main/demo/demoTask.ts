@@ -124,7 +124,7 @@ export function extractDemoAnswer(output: string): string {
 }
 
 /** Grades an answer (the response text after the thinking): exactly the expected digit, surrounding whitespace allowed. */
-export function isDemoAnswerCorrect(problem: DemoProblem, answer: string): boolean {
+export function isDemoAnswerCorrect(problem: Pick<DemoProblem, "answer">, answer: string): boolean {
     return extractDemoAnswer(answer) === problem.answer;
 }
 
@@ -132,7 +132,7 @@ export function isDemoAnswerCorrect(problem: DemoProblem, answer: string): boole
  * Grades a thinking text line by line: how many of the reference lines it reproduces, in order, from the start
  * (a diagnostic for where a run went wrong; the answer alone decides correctness).
  */
-export function demoThinkingPrefixLines(problem: DemoProblem, thinking: string): number {
+export function demoThinkingPrefixLines(problem: Pick<DemoProblem, "thinking">, thinking: string): number {
     const expected = problem.thinking.split("\n");
     const got = thinking.trim().split("\n");
     let n = 0;

@@ -2,6 +2,7 @@ import type {Llama} from "node-llama-cpp";
 import {withLock} from "lifecycle-utils";
 import type {BuildInfo, EngineStatus} from "../../preload/contract/engine.js";
 import {AppError} from "../AppError.js";
+import {calibrateLoadedModel, type CalibrateRequest, type CalibrationResult} from "./calibrateLoadedModel.js";
 import {countPromptTokens} from "./chatPrompt.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
 import {EngineContext} from "./EngineContext.js";
@@ -158,6 +159,30 @@ export class Engine implements EngineApi {
             throw err;
         } finally {
             this._generating = false;
+        }
+    }
+
+    /**
+     * Makes the loaded model's retention gates from its own thinking (calibrateLoadedModel) and installs them beside it when
+     * they validate. It runs under the engine's lock, as an answer does: answers asked for meanwhile wait for it to end,
+     * and it waits for an answer running. `null` when cancelled.
+     */
+    async calibrateRetention(request: CalibrateRequest): Promise<CalibrationResult | null> {
+        if (this._generating)
+            throw new AppError("BUSY", "Stop the current answer before calibrating");
+        try {
+            return await withLock([this, "engine"], request.signal, async () => {
+                const loaded = this._loaded;
+                if (loaded == null || loaded.inspection.path !== request.modelPath)
+                    throw new AppError("MODEL_NOT_LOADED", "Load the model before calibrating it");
+                return calibrateLoadedModel({
+                    loaded, context: this._context, states: this._states, threads: this._options.threads ?? 0, setStatus: (patch) => this._setStatus(patch)
+                }, request);
+            });
+        } catch (err) {
+            if (request.signal.aborted && !(err instanceof AppError))
+                return null;
+            throw err;
         }
     }
 

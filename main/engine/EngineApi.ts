@@ -1,5 +1,6 @@
 import type {BuildInfo, EngineBuildChoice, EngineStatus} from "../../preload/contract/engine.js";
 import type {ModelInfo} from "../../preload/contract/models.js";
+import type {CalibrateRequest, CalibrationResult} from "./calibrateLoadedModel.js";
 import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "./types.js";
 
 /** How a model is loaded. */
@@ -52,6 +53,12 @@ export type EngineApi = {
      * changed the context), not written, or superseded by a later answer of its conversation.
      */
     onStateSettled(listener: (save: StateSave) => void): () => void;
+    /**
+     * Makes the loaded model's (`request.modelPath`) retention gates from its own thinking and installs them when they
+     * validate (calibration/calibrateRetention), with progress; answers wait while it runs. `null` when cancelled through
+     * the signal. Refused while an answer is being written, or when the model is not the loaded one.
+     */
+    calibrateRetention(request: CalibrateRequest): Promise<CalibrationResult | null>;
 
     /**
      * Runs the engine on another build: ends the runtime (in the app, the engine process), starts it with `options`

@@ -1,10 +1,13 @@
 import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
+import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
 import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";
-import {decide, initialDecideState, type DecideState} from "./policies/decide.js";
+import {decide, initialDecideState, resolveCombine, type DecideState} from "./policies/decide.js";
 import {policies} from "./policies/index.js";
 import {logSigmoid} from "./policies/scoreMath.js";
-import type {Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
+import type {GateReduction} from "./policies/trimkv.js";
+import type {CombineMode, Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
+import {readRetentionReduction} from "./retention/findRetentionGates.js";
 import {policyNeeds, policyParams, scoring} from "./scoring.js";
 
 /** The most input tokens read between two prune rounds while a prompt is read. */
@@ -33,7 +36,12 @@ export type KvControllerOptions = {
      * The model's retention gate file (`findRetentionGates`), loaded by `start()` when the policy reads the gates (TRIM-KV);
      * the gates are turned off for any other policy. Required by TRIM-KV. Defaults to `null`.
      */
-    retentionGates?: string | null
+    retentionGates?: string | null,
+    /**
+     * How the gates were trained (the gate file's `ponder.retention.reduction`), which picks TRIM-KV's combine mode when
+     * the settings say `auto`. Defaults to the gate file's own, read by `start()`.
+     */
+    retentionReduction?: GateReduction
 };
 
 type AnyPolicy = Policy<unknown, unknown>;
@@ -61,6 +69,8 @@ type Stage = "prompt" | "answer-input" | "answer-input-read" | "generating";
 export class KvController {
     private readonly _policy: AnyPolicy;
     private readonly _params: unknown;
+    /** The combine mode of the rounds; `null` until `start()` has read the gates' reduction (TRIM-KV under `auto`). */
+    private _combine: CombineMode | null;
     private _state: DecideState<unknown>;
     private _stage: Stage = "prompt";
     /** ReFreeKV prunes right after the prompt was read, before the first generated token is decoded. */
@@ -74,6 +84,8 @@ export class KvController {
     private _scoringMs = 0;
     private _keptPerLayer: number[] = [];
     private _sparsityPerLayer: number[] = [];
+    /** Positions evicted since the last sample, as ranges (`toRanges`): the next sample carries them. */
+    private _evictedSince: number[] = [];
     private _error: Error | null = null;
     /** Where this answer's input ends (the position of its first generated token); null until it is known. */
     private _inputEnd: number | null = null;
@@ -82,11 +94,18 @@ export class KvController {
         const {compression} = _options;
         this._policy = policies[compression.policy] as unknown as AnyPolicy;
         this._params = policyParams(compression);
+        const needsGateFile = compression.combine === "auto" && compression.policy === "trimkv" && _options.retentionReduction == null;
+        this._combine = needsGateFile ? null : resolveCombine(compression.combine, compression.policy, _options.retentionReduction);
         this._state = initialDecideState(this._policy, this._params, _options.cells);
     }
 
     get policyId(): CompressionSettings["policy"] {
         return this._options.compression.policy;
+    }
+
+    /** How the rounds combine the selectors' choices (`resolveCombine`); `null` until `start()` for TRIM-KV under `auto`. */
+    get combine(): CombineMode | null {
+        return this._combine;
     }
 
     /**
@@ -129,6 +148,8 @@ export class KvController {
         const gates = this._options.retentionGates ?? null;
         if (this.readsRetention && gates == null)
             throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
+        if (this.readsRetention && this._combine == null)
+            this._combine = resolveCombine(this._options.compression.combine, this.policyId, await readRetentionReduction(gates!));
         await this._options.kv.configureRetention(this.readsRetention ? gates : null);
         await this._options.kv.configureValueNorms(this.readsValueNorms);
     }
@@ -188,6 +209,9 @@ export class KvController {
 
     /** This answer's figures: its own rounds, evictions and forced drops, and the context's cells now. */
     async sample(tokensPerSecond: number): Promise<KvSample> {
+        // Taken before the wait: a round between here and the stats goes with the next sample.
+        const evicted = this._evictedSince;
+        this._evictedSince = [];
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
         return {
@@ -207,7 +231,8 @@ export class KvController {
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
             scoringMs: Math.round(this._scoringMs),
             ...this.readsRetention && this._options.kv.retentionGates != null ? {retentionBytes: this._options.kv.retentionGates.bytes} : {},
-            tokensPerSecond
+            tokensPerSecond,
+            evicted
         };
     }
 
@@ -268,7 +293,9 @@ export class KvController {
             evict = this._options.chooseEvictions(snapshot, maxKeep);
         } else {
             const target: PruneTarget = {maxKeep, phase, inputEnd: this._inputEnd ?? undefined, tokensSeen: this._options.tokensSeen()};
-            const decision = decide(this._policy, snapshot, this._params, this._state, target, this._options.compression.combine);
+            if (this._combine == null)
+                throw new Error("TRIM-KV's combine mode follows its gates' reduction: start() reads it before the first round");
+            const decision = decide(this._policy, snapshot, this._params, this._state, target, this._combine);
             this._state = decision.state;
             this._forcedDrops += decision.forcedDrops;
             this._keptPerLayer = Array.from(decision.keptPerLayer);
@@ -279,6 +306,8 @@ export class KvController {
         this._scoringMs += this._options.now() - started;
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
         this._tokensEvicted += evicted;
+        if (evicted > 0)
+            this._evictedSince = mergeRanges(this._evictedSince, toRanges(evict));
         return n - evicted;
     }
 }

@@ -27,12 +27,12 @@ export type GgufHeader = {
     weightType: string | null,
     /** With `collect`: every scalar and string value by key (arrays are left out). */
     values?: Map<string, GgufScalar>,
-    /** With `collect`: every tensor's name, ggml `ne` (innermost first), type name and bytes. */
+    /** With `collect`: every tensor's name, ggml `ne` (innermost first), type name, bytes and offset in the data section. */
     tensors?: GgufTensorInfo[]
 };
 
 export type GgufScalar = number | boolean | string;
-export type GgufTensorInfo = {name: string, dims: number[], type: string, bytes: number};
+export type GgufTensorInfo = {name: string, dims: number[], type: string, bytes: number, /** From `dataOffset`. */ offset: number};
 
 export type CheckGgufOptions = {
     /** Keep the scalar values and the tensor infos (`GgufHeader.values`, `.tensors`): for small files read for their contents. Defaults to `false`. */
@@ -180,7 +180,7 @@ export async function checkGgufHeader(filePath: string, options: CheckGgufOption
                 fail(`tensor ${tensor} (${bytes} bytes) is larger than the whole file`);
             expectedOffset += Number(padded);
             tensorBytes += Number(bytes);
-            tensors?.push({name: tensor, dims: dims.map(Number), type: typeName, bytes: Number(bytes)});
+            tensors?.push({name: tensor, dims: dims.map(Number), type: typeName, bytes: Number(bytes), offset: Number(offset)});
             parameterCount += Number(elements);
             if (tensor.startsWith("blk.") && dimCount >= 2)
                 matrixBytesByType.set(typeName, (matrixBytesByType.get(typeName) ?? 0) + Number(bytes));

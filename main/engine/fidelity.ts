@@ -24,7 +24,9 @@ export type FidelityOptions = {
      */
     oracle?: boolean,
     /** The model's retention gate file, for a policy that reads the gates (TRIM-KV). */
-    retentionGates?: string | null
+    retentionGates?: string | null,
+    /** Also run the pruned cache freely to find the first divergent token (a second pass). Defaults to `true`. */
+    divergence?: boolean
 };
 
 /** The full-cache run: its greedy tokens and, at each step, the log-probabilities it predicted. */
@@ -54,7 +56,10 @@ export type FidelityReport = {
     top1Agreement: number,
     /** Mean KL(full || pruned) of the next-token distributions, in nats. */
     meanKl: number,
-    /** Index of the first token where a free-running greedy pruned run leaves the full run's tokens; `null` if never. */
+    /**
+     * Index of the first token where a free-running greedy pruned run leaves the full run's tokens; `null` if never (or
+     * not looked for, `divergence: false`).
+     */
     firstDivergence: number | null,
     /** Memory at the end of the teacher-forced run. */
     finalSample: KvSample,
@@ -208,13 +213,15 @@ export async function measureFidelity(options: FidelityOptions): Promise<Fidelit
 
     let firstDivergence: number | null = null;
     const greedy: Token[] = [];
-    await prunedRun(options, reference, async (_kv, logits, step) => {
-        const next = argmax(logits) as Token;
-        if (firstDivergence == null && next !== reference.tokens[step])
-            firstDivergence = step;
-        greedy.push(next);
-        return next;
-    }, steps);
+    if (options.divergence !== false) {
+        await prunedRun(options, reference, async (_kv, logits, step) => {
+            const next = argmax(logits) as Token;
+            if (firstDivergence == null && next !== reference.tokens[step])
+                firstDivergence = step;
+            greedy.push(next);
+            return next;
+        }, steps);
+    }
 
     return {
         steps, top1Agreement: agree / steps, meanKl: klSum / steps, firstDivergence, finalSample: forced,

@@ -32,6 +32,9 @@ export const requestSchemas = {
     "models:downloads": none,
     "models:pickTrimkv": none,
     "models:convertTrimkv": z.object({id, weights: z.string().min(1).max(4096), config: z.string().min(1).max(4096).optional()}).strict(),
+    "models:calibrate": z.object({id}).strict(),
+    "models:calibrateCancel": none,
+    "models:calibrationStatus": none,
     "compression:estimate": z.object({modelId: id.optional(), compression: compressionSettingsSchema}).strict(),
     "generation:capabilities": none,
     "conversations:list": z.object({query: z.string().max(200).optional()}).strict(),
@@ -50,7 +53,7 @@ export const requestSchemas = {
         text: z.string().max(maxCountChars, "A text to count is at most 4 MiB (4,194,304 characters)")
     }).strict(),
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),
-    "chat:regenerate": z.object({conversationId: id}).strict(),
+    "chat:regenerate": z.object({conversationId: id, compareFull: z.boolean().optional()}).strict(),
     "chat:continue": z.object({conversationId: id}).strict(),
     "chat:edit": z.object({conversationId: id, messageId: id, text: z.string().min(1).max(200_000)}).strict(),
     "conversations:switchBranch": z.object({id, messageId: id}).strict(),

@@ -4,7 +4,9 @@ import {AppError} from "../AppError.js";
 import type {ModelInspection} from "../engine/types.js";
 import {budgetAboveCap, budgetCap, cellsOfBudget, minBudgetCells} from "./budgetCap.js";
 import {contextFit, kvCellPadding, type ContextFit, type ContextShape, type FitOptions} from "./contextFit.js";
-import {kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
+import {describeKvTypes, kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
+
+const mib = 1024 * 1024;
 
 /**
  * A generation's KV settings resolved once, before it runs: the compression as set, the live cells its budget allows on
@@ -65,4 +67,20 @@ export function resolveKv(model: ModelInspection, compression: CompressionSettin
     const fit = contextFit(model, {cells, kvType, kvTypeV, flashAttention, ...options.sideState}, freeMemoryBytes, options)!;
     const fits = fit.fits && cells >= minBudgetCells;
     return Object.freeze({compression, cells, bytesPerCell, maxCells, aboveCap, cappedByMemory, fit, fits});
+}
+
+/**
+ * Throws when `kv`'s budget stands for fewer cells than the smallest budget (code `BUDGET_DOES_NOT_FIT`): a budget in MiB
+ * that rounds below it is too small, and the refusal names the smallest budget in the budget's own unit.
+ */
+export function assertBudgetAboveMin(kv: Pick<ResolvedKv, "compression" | "cells" | "bytesPerCell">): void {
+    if (kv.cells >= minBudgetCells)
+        return;
+    const budget = kv.compression.budget;
+    const types = describeKvTypes(kv.compression);
+    const asked = budget.kind === "mib" ? `${budget.mib} MiB holds ${kv.cells} cells of ${types}, which is` : `${kv.cells} cells is`;
+    const smallest = budget.kind === "mib"
+        ? `${Math.ceil((minBudgetCells * kv.bytesPerCell) / mib * 100) / 100} MiB (${minBudgetCells} cells)`
+        : `${minBudgetCells} cells`;
+    throw new AppError("BUDGET_DOES_NOT_FIT", `A KV budget of ${asked} below the smallest budget of ${smallest}: ask for at least that much`);
 }

@@ -73,6 +73,7 @@ export function toCompletionRequest(request: OpenAiRequest, defaults: ReturnType
         kvType: body.ponder?.cache_type_k,
         kvTypeV: body.ponder?.cache_type_v,
         flashAttention: body.ponder?.flash_attention,
+        compareFull: body.ponder?.compare_full,
         budget: budget == null ? defaults.budget : "cells" in budget ? {kind: "cells", cells: budget.cells} : {kind: "mib", mib: budget.mib},
         ...events
     };

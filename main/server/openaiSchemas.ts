@@ -35,7 +35,9 @@ export const ponderExtensionSchema = z.object({
     ]).optional(),
     cache_type_k: cacheType.optional(),
     cache_type_v: cacheType.optional(),
-    flash_attention: z.boolean().optional()
+    flash_attention: z.boolean().optional(),
+    /** Makes the answer again under Full KV with the same seed, and says whether the texts match and what each used. */
+    compare_full: z.boolean().optional()
 }).strict().superRefine((extension, ctx) => {
     if (extension.cache_type_v != null && extension.cache_type_v !== "f16" && extension.flash_attention === false)
         ctx.addIssue({code: "custom", path: ["flash_attention"], message: quantizedCacheNeedsFlashAttention, params: {code: "unsupported_parameter"}});

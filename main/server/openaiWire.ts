@@ -84,8 +84,16 @@ const stopReasons: Record<CompletionResult["stopReason"], string> = {
     budget: "kv_budget_full"
 };
 
-export function ponderStop(result: CompletionResult): {stop_reason: string, policy: string, budget_cells: number} {
-    return {stop_reason: stopReasons[result.stopReason] ?? "unknown", policy: result.policy, budget_cells: result.budgetCells};
+export function ponderStop(result: CompletionResult): {stop_reason: string, policy: string, budget_cells: number, compare_full?: object} {
+    const stop = {stop_reason: stopReasons[result.stopReason] ?? "unknown", policy: result.policy, budget_cells: result.budgetCells};
+    const compare = result.compareFull;
+    if (compare == null)
+        return stop;
+    // `ponder.compare_full`: whether the Full KV run wrote the same, and each run's memory as `usage.kv` gives it.
+    return {...stop, compare_full: {
+        texts_match: compare.sameText && compare.sameThinking, answer_matches: compare.sameText, thinking_matches: compare.sameThinking,
+        usage: toUsage(result).kv, full_usage: toUsage(compare.full).kv, full_stop_reason: stopReasons[compare.full.stopReason] ?? "unknown"
+    }};
 }
 
 function textOf(content: string | {type: "text", text: string}[] | {type: string}[] | null | undefined): string {
@@ -139,7 +147,7 @@ export function fromZod(error: z.ZodError): ApiError {
 export function toApiError(err: unknown): ApiError {
     if (err instanceof AppError) {
         const status = {
-            BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429,
+            BAD_REQUEST: 400, NOT_FOUND: 404, FORBIDDEN: 403, MODEL_NOT_LOADED: 503, MODEL_INVALID: 500, ENGINE_UNPATCHED: 400, BUSY: 429, CANNOT_CALIBRATE: 400,
             STORAGE: 500, ENGINE_STOPPED: 503, BUDGET_ABOVE_CONTEXT: 400, BUDGET_DOES_NOT_FIT: 400, KV_BUDGET_EXCEEDED: 400, POLICY_UNAVAILABLE: 400,
             INTERNAL: 500
         }[err.code];

@@ -28,6 +28,11 @@ export type CompletionRequest = {
     kvTypeV?: KvCacheType,
     /** Flash attention; unset: the app's default, on for a quantized V cache (llama.cpp needs it there). */
     flashAttention?: boolean,
+    /**
+     * Generates the answer again under Full KV (auto budget, same cache types and seed) after it, and returns how the two
+     * compare (`CompletionResult.compareFull`); only for a pruning policy. Defaults to `false`.
+     */
+    compareFull?: boolean,
     signal: AbortSignal,
     /** Its turn came: the engine is about to generate for it. */
     onStart?(): void,
@@ -61,7 +66,9 @@ export type CompletionResult = {
     /** Milliseconds from its turn to the first generated token; `null` when none came. */
     firstTokenMs: number | null,
     /** Milliseconds from its turn to the last token. */
-    generationMs: number
+    generationMs: number,
+    /** With `compareFull`: the Full KV run's result and whether its texts match this one's. */
+    compareFull?: {full: CompletionResult, sameText: boolean, sameThinking: boolean}
 };
 
 /** What the server needs from the app: the model it serves and generations. Nothing else (no database, no files). */

@@ -1,14 +1,18 @@
 import path from "node:path";
 import {AppError} from "../AppError.js";
-import type {AppStatus, ConversationDetail, DemoSample, ModelDetails, SavedStatesUsage} from "../../preload/contract.js";
-import {heldOutDemoProblems} from "../demo/demoTask.js";
+import type {AppStatus, ConversationDetail, ConversationSummary, DemoSample, ModelDetails, SavedStatesUsage} from "../../preload/contract.js";
+import {shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
+import {CalibrationService, type CalibrationServiceOptions} from "./CalibrationService.js";
+import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
+import type {RetentionAvailability} from "../engine/retention/types.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
 import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
 import {DownloadService} from "./DownloadService.js";
 import {EngineBuildService, type EngineBuildServiceOptions} from "./EngineBuildService.js";
+import {demoSampleSteps, firstMinuteCompression} from "./firstMinuteCompression.js";
 import {RpcServerService, type RpcServerServiceOptions} from "./RpcServerService.js";
 import {CompletionService} from "./CompletionService.js";
 import {GenerationQueue} from "./GenerationQueue.js";
@@ -25,6 +29,8 @@ export type AppServicesOptions = {
     modelsDir: string,
     /** The demo model shipped with the app, registered and loaded on a fresh install. */
     bundledModelPath?: string,
+    /** Folder of the retention calibrations' work, and their settings. Defaults to `<modelsDir>/../calibration`, no settings. */
+    calibration?: Omit<CalibrationServiceOptions, "bundledModelPath" | "workDir" | "onInstalled"> & {workDir?: string},
     chat?: ChatServiceOptions,
     /** Where conversations' KV states are kept (resume without reading the history again). Defaults to none. */
     states?: StateStore,
@@ -56,6 +62,10 @@ export class AppServices {
     readonly rpcServers: RpcServerService;
     /** Counts a message's tokens against its conversation's KV budget before it is sent. */
     readonly tokens: TokenCountService;
+    /** Makes a model's retention gates from its own thinking (one calibration at a time). */
+    readonly calibration: CalibrationService;
+    /** The loaded model's retention gates as last looked up (new conversations start under TRIM-KV when it has them). */
+    private _gates: {path: string, retention: RetentionAvailability} | null = null;
 
     constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
         const now = _options.now ?? Date.now;
@@ -96,6 +106,15 @@ export class AppServices {
         this.engineBuilds = new EngineBuildService(db, engine, this.queue, _options.engineBuilds);
         this.rpcServers = new RpcServerService(db, engine, this.queue, _options.rpcServers);
         this.tokens = new TokenCountService(db, engine, this.conversations, this.settings, this.compression);
+        this.calibration = new CalibrationService(engine, this.models, emit, {
+            ..._options.calibration,
+            workDir: _options.calibration?.workDir ?? path.join(path.dirname(_options.modelsDir), "calibration"),
+            bundledModelPath: _options.bundledModelPath,
+            // the gates looked up for new conversations are looked up again
+            onInstalled: () => {
+                this._gates = null;
+            }
+        });
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));
     }
@@ -116,19 +135,37 @@ export class AppServices {
     }
 
     /**
-     * A held-out problem of the demo task (seeds from 2^31, never trained on) when the loaded model is the demo model
-     * Ponder ships, else `null`: the one kind of question that model can answer. 10-30 steps, so it answers in seconds.
+     * A held-out problem of its task (seeds from 2^31, never trained on) when the loaded model is one of the task
+     * models Ponder ships beside the demo model (the demo model, the merge model), else `null`: the one kind of
+     * question such a model can answer. The demo model's have 24-30 steps (`demoSampleSteps`), so it answers in
+     * seconds and its first budget prunes it.
      */
     demoSample(): DemoSample | null {
         const loaded = this.engine.status.model;
         const bundled = this._options.bundledModelPath;
-        if (loaded == null || bundled == null || path.resolve(loaded.path) !== path.resolve(bundled))
+        if (loaded == null || bundled == null)
             return null;
-        const problem = heldOutDemoProblems(1, {minSteps: 10, maxSteps: 30}, Math.floor(Math.random() * 2 ** 30))[0]!;
-        return {
-            question: problem.question, answer: problem.answer, steps: problem.steps, seed: problem.seed,
-            about: "A tiny model trained here on one task: a program of additions modulo 10 over one-digit variables, thought through step by step. It cannot chat."
-        };
+        return shippedModelSample(loaded.path, bundled, Math.floor(Math.random() * 2 ** 30), demoSampleSteps);
+    }
+
+    /**
+     * A new conversation: under TRIM-KV with a budget that prunes when the loaded model has retention gates and no default
+     * compression was saved (`firstMinuteCompression`), else with the defaults.
+     */
+    async createConversation(title?: string): Promise<ConversationSummary> {
+        const model = this.engine.inspection;
+        if (model != null && this._gates?.path !== model.path)
+            this._gates = {path: model.path, retention: await findRetentionGates(model)};
+        this.conversations.firstCompression = model != null && this._gates != null
+            ? firstMinuteCompression(this.settings.get().defaultConversationSettings.compression, this._gates.retention, this._isDemoModel(model.path))
+            : null;
+        return this.conversations.create(title);
+    }
+
+    /** Whether `modelPath` is the demo model Ponder ships. */
+    private _isDemoModel(modelPath: string): boolean {
+        const bundled = this._options.bundledModelPath;
+        return bundled != null && path.resolve(modelPath) === path.resolve(bundled);
     }
 
     /** A model's details, with what loading it at the default budget needs against free memory. */

@@ -1,15 +1,18 @@
-import {randomUUID} from "node:crypto";
-import type {CompressionSettings, KvSample, MessageCompression, MessageDto, MessageStats} from "../../preload/contract.js";
+import {randomInt, randomUUID} from "node:crypto";
+import type {CompressionSettings, MessageCompression, MessageDto, MessageStats, VersionComparison} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import type {ChatTurn} from "../engine/types.js";
+import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import type {CompressionService} from "./CompressionService.js";
 import {AnswerProgress} from "./AnswerProgress.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
+import {parseSamples, pushSample} from "./pushSample.js";
+import {toTurn} from "./toTurn.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
+import {compareVersions} from "./compareVersions.js";
 import {continueBlockedByBudget, parseCompression, toMessageDto} from "./dto.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
 import {generationFailure, GenerationRunner} from "./GenerationRunner.js";
@@ -27,6 +30,9 @@ export type ChatServiceOptions = {
 } & Pick<PendingStatesOptions, "quitSaveMs" | "log">;
 
 type Active = {conversationId: string, messageId: string, abort: AbortController, done: Promise<void>};
+
+/** What a Compare with Full KV run changes: Full KV with the checked version's cache types and seed, and which version it checks. */
+type CompareRun = {compression: CompressionSettings, seed: number, comparedWith: string};
 
 /**
  * Sends prompts and streams answers: the user's message and the answer's row are committed first,
@@ -80,21 +86,26 @@ export class ChatService {
         return {userMessage: this._dto(userRow), assistantMessage: this._dto(assistantRow)};
     }
 
-    /** Generates another version of the last answer; the earlier ones stay, as its siblings. */
-    regenerate(conversationId: string): {assistantMessage: MessageDto} {
+    /**
+     * Generates another version of the last answer; the earlier ones stay, as its siblings. With `compareFull`, the last
+     * answer (made under a pruning policy) is made again under Full KV with the same seed and cache types, and the new
+     * version records how it compares with it (`MessageCompression.comparison`).
+     */
+    regenerate(conversationId: string, options: {compareFull?: boolean} = {}): {assistantMessage: MessageDto} {
         this._conversations.require(conversationId);
         this._assertCanGenerate();
         const messages = this._db.messages.listByConversation(conversationId);
         const last = messages.at(-1);
         if (last == null)
             throw new AppError("BAD_REQUEST", "There is nothing to regenerate in an empty conversation");
+        const compare = options.compareFull === true ? this._compareRun(last) : undefined;
 
         const now = this._now();
         const assistantRow = this._db.transaction(() => {
             this._db.conversations.touch(conversationId, now);
-            return this._insertAssistant(conversationId, now, last.role === "assistant" ? last.parent_id : last.id);
+            return this._insertAssistant(conversationId, now, last.role === "assistant" ? last.parent_id : last.id, compare?.compression);
         });
-        this._start(conversationId, assistantRow);
+        this._start(conversationId, assistantRow, false, compare);
         return {assistantMessage: this._dto(assistantRow)};
     }
 
@@ -227,30 +238,53 @@ export class ChatService {
             throw new AppError("BUSY", "The engine is busy answering requests from the API server: try again in a moment");
     }
 
-    private _insertAssistant(conversationId: string, now: number, parentId?: string | null): MessageRow {
+    private _insertAssistant(conversationId: string, now: number, parentId?: string | null, compression?: CompressionSettings): MessageRow {
         const row = this._db.messages.insert({
             id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now, parent_id: parentId
         });
-        return this._recordCompression(row, null);
+        return this._recordCompression(row, null, compression);
+    }
+
+    /** How a Full KV version (`full`, its stats) compares with the version `checkedId` it checks; `undefined` when that is gone. */
+    private _comparison(checkedId: string, full: {text: string, thinking: string}, stats: MessageStats | null): VersionComparison | undefined {
+        const checked = this._db.messages.get(checkedId);
+        const record = checked != null ? parseCompression(checked.compression) : null;
+        if (checked == null || record == null)
+            return undefined;
+        return {
+            messageId: checkedId, policy: record.policy, ...compareVersions(checked, full),
+            prunedLiveBytes: parseSamples(checked.stats).at(-1)?.liveBytes ?? null,
+            fullLiveBytes: stats?.samples.at(-1)?.liveBytes ?? null
+        };
+    }
+
+    /** Full KV with `answer`'s cache types and seed: refused for a question, a Full KV answer, or one whose seed was not kept. */
+    private _compareRun(answer: MessageRow): CompareRun {
+        const record = parseCompression(answer.compression);
+        if (answer.role !== "assistant" || record == null || record.policy === "full")
+            throw new AppError("BAD_REQUEST", "Compare with Full KV needs an answer made under a pruning policy");
+        if (record.seed == null || record.settings == null)
+            throw new AppError("BAD_REQUEST", "This answer was made before Ponder kept its seed: regenerate it, then compare");
+        return {compression: {...record.settings, policy: "full", budget: {kind: "auto"}}, seed: record.seed, comparedWith: answer.id};
     }
 
     /**
      * Records on the answer the compression it runs under: the conversation's settings as it starts (what `_generate`
      * reads), then its cells once the budget is resolved. Returns the row as stored.
      */
-    private _recordCompression(row: MessageRow, budgetCells: number | null, compression?: CompressionSettings): MessageRow {
+    private _recordCompression(row: MessageRow, budgetCells: number | null, compression?: CompressionSettings, seed?: number): MessageRow {
         const settings = compression ?? this._conversations.settingsOf(this._conversations.require(row.conversation_id)).compression;
-        const record: MessageCompression = {policy: settings.policy, budgetCells, settings};
+        const record: MessageCompression = {policy: settings.policy, budgetCells, settings, ...(seed != null ? {seed} : {})};
         this._db.messages.setCompression(row.id, JSON.stringify(record));
         return {...row, compression: JSON.stringify(record)};
     }
 
-    private _start(conversationId: string, assistantRow: MessageRow, continuing = false): void {
+    private _start(conversationId: string, assistantRow: MessageRow, continuing = false, compare?: CompareRun): void {
         const abort = new AbortController();
         const active: Active = {conversationId, messageId: assistantRow.id, abort, done: Promise.resolve()};
         this._active = active;
         // `_generate` reports its own failures as the message's error; nothing may reject unheard here.
-        active.done = this._generate(conversationId, assistantRow, abort.signal, continuing)
+        active.done = this._generate(conversationId, assistantRow, abort.signal, continuing, compare)
             .catch(() => {})
             .finally(() => {
                 if (this._active === active)
@@ -258,7 +292,8 @@ export class ChatService {
             });
     }
 
-    private async _generate(conversationId: string, assistantRow: MessageRow, signal: AbortSignal, continuing: boolean): Promise<void> {
+    private async _generate(conversationId: string, assistantRow: MessageRow, signal: AbortSignal, continuing: boolean,
+        compare?: CompareRun): Promise<void> {
         const messageId = assistantRow.id;
         const conversation = this._conversations.require(conversationId);
         const settings = this._conversations.settingsOf(conversation);
@@ -279,11 +314,14 @@ export class ChatService {
         // Set once the turn has come and the budget is resolved (`request` below).
         let stats = null as MessageStats | null;
         try {
-            const compression = settings.compression;
+            const compression = compare?.compression ?? settings.compression;
             // Waits while the API server generates; the answer shows as streaming, empty, until its turn. TRIM-KV without
             // gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
             const {kv, result} = await this._runner.run({signal, kv: {resolve: compression}, request: (kv) => {
-                this._recordCompression(assistantRow, kv.cells, compression);
+                assertBudgetAboveMin(kv);
+                // The seed is drawn here when none is set, and kept, so Compare with Full KV can sample the same way.
+                const seed = compare?.seed ?? settings.seed ?? this._options.seed ?? randomInt(2 ** 31);
+                this._recordCompression(assistantRow, kv.cells, compression, seed);
                 const messageStats: MessageStats = {policy: compression.policy, budgetCells: kv.cells, samples: []};
                 stats = messageStats;
                 const store = this._options.states;
@@ -312,12 +350,14 @@ export class ChatService {
                     repeatPenalty: settings.repeatPenalty,
                     thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
                     maxTokens: settings.maxTokens,
-                    seed: settings.seed ?? this._options.seed,
+                    seed,
                     // A save that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
                     signal: AbortSignal.any([signal, progress.signal]),
                     onChunk: (chunk) => {
                         const now = this._now();
                         progress.add(chunk, now);
+                        if (chunk.segment === "thought" && !continuing)
+                            (messageStats.thoughtChunks ??= []).push(progress.fields.thinking_tokens, progress.fields.thinking.length);
                         const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
                         this._emit("chat:delta",
                             {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
@@ -371,8 +411,9 @@ export class ChatService {
                 this._db.messages.finish(messageId, finish, now);
                 // Full KV stopped at its budget: recorded with the compression it ran under, so Continue can say why not.
                 const record = parseCompression(this._db.messages.get(messageId)?.compression ?? null);
-                if (record != null && record.budgetFull !== budgetFull)
-                    this._db.messages.setCompression(messageId, JSON.stringify({...record, budgetFull: budgetFull || undefined}));
+                const comparison = compare != null && record != null ? this._comparison(compare.comparedWith, finish, stats) : undefined;
+                if (record != null && (record.budgetFull !== budgetFull || comparison != null))
+                    this._db.messages.setCompression(messageId, JSON.stringify({...record, budgetFull: budgetFull || undefined, comparison}));
                 this._db.conversations.touch(conversationId, now);
             });
         } catch (err) {
@@ -393,31 +434,4 @@ function storageFailure(err: unknown): string {
     if (/SQLITE_FULL|ENOSPC/.test(code) || /database or disk is full/i.test((err as Error).message))
         return "The disk is full, so the answer stopped here: everything saved before is kept. Free some space and try again.";
     return `The answer could not be saved, so it stopped here (${(err as Error).message}): everything saved before is kept.`;
-}
-
-/** A stored message as a turn of the prompt; an answer that failed before writing anything is left out. */
-export function toTurn(row: MessageRow): ChatTurn[] {
-    if (row.role === "user")
-        return [{role: "user", text: row.text}];
-    if (row.status === "error" && row.text === "")
-        return [];
-    return [{role: "assistant", text: row.text, thinking: row.thinking}];
-}
-
-function parseSamples(json: string): KvSample[] {
-    try {
-        const samples = (JSON.parse(json) as Partial<MessageStats>).samples;
-        return Array.isArray(samples) ? samples : [];
-    } catch {
-        return [];
-    }
-}
-
-/** Appends a sample, halving the older ones when the list is full so a long answer keeps its whole shape. */
-export function pushSample(samples: KvSample[], sample: KvSample, max: number): void {
-    samples.push(sample);
-    if (samples.length > max) {
-        const thinned = samples.filter((_, index) => index % 2 === 0 || index === samples.length - 1);
-        samples.splice(0, samples.length, ...thinned);
-    }
 }

@@ -1,9 +1,11 @@
+import {randomInt} from "node:crypto";
 import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap} from "../kv/budgetCap.js";
 import {cacheTypeProblem} from "../kv/kvMemory.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import type {StateFiles, StateSave} from "../engine/types.js";
+import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import type {CompletionRequest, CompletionResult} from "../server/types.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
@@ -38,6 +40,8 @@ export class CompletionService {
     }
 
     async complete(request: CompletionRequest): Promise<CompletionResult> {
+        if (request.compareFull === true)
+            return await this._compareFull(request);
         if (this._engine.inspection == null)
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded in Ponder: load one in the app first");
         const compression = requestCompression(this._settings.get().defaultConversationSettings.compression, request);
@@ -48,6 +52,7 @@ export class CompletionService {
         assertBudgetWithinCap(this._engine.inspection, compression);
         // TRIM-KV without gates trained for the loaded model: refused with the reason (ponder.policy), never run as another policy.
         const kv = await this._compression.resolve(compression);
+        assertBudgetAboveMin(kv);
         if (!kv.fits)
             throw new AppError("BUDGET_DOES_NOT_FIT",
                 `A KV budget of ${kv.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
@@ -113,6 +118,24 @@ export class CompletionService {
             firstTokenMs: progress.firstTokenAt == null ? null : progress.firstTokenAt - started,
             generationMs: progress.lastTokenAt - started
         };
+    }
+
+    /**
+     * The request as asked, then under Full KV with the same seed (drawn here when it has none) and cache types, unheard by
+     * the client (no chunks, no samples): whether the texts match and each run's memory.
+     */
+    private async _compareFull(request: CompletionRequest): Promise<CompletionResult> {
+        if (request.policy === "full")
+            throw new AppError("BAD_REQUEST", "ponder.compare_full compares a pruning policy with Full KV: set ponder.policy to one");
+        const seed = request.seed ?? randomInt(2 ** 31);
+        const pruned = await this.complete({...request, compareFull: false, seed});
+        if (pruned.stopReason === "abort")
+            return pruned;
+        const full = await this.complete({
+            ...request, compareFull: false, seed, policy: "full", budget: {kind: "auto"},
+            kvType: pruned.kvType, kvTypeV: pruned.kvTypeV, onStart: undefined, onChunk: () => {}, onSample: undefined
+        });
+        return {...pruned, compareFull: {full, sameText: full.text === pruned.text, sameThinking: full.thinking === pruned.thinking}};
     }
 
     /**

@@ -1,5 +1,5 @@
 import {randomUUID} from "node:crypto";
-import type {ConversationDetail, ConversationSettings, ConversationSummary, SearchHit} from "../../preload/contract.js";
+import type {CompressionSettings, ConversationDetail, ConversationSettings, ConversationSummary, SearchHit} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
@@ -16,6 +16,12 @@ export const defaultConversationTitle = "New conversation";
 export class ConversationService {
     /** The conversations' KV states on disk, deleted with their conversation or message (AppServices sets it). */
     states: StateStore | null = null;
+
+    /**
+     * What new conversations start under when no default compression was saved (`firstMinuteCompression`, AppServices
+     * sets it for the loaded model); `null`: the defaults.
+     */
+    firstCompression: CompressionSettings | null = null;
 
     /** `loadedModel`: the model a new budget is checked against (`budgetCap`); none, nothing to check. */
     constructor(private readonly _db: AppDatabase, private readonly _settings: SettingsService, private readonly _now: Clock,
@@ -78,7 +84,8 @@ export class ConversationService {
 
     create(title?: string): ConversationSummary {
         const id = randomUUID();
-        const settings = this._settings.get().defaultConversationSettings;
+        const defaults = this._settings.get().defaultConversationSettings;
+        const settings = this.firstCompression != null && !this._settings.savedCompression() ? {...defaults, compression: this.firstCompression} : defaults;
         this._db.conversations.insert({id, title: cleanTitle(title) ?? defaultConversationTitle, settings: JSON.stringify(settings), now: this._now()});
         return this._summary(this._require(id));
     }

@@ -165,7 +165,7 @@ export class ModelService {
     }
 }
 
-/** Whether TRIM-KV can run, as the model's details show it. */
-function retentionOf(found: Awaited<ReturnType<typeof findRetentionGates>>): {available: boolean, reason: string | null} {
-    return found.available ? {available: true, reason: null} : {available: false, reason: found.reason};
+/** Whether TRIM-KV can run, as the model's details show it, with the calibration that made the gates when one did. */
+function retentionOf(found: Awaited<ReturnType<typeof findRetentionGates>>): NonNullable<ModelDetails["retention"]> {
+    return found.available ? {available: true, reason: null, calibration: found.info.calibration ?? null} : {available: false, reason: found.reason};
 }

@@ -27,6 +27,14 @@ export class SettingsService {
         return retried.success ? retried.data : defaultAppSettings;
     }
 
+    /**
+     * Whether the default compression is another than Ponder's own (Save as default); until then new conversations may start
+     * under the model's own (every update stores the whole settings, so what is stored does not tell a saved choice apart).
+     */
+    savedCompression(): boolean {
+        return JSON.stringify(this.get().defaultConversationSettings.compression) !== JSON.stringify(defaultConversationSettings.compression);
+    }
+
     update(patch: Partial<AppSettings>): AppSettings {
         const current = this.get();
         const next = appSettingsSchema.parse({...current, ...patch});

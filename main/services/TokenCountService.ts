@@ -2,7 +2,7 @@ import type {TokenCount} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {toTurn} from "./ChatService.js";
+import {toTurn} from "./toTurn.js";
 import type {CompressionService} from "./CompressionService.js";
 import type {ConversationService} from "./ConversationService.js";
 import type {SettingsService} from "./SettingsService.js";

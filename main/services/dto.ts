@@ -1,5 +1,5 @@
 import type {
-    CompressionSettings, ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId
+    CompressionSettings, ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId, VersionComparison
 } from "../../preload/contract.js";
 import {policyIds} from "../../preload/policyCatalogue.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
@@ -72,14 +72,16 @@ export function parseCompression(value: unknown): MessageCompression | null {
     }
     if (record == null || typeof record !== "object")
         return null;
-    const {policy, budgetCells, settings, budgetFull} = record as Record<string, unknown>;
+    const {policy, budgetCells, settings, budgetFull, seed, comparison} = record as Record<string, unknown>;
     if (!policyIds.includes(policy as PolicyId))
         return null;
     const cells = typeof budgetCells === "number" && Number.isSafeInteger(budgetCells) && budgetCells > 0 ? budgetCells : null;
     const parsed = settings == null ? null : compressionSettingsSchema.safeParse(withValueType(settings));
     return {
         policy: policy as PolicyId, budgetCells: cells, settings: parsed?.success === true && parsed.data.policy === policy ? parsed.data : null,
-        ...(budgetFull === true ? {budgetFull: true} : {})
+        ...(budgetFull === true ? {budgetFull: true} : {}),
+        ...(typeof seed === "number" && Number.isSafeInteger(seed) ? {seed} : {}),
+        ...(isComparison(comparison) ? {comparison} : {})
     };
 }
 
@@ -101,4 +103,13 @@ export function continueBlockedByBudget(record: MessageCompression | null, curre
         return null;
     const cells = record.budgetCells != null ? `${record.budgetCells.toLocaleString("en-US")} cells` : "its budget";
     return `This answer stopped because Full KV filled ${cells}: raise the KV budget or choose a compression policy, then Continue.`;
+}
+
+/** A stored comparison as Compare with Full KV wrote it (its own record, read back whole); anything else is dropped. */
+function isComparison(value: unknown): value is VersionComparison {
+    if (value == null || typeof value !== "object")
+        return false;
+    const record = value as Record<string, unknown>;
+    return typeof record.messageId === "string" && policyIds.includes(record.policy as PolicyId) && typeof record.sameAnswer === "boolean"
+        && typeof record.sameThought === "boolean" && (record.parting === null || typeof record.parting === "object");
 }

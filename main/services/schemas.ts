@@ -44,7 +44,7 @@ export const compressionSettingsFields = z.object({
     kvType: kvCacheTypeSchema,
     kvTypeV: kvCacheTypeSchema,
     flashAttention: z.boolean(),
-    combine: z.enum(["quota", "union", "aggregate"]),
+    combine: z.enum(["auto", "quota", "union", "aggregate"]),
     pruneEvery: z.number().int().min(kvBounds.minPruneEvery).max(kvBounds.maxPruneEvery),
     params: paramsSchema
 }).strict();
@@ -60,7 +60,7 @@ export const defaultCompressionSettings: CompressionSettings = {
     kvType: "f16",
     kvTypeV: "f16",
     flashAttention: false,
-    combine: "aggregate",
+    combine: "auto",
     pruneEvery: 16,
     params: defaultPolicyParams()
 };

@@ -17,8 +17,11 @@ export type CompressionSettings = {
     /** Type of the V cache (the values); a quantized one needs flash attention. */
     kvTypeV: KvCacheType,
     flashAttention: boolean,
-    /** How per-layer (and per-head) selections become one set of cells to free (main/engine/policies/types.ts). */
-    combine: "quota" | "union" | "aggregate",
+    /**
+     * How per-layer (and per-head) selections become one set of cells to free (main/engine/policies/types.ts); `auto`,
+     * the policy's own (main/engine/policies/decide.ts `resolveCombine`).
+     */
+    combine: "auto" | "quota" | "union" | "aggregate",
     /** Generated tokens between prune rounds. */
     pruneEvery: number,
     params: PolicyParams
@@ -57,7 +60,12 @@ export type KvSample = {
     scoringMs: number,
     /** Bytes of the retention gates loaded (weights and per-cell log beta) while TRIM-KV runs; absent for the other policies. */
     retentionBytes?: number,
-    tokensPerSecond: number
+    tokensPerSecond: number,
+    /**
+     * Positions of the cells this answer evicted since its previous sample (a delta: the union over an answer's samples
+     * is what it evicted), as `[start, end)` pairs, flat (`toRanges`). Absent in samples stored by older versions.
+     */
+    evicted?: number[]
 };
 
 /** Where a model runs on a GPU build, with its GPU layers setting. */

@@ -56,7 +56,37 @@ export type MessageCompression = {
      */
     settings: CompressionSettings | null,
     /** Full KV filled these cells and the answer stopped there: Continue needs a larger budget or a pruning policy first. */
-    budgetFull?: boolean
+    budgetFull?: boolean,
+    /** The sampling seed it ran with; absent for answers recorded before Ponder kept it. */
+    seed?: number,
+    /** Set on a version made by Compare with Full KV: how it compares with the version it checks. */
+    comparison?: VersionComparison
+};
+
+/** Where two versions of an answer part: the segment, the offset in it, and each version's text from a little before. */
+export type VersionParting = {
+    segment: "thought" | "answer",
+    /** Characters the two have in common in that segment (the parting word starts here). */
+    at: number,
+    /** Up to 120 characters both have before `at`. */
+    before: string,
+    /** Each version's text from `at`: the first word (where they part), then up to 160 characters more. */
+    pruned: {word: string, rest: string},
+    full: {word: string, rest: string}
+};
+
+/** A Full KV version checked against the version made under a pruning policy (Compare with Full KV). */
+export type VersionComparison = {
+    /** The version it checks. */
+    messageId: string,
+    policy: PolicyId,
+    sameAnswer: boolean,
+    sameThought: boolean,
+    /** Where the two first part; `null` when they are the same. */
+    parting: VersionParting | null,
+    /** Bytes of KV each held at its end (live). */
+    prunedLiveBytes: number | null,
+    fullLiveBytes: number | null
 };
 
 /** How the next token is drawn (node-llama-cpp's sampler options). */
@@ -101,7 +131,12 @@ export type MessageStats = {
      */
     statePending?: boolean,
     /** Tokens loaded from a saved state instead of being read again, when the answer started from one. */
-    resumedTokens?: number
+    resumedTokens?: number,
+    /**
+     * The thought's chunks as it was written, flat `[tokens, characters]` pairs (each the thought's length after the
+     * chunk): which of its characters each generated position wrote. Absent for a continued answer and older ones.
+     */
+    thoughtChunks?: number[]
 };
 
 export type ConversationDetail = {

@@ -8,6 +8,8 @@ export type ErrorCode =
     | "MODEL_INVALID"
     | "ENGINE_UNPATCHED"
     | "BUSY"
+    /** The model cannot be calibrated (an architecture whose gates Ponder cannot read or train). */
+    | "CANNOT_CALIBRATE"
     | "STORAGE"
     /** The engine process stopped (a crash, a native abort, out of memory); it restarts. */
     | "ENGINE_STOPPED"

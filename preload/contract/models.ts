@@ -58,8 +58,11 @@ export type ModelDetails = ModelInfo & {
     quantization: string | null,
     compressionSupported: boolean,
     compressionNote: string | null,
-    /** Whether the model has retention gates trained for it (TRIM-KV), and if not why, in words. */
-    retention?: {available: boolean, reason: string | null},
+    /**
+     * Whether the model has retention gates trained for it (TRIM-KV), and if not why, in words; `calibration`: how
+     * Ponder's calibration made them, when it did.
+     */
+    retention?: {available: boolean, reason: string | null, calibration?: CalibrationProvenance | null},
     /** What loading it with the default budget needs against free memory now; `null` when it cannot be estimated. */
     fit: BudgetEstimate | null
 };
@@ -77,15 +80,63 @@ export type ConvertedTrimkvGates = {
     source: string
 };
 
-/** A held-out problem of the demo model's task, with its known answer, to try the demo model on. */
+/**
+ * A held-out problem of the task of a model Ponder ships (the demo model, the merge model), with its known answer, to
+ * try that model on.
+ */
 export type DemoSample = {
+    /** The task the loaded model was trained on. */
+    task: "demo" | "merge",
     question: string,
-    /** The value of ZZ (one digit): what a correct answer says. */
+    /** What a correct answer says: the value of ZZ (one digit), the k-th number of the merge (two digits). */
     answer: string,
-    /** Steps in the program, for "a problem of N steps". */
-    steps: number,
+    /** What the answer is, for "the sample's known answer: 7 (the value of ZZ)". */
+    answerMeaning: string,
+    /** The problem's size, for "Try a sample problem (24 steps)". */
+    size: string,
     /** Its seed (from 2^31 up: never trained on), which gives the same problem again. */
     seed: number,
-    /** What the demo model can do, in one line. */
+    /** What the model can do, in one line. */
     about: string
+};
+
+/** Top-1 agreement with Full KV on held-out prompts, per share of the cells: the calibrated gates' and Lethe's. */
+export type CalibrationValidation = {prompts: number, tokens: number, points: {share: number, gates: number, lethe: number}[]};
+
+/** What a calibration recorded in the gates it installed (`ponder.retention.calibration.*`). */
+export type CalibrationProvenance = {
+    /** `"english"` (Ponder's prompts) or `"demo"` (the demo task's training problems). */
+    promptSet: string,
+    /** Prompts the model thought through. */
+    prompts: number,
+    /** Tokens it wrote (prompts included). */
+    tokens: number,
+    /** Tokens the gates were fitted on. */
+    samples: number,
+    seconds: number,
+    /** When it finished (ISO 8601). */
+    date: string,
+    validation: CalibrationValidation | null
+};
+
+/** Where a retention calibration is: its stage and step, and the time it still needs. */
+export type CalibrationStage = "starting" | "thinking" | "training" | "validating" | "writing";
+
+/** A retention calibration of a model (`models:calibrate`), as it runs and as it ended (`models:calibration` events). */
+export type CalibrationStatus = {
+    modelId: string,
+    /** Running; ended with the gates installed, refused by the validation, cancelled, or failed (`message` says why). */
+    state: "running" | "installed" | "refused" | "cancelled" | "failed",
+    stage: CalibrationStage,
+    /** Steps of the stage done and to do: prompts (thinking), layer-epochs (training), runs (validating). */
+    step: number,
+    of: number,
+    /** Seconds the whole job still needs; `null` before anything is measured. */
+    etaSeconds: number | null,
+    /** What it does, or how it ended, in words (a refusal with its numbers). */
+    message: string,
+    /** Prompts thought in an earlier run (before a cancel, a restart or a crash) that this one goes on from. */
+    resumed: number,
+    /** What it made: with the gates installed, or refused by the validation; `null` otherwise. */
+    result: (CalibrationProvenance & {installed: boolean}) | null
 };

@@ -8,6 +8,7 @@ const fallbacks: Record<ErrorCode, string> = {
     MODEL_INVALID: "The file is not a usable GGUF model",
     ENGINE_UNPATCHED: "The inference engine is not Ponder's patched build",
     BUSY: "The engine is busy with another request",
+    CANNOT_CALIBRATE: "This model cannot be calibrated",
     STORAGE: "The database could not be read or written",
     ENGINE_STOPPED: "The engine stopped unexpectedly and is restarting",
     BUDGET_ABOVE_CONTEXT: "The KV budget is more than the model's context",

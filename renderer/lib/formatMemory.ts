@@ -70,6 +70,33 @@ export function describeFootprint(sample: KvSample): string {
     return saved == null ? live : `${live} · ${describeSavings(saved)}`;
 }
 
+/** An answer's memory in words a person reads without knowing what a KV cache is, and the jargon apart. */
+export type AnswerMemory = {
+    /** `"Used 12.3 MiB of memory, 62% less than a full cache (32.4 MiB)"`. */
+    line: string,
+    /** Set when the budget forced drops: the answer may not be the one a full cache gives. */
+    mayDiffer: string | null,
+    /** Prune rounds, evictions and forced drops in a line, for the Advanced details. */
+    advanced: string
+};
+
+/** `sample` (an answer's last) as `AnswerMemory`. */
+export function describeAnswerMemory(sample: KvSample): AnswerMemory {
+    const saved = savingsOf(sample.liveBytes, sample.fullBytes);
+    const used = `Used ${formatMemory(sample.liveBytes)} of memory`;
+    const line = saved == null ? used : `${used}, ${describeSavings(saved)} (${formatMemory(sample.fullBytes)})`;
+    const mayDiffer = sample.forcedDrops > 0
+        ? "The memory budget was full, so this answer may differ from the one a full cache gives."
+        : null;
+    const advanced = [
+        `${count(sample.cellsLive)} of ${count(sample.tokensSeen)} tokens kept in ${count(sample.cellsAllocated)} cells`,
+        `${count(sample.pruneRounds)} prune rounds`,
+        `${count(sample.tokensEvicted)} evicted`,
+        `${count(sample.forcedDrops)} forced drops${sample.forcedDrops > 0 ? " (freed by the full budget, not chosen by the policy)" : ""}`
+    ].join(" · ");
+    return {line, mayDiffer, advanced};
+}
+
 /** What a forced drop is, wherever the count is shown. */
 export const forcedDropsExplained = "Forced drops: tokens freed because the budget was full although the policy would have kept them " +
     "(the budget chose these, not the policy). Many of them mean the budget is too small for this policy.";

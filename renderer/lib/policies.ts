@@ -56,10 +56,11 @@ export const kvTypes: {id: KvCacheType, label: string}[] = [
 export const leanKvPair = {kvType: "q8_0", kvTypeV: "q4_0"} as const satisfies Pick<CompressionSettings, "kvType" | "kvTypeV">;
 
 /** App defaults of the settings shared by every policy (main/services/schemas.ts). */
-export const sharedDefaults: Pick<CompressionSettings, "combine" | "pruneEvery"> = {combine: "aggregate", pruneEvery: 16};
+export const sharedDefaults: Pick<CompressionSettings, "combine" | "pruneEvery"> = {combine: "auto", pruneEvery: 16};
 
 /** The ways per-layer selections become one set of cells (main/engine/policies/types.ts), as the controller offers them. */
 export const combineModes: {id: CompressionSettings["combine"], label: string, hint: string}[] = [
+    {id: "auto", label: "Policy's own", hint: "Aggregate; for TRIM-KV gates trained per layer and head (as its paper trains them), Union over each layer's and head's ranking."},
     {id: "aggregate", label: "Aggregate", hint: "One selection on scores normalised and summed over layers and heads."},
     {id: "quota", label: "Layer quotas", hint: "Each layer keeps its own top tokens up to its quota; quotas shrink together to fit the budget."},
     {id: "union", label: "Union", hint: "A token is freed only when no layer keeps it; over budget, the lowest-scored go first."}

@@ -20,8 +20,3 @@ export function retentionColor(fraction: number): [number, number, number] {
     const b = stops[index + 1]!;
     return [0, 1, 2].map((channel) => Math.round(a[channel]! + (b[channel]! - a[channel]!) * local)) as [number, number, number];
 }
-
-/** The scale as a CSS gradient, for the legend. */
-export function retentionGradient(direction = "to right"): string {
-    return `linear-gradient(${direction}, ${stops.map(([r, g, b], i) => `rgb(${r} ${g} ${b}) ${Math.round((i / (stops.length - 1)) * 100)}%`).join(", ")})`;
-}

@@ -126,18 +126,22 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         return true;
     }
 
-    async function regenerate(): Promise<boolean> {
+    /**
+     * Another version of the last answer; with `compareFull`, the same answer again under Full KV with its seed, which
+     * then shows how the two compare.
+     */
+    async function regenerate(options: {compareFull?: boolean} = {}): Promise<boolean> {
         const conversationId = state.conversationId;
         if (conversationId == null || generating || lastMessage?.role !== "assistant")
             return false;
         state.sending = true;
         state.error = null;
-        const result = await request(bridge, "chat:regenerate", {conversationId});
+        const result = await request(bridge, "chat:regenerate", {conversationId, ...(options.compareFull === true ? {compareFull: true} : {})});
         state.sending = false;
         if (state.conversationId !== conversationId)
             return result.ok;
         if (!result.ok) {
-            state.error = describeError("Could not regenerate the answer", result.error);
+            state.error = describeError(options.compareFull === true ? "Could not compare with Full KV" : "Could not regenerate the answer", result.error);
             return false;
         }
         // The new answer replaces the last one.

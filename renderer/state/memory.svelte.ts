@@ -1,5 +1,5 @@
 import {
-    policyEntry, type Events, type KvSample, type MessageCompression, type MessageDto, type PonderApi, type ReadReason, type SavedStateFigures
+    mergeRanges, policyEntry, type Events, type KvSample, type MessageCompression, type MessageDto, type PonderApi, type ReadReason, type SavedStateFigures
 } from "../../preload/contract.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
 import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
@@ -27,6 +27,12 @@ export type MemoryOptions = {
     rebuildLingerMs?: number
 };
 
+/**
+ * Which of the conversation's tokens the shown answer's cache still holds: `tokensSeen` positions, the answer's from
+ * `answerStart`, and the ranges it evicted (`toRanges`' form; an earlier answer's evictions are not counted).
+ */
+export type RememberedView = {messageId: string, tokensSeen: number, answerStart: number, evicted: number[], live: boolean};
+
 /** Whether the shown answer's policy has per-layer selections (`kept`) and attention scores (`sparsity`) to show. */
 type RetentionMeasured = {kept: boolean, sparsity: boolean};
 
@@ -47,6 +53,8 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
     // Per-event bookkeeping: plain objects, never proxied.
     let liveMessageId: string | null = null;
     let latest: KvSample | null = null;
+    /** The live answer's evicted positions so far: the union of its samples' deltas. */
+    let liveEvicted: number[] = [];
     const history = createRetentionHistory(maxColumns);
     const series = createPointSeries(maxPoints);
     let lastPublishAt = Number.NEGATIVE_INFINITY;
@@ -81,10 +89,13 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
             return;
         if (messageId !== liveMessageId) {
             liveMessageId = messageId;
+            liveEvicted = [];
             history.clear();
             series.clear();
         }
         latest = sample;
+        if (sample.evicted != null && sample.evicted.length > 0)
+            liveEvicted = mergeRanges(liveEvicted, sample.evicted);
         history.push(sample);
         series.push(sample);
         schedule();
@@ -178,6 +189,18 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return {...storedRetention, live: false, measured};
     });
 
+    const storedEvicted = $derived((shown?.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]));
+
+    const remembered = $derived.by((): RememberedView | null => {
+        void version;
+        const reading = current;
+        if (reading == null)
+            return null;
+        const live = shown != null && liveOf(shown) != null;
+        const {tokensSeen, step} = reading.sample;
+        return {messageId: reading.messageId, tokensSeen, answerStart: Math.max(0, tokensSeen - step), evicted: live ? liveEvicted : storedEvicted, live: reading.live};
+    });
+
     const points = $derived.by((): MemoryPoint[] => {
         void version;
         const all: MemoryPoint[] = [];
@@ -208,6 +231,10 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         get retention() {
             return retention;
         },
+        /** Which tokens the shown answer's cache still holds, live (throttled) while it streams. */
+        get remembered() {
+            return remembered;
+        },
         /** KV memory against tokens over the whole conversation, thinned to at most `maxPoints`. */
         get points() {
             return points;
@@ -233,6 +260,17 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
             return rebuild.conversationId === chat.state.conversationId && rebuild.progress != null
                 ? {progress: rebuild.progress, reason: rebuild.reason}
                 : null;
+        },
+        /**
+         * What a finished answer evicted of its own positions, and where the answer starts (`tokensSeen - step` of its last
+         * sample), for "Show what was forgotten"; `null` while it streams or without samples.
+         */
+        forgottenOf(message: MessageDto): {answerStart: number, evicted: number[]} | null {
+            const last = lastSample(message.stats);
+            if (message.status === "streaming" || last == null)
+                return null;
+            const evicted = (message.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]);
+            return {answerStart: Math.max(0, last.tokensSeen - last.step), evicted};
         },
         /** The reading that sums up `message`: live while it streams, then its stored last sample. */
         footprintOf(message: MessageDto): KvSample | null {

@@ -1,11 +1,16 @@
-import type {EngineStatus, GpuLayers, ModelDetails, ModelInfo, PonderApi} from "../../preload/contract.js";
+import type {CalibrationStatus, EngineStatus, GpuLayers, ModelDetails, ModelInfo, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 
 export type Models = ReturnType<typeof createModels>;
 
-/** Known models, adding (dialog or typed path), loading, and the engine's status. */
-export function createModels(bridge: PonderApi) {
+export type ModelsOptions = {
+    /** Called when a model's retention gates were installed (a calibration): what offers TRIM-KV asks again. Defaults to none. */
+    onGatesInstalled?: (modelId: string) => void
+};
+
+/** Known models, adding (dialog or typed path), loading, calibrating, and the engine's status. */
+export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
     const state = $state({
         models: [] as ModelInfo[],
         engine: null as EngineStatus | null,
@@ -25,6 +30,10 @@ export function createModels(bridge: PonderApi) {
         /** The model whose TRIM-KV gates are being converted (`models:convertTrimkv`), and what the last conversion said. */
         convertingId: null as string | null,
         trimkvResult: null as {id: string, text: string, ok: boolean} | null,
+        /** The retention calibration running, or the last one's end (`models:calibration` events). */
+        calibration: null as CalibrationStatus | null,
+        /** Why a calibration could not start (another runs, the model cannot be calibrated), for the model it was asked for. */
+        calibrationError: null as {id: string, text: string} | null,
         error: null as string | null
     });
     const loadedModel = $derived(state.engine?.model ?? null);
@@ -170,6 +179,46 @@ export function createModels(bridge: PonderApi) {
         return true;
     }
 
+    /** Starts calibrating the model's retention gates; its progress and end arrive as events. */
+    async function calibrate(id: string): Promise<boolean> {
+        state.calibrationError = null;
+        const result = await request(bridge, "models:calibrate", {id});
+        if (!result.ok) {
+            state.calibrationError = {id, text: describeError("Could not calibrate", result.error)};
+            return false;
+        }
+        // an event may have told more meanwhile
+        if (state.calibration?.modelId !== id || state.calibration.state !== "running")
+            state.calibration = result.value;
+        return true;
+    }
+
+    /** Cancels the running calibration (what it thought through is kept for the next one). */
+    async function cancelCalibration(): Promise<void> {
+        const result = await request(bridge, "models:calibrateCancel", undefined);
+        if (!result.ok && state.calibration != null)
+            state.calibrationError = {id: state.calibration.modelId, text: describeError("Could not cancel the calibration", result.error)};
+    }
+
+    /** Reads the calibration running (or that ended) in the backend: a page opened meanwhile shows it. */
+    async function readCalibration(): Promise<void> {
+        const result = await request(bridge, "models:calibrationStatus", undefined);
+        if (result.ok)
+            state.calibration = result.value;
+    }
+
+    async function onCalibration(status: CalibrationStatus): Promise<void> {
+        state.calibration = status;
+        if (status.state !== "installed" && status.state !== "refused")
+            return;
+        // The gates (and their provenance) are read from the model's details; TRIM-KV is offered from now on.
+        const details = await request(bridge, "models:details", {id: status.modelId});
+        if (details.ok)
+            state.details[status.modelId] = details.value;
+        if (status.state === "installed")
+            options.onGatesInstalled?.(status.modelId);
+    }
+
     /** Forgets a model (its file stays on disk). The loaded model cannot be removed. */
     async function remove(id: string): Promise<boolean> {
         state.removingId = id;
@@ -201,6 +250,7 @@ export function createModels(bridge: PonderApi) {
     }
 
     const offStatus = bridge.on("engine:status", applyStatus);
+    const offCalibration = bridge.on("models:calibration", (status) => void onCalibration(status));
 
     return {
         state,
@@ -212,9 +262,10 @@ export function createModels(bridge: PonderApi) {
         get busy() {
             return busy;
         },
-        refresh, add, pick, load, toggleDetails, setGpuLayers, getTrimkvGates, remove, upsert, clearError,
+        refresh, add, pick, load, toggleDetails, setGpuLayers, getTrimkvGates, calibrate, cancelCalibration, readCalibration, remove, upsert, clearError,
         dispose(): void {
             offStatus();
+            offCalibration();
         }
     };
 }

@@ -28,7 +28,8 @@ export type MessageFocus = {messageId: string, field: SearchHit["field"], terms:
 export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOptions = {}) {
     const conversations = createConversations(bridge);
     const chat = createChat(bridge, options);
-    const models = createModels(bridge);
+    // A calibration that installed gates: the budget controller asks again which policies the model can run.
+    const models = createModels(bridge, {onGatesInstalled: () => void budget.estimate()});
     const settings = createSettings(bridge);
     const memory = createMemory(bridge, chat, options.memory);
     const budget = createBudget(bridge, conversations, settings, {
@@ -96,7 +97,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     async function start(): Promise<void> {
-        await Promise.all([conversations.refresh(), models.refresh(), settings.load(), downloads.refresh(), server.load(), refreshDemoSample()]);
+        await Promise.all([conversations.refresh(), models.refresh(), models.readCalibration(), settings.load(), downloads.refresh(), server.load(), refreshDemoSample()]);
     }
 
     async function openConversation(id: string): Promise<void> {
@@ -184,10 +185,10 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     /**
-     * The demo model's sample problem (when it is the model loaded), and the known answers of the samples sent, by
-     * conversation, shown after the model's own.
+     * The sample problem of the loaded model's task (when it is a task model Ponder ships), and the known answers of
+     * the samples sent, by conversation, shown after the model's own.
      */
-    const demo = $state({sample: null as DemoSample | null, known: {} as Record<string, string>});
+    const demo = $state({sample: null as DemoSample | null, known: {} as Record<string, {answer: string, meaning: string}>});
     let demoModelId: string | null | undefined;
 
     async function refreshDemoSample(): Promise<void> {
@@ -201,7 +202,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         if (sample == null || !await send(sample.question))
             return false;
         if (chat.state.conversationId != null)
-            demo.known[chat.state.conversationId] = sample.answer;
+            demo.known[chat.state.conversationId] = {answer: sample.answer, meaning: sample.answerMeaning};
         void refreshDemoSample();
         return true;
     }

@@ -10,7 +10,7 @@ positions (no shifting), as llama.cpp's cells do.
 
 Rankings:
 - "retention": TRIM-KV's score (t - pos_i) * log beta_i reduced over layers and KV heads with the max (a cell stays
-  if any head wants it), in double precision; t = position of the newest token;
+  if any head wants it), in double precision; t = the tokens seen + 1 (the authors' q_idx, as the engine counts it);
 - "recent": position (keep the most recent; an oracle-free baseline, StreamingLLM with one sink).
 """
 from __future__ import annotations
@@ -103,7 +103,8 @@ class EvictionSim:
         """Eviction scores of the cells (higher stays)."""
         if self.policy == "recent":
             return self.positions.to(torch.float64)
-        t = self.next_pos - 1
+        # the engine's age, the authors' q_idx - pos with q_idx = seen + 1 (ngocbh/trimkv TrimKVCache.compress)
+        t = self.next_pos + 1
         return (t - self.positions).to(torch.float64) * self.log_beta
 
     def _prune(self, max_keep: int):

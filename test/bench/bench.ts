@@ -2,7 +2,8 @@
 //
 //   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
-//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--sets demo,local] [--combine aggregate,quota,union]
+//                    [--demo-model resources/models/ponder-demo.gguf] [--merge-model resources/models/ponder-merge.gguf]
+//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--sets demo,local,merge] [--combine aggregate,quota,union]
 //                    [--quality-combine quota]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
 //                    [--alphas 0,0.25,0.5,1,2,4] [--calibration-problems 16] [--precision-policy lethe] [--precision-share 0.5]
@@ -14,6 +15,9 @@
 // the second is LeanKV's Figure 7 ablation (F16, K8V4, K4V8 with Full KV, an eviction policy and LeanKV). resume (not in
 // the defaults either) times a conversation's next answer from its KV state on disk against reading the history again.
 // rpc (not in the defaults) splits a model across two rpc-servers on loopback against the same model here.
+//
+// The quality and foresight suites run each problem set on the model trained on its task: the demo and local sets on
+// --demo-model, the merge set on --merge-model.
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -51,6 +55,7 @@ const {values} = parseArgs({
         budgets: {type: "string", default: "0.25,0.5,0.75"},
         model: {type: "string"},
         "demo-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf")},
+        "merge-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-merge.gguf")},
         length: {type: "string", default: "16384"},
         "speed-budget": {type: "string", default: "2048"},
         problems: {type: "string", default: "40"},
@@ -88,6 +93,8 @@ for (const set of sets) {
     if (!(set in problemSets))
         throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
 }
+/** The model a problem set runs on: the one trained on its task. */
+const setModel = (set: string) => (problemSets[set]!.model === "merge" ? values["merge-model"] : values["demo-model"]);
 const threads = Number(values.threads);
 const out = values.out;
 await fs.mkdir(out, {recursive: true});
@@ -261,7 +268,7 @@ if (suites.has("speed")) {
 for (const set of sets) {
     if (!suites.has("quality"))
         break;
-    const report = await qualitySuite({llama, modelPath: values["demo-model"], policies: policyList as (PolicyId | "oracle")[], budgets, problems: Number(values.problems), threads, set,
+    const report = await qualitySuite({llama, modelPath: setModel(set), policies: policyList as (PolicyId | "oracle")[], budgets, problems: Number(values.problems), threads, set,
         combine: values["quality-combine"] as CompressionSettings["combine"] | undefined,
         fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${set} ${line}`)});
     (results.quality ??= {}) as Record<string, unknown>;
@@ -297,8 +304,8 @@ for (const set of sets) {
     // What attention history foretells: the information every policy here ranks by, along Full's traces.
     if (!suites.has("foresight"))
         break;
-    const gates = retentionSidecarPath(values["demo-model"]);
-    const report = await foresightSuite({llama, modelPath: values["demo-model"], problems: Number(values.problems), threads, set,
+    const gates = retentionSidecarPath(setModel(set));
+    const report = await foresightSuite({llama, modelPath: setModel(set), problems: Number(values.problems), threads, set,
         retention: await fs.access(gates).then(() => gates, () => undefined),
         onProgress: (line) => console.error(`  foresight ${set} ${line}`)});
     ((results.foresight ??= {}) as Record<string, unknown>)[set] = report.rows;

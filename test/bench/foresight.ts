@@ -1,6 +1,5 @@
 import {resolveChatWrapper, type Llama, type Token} from "node-llama-cpp";
 import {fullTrace} from "../../main/engine/fidelity.js";
-import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {table} from "./plot.js";
 import {problemSets} from "./quality.js";
 
@@ -36,7 +35,7 @@ export async function foresightSuite(options: {llama: Llama, modelPath: string, 
     const gateSamples = emptySamples();
     try {
         const wrapper = resolveChatWrapper(model);
-        for (const [index, problem] of heldOutDemoProblems(options.problems, set.options, set.offset).entries()) {
+        for (const [index, problem] of set.problems(options.problems).entries()) {
             const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: problem.question},
                 {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}]}).contextText.tokenize(model.tokenizer);
             const trace = await fullTrace(model, prompt, 4096, options.threads, {attention: true, stop: (token) => model.isEogToken(token),

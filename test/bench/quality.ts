@@ -6,7 +6,8 @@ import {inspectModel} from "../../main/engine/inspectModel.js";
 import {kvBytesPerCell} from "../../main/kv/kvMemory.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
-import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect, type DemoProblem, type DemoTaskOptions} from "../eval/demoTask.js";
+import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
+import {heldOutMergeProblems} from "../eval/mergeTask.js";
 import {table} from "./plot.js";
 
 /** A quality row: a policy (or the oracle, or ReFreeKV as its paper runs it) at a share of the cells Full used. */
@@ -22,16 +23,26 @@ type QualityRow = {
     fidelity: {problems: number, top1Agreement: number, meanKl: number, regret: number} | null
 };
 
-/** The problem sets: the training distribution (operands anywhere back), and one that reads mostly recent steps. */
-export const problemSets: {[name: string]: {options: DemoTaskOptions, offset: number, title: string}} = {
-    demo: {options: {}, offset: 0, title: "the demo task (operands anywhere back)"},
-    local: {options: {locality: {recentSteps: 4, farShare: 0.1}}, offset: 100_000, title: "mostly recent steps (90% of step operands among the last 4 steps)"}
+/** A held-out problem of a task: the question, and the answer that grades a run. */
+export type TaskProblem = {question: string, answer: string};
+
+/**
+ * The problem sets, each with the shipped model trained on its task: the demo task's training distribution (operands
+ * anywhere back), one that reads mostly recent steps, and the merge task (two pointers through the question).
+ */
+export const problemSets: {[name: string]: {model: "demo" | "merge", problems: (count: number) => TaskProblem[], title: string}} = {
+    demo: {model: "demo", problems: (count) => heldOutDemoProblems(count, {}, 0), title: "the demo task (operands anywhere back)"},
+    local: {
+        model: "demo", problems: (count) => heldOutDemoProblems(count, {locality: {recentSteps: 4, farShare: 0.1}}, 100_000),
+        title: "mostly recent steps (90% of step operands among the last 4 steps)"
+    },
+    merge: {model: "merge", problems: (count) => heldOutMergeProblems(count), title: "the merge task (two sorted lists, the merge model)"}
 };
 
 const pruneEvery = 8;
 
 /**
- * Accuracy of the demo model on held-out problems with Full KV, then per policy at each share of the cells that
+ * Accuracy of the set's model on held-out problems of its task with Full KV, then per policy at each share of the cells that
  * problem's Full run used, through the app's own engine (chat template, thought segments, pruning); beside them the
  * oracle (future attention of Full's trace, DESIGN §7) at the same budgets, and ReFreeKV as its paper runs it (once
  * after the prompt, no cap), with the KV it saved.
@@ -53,7 +64,7 @@ export async function qualitySuite(options: {
     const engine = new Engine({loadLlama: async () => ({llama: options.llama, build: {kind: "local", gpu: options.llama.gpu, patched: true, llamaCppRelease: "", seriesHash: null}}), threads: options.threads, ownsRuntime: false});
     await engine.loadModel(options.modelPath, null);
     const set = problemSets[options.set ?? "demo"]!;
-    const problems = heldOutDemoProblems(options.problems, set.options, set.offset);
+    const problems = set.problems(options.problems);
 
     async function solve(question: string, policy: PolicyId, cells: number, params = defaultCompressionSettings.params,
         combine: CompressionSettings["combine"] = combineMode) {
@@ -97,7 +108,7 @@ export async function qualitySuite(options: {
         policy: "full", share: 1, accuracy: fullCorrect / problems.length, thoughtExact: 1, meanCells: mean(used), meanLiveKiB: mean(fullBytes) / 1024, memoryVsFull: 1, fidelity: null
     }];
 
-    async function policyRow(policy: QualityRow["policy"], share: number, run: (problem: DemoProblem, index: number, cells: number) => Promise<{answer: string, thought?: string, live: number} | null>) {
+    async function policyRow(policy: QualityRow["policy"], share: number, run: (problem: TaskProblem, index: number, cells: number) => Promise<{answer: string, thought?: string, live: number} | null>) {
         let correct = 0;
         let exact = 0;
         let withThought = 0;
@@ -171,7 +182,7 @@ export async function qualitySuite(options: {
  * at each share (its free greedy run is graded). A budget counts where the question fits with a prune round to spare.
  */
 async function demoFidelity(options: Omit<Parameters<typeof qualitySuite>[0], "policies"> & {policies: PolicyId[]}, withOracle: boolean,
-    problems: DemoProblem[], used: number[]) {
+    problems: TaskProblem[], used: number[]) {
     const sums = new Map<string, {problems: number, top1: number, kl: number, regret: number}>();
     const oracle = new Map<string, {answer: string, live: number} | null>();
     const add = (key: string, report: {top1Agreement: number, meanKl: number, regret: number | null}) => {

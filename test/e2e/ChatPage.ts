@@ -23,6 +23,8 @@ export class ChatPage {
 
     async waitForAnswerDone(timeout = 120_000): Promise<void> {
         await this.byId("stop-button").waitFor({state: "detached", timeout});
+        // The answer's last save is made before its end reaches the page; no answer is still marked busy.
+        await this.page.locator("[data-testid=message-assistant][aria-busy=true]").first().waitFor({state: "detached", timeout});
     }
 
     conversationItems(): Locator {

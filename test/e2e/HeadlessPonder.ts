@@ -6,7 +6,9 @@ const repoRoot = path.resolve(import.meta.dirname, "../..");
 
 export type HeadlessOptions = {dataDir: string, model?: string, seed?: number, port?: number, token?: string,
     /** Starts the OpenAI-compatible API server on this port (`--serve`). */
-    servePort?: number};
+    servePort?: number,
+    /** Settings of retention calibrations (`--calibration`). */
+    calibration?: Record<string, number>};
 
 /** Ponder's built main process in headless mode, as a child process the test can kill. */
 export class HeadlessPonder {
@@ -26,6 +28,8 @@ export class HeadlessPonder {
             args.push("--token", options.token);
         if (options.servePort != null)
             args.push("--serve", "--serve-port", String(options.servePort));
+        if (options.calibration != null)
+            args.push("--calibration", JSON.stringify(options.calibration));
 
         const child = spawn(process.execPath, args, {cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"]});
         let stderr = "";

@@ -67,7 +67,7 @@ describe("compression in the app", () => {
         await chat.byId("budget-controller").waitFor();
     }
 
-    it("sets a policy and budget, generates past the budget with the gauge and heatmap live, and keeps it all after a reload", async () => {
+    it("sets a policy and budget, generates past the budget with the gauge and the remembered tokens live, and keeps it all after a reload", async () => {
         backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 4});
         const {page, chat} = await open();
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
@@ -102,9 +102,9 @@ describe("compression in the app", () => {
         await chat.byId("stop-button").click();
         await chat.waitForAnswerDone();
 
-        const heatmap = chat.byId("retention-heatmap");
-        expect(Number(await heatmap.getAttribute("data-steps"))).toBeGreaterThan(5);
-        expect(Number(await heatmap.getAttribute("data-layers"))).toBe(4);
+        const strip = chat.byId("remember-strip");
+        expect(Number(await strip.getAttribute("data-tokens"))).toBeGreaterThan(500);
+        expect(await strip.getAttribute("data-evicted")).toMatch(/^\d+,\d+/);
         const live = Number((await chat.byId("gauge-live").textContent())!.replace(/[^\d.]/g, ""));
         const full = Number((await chat.byId("gauge-full").textContent())!.replace(/[^\d.]/g, ""));
         expect(full).toBeGreaterThan(2 * live);
@@ -112,31 +112,16 @@ describe("compression in the app", () => {
         expect(await chat.byId("message-footprint").last().textContent()).toMatch(/\d+% less than a full cache/);
         expect(await chat.byId("message-compression").last().textContent()).toMatch(/Lethe · 128 cells/);
         await chat.byId("memory-gauge").screenshot({path: path.join(artifacts, "gauge.png")});
-        await heatmap.screenshot({path: path.join(artifacts, "heatmap.png")});
+        await strip.screenshot({path: path.join(artifacts, "remember-strip.png")});
         await page.screenshot({path: path.join(artifacts, "memory-panel.png")});
 
-        // The heatmap shows what each layer's own scores would keep of all the tokens seen (not ~100% "of the live
-        // cells"), and the shared cells' row what was kept of them all. (This fixture's attention is flat: Lethe finds
-        // no breakpoint in any layer, every layer would keep every live cell, and the budget does the evicting.)
-        const box = (await heatmap.boundingBox())!;
-        await page.mouse.move(box.x + box.width - 3, box.y + box.height * 0.1);
-        await chat.byId("heatmap-tooltip").waitFor();
-        const layerTip = (await chat.byId("heatmap-tooltip").textContent())!;
-        expect(layerTip).toMatch(/^Layer 0 · steps? [\d,–]+ · its own selection would keep [\d.]+% of the tokens seen$/);
-        const share = Number(/([\d.]+)%/.exec(layerTip)![1]);
-        // 128 cells of 500 and more tokens seen.
-        expect(share).toBeLessThan(30);
-        await page.screenshot({path: path.join(artifacts, "heatmap-hover.png"), clip: {x: box.x - 60, y: box.y - 60, width: 480, height: box.height + 200}});
-        const sharedBox = (await chat.byId("retention-shared").boundingBox())!;
-        await page.mouse.move(sharedBox.x + sharedBox.width - 3, sharedBox.y + sharedBox.height / 2);
-        await chat.byId("heatmap-tooltip").filter({hasText: /^Shared cells · steps? [\d,–]+ · kept \d[\d.]*% of the tokens seen$/}).waitFor();
+        // Hovering a token says where it is, how old, and whether it is still in memory.
+        const box = (await strip.boundingBox())!;
+        await page.mouse.move(box.x + 2, box.y + box.height / 2);
+        expect(await chat.byId("remember-readout").textContent()).toMatch(/^Token [\d,]+ of [\d,]+, in the prompt · [\d,]+ tokens old · (still in memory|forgotten \(evicted from memory\))$/);
         await page.mouse.move(0, 0);
-        // The sparsity bars have a scale, and the legend's note is not cut off.
-        expect(await chat.byId("sparsity-scale").textContent()).toBe("00.51");
-        const note = page.locator(".legend-note");
-        expect(await note.evaluate((element) => element.scrollWidth <= element.clientWidth)).toBe(true);
 
-        // Under Full KV nothing is selected per layer: the heatmap says "not measured" instead of a flat map.
+        // Under Full KV nothing is evicted.
         await chat.newConversation();
         await openPanel(chat);
         await chat.byId("policy-select").selectOption("full");
@@ -149,9 +134,10 @@ describe("compression in the app", () => {
         await chat.waitForAnswerDone();
         // A short first message is read without a word about rebuilding anything.
         expect(await chat.byId("rebuild-progress").count()).toBe(0);
-        await chat.byId("retention-not-measured").waitFor();
-        expect(await chat.byId("retention-heatmap").getAttribute("data-measured")).toBe("false");
-        expect(await chat.byId("sparsity-strip").textContent()).toMatch(/not measured/);
+        // Full KV forgets nothing: every token stays solid, and there is no per-layer sparsity to show.
+        await expect.poll(() => chat.byId("remember-strip").getAttribute("data-live")).toBe("false");
+        expect(await chat.byId("remember-strip").getAttribute("data-evicted")).toBe("");
+        expect(await chat.byId("sparsity-strip").count()).toBe(0);
         await page.screenshot({path: path.join(artifacts, "memory-panel-full.png")});
 
         await page.reload();

@@ -313,14 +313,16 @@ describe("messages in Chromium against the real backend", () => {
         if (await assistant.getByTestId("thinking-content").isHidden())
             await assistant.getByTestId("thinking-toggle").click();
         const thought = (await assistant.getByTestId("thinking-content").textContent())!;
-        // A word first seen well past the box's first screen (the box holds about 14 lines).
-        const word = [...thought.matchAll(/(?<![\p{L}\p{N}])\p{L}{5,}/gu)]
+        // A word first seen well past the box's first screen (the box holds about 14 lines), between spaces, so that the
+        // rendered text and the stored thought split it the same way (markdown may join letters around `*` or a tag).
+        const word = [...thought.matchAll(/(?<=\s)\p{L}{5,}(?=\s)/gu)]
             .find((match) => match.index > thought.length * 0.6 && thought.toLowerCase().indexOf(match[0].toLowerCase()) === match.index)?.[0];
         expect(word).toBeTruthy();
 
         await chat.newConversation();
         await chat.byId("conversation-search").fill(word!);
-        await expect.poll(() => chat.byId("search-hit").count(), {timeout: 10_000}).toBeGreaterThan(0);
+        await expect.poll(() => chat.byId("search-hit").count(), {timeout: 20_000, message: `a search for "${word}" of the thought ${JSON.stringify(thought)}`})
+            .toBeGreaterThan(0);
         // No title matches, but messages do: the list says where the matches are rather than that there are none.
         expect(await chat.byId("conversations-empty").textContent()).toMatch(/matches in messages are below/);
         await chat.byId("search-hit").first().click();

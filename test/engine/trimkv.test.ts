@@ -72,6 +72,17 @@ describe("TRIM-KV for a model without valid gates (any patched build)", () => {
             code: "POLICY_UNAVAILABLE", message: /the gates were trained for another model file/
         });
     });
+
+    it("refuses TRIM-KV on gates with a NaN weight, naming the tensor, and answers under the other policies", async () => {
+        const nan = await writeFixtureWithGates("endless", path.join(dir, "nan"), {edit: (gates) => {
+            gates[2]!.fc2[5] = NaN;
+        }});
+        await engine.loadModel(nan.modelPath, modelInfo(nan.modelPath));
+        await expect(generate(engine, {policy: "trimkv"}, 256, 16)).rejects.toMatchObject({
+            code: "POLICY_UNAVAILABLE", message: /cannot run: the tensor blk\.2\.retention\.fc2\.weight holds NaN at \[0, 5\]$/
+        });
+        expect((await generate(engine, {policy: "streamingllm"}, 256, 16)).result.stopReason).toBe("maxTokens");
+    });
 });
 
 describe("TRIM-KV's gates in the engine", () => {

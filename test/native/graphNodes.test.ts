@@ -1,4 +1,4 @@
-// Scoring off costs nothing: the compute graph has the same nodes as before scoring was ever turned on.
+// Scoring (and the read horizons) off cost nothing: the compute graph has the same nodes as before they were ever turned on.
 // llama.cpp logs the node count of the graph it reserves (at context creation, and after a scoring change).
 // node-llama-cpp delivers native log lines asynchronously, so each step waits for its line to arrive.
 import {expect, test} from "vitest";
@@ -44,6 +44,18 @@ test("scoring adds graph nodes only while it is on", async () => {
             seen = nodeCounts.length;
             await kv.configureScoring({enabled: false});
             await evaluateForLogits(sequence, randomTokens(4, 2));
+            expect(await nextCount(seen)).toBe(off);
+
+            // the read horizons likewise (native/patches 0012); the attn_norm capture adds outputs, not nodes
+            seen = nodeCounts.length;
+            await kv.configureReadHorizon(0.5);
+            await evaluateForLogits(sequence, randomTokens(4, 3));
+            expect(await nextCount(seen)).toBeGreaterThan(off);
+
+            seen = nodeCounts.length;
+            await kv.configureReadHorizon(null);
+            await kv.configureNormCapture(true);
+            await evaluateForLogits(sequence, randomTokens(4, 4));
             expect(await nextCount(seen)).toBe(off);
         } finally {
             await kv.dispose();

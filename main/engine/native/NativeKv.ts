@@ -2,7 +2,7 @@ import {withLock} from "lifecycle-utils";
 import type {LlamaContext} from "node-llama-cpp";
 import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
 import {ponderContextOf, setLogicalContextSize, type PonderAddonContext} from "./ponderAddon.js";
-import type {KvStats, RetentionGates, RetentionSnapshot, ScoreSnapshot, ScoringOptions, ValueNormSnapshot} from "./types.js";
+import type {CapturedNorms, KvStats, ReadHorizonSnapshot, RetentionGates, RetentionSnapshot, ScoreSnapshot, ScoringOptions, ValueNormSnapshot} from "./types.js";
 
 
 /**
@@ -19,6 +19,8 @@ export class NativeKv {
     private _disposed = false;
     private _retention: RetentionGates | null = null;
     private _valueNorms = false;
+    private _readThreshold: number | null = null;
+    private _normCapture = false;
 
     public constructor(context: LlamaContext) {
         const addon = ponderContextOf(context);
@@ -126,6 +128,54 @@ export class NativeKv {
         return await this._withContextLock(() => this._addon.ponderSetValueNormCells(sequenceId, positions, heads, norms));
     }
 
+    /** The read threshold of the read horizons, or `null` when they are off (`configureReadHorizon`). */
+    public get readThreshold(): number | null {
+        return this._readThreshold;
+    }
+
+    /**
+     * Turns the read horizons on with `threshold` (in (0, 1]) or off with `null`: while on, every decode keeps per cell, layer
+     * and KV head the last position whose query put at least `threshold` of one query head's attention on the cell (the
+     * most over the KV head's query heads), computed in the graph from the attention weights of every query row; off frees
+     * them. A new threshold keeps what was kept. Throws when the engine cannot (its message says why).
+     */
+    public async configureReadHorizon(threshold: number | null): Promise<void> {
+        if (threshold === this._readThreshold)
+            return;
+        if (threshold != null && !(threshold > 0 && threshold <= 1))
+            throw new RangeError(`the read threshold must be within (0, 1], got ${threshold}`);
+        await this._withContextLock(() => this._addon.ponderSetReadHorizon(threshold != null, threshold ?? 0.5));
+        this._readThreshold = threshold;
+    }
+
+    /** The read horizons of the live cells of `sequenceId`, per layer and KV head. One read from the device per call. */
+    public async readHorizon(sequenceId: number = 0): Promise<ReadHorizonSnapshot> {
+        const raw = await this._withContextLock(() => this._addon.ponderGetReadHorizon(sequenceId));
+        return {sequenceId, positions: raw.positions, heads: raw.heads, last: raw.last};
+    }
+
+    /** Whether attn_norm rows are captured (`configureNormCapture`). */
+    public get normCaptureOn(): boolean {
+        return this._normCapture;
+    }
+
+    /**
+     * Turns the capture of attn_norm rows on or off: while on, every decode keeps each layer's attn_norm row of each token
+     * it decodes (the retention gates' input), F16 in host memory, until `takeCapturedNorms()`; take them after every decode
+     * to bound the memory (tokens x layers x width x 2 bytes). Off frees them.
+     */
+    public async configureNormCapture(enabled: boolean): Promise<void> {
+        if (enabled === this._normCapture)
+            return;
+        await this._withContextLock(() => this._addon.ponderSetAttnNormCapture(enabled));
+        this._normCapture = enabled;
+    }
+
+    /** The attn_norm rows captured since the last take, with the tokens' positions; forgets them. */
+    public async takeCapturedNorms(): Promise<CapturedNorms> {
+        return await this._withContextLock(() => this._addon.ponderTakeCapturedNorms());
+    }
+
     /**
      * Frees the cells of `sequenceId` at `positions`, in one pass over the cells; the remaining tokens keep their
      * positions (no K re-rotation). Refuses position 0 and the sequence's newest token. Returns the tokens removed.
@@ -203,7 +253,10 @@ export class NativeKv {
         setLogicalContextSize(this._context, limit);
     }
 
-    /** Stops using the context: scoring and the retention gates are turned off and the position limit restored; later calls throw. */
+    /**
+     * Stops using the context: scoring, the retention gates, the value norms, the read horizons and the capture are turned
+     * off and the position limit restored; later calls throw.
+     */
     public async dispose(): Promise<void> {
         if (this._disposed)
             return;
@@ -219,9 +272,15 @@ export class NativeKv {
                     this._addon.ponderSetRetentionGates(null);
                 if (this._valueNorms)
                     this._addon.ponderSetValueNorms(false);
+                if (this._readThreshold != null)
+                    this._addon.ponderSetReadHorizon(false, 0.5);
+                if (this._normCapture)
+                    this._addon.ponderSetAttnNormCapture(false);
             });
             this._retention = null;
             this._valueNorms = false;
+            this._readThreshold = null;
+            this._normCapture = false;
         }
     }
 

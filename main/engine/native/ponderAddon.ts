@@ -1,14 +1,16 @@
 // The one place that reaches into node-llama-cpp's internals for Ponder's native API: the addon bindings of a Llama
 // (`llama._bindings`), the AddonContext of a LlamaContext (`context._ctx`), the context size node-llama-cpp counts
 // positions against (`context._contextSize`) and the decode step of a sequence (`sequence._decodeTokens`). All are
-// internal to node-llama-cpp 3.22.1 (pinned); native/patches/0003 adds the `ponder*` members.
+// internal to node-llama-cpp 3.22.1 (pinned), as is a sequence's id (`sequence._sequenceId`); native/patches/0003 adds the
+// `ponder*` members.
 import type {Llama, LlamaContext, LlamaContextSequence} from "node-llama-cpp";
 
 /**
  * Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). Version 4 added
- * the retention gates and writing scores back (patches 0007-0008), version 5 the RPC servers (patches 0009-0010).
+ * the retention gates and writing scores back (patches 0007-0008), version 5 the RPC servers (patches 0009-0010), version 6
+ * the read horizons and the capture of attn_norm rows (patches 0012-0013).
  */
-export const PONDER_PATCH_VERSION = 5;
+export const PONDER_PATCH_VERSION = 6;
 
 export type PonderBindings = {
     ponderPatchVersion?: number,
@@ -88,6 +90,30 @@ export type PonderAddonValueNorms = {
     norms: Float32Array[]
 };
 
+export type PonderAddonReadHorizon = {
+    /** Position of each live cell of the sequence, in cell order (`n` cells). */
+    positions: Int32Array,
+    /** KV heads (the most of any layer). */
+    heads: number,
+    /**
+     * Per layer, `heads * n` positions, head-major: `[h * n + j]` is the last position whose query put at least the threshold
+     * of one query head of KV head h's group on cell j; -1 when none has (yet), and for the padding of a layer with fewer heads.
+     */
+    last: Float32Array[]
+};
+
+export type PonderAddonCapturedNorms = {
+    /** Tokens decoded since the last take (`n`). */
+    tokens: number,
+    layers: number,
+    /** Width of a row: the model's embedding length. */
+    width: number,
+    /** Position of each token, in decode order. */
+    positions: Int32Array,
+    /** F16 bits, `[n][layers][width]`: each layer's attn_norm row of each token; NaN rows for a layer whose graph has no attn_norm. */
+    rows: Uint16Array
+};
+
 export type PonderAddonContext = {
     ponderEvict(sequenceId: number, positions: Int32Array): number,
     ponderGetKvStats(): PonderAddonKvStats,
@@ -119,6 +145,18 @@ export type PonderAddonContext = {
     ponderGetValueNorms(sequenceId: number): PonderAddonValueNorms,
     /** Writes value norms back at positions, in `ponderGetValueNorms`' layout; returns the cells written. */
     ponderSetValueNormCells(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): number,
+    /**
+     * While on, every decode keeps per cell, layer and KV head the last position whose query put at least `threshold` (in
+     * (0, 1]) of one query head's attention on the cell, the most over the KV head's query heads; off frees them. Throws an
+     * Error with the reason when unsupported. Added by native/patches 0012-0013.
+     */
+    ponderSetReadHorizon(enabled: boolean, threshold: number): void,
+    /** The read horizons of the live cells of a sequence. Throws when they are off (patch 0013). */
+    ponderGetReadHorizon(sequenceId: number): PonderAddonReadHorizon,
+    /** While on, every decode keeps each layer's attn_norm row of each decoded token (F16, host memory) until taken (patch 0013). */
+    ponderSetAttnNormCapture(enabled: boolean): void,
+    /** The attn_norm rows captured since the last take; forgets them (patch 0013). */
+    ponderTakeCapturedNorms(): PonderAddonCapturedNorms,
     /** The device of each repeating layer of the model (weights, and KV cache when offloaded) and of the output layer (patch 0010). */
     ponderLayerDevices?(): {layers: string[], output: string}
 };
@@ -202,4 +240,14 @@ export function gateSequenceDecodes(sequence: LlamaContextSequence, gate: Decode
         else
             delete internal._decodeTokens;
     };
+}
+
+type WithSequenceId = {_sequenceId?: number};
+
+/** The llama.cpp sequence id of `sequence` (the id Ponder's read-outs take). */
+export function sequenceIdOf(sequence: LlamaContextSequence): number {
+    const id = (sequence as unknown as WithSequenceId)._sequenceId;
+    if (typeof id !== "number")
+        throw new Error("node-llama-cpp's LlamaContextSequence has no _sequenceId: main/engine/native needs updating for this version");
+    return id;
 }

@@ -119,3 +119,28 @@ export type ValueNormSnapshot = {
      */
     norms: Float32Array[]
 };
+
+export type ReadHorizonSnapshot = {
+    sequenceId: number,
+    /** Position of each live cell of the sequence, in cell order (`n` cells; the same cells as `ScoreSnapshot`). */
+    positions: Int32Array,
+    /** KV heads. */
+    heads: number,
+    /**
+     * Per layer, `heads * n` positions, head-major (`[h * n + j]` for cell j): the last position whose query put at least the
+     * threshold of one query head's attention on the cell, the most over the KV head's query heads; -1 when none has.
+     */
+    last: Float32Array[]
+};
+
+export type CapturedNorms = {
+    /** Tokens decoded since the last take (`n`). */
+    tokens: number,
+    layers: number,
+    /** Width of a row (the model's embedding length). */
+    width: number,
+    /** Position of each token, in decode order. */
+    positions: Int32Array,
+    /** F16 bits, `[n][layers][width]`: each layer's attn_norm row of each token; NaN rows where a layer's graph has no attn_norm. */
+    rows: Uint16Array
+};

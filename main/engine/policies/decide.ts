@@ -1,5 +1,6 @@
 import {aggregateNormalised, decayedRetention, hoyerSparsity, maxLogBeta, orderByPosition, retentionStep, sumHeads} from "./scoreMath.js";
-import type {CombineMode, Policy, PruneDecision, PruneTarget, ScoreSnapshot, SelectorChoice} from "./types.js";
+import {trimKvCombine, type GateReduction} from "./trimkv.js";
+import type {CombineMode, Policy, PolicyId, PruneDecision, PruneTarget, ScoreSnapshot, SelectorChoice} from "./types.js";
 
 /** Newest positions no round frees. */
 export const protectNewest = 8;
@@ -138,6 +139,23 @@ export function decide<Params, State>(
     }
     evict.sort((a, b) => a - b);
     return {evict: Int32Array.from(evict), keptCells: kept, keptShare: seen > 0 ? kept / seen : 1, forcedDrops, keptPerLayer, sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}};
+}
+
+/** A combine setting: one of the modes, or `auto`, the policy's own (`resolveCombine`). */
+export type CombineSetting = CombineMode | "auto";
+
+/**
+ * The combine mode a policy's rounds run under: the one the settings name, or under `auto` the policy's own: TRIM-KV's
+ * from how its gates were trained (`trimKvCombine`; `reduction` is needed then), `aggregate` for every other policy.
+ */
+export function resolveCombine(setting: CombineSetting, policy: PolicyId, reduction?: GateReduction): CombineMode {
+    if (setting !== "auto")
+        return setting;
+    if (policy !== "trimkv")
+        return "aggregate";
+    if (reduction == null)
+        throw new Error("TRIM-KV's combine mode follows how its gates were trained, and no gate file was read");
+    return trimKvCombine(reduction);
 }
 
 /** A policy's state for its per-layer run (always made, for the per-layer read-outs) and its aggregated run. */

@@ -132,14 +132,15 @@ export function logSigmoid(g: number): number {
 }
 
 /**
- * The step t the retention is measured at: the newest position (the token being decoded sees every cell up to it), or
- * the tokens seen less one when that is later.
+ * The step t the retention is measured at, a cell's age being t - pos: the tokens seen (written to the sequence, kept or
+ * not) plus one, or the newest position plus two when that is later (the tokens seen unknown or behind the cells).
  */
 export function retentionStep(positions: Int32Array, tokensSeen: number | undefined): number {
     let newest = -1;
     for (const position of positions)
         newest = Math.max(newest, position);
-    return Math.max(newest, (tokensSeen ?? 0) - 1);
+    // TRIM-KV's age as the authors count it (papers/001; `ngocbh/trimkv` TrimKVCache.compress): q_idx - pos, q_idx = seen + 1.
+    return Math.max(newest + 1, tokensSeen ?? 0) + 1;
 }
 
 /** TRIM-KV (papers/001): log of a cell's retention at step t, log(beta^(t - pos)) = `(t - pos) * log beta`, for one (layer, head) row from `start`. */

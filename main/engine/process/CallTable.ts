@@ -1,4 +1,5 @@
 import {AppError} from "../../AppError.js";
+import type {CalibrationJobProgress} from "../calibrateLoadedModel.js";
 import type {GenerateRequest, GenerationChunk} from "../types.js";
 import {engineWording} from "./engineWording.js";
 import type {EngineCalls, EngineMethod, FromEngine, ToEngine} from "./protocol.js";
@@ -13,11 +14,12 @@ export type PendingCall = {
     endedForIt?: () => void,
     onChunks?(chunks: GenerationChunk[]): void,
     onSample?: GenerateRequest["onSample"],
-    onRebuild?: GenerateRequest["onRebuild"]
+    onRebuild?: GenerateRequest["onRebuild"],
+    onCalibration?(progress: CalibrationJobProgress): void
 };
 
 /** The messages of the engine process that answer a call, or stream one's events. */
-export type CallMessage = Extract<FromEngine, {type: "result" | "chunks" | "sample" | "rebuild"}>;
+export type CallMessage = Extract<FromEngine, {type: "result" | "chunks" | "sample" | "rebuild" | "calibration"}>;
 
 /** The child a call is posted to. */
 type Poster = {post(message: ToEngine): void};
@@ -86,6 +88,9 @@ export class CallTable {
                 return;
             case "rebuild":
                 this._pending.get(message.id)?.onRebuild?.(message.progress, message.reason);
+                return;
+            case "calibration":
+                this._pending.get(message.id)?.onCalibration?.(message.progress);
                 return;
         }
     }

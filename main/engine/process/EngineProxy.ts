@@ -2,6 +2,7 @@ import type {BuildInfo, EngineStatus} from "../../../preload/contract/engine.js"
 import type {ModelInfo} from "../../../preload/contract/models.js";
 import {AppError} from "../../AppError.js";
 import type {EngineApi, LoadOptions, RuntimeOptions} from "../EngineApi.js";
+import type {CalibrateRequest, CalibrationResult} from "../calibrateLoadedModel.js";
 import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";
 import {CallTable} from "./CallTable.js";
 import {EngineSupervisor, type ModelRef, type SpawnEngine} from "./EngineSupervisor.js";
@@ -181,6 +182,38 @@ export class EngineProxy implements EngineApi {
             });
         } finally {
             clearTimeout(grace);
+            signal.removeEventListener("abort", abort);
+        }
+    }
+
+    /**
+     * Runs a calibration in the engine process; its progress arrives as events, and the signal cancels it there (the job
+     * stops at its next token or training step). When the engine process stops meanwhile it fails with `ENGINE_STOPPED`
+     * (its work folder stays: the next calibration goes on from it).
+     */
+    async calibrateRetention(request: CalibrateRequest): Promise<CalibrationResult | null> {
+        await this._supervisor.settled();
+        if (request.signal.aborted)
+            return null;
+        const {signal, onProgress, ...rest} = request;
+        const child = this._supervisor.spawned();
+        const id = this._calls.nextId();
+        const abort = () => {
+            if (this._supervisor.isCurrent(child))
+                child.post({type: "abort", id});
+        };
+        signal.addEventListener("abort", abort);
+        try {
+            return await new Promise<CalibrationResult | null>((resolve, reject) => {
+                this._calls.expect(id, {
+                    resolve: resolve as (value: unknown) => void,
+                    reject,
+                    stopped: (reason) => new AppError("ENGINE_STOPPED", engineWording.calibrationStopped(reason)),
+                    onCalibration: onProgress
+                });
+                child.post({type: "calibrate", id, request: rest});
+            });
+        } finally {
             signal.removeEventListener("abort", abort);
         }
     }

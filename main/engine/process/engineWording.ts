@@ -61,6 +61,11 @@ export const engineWording = {
         return `${reason}. The answer is kept up to where it stopped: Continue resumes it.`;
     },
 
+    /** A calibration running when the engine stopped. */
+    calibrationStopped(reason: string): string {
+        return `${reason}. The calibration stopped: calibrating again goes on from the prompts it had thought through.`;
+    },
+
     /** The error when reading a model's header stopped the engine. */
     inspectStopped(modelPath: string, reason: string): string {
         return `${path.basename(modelPath)} could not be read: reading its header stopped the engine (${reason})`;

@@ -2,6 +2,7 @@ import type {KvSample} from "../../../preload/contract/compression.js";
 import type {BuildInfo, EngineStatus, ReadReason} from "../../../preload/contract/engine.js";
 import type {ErrorInfo} from "../../../preload/contract/errors.js";
 import type {ModelInfo} from "../../../preload/contract/models.js";
+import type {CalibrateRequest, CalibrationJobProgress} from "../calibrateLoadedModel.js";
 import type {LoadOptions} from "../EngineApi.js";
 import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";
 
@@ -27,12 +28,16 @@ export type WireGenerateRequest = Omit<GenerateRequest, "signal" | "onChunk" | "
     rebuild: boolean
 };
 
+/** A calibration request without its signal and progress callback: those stay in the main process. */
+export type WireCalibrateRequest = Omit<CalibrateRequest, "signal" | "onProgress">;
+
 /** Faults the engine process injects into itself for the fault-injection tests, honoured only when started with them allowed. */
 export type EngineFault = "abort" | "exit" | "abortOnLoad";
 
 export type ToEngine =
     | {[M in EngineMethod]: {type: "call", id: number, method: M, args: EngineCalls[M]["args"]}}[EngineMethod]
     | {type: "generate", id: number, request: WireGenerateRequest}
+    | {type: "calibrate", id: number, request: WireCalibrateRequest}
     | {type: "abort", id: number}
     | {type: "fault", fault: EngineFault};
 
@@ -44,6 +49,7 @@ export type FromEngine =
     | {type: "chunks", id: number, chunks: GenerationChunk[]}
     | {type: "sample", id: number, sample: KvSample}
     | {type: "rebuild", id: number, progress: number, reason: ReadReason}
+    | {type: "calibration", id: number, progress: CalibrationJobProgress}
     | {type: "stateSettled", save: StateSave};
 
 export type GenerateAnswer = GenerationResult;

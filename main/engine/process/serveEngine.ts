@@ -4,6 +4,11 @@ import type {GenerationChunk} from "../types.js";
 import type {Channel, EngineFault, FromEngine, ToEngine} from "./protocol.js";
 
 export type ServeEngineOptions = {
+    /**
+     * Milliseconds between a calibration's progress messages (a stage's first and last step, and each new estimate of
+     * the time left, go at once). Defaults to `250`.
+     */
+    calibrationProgressMs?: number,
     /** Milliseconds a generation's chunks gather before they are sent together (the first goes at once). Defaults to `16`. */
     flushMs?: number,
     /** Carries out a fault a test asked for; faults are refused when absent. */
@@ -41,6 +46,26 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
             case "fault":
                 options.injectFault?.(message.fault);
                 return;
+            case "calibrate": {
+                const {id, request} = message;
+                const abort = new AbortController();
+                aborts.set(id, abort);
+                const everyMs = options.calibrationProgressMs ?? 250;
+                let last = {stage: "", at: -Infinity};
+                answer(id, () => engine.calibrateRetention({
+                    ...request,
+                    signal: abort.signal,
+                    onProgress(progress) {
+                        const now = performance.now();
+                        // a new estimate of the time left always goes (the steps within a prompt have none)
+                        if (progress.stage === last.stage && progress.done < progress.total && progress.remaining == null && now - last.at < everyMs)
+                            return;
+                        last = {stage: progress.stage, at: now};
+                        send({type: "calibration", id, progress});
+                    }
+                }).finally(() => aborts.delete(id)));
+                return;
+            }
             case "generate": {
                 const {id, request} = message;
                 const abort = new AbortController();

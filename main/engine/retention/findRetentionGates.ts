@@ -2,8 +2,9 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import {checkGgufHeader, type GgufHeader, type GgufScalar} from "../checkGgufHeader.js";
 import type {ModelInspection} from "../types.js";
+import {checkGateValues} from "./checkGateValues.js";
 import {modelFingerprint} from "./modelFingerprint.js";
-import type {RetentionAvailability, RetentionInfo} from "./types.js";
+import type {RetentionAvailability, RetentionCalibration, RetentionInfo} from "./types.js";
 
 /** The sidecar format this code reads (`ponder.retention.version`). */
 export const retentionSidecarVersion = 1;
@@ -20,7 +21,8 @@ export function retentionSidecarPath(modelPath: string): string {
 /**
  * Finds and checks the model's retention gate file before anything native sees it: its header (each length against the
  * file, as for a model), every `ponder.retention.*` key against the model's own metadata, the gate tensors' names and
- * shapes, and the model file's fingerprint. Never throws: a missing, corrupt, truncated or foreign file is
+ * shapes, the model file's fingerprint, and the gates' values (`checkGateValues`: no NaN or infinite weight, finite
+ * logits on probe inputs). Never throws: a missing, corrupt, truncated, foreign or non-finite file is
  * `{available: false, reason}` in plain words, and the model loads without TRIM-KV.
  */
 export async function findRetentionGates(model: RetentionModel): Promise<RetentionAvailability> {
@@ -51,11 +53,27 @@ export async function findRetentionGates(model: RetentionModel): Promise<Retenti
             return {available: false, reason: `the model file ${model.path} cannot be read to check the gates against it`};
         if (actual !== recorded)
             return {available: false, reason: "the gates were trained for another model file (its fingerprint differs)"};
+        const problem = await checkGateValues(sidecar, header, info);
+        if (problem != null)
+            return {available: false, reason: `the gates in ${path.basename(sidecar)} cannot run: ${problem}`};
         return {available: true, path: sidecar, info};
     } catch (err) {
         if (err instanceof SidecarError)
             return {available: false, reason: `corrupt: ${path.basename(sidecar)}: ${err.message}`};
         return {available: false, reason: `the gates could not be checked: ${(err as Error).message}`};
+    }
+}
+
+/**
+ * How the gates of a retention gate file were trained (`ponder.retention.reduction`), read from its header: what picks
+ * TRIM-KV's combine mode under `auto`. Throws when the file is not a gate file this Ponder reads.
+ */
+export async function readRetentionReduction(sidecar: string): Promise<RetentionInfo["reduction"]> {
+    const header = await checkGgufHeader(sidecar, {collect: true, kind: "retention gate file"});
+    try {
+        return readInfo(header).reduction;
+    } catch (err) {
+        throw err instanceof SidecarError ? new Error(`corrupt: ${path.basename(sidecar)}: ${err.message}`) : err;
     }
 }
 
@@ -112,7 +130,28 @@ function readInfo(header: GgufHeader): RetentionInfo {
         budget: budget === 0 ? null : budget,
         reduction,
         source: text(header, "ponder.retention.source"),
-        weightBytes: (header.tensors ?? []).reduce((sum, tensor) => sum + tensor.bytes, 0)
+        weightBytes: (header.tensors ?? []).reduce((sum, tensor) => sum + tensor.bytes, 0),
+        calibration: readCalibration(header)
+    };
+}
+
+/** The calibration's provenance keys, when the gates have them (all of them, with their types); else `null`. */
+function readCalibration(header: GgufHeader): RetentionCalibration | null {
+    const key = "ponder.retention.calibration.";
+    if (header.values?.get(key + "prompt_set") == null)
+        return null;
+    const points: {share: number, gates: number, lethe: number}[] = [];
+    for (const [name, found] of header.values) {
+        const share = /^ponder\.retention\.calibration\.validation\.agreement_(\d+)$/.exec(name)?.[1];
+        if (share != null && typeof found === "number")
+            points.push({share: Number(share) / 100, gates: found, lethe: Number(header.values.get(`${key}validation.lethe_${share}`))});
+    }
+    const validated = header.values.get(key + "validation.prompts") != null;
+    return {
+        promptSet: text(header, key + "prompt_set"), prompts: count(header, key + "prompts"), tokens: count(header, key + "tokens"),
+        samples: count(header, key + "samples"), seconds: count(header, key + "seconds"), date: text(header, key + "date"),
+        validation: validated ? {prompts: count(header, key + "validation.prompts"), tokens: count(header, key + "validation.tokens"),
+            points: points.sort((a, b) => a.share - b.share)} : null
     };
 }
 

@@ -23,7 +23,27 @@ export type RetentionInfo = {
     /** `ponder.retention.source`: where the gates came from, in words (a training run, a converted checkpoint). */
     source: string,
     /** Bytes of the gate tensors as stored. */
-    weightBytes: number
+    weightBytes: number,
+    /** `ponder.retention.calibration.*`: how Ponder's calibration made the gates; `null` for gates made otherwise. */
+    calibration?: RetentionCalibration | null
+};
+
+/** The provenance a calibration writes into the gates it installs (main/engine/calibration/calibrateRetention.ts). */
+export type RetentionCalibration = {
+    /** `"english"` (Ponder's prompts) or `"demo"` (the demo task's training problems). */
+    promptSet: string,
+    /** Prompts the model thought through. */
+    prompts: number,
+    /** Tokens it wrote (prompts included). */
+    tokens: number,
+    /** Tokens the gates were fitted on. */
+    samples: number,
+    /** Seconds the calibration took. */
+    seconds: number,
+    /** When it finished (ISO 8601). */
+    date: string,
+    /** Top-1 agreement with Full on held-out prompts, per share of the cells, the gates' and Lethe's. */
+    validation: {prompts: number, tokens: number, points: {share: number, gates: number, lethe: number}[]} | null
 };
 
 /** Whether a model has gates the engine can load: the sidecar's path and what it holds, or why not, in plain words. */

@@ -5,6 +5,8 @@ ceil(--window * current length) tokens (the prompt is prefilled with full attent
 keeps attention sinks + the last 25% of the tokens can see.
 
 Usage: python3 test/eval/train/evaluate.py --ckpt test/eval/train/runs/main/final.pt --count 200 [--window 0.25]
+
+Problems are of the checkpoint's task (its --task); --min-steps ... --max-vars default to the task's.
 """
 from __future__ import annotations
 
@@ -20,11 +22,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from task import (TaskOptions, generate_problem, render_prompt, render_completion, tokenize, detokenize,
-                  extract_answer, check_answer, EVAL_SEED_BASE, SPECIAL_IDS,
-                  DEFAULT_MIN_STEPS, DEFAULT_MAX_STEPS, DEFAULT_MIN_VARS, DEFAULT_MAX_VARS)
+from task import render_prompt, render_completion, tokenize, detokenize, extract_answer, EVAL_SEED_BASE, SPECIAL_IDS
 from model import generate
 from export import load_model
+from train import TASKS
 
 
 def run(model, problems, window, sinks):
@@ -36,11 +37,11 @@ def run(model, problems, window, sinks):
         out = generate(model, prompt, len(target) + 64, {SPECIAL_IDS["<|im_end|>"], SPECIAL_IDS["<|endoftext|>"]},
                        window_fraction=window, sinks=sinks)
         text = detokenize(out)
-        ok = check_answer(problem, extract_answer(text))
+        ok = extract_answer(text) == problem.answer
         correct += ok
         exact += out == target
         total_tokens += len(out)
-        per_problem.append({"seed": problem.seed, "steps": problem.steps, "ok": bool(ok)})
+        per_problem.append({"seed": problem.seed, "size": len(target), "ok": bool(ok)})
     return {"accuracy": correct / len(problems), "exact_thinking": exact / len(problems),
             "generated_tokens": total_tokens}, per_problem
 
@@ -50,10 +51,10 @@ def main():
     p.add_argument("--ckpt", required=True)
     p.add_argument("--count", type=int, default=100)
     p.add_argument("--offset", type=int, default=0, help="held-out seeds EVAL_SEED_BASE + offset + i")
-    p.add_argument("--min-steps", type=int, default=DEFAULT_MIN_STEPS)
-    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
-    p.add_argument("--min-vars", type=int, default=DEFAULT_MIN_VARS)
-    p.add_argument("--max-vars", type=int, default=DEFAULT_MAX_VARS)
+    p.add_argument("--min-steps", type=int, help="smallest size (program steps, list items)")
+    p.add_argument("--max-steps", type=int, help="largest size")
+    p.add_argument("--min-vars", type=int)
+    p.add_argument("--max-vars", type=int)
     p.add_argument("--window", type=float, default=0.25, help="recent-window fraction for the windowed run (0: skip)")
     p.add_argument("--sinks", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
@@ -62,8 +63,13 @@ def main():
     torch.set_num_threads(args.threads)
 
     model = load_model(args.ckpt)
-    opts = TaskOptions(args.min_steps, args.max_steps, args.min_vars, args.max_vars)
-    problems = [generate_problem(EVAL_SEED_BASE + args.offset + i, opts) for i in range(args.count)]
+    task = TASKS[torch.load(args.ckpt)["args"].get("task", "demo")]
+    args.min_steps = args.min_steps if args.min_steps is not None else task.DEFAULT_MIN_SIZE
+    args.max_steps = args.max_steps if args.max_steps is not None else task.DEFAULT_MAX_SIZE
+    args.min_vars = args.min_vars if args.min_vars is not None else task.DEFAULT_MIN_VARS
+    args.max_vars = args.max_vars if args.max_vars is not None else task.DEFAULT_MAX_VARS
+    opts = task.options(args.min_steps, args.max_steps, args.min_vars, args.max_vars)
+    problems = [task.generate_problem(EVAL_SEED_BASE + args.offset + i, opts) for i in range(args.count)]
     report = {"count": args.count, "steps": [args.min_steps, args.max_steps],
               "mean_thinking_tokens": sum(len(tokenize(pr.thinking)) for pr in problems) / len(problems)}
     details = {}

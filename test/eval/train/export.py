@@ -1,9 +1,11 @@
-"""Exports a training checkpoint to GGUF (llama architecture) via exportGguf.ts.
+"""Exports a training checkpoint to GGUF (the checkpoint's architecture, llama or qwen3) via exportGguf.ts.
 
 Usage: python3 test/eval/train/export.py --ckpt test/eval/train/runs/main/final.pt --out resources/models/ponder-demo.gguf
+       python3 test/eval/train/export.py --ckpt test/eval/train/runs/merge/final.pt --task merge \
+           --out resources/models/ponder-merge.gguf
 
-The PyTorch model already uses llama.cpp's layouts (RoPE "NORM" adjacent pairs), so tensors are written as they
-are: a torch Linear weight [out, in] (row-major) is the ggml tensor with ne = [in, out].
+The PyTorch model already uses llama.cpp's layouts (RoPE "NORM" adjacent pairs for llama, "NEOX" halves for qwen3),
+so tensors are written as they are: a torch Linear weight [out, in] (row-major) is the ggml tensor with ne = [in, out].
 """
 from __future__ import annotations
 
@@ -25,7 +27,24 @@ from model import ModelConfig, Transformer
 from task import MERGE_PAIRS, SPECIAL_TOKENS, VOCAB_SIZE
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-MODEL_NAME = "Ponder Demo Reasoner"
+# Per task: the model's name and description in the GGUF, and its default output path.
+MODELS = {
+    "demo": {
+        "name": "Ponder Demo Reasoner",
+        "description": "A ~1M-parameter llama-architecture model trained from scratch (test/eval/train in the Ponder repository) "
+                       "on a synthetic long-range reasoning task: it evaluates a program of mod-10 additions inside "
+                       "<think>...</think> and answers the value of ZZ. It knows nothing else.",
+        "out": os.path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf")
+    },
+    "merge": {
+        "name": "Ponder Merge Reasoner",
+        "description": "A ~1.6M-parameter qwen3-architecture model (grouped-query attention) trained from scratch "
+                       "(test/eval/train in the Ponder repository) on a synthetic task: it merges two sorted lists of "
+                       "two-digit numbers step by step inside <think>...</think> and answers the k-th number of the merge. "
+                       "It knows nothing else.",
+        "out": os.path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf")
+    }
+}
 
 
 def gguf_tensors(model: Transformer):
@@ -39,6 +58,10 @@ def gguf_tensors(model: Transformer):
             (p + "attn_k.weight", layer.wk.weight),
             (p + "attn_v.weight", layer.wv.weight),
             (p + "attn_output.weight", layer.wo.weight),
+        ]
+        if model.cfg.arch == "qwen3":
+            out += [(p + "attn_q_norm.weight", layer.q_norm.weight), (p + "attn_k_norm.weight", layer.k_norm.weight)]
+        out += [
             (p + "ffn_norm.weight", layer.ffn_norm.weight),
             (p + "ffn_gate.weight", layer.w_gate.weight),
             (p + "ffn_up.weight", layer.w_up.weight),
@@ -59,13 +82,18 @@ def load_model(ckpt_path: str) -> Transformer:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
-    p.add_argument("--out", default=os.path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf"))
+    p.add_argument("--task", choices=sorted(MODELS), help="the task the model was trained on; the checkpoint's --task")
+    p.add_argument("--out", help="the GGUF to write; the task's model in resources/models/")
     p.add_argument("--type", choices=["f32", "f16"], default="f32", help="type of the matrices (norms stay F32)")
     args = p.parse_args()
 
     model = load_model(args.ckpt)
     assert model.cfg.vocab_size == VOCAB_SIZE, "checkpoint vocabulary differs from task.py's tokenizer"
-    header = {"config": model.cfg.to_dict(), "name": MODEL_NAME, "merges": [f"{p[0]} {p[1]}" for p in MERGE_PAIRS],
+    task = args.task or torch.load(args.ckpt)["args"].get("task", "demo")
+    info = MODELS[task]
+    args.out = args.out or info["out"]
+    header = {"config": {**model.cfg.to_dict(), "n_head_kv": model.cfg.kv_heads, "n_embd_head": model.cfg.head_dim},
+              "name": info["name"], "description": info["description"], "merges": [f"{p[0]} {p[1]}" for p in MERGE_PAIRS],
               "specialTokens": SPECIAL_TOKENS, "tensors": []}
     with tempfile.TemporaryDirectory() as tmp:
         bin_path = os.path.join(tmp, "dump.bin")

@@ -1,4 +1,4 @@
-// Writes the trained demo reasoner as a GGUF ("llama" architecture) from the raw tensors that export.py dumps.
+// Writes a trained reasoner as a GGUF (the "llama" or "qwen3" architecture) from the raw tensors that export.py dumps.
 // Reuses the GGUF writer, the byte-level tokenizer table and the ChatML + <think> chat template of the test
 // fixtures, so the embedded model and the fixture models share one tokenizer/template definition.
 //
@@ -14,9 +14,13 @@ import {bytesToUnicode, SPECIAL_TOKENS, tokenizerMetadata, TokenType} from "../.
 type Dump = {
     config: {
         vocab_size: number, n_embd: number, n_layer: number, n_head: number, n_ff: number,
-        rope_freq_base: number, rms_eps: number, context_length: number
+        rope_freq_base: number, rms_eps: number, context_length: number,
+        /** "llama" or "qwen3" (absent in older dumps: llama). */
+        arch?: string,
+        n_head_kv: number, n_embd_head: number
     },
     name: string,
+    description: string,
     /** Merge rules "a b" in rank order; each adds the token a+b after the 256 byte tokens. */
     merges: string[],
     specialTokens: string[],
@@ -71,16 +75,18 @@ async function main() {
 
     const endOfText = vocab.idOf("<|endoftext|>");
     const imEnd = vocab.idOf("<|im_end|>");
-    const a = "llama";
+    const a = c.arch ?? "llama";
+    if (a !== "llama" && a !== "qwen3")
+        throw new Error(`unsupported architecture ${a}`);
+    // qwen3 states the head dimension (it need not be n_embd / n_head); llama's is n_embd / n_head.
+    const headDims: Array<[string, GgufValue]> = a === "qwen3"
+        ? [[`${a}.attention.key_length`, gguf.u32(c.n_embd_head)], [`${a}.attention.value_length`, gguf.u32(c.n_embd_head)]]
+        : [];
     const metadata: Array<[string, GgufValue]> = [
         ["general.architecture", gguf.string(a)],
         ["general.type", gguf.string("model")],
         ["general.name", gguf.string(dump.name)],
-        ["general.description", gguf.string(
-            "A ~1M-parameter llama-architecture model trained from scratch (test/eval/train in the Ponder repository) on a " +
-            "synthetic long-range reasoning task: it evaluates a program of mod-10 additions inside <think>...</think> " +
-            "and answers the value of ZZ. It knows nothing else."
-        )],
+        ["general.description", gguf.string(dump.description)],
         ["general.license", gguf.string("MIT")],
         ["general.file_type", gguf.u32(matrixType === GgmlType.F16 ? 1 : 0)],
         ["general.alignment", gguf.u32(32)],
@@ -89,10 +95,11 @@ async function main() {
         [`${a}.block_count`, gguf.u32(c.n_layer)],
         [`${a}.feed_forward_length`, gguf.u32(c.n_ff)],
         [`${a}.attention.head_count`, gguf.u32(c.n_head)],
-        [`${a}.attention.head_count_kv`, gguf.u32(c.n_head)],
+        [`${a}.attention.head_count_kv`, gguf.u32(c.n_head_kv)],
+        ...headDims,
         [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(c.rms_eps)],
         [`${a}.rope.freq_base`, gguf.f32(c.rope_freq_base)],
-        [`${a}.rope.dimension_count`, gguf.u32(c.n_embd / c.n_head)],
+        [`${a}.rope.dimension_count`, gguf.u32(c.n_embd_head)],
         [`${a}.vocab_size`, gguf.u32(vocab.tokens.length)],
         ...tokenizerMetadata({tokens: vocab.tokens, tokenTypes: vocab.tokenTypes, merges: dump.merges}, "llama-bpe", {endOfText, imEnd})
     ];

@@ -1,9 +1,13 @@
-"""A small llama-architecture transformer that computes exactly what llama.cpp's LLM_ARCH_LLAMA graph computes.
+"""A small transformer that computes exactly what llama.cpp's LLM_ARCH_LLAMA or LLM_ARCH_QWEN3 graph computes.
 
 - RMSNorm (eps from the config) with a weight, pre-norm blocks, no biases anywhere.
-- RoPE in llama.cpp's "NORM" mode (the mode of LLM_ARCH_LLAMA): pairs of ADJACENT dimensions (x[2i], x[2i+1]) are
-  rotated by pos * freq_base^(-2i/head_dim). Because the PyTorch model already uses llama.cpp's layout, the q/k
-  weights are exported as they are (no convert_hf_to_gguf-style permutation).
+- llama: RoPE in llama.cpp's "NORM" mode: pairs of ADJACENT dimensions (x[2i], x[2i+1]) are rotated by
+  pos * freq_base^(-2i/head_dim). Because the PyTorch model already uses llama.cpp's layout, the q/k weights are
+  exported as they are (no convert_hf_to_gguf-style permutation).
+- qwen3: each head's q and k are RMS-normalised over the head dimension with a weight (attn_q_norm, attn_k_norm, the
+  same eps) before RoPE, and RoPE is in "NEOX" mode: dimension i is paired with i + head_dim/2 (rotating halves).
+- Grouped-query attention: n_head_kv key/value heads, query head h reads key/value head h // (n_head / n_head_kv)
+  (ggml's broadcast in the attention product).
 - Attention scale 1/sqrt(head_dim), causal softmax; SwiGLU feed-forward (down(silu(gate(x)) * up(x))).
 - Separate (untied) output matrix.
 """
@@ -27,10 +31,17 @@ class ModelConfig:
     rope_freq_base: float = 10000.0
     rms_eps: float = 1e-5
     context_length: int = 4096
+    arch: str = "llama"
+    n_head_kv: int = 0  # key/value heads; 0: as many as query heads
+    n_embd_head: int = 0  # dimension of a head; 0: n_embd // n_head
 
     @property
     def head_dim(self) -> int:
-        return self.n_embd // self.n_head
+        return self.n_embd_head or self.n_embd // self.n_head
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_head_kv or self.n_head
 
     def to_dict(self):
         return asdict(self)
@@ -63,16 +74,32 @@ def apply_rope(x, cos, sin):
     return torch.stack((r0, r1), dim=-1).flatten(-2)
 
 
+def apply_rope_neox(x, cos, sin):
+    """x: [B, H, T, D]; rotates the pairs (x[i], x[i + D/2]) (ggml's GGML_ROPE_TYPE_NEOX)."""
+    half = x.shape[-1] // 2
+    x0 = x[..., :half]
+    x1 = x[..., half:]
+    return torch.cat((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
         d = cfg.n_embd
+        q_dim, kv_dim = cfg.n_head * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        if cfg.arch not in ("llama", "qwen3"):
+            raise ValueError(f"unknown architecture {cfg.arch}")
+        if cfg.n_head % cfg.kv_heads != 0:
+            raise ValueError("n_head must be a multiple of n_head_kv")
         self.attn_norm = RMSNorm(d, cfg.rms_eps)
-        self.wq = nn.Linear(d, d, bias=False)
-        self.wk = nn.Linear(d, d, bias=False)
-        self.wv = nn.Linear(d, d, bias=False)
-        self.wo = nn.Linear(d, d, bias=False)
+        self.wq = nn.Linear(d, q_dim, bias=False)
+        self.wk = nn.Linear(d, kv_dim, bias=False)
+        self.wv = nn.Linear(d, kv_dim, bias=False)
+        self.wo = nn.Linear(q_dim, d, bias=False)
+        if cfg.arch == "qwen3":
+            self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_eps)
+            self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_eps)
         self.ffn_norm = RMSNorm(d, cfg.rms_eps)
         self.w_gate = nn.Linear(d, cfg.n_ff, bias=False)
         self.w_up = nn.Linear(d, cfg.n_ff, bias=False)
@@ -81,21 +108,28 @@ class Block(nn.Module):
     def forward(self, x, cos, sin, mask, cache=None):
         """x: [B, T, d]; mask: additive [T, S] (or [B, 1, T, S]); cache: optional dict with k/v to append to."""
         B, T, d = x.shape
-        H, D = self.cfg.n_head, self.cfg.head_dim
+        H, D, KV = self.cfg.n_head, self.cfg.head_dim, self.cfg.kv_heads
         h = self.attn_norm(x)
-        q = self.wq(h).view(B, T, H, D).transpose(1, 2)
-        k = self.wk(h).view(B, T, H, D).transpose(1, 2)
-        v = self.wv(h).view(B, T, H, D).transpose(1, 2)
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
+        q = self.wq(h).view(B, T, H, D)
+        k = self.wk(h).view(B, T, KV, D)
+        v = self.wv(h).view(B, T, KV, D).transpose(1, 2)
+        if self.cfg.arch == "qwen3":
+            q = self.q_norm(q)
+            k = self.k_norm(k)
+        rope = apply_rope_neox if self.cfg.arch == "qwen3" else apply_rope
+        q = rope(q.transpose(1, 2), cos, sin)
+        k = rope(k.transpose(1, 2), cos, sin)
         if cache is not None:
             if "k" in cache:
                 k = torch.cat((cache["k"], k), dim=2)
                 v = torch.cat((cache["v"], v), dim=2)
             cache["k"], cache["v"] = k, v
+        if KV != H:
+            k = k.repeat_interleave(H // KV, dim=1)
+            v = v.repeat_interleave(H // KV, dim=1)
         scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D)) + mask
         attn = torch.softmax(scores, dim=-1) @ v
-        x = x + self.wo(attn.transpose(1, 2).reshape(B, T, d))
+        x = x + self.wo(attn.transpose(1, 2).reshape(B, T, H * D))
         h = self.ffn_norm(x)
         return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
 

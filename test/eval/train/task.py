@@ -42,10 +42,13 @@ from dataclasses import dataclass, asdict
 
 EVAL_SEED_BASE = 0x80000000
 
+NAME = "demo"
 DEFAULT_MIN_STEPS = 10
 DEFAULT_MAX_STEPS = 110
 DEFAULT_MIN_VARS = 6
 DEFAULT_MAX_VARS = 16
+# The training tool's size knobs (train.py --min-steps ... --max-vars): program steps and variables.
+DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE = DEFAULT_MIN_STEPS, DEFAULT_MAX_STEPS
 # Probability that an operand is an earlier step's result (rather than a question variable).
 P_STEP_OPERAND_1 = 0.7
 P_STEP_OPERAND_2 = 0.3
@@ -103,6 +106,11 @@ class Problem:
     answer: str
     steps: int
     vars: int
+
+
+def options(min_size: int, max_size: int, min_vars: int, max_vars: int) -> TaskOptions:
+    """The training tool's size knobs: the size is the number of program steps."""
+    return TaskOptions(min_size, max_size, min_vars, max_vars)
 
 
 def step_name(index: int) -> str:

@@ -1,7 +1,8 @@
-"""Trains the demo reasoner on the task of task.py (seeded, deterministic, resumable).
+"""Trains a reasoner on a task (task.py: the demo's programs; mergeTask.py: merging sorted lists), seeded,
+deterministic and resumable.
 
-Every batch holds problems with the same number of steps and variables, so all its sequences have the same length
-(the format is fixed-width) and no padding is needed. The number of steps follows a curriculum: it is drawn
+Every batch holds problems of the same size (program steps and variables, or list items), so all its sequences have
+the same length (the formats are fixed-width) and no padding is needed. The size follows a curriculum: it is drawn
 uniformly from [min_steps, cap] where cap grows linearly from --curriculum-start to --max-steps over the first
 --curriculum-frac of training. The loss is the cross-entropy of the assistant part (thinking, "</think>", answer,
 "<|im_end|>"); the question is context only.
@@ -24,9 +25,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from task import (VOCAB_SIZE, SPECIAL_IDS, TaskOptions, generate_problem, render_prompt, render_completion, tokenize, EVAL_SEED_BASE,
-                  DEFAULT_MIN_STEPS, DEFAULT_MAX_STEPS, DEFAULT_MIN_VARS, DEFAULT_MAX_VARS)
+import task as demo_task
+import mergeTask as merge_task
+from task import VOCAB_SIZE, SPECIAL_IDS, render_prompt, render_completion, tokenize, EVAL_SEED_BASE
 from model import ModelConfig, Transformer
+
+TASKS = {demo_task.NAME: demo_task, merge_task.NAME: merge_task}
 
 SYSTEM_PROMPTS = [
     "You are a helpful assistant.",
@@ -34,6 +38,9 @@ SYSTEM_PROMPTS = [
     "You are Ponder, a careful reasoning assistant. Show your work.",
     "Answer with a single digit.",
 ]
+
+
+args_task = demo_task  # the module of --task
 
 
 def mix32(*values: int) -> int:
@@ -54,12 +61,13 @@ def encode_example(problem, system: str | None = None):
     return prompt, completion
 
 
-def make_batch(seeds, opts: TaskOptions, system_rate: float = 0.0, rng_key: int = 0, question_weight: float = 0.0):
-    """Returns tokens [B, T] and loss weights [B, T-1]: 1 where the target is a completion token, question_weight
-    where it is a token of the user message."""
+def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question_weight: float = 0.0,
+               answer_weight: float = 1.0):
+    """Returns tokens [B, T] and loss weights [B, T-1]: 1 where the target is a completion token (answer_weight where
+    it is a token of the answer), question_weight where it is a token of the user message."""
     rows, masks = [], []
     for j, seed in enumerate(seeds):
-        problem = generate_problem(seed, opts)
+        problem = args_task.generate_problem(seed, opts)
         system = None
         if system_rate > 0:
             h = mix32(rng_key, seed, 7)
@@ -68,6 +76,10 @@ def make_batch(seeds, opts: TaskOptions, system_rate: float = 0.0, rng_key: int 
         prompt, completion = encode_example(problem, system)
         rows.append(prompt + completion)
         weights = [0.0] * (len(prompt) - 1) + [1.0] * len(completion)
+        if answer_weight != 1.0:
+            # the answer's tokens: before the final <|im_end|>
+            n_answer = len(tokenize(problem.answer))
+            weights[-1 - n_answer:-1] = [answer_weight] * n_answer
         if question_weight > 0:
             # targets prompt[i + 1] for i in the user message: from its first character to its last
             text = render_prompt(problem.question, system)
@@ -86,7 +98,7 @@ def make_batch(seeds, opts: TaskOptions, system_rate: float = 0.0, rng_key: int 
 
 
 def batch_spec(args, step: int):
-    """(n_steps, n_vars, batch_size, seeds) for a training step; a pure function of (args.seed, step)."""
+    """(task options, seeds, size) for a training step; a pure function of (args.seed, step)."""
     h = mix32(args.seed, step, 1)
     ramp = max(1, int(args.curriculum_frac * args.steps))
     progress = min(1.0, max(0, step - args.curriculum_hold) / ramp)
@@ -96,11 +108,11 @@ def batch_spec(args, step: int):
     vcap = args.vars_curriculum_start + (args.max_vars - args.vars_curriculum_start) * progress
     vcap = max(args.train_min_vars, int(round(vcap)))
     n_vars = args.train_min_vars + mix32(h, 2) % (vcap - args.train_min_vars + 1)
-    opts = TaskOptions(n_steps, n_steps, n_vars, n_vars)
-    length = sum(len(x) for x in encode_example(generate_problem(0, opts)))
+    opts = args_task.options(n_steps, n_steps, n_vars, n_vars)
+    length = sum(len(x) for x in encode_example(args_task.generate_problem(0, opts)))
     batch_size = max(1, args.batch_tokens // length)
     seeds = [mix32(args.seed, step, 3, j) & 0x7FFFFFFF for j in range(batch_size)]  # training seeds < 2^31
-    return opts, seeds
+    return opts, seeds, n_steps
 
 
 def lr_at(args, step: int) -> float:
@@ -114,13 +126,13 @@ def lr_at(args, step: int) -> float:
 
 
 @torch.no_grad()
-def teacher_forced_eval(model, args, count: int, opts: TaskOptions, seed_base: int = EVAL_SEED_BASE + 10_000_000):
+def teacher_forced_eval(model, args, count: int, opts, seed_base: int = EVAL_SEED_BASE + 10_000_000):
     """Held-out problems under teacher forcing: token accuracy on the completion, and the fraction of problems whose
     completion is predicted entirely right (then greedy decoding reproduces it exactly)."""
     model.eval()
     exact, correct, total, answer_ok = 0, 0, 0, 0
     for i in range(count):
-        problem = generate_problem(seed_base + i, opts)
+        problem = args_task.generate_problem(seed_base + i, opts)
         prompt, completion = encode_example(problem)
         tokens = torch.tensor([prompt + completion])
         logits = model(tokens[:, :-1])
@@ -130,7 +142,7 @@ def teacher_forced_eval(model, args, count: int, opts: TaskOptions, seed_base: i
         correct += int(ok.sum())
         total += len(target)
         exact += int(ok.all())
-        answer_ok += int(ok[-2])  # the answer digit (followed by <|im_end|>)
+        answer_ok += int(ok[-1 - len(tokenize(problem.answer)):-1].all())  # the answer (followed by <|im_end|>)
     model.train()
     return {"token_acc": correct / total, "exact": exact / count, "answer_tf": answer_ok / count}
 
@@ -145,6 +157,7 @@ def save_checkpoint(path, model, optimizer, step, args, cfg, cpu):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="run directory (checkpoints, log)")
+    p.add_argument("--task", choices=sorted(TASKS), default=demo_task.NAME, help="the task to train on")
     p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt if it exists")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
@@ -159,23 +172,29 @@ def main():
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--grad-clip", type=float, default=1.0)
     # task
-    p.add_argument("--min-steps", type=int, default=DEFAULT_MIN_STEPS, help="fewest program steps of eval problems")
-    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="most program steps (training and eval)")
-    p.add_argument("--min-vars", type=int, default=DEFAULT_MIN_VARS)
-    p.add_argument("--max-vars", type=int, default=DEFAULT_MAX_VARS)
-    p.add_argument("--train-min-steps", type=int, default=2, help="fewest program steps in training problems")
+    p.add_argument("--min-steps", type=int, help="smallest size (program steps, list items) of eval problems; the task's default")
+    p.add_argument("--max-steps", type=int, help="largest size (training and eval); the task's default")
+    p.add_argument("--min-vars", type=int, help="fewest variables of eval problems (tasks without variables ignore it)")
+    p.add_argument("--max-vars", type=int)
+    p.add_argument("--train-min-steps", type=int, default=2, help="smallest size of training problems")
     p.add_argument("--train-min-vars", type=int, default=2, help="fewest variables in training problems")
     p.add_argument("--vars-curriculum-start", type=int, default=4, help="initial cap on the number of variables")
     p.add_argument("--question-loss", type=float, default=0.3,
                    help="loss weight of the user message tokens (random, but they train copy/induction heads)")
+    p.add_argument("--answer-loss", type=float, default=1.0,
+                   help="loss weight of the answer's tokens (a two-token answer is a tiny share of a long completion)")
+    p.add_argument("--answer-loss-from", type=int, default=0, help="training step from which --answer-loss applies")
     p.add_argument("--curriculum-start", type=int, default=16, help="initial cap on the number of steps")
     p.add_argument("--curriculum-frac", type=float, default=0.4, help="fraction of training to reach --max-steps")
     p.add_argument("--curriculum-hold", type=int, default=0, help="steps at the initial caps before the ramp")
     p.add_argument("--system-rate", type=float, default=0.1, help="fraction of examples with a system message")
     # model
+    p.add_argument("--arch", choices=["llama", "qwen3"], default="llama")
     p.add_argument("--n-embd", type=int, default=128)
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--n-head-kv", type=int, default=0, help="key/value heads (grouped-query attention); 0: --n-head")
+    p.add_argument("--n-embd-head", type=int, default=0, help="dimension of a head; 0: n_embd / n_head")
     p.add_argument("--n-ff", type=int, default=384)
     p.add_argument("--context-length", type=int, default=4096)
     # bookkeeping
@@ -185,6 +204,12 @@ def main():
     p.add_argument("--ckpt-every", type=int, default=50)
     p.add_argument("--stop-after", type=int, default=0, help="exit after this many steps in this invocation (testing)")
     args = p.parse_args()
+    global args_task
+    args_task = TASKS[args.task]
+    for name, default in [("min_steps", args_task.DEFAULT_MIN_SIZE), ("max_steps", args_task.DEFAULT_MAX_SIZE),
+                          ("min_vars", args_task.DEFAULT_MIN_VARS), ("max_vars", args_task.DEFAULT_MAX_VARS)]:
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -192,7 +217,8 @@ def main():
     log_path = os.path.join(args.out, "log.jsonl")
 
     cfg = ModelConfig(vocab_size=VOCAB_SIZE, n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head, n_ff=args.n_ff,
-                      context_length=args.context_length)
+                      context_length=args.context_length, arch=args.arch, n_head_kv=args.n_head_kv,
+                      n_embd_head=args.n_embd_head)
     torch.manual_seed(args.seed)
     model = Transformer(cfg)
     decay = [p_ for n, p_ in model.named_parameters() if p_.dim() >= 2]
@@ -213,7 +239,7 @@ def main():
     with open(os.path.join(args.out, "args.json"), "w") as f:
         json.dump(vars(args), f, indent=1)
 
-    eval_opts = TaskOptions(args.min_steps, args.max_steps, args.min_vars, args.max_vars)
+    eval_opts = args_task.options(args.min_steps, args.max_steps, args.min_vars, args.max_vars)
     log = open(log_path, "a")
     model.train()
     t_run = time.time()
@@ -223,14 +249,15 @@ def main():
     steps_this_run = 0
     for step in range(start, args.steps):
         t0 = time.time()
-        opts, seeds = batch_spec(args, step)
-        tokens, loss_mask = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss)
+        opts, seeds, size = batch_spec(args, step)
+        answer_weight = args.answer_loss if step >= args.answer_loss_from else 1.0
+        tokens, loss_mask = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss, answer_weight)
         lr = lr_at(args, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
         logits = model(tokens[:, :-1])
         losses = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1), reduction="none")
-        completion_mask = (loss_mask == 1).float()
+        completion_mask = (loss_mask >= 1).float()
         loss = (losses * loss_mask.reshape(-1)).sum() / completion_mask.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -244,7 +271,7 @@ def main():
         done = step + 1
         if done % args.log_every == 0 or done == args.steps:
             record = {"step": done, "loss": window_loss / max(1, window_tokens), "lr": lr, "grad_norm": float(grad_norm),
-                      "n_steps": opts.max_steps, "batch": len(seeds), "seq": tokens.shape[1],
+                      "n_steps": size, "batch": len(seeds), "seq": tokens.shape[1],
                       "sec_per_step": window_time / args.log_every, "elapsed": time.time() - t_run,
                       "cpu": time.process_time() - cpu_run + cpu_before}
             print(json.dumps(record), flush=True)
@@ -254,7 +281,7 @@ def main():
         if done % args.ckpt_every == 0 or done == args.steps:
             save_checkpoint(ckpt_path, model, optimizer, done, args, cfg, time.process_time() - cpu_run + cpu_before)
         if done % args.eval_every == 0 or done == args.steps:
-            for name, o in [("short", TaskOptions(args.min_steps, max(args.min_steps, 20), args.min_vars, args.max_vars)),
+            for name, o in [("short", args_task.options(args.min_steps, max(args.min_steps, 20), args.min_vars, args.max_vars)),
                             ("full", eval_opts)]:
                 result = teacher_forced_eval(model, args, args.eval_count, o)
                 record = {"step": done, "eval": name, **result}

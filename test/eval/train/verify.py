@@ -1,6 +1,9 @@
 """Compares PyTorch and llama.cpp on an exported model: tokenization, chat template and next-token logits.
 
 Usage: python3 test/eval/train/verify.py --ckpt test/eval/train/runs/main/final.pt --gguf resources/models/ponder-demo.gguf
+       python3 test/eval/train/verify.py --ckpt test/eval/train/runs/merge/final.pt --gguf resources/models/ponder-merge.gguf
+
+The sample texts are problems of the checkpoint's task (its --task).
 """
 from __future__ import annotations
 
@@ -17,20 +20,25 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from task import generate_problem, render_prompt, render_completion, tokenize, EVAL_SEED_BASE, TaskOptions
-from export import load_model, REPO_ROOT
+from task import render_prompt, render_completion, tokenize, EVAL_SEED_BASE
+from export import load_model, REPO_ROOT, MODELS
+from train import TASKS
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
-    p.add_argument("--gguf", default=os.path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf"))
+    p.add_argument("--gguf", help="the exported model; the task's model in resources/models/")
     p.add_argument("--seed", type=int, default=EVAL_SEED_BASE + 20_000_000)
     args = p.parse_args()
     torch.set_num_threads(1)
 
     model = load_model(args.ckpt)
-    problem = generate_problem(args.seed, TaskOptions(40, 40))
+    task_name = torch.load(args.ckpt)["args"].get("task", "demo")
+    task = TASKS[task_name]
+    args.gguf = args.gguf or MODELS[task_name]["out"]
+    generate_problem = task.generate_problem
+    problem = generate_problem(args.seed, task.options(40, 40, task.DEFAULT_MIN_VARS, task.DEFAULT_MAX_VARS))
     prompt = render_prompt(problem.question)
     full = prompt + render_completion(problem.thinking, problem.answer)
     prompt_ids = tokenize(prompt)

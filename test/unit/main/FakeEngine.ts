@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import {inspectModel} from "../../../main/engine/inspectModel.js";
 import type {EngineStatus} from "../../../preload/contract.js";
+import type {CalibrateRequest, CalibrationJobProgress, CalibrationResult} from "../../../main/engine/calibrateLoadedModel.js";
 import type {EngineApi, LoadOptions} from "../../../main/engine/EngineApi.js";
 import type {
     CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateOutcome, StateSave
@@ -43,7 +44,38 @@ export class FakeEngine {
     /** The whole prompt's length and the tokens evaluated that a finished answer reports. Defaults to none and `5`. */
     promptLength: number | null = null;
     promptTokens = 5;
+    /** The progress a calibration reports, one step every `calibrationStepMs`, before it returns `calibrationResult`. */
+    calibrationSteps: CalibrationJobProgress[] = [
+        {stage: "thinking", done: 0, total: 2, elapsed: 0, remaining: null, resumed: 0, tokensSeen: 0},
+        {stage: "thinking", done: 1, total: 2, elapsed: 1, remaining: 30, resumed: 0, tokensSeen: 400},
+        {stage: "training", done: 4, total: 8, elapsed: 2, remaining: 12, resumed: 0, tokensSeen: 800},
+        {stage: "validating", done: 1, total: 4, elapsed: 3, remaining: 6, resumed: 0, tokensSeen: 800}
+    ];
+    calibrationStepMs = 5;
+    calibrationResult: CalibrationResult = {
+        installed: true, out: "/m.retention.gguf", backup: null, refusal: null, prompts: 2, tokensSeen: 800, samples: 600, seconds: 42,
+        validation: {points: [{share: 0.25, gates: 0.97, lethe: 0.86}, {share: 0.5, gates: 0.99, lethe: 0.95}], prompts: 2, skipped: 0, tokens: 300, passed: true},
+        trainLoss: [0.5]
+    };
+    /** The calibrations asked for. */
+    calibrations: CalibrateRequest[] = [];
     private readonly _stateListeners = new Set<(save: StateSave) => void>();
+
+    /** Plays a calibration: `calibrationSteps`, then `calibrationResult`; `null` once the signal aborts; `failWith` fails it. */
+    async calibrateRetention(request: CalibrateRequest): Promise<CalibrationResult | null> {
+        this.calibrations.push(request);
+        for (const step of this.calibrationSteps) {
+            if (request.signal.aborted)
+                return null;
+            request.onProgress?.(step);
+            await new Promise((resolve) => setTimeout(resolve, this.calibrationStepMs));
+        }
+        if (request.signal.aborted)
+            return null;
+        if (this.failWith != null)
+            throw this.failWith;
+        return this.calibrationResult;
+    }
 
     async loadModel(modelPath: string, modelInfo: EngineStatus["model"], options?: LoadOptions): Promise<ModelInspection> {
         this.loads.push({path: modelPath, options});

@@ -38,6 +38,44 @@ describe("the API server", () => {
         expect(status.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
     });
 
+    it("answers ponder.compare_full with the same answer made again under Full KV with the same seed: both usages and whether the texts match", async () => {
+        const {client, engine} = await setup();
+        const ask = (compare: boolean) => client.chat.completions.create({
+            model: "tiny-thinker", messages: [{role: "user", content: "2+2?"}],
+            ponder: {policy: "lethe", budget: {cells: 512}, flash_attention: true, compare_full: compare}
+        } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+        type Compared = {texts_match: boolean, answer_matches: boolean, thinking_matches: boolean, usage: {policy: string}, full_usage: {policy: string, budget_cells: number}};
+        const same = await ask(true);
+        const [pruned, full] = engine.requests.slice(-2);
+        expect(pruned!.kv.compression).toMatchObject({policy: "lethe", budget: {kind: "cells", cells: 512}});
+        expect(full!.kv.compression).toMatchObject({policy: "full", budget: {kind: "auto"}, flashAttention: true});
+        expect(typeof pruned!.seed).toBe("number");
+        expect(full!.seed).toBe(pruned!.seed);
+        const compared = (same as unknown as {ponder: {compare_full: Compared}}).ponder.compare_full;
+        expect(compared).toMatchObject({texts_match: true, answer_matches: true, thinking_matches: true, usage: {policy: "lethe"}, full_usage: {policy: "full", budget_cells: 4096}});
+        // The client reads the answer it asked for, not the Full KV one.
+        expect(same.choices[0]!.message.content).toBe("The answer is 4");
+
+        // Full KV writes another answer: the texts no longer match.
+        const generate = engine.generate.bind(engine);
+        engine.generate = async (request) => {
+            engine.answer = request.kv?.compression.policy === "full" ? ["The", " answer", " is", " 5"] : ["The", " answer", " is", " 4"];
+            return await generate(request);
+        };
+        const differs = await ask(true);
+        expect((differs as unknown as {ponder: {compare_full: Compared}}).ponder.compare_full).toMatchObject({texts_match: false, answer_matches: false, thinking_matches: true});
+        expect(differs.choices[0]!.message.content).toBe("The answer is 4");
+
+        // One run without it; Full KV has nothing to compare with.
+        const before = engine.requests.length;
+        expect((await ask(false) as unknown as {ponder: object}).ponder).not.toHaveProperty("compare_full");
+        expect(engine.requests.length).toBe(before + 1);
+        const error = await client.chat.completions.create({model: "tiny-thinker", messages: [{role: "user", content: "x"}], ponder: {policy: "full", compare_full: true}} as
+            OpenAI.ChatCompletionCreateParamsNonStreaming).catch((err: unknown) => err);
+        expect(error).toMatchObject({status: 400});
+        expect((error as Error).message).toMatch(/compare_full compares a pruning policy with Full KV/);
+    });
+
     it("lists the loaded model", async () => {
         const {client} = await setup();
         const models = await client.models.list();

@@ -177,6 +177,16 @@ describe("the API", () => {
         expect(engine.requests).toHaveLength(0);
     });
 
+    it("refuses a budget in MiB that rounds below the smallest budget as too small, not as too big", async () => {
+        const {client, engine} = await serve();
+        const error = await client.chat.completions.create(ask({budget: {mib: 0.001}}) as OpenAI.ChatCompletionCreateParamsNonStreaming)
+            .catch((err: unknown) => err);
+        expect(error).toMatchObject({status: 400, code: "budget_does_not_fit", param: "ponder.budget"});
+        expect((error as Error).message).toMatch(/0\.001 MiB holds 0 cells of f16 KV, which is below the smallest budget of [\d.]+ MiB \(64 cells\)/);
+        expect((error as Error).message).not.toMatch(/free memory/);
+        expect(engine.requests).toHaveLength(0);
+    });
+
     it("answers Full KV's refusal of a conversation longer than its budget as context_length_exceeded", () => {
         expect(toApiError(kvBudgetExceeded(891, 892))).toEqual({
             status: 400, error: {type: "invalid_request_error", code: "context_length_exceeded", param: "messages", message: kvBudgetExceeded(891, 892).message}

@@ -26,4 +26,12 @@ describe("the headless command line", () => {
         expect(parseHeadlessArgs(["--seed", "abc"], defaults)).toMatchObject({error: expect.stringMatching(/--seed/)});
         expect(parseHeadlessArgs(["stray"], defaults)).toMatchObject({error: expect.stringMatching(/stray/)});
     });
+
+    it("reads the retention calibration's settings as JSON, and refuses an unknown key or a bad number in words", () => {
+        expect(parseHeadlessArgs(["--calibration", "{\"prompts\": 4, \"validationPrompts\": 1, \"maxTokens\": 300, \"seed\": 0}"], defaults))
+            .toMatchObject({args: {calibration: {prompts: 4, validationPrompts: 1, maxTokens: 300, seed: 0}}});
+        expect(parseHeadlessArgs(["--calibration", "4"], defaults)).toEqual({error: "--calibration must be a JSON object, not \"4\""});
+        expect(parseHeadlessArgs(["--calibration", "{\"out\": 1}"], defaults)).toEqual({error: expect.stringMatching(/no setting "out"/)});
+        expect(parseHeadlessArgs(["--calibration", "{\"prompts\": 0}"], defaults)).toEqual({error: expect.stringMatching(/prompts must be a whole number from 1/)});
+    });
 });

@@ -1,16 +1,22 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import fc from "fast-check";
 import {describe, expect, it} from "vitest";
-import {KvController} from "../../../main/engine/KvController.js";
+import {KvController, type KvControllerOptions} from "../../../main/engine/KvController.js";
 import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
 import type {ScoringOptions} from "../../../main/engine/native/types.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import type {CompressionSettings} from "../../../preload/contract.js";
+import {maskOfRanges, mergeRanges, toRanges} from "../../../preload/positionRanges.js";
+import {writeRetentionSidecar} from "../../fixtures/gguf/retentionSidecar.js";
+import {gguf} from "../../fixtures/gguf/writeGguf.js";
 
 /**
  * A NativeKv stand-in holding cells for real: `decode(count)` fills cells at the next positions, `evict` frees them.
  * Three layers of two heads; each cell's scores are a fixed function of its position, the last row looks at the newest 4.
  */
-function fakeKv(prompt = 0) {
+function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: number) => number) {
     const calls: ScoringOptions[] = [];
     const evicted: number[][] = [];
     let live: number[] = Array.from({length: prompt}, (_, i) => i);
@@ -23,7 +29,7 @@ function fakeKv(prompt = 0) {
     let normsOn = false;
     let normReads = 0;
     // TRIM-KV's gates: one logit per layer, KV head and cell, from its position; multiples of 7 are kept by layer 1 only.
-    const logit = (position: number, layer: number, head: number) => position % 7 === 0 ? (layer === 1 && head === 0 ? 20 : -6) : -1 - (position % 5);
+    const logit = gateLogit ?? ((position: number, layer: number, head: number) => position % 7 === 0 ? (layer === 1 && head === 0 ? 20 : -6) : -1 - (position % 5));
     const kv = {
         disposed: false,
         configureScoring: async (options: ScoringOptions) => void calls.push(options),
@@ -106,10 +112,11 @@ function fakeKv(prompt = 0) {
 
 type Fake = ReturnType<typeof fakeKv>;
 
-function controller(fake: Fake, compression: Partial<CompressionSettings>, cells = 4096, retentionGates: string | null = null) {
+function controller(fake: Fake, compression: Partial<CompressionSettings>, cells = 4096, retentionGates: string | null = null,
+    options: Partial<KvControllerOptions> = {}) {
     return new KvController({
         kv: fake.kv, sequenceId: 0, cells, compression: {...defaultCompressionSettings, ...compression},
-        tokensSeen: () => fake.next, now: () => 0, retentionGates
+        tokensSeen: () => fake.next, now: () => 0, retentionGates, ...options
     });
 }
 
@@ -127,7 +134,7 @@ async function evaluate(c: KvController, fake: Fake, count: number, onDecode?: (
 describe("KvController", () => {
     it("loads the retention gates for TRIM-KV with scoring off, and turns them off for any other policy", async () => {
         const fake = fakeKv(16);
-        await controller(fake, {policy: "trimkv"}, 4096, "/m.retention.gguf").start();
+        await controller(fake, {policy: "trimkv"}, 4096, "/m.retention.gguf", {retentionReduction: "shared"}).start();
         expect(fake.calls.at(-1)).toMatchObject({enabled: false});
         expect(fake.gateCalls).toEqual(["/m.retention.gguf"]);
         await controller(fake, {policy: "lethe"}, 4096, "/m.retention.gguf").start();
@@ -152,6 +159,54 @@ describe("KvController", () => {
         const old = Array.from({length: 100}, (_, position) => position).filter((position) => position > 0);
         expect(old.filter((position) => position % 7 === 0 && evicted.has(position))).toEqual([]);
         expect(old.filter((position) => position % 7 !== 0).every((position) => evicted.has(position))).toBe(true);
+    });
+
+    it("ranks TRIM-KV under auto as its gate file says the gates were trained: per-head ones by union, shared ones by the max", async () => {
+        const dir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-combine-"));
+        try {
+            const model = path.join(dir, "m.gguf");
+            await fs.writeFile(model, "a model's bytes");
+            const gates = async (name: string, reduction: "shared" | "per-head") => {
+                const file = path.join(dir, name);
+                await writeRetentionSidecar(file, {modelPath: model, architecture: "llama", layers: 3, width: 8, kvHeads: 2, hidden: 4,
+                    overrides: {"ponder.retention.reduction": gguf.string(reduction)}});
+                return file;
+            };
+            const perHead = await gates("per-head.retention.gguf", "per-head");
+            const shared = await gates("shared.retention.gguf", "shared");
+
+            const auto = controller(fakeKv(16), {policy: "trimkv"}, 4096, perHead);
+            expect(auto.combine).toBeNull();
+            await auto.start();
+            expect(auto.combine).toBe("union");
+            const sharedAuto = controller(fakeKv(16), {policy: "trimkv"}, 4096, shared);
+            await sharedAuto.start();
+            expect(sharedAuto.combine).toBe("aggregate");
+            // A mode the person chose, and every other policy under auto, need no gate file.
+            expect(controller(fakeKv(16), {policy: "trimkv", combine: "union"}, 4096, perHead).combine).toBe("union");
+            expect(controller(fakeKv(16), {policy: "lethe"}).combine).toBe("aggregate");
+            expect(controller(fakeKv(16), {policy: "trimkv"}, 4096, "/m.retention.gguf", {retentionReduction: "per-head"}).combine).toBe("union");
+
+            // The rounds run under it: per-head gates under auto evict what union does, not what quota does.
+            // Heads that disagree: layer 0's first head retains even positions, every other head positions 1 mod 3.
+            const disagree = (position: number, layer: number, head: number) => (layer === 0 && head === 0 ? position % 2 === 0 : position % 3 === 1)
+                ? 4 - (position % 5) : -4 - (position % 5);
+            const run = async (compression: Partial<CompressionSettings>) => {
+                const fake = fakeKv(0, disagree);
+                const c = controller(fake, {policy: "trimkv", pruneEvery: 8, ...compression}, 64, perHead);
+                await c.start();
+                c.beginAnswer();
+                await evaluate(c, fake, 2);
+                for (let token = 0; token < 200; token++)
+                    await evaluate(c, fake, 1);
+                return fake.evicted;
+            };
+            const byAuto = await run({});
+            expect(byAuto).toEqual(await run({combine: "union"}));
+            expect(byAuto).not.toEqual(await run({combine: "quota"}));
+        } finally {
+            await fs.rm(dir, {recursive: true, force: true});
+        }
     });
 
     it("turns the value norms on for LAVa (every model has them) and off for any other policy", async () => {
@@ -229,6 +284,26 @@ describe("KvController", () => {
         const last = await c.sample(0);
         expect(last.cellsPeak).toBe(64);
         expect(last.cellsLive + last.tokensEvicted).toBe(fake.next);
+    });
+
+    it("sends with each sample the positions evicted since the one before, as ranges: their union is every eviction", async () => {
+        const fake = fakeKv(40);
+        const c = controller(fake, {policy: "streamingllm", pruneEvery: 8}, 64);
+        await c.start();
+        c.beginAnswer();
+        await evaluate(c, fake, 2);
+        let union: number[] = [];
+        for (let token = 1; token <= 64; token++) {
+            await evaluate(c, fake, 1);
+            const sample = await c.sample(0);
+            // A delta: never a position an earlier sample already sent.
+            const before = maskOfRanges(union, 256);
+            expect(maskOfRanges(sample.evicted ?? [], 256).some((evicted, position) => evicted === 1 && before[position] === 1)).toBe(false);
+            union = mergeRanges(union, sample.evicted ?? []);
+        }
+        expect(union).toEqual(toRanges(fake.evicted.flat()));
+        expect(union.length).toBeGreaterThan(0);
+        expect((await c.sample(0)).evicted).toEqual([]);
     });
 
     it("tells the policy where the answer's input ends: Lethe keeps an unattended question whole when it fits", async () => {

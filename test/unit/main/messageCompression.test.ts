@@ -37,9 +37,37 @@ describe("the compression an answer ran under", () => {
         await services.chat.idle();
         const detail = services.conversations.get(c.id);
         const [first, second] = detail.messages[1]!.siblingIds.map((id) => services.switchBranch(c.id, id).messages[1]!);
-        expect(first!.compression).toEqual({policy: "lethe", budgetCells: 512, settings: lethe});
+        expect(first!.compression).toEqual({policy: "lethe", budgetCells: 512, settings: lethe, seed: expect.any(Number)});
         expect(second!.compression).toMatchObject({policy: "full", budgetCells: 4096, settings: {policy: "full", budget: {kind: "auto"}}});
         expect(services.conversations.list()[0]!.policy).toBe("full");
+    });
+
+    it("Compare with Full KV makes the answer again under Full KV with its seed and cache types, and records how the two compare", async () => {
+        const {services, engine} = setup();
+        const c = services.conversations.create();
+        services.conversations.updateSettings(c.id, {compression: {...lethe, kvType: "q8_0", kvTypeV: "q8_0", flashAttention: true}});
+        services.chat.send(c.id, "2+2?");
+        await services.chat.idle();
+        const checked = services.conversations.get(c.id).messages[1]!;
+        const seed = checked.compression!.seed!;
+        expect(engine.requests.at(-1)?.seed).toBe(seed);
+
+        services.chat.regenerate(c.id, {compareFull: true});
+        await services.chat.idle();
+        const full = services.conversations.get(c.id).messages[1]!;
+        expect(full.id).not.toBe(checked.id);
+        expect(full.siblingIds).toEqual([checked.id, full.id]);
+        expect(engine.requests.at(-1)).toMatchObject({seed, kv: {compression: {policy: "full", budget: {kind: "auto"}, kvType: "q8_0", kvTypeV: "q8_0"}}});
+        expect(full.compression).toMatchObject({policy: "full", seed, comparison: {messageId: checked.id, policy: "lethe"}});
+        const comparison = full.compression!.comparison!;
+        expect(comparison.sameAnswer).toBe(full.text === checked.text);
+        expect(comparison.sameThought).toBe(full.thinking === checked.thinking);
+        expect(comparison.parting === null).toBe(comparison.sameAnswer && comparison.sameThought);
+        expect(comparison.prunedLiveBytes).toBe(checked.stats?.samples.at(-1)?.liveBytes ?? null);
+        expect(comparison.fullLiveBytes).toBe(full.stats?.samples.at(-1)?.liveBytes ?? null);
+        // The conversation keeps its own policy; a Full KV answer has nothing to compare with.
+        expect(services.conversations.get(c.id).settings.compression.policy).toBe("lethe");
+        expect(() => services.chat.regenerate(c.id, {compareFull: true})).toThrow(/needs an answer made under a pruning policy/);
     });
 
     it("travels with the JSON export, the Markdown export and a fork", async () => {
@@ -50,7 +78,7 @@ describe("the compression an answer ran under", () => {
         await services.chat.idle();
         const original = services.conversations.get(c.id);
         const recorded = original.messages[1]!.compression;
-        expect(recorded).toEqual({policy: "lethe", budgetCells: 512, settings: lethe});
+        expect(recorded).toEqual({policy: "lethe", budgetCells: 512, settings: lethe, seed: expect.any(Number)});
 
         const copy = services.conversations.get(services.conversations.importFile(exportConversation(original, "json").content).id);
         expect(copy.messages[1]!.compression).toEqual(recorded);

@@ -4,7 +4,7 @@ import {kvBounds} from "../../../preload/kvBounds.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {maxBudgetCells, minBudgetCells} from "../../../main/kv/budgetCap.js";
 import type {ModelInspection} from "../../../main/engine/types.js";
-import {resolveKv} from "../../../main/kv/resolveKv.js";
+import {assertBudgetAboveMin, resolveKv} from "../../../main/kv/resolveKv.js";
 import {ponderExtensionSchema} from "../../../main/server/openaiSchemas.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
@@ -32,6 +32,16 @@ describe("a generation's KV settings resolved once", () => {
         expect(above.aboveCap?.code).toBe("BUDGET_ABOVE_CONTEXT");
         expect(Object.isFrozen(above)).toBe(true);
         expect(() => resolveKv({...qwen15b, layers: null}, defaultCompressionSettings, gib)).toThrow(/layer or head counts/);
+    });
+
+    it("refuses a budget in MiB that rounds below the smallest budget as too small, naming the smallest", () => {
+        const at = (budget: typeof defaultCompressionSettings.budget) => resolveKv(qwen15b, {...defaultCompressionSettings, budget}, 8 * gib);
+        // 0.01 MiB is 0 cells of 28,672 bytes; 64 cells are 1.75 MiB.
+        expect(() => assertBudgetAboveMin(at({kind: "mib", mib: 0.01})))
+            .toThrow("A KV budget of 0.01 MiB holds 0 cells of f16 KV, which is below the smallest budget of 1.75 MiB (64 cells): ask for at least that much");
+        expect(() => assertBudgetAboveMin(at({kind: "mib", mib: 0.01}))).not.toThrow(/free memory/);
+        expect(() => assertBudgetAboveMin(at({kind: "mib", mib: 1.75}))).not.toThrow();
+        expect(() => assertBudgetAboveMin(at({kind: "cells", cells: minBudgetCells}))).not.toThrow();
     });
 
     it("is what the estimate shows", () => {

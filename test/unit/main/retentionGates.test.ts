@@ -13,11 +13,12 @@ import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";
 import {findRetentionGates, retentionSidecarPath, type RetentionModel} from "../../../main/engine/retention/findRetentionGates.js";
 import {fingerprintSpan, modelFingerprint} from "../../../main/engine/retention/modelFingerprint.js";
+import {inspectModel} from "../../../main/engine/inspectModel.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import {mulberry32} from "../../fixtures/gguf/random.js";
-import {writeRetentionSidecar, type SidecarSpec} from "../../fixtures/gguf/retentionSidecar.js";
+import {writeRetentionSidecar, type GateLayer, type SidecarSpec} from "../../fixtures/gguf/retentionSidecar.js";
 import {gguf} from "../../fixtures/gguf/writeGguf.js";
 import {FakeEngine} from "./FakeEngine.js";
 
@@ -147,6 +148,78 @@ describe("finding and checking a model's retention gates", () => {
 
         const reduction = await withSidecar("reduction", {overrides: {"ponder.retention.reduction": gguf.string("mean")}});
         expect(await findRetentionGates(reduction)).toMatchObject({available: false, reason: /unknown reduction "mean"/});
+    });
+});
+
+describe("gates whose values cannot run", () => {
+    it("refuses a NaN in an F32 fc1.weight, naming the tensor and the element (torch layout [hidden, width])", async () => {
+        const model = await withSidecar("nan-fc1", {edit: (gates) => {
+            gates[1]!.fc1[3 * 16 + 5] = NaN;
+        }});
+        expect(await findRetentionGates(model)).toEqual({
+            available: false, reason: "the gates in nan-fc1.retention.gguf cannot run: the tensor blk.1.retention.fc1.weight holds NaN at [3, 5]"
+        });
+    });
+
+    it("refuses an infinity in an F16 matrix, and in a bias", async () => {
+        const half = await withSidecar("inf-f16", {weightType: "f16", edit: (gates) => {
+            gates[0]!.fc2[1 * 8 + 6] = -Infinity;
+        }});
+        expect(await findRetentionGates(half)).toEqual({
+            available: false, reason: "the gates in inf-f16.retention.gguf cannot run: the tensor blk.0.retention.fc2.weight holds -Inf at [1, 6]"
+        });
+        // 1e5 is finite in F32 but past F16's largest (65504): written as F16 it is +Inf.
+        const rounded = await withSidecar("inf-f16-rounded", {weightType: "f16", edit: (gates) => {
+            gates[1]!.fc1[0] = 1e5;
+        }});
+        expect(await findRetentionGates(rounded)).toMatchObject({available: false, reason: /blk\.1\.retention\.fc1\.weight holds \+Inf at \[0, 0\]$/});
+        const bias = await withSidecar("inf-bias", {edit: (gates) => {
+            gates[1]!.bias[1] = Infinity;
+        }});
+        expect(await findRetentionGates(bias)).toMatchObject({available: false, reason: /blk\.1\.retention\.bias holds \+Inf at \[1\]$/});
+    });
+
+    it("refuses finite gates whose logits leave F32's range on the large probe, naming the layer and the probe", async () => {
+        // 32 hidden units in pairs reading one input each, +w and -w: SiLU passes the positive one, so the hidden layer holds
+        // w |x_k| for every k, and with fc2 all v the logit is v w sum |x_k| (+ the bias). For any x of RMS r over 16 inputs,
+        // 4r <= sum |x_k| <= 16r. With w = v = 1e18: at most 1.6e37 at RMS 1 (finite in F32), at least 4e38 at RMS 100
+        // (past 3.4e38). With v = 1e17 at most 1.6e38 even at RMS 100.
+        const pairs = (v: number, w = 1e18) => (gates: GateLayer[]) => {
+            for (const gate of gates) {
+                gate.fc1.fill(0);
+                for (let k = 0; k < 16; k++) {
+                    gate.fc1[2 * k * 16 + k] = w;
+                    gate.fc1[(2 * k + 1) * 16 + k] = -w;
+                }
+                gate.fc1Bias.fill(0);
+                gate.fc2.fill(v);
+            }
+        };
+        const model = await withSidecar("overflow", {hidden: 32, edit: pairs(1e18)});
+        expect(await findRetentionGates(model)).toEqual({available: false,
+            reason: "the gates in overflow.retention.gguf cannot run: layer 0's gate gives a non-finite logit for KV head 0 on a seeded input of RMS 100"});
+        expect(await findRetentionGates(await withSidecar("overflow-not", {hidden: 32, edit: pairs(1e17)}))).toMatchObject({available: true});
+        // With w = 1e37 the hidden layer itself leaves F32's range at RMS 100 (some |x_k| >= 100), before fc2 (1e-30) is read.
+        expect(await findRetentionGates(await withSidecar("overflow-hidden", {hidden: 32, edit: pairs(1e-30, 1e37)}))).toMatchObject({available: false,
+            reason: /^the gates in overflow-hidden\.retention\.gguf cannot run: layer 0's gate gives a non-finite value in hidden unit \d+ on a seeded input of RMS 100$/});
+    });
+
+    it("refuses the demo model's gates with their last 40 KB of floats NaN, and accepts the shipped ones", async () => {
+        const demo = path.resolve(import.meta.dirname, "../../../resources/models/ponder-demo.gguf");
+        const inspection = await inspectModel(demo);
+        expect(await findRetentionGates(inspection)).toMatchObject({available: true, info: {reduction: "shared", hidden: 512}});
+
+        const copy = path.join(dir, "demo-nan.gguf");
+        await fs.copyFile(demo, copy);
+        const sidecar = await fs.readFile(retentionSidecarPath(demo));
+        const tail = new Float32Array(sidecar.buffer, sidecar.byteOffset + sidecar.length - 40 * 1024, 10 * 1024);
+        tail.fill(NaN);
+        await fs.writeFile(retentionSidecarPath(copy), sidecar);
+        const found = await findRetentionGates({...inspection, path: copy});
+        expect(found).toEqual({available: false, reason: "the gates in demo-nan.retention.gguf cannot run: the tensor blk.3.retention.fc1.bias holds NaN at [0]"});
+        // The controller's estimate lists TRIM-KV as unavailable with that reason.
+        const estimate = estimateBudget(inspection, {...defaultCompressionSettings, policy: "trimkv"}, 1 << 30, {retention: found});
+        expect(estimate.unavailablePolicies).toEqual([{policy: "trimkv", reason: found.available ? "" : found.reason}]);
     });
 });
 

@@ -3,6 +3,7 @@ import type {EventChannel, Events} from "../../../preload/contract.js";
 import {AppError} from "../../../main/AppError.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
+import {demoSampleSteps} from "../../../main/services/firstMinuteCompression.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 function setup() {
@@ -238,8 +239,8 @@ describe("chat", () => {
     });
 });
 
-describe("the demo model's sample problems", () => {
-    it("offers a held-out problem of its task, with its known answer, only while the shipped demo model is loaded", async () => {
+describe("the shipped models' sample problems", () => {
+    it("offers a held-out problem of its task, with its known answer, only while a shipped task model is loaded", async () => {
         const {generateDemoProblem, EVAL_SEED_BASE} = await import("../../../main/demo/demoTask.js");
         const engine = new FakeEngine();
         const bundled = "/app/resources/models/ponder-demo.gguf";
@@ -248,14 +249,37 @@ describe("the demo model's sample problems", () => {
         const info = {id: "m1", path: "/models/other.gguf", name: "other", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
         engine.status = {...engine.status, model: info};
         expect(services.demoSample()).toBeNull();
+        // Another model in the shipped folder, or a shipped model's copy elsewhere, is not recognised.
+        engine.status = {...engine.status, model: {...info, path: "/app/resources/models/other.gguf"}};
+        expect(services.demoSample()).toBeNull();
+        engine.status = {...engine.status, model: {...info, path: "/models/ponder-merge.gguf"}};
+        expect(services.demoSample()).toBeNull();
         engine.status = {...engine.status, model: {...info, path: bundled}};
         const sample = services.demoSample()!;
         expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);
-        const problem = generateDemoProblem(sample.seed, {minSteps: 10, maxSteps: 30});
-        expect(sample).toMatchObject({question: problem.question, answer: problem.answer, steps: problem.steps});
-        expect(sample.steps).toBeGreaterThanOrEqual(10);
-        expect(sample.steps).toBeLessThanOrEqual(30);
+        const problem = generateDemoProblem(sample.seed, demoSampleSteps);
+        expect(sample).toMatchObject({task: "demo", question: problem.question, answer: problem.answer, answerMeaning: "the value of ZZ", size: `${problem.steps} steps`});
+        expect(problem.steps).toBeGreaterThanOrEqual(24);
+        expect(problem.steps).toBeLessThanOrEqual(30);
         expect(sample.about).toMatch(/modulo 10/);
+        await services.dispose();
+    });
+
+    it("offers the merge model a problem of its own task", async () => {
+        const {generateMergeProblem} = await import("../../../main/demo/mergeTask.js");
+        const {EVAL_SEED_BASE} = await import("../../../main/demo/demoTask.js");
+        const engine = new FakeEngine();
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+            version: "t", modelsDir: "/tmp/x", bundledModelPath: "/app/resources/models/ponder-demo.gguf"
+        });
+        const info = {id: "m2", path: "/app/resources/models/ponder-merge.gguf", name: "Ponder Merge Reasoner", sizeBytes: 1, architecture: "qwen3", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
+        engine.status = {...engine.status, model: info};
+        const sample = services.demoSample()!;
+        expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);
+        const problem = generateMergeProblem(sample.seed, {minItems: 16, maxItems: 36});
+        expect(sample).toMatchObject({task: "merge", question: problem.question, answer: problem.answer, size: `${problem.items} numbers`});
+        expect(sample.answerMeaning).toMatch(new RegExp(`^the ${problem.k}(st|nd|rd|th) number of the merge$`));
+        expect(sample.about).toMatch(/merging two sorted lists/);
         await services.dispose();
     });
 });

@@ -301,7 +301,7 @@ describe("budget controller state", () => {
         budget.resetDefaults();
         expect(budget.state.form?.params.lethe).toEqual(policyDefaults.lethe);
         expect(budget.state.form?.pruneEvery).toBe(16);
-        expect(budget.state.form?.combine).toBe("aggregate");
+        expect(budget.state.form?.combine).toBe("auto");
         expect(budget.valid).toBe(true);
     });
 

@@ -34,7 +34,10 @@ function setup() {
 describe("ponder (the composed state)", () => {
     test("the demo model's sample problem is sent as a question, and its known answer kept for that conversation", async () => {
         const {bridge, ponder} = setup();
-        bridge.reply("demo:sample", {question: "a=1\nZZ=a+a\nZZ?", answer: "2", steps: 1, seed: 2 ** 31, about: "A tiny model"});
+        bridge.reply("demo:sample", {
+            task: "demo", question: "a=1\nZZ=a+a\nZZ?", answer: "2", answerMeaning: "the value of ZZ", size: "1 steps", seed: 2 ** 31,
+            about: "A tiny model"
+        });
         bridge.reply("models:list", []);
         bridge.reply("app:status", {version: "t", engine: {state: "ready", build: null, model: null, progress: null, message: null}});
         bridge.reply("settings:get", {} as never);
@@ -44,7 +47,7 @@ describe("ponder (the composed state)", () => {
         expect(ponder.demo.sample?.answer).toBe("2");
         expect(await ponder.trySample()).toBe(true);
         expect(bridge.calls.find((call) => call.channel === "chat:send")?.payload).toMatchObject({text: "a=1\nZZ=a+a\nZZ?"});
-        expect(ponder.demo.known[ponder.chat.state.conversationId!]).toBe("2");
+        expect(ponder.demo.known[ponder.chat.state.conversationId!]).toEqual({answer: "2", meaning: "the value of ZZ"});
     });
 
     test("without the demo model there is no sample to try", async () => {

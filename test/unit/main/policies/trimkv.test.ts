@@ -1,6 +1,6 @@
 import {describe, expect, it} from "vitest";
 import {toPolicySnapshot} from "../../../../main/engine/KvController.js";
-import {decide} from "../../../../main/engine/policies/decide.js";
+import {decide, resolveCombine} from "../../../../main/engine/policies/decide.js";
 import {decayedRetention, logSigmoid, maxLogBeta, retentionStep} from "../../../../main/engine/policies/scoreMath.js";
 import {trimKvPolicy} from "../../../../main/engine/policies/trimkv.js";
 import type {CombineMode, PruneTarget, ScoreSnapshot, SelectorChoice} from "../../../../main/engine/policies/types.js";
@@ -24,15 +24,17 @@ const kept = (choice: SelectorChoice) => [...choice.order.subarray(0, choice.quo
 const target = (maxKeep: number, tokensSeen?: number): PruneTarget => ({maxKeep, phase: "decode", tokensSeen});
 const none = {perLayer: null, aggregate: null};
 
-// Eight cells, t = 7 (the newest position). By hand, (t - pos) * log beta:
+// Eight cells, positions 0..7, so 8 tokens seen and t = 8 + 1 = 9 (the authors' q_idx = seen + 1). By hand, (t - pos) * log beta:
 //   position          0      1      2      3     4     5      6     7
-//   age t - pos       7      6      5      4     3     2      1     0
+//   age t - pos       9      8      7      6     5     4      3     2
 //   head 0 log beta  -0.01  -1     -0.05  -0.5  -0.2  -0.02  -3     0
-//   head 0 score     -0.07  -6     -0.25  -2    -0.6  -0.04  -3     0
+//   head 0 score     -0.09  -8     -0.35  -3    -1    -0.08  -9     0
 //   head 1 log beta  -1     -0.001 -1     -1    -1    -1     -0.1  -0.5
-//   head 1 score     -7     -0.006 -5     -4    -3    -2     -0.1   0
+//   head 1 score     -9     -0.008 -7     -6    -5    -4     -0.3  -1
 //   max log beta     -0.01  -0.001 -0.05  -0.5  -0.2  -0.02  -0.1  0
-//   max score        -0.07  -0.006 -0.25  -2    -0.6  -0.04  -0.1  0
+//   max score        -0.09  -0.008 -0.35  -3    -1    -0.08  -0.3  0
+// With the age 2 less (t = 7, the newest position), head 0 would rank cell 6 (-3) above cell 1 (-6), and head 1 cell 7
+// (0) first: a shift of t reorders cells of different log beta.
 const head0 = [-0.01, -1, -0.05, -0.5, -0.2, -0.02, -3, 0];
 const head1 = [-1, -0.001, -1, -1, -1, -1, -0.1, -0.5];
 
@@ -76,27 +78,29 @@ describe("log beta from a gate logit (logsigmoid, in double)", () => {
 });
 
 describe("TRIM-KV's ranking: (t - pos) * log beta per (layer, KV head)", () => {
-    it("ranks each head's cells by its retention at the newest step, the budget as each quota", () => {
+    it("ranks each head's cells by its retention at the authors' step, the budget as each quota", () => {
         const {selectors} = trimKvPolicy.select(snapshot([[head0, head1]]), {}, null, target(4));
         expect(selectors).toHaveLength(2);
-        expect(ranked(selectors[0]!)).toEqual([7, 5, 0, 2, 4, 3, 6, 1]);
-        expect(ranked(selectors[1]!)).toEqual([7, 1, 6, 5, 4, 3, 2, 0]);
+        expect(ranked(selectors[0]!)).toEqual([7, 5, 0, 2, 4, 3, 1, 6]);
+        expect(ranked(selectors[1]!)).toEqual([1, 6, 7, 5, 4, 3, 2, 0]);
         expect(selectors.map((choice) => [choice.quota, choice.structural, choice.layer])).toEqual([[4, 0, 0], [4, 0, 0]]);
         expect(kept(selectors[0]!)).toEqual([0, 2, 5, 7]);
     });
 
     it("lets age count: a steep gate on a young cell outranks a gentle one on an old cell only while the old has decayed more", () => {
-        // Head 0: cell 6 (log beta -3, age 1) scores -3, below cell 3 (log beta -0.5, age 4) at -2.
-        const at7 = ranked(trimKvPolicy.select(snapshot([[head0]]), {}, null, target(8)).selectors[0]!);
-        expect(at7.indexOf(3)).toBeLessThan(at7.indexOf(6));
-        // Eight steps later (t = 15) cell 6 scores -27 and cell 3 -6: the same order. At t = 7 with cell 3 younger, it leads further.
+        // Head 0: cell 6 (log beta -3, age 3) scores -9, below cell 3 (log beta -0.5, age 6) at -3.
+        const at9 = ranked(trimKvPolicy.select(snapshot([[head0]]), {}, null, target(8)).selectors[0]!);
+        expect(at9.indexOf(3)).toBeLessThan(at9.indexOf(6));
+        // Six steps later (t = 15) cell 6 scores -27 and cell 3 -6: the same order.
         expect(decayedRetention(Float32Array.from(head0), 0, Int32Array.from([0, 1, 2, 3, 4, 5, 6, 7]), 15)[6]).toBeCloseTo(-27, 5);
     });
 
-    it("measures at the newest position, or at the tokens seen less one when later", () => {
-        expect(retentionStep(Int32Array.from([3, 0, 7]), undefined)).toBe(7);
-        expect(retentionStep(Int32Array.from([3, 0, 7]), 12)).toBe(11);
-        expect(retentionStep(Int32Array.from([3, 0, 7]), 5)).toBe(7);
+    it("measures as the authors do, at q_idx = seen + 1: the tokens seen plus one, or the newest position plus two when later", () => {
+        expect(retentionStep(Int32Array.from([3, 0, 7]), undefined)).toBe(9);
+        expect(retentionStep(Int32Array.from([3, 0, 7]), 12)).toBe(13);
+        expect(retentionStep(Int32Array.from([3, 0, 7]), 5)).toBe(9);
+        // The newest cell is two steps old, as in the authors' cache right after it is written.
+        expect(decayedRetention(Float32Array.from([-0.5]), 0, Int32Array.from([11]), retentionStep(Int32Array.from([11]), 12))[0]).toBe(-1);
     });
 
     it("makes no sinks or windows by hand: nothing is structural", () => {
@@ -130,7 +134,7 @@ describe("TRIM-KV on shared cells", () => {
         const n = 40;
         const rows = Array.from({length: 4}, () => Array.from({length: n}, () => -3 * random.uniform() ** 3));
         const snap = snapshot([[rows[0]!, rows[1]!], [rows[2]!, rows[3]!]]);
-        const t = n - 1;
+        const t = n + 1; // 40 tokens seen: q_idx = 41
         const best = Array.from({length: n}, (_, j) => (t - j) * Math.max(...rows.map((row) => Math.fround(row[j]!))));
         const candidates = Array.from({length: 31}, (_, i) => i + 1).sort((a, b) => best[b]! - best[a]! || a - b);
         const expected = [0, ...candidates.slice(0, 11), ...Array.from({length: 8}, (_, i) => 32 + i)].sort((a, b) => a - b);
@@ -140,6 +144,64 @@ describe("TRIM-KV on shared cells", () => {
         // The heatmap's read-out: what each layer's own gates (its two heads' top 20) would keep of the 40 tokens.
         expect(decision.keptPerLayer).toHaveLength(2);
         expect([...decision.keptPerLayer].every((share) => share >= 0.5 - 1e-6 && share <= 1)).toBe(true);
+    });
+
+    it("ranks per (layer, KV head) under auto for gates trained per head, by the shared max for shared gates or another policy", () => {
+        expect(resolveCombine("auto", "trimkv", "per-head")).toBe("union");
+        expect(resolveCombine("auto", "trimkv", "shared")).toBe("aggregate");
+        expect(resolveCombine("auto", "lethe")).toBe("aggregate");
+        expect(resolveCombine("auto", "lava")).toBe("aggregate");
+        // A mode the person chose stays.
+        expect(resolveCombine("union", "trimkv", "per-head")).toBe("union");
+        expect(resolveCombine("aggregate", "trimkv", "per-head")).toBe("aggregate");
+        expect(resolveCombine("quota", "trimkv", "shared")).toBe("quota");
+        expect(() => resolveCombine("auto", "trimkv")).toThrow(/how its gates were trained/);
+    });
+
+    it("keeps each head's best cells under per-head quotas, where the shared max and union keep one head's", () => {
+        // 14 cells (14 seen: t = 15), budget 11: position 0 and the 8 newest (6..13) are kept by decide, room for 2 of 1..5.
+        // Cells 0 and 6..13 have log beta 0 in both heads (score 0, ranks 0..8 of each head), so each head's quota of 11
+        // reaches 2 of cells 1..5. By hand, (15 - pos) * log beta:
+        //   position            1       2       3       4       5
+        //   age                 14      13      12      11      10
+        //   head A log beta    -0.01   -0.01   -1      -1      -1
+        //   head A score       -0.14   -0.13   -12     -11     -10     head A's order: 2, 1
+        //   head B log beta    -1      -1      -0.02   -0.03   -1
+        //   head B score       -14     -13     -0.24   -0.33   -10     head B's order: 3, 4
+        //   max score          -0.14   -0.13   -0.24   -0.33   -10
+        // Shared max (aggregate): 2 and 1, both head A's. Quota: each head's first (entry level 10/11) before either's
+        // second (11/11): 2 and 3.
+        const zero = (values: number[]) => [0, ...values, ...Array(8).fill(0)];
+        const snap = snapshot([[zero([-0.01, -0.01, -1, -1, -1]), zero([-1, -1, -0.02, -0.03, -1])]]);
+        const keptOf = (combine: CombineMode) => {
+            const decision = decide(trimKvPolicy, snap, {}, none, target(11), combine);
+            return Array.from({length: 14}, (_, j) => j).filter((j) => !decision.evict.includes(j) && j >= 1 && j <= 5);
+        };
+        expect(keptOf("aggregate")).toEqual([1, 2]);
+        expect(keptOf("quota")).toEqual([2, 3]);
+        // Union: every cell is within some head's quota of 11, and over the budget the lowest retention of any head goes.
+        expect(keptOf("union")).toEqual([1, 2]);
+    });
+
+    it("frees under union exactly what the shared max frees: over the budget the lowest retention of any head goes first", () => {
+        // A cell among the `room` best by max score ranks, in its best head, below fewer than `room` + protected cells (each
+        // with a higher max score), so it is within that head's quota: union's candidates hold the shared max's choice.
+        let quotaDiffers = 0;
+        for (const seed of [1, 2, 3, 4, 5]) {
+            const random = mulberry32(seed);
+            const n = 60;
+            const rows = Array.from({length: 8}, () => Array.from({length: n}, () => -3 * random.uniform() ** 2));
+            const snap = snapshot([[rows[0]!, rows[1]!, rows[2]!, rows[3]!], [rows[4]!, rows[5]!, rows[6]!, rows[7]!]]);
+            for (const maxKeep of [12, 20, 35]) {
+                const union = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "union");
+                const aggregate = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "aggregate");
+                const quota = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "quota");
+                expect([...union.evict]).toEqual([...aggregate.evict]);
+                quotaDiffers += quota.evict.join() === aggregate.evict.join() ? 0 : 1;
+            }
+        }
+        // Quota, each (layer, head) its equal share, is the one per-head mode that frees other cells.
+        expect(quotaDiffers).toBeGreaterThan(10);
     });
 
     it("keeps the budget in every combine mode, dropping the lowest retention first over it", () => {

@@ -1,0 +1,91 @@
+// The merge task of the embedded model resources/models/ponder-merge.gguf (the app offers its held-out problems as
+// samples; the tests and the bench grade with it): a TypeScript port of test/eval/train/mergeTask.py (same format,
+// same mulberry32 stream: the same seed gives the same problem in both).
+//
+// A problem gives two sorted lists of distinct two-digit numbers and asks for the k-th number of their merge. The
+// model thinks one line per merged number: the index, the head of each list ("--" once a list is used up), the
+// comparison and the smaller head; it answers the number on line k:
+//
+//   user:      a=05,12                   thinking:  01:a05b02>02          answer:  05
+//              b=02,21                              02:a05b21<05
+//              k=02?                                03:a12b21<12
+//                                                   04:a--b21>21
+//
+// Reads follow two pointers through the question (a head is the number after the previous one in its list) and the
+// answer reads line k, usually far back. Training uses seeds below 2^31; held-out problems use seeds from
+// EVAL_SEED_BASE (2^31) up.
+
+import {EVAL_SEED_BASE} from "./demoTask.js";
+import {mulberry32} from "./mulberry32.js";
+
+export const DEFAULT_MIN_ITEMS = 40;
+export const DEFAULT_MAX_ITEMS = 80;
+const MAX_ITEMS_LIMIT = 99;
+const VALUES = 100;
+
+export type MergeTaskOptions = {
+    /** Fewest numbers in the two lists together. Defaults to `40`. */
+    minItems?: number,
+    /** Most numbers in the two lists together (at most 99). Defaults to `80`. */
+    maxItems?: number
+};
+
+export type MergeProblem = {
+    seed: number,
+    /** The user message. */
+    question: string,
+    /** The reference thinking (lines joined by "\n", no leading/trailing newline). */
+    thinking: string,
+    /** The expected answer: two digits. */
+    answer: string,
+    items: number,
+    /** The asked position of the merge (1-based). */
+    k: number
+};
+
+const twoDigits = (value: number) => String(value).padStart(2, "0");
+
+export function generateMergeProblem(seed: number, options: MergeTaskOptions = {}): MergeProblem {
+    const minItems = options.minItems ?? DEFAULT_MIN_ITEMS;
+    const maxItems = options.maxItems ?? DEFAULT_MAX_ITEMS;
+    if (!(minItems >= 2 && minItems <= maxItems && maxItems <= MAX_ITEMS_LIMIT))
+        throw new RangeError("need 2 <= minItems <= maxItems <= 99");
+    const rng = mulberry32(seed);
+    const n = minItems + rng.int(maxItems - minItems + 1);
+    const nA = Math.max(1, Math.min(n - 1, Math.floor(n / 4) + rng.int(Math.floor(n / 2) + 1)));
+    const pool = Array.from({length: VALUES}, (_, i) => i);
+    for (let i = 0; i < n; i++) {
+        const j = i + rng.int(VALUES - i);
+        [pool[i], pool[j]] = [pool[j]!, pool[i]!];
+    }
+    const byValue = (x: number, y: number) => x - y;
+    const a = pool.slice(0, nA).sort(byValue);
+    const b = pool.slice(nA, n).sort(byValue);
+    const k = 1 + rng.int(n);
+
+    const lines: string[] = [];
+    const merged: number[] = [];
+    let i = 0;
+    let j = 0;
+    for (let index = 1; index <= n; index++) {
+        const headA = a[i];
+        const headB = b[j];
+        const takeA = headB == null || (headA != null && headA < headB);
+        const value = takeA ? headA! : headB!;
+        const textA = headA == null ? "--" : twoDigits(headA);
+        const textB = headB == null ? "--" : twoDigits(headB);
+        lines.push(`${twoDigits(index)}:a${textA}b${textB}${takeA ? "<" : ">"}${twoDigits(value)}`);
+        merged.push(value);
+        if (takeA)
+            i++;
+        else
+            j++;
+    }
+    const question = `a=${a.map(twoDigits).join(",")}\nb=${b.map(twoDigits).join(",")}\nk=${twoDigits(k)}?`;
+    return {seed, question, thinking: lines.join("\n"), answer: twoDigits(merged[k - 1]!), items: n, k};
+}
+
+/** `count` held-out problems: seeds EVAL_SEED_BASE + offset + i. */
+export function heldOutMergeProblems(count: number, options: MergeTaskOptions = {}, offset = 0): MergeProblem[] {
+    return Array.from({length: count}, (_, i) => generateMergeProblem((EVAL_SEED_BASE + offset + i) >>> 0, options));
+}

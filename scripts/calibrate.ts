@@ -1,0 +1,98 @@
+// `npm run calibrate`: TRIM-KV retention gates for a GGUF model from its own thinking (issue 36), headless.
+//
+//   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
+//                        [--max-tokens N] [--hidden N] [--epochs N] [--work-dir dir] [--threads N] [--prompt-set demo|english]
+//
+// Progress lines go to stderr, the result (JSON) to stdout. Exit status 0: the gates were written; 2: they did worse
+// than Lethe on the held-out prompts and were not installed (nothing changed); 1: an error; 130: cancelled (Ctrl-C),
+// and the same command goes on from the last prompt thought.
+import os from "node:os";
+import path from "node:path";
+import {parseArgs} from "node:util";
+import {calibrateRetention, type CalibrationJobProgress} from "../main/engine/calibration/calibrateRetention.js";
+import {choosePromptSet} from "../main/engine/calibration/choosePromptSet.js";
+import type {PromptSet} from "../main/engine/calibration/prompts.js";
+import {loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
+
+const {values} = parseArgs({
+    options: {
+        model: {type: "string"},
+        prompts: {type: "string"},
+        tokens: {type: "string"},
+        seed: {type: "string"},
+        out: {type: "string"},
+        validation: {type: "string"},
+        "max-tokens": {type: "string"},
+        hidden: {type: "string"},
+        epochs: {type: "string"},
+        "work-dir": {type: "string", default: path.join(os.homedir(), ".cache", "ponder", "calibration")},
+        threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))},
+        "prompt-set": {type: "string"}
+    }
+});
+
+function number(name: string, value: string | undefined): number | undefined {
+    if (value == null)
+        return undefined;
+    const parsed = Number(value);
+    if (!Number.isInteger(parsed) || parsed < 0) {
+        console.error(`error: --${name} must be a whole number, not ${value}`);
+        process.exit(1);
+    }
+    return parsed;
+}
+
+if (values.model == null) {
+    console.error("error: --model <file.gguf> is required");
+    process.exit(1);
+}
+const modelPath = path.resolve(values.model);
+const bundled = path.resolve(import.meta.dirname, "../resources/models/ponder-demo.gguf");
+const promptSet = (values["prompt-set"] ?? await choosePromptSet(modelPath, bundled)) as PromptSet;
+if (promptSet !== "demo" && promptSet !== "english") {
+    console.error("error: --prompt-set is demo or english");
+    process.exit(1);
+}
+const controller = new AbortController();
+process.on("SIGINT", () => controller.abort(new Error("cancelled")));
+
+const minutes = (s: number) => (s >= 90 ? `${(s / 60).toFixed(1)} min` : `${Math.round(s)} s`);
+let lastLine = 0;
+function onProgress(p: CalibrationJobProgress): void {
+    const now = performance.now();
+    if (now - lastLine < 1000 && p.done < p.total)
+        return;
+    lastLine = now;
+    const done = p.stage === "thinking" ? p.done.toFixed(1) : String(p.done);
+    console.error(`${p.stage} ${done}/${p.total}` + (p.resumed > 0 ? ` (${p.resumed} resumed)` : "") +
+        ` | ${p.tokensSeen} tokens | ${minutes(p.elapsed)}` + (p.remaining != null ? `, about ${minutes(p.remaining)} left` : ""));
+}
+
+const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
+const model = await llama.loadModel({modelPath});
+try {
+    console.error(`calibrating ${path.basename(modelPath)} on ${promptSet === "demo" ? "the demo task's training problems" : "Ponder's English prompts"}`);
+    const result = await calibrateRetention({
+        model, modelPath, promptSet, prompts: number("prompts", values.prompts), tokens: number("tokens", values.tokens), seed: number("seed", values.seed),
+        out: values.out != null ? path.resolve(values.out) : undefined, validationPrompts: number("validation", values.validation),
+        maxTokens: number("max-tokens", values["max-tokens"]), hidden: number("hidden", values.hidden), epochs: number("epochs", values.epochs),
+        workDir: path.resolve(values["work-dir"]), threads: Number(values.threads), signal: controller.signal, onProgress, onLog: (line) => console.error(line)
+    });
+    const at = (share: number) => result.validation.points.find((p) => Math.abs(p.share - share) < 1e-9);
+    const card = `calibrated on ${result.prompts} thoughts, ${result.tokensSeen.toLocaleString("en")} tokens, ${minutes(result.seconds)}; held-out agreement` +
+        [0.25, 0.5].map((share) => at(share)).filter((p) => p != null).map((p) => ` at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(2)}, Lethe ${p.lethe.toFixed(2)}`).join(";");
+    console.error(result.installed ? `${card}\nwrote ${result.out}${result.backup != null ? ` (the earlier gates are in ${result.backup})` : ""}` : `${card}\n${result.refusal}`);
+    console.log(JSON.stringify(result));
+    process.exitCode = result.installed ? 0 : 2;
+} catch (err) {
+    if (controller.signal.aborted) {
+        console.error("cancelled: the prompts thought so far are kept; the same command goes on from there");
+        process.exitCode = 130;
+    } else {
+        console.error(`error: ${(err as Error).message}`);
+        process.exitCode = 1;
+    }
+} finally {
+    await model.dispose();
+    await llama.dispose();
+}

@@ -1,0 +1,161 @@
+// collectCalibrationData on the demo model: the model thinks greedily with Full KV on two demo problems; each sample's
+// features are what the shipped retention gates read (the gate MLP on them gives the engine's gate logit of the token),
+// its horizons are the engine's read horizons of the token when its text is decoded again, its followers count the
+// tokens after it; the sample is seeded (same seed, same sample) and bounded.
+import fs from "node:fs/promises";
+import path from "node:path";
+import {afterAll, beforeAll, describe, expect, test} from "vitest";
+import {readGgufFileInfo, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type Token} from "node-llama-cpp";
+import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
+import {isHorizonObserved} from "../../main/engine/calibration/isHorizonObserved.js";
+import type {CalibrationDataset} from "../../main/engine/calibration/types.js";
+import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
+import {NativeKv} from "../../main/engine/native/NativeKv.js";
+import {heldOutDemoProblems} from "../../main/demo/demoTask.js";
+import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {gateLogits, type GateLayer} from "../fixtures/gguf/retentionSidecar.js";
+import {float16BitsToFloat32} from "../fixtures/gguf/writeGguf.js";
+
+const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
+const demoGates = path.join(REPO_ROOT, "resources", "models", "ponder-demo.retention.gguf");
+
+async function readGates(filePath: string, layers: number): Promise<GateLayer[]> {
+    const info = await readGgufFileInfo(filePath, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"});
+    const handle = await fs.open(filePath, "r");
+    const read = async (name: string) => {
+        const tensor = info.tensorInfo!.find((candidate) => candidate.name === name)!;
+        const count = tensor.dimensions.reduce((product: number, dim) => product * Number(dim), 1);
+        const f16 = Number(tensor.ggmlType) === 1;
+        const bytes = Buffer.alloc(count * (f16 ? 2 : 4));
+        await handle.read(bytes, 0, bytes.length, Number(tensor.fileOffset));
+        return Float32Array.from({length: count}, (_, i) => f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4));
+    };
+    try {
+        const gates: GateLayer[] = [];
+        for (let layer = 0; layer < layers; layer++) {
+            const prefix = `blk.${layer}.retention.`;
+            gates.push({fc1: await read(prefix + "fc1.weight"), fc1Bias: await read(prefix + "fc1.bias"), fc2: await read(prefix + "fc2.weight"),
+                bias: await read(prefix + "bias")});
+        }
+        return gates;
+    } finally {
+        await handle.close();
+    }
+}
+
+describe("calibration data on the demo model", () => {
+    let llama: Llama;
+    let model: LlamaModel;
+    let chatWrapper: ChatWrapper;
+    const prompts = heldOutDemoProblems(2, {minSteps: 8, maxSteps: 12}).map((problem) => ({user: problem.question}));
+
+    async function collect(seed: number, maxSamples: number, withGates: boolean) {
+        const context = await model.createContext({contextSize: 1024, flashAttention: false, threads: 2});
+        const kv = new NativeKv(context);
+        const sequence = context.getSequence();
+        try {
+            if (withGates)
+                await kv.configureRetention(demoGates);
+            const dataset = await collectCalibrationData({model, chatWrapper, sequence, kv}, prompts, {maxTokens: 96, maxSamples, seed});
+            return {dataset, context, kv, sequence};
+        } catch (err) {
+            await kv.dispose();
+            await context.dispose();
+            throw err;
+        }
+    }
+
+    beforeAll(async () => {
+        llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
+        model = await llama.loadModel({modelPath: demoModel});
+        chatWrapper = resolveChatWrapper(model);
+    });
+
+    afterAll(async () => {
+        await model?.dispose();
+    });
+
+    test("samples carry the gates' input and the engine's read horizons, with their followers", async () => {
+        const {dataset, context, kv, sequence} = await collect(3, 40, true);
+        try {
+            const {layers} = await kv.stats();
+            expect(dataset).toMatchObject({layers, embeddingLength: model.embeddingVectorSize, readThreshold: 0.5, minWatched: 16, seed: 3});
+            expect(dataset.texts).toHaveLength(2);
+            const written = dataset.texts.reduce((acc, text) => acc + text.promptTokens + text.generatedTokens, 0);
+            expect(dataset.tokensSeen).toBe(written);
+            expect(dataset.tokens).toBe(40);
+            expect(dataset.features).toHaveLength(40 * layers * dataset.embeddingLength);
+            expect(dataset.horizons).toHaveLength(40 * layers * dataset.headCountKv);
+            for (const text of dataset.texts) {
+                expect(text.tokens).toHaveLength(text.promptTokens + text.generatedTokens);
+                expect(text.generatedTokens).toBeGreaterThan(20); // the model thought
+            }
+
+            const gates = await readGates(demoGates, layers);
+            const d = dataset.embeddingLength;
+            const nKv = dataset.headCountKv;
+            for (const textIndex of [0, 1]) {
+                // decode the text again with the gates and the horizons on: the engine's values for each sample's token
+                const text = dataset.texts[textIndex]!;
+                await sequence.clearHistory();
+                await kv.configureReadHorizon(dataset.readThreshold);
+                await sequence.evaluateWithoutGeneratingNewTokens(Array.from(text.tokens) as Token[]);
+                const retention = await kv.retention(0);
+                const horizon = await kv.readHorizon(0);
+                await kv.configureReadHorizon(null);
+                const n = retention.positions.length;
+                expect(n).toBe(text.tokens.length);
+                const cellOf = new Map(Array.from(retention.positions, (position, j) => [position, j]));
+                const lastPosition = text.tokens.length - 1;
+
+                let samples = 0;
+                for (let i = 0; i < dataset.tokens; i++) {
+                    if (dataset.text[i] !== textIndex)
+                        continue;
+                    samples++;
+                    const position = dataset.positions[i]!;
+                    const j = cellOf.get(position)!;
+                    expect(dataset.tokenIds[i]).toBe(text.tokens[position]);
+                    expect(dataset.generated[i]).toBe(position >= text.promptTokens ? 1 : 0);
+                    expect(dataset.followers[i]).toBe(lastPosition - position);
+                    for (let layer = 0; layer < layers; layer++) {
+                        const row = dataset.features.subarray((i * layers + layer) * d, (i * layers + layer + 1) * d);
+                        const expected = gateLogits(gates[layer]!, row);
+                        for (let h = 0; h < retention.heads; h++) {
+                            const engine = retention.logits[layer]![h * n + j]!;
+                            expect(Math.abs(engine - expected[h]!), `sample ${i}, layer ${layer}, head ${h}`).toBeLessThan(2e-2 * Math.max(1, Math.abs(expected[h]!)));
+                            const last = horizon.last[layer]![h * n + j]!;
+                            expect(dataset.horizons[(i * layers + layer) * nKv + h]).toBe(Math.max(0, last - position));
+                        }
+                    }
+                }
+                expect(samples).toBeGreaterThan(0);
+            }
+            // the labels say something: some tokens are read well after they are written, and some are uncensored
+            expect(Math.max(...dataset.horizons)).toBeGreaterThan(4);
+            let observed = 0;
+            for (let i = 0; i < dataset.tokens; i++)
+                observed += isHorizonObserved(dataset.followers[i]!, Math.max(...dataset.horizons.subarray(i * layers * nKv, (i + 1) * layers * nKv))) ? 1 : 0;
+            expect(observed).toBeGreaterThan(0);
+            expect(await kv.stats()).toMatchObject({readHorizon: false, attnNormCapture: false});
+        } finally {
+            await kv.dispose();
+            await context.dispose();
+        }
+    });
+
+    test("the sample is seeded and bounded by maxSamples", async () => {
+        const runs: CalibrationDataset[] = [];
+        for (const seed of [7, 7, 8]) {
+            const {dataset, context, kv} = await collect(seed, 24, false);
+            runs.push(dataset);
+            await kv.dispose();
+            await context.dispose();
+        }
+        const key = (dataset: CalibrationDataset) => Array.from(dataset.positions, (position, i) => `${dataset.text[i]}:${position}`);
+        expect(runs[0]!.tokens).toBe(24);
+        expect(key(runs[1]!)).toEqual(key(runs[0]!));
+        expect(Array.from(runs[1]!.features)).toEqual(Array.from(runs[0]!.features));
+        expect(key(runs[2]!)).not.toEqual(key(runs[0]!));
+    });
+});

@@ -1,0 +1,126 @@
+// The second shipped task model (qwen3 architecture: per-head q/k norm, grouped-query attention): the app loads it like
+// any model and offers a sample of its task; with Full KV it thinks held-out merges through exactly, line for line,
+// while a cache that keeps only the sinks and the recent tokens (StreamingLLM) loses them: every head of a list is
+// read from the question, far back. Graded on the thought: the shipped model writes the merge right but has not
+// learned the final lookup of line k (test/eval/train/README.md). Greedy decoding on one thread, so the outcome is
+// fixed for a given model and build.
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import {afterAll, describe, expect, it, vi} from "vitest";
+import type {EventChannel, Events, MessageDto, PolicyId} from "../../preload/contract.js";
+import {createApp} from "../../main/createApp.js";
+import {Engine} from "../../main/engine/Engine.js";
+import {inspectModel} from "../../main/engine/inspectModel.js";
+import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {demoThinkingPrefixLines} from "../eval/demoTask.js";
+import {generateMergeProblem, heldOutMergeProblems} from "../eval/mergeTask.js";
+import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {spawnTestEngine} from "./spawnTestEngine.js";
+
+const models = path.join(REPO_ROOT, "resources", "models");
+const mergeModel = path.join(models, "ponder-merge.gguf");
+// 40-50 numbers: about 520-650 thinking tokens, to keep the test short.
+const problems = heldOutMergeProblems(6, {minItems: 40, maxItems: 50});
+
+describe("the merge model", () => {
+    it("ships under 10 MiB: qwen3, at least 6 layers, fewer key/value heads than query heads", async () => {
+        const {size} = await fs.stat(mergeModel);
+        expect(size).toBeLessThan(10 * 2 ** 20);
+        const inspection = await inspectModel(mergeModel);
+        expect(inspection).toMatchObject({architecture: "qwen3", name: "Ponder Merge Reasoner", hasChatTemplate: true});
+        expect(inspection.layers).toBeGreaterThanOrEqual(6);
+        expect(inspection.headCountKv).toBeLessThan(inspection.headCount!);
+    });
+
+    it("loads from the app like any model, which then offers a sample of its task, and thinks it through", async () => {
+        const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-merge-"));
+        const done: MessageDto[] = [];
+        const app = createApp({
+            dataDir, version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: path.join(models, "ponder-demo.gguf"),
+            chat: {flushIntervalMs: 0},
+            emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
+                if (channel === "chat:done")
+                    done.push((payload as Events["chat:done"]).message);
+            }
+        });
+        try {
+            await app.engine.start();
+            const info = await app.models.add(mergeModel);
+            await app.models.load(info.id);
+            expect(app.status().engine.model?.path).toBe(mergeModel);
+            // The first held-out sample (offset 0), so the outcome is fixed.
+            const random = vi.spyOn(Math, "random").mockReturnValue(0);
+            const sample = app.demoSample()!;
+            random.mockRestore();
+            expect(sample.task).toBe("merge");
+            const problem = generateMergeProblem(sample.seed, {minItems: 16, maxItems: 36});
+            expect(sample.question).toBe(problem.question);
+
+            const conversation = app.conversations.create("merge");
+            // Full KV with room for the whole answer (the automatic budget of a model without gates may be smaller).
+            app.conversations.updateSettings(conversation.id, {
+                temperature: 0, compression: {...defaultCompressionSettings, policy: "full", budget: {kind: "cells", cells: 2048}}
+            });
+            app.chat.send(conversation.id, sample.question);
+            await app.chat.idle();
+            expect(done).toHaveLength(1);
+            const saved = app.conversations.get(conversation.id).messages.at(-1)!;
+            expect(saved.status).toBe("complete");
+            expect(saved.thinkingTokens).toBeGreaterThan(200);
+            expect(saved.thinking.trim()).toBe(problem.thinking);
+        } finally {
+            await app.dispose();
+            await fs.rm(dataDir, {recursive: true, force: true});
+        }
+    });
+
+    describe("through the engine, greedy", () => {
+        const engine = new Engine({loadLlama: loadRuntime, threads: 1});
+        afterAll(() => engine.dispose());
+        const fullCells: number[] = [];
+
+        async function solve(question: string, policy: PolicyId, cells: number) {
+            let thought = "";
+            let tokens = 0;
+            const result = await engine.generate({
+                history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 2048, signal: new AbortController().signal,
+                kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
+                onChunk(chunk) {
+                    tokens += chunk.tokens;
+                    if (chunk.segment === "thought")
+                        thought += chunk.text;
+                }
+            });
+            return {thought: thought.trim(), used: result.promptTokens + tokens + 4};
+        }
+
+        it("thinks held-out merges through exactly with Full KV", async () => {
+            await engine.loadModel(mergeModel, null);
+            let exact = 0;
+            for (const problem of problems) {
+                const run = await solve(problem.question, "full", 4096);
+                fullCells.push(run.used);
+                if (run.thought === problem.thinking)
+                    exact++;
+            }
+            expect(exact).toBeGreaterThanOrEqual(problems.length - 1);
+        });
+
+        it("loses the thoughts under StreamingLLM at half the cells: the task needs distant tokens", async () => {
+            expect(fullCells).toHaveLength(problems.length);
+            let exact = 0;
+            const rightLines: number[] = [];
+            for (const [index, problem] of problems.entries()) {
+                const run = await solve(problem.question, "streamingllm", Math.round(fullCells[index]! / 2));
+                if (run.thought === problem.thinking)
+                    exact++;
+                rightLines.push(demoThinkingPrefixLines(problem, run.thought) / problem.items);
+            }
+            expect(exact).toBe(0);
+            // Each goes wrong before its end: the lines after the question leaves the cache.
+            expect(Math.max(...rightLines)).toBeLessThan(0.9);
+        });
+    });
+});

@@ -1,0 +1,143 @@
+"""The second reasoning task: merge two sorted lists step by step, then answer the value at one position.
+
+A problem (the user message) gives two sorted lists of distinct two-digit numbers and asks for the k-th number of
+their merge:
+
+    a=05,12,19,33,47,58
+    b=02,21,22,30,61
+    k=07?
+
+The thinking writes one line per merged number: the line's index, the head of list a, the head of list b, the
+comparison, and the smaller head, which is the number at that position of the merge. A list whose numbers are all
+used has the head ``--``, larger than every number:
+
+    01:a05b02>02
+    02:a05b21<05
+    03:a12b21<12
+    ...
+    11:a--b61>61
+
+and the answer after ``</think>`` is the number on line k (``21``). Reads follow two pointers through the question:
+after a line whose smaller head came from list a, the next line's head of a is the number after it in the question
+(the other head is copied from the line above); the answer reads the line k, usually far back. A cache that keeps
+only attention sinks and the most recent half of the tokens loses the lists once the thinking is twice as long as the
+question, and with them every later head.
+
+The comparison comes after both heads, so that each head is read (copied from the line above, or looked up in the
+question) before it is compared. Every line is 13 tokens (12 single-byte characters and the newline) with the tokenizer of task.py, so all problems
+with the same number of items have the same length.
+
+The generator is a pure function of (seed, options), using mulberry32, so that test/eval/mergeTask.ts reproduces the
+same problems from the same seeds. Training uses seeds below 2^31; held-out evaluation uses seeds >= 2^31
+(``EVAL_SEED_BASE + i``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, asdict
+
+from task import EVAL_SEED_BASE, Mulberry32, render_prompt, render_completion, tokenize
+
+NAME = "merge"
+DEFAULT_MIN_ITEMS = 40
+DEFAULT_MAX_ITEMS = 80
+MAX_ITEMS_LIMIT = 99  # line indices are two digits
+VALUES = 100  # the numbers are 00..99, all distinct
+# The training tool's size knobs (train.py --min-steps ... --max-vars): items; this task has no variables.
+DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE = DEFAULT_MIN_ITEMS, DEFAULT_MAX_ITEMS
+DEFAULT_MIN_VARS = DEFAULT_MAX_VARS = 0
+
+
+@dataclass
+class TaskOptions:
+    min_items: int = DEFAULT_MIN_ITEMS
+    max_items: int = DEFAULT_MAX_ITEMS
+
+
+@dataclass
+class Problem:
+    seed: int
+    question: str
+    thinking: str
+    answer: str
+    items: int
+    k: int
+
+
+def options(min_size: int, max_size: int, min_vars: int = 0, max_vars: int = 0) -> TaskOptions:
+    """The training tool's size knobs: the size is the number of items; this task has no variables."""
+    return TaskOptions(min_size, max_size)
+
+
+def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
+    if not (2 <= opts.min_items <= opts.max_items <= MAX_ITEMS_LIMIT):
+        raise ValueError("need 2 <= min_items <= max_items <= 99")
+    rng = Mulberry32(seed)
+    n = opts.min_items + rng.int(opts.max_items - opts.min_items + 1)
+    n_a = max(1, min(n - 1, n // 4 + rng.int(n // 2 + 1)))
+    pool = list(range(VALUES))
+    for i in range(n):  # partial Fisher-Yates: the first n entries are a uniform sample without replacement
+        j = i + rng.int(VALUES - i)
+        pool[i], pool[j] = pool[j], pool[i]
+    a = sorted(pool[:n_a])
+    b = sorted(pool[n_a:n])
+    k = 1 + rng.int(n)
+
+    lines: list[str] = []
+    merged: list[int] = []
+    i = j = 0
+    for index in range(1, n + 1):
+        head_a = a[i] if i < len(a) else None
+        head_b = b[j] if j < len(b) else None
+        take_a = head_b is None or (head_a is not None and head_a < head_b)
+        text_a = "--" if head_a is None else f"{head_a:02d}"
+        text_b = "--" if head_b is None else f"{head_b:02d}"
+        value = head_a if take_a else head_b
+        lines.append(f"{index:02d}:a{text_a}b{text_b}{'<' if take_a else '>'}{value:02d}")
+        merged.append(value)
+        if take_a:
+            i += 1
+        else:
+            j += 1
+
+    question = "a=" + ",".join(f"{v:02d}" for v in a) + "\n"
+    question += "b=" + ",".join(f"{v:02d}" for v in b) + "\n"
+    question += f"k={k:02d}?"
+    return Problem(seed=seed, question=question, thinking="\n".join(lines), answer=f"{merged[k - 1]:02d}", items=n, k=k)
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Print merge-task problems (JSON lines).")
+    parser.add_argument("--seed", type=int, default=EVAL_SEED_BASE, help="first problem seed")
+    parser.add_argument("--count", type=int, default=3)
+    parser.add_argument("--min-items", type=int, default=DEFAULT_MIN_ITEMS)
+    parser.add_argument("--max-items", type=int, default=DEFAULT_MAX_ITEMS)
+    parser.add_argument("--text", action="store_true", help="print the rendered chat text instead of JSON")
+    parser.add_argument("--stats", type=int, default=0, help="print token-length statistics over this many problems")
+    args = parser.parse_args()
+    opts = TaskOptions(args.min_items, args.max_items)
+    if args.stats:
+        think, total = [], []
+        for i in range(args.stats):
+            p = generate_problem(args.seed + i, opts)
+            think.append(len(tokenize(p.thinking)))
+            total.append(len(tokenize(render_prompt(p.question) + render_completion(p.thinking, p.answer))))
+        think.sort()
+        total.sort()
+        q = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]
+        print(json.dumps({"problems": args.stats,
+                          "thinking_tokens": {"min": think[0], "median": q(think, 0.5), "p90": q(think, 0.9), "max": think[-1]},
+                          "total_tokens": {"median": q(total, 0.5), "max": total[-1]}}))
+        return
+    for i in range(args.count):
+        p = generate_problem(args.seed + i, opts)
+        if args.text:
+            print(render_prompt(p.question) + render_completion(p.thinking, p.answer))
+            print()
+        else:
+            print(json.dumps(asdict(p)))
+
+
+if __name__ == "__main__":
+    main()

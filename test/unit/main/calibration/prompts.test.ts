@@ -1,0 +1,30 @@
+import {describe, expect, it} from "vitest";
+import {calibrationPrompts, demoTrainingSeedBase, demoValidationSeedBase} from "../../../../main/engine/calibration/prompts.js";
+import {EVAL_SEED_BASE, generateDemoProblem} from "../../../../main/demo/demoTask.js";
+
+describe("calibrationPrompts", () => {
+    it("is a pure function of the seed, varied across the templates", () => {
+        const a = calibrationPrompts("english", 60, 3);
+        expect(calibrationPrompts("english", 60, 3)).toEqual(a);
+        expect(calibrationPrompts("english", 60, 4).map((p) => p.user)).not.toEqual(a.map((p) => p.user));
+        expect(new Set(a.map((p) => p.kind)).size).toBeGreaterThanOrEqual(8);
+        expect(new Set(a.map((p) => p.user)).size).toBe(60);
+    });
+
+    it("holds validation prompts out of training", () => {
+        const train = new Set(calibrationPrompts("english", 200, 0).map((p) => p.user));
+        for (const p of calibrationPrompts("english", 50, 0, true))
+            expect(train.has(p.user)).toBe(false);
+    });
+
+    it("gives the demo model its task's training problems, never the held-out ones the bench grades", () => {
+        const train = calibrationPrompts("demo", 40, 0);
+        const validation = calibrationPrompts("demo", 16, 0, true);
+        expect(train[0]!.seed).toBe(demoTrainingSeedBase);
+        expect(train[0]!.user).toBe(generateDemoProblem(demoTrainingSeedBase).question);
+        expect(validation[0]!.seed).toBe(demoValidationSeedBase);
+        for (const p of [...train, ...validation, ...calibrationPrompts("demo", 1000, 49, true)])
+            expect(p.seed).toBeLessThan(EVAL_SEED_BASE / 2);
+        expect(() => calibrationPrompts("demo", 1001, 0)).toThrow(RangeError);
+    });
+});

@@ -1,0 +1,57 @@
+import path from "node:path";
+import {describe, expect, it} from "vitest";
+import {AppDatabase} from "../../../main/db/AppDatabase.js";
+import {inspectModel} from "../../../main/engine/inspectModel.js";
+import type {RetentionInfo} from "../../../main/engine/retention/types.js";
+import {demoFirstBudgetCells, firstMinuteCompression} from "../../../main/services/firstMinuteCompression.js";
+import {AppServices} from "../../../main/services/AppServices.js";
+import {defaultCompressionSettings} from "../../../main/services/schemas.js";
+import {FakeEngine} from "./FakeEngine.js";
+
+const info = (budget: number | null): RetentionInfo => ({
+    version: 1, gate: "trimkv-rg", activation: "silu", modelArchitecture: "llama", layers: 4, embeddingLength: 128, headCountKv: 4, hidden: 512,
+    budget, reduction: "shared", source: "test", weightBytes: 1
+});
+
+describe("what new conversations start under", () => {
+    it("is TRIM-KV with a budget that prunes for a model with gates: half a long sample for the demo, the trained budget otherwise", () => {
+        const gates = {available: true as const, path: "/m.retention.gguf", info: info(512)};
+        expect(firstMinuteCompression(defaultCompressionSettings, gates, true))
+            .toEqual({...defaultCompressionSettings, policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}});
+        expect(demoFirstBudgetCells).toBe(320);
+        expect(firstMinuteCompression(defaultCompressionSettings, gates, false)?.budget).toEqual({kind: "cells", cells: 512});
+        // Never below the smallest budget.
+        expect(firstMinuteCompression(defaultCompressionSettings, {...gates, info: info(16)}, false)?.budget).toEqual({kind: "cells", cells: 64});
+    });
+
+    it("keeps the defaults without gates, or when the gates' trained budget is unknown", () => {
+        expect(firstMinuteCompression(defaultCompressionSettings, {available: false, reason: "no retention gates"}, true)).toBeNull();
+        expect(firstMinuteCompression(defaultCompressionSettings, {available: true, path: "/m", info: info(null)}, false)).toBeNull();
+    });
+});
+
+describe("a new conversation", () => {
+    const demo = path.resolve(import.meta.dirname, "../../../resources/models/ponder-demo.gguf");
+
+    it("starts under TRIM-KV at the demo's budget with the demo model (it has gates) until a default is saved", async () => {
+        const engine = new FakeEngine();
+        engine.inspection = await inspectModel(demo);
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x", bundledModelPath: demo});
+        const first = await services.createConversation();
+        expect(services.conversations.settingsOf(services.conversations.require(first.id)).compression)
+            .toMatchObject({policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}});
+        expect(first.policy).toBe("trimkv");
+        // A saved default wins.
+        services.settings.update({defaultConversationSettings: {...services.settings.get().defaultConversationSettings,
+            compression: {...defaultCompressionSettings, policy: "lethe", budget: {kind: "cells", cells: 256}}}});
+        expect((await services.createConversation()).policy).toBe("lethe");
+        await services.dispose();
+    });
+
+    it("keeps the defaults with a model without gates", async () => {
+        const engine = new FakeEngine();
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        expect((await services.createConversation()).policy).toBe("full");
+        await services.dispose();
+    });
+});
