@@ -3,7 +3,8 @@
 // in the app (two builds' libraries in one process would share ggml's base library). The demo model with every layer
 // offloaded, every policy, flash attention on and off, greedy: the Vulkan build's answers against the CPU build's,
 // token for token where the two backends' arithmetic agrees, and their live cells and evictions up to where they part.
-// A pruned state saved on one build resumes on the other. The status names the Vulkan build and its device.
+// A pruned state saved on one build resumes on the other. The status names the Vulkan build and its device. A policy
+// switch on one context (the last test) stops the Vulkan engine: open (native/README.md, "Vulkan on lavapipe").
 // Run with `npm run test:vulkan` (native/README.md, "Vulkan on lavapipe").
 import fs from "node:fs";
 import os from "node:os";
@@ -17,7 +18,7 @@ import {describeBuild} from "../../renderer/lib/describeBuild.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "../engine/spawnTestEngine.js";
-import {compareRuns, type RecordedRun} from "./compareRuns.js";
+import {compareRuns, transcript, type RecordedRun, type RunComparison} from "./compareRuns.js";
 
 // ggml's Vulkan backend leaves out devices of type CPU (lavapipe) unless they are named: name the first device.
 process.env.GGML_VK_VISIBLE_DEVICES ??= "0";
@@ -25,10 +26,13 @@ process.env.GGML_VK_VISIBLE_DEVICES ??= "0";
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const question = heldOutDemoProblems(1, {minSteps: 30, maxSteps: 40})[0]!.question;
 const maxTokens = 192;
+/** Tokens that the Vulkan build's answers with flash attention agree with the CPU build's at least. */
+const flashPrefix = 32;
 /** Cells per policy: under the prompt plus the answer for every pruning policy, so that each one evicts. */
 const cellsOf = (policy: PolicyId) => policy === "full" ? 1024 : 160;
 
-type Case = {policy: PolicyId, flashAttention: boolean, kvType: KvCacheType, kvTypeV: KvCacheType};
+/** One generation's settings; `cells` (the policy's budget by default) other than the cases' gives it a context of its own. */
+type Case = {policy: PolicyId, flashAttention: boolean, kvType: KvCacheType, kvTypeV: KvCacheType, cells?: number};
 const policies: PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava", "trimkv"];
 // LeanKV with K8V4 (q8_0 keys, q4_0 values); quantized values need flash attention, so without it the values stay F16.
 const cases: Case[] = policies.flatMap((policy) => [true, false].map((flashAttention) => ({
@@ -46,11 +50,20 @@ async function record(engine: EngineProxy, c: Case, history: ChatTurn[], states?
     const samples: KvSample[] = [];
     const result = await engine.generate({
         history, systemPrompt: "", temperature: 0, seed: 1, maxTokens, signal: new AbortController().signal,
-        kv: {compression, cells: cellsOf(c.policy)}, states,
+        kv: {compression, cells: c.cells ?? cellsOf(c.policy)}, states,
         onChunk: (chunk) => void chunks.push(chunk),
         onSample: (sample) => void samples.push(sample)
     });
     return {chunks, samples, stopReason: result.stopReason, result};
+}
+
+/** Where the texts part: a few characters of each run from there, or nothing when they do not. */
+function divergenceText(a: RecordedRun, b: RecordedRun, comparison: RunComparison): string {
+    if (comparison.firstDivergentChar == null)
+        return "";
+    const at = comparison.firstDivergentChar;
+    const excerpt = (run: RecordedRun) => JSON.stringify(transcript(run).slice(at, at + 16).replaceAll("\u0000", "|"));
+    return ` (at ${excerpt(a)} / ${excerpt(b)})`;
 }
 
 const answerOf = (run: RecordedRun) => run.chunks.filter((chunk) => chunk.segment === "answer").map((chunk) => chunk.text).join("");
@@ -102,7 +115,7 @@ describe("the Vulkan build against the CPU build", () => {
             const comparison = compareRuns(onVulkan, onCpu);
             const last = (run: RecordedRun) => run.samples.at(-1)!;
             report.push(`${caseName(c).padEnd(44)} first divergence ${String(comparison.firstDivergence ?? "none").padStart(4)} of ` +
-                `${comparison.compared}; live cells ${last(onVulkan).cellsLive}/${last(onCpu).cellsLive}, evicted ` +
+                `${comparison.compared}${divergenceText(onVulkan, onCpu, comparison)}; live cells ${last(onVulkan).cellsLive}/${last(onCpu).cellsLive}, evicted ` +
                 `${last(onVulkan).tokensEvicted}/${last(onCpu).tokensEvicted}, prune rounds ${last(onVulkan).pruneRounds}/${last(onCpu).pruneRounds} ` +
                 `(Vulkan/CPU); counters differ at ${comparison.countersDiffer} samples before it`);
 
@@ -114,18 +127,27 @@ describe("the Vulkan build against the CPU build", () => {
                 expect(last(onVulkan).pruneRounds).toBeGreaterThan(0);
                 expect(last(onVulkan).tokensEvicted).toBeGreaterThan(0);
             }
-            // Token for token, and the same cells live and evicted at each sample up to where the answers part.
-            expect(comparison.firstDivergence, "the first token where the Vulkan build's answer parts from the CPU build's").toBeNull();
+            // The same cells live and evicted at each sample up to where the answers part. Without flash attention, token for
+            // token. With it, ggml-vulkan's and ggml-cpu's kernels sum in another order (measured: LeanKV's q4_0 values part
+            // at token 65, LAVa at 128, the others not in 192): the answers agree for a prefix, which a broken kernel or a
+            // score read from the wrong cells would not.
+            const divergence = "the first token where the Vulkan build's answer parts from the CPU build's";
+            if (c.flashAttention)
+                expect(comparison.firstDivergence ?? Number.POSITIVE_INFINITY, divergence).toBeGreaterThanOrEqual(flashPrefix);
+            else
+                expect(comparison.firstDivergence, divergence).toBeNull();
             expect(comparison.countersDiffer).toBe(0);
-            expect(onVulkan.stopReason).toBe(onCpu.stopReason);
+            if (comparison.firstDivergence == null)
+                expect(onVulkan.stopReason).toBe(onCpu.stopReason);
         });
     }
 
     // A pruned state (TRIM-KV: gate logits and scores restored with the cells; LAVa: value norms too) saved on one build
-    // and resumed on the other answers the next turn as a resume on its own build does.
-    for (const policy of ["h2o", "trimkv", "lava"] as const) {
+    // and resumed on the other answers the next turn as a resume on its own build does. Each policy on a context of its
+    // own (a budget no other test uses): a context that switches policies is the last test's subject.
+    for (const [index, policy] of (["h2o", "trimkv", "lava"] as const).entries()) {
         it(`${policy}: a pruned state saved on Vulkan resumes on the CPU build, and one saved on the CPU resumes on Vulkan`, async () => {
-            const c: Case = {policy, flashAttention: false, kvType: "f16", kvTypeV: "f16"};
+            const c: Case = {policy, flashAttention: false, kvType: "f16", kvTypeV: "f16", cells: 176 + 16 * index};
             const files = {vulkan: path.join(dir, `${policy}.vulkan.state`), cpu: path.join(dir, `${policy}.cpu.state`)};
             const first: ChatTurn[] = [{role: "user", text: question}];
             const [turnV, turnC] = await Promise.all([
@@ -154,4 +176,19 @@ describe("the Vulkan build against the CPU build", () => {
             }
         });
     }
+
+    // The engine keeps its context while the budget, the cache types and flash attention stay, so a policy switch in a
+    // conversation turns the scores, the retention gates or the value norms on or off in a context that has already run
+    // (llama.cpp then reserves its graphs anew). Each build answers each policy in turn on one context.
+    it("switches policies on one context: TRIM-KV, StreamingLLM, H2O, LAVa, H2O", async () => {
+        const history: ChatTurn[] = [{role: "user", text: question}];
+        for (const policy of ["trimkv", "streamingllm", "h2o", "lava", "h2o"] as const) {
+            const c: Case = {policy, flashAttention: false, kvType: "f16", kvTypeV: "f16", cells: 240};
+            const [onVulkan, onCpu] = await Promise.all([record(vulkan, c, history), record(cpu, c, history)]);
+            const comparison = compareRuns(onVulkan, onCpu);
+            report.push(`switch to ${policy.padEnd(12)} on one context: first divergence ${comparison.firstDivergence ?? "none"} of ${comparison.compared}; ` +
+                `counters differ at ${comparison.countersDiffer} samples before it`);
+            expect(comparison.countersDiffer, policy).toBe(0);
+        }
+    });
 });
