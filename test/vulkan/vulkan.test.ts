@@ -129,7 +129,7 @@ describe("the Vulkan build against the CPU build", () => {
             }
             // The same cells live and evicted at each sample up to where the answers part. Without flash attention, token for
             // token. With it, ggml-vulkan's and ggml-cpu's kernels sum in another order (measured: LeanKV's q4_0 values part
-            // at token 65, LAVa at 128, the others not in 192): the answers agree for a prefix, which a broken kernel or a
+            // at token 64, LAVa at 128, the others not in 192): the answers agree for a prefix, which a broken kernel or a
             // score read from the wrong cells would not.
             const divergence = "the first token where the Vulkan build's answer parts from the CPU build's";
             if (c.flashAttention)
