@@ -49,6 +49,7 @@ DEFAULT_MAX_ITEMS = 80
 MAX_ITEMS_LIMIT = 99  # line indices are two digits
 VALUES = 100  # the numbers are 00..99, all distinct
 MARKER = "*"  # ends line k: the thought marks the answer where it writes it
+LINE_CHARS = 12  # a line's characters before the mark: "04:a19b21<19"
 # The training tool's size knobs (train.py --min-steps ... --max-vars): items; this task has no variables.
 DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE = DEFAULT_MIN_ITEMS, DEFAULT_MAX_ITEMS
 DEFAULT_MIN_VARS = DEFAULT_MAX_VARS = 0
@@ -111,6 +112,16 @@ def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
     question += "b=" + ",".join(f"{v:02d}" for v in b) + "\n"
     question += f"k={k:02d}?"
     return Problem(seed=seed, question=question, thinking="\n".join(lines), answer=f"{merged[k - 1]:02d}", items=n, k=k)
+
+
+def answer_slots(problem: Problem) -> list[int]:
+    """Offsets in the thought of the character after each line's number: ``*`` on line k, the newline (or, on the last
+    line, the end of the thought) elsewhere; the training tool weighs these decisions as it weighs the answer."""
+    slots, start = [], 0
+    for line in problem.thinking.split("\n"):
+        slots.append(start + LINE_CHARS)
+        start += len(line) + 1
+    return slots
 
 
 def main():
