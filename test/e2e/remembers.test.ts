@@ -1,39 +1,17 @@
 // What an answer's memory means to a person who has never heard of a KV cache, in Chromium against the real backend:
 // one line of memory against a full cache, a plain warning when the budget forced drops, the jargon behind Advanced
 // details; and Compare with Full KV, which regenerates the answer under Full KV with the same seed and shows both.
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type {Browser, Page} from "playwright-core";
-import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import type {Page} from "playwright-core";
+import {describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
-import {launchChromium} from "./browser.js";
-import {openApp, type ChatPage} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
-
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+import {useApp} from "./appFixture.js";
+import type {ChatPage} from "./ChatPage.js";
 
 describe("what an answer's memory means, and Compare with Full KV", () => {
-    let browser: Browser;
-    let backend: HeadlessPonder | null = null;
-    let dataDir: string;
-
-    beforeAll(async () => {
-        fs.mkdirSync(artifacts, {recursive: true});
-        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-remembers-"));
-        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 5});
-        browser = await launchChromium();
-    });
-    afterAll(async () => {
-        await backend?.stop();
-        await browser?.close();
-        fs.rmSync(dataDir, {recursive: true, force: true});
-    });
+    const app = useApp("remembers", {backend: async () => ({model: await getFixtureModel("endless"), seed: 5})});
 
     async function open(viewport = {width: 1400, height: 900}): Promise<{page: Page, chat: ChatPage, errors: string[]}> {
-        const opened = await openApp(browser, backend!.url, {viewport});
-        await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
-        return opened;
+        return app.open({viewport, ready: true});
     }
 
     async function setPolicy(chat: ChatPage, policy: string, cells: number): Promise<void> {
@@ -84,10 +62,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         const jargon = (await advanced.textContent())!;
         expect(jargon).toMatch(/\d[\d,]* prune rounds · [\d,]+ evicted · [1-9][\d,]* forced drops \(freed by the full budget, not chosen by the policy\)/);
         expect(jargon).toMatch(/layers combined by/);
-        await page.screenshot({path: path.join(artifacts, "remembers-words-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-words-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await answer.getByTestId("message-footprint").scrollIntoViewIfNeeded();
-        await page.screenshot({path: path.join(artifacts, "remembers-words-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-words-1024.png")});
         expect(errors).toEqual([]);
         await page.close();
     });
@@ -107,7 +85,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
             {timeout: 60_000}).toBe(true);
         const liveTokens = Number(await strip.getAttribute("data-tokens"));
         await expect.poll(async () => Number(await strip.getAttribute("data-tokens")), {timeout: 60_000}).toBeGreaterThan(liveTokens);
-        await page.screenshot({path: path.join(artifacts, "remembers-strip-live-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-strip-live-1400.png")});
         await chat.byId("stop-button").click();
         await chat.waitForAnswerDone();
         await expect.poll(() => strip.getAttribute("data-live")).toBe("false");
@@ -134,10 +112,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         const box = (await strip.boundingBox())!;
         await page.mouse.move(box.x + (middle / tokens) * box.width, box.y + box.height / 2);
         expect(await chat.byId("remember-readout").textContent()).toMatch(/ · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
-        await page.screenshot({path: path.join(artifacts, "remembers-strip-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-strip-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await strip.scrollIntoViewIfNeeded();
-        await page.screenshot({path: path.join(artifacts, "remembers-strip-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-strip-1024.png")});
         await page.keyboard.press("Escape");
         await chat.byId("memory-panel").waitFor({state: "detached"});
 
@@ -159,9 +137,9 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(await content.textContent()).toBe(whole);
         await page.keyboard.press("Enter");
         await content.evaluate((element) => element.scrollTop = element.scrollHeight / 2);
-        await page.screenshot({path: path.join(artifacts, "remembers-forgotten-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-forgotten-1024.png")});
         await page.setViewportSize({width: 1400, height: 900});
-        await page.screenshot({path: path.join(artifacts, "remembers-forgotten-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-forgotten-1400.png")});
         expect(errors).toEqual([]);
         await page.close();
     });
@@ -173,7 +151,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await chat.byId("budget-controller").waitFor();
         expect(await chat.byId("policy-select").inputValue()).toBe("full");
         expect(await chat.byId("calibrate-hint").textContent()).toMatch(/needs retention gates for this model: calibrate its retention in\s+the model's details/);
-        await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "remembers-calibrate-hint.png")});
+        await chat.byId("budget-controller").screenshot({path: app.artifact("remembers-calibrate-hint.png")});
         expect(errors).toEqual([]);
         await page.close();
     });
@@ -220,10 +198,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
             const rendered = async (side: typeof pruned) => (await side.locator("p").textContent())!;
             expect(await rendered(pruned)).not.toBe(await rendered(fullSide));
         }
-        await page.screenshot({path: path.join(artifacts, "remembers-compare-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-compare-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await comparison.scrollIntoViewIfNeeded();
-        await page.screenshot({path: path.join(artifacts, "remembers-compare-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-compare-1024.png")});
 
         // Back to the version it checks, in one click.
         await full.getByTestId("show-checked-version").click();
