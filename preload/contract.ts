@@ -19,6 +19,8 @@ export * from "./policyCatalogue.js";
 export * from "./kvBounds.js";
 /** Token positions as ranges: the evicted positions a memory sample carries (preload/positionRanges.ts). */
 export * from "./positionRanges.js";
+/** What prune rounds record of each token, and the rounds, in bounded lists (preload/tokenScores.ts). */
+export * from "./tokenScores.js";
 export type * from "./contract/errors.js";
 export type * from "./contract/engine.js";
 export type * from "./contract/models.js";

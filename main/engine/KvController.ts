@@ -1,5 +1,6 @@
-import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
+import type {CompressionSettings, KvSample, PruneRound, TokenScores} from "../../preload/contract/compression.js";
 import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
+import {hexOfLayers, mergeTokenScores} from "../../preload/tokenScores.js";
 import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";
 import {decide, initialDecideState, resolveCombine, type DecideState} from "./policies/decide.js";
@@ -46,6 +47,9 @@ export type KvControllerOptions = {
 
 type AnyPolicy = Policy<unknown, unknown>;
 
+/** One prune round's view of its live cells (`PruneDecision.cellScores`, `keptByLayer`), with its number in the answer. */
+type ScoredRound = {round: number, positions: Int32Array, layers: number, scores: Float32Array, keptByLayer: Uint8Array};
+
 /** A controller's state between two prompt chunks, as a saved state keeps it (`KvController.snapshot`). */
 export type ControllerSnapshot = {
     state: DecideState<unknown>, pruneRounds: number, tokensEvicted: number, forcedDrops: number, peakCells: number, scoringMs: number,
@@ -86,6 +90,9 @@ export class KvController {
     private _sparsityPerLayer: number[] = [];
     /** Positions evicted since the last sample, as ranges (`toRanges`): the next sample carries them. */
     private _evictedSince: number[] = [];
+    /** The rounds since the last sample, and what each knew of its cells (kept raw: the next sample writes them out). */
+    private _roundsSince: PruneRound[] = [];
+    private _scoredSince: ScoredRound[] = [];
     private _error: Error | null = null;
     /** Where this answer's input ends (the position of its first generated token); null until it is known. */
     private _inputEnd: number | null = null;
@@ -212,6 +219,10 @@ export class KvController {
         // Taken before the wait: a round between here and the stats goes with the next sample.
         const evicted = this._evictedSince;
         this._evictedSince = [];
+        const rounds = this._roundsSince;
+        this._roundsSince = [];
+        const tokens = this._tokenScores(this._scoredSince);
+        this._scoredSince = [];
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
         return {
@@ -232,7 +243,9 @@ export class KvController {
             scoringMs: Math.round(this._scoringMs),
             ...this.readsRetention && this._options.kv.retentionGates != null ? {retentionBytes: this._options.kv.retentionGates.bytes} : {},
             tokensPerSecond,
-            evicted
+            evicted,
+            ...tokens != null ? {tokens} : {},
+            ...rounds.length > 0 ? {rounds} : {}
         };
     }
 
@@ -257,6 +270,27 @@ export class KvController {
         this._scoringMs = snapshot.scoringMs;
         this._keptPerLayer = snapshot.keptPerLayer;
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
+    }
+
+    /** What `rounds` knew of their cells, oldest round first (a later one's record of a position wins); `null` for none. */
+    private _tokenScores(rounds: ScoredRound[]): TokenScores | null {
+        const needs = policyNeeds(this._options.compression);
+        const kind: TokenScores["kind"] = needs.retention === true ? "retention" : needs.scores === false ? "none" : "attention";
+        let out: TokenScores | null = null;
+        for (const {round, positions, layers, scores, keptByLayer} of rounds) {
+            const n = positions.length;
+            const order = Array.from({length: n}, (_, j) => j).sort((a, b) => positions[a]! - positions[b]!);
+            const record: TokenScores = {kind, layers, positions: [], scores: [], rounds: [], keptBy: []};
+            for (const j of order) {
+                const score = scores[j]!;
+                record.positions.push(positions[j]!);
+                record.scores.push(kind === "none" || !Number.isFinite(score) ? null : Number(score.toPrecision(4)));
+                record.rounds.push(round);
+                record.keptBy.push(hexOfLayers(keptByLayer, layers, n, j));
+            }
+            out = mergeTokenScores(out ?? undefined, record, Number.POSITIVE_INFINITY);
+        }
+        return out;
     }
 
     /** Tokens read or generated between two rounds while the answer is generated. */
@@ -301,8 +335,12 @@ export class KvController {
             this._keptPerLayer = Array.from(decision.keptPerLayer);
             this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
             evict = decision.evict;
+            this._scoredSince.push({round: this._pruneRounds + 1, positions: snapshot.positions, layers: snapshot.layers, scores: decision.cellScores,
+                keptByLayer: decision.keptByLayer});
         }
         this._pruneRounds++;
+        this._roundsSince.push({first: this._pruneRounds, last: this._pruneRounds, step: this._step, tokensSeen: this._options.tokensSeen(),
+            evicted: toRanges(evict)});
         this._scoringMs += this._options.now() - started;
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
         this._tokensEvicted += evicted;

@@ -143,6 +143,14 @@ export type PruneDecision<State> = {
      * combined) would keep, as a share of the tokens seen (`PruneTarget.tokensSeen`).
      */
     keptPerLayer: Float32Array,
+    /** Per layer l and live cell j (`l * n + j`): 1 where layer l's own selection (as in `keptPerLayer`) keeps the cell. */
+    keptByLayer: Uint8Array,
+    /**
+     * Per live cell, what the round knew of it: with the retention gates its retention at this step, beta^(t - pos) (its max
+     * over the voting layers and heads, 0..1); otherwise the attention it received, each (layer, head) row normalised to 1
+     * and summed over the voting ones (0 when no scores were read).
+     */
+    cellScores: Float32Array,
     /** Per layer, Hoyer sparsity of its accumulated scores summed over heads (Lethe Eq. 1). */
     sparsityPerLayer: Float32Array,
     state: State
