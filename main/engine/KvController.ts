@@ -53,7 +53,7 @@ type ScoredRound = {round: number, positions: Int32Array, layers: number, scores
 /** A controller's state between two prompt chunks, as a saved state keeps it (`KvController.snapshot`). */
 export type ControllerSnapshot = {
     state: DecideState<unknown>, pruneRounds: number, tokensEvicted: number, forcedDrops: number, peakCells: number, scoringMs: number,
-    keptPerLayer: number[], sparsityPerLayer: number[]
+    sparsityPerLayer: number[]
 };
 
 /**
@@ -86,7 +86,6 @@ export class KvController {
     private _forcedDrops = 0;
     private _peakCells = 0;
     private _scoringMs = 0;
-    private _keptPerLayer: number[] = [];
     private _sparsityPerLayer: number[] = [];
     /** Positions evicted since the last sample, as ranges (`toRanges`): the next sample carries them. */
     private _evictedSince: number[] = [];
@@ -238,7 +237,6 @@ export class KvController {
             pruneRounds: this._pruneRounds,
             tokensEvicted: this._tokensEvicted,
             forcedDrops: this._forcedDrops,
-            keptPerLayer: this._keptPerLayer.length > 0 ? this._keptPerLayer : Array(stats.layers).fill(1),
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
             scoringMs: Math.round(this._scoringMs),
             ...this.readsRetention && this._options.kv.retentionGates != null ? {retentionBytes: this._options.kv.retentionGates.bytes} : {},
@@ -256,7 +254,7 @@ export class KvController {
     snapshot(): ControllerSnapshot {
         return {
             state: this._state, pruneRounds: this._pruneRounds, tokensEvicted: this._tokensEvicted, forcedDrops: this._forcedDrops,
-            peakCells: this._peakCells, scoringMs: this._scoringMs, keptPerLayer: this._keptPerLayer, sparsityPerLayer: this._sparsityPerLayer
+            peakCells: this._peakCells, scoringMs: this._scoringMs, sparsityPerLayer: this._sparsityPerLayer
         };
     }
 
@@ -268,7 +266,6 @@ export class KvController {
         this._forcedDrops = snapshot.forcedDrops;
         this._peakCells = snapshot.peakCells;
         this._scoringMs = snapshot.scoringMs;
-        this._keptPerLayer = snapshot.keptPerLayer;
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
     }
 
@@ -332,7 +329,6 @@ export class KvController {
             const decision = decide(this._policy, snapshot, this._params, this._state, target, this._combine);
             this._state = decision.state;
             this._forcedDrops += decision.forcedDrops;
-            this._keptPerLayer = Array.from(decision.keptPerLayer);
             this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
             evict = decision.evict;
             this._scoredSince.push({round: this._pruneRounds + 1, positions: snapshot.positions, layers: snapshot.layers, scores: decision.cellScores,

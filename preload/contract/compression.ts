@@ -27,6 +27,12 @@ export type CompressionSettings = {
     params: PolicyParams
 };
 
+/**
+ * What a conversation created now starts under: `default`, the default settings (saved, or Ponder's own); `gates`, TRIM-KV
+ * at a budget that prunes, for a loaded model with retention gates while no default was saved (`firstMinuteCompression`).
+ */
+export type NewConversationCompression = {compression: CompressionSettings, source: "default" | "gates"};
+
 /** One reading of the KV memory of a generation (DESIGN §5). */
 export type KvSample = {
     /** Tokens generated in this answer so far. */
@@ -49,11 +55,6 @@ export type KvSample = {
     pruneRounds: number,
     tokensEvicted: number,
     forcedDrops: number,
-    /**
-     * Per layer, what that layer's own selection would keep at the last prune round, as a share of the tokens seen
-     * (1 = all; samples stored by older versions hold the share of the live cells instead).
-     */
-    keptPerLayer: number[],
     /** Per layer, Hoyer sparsity of its attention scores (Lethe Eq. 1). */
     sparsityPerLayer: number[],
     /** Milliseconds spent reading scores and choosing cells. */

@@ -111,10 +111,9 @@ export function decide<Params, State>(
     }
     const forcedDrops = Math.max(0, candidates.length - room);
 
-    // What each layer's own scores would keep of every token seen so far (evicted ones included): its selectors' top
-    // cells, whether or not the shared round kept them.
+    // What each layer's own scores would keep of the live cells: its selectors' top cells, whether or not the shared round
+    // kept them.
     const seen = Math.max(target.tokensSeen ?? 0, n, n > 0 ? snapshot.positions[byPosition[n - 1]!]! + 1 : 0);
-    const keptPerLayer = new Float32Array(snapshot.layers);
     const keptByLayer = new Uint8Array(snapshot.layers * n);
     const headSums = sumHeads(snapshot.accumulated, snapshot.layers, snapshot.heads, n);
     const sparsityPerLayer = new Float32Array(snapshot.layers);
@@ -127,10 +126,6 @@ export function decide<Params, State>(
             for (let r = 0; r < Math.min(choice.quota, choice.order.length); r++)
                 own[choice.order[r]!] = 1;
         }
-        let count = 0;
-        for (let j = 0; j < n; j++)
-            count += own[j]!;
-        keptPerLayer[l] = seen > 0 ? count / seen : 1;
     }
 
     const evict: number[] = [];
@@ -144,7 +139,7 @@ export function decide<Params, State>(
     for (let j = 0; j < n; j++)
         cellScores[j] = retention != null ? Math.exp(priority[j]!) : aggregated[j]!;
     return {
-        evict: Int32Array.from(evict), keptCells: kept, keptShare: seen > 0 ? kept / seen : 1, forcedDrops, keptPerLayer, keptByLayer, cellScores,
+        evict: Int32Array.from(evict), keptCells: kept, keptShare: seen > 0 ? kept / seen : 1, forcedDrops, keptByLayer, cellScores,
         sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}
     };
 }

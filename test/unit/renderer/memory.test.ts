@@ -11,7 +11,7 @@ function setup(options: MemoryOptions = {}) {
     const memory = createMemory(bridge.api, chat, {throttleMs: 250, ...options});
     chat.open("c1", [message({id: "u1", role: "user", text: "Q"}), message({id: "a1", role: "assistant", status: "streaming"})]);
     const reading = (step: number, overrides: Partial<KvSample> = {}) => bridge.emit("chat:memory", {
-        conversationId: "c1", messageId: "a1", sample: kvSample({step, tokensSeen: 100 + step, keptPerLayer: [1, 0.5, step % 2], ...overrides})
+        conversationId: "c1", messageId: "a1", sample: kvSample({step, tokensSeen: 100 + step, ...overrides})
     });
     return {bridge, chat, memory, reading};
 }
