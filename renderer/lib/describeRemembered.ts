@@ -65,7 +65,7 @@ function formatScore(score: number): string {
 /**
  * What the answer's prune rounds knew of the token at `position`: its score under the policy at the last round that saw it
  * (TRIM-KV's retention, the others' attention received) and the layers whose own ranking kept it; or why nothing is known.
- * `"TRIM-KV retention 0.82 at round 12 of 15 · kept by the own ranking of 5 of 6 layers: 0–3, 5"`.
+ * `"TRIM-KV retention 0.82 at round 12 of 15 · layers whose own ranking would keep it: 0–3, 5 (5 of 6)"`.
  */
 export function describeTokenScore(view: RememberedView, position: number): string {
     if (view.policy === "full")
@@ -88,8 +88,7 @@ export function describeTokenScore(view: RememberedView, position: number): stri
         : `${name != null ? `${name}'s score` : "Score"} (attention received) ${formatScore(record.score)} ${at}`;
     const first = score ?? `${name ?? "The policy"} keeps by position, not by a score (last seen ${at})`;
     const layers = view.scores.layers;
-    const keeping = record.keptBy.length === 0 ? "no layer's own ranking kept it"
-        : record.keptBy.length === layers ? `kept by the own ranking of all ${count(layers)} layers`
-            : `kept by the own ranking of ${count(record.keptBy.length)} of ${count(layers)} layers: ${describeLayers(record.keptBy)}`;
+    const keeping = `layers whose own ranking would keep it: ${record.keptBy.length === 0 ? "none"
+        : record.keptBy.length === layers ? `all ${count(layers)}` : `${describeLayers(record.keptBy)} (${count(record.keptBy.length)} of ${count(layers)})`}`;
     return `${first} · ${keeping}`;
 }

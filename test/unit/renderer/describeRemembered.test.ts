@@ -44,13 +44,13 @@ describe("what the model still remembers, in words", () => {
     it("says of a token its score under the policy, the round that scored it and which layers' own ranking kept it", () => {
         const scored = {...view, scores, rounds};
         // "33": layers 0 and 1 (the first digit, layers 0-3), 4 and 5 (the second, layers 4-7).
-        expect(describeTokenScore(scored, 120)).toBe("Lethe's score (attention received) 0.0123 at round 3 of 4 · kept by the own ranking of 4 of 6 layers: 0, 1, 4, 5");
-        expect(describeTokenScore(scored, 102)).toBe("Lethe's score (attention received) 0.5 at round 2 of 4 · kept by the own ranking of 2 of 6 layers: 0, 2");
-        expect(describeTokenScore(scored, 101)).toBe("Lethe's score (attention received) 0.5 at round 2 of 4 · no layer's own ranking kept it");
+        expect(describeTokenScore(scored, 120)).toBe("Lethe's score (attention received) 0.0123 at round 3 of 4 · layers whose own ranking would keep it: 0, 1, 4, 5 (4 of 6)");
+        expect(describeTokenScore(scored, 102)).toBe("Lethe's score (attention received) 0.5 at round 2 of 4 · layers whose own ranking would keep it: 0, 2 (2 of 6)");
+        expect(describeTokenScore(scored, 101)).toBe("Lethe's score (attention received) 0.5 at round 2 of 4 · layers whose own ranking would keep it: none");
         expect(describeTokenScore({...scored, policy: "trimkv", scores: {...scores, kind: "retention", keptBy: scores.keptBy.map(() => "33")}}, 130))
-            .toBe("TRIM-KV retention 0.5 at round 3 of 4 · kept by the own ranking of 4 of 6 layers: 0, 1, 4, 5");
+            .toBe("TRIM-KV retention 0.5 at round 3 of 4 · layers whose own ranking would keep it: 0, 1, 4, 5 (4 of 6)");
         expect(describeTokenScore({...scored, policy: "streamingllm", scores: {...scores, kind: "none", scores: scores.scores.map(() => null), keptBy: scores.keptBy.map(() => "f3")}}, 130))
-            .toBe("StreamingLLM keeps by position, not by a score (last seen at round 3 of 4) · kept by the own ranking of all 6 layers");
+            .toBe("StreamingLLM keeps by position, not by a score (last seen at round 3 of 4) · layers whose own ranking would keep it: all 6");
     });
 
     it("says why a token has no score rather than make one up", () => {
