@@ -47,8 +47,14 @@ export type KvControllerOptions = {
 
 type AnyPolicy = Policy<unknown, unknown>;
 
-/** One prune round's view of its live cells (`PruneDecision.cellScores`, `keptByLayer`), with its number in the answer. */
-type ScoredRound = {round: number, positions: Int32Array, layers: number, scores: Float32Array, keptByLayer: Uint8Array};
+/**
+ * One prune round's view of its live cells (`PruneDecision.cellScores`, `keptByLayer`), with its number in the answer and
+ * the positions it evicted.
+ */
+type ScoredRound = {round: number, positions: Int32Array, layers: number, scores: Float32Array, keptByLayer: Uint8Array, evict: Int32Array};
+
+/** Shortest time between two samples that carry token records (the last sample of an answer carries what is left). */
+const tokenScoresEveryMs = 250;
 
 /** A controller's state between two prompt chunks, as a saved state keeps it (`KvController.snapshot`). */
 export type ControllerSnapshot = {
@@ -91,7 +97,13 @@ export class KvController {
     private _evictedSince: number[] = [];
     /** The rounds since the last sample, and what each knew of its cells (kept raw: the next sample writes them out). */
     private _roundsSince: PruneRound[] = [];
-    private _scoredSince: ScoredRound[] = [];
+    /**
+     * What the rounds since the last written record knew of their cells: the newest round whole, and of the older ones only
+     * the cells they evicted (every other cell of theirs the newest round saw again, and its record wins).
+     */
+    private _newestScored: ScoredRound | null = null;
+    private _evictedScored: TokenScores | null = null;
+    private _tokenScoresAt = Number.NEGATIVE_INFINITY;
     private _error: Error | null = null;
     /** Where this answer's input ends (the position of its first generated token); null until it is known. */
     private _inputEnd: number | null = null;
@@ -213,15 +225,20 @@ export class KvController {
         }
     }
 
-    /** This answer's figures: its own rounds, evictions and forced drops, and the context's cells now. */
-    async sample(tokensPerSecond: number): Promise<KvSample> {
+    /**
+     * This answer's figures: its own rounds, evictions and forced drops, and the context's cells now; with what the rounds
+     * recorded of each token at most every 250 ms, and always when `last` (the answer's last sample) is set.
+     */
+    async sample(tokensPerSecond: number, last = false): Promise<KvSample> {
         // Taken before the wait: a round between here and the stats goes with the next sample.
         const evicted = this._evictedSince;
         this._evictedSince = [];
         const rounds = this._roundsSince;
         this._roundsSince = [];
-        const tokens = this._tokenScores(this._scoredSince);
-        this._scoredSince = [];
+        const due = last || this._options.now() - this._tokenScoresAt >= tokenScoresEveryMs;
+        const tokens = due ? this._tokenScores() : null;
+        if (tokens != null)
+            this._tokenScoresAt = this._options.now();
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
         return {
@@ -269,25 +286,53 @@ export class KvController {
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
     }
 
-    /** What `rounds` knew of their cells, oldest round first (a later one's record of a position wins); `null` for none. */
-    private _tokenScores(rounds: ScoredRound[]): TokenScores | null {
+    /** What the rounds since the last record knew of their cells, one entry per position (the newest round's); `null` for none. */
+    private _tokenScores(): TokenScores | null {
+        const newest = this._newestScored;
+        const older = this._evictedScored;
+        this._newestScored = null;
+        this._evictedScored = null;
+        if (newest == null)
+            return older;
+        const record = this._recordOf(newest, null);
+        return older == null ? record : mergeTokenScores(older, record, Number.POSITIVE_INFINITY);
+    }
+
+    /** A round's record of its cells (of those `only` marks, when given: 1 per cell), in the order of their positions. */
+    private _recordOf({round, positions, layers, scores, keptByLayer}: ScoredRound, only: Uint8Array | null): TokenScores {
         const needs = policyNeeds(this._options.compression);
         const kind: TokenScores["kind"] = needs.retention === true ? "retention" : needs.scores === false ? "none" : "attention";
-        let out: TokenScores | null = null;
-        for (const {round, positions, layers, scores, keptByLayer} of rounds) {
-            const n = positions.length;
-            const order = Array.from({length: n}, (_, j) => j).sort((a, b) => positions[a]! - positions[b]!);
-            const record: TokenScores = {kind, layers, positions: [], scores: [], rounds: [], keptBy: []};
-            for (const j of order) {
-                const score = scores[j]!;
-                record.positions.push(positions[j]!);
-                record.scores.push(kind === "none" || !Number.isFinite(score) ? null : Number(score.toPrecision(4)));
-                record.rounds.push(round);
-                record.keptBy.push(hexOfLayers(keptByLayer, layers, n, j));
-            }
-            out = mergeTokenScores(out ?? undefined, record, Number.POSITIVE_INFINITY);
+        const n = positions.length;
+        // Sorted by position without a comparator: position x 2^21 + cell (cells < 2^21, positions < 2^32).
+        const keys = new Float64Array(n);
+        let count = 0;
+        for (let j = 0; j < n; j++)
+            if (only == null || only[j] === 1)
+                keys[count++] = positions[j]! * 2 ** 21 + j;
+        const sorted = keys.subarray(0, count).sort();
+        const record: TokenScores = {kind, layers, positions: new Array(count), scores: new Array(count), rounds: new Array(count).fill(round), keptBy: new Array(count)};
+        for (let i = 0; i < count; i++) {
+            const j = sorted[i]! % 2 ** 21;
+            const score = scores[j]!;
+            record.positions[i] = positions[j]!;
+            record.scores[i] = kind === "none" || !Number.isFinite(score) ? null : Number(score.toPrecision(4));
+            record.keptBy[i] = hexOfLayers(keptByLayer, layers, n, j);
         }
-        return out;
+        return record;
+    }
+
+    /**
+     * Keeps what a round knew of its cells until the next record is written: the round whole, and of the round before it
+     * only the cells that one evicted, whose last record is its own.
+     */
+    private _keepScored(scored: ScoredRound): void {
+        const before = this._newestScored;
+        this._newestScored = scored;
+        if (before == null || before.evict.length === 0)
+            return;
+        const gone = new Set(before.evict);
+        const only = Uint8Array.from(before.positions, (position) => gone.has(position) ? 1 : 0);
+        this._evictedScored = mergeTokenScores(this._evictedScored ?? undefined, this._recordOf(before, only), Number.POSITIVE_INFINITY);
     }
 
     /** Tokens read or generated between two rounds while the answer is generated. */
@@ -331,8 +376,8 @@ export class KvController {
             this._forcedDrops += decision.forcedDrops;
             this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
             evict = decision.evict;
-            this._scoredSince.push({round: this._pruneRounds + 1, positions: snapshot.positions, layers: snapshot.layers, scores: decision.cellScores,
-                keptByLayer: decision.keptByLayer});
+            this._keepScored({round: this._pruneRounds + 1, positions: snapshot.positions, layers: snapshot.layers, scores: decision.cellScores,
+                keptByLayer: decision.keptByLayer, evict});
         }
         this._pruneRounds++;
         this._roundsSince.push({first: this._pruneRounds, last: this._pruneRounds, step: this._step, tokensSeen: this._options.tokensSeen(),

@@ -174,7 +174,9 @@ describe("KvController", () => {
             if (token % 16 === 15)
                 samples.push(await c.sample(0));
         }
-        samples.push(await c.sample(0));
+        // The clock stands still: the first sample carries the records, the next ones none, the answer's last what is left.
+        expect(samples.slice(1).every((sample) => sample.tokens == null)).toBe(true);
+        samples.push(await c.sample(0, true));
         // Every round once, in order, with what it evicted (a round that freed nothing, nothing).
         const rounds = samples.flatMap((sample) => sample.rounds ?? []);
         expect(rounds.map((round) => [round.first, round.last])).toEqual(Array.from({length: samples.at(-1)!.pruneRounds}, (_, i) => [i + 1, i + 1]));
@@ -192,6 +194,12 @@ describe("KvController", () => {
         const evictedAt = rounds.find((round) => maskOfRanges(round.evicted, 9)[8] === 1)!;
         expect(tokenScoreAt(tokens, 8)).toMatchObject({round: evictedAt.first});
         expect(tokenScoreAt(tokens, 8)!.score).toBeLessThan(1e-3);
+        // Every token a round saw: an evicted one holds the record of the round that evicted it, a live one the last round's.
+        for (const [i, position] of tokens!.positions.entries()) {
+            const evictedBy = rounds.find((round) => maskOfRanges(round.evicted, position + 1)[position] === 1);
+            expect(tokens!.rounds[i], `position ${position}`).toBe(evictedBy?.first ?? rounds.length);
+        }
+        expect(tokens!.positions.length).toBe(new Set(tokens!.positions).size);
         // Nothing of it goes into the samples' other figures: a sample with no round since carries neither.
         expect(await c.sample(0)).not.toHaveProperty("rounds");
     });
