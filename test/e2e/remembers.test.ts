@@ -177,6 +177,9 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await chat.byId("memory-panel").waitFor();
         const strip = chat.byId("remember-strip");
         await expect.poll(() => strip.getAttribute("data-live")).toBe("false");
+        // The gauge says in plain words what a full budget means for the answer.
+        expect(await chat.byId("memory-gauge").textContent()).not.toMatch(/forced/i);
+        await chat.byId("memory-gauge").screenshot({path: path.join(artifacts, "remembers-gauge.png")});
         const tokens = Number(await strip.getAttribute("data-tokens"));
         const evicted = (await strip.getAttribute("data-evicted"))!.split(",").map(Number);
         const readout = chat.byId("remember-readout");
@@ -188,6 +191,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await page.keyboard.press("Home");
         expect(await readout.textContent()).toMatch(/^Token 1 of [\d,]+, in the prompt · [\d,]+ tokens old · still in memory$/);
         const first = (await detail.textContent())!;
+        expect(await strip.getAttribute("aria-valuetext")).toContain(first);
         const lastRound = /^Lethe's score \(attention received\) [\d.e+-]+ at round ([\d,]+) of ([\d,]+) · layers whose own ranking would keep it: (all \d+|none|[\d, –]+ \(\d+ of \d+\))$/.exec(first);
         expect(lastRound, first).not.toBeNull();
         expect(lastRound![1]).toBe(lastRound![2]);
