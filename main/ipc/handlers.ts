@@ -39,6 +39,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "models:calibrateCancel": () => services.calibration.cancel(),
         "models:calibrationStatus": () => services.calibration.status,
         "compression:estimate": ({modelId, compression}) => services.compression.estimate(compression, modelId),
+        "compression:newConversation": () => services.newConversationCompression(),
         "generation:capabilities": () => services.models.capabilities(),
         "conversations:list": ({query}) => services.conversations.list(query),
         "search:messages": ({query}) => services.conversations.searchMessages(query),

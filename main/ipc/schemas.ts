@@ -36,6 +36,7 @@ export const requestSchemas = {
     "models:calibrateCancel": none,
     "models:calibrationStatus": none,
     "compression:estimate": z.object({modelId: id.optional(), compression: compressionSettingsSchema}).strict(),
+    "compression:newConversation": none,
     "generation:capabilities": none,
     "conversations:list": z.object({query: z.string().max(200).optional()}).strict(),
     "search:messages": z.object({query: z.string().max(200, "A search is at most 200 characters")}).strict(),

@@ -144,6 +144,90 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await page.close();
     });
 
+    it("tells of a token its age, its score under the policy and which layers kept it, and steps through the prune rounds, by pointer and by keyboard", async () => {
+        const {page, chat, errors} = await open();
+        await chat.newConversation();
+        await setMaxTokens(chat, 300);
+        await setPolicy(chat, "lethe", 128);
+        await chat.send("Think about this for a long while");
+        await chat.waitForAnswerDone();
+        await chat.byId("memory-button").click();
+        await chat.byId("memory-panel").waitFor();
+        const strip = chat.byId("remember-strip");
+        await expect.poll(() => strip.getAttribute("data-live")).toBe("false");
+        // The gauge says in plain words what a full budget means for the answer.
+        expect(await chat.byId("memory-gauge").textContent()).not.toMatch(/forced/i);
+        await chat.byId("memory-gauge").screenshot({path: path.join(artifacts, "remembers-gauge.png")});
+        const tokens = Number(await strip.getAttribute("data-tokens"));
+        const evicted = (await strip.getAttribute("data-evicted"))!.split(",").map(Number);
+        const readout = chat.byId("remember-readout");
+        const detail = chat.byId("remember-detail");
+        expect(await detail.count()).toBe(0);
+
+        // The keyboard: the first token (never evicted) was scored by the last round; its score is Lethe's, with the layers that kept it.
+        await strip.focus();
+        await page.keyboard.press("Home");
+        expect(await readout.textContent()).toMatch(/^Token 1 of [\d,]+, in the prompt · [\d,]+ tokens old · still in memory$/);
+        const first = (await detail.textContent())!;
+        expect(await strip.getAttribute("aria-valuetext")).toContain(first);
+        const lastRound = /^Lethe's score \(attention received\) [\d.e+-]+ at round ([\d,]+) of ([\d,]+) · layers whose own ranking would keep it: (all \d+|none|[\d, –]+ \(\d+ of \d+\))$/.exec(first);
+        expect(lastRound, first).not.toBeNull();
+        expect(lastRound![1]).toBe(lastRound![2]);
+        const rounds = Number(lastRound![2]!.replace(/,/g, ""));
+        expect(rounds).toBeGreaterThan(1);
+        // The pointer: a token in the middle of the longest evicted range, whose score is that of the round that evicted it.
+        let longest = 0;
+        for (let i = 2; i < evicted.length; i += 2)
+            longest = evicted[i + 1]! - evicted[i]! > evicted[longest + 1]! - evicted[longest]! ? i : longest;
+        const middle = (evicted[longest]! + evicted[longest + 1]!) / 2;
+        const box = (await strip.boundingBox())!;
+        await page.mouse.move(box.x + (middle / tokens) * box.width, box.y + box.height / 2);
+        expect(await readout.textContent()).toMatch(/ · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
+        expect(await detail.textContent()).toMatch(/^Lethe's score \(attention received\) [\d.e+-]+ at round [\d,]+ of [\d,]+ · /);
+        await page.screenshot({path: path.join(artifacts, "remembers-token-1400.png")});
+        await page.mouse.move(0, 0);
+        expect(await detail.count()).toBe(0);
+
+        // The rounds: the slider starts at the answer's end; Home is after the first round, the arrows step one round.
+        const scrubber = chat.byId("round-scrubber");
+        const roundReadout = chat.byId("round-readout");
+        expect(await scrubber.getAttribute("max")).toBe(String(rounds));
+        expect(await scrubber.inputValue()).toBe(String(rounds));
+        expect(await roundReadout.textContent()).toBe(`At the end of the answer, after all ${rounds} prune rounds`);
+        const forgotten = async () => {
+            const ranges = (await strip.getAttribute("data-evicted"))!.split(",").filter((part) => part !== "").map(Number);
+            let sum = 0;
+            for (let i = 0; i < ranges.length; i += 2)
+                sum += ranges[i + 1]! - ranges[i]!;
+            return {tokens: Number(await strip.getAttribute("data-tokens")), forgotten: sum};
+        };
+        await scrubber.focus();
+        await page.keyboard.press("Home");
+        expect(await roundReadout.textContent()).toMatch(/^After round 1 of [\d,]+, [\d,]+ tokens? into the answer$/);
+        let before = await forgotten();
+        expect(before.tokens).toBeLessThan(tokens);
+        for (let step = 2; step <= Math.min(rounds, 6); step++) {
+            await page.keyboard.press("ArrowRight");
+            expect(await roundReadout.textContent()).toMatch(new RegExp(`^After round ${step} of `));
+            const now = await forgotten();
+            // Each round holds at most the budget, and what was forgotten stays forgotten.
+            expect(now.tokens - now.forgotten).toBeLessThanOrEqual(128);
+            expect(now.tokens).toBeGreaterThanOrEqual(before.tokens);
+            expect(now.forgotten).toBeGreaterThanOrEqual(before.forgotten);
+            before = now;
+        }
+        expect(await readout.textContent()).toMatch(/^Remembers [\d,]+ of [\d,]+ tokens: /);
+        await page.screenshot({path: path.join(artifacts, "remembers-rounds-1400.png")});
+        await page.setViewportSize({width: 1024, height: 700});
+        await scrubber.scrollIntoViewIfNeeded();
+        await page.screenshot({path: path.join(artifacts, "remembers-rounds-1024.png")});
+        await page.keyboard.press("End");
+        expect(await roundReadout.textContent()).toBe(`At the end of the answer, after all ${rounds} prune rounds`);
+        expect(Number(await strip.getAttribute("data-tokens"))).toBe(tokens);
+        expect(errors).toEqual([]);
+        await page.close();
+    });
+
     it("keeps Full KV for a model without retention gates, and points to calibrating its retention in the model's details", async () => {
         const {page, chat, errors} = await open();
         await chat.newConversation();

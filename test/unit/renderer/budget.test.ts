@@ -305,6 +305,30 @@ describe("budget controller state", () => {
         expect(budget.valid).toBe(true);
     });
 
+    test("says that new conversations start under TRIM-KV when the model has retention gates and no default was saved", async () => {
+        const {bridge, conversations, settings, budget} = setup();
+        const defaults = conversationSettings();
+        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: [], stateDiskBudgetMib: 4096});
+        await settings.load();
+        const gates = {...defaults.compression, policy: "trimkv" as const, budget: {kind: "cells" as const, cells: 320}};
+        bridge.reply("compression:newConversation", {compression: gates, source: "gates"});
+        await budget.estimate();
+        await vi.advanceTimersByTimeAsync(0);
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations with this model start with " +
+            "TRIM-KV, 320 cells (it has retention gates, and no default was saved); Save as default to change that.");
+        // A conversation that started so: the same settings.
+        conversations.state.settings = conversationSettings({compression: gates});
+        budget.load("c2", conversations.state.settings);
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations with this model start with " +
+            "these settings too (it has retention gates, and no default was saved).");
+        // Once a default is saved, it is what new conversations start with.
+        bridge.reply("compression:newConversation", {compression: defaults.compression, source: "default"});
+        await budget.estimate();
+        await vi.advanceTimersByTimeAsync(0);
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations start with Full KV, auto budget; " +
+            "Save as default to change that.");
+    });
+
     test("save as default changes the settings of new conversations only", async () => {
         const {bridge, settings, budget} = setup();
         const defaults = conversationSettings({temperature: 0.3});
