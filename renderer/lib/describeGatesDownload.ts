@@ -16,7 +16,7 @@ export function describeGatesDownload(status: DownloadStatus): string {
                 return `Downloaded from ${repo}`;
             return `✓ Installed the gates from ${repo}: ${gates.layers} layers (hidden ${gates.hidden})` +
                 (gates.budget != null ? `, trained with ${gates.budget.toLocaleString("en-US")} cells` : "") +
-                (gates.baseModel != null ? ` on ${gates.baseModel}` : "") + ". TRIM-KV runs on this model from its next answer.";
+                (gates.baseModel != null ? ` on ${gates.baseModel}` : "") + ". TRIM-KV is offered for this model from now on.";
         }
         case "cancelled":
             return `Cancelled at ${percent ?? 0}%: get the gates again to resume.`;
