@@ -66,6 +66,12 @@ export type Requests = {
      */
     "models:convertTrimkv": {req: {id: string, weights: string, config?: string}, res: ConvertedTrimkvGates},
     /**
+     * Downloads a released TRIM-KV checkpoint (`config.json` and `trimkv_weights.pth` of `repo`, one of the releases the
+     * model's details offer) as a download (`models:download` events, `models:cancelDownload`, resumed by asking again),
+     * then converts it as `models:convertTrimkv` does; the status's `gates.converted`, or its error, says how it went.
+     */
+    "models:getTrimkvGates": {req: {id: string, repo: string}, res: DownloadStatus},
+    /**
      * Starts a retention calibration of a model (loaded first when it is not): its progress and end arrive as
      * `models:calibration` events. Answers wait while it runs. Refused while one runs (BUSY), and for a model that
      * cannot be calibrated (CANNOT_CALIBRATE).
@@ -167,7 +173,7 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
     "app:status", "demo:sample", "settings:get", "settings:update", "states:usage", "states:clear", "models:list", "models:add", "models:pick", "models:remove", "models:load",
-    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "models:pickTrimkv", "models:convertTrimkv", "models:calibrate", "models:calibrateCancel", "models:calibrationStatus", "compression:estimate", "compression:newConversation", "generation:capabilities",
+    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "models:pickTrimkv", "models:convertTrimkv", "models:getTrimkvGates", "models:calibrate", "models:calibrateCancel", "models:calibrationStatus", "compression:estimate", "compression:newConversation", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:countTokens", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
     "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild",

@@ -35,6 +35,7 @@ export function createHandlers(services: AppServices, platform: Platform) {
         "models:downloads": () => services.downloads.list(),
         "models:pickTrimkv": () => platform.pickTrimkvFiles?.() ?? null,
         "models:convertTrimkv": ({id, weights, config}) => services.models.convertTrimkv(id, weights, config),
+        "models:getTrimkvGates": ({id, repo}) => services.downloads.startGates(id, repo),
         "models:calibrate": ({id}) => services.calibration.start(id),
         "models:calibrateCancel": () => services.calibration.cancel(),
         "models:calibrationStatus": () => services.calibration.status,

@@ -32,6 +32,7 @@ export const requestSchemas = {
     "models:downloads": none,
     "models:pickTrimkv": none,
     "models:convertTrimkv": z.object({id, weights: z.string().min(1).max(4096), config: z.string().min(1).max(4096).optional()}).strict(),
+    "models:getTrimkvGates": z.object({id, repo: z.string().min(1).max(200)}).strict(),
     "models:calibrate": z.object({id}).strict(),
     "models:calibrateCancel": none,
     "models:calibrationStatus": none,

@@ -163,6 +163,12 @@ export type BudgetEstimate = {
     valueNormBytes?: number,
     /** Policies this model cannot run, each with the reason in words (TRIM-KV without gates trained for the model). */
     unavailablePolicies?: {policy: PolicyId, reason: string}[],
+    /**
+     * The cells the model's TRIM-KV gates were trained at (their sidecar's `ponder.retention.budget`: config.json's
+     * `memory_size` for the authors' released gates) and where the gates came from (`ponder.retention.source`), offered
+     * as a starting budget when TRIM-KV is chosen; absent when the model has no gates or they do not say.
+     */
+    trainedBudget?: {cells: number, source: string} | null,
     /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
     modelLoaded: boolean,
     /** What still has to fit in free memory: the weights (unless loaded), the KV cache (and scores) and the compute buffer. */

@@ -70,6 +70,14 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         ? state.estimate.cells
         : state.form?.budgetKind === "cells" ? state.form.cells : null);
     const history = $derived(state.form ? historyNote(options.conversationTokens?.() ?? null, draftCells, state.form.policy) : null);
+    /** With TRIM-KV chosen, its gates' trained budget when the draft asks for another: offered as a starting budget. */
+    const trainedBudget = $derived.by(() => {
+        const trained = state.estimate?.trainedBudget;
+        const form = state.form;
+        if (form?.policy !== "trimkv" || trained == null || (form.budgetKind === "cells" && form.cells === trained.cells))
+            return null;
+        return {cells: trained.cells, line: describeTrainedBudget(trained)};
+    });
 
     function cancelEstimate(): void {
         if (timer != null)
@@ -189,6 +197,16 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             form.cells = number;
         else
             form.mib = number;
+        changed();
+    }
+
+    /** Sets the budget to the cells TRIM-KV's gates were trained at (`trainedBudget`). */
+    function useTrainedBudget(): void {
+        const form = state.form;
+        if (!form || trainedBudget == null)
+            return;
+        form.budgetKind = "cells";
+        form.cells = trainedBudget.cells;
         changed();
     }
 
@@ -353,13 +371,28 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get stale() {
             return stale;
         },
-        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam,
+        /** TRIM-KV is chosen and its gates were trained at another budget than the draft's: the cells, and where they come from in one line. */
+        get trainedBudget() {
+            return trainedBudget;
+        },
+        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, useTrainedBudget, param, setParam,
         choice, setChoice, setRefreeKvMode, setOption, useLeanKvPair, resetDefaults, apply, saveAsDefault,
         dispose(): void {
             cancelEstimate();
             estimateSeq++;
         }
     };
+}
+
+/**
+ * Where a trained budget comes from, in one line: `memory_size` in the config.json of the authors' converted gates, else
+ * the budget the gates' training recorded.
+ */
+export function describeTrainedBudget(trained: {cells: number, source: string}): string {
+    const origin = trained.source.startsWith("converted from")
+        ? "memory_size in the config.json of the authors' released gates"
+        : `the budget recorded with the gates (${trained.source})`;
+    return `These TRIM-KV gates were trained with ${trained.cells.toLocaleString("en-US")} cells: ${origin}.`;
 }
 
 /** `"Lethe, 512 cells"`, `"Full KV, auto budget"`. */
