@@ -157,7 +157,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await expect.poll(() => strip.getAttribute("data-live")).toBe("false");
         // The gauge says in plain words what a full budget means for the answer.
         expect(await chat.byId("memory-gauge").textContent()).not.toMatch(/forced/i);
-        await chat.byId("memory-gauge").screenshot({path: path.join(artifacts, "remembers-gauge.png")});
+        await chat.byId("memory-gauge").screenshot({path: app.artifact("remembers-gauge.png")});
         const tokens = Number(await strip.getAttribute("data-tokens"));
         const evicted = (await strip.getAttribute("data-evicted"))!.split(",").map(Number);
         const readout = chat.byId("remember-readout");
@@ -184,7 +184,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await page.mouse.move(box.x + (middle / tokens) * box.width, box.y + box.height / 2);
         expect(await readout.textContent()).toMatch(/ · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
         expect(await detail.textContent()).toMatch(/^Lethe's score \(attention received\) [\d.e+-]+ at round [\d,]+ of [\d,]+ · /);
-        await page.screenshot({path: path.join(artifacts, "remembers-token-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-token-1400.png")});
         await page.mouse.move(0, 0);
         expect(await detail.count()).toBe(0);
 
@@ -217,10 +217,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
             before = now;
         }
         expect(await readout.textContent()).toMatch(/^Remembers [\d,]+ of [\d,]+ tokens: /);
-        await page.screenshot({path: path.join(artifacts, "remembers-rounds-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-rounds-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await scrubber.scrollIntoViewIfNeeded();
-        await page.screenshot({path: path.join(artifacts, "remembers-rounds-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-rounds-1024.png")});
         await page.keyboard.press("End");
         expect(await roundReadout.textContent()).toBe(`At the end of the answer, after all ${rounds} prune rounds`);
         expect(Number(await strip.getAttribute("data-tokens"))).toBe(tokens);

@@ -9,25 +9,18 @@ import {execFileSync} from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import type {AddressInfo} from "node:net";
-import os from "node:os";
 import path from "node:path";
-import type {Browser} from "playwright-core";
 import {afterAll, beforeAll, expect, it} from "vitest";
 import {gguf, writeGguf} from "../../main/engine/gguf/writeGguf.js";
 import {convertTrimkvCheckpoint} from "../../main/engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";
 import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
 import {torchPython} from "../fixtures/torchPython.js";
-import {launchChromium} from "./browser.js";
-import {openApp} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
+import {useApp} from "./appFixture.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
 const repo = "ngocbh/TrimKV-Qwen3-1.7B-Math";
-let browser: Browser;
-let backend: HeadlessPonder | null = null;
+const app = useApp("trimkv-gates");
 let server: http.Server | null = null;
-let dataDir: string;
 let tinyModel: string;
 let qwenShaped: string;
 /** What the stand-in for Hugging Face serves, by path. */
@@ -41,8 +34,7 @@ const config = (layers: number, width: number, kvHeads: number, memorySize: numb
 }));
 
 beforeAll(async () => {
-    fs.mkdirSync(artifacts, {recursive: true});
-    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-trimkv-gates-"));
+    const dataDir = app.dataDir;
     const own = path.join(dataDir, "own");
     fs.mkdirSync(own);
     // A model with Qwen3-1.7B's shape and name: its header only (no weights), enough for its details and the gates.
@@ -78,23 +70,19 @@ beforeAll(async () => {
     });
     await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
     process.env.HF_ENDPOINT = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    backend = await HeadlessPonder.start({dataDir, model: tinyModel, seed: 7});
-    browser = await launchChromium();
+    await app.start({model: tinyModel, seed: 7});
 }, 300_000);
 
 afterAll(async () => {
-    await backend?.stop();
-    await browser?.close();
     await new Promise<void>((resolve) => server == null ? resolve() : server.close(() => resolve()));
     if (savedEndpoint === undefined)
         delete process.env.HF_ENDPOINT;
     else
         process.env.HF_ENDPOINT = savedEndpoint;
-    fs.rmSync(dataDir, {recursive: true, force: true});
 });
 
 it("gets the authors' gates for a model of a released shape from its details: an rg2 config refused in words, then the rg gates installed", async () => {
-    const {page, chat, errors} = await openApp(browser, backend!.url, {viewport: {width: 1400, height: 900}});
+    const {page, chat, errors} = await app.open({viewport: {width: 1400, height: 900}});
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     await chat.byId("model-path-input").fill(qwenShaped);
     await chat.byId("model-add-button").click();
@@ -121,12 +109,12 @@ it("gets the authors' gates for a model of a released shape from its details: an
         .toMatch(/✓ Installed the gates from ngocbh\/TrimKV-Qwen3-1\.7B-Math: 28 layers \(hidden 8\), trained with 512 cells on Qwen\/Qwen3-1\.7B/);
     await expect.poll(() => details.getByTestId("model-retention").textContent(), {timeout: 15_000}).toMatch(/✓ TRIM-KV gates/);
     expect(fs.existsSync(qwenShaped.replace(/\.gguf$/, ".retention.gguf"))).toBe(true);
-    await page.screenshot({path: path.join(artifacts, "trimkv-gates-installed.png")});
+    await page.screenshot({path: app.artifact("trimkv-gates-installed.png")});
     expect(errors).toEqual([]);
 });
 
 it("offers the gates' trained budget (memory_size in their config.json) when TRIM-KV is chosen, and sets it in one click", async () => {
-    const {page, chat, errors} = await openApp(browser, backend!.url, {viewport: {width: 1400, height: 900}});
+    const {page, chat, errors} = await app.open({viewport: {width: 1400, height: 900}});
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     await chat.newConversation();
     await chat.byId("memory-button").click();
@@ -148,6 +136,6 @@ it("offers the gates' trained budget (memory_size in their config.json) when TRI
     expect(await chat.byId("budget-kind").inputValue()).toBe("cells");
     expect(await chat.byId("budget-value").inputValue()).toBe("384");
     await expect.poll(() => chat.byId("trained-budget").count()).toBe(0);
-    await page.screenshot({path: path.join(artifacts, "trimkv-trained-budget.png")});
+    await page.screenshot({path: app.artifact("trimkv-trained-budget.png")});
     expect(errors).toEqual([]);
 });
