@@ -9,7 +9,7 @@
 #            of the repository; without one, the folder this script is in is taken as the unpacked archive)
 # --cpu      build for the CPU (GGML_CUDA off): the check of the pack itself, and how the CPU reference is made
 # --stage    build only, run only (the build of an earlier call), or both (default)
-# --quick    only the runs the CPU reference holds (demo model, 1.5B shape at 1,024 cells), not 4,096 and 16,384 cells
+# --quick    only the runs the CPU reference holds (demo model, 1.5B shape at 512 cells), not 4,096 and 16,384 cells
 # --work     where to unpack and build (defaults to native/.build/gpu-work in a checkout, else ./ponder-gpu-work)
 # --out      where the results go (defaults to $OUT, else ./results)
 # --jobs     parallel build jobs (defaults to the machine's cores)
@@ -104,6 +104,8 @@ results="$out/results.tsv"
 rm -f "$results"
 reference=()
 [ -s "$root/cpu-reference.tsv" ] && reference=(--reference "$root/cpu-reference.tsv")
+# on a CPU build one thread: ggml's threads spin at every barrier, and a shared machine deschedules them
+[ "$cpu" = 1 ] && reference+=(--threads 1)
 status=0
 harness_run() {
     local t0 rc=0
@@ -119,7 +121,7 @@ harness_run --model "$models/ponder-demo.gguf" --name ponder-demo --gates "$mode
     --prompt-tokens 64 --tokens 256 --budget 128
 if [ -f "$models/bench-1.5b-shape.gguf" ]; then
     shape=(--model "$models/bench-1.5b-shape.gguf" --name bench-1.5b-shape --gates "$models/bench-1.5b-shape.retention.gguf")
-    harness_run "${shape[@]}" --cells 1024 --prompt-tokens 896 --tokens 64 --budget 512 --prune-every 32
+    harness_run "${shape[@]}" --cells 512 --prompt-tokens 448 --tokens 32 --budget 256 --prune-every 16
     if [ "$quick" = 0 ]; then
         harness_run "${shape[@]}" --cells 4096 --prompt-tokens 3840 --tokens 256 --budget 2048 --prune-every 32
         harness_run "${shape[@]}" --cells 16384 --prompt-tokens 16128 --tokens 256 --budget 2048 --prune-every 32
