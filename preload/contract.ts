@@ -2,7 +2,7 @@
 // the DTOs they carry and the error envelope. Nothing else crosses processes. The DTOs live in preload/contract/, one
 // file per domain, re-exported here: the renderer and main import this file alone.
 
-import type {BudgetEstimate, CompressionSettings, KvSample, SavedStatesUsage} from "./contract/compression.js";
+import type {BudgetEstimate, CompressionSettings, KvSample, NewConversationCompression, SavedStatesUsage} from "./contract/compression.js";
 import type {
     ConversationDetail, ConversationSettings, ConversationSummary, MessageDto, SearchHit, TokenCount
 } from "./contract/conversations.js";
@@ -19,6 +19,8 @@ export * from "./policyCatalogue.js";
 export * from "./kvBounds.js";
 /** Token positions as ranges: the evicted positions a memory sample carries (preload/positionRanges.ts). */
 export * from "./positionRanges.js";
+/** What prune rounds record of each token, and the rounds, in bounded lists (preload/tokenScores.ts). */
+export * from "./tokenScores.js";
 export type * from "./contract/errors.js";
 export type * from "./contract/engine.js";
 export type * from "./contract/models.js";
@@ -64,6 +66,12 @@ export type Requests = {
      */
     "models:convertTrimkv": {req: {id: string, weights: string, config?: string}, res: ConvertedTrimkvGates},
     /**
+     * Downloads a released TRIM-KV checkpoint (`config.json` and `trimkv_weights.pth` of `repo`, one of the releases the
+     * model's details offer) as a download (`models:download` events, `models:cancelDownload`, resumed by asking again),
+     * then converts it as `models:convertTrimkv` does; the status's `gates.converted`, or its error, says how it went.
+     */
+    "models:getTrimkvGates": {req: {id: string, repo: string}, res: DownloadStatus},
+    /**
      * Starts a retention calibration of a model (loaded first when it is not): its progress and end arrive as
      * `models:calibration` events. Answers wait while it runs. Refused while one runs (BUSY), and for a model that
      * cannot be calibrated (CANNOT_CALIBRATE).
@@ -75,6 +83,8 @@ export type Requests = {
     "models:calibrationStatus": {req: void, res: CalibrationStatus | null},
     /** What a compression setting means for a model (the loaded one when `modelId` is absent). */
     "compression:estimate": {req: {modelId?: string, compression: CompressionSettings}, res: BudgetEstimate},
+    /** What a conversation created now would start under, with the loaded model. */
+    "compression:newConversation": {req: void, res: NewConversationCompression},
     /** Whether the loaded model can think on and off, and its recommended sampling; `null` when no model is loaded. */
     "generation:capabilities": {req: void, res: GenerationCapabilities | null},
     "conversations:list": {req: {query?: string}, res: ConversationSummary[]},
@@ -163,7 +173,7 @@ export type Res<C extends RequestChannel> = Requests[C]["res"];
 
 export const requestChannels = [
     "app:status", "demo:sample", "settings:get", "settings:update", "states:usage", "states:clear", "models:list", "models:add", "models:pick", "models:remove", "models:load",
-    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "models:pickTrimkv", "models:convertTrimkv", "models:calibrate", "models:calibrateCancel", "models:calibrationStatus", "compression:estimate", "generation:capabilities",
+    "models:details", "models:setGpuLayers", "models:download", "models:cancelDownload", "models:downloads", "models:pickTrimkv", "models:convertTrimkv", "models:getTrimkvGates", "models:calibrate", "models:calibrateCancel", "models:calibrationStatus", "compression:estimate", "compression:newConversation", "generation:capabilities",
     "conversations:list", "search:messages", "conversations:create", "conversations:rename", "conversations:delete", "conversations:get",
     "conversations:updateSettings", "conversations:export", "chat:countTokens", "chat:send", "chat:regenerate", "chat:continue", "chat:edit", "conversations:switchBranch", "conversations:deleteMessage", "conversations:fork", "conversations:import", "chat:stop", "shell:openExternal",
     "server:get", "server:update", "server:generateKey", "server:clearKey", "engine:builds", "engine:setBuild",

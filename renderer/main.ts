@@ -1,5 +1,6 @@
 import "katex/dist/katex.min.css";
 import "./styles/app.css";
+import "./styles/panels.css";
 import "./styles/markdown.css";
 import {mount} from "svelte";
 import App from "./App.svelte";

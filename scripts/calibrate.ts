@@ -1,7 +1,7 @@
 // `npm run calibrate`: TRIM-KV retention gates for a GGUF model from its own thinking (issue 36), headless.
 //
 //   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
-//                        [--max-tokens N] [--hidden N] [--epochs N] [--work-dir dir] [--threads N] [--prompt-set demo|english]
+//                        [--max-tokens N] [--hidden N] [--epochs N] [--work-dir dir] [--threads N] [--prompt-set demo|merge|english]
 //
 // Progress lines go to stderr, the result (JSON) to stdout. Exit status 0: the gates were written; 2: they did worse
 // than Lethe on the held-out prompts and were not installed (nothing changed); 1: an error; 130: cancelled (Ctrl-C),
@@ -49,8 +49,8 @@ if (values.model == null) {
 const modelPath = path.resolve(values.model);
 const bundled = path.resolve(import.meta.dirname, "../resources/models/ponder-demo.gguf");
 const promptSet = (values["prompt-set"] ?? await choosePromptSet(modelPath, bundled)) as PromptSet;
-if (promptSet !== "demo" && promptSet !== "english") {
-    console.error("error: --prompt-set is demo or english");
+if (promptSet !== "demo" && promptSet !== "merge" && promptSet !== "english") {
+    console.error("error: --prompt-set is demo, merge or english");
     process.exit(1);
 }
 const controller = new AbortController();
@@ -71,7 +71,7 @@ function onProgress(p: CalibrationJobProgress): void {
 const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
 const model = await llama.loadModel({modelPath});
 try {
-    console.error(`calibrating ${path.basename(modelPath)} on ${promptSet === "demo" ? "the demo task's training problems" : "Ponder's English prompts"}`);
+    console.error(`calibrating ${path.basename(modelPath)} on ${promptSet === "english" ? "Ponder's English prompts" : `the ${promptSet} task's training problems`}`);
     const result = await calibrateRetention({
         model, modelPath, promptSet, prompts: number("prompts", values.prompts), tokens: number("tokens", values.tokens), seed: number("seed", values.seed),
         out: values.out != null ? path.resolve(values.out) : undefined, validationPrompts: number("validation", values.validation),

@@ -4,16 +4,17 @@
 //
 // A problem gives two sorted lists of distinct two-digit numbers and asks for the k-th number of their merge. The
 // model thinks one line per merged number: the index, the head of each list ("--" once a list is used up), the
-// comparison and the smaller head; it answers the number on line k:
+// comparison and the smaller head; line k has "?" after its index (as k has in the question) and "*" after its
+// number, and the answer is the marked number:
 //
 //   user:      a=05,12                   thinking:  01:a05b02>02          answer:  05
-//              b=02,21                              02:a05b21<05
+//              b=02,21                              02?a05b21<05*
 //              k=02?                                03:a12b21<12
 //                                                   04:a--b21>21
 //
-// Reads follow two pointers through the question (a head is the number after the previous one in its list) and the
-// answer reads line k, usually far back. Training uses seeds below 2^31; held-out problems use seeds from
-// EVAL_SEED_BASE (2^31) up.
+// Reads follow two pointers through the question (a head is the number after the previous one in its list); the
+// index is matched with the question's k as the line starts, and the answer copies the number before the "*".
+// Training uses seeds below 2^31; held-out problems use seeds from EVAL_SEED_BASE (2^31) up.
 
 import {EVAL_SEED_BASE} from "./demoTask.js";
 import {mulberry32} from "./mulberry32.js";
@@ -22,6 +23,8 @@ export const DEFAULT_MIN_ITEMS = 40;
 export const DEFAULT_MAX_ITEMS = 80;
 const MAX_ITEMS_LIMIT = 99;
 const VALUES = 100;
+const K_SEPARATOR = "?"; // after line k's index, as after k in the question ("k=02?"), instead of ":"
+const MARKER = "*"; // ends line k of the thought: the answer is marked where it is written
 
 export type MergeTaskOptions = {
     /** Fewest numbers in the two lists together. Defaults to `40`. */
@@ -74,7 +77,8 @@ export function generateMergeProblem(seed: number, options: MergeTaskOptions = {
         const value = takeA ? headA! : headB!;
         const textA = headA == null ? "--" : twoDigits(headA);
         const textB = headB == null ? "--" : twoDigits(headB);
-        lines.push(`${twoDigits(index)}:a${textA}b${textB}${takeA ? "<" : ">"}${twoDigits(value)}`);
+        const [separator, marker] = index === k ? [K_SEPARATOR, MARKER] : [":", ""];
+        lines.push(`${twoDigits(index)}${separator}a${textA}b${textB}${takeA ? "<" : ">"}${twoDigits(value)}${marker}`);
         merged.push(value);
         if (takeA)
             i++;

@@ -1,5 +1,6 @@
-import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
+import type {CompressionSettings, KvSample, PruneRound, TokenScores} from "../../preload/contract/compression.js";
 import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
+import {hexOfLayers, mergeTokenScores} from "../../preload/tokenScores.js";
 import type {NativeKv} from "./native/NativeKv.js";
 import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";
 import {decide, initialDecideState, resolveCombine, type DecideState} from "./policies/decide.js";
@@ -46,10 +47,19 @@ export type KvControllerOptions = {
 
 type AnyPolicy = Policy<unknown, unknown>;
 
+/**
+ * One prune round's view of its live cells (`PruneDecision.cellScores`, `keptByLayer`), with its number in the answer and
+ * the positions it evicted.
+ */
+type ScoredRound = {round: number, positions: Int32Array, layers: number, scores: Float32Array, keptByLayer: Uint8Array, evict: Int32Array};
+
+/** Shortest time between two samples that carry token records (the last sample of an answer carries what is left). */
+const tokenScoresEveryMs = 250;
+
 /** A controller's state between two prompt chunks, as a saved state keeps it (`KvController.snapshot`). */
 export type ControllerSnapshot = {
     state: DecideState<unknown>, pruneRounds: number, tokensEvicted: number, forcedDrops: number, peakCells: number, scoringMs: number,
-    keptPerLayer: number[], sparsityPerLayer: number[]
+    sparsityPerLayer: number[]
 };
 
 /**
@@ -82,10 +92,18 @@ export class KvController {
     private _forcedDrops = 0;
     private _peakCells = 0;
     private _scoringMs = 0;
-    private _keptPerLayer: number[] = [];
     private _sparsityPerLayer: number[] = [];
     /** Positions evicted since the last sample, as ranges (`toRanges`): the next sample carries them. */
     private _evictedSince: number[] = [];
+    /** The rounds since the last sample, and what each knew of its cells (kept raw: the next sample writes them out). */
+    private _roundsSince: PruneRound[] = [];
+    /**
+     * What the rounds since the last written record knew of their cells: the newest round whole, and of the older ones only
+     * the cells they evicted (every other cell of theirs the newest round saw again, and its record wins).
+     */
+    private _newestScored: ScoredRound | null = null;
+    private _evictedScored: TokenScores | null = null;
+    private _tokenScoresAt = Number.NEGATIVE_INFINITY;
     private _error: Error | null = null;
     /** Where this answer's input ends (the position of its first generated token); null until it is known. */
     private _inputEnd: number | null = null;
@@ -207,11 +225,20 @@ export class KvController {
         }
     }
 
-    /** This answer's figures: its own rounds, evictions and forced drops, and the context's cells now. */
-    async sample(tokensPerSecond: number): Promise<KvSample> {
+    /**
+     * This answer's figures: its own rounds, evictions and forced drops, and the context's cells now; with what the rounds
+     * recorded of each token at most every 250 ms, and always when `last` (the answer's last sample) is set.
+     */
+    async sample(tokensPerSecond: number, last = false): Promise<KvSample> {
         // Taken before the wait: a round between here and the stats goes with the next sample.
         const evicted = this._evictedSince;
         this._evictedSince = [];
+        const rounds = this._roundsSince;
+        this._roundsSince = [];
+        const due = last || this._options.now() - this._tokenScoresAt >= tokenScoresEveryMs;
+        const tokens = due ? this._tokenScores() : null;
+        if (tokens != null)
+            this._tokenScoresAt = this._options.now();
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
         return {
@@ -227,12 +254,13 @@ export class KvController {
             pruneRounds: this._pruneRounds,
             tokensEvicted: this._tokensEvicted,
             forcedDrops: this._forcedDrops,
-            keptPerLayer: this._keptPerLayer.length > 0 ? this._keptPerLayer : Array(stats.layers).fill(1),
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
             scoringMs: Math.round(this._scoringMs),
             ...this.readsRetention && this._options.kv.retentionGates != null ? {retentionBytes: this._options.kv.retentionGates.bytes} : {},
             tokensPerSecond,
-            evicted
+            evicted,
+            ...tokens != null ? {tokens} : {},
+            ...rounds.length > 0 ? {rounds} : {}
         };
     }
 
@@ -243,7 +271,7 @@ export class KvController {
     snapshot(): ControllerSnapshot {
         return {
             state: this._state, pruneRounds: this._pruneRounds, tokensEvicted: this._tokensEvicted, forcedDrops: this._forcedDrops,
-            peakCells: this._peakCells, scoringMs: this._scoringMs, keptPerLayer: this._keptPerLayer, sparsityPerLayer: this._sparsityPerLayer
+            peakCells: this._peakCells, scoringMs: this._scoringMs, sparsityPerLayer: this._sparsityPerLayer
         };
     }
 
@@ -255,8 +283,56 @@ export class KvController {
         this._forcedDrops = snapshot.forcedDrops;
         this._peakCells = snapshot.peakCells;
         this._scoringMs = snapshot.scoringMs;
-        this._keptPerLayer = snapshot.keptPerLayer;
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
+    }
+
+    /** What the rounds since the last record knew of their cells, one entry per position (the newest round's); `null` for none. */
+    private _tokenScores(): TokenScores | null {
+        const newest = this._newestScored;
+        const older = this._evictedScored;
+        this._newestScored = null;
+        this._evictedScored = null;
+        if (newest == null)
+            return older;
+        const record = this._recordOf(newest, null);
+        return older == null ? record : mergeTokenScores(older, record, Number.POSITIVE_INFINITY);
+    }
+
+    /** A round's record of its cells (of those `only` marks, when given: 1 per cell), in the order of their positions. */
+    private _recordOf({round, positions, layers, scores, keptByLayer}: ScoredRound, only: Uint8Array | null): TokenScores {
+        const needs = policyNeeds(this._options.compression);
+        const kind: TokenScores["kind"] = needs.retention === true ? "retention" : needs.scores === false ? "none" : "attention";
+        const n = positions.length;
+        // Sorted by position without a comparator: position x 2^21 + cell (cells < 2^21, positions < 2^32).
+        const keys = new Float64Array(n);
+        let count = 0;
+        for (let j = 0; j < n; j++)
+            if (only == null || only[j] === 1)
+                keys[count++] = positions[j]! * 2 ** 21 + j;
+        const sorted = keys.subarray(0, count).sort();
+        const record: TokenScores = {kind, layers, positions: new Array(count), scores: new Array(count), rounds: new Array(count).fill(round), keptBy: new Array(count)};
+        for (let i = 0; i < count; i++) {
+            const j = sorted[i]! % 2 ** 21;
+            const score = scores[j]!;
+            record.positions[i] = positions[j]!;
+            record.scores[i] = kind === "none" || !Number.isFinite(score) ? null : Number(score.toPrecision(4));
+            record.keptBy[i] = hexOfLayers(keptByLayer, layers, n, j);
+        }
+        return record;
+    }
+
+    /**
+     * Keeps what a round knew of its cells until the next record is written: the round whole, and of the round before it
+     * only the cells that one evicted, whose last record is its own.
+     */
+    private _keepScored(scored: ScoredRound): void {
+        const before = this._newestScored;
+        this._newestScored = scored;
+        if (before == null || before.evict.length === 0)
+            return;
+        const gone = new Set(before.evict);
+        const only = Uint8Array.from(before.positions, (position) => gone.has(position) ? 1 : 0);
+        this._evictedScored = mergeTokenScores(this._evictedScored ?? undefined, this._recordOf(before, only), Number.POSITIVE_INFINITY);
     }
 
     /** Tokens read or generated between two rounds while the answer is generated. */
@@ -298,11 +374,14 @@ export class KvController {
             const decision = decide(this._policy, snapshot, this._params, this._state, target, this._combine);
             this._state = decision.state;
             this._forcedDrops += decision.forcedDrops;
-            this._keptPerLayer = Array.from(decision.keptPerLayer);
             this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
             evict = decision.evict;
+            this._keepScored({round: this._pruneRounds + 1, positions: snapshot.positions, layers: snapshot.layers, scores: decision.cellScores,
+                keptByLayer: decision.keptByLayer, evict});
         }
         this._pruneRounds++;
+        this._roundsSince.push({first: this._pruneRounds, last: this._pruneRounds, step: this._step, tokensSeen: this._options.tokensSeen(),
+            evicted: toRanges(evict)});
         this._scoringMs += this._options.now() - started;
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
         this._tokensEvicted += evicted;

@@ -142,7 +142,7 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
             : await continueResponse(session, loaded.chatWrapper, full, options);
 
         const seconds = (performance.now() - started) / 1000;
-        const finalSample = controller != null ? await controller.sample(seconds > 0 ? generated / seconds : 0) : null;
+        const finalSample = controller != null ? await controller.sample(seconds > 0 ? generated / seconds : 0, true) : null;
         if (finalSample != null)
             request.onSample?.(finalSample);
         const promptTokens = session.sequence.tokenMeter.usedInputTokens - inputBefore;

@@ -50,7 +50,9 @@ export class RequestLog {
 
     /** A memory reading, told at most every 250 ms. */
     sample(sample: KvSample): void {
-        this.entry.sample = sample;
+        // What the rounds recorded of each token is for the chat's memory panel, not the log.
+        const {tokens: _tokens, rounds: _rounds, ...reading} = sample;
+        this.entry.sample = reading;
         const now = this._now();
         if (now - this._lastSample >= 250) {
             this._lastSample = now;

@@ -1,6 +1,6 @@
 import path from "node:path";
 import {AppError} from "../AppError.js";
-import type {AppStatus, ConversationDetail, ConversationSummary, DemoSample, ModelDetails, SavedStatesUsage} from "../../preload/contract.js";
+import type {AppStatus, ConversationDetail, ConversationSummary, DemoSample, ModelDetails, NewConversationCompression, SavedStatesUsage} from "../../preload/contract.js";
 import {shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
@@ -153,13 +153,24 @@ export class AppServices {
      * compression was saved (`firstMinuteCompression`), else with the defaults.
      */
     async createConversation(title?: string): Promise<ConversationSummary> {
+        await this._readFirstCompression();
+        return this.conversations.create(title);
+    }
+
+    /** What a conversation created now starts under (`createConversation`), for the budget controller to say. */
+    async newConversationCompression(): Promise<NewConversationCompression> {
+        await this._readFirstCompression();
+        return this.conversations.newCompression();
+    }
+
+    /** Sets the conversations' `firstCompression` for the loaded model (its retention gates read once per model). */
+    private async _readFirstCompression(): Promise<void> {
         const model = this.engine.inspection;
         if (model != null && this._gates?.path !== model.path)
             this._gates = {path: model.path, retention: await findRetentionGates(model)};
         this.conversations.firstCompression = model != null && this._gates != null
             ? firstMinuteCompression(this.settings.get().defaultConversationSettings.compression, this._gates.retention, this._isDemoModel(model.path))
             : null;
-        return this.conversations.create(title);
     }
 
     /** Whether `modelPath` is the demo model Ponder ships. */

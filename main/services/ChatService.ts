@@ -8,7 +8,8 @@ import {assertBudgetAboveMin} from "../kv/resolveKv.js";
 import type {CompressionService} from "./CompressionService.js";
 import {AnswerProgress} from "./AnswerProgress.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
-import {parseSamples, pushSample} from "./pushSample.js";
+import {parseSamples} from "./pushSample.js";
+import {recordSample} from "./recordSample.js";
 import {toTurn} from "./toTurn.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
@@ -337,7 +338,7 @@ export class ChatService {
                     states,
                     onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
                     onSample: (sample) => {
-                        pushSample(messageStats.samples, sample, this._options.maxSamples ?? 400);
+                        recordSample(messageStats, sample, this._options.maxSamples ?? 400);
                         this._emit("chat:memory", {conversationId, messageId, sample});
                     },
                     history,

@@ -154,6 +154,7 @@ export function estimateBudget(model: ModelInspection, compression: CompressionS
         retentionBytes: fit.retentionBytes,
         valueNormBytes: fit.valueNormBytes,
         unavailablePolicies,
+        trainedBudget: retention?.available === true && retention.info.budget != null ? {cells: retention.info.budget, source: retention.info.source} : null,
         modelLoaded: options.modelLoaded ?? true,
         neededBytes: fit.neededBytes,
         offload,

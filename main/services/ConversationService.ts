@@ -1,5 +1,5 @@
 import {randomUUID} from "node:crypto";
-import type {CompressionSettings, ConversationDetail, ConversationSettings, ConversationSummary, SearchHit} from "../../preload/contract.js";
+import type {CompressionSettings, ConversationDetail, ConversationSettings, ConversationSummary, NewConversationCompression, SearchHit} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
@@ -82,10 +82,16 @@ export class ConversationService {
         return this.get(id);
     }
 
+    /** What a conversation created now starts under: `firstCompression` while no default compression was saved, else the default. */
+    newCompression(): NewConversationCompression {
+        const defaults = this._settings.get().defaultConversationSettings;
+        return this.firstCompression != null && !this._settings.savedCompression()
+            ? {compression: this.firstCompression, source: "gates"} : {compression: defaults.compression, source: "default"};
+    }
+
     create(title?: string): ConversationSummary {
         const id = randomUUID();
-        const defaults = this._settings.get().defaultConversationSettings;
-        const settings = this.firstCompression != null && !this._settings.savedCompression() ? {...defaults, compression: this.firstCompression} : defaults;
+        const settings = {...this._settings.get().defaultConversationSettings, compression: this.newCompression().compression};
         this._db.conversations.insert({id, title: cleanTitle(title) ?? defaultConversationTitle, settings: JSON.stringify(settings), now: this._now()});
         return this._summary(this._require(id));
     }

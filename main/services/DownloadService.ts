@@ -3,7 +3,8 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type {DownloadStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import {startModelDownload, type ModelDownload} from "../engine/downloadModel.js";
+import {startFilesDownload, type FilesDownload} from "../engine/downloadModel.js";
+import {trimkvReleaseFiles, trimkvReleases} from "../engine/retention/trimkvReleases.js";
 import {probeDownload, type ProbeOptions} from "./probeDownload.js";
 import type {ModelService} from "./ModelService.js";
 import type {Emit} from "./types.js";
@@ -14,10 +15,24 @@ export type DownloadServiceOptions = {
     /** Bytes that must stay free on the disk after a download. Defaults to `512 MiB`. */
     reserveBytes?: number,
     /** How an http(s) URL is asked for before the download starts (tries, timeout, pauses). Defaults to probeDownload's. */
-    probe?: ProbeOptions
+    probe?: ProbeOptions,
+    /** Where Hugging Face repositories are fetched from (`<endpoint>/<repo>/resolve/main/<file>`). Defaults to `$HF_ENDPOINT`, else `https://huggingface.co`. */
+    hfEndpoint?: string
 };
 
-type Entry = {status: DownloadStatus, download: ModelDownload | null, staging: string};
+type Entry = {status: DownloadStatus, download: FilesDownload | null, staging: string};
+
+/** What a download fetches (one URI or several files into one folder) and what is done with the files when all are there. */
+type Job = {
+    /** The download's name in its status (what is resumed), and what its partial folder is named by. */
+    uri: string,
+    key: string,
+    urls: string[],
+    /** Turns the finished files into the status's result; throws in words (the files are then deleted). */
+    finish(files: string[]): Promise<Partial<DownloadStatus>>,
+    /** What "already being downloaded" says. */
+    what: string
+};
 
 /**
  * Model downloads by URL or Hugging Face URI into the models folder, with progress events, cancel, and resume.
@@ -39,15 +54,43 @@ export class DownloadService {
         const trimmed = uri.trim();
         if (!/^(https?:\/\/|hf:)/.test(trimmed))
             throw new AppError("BAD_REQUEST", "Give a model as an http(s) URL or a Hugging Face URI like hf:user/repo:Q4_K_M");
+        return this._run({uri: trimmed, key: trimmed, urls: [trimmed], what: "This model", finish: async ([file]) => {
+            const target = await freeName(this._dir, path.basename(file!));
+            await fs.rename(file!, target);
+            return {model: await this._models.add(target)};
+        }});
+    }
+
+    /**
+     * Downloads the TRIM-KV authors' released gates (`config.json` and `trimkv_weights.pth` of one of the repositories in
+     * trimkvReleases) for a model, with the progress, cancel and resume of a model download, then converts them into the
+     * model's retention sidecar (ModelService.convertTrimkv, which refuses in words gates that are not "rg" gates of this
+     * model's shape). A refused or damaged download installs nothing, and its files are deleted.
+     */
+    async startGates(modelId: string, repo: string): Promise<DownloadStatus> {
+        if (!trimkvReleases.some((release) => release.repo === repo))
+            throw new AppError("BAD_REQUEST", `${repo} is not one of the TRIM-KV gates the authors released`);
+        const model = this._models.get(modelId);
+        const endpoint = (this._options.hfEndpoint ?? process.env.HF_ENDPOINT ?? "https://huggingface.co").replace(/\/+$/, "");
+        const urls = [trimkvReleaseFiles.config, trimkvReleaseFiles.weights].map((file) => `${endpoint}/${repo}/resolve/main/${file}`);
+        return this._run({uri: `${endpoint}/${repo}`, key: `gates\n${model.id}\n${endpoint}/${repo}`, urls, what: "These gates", finish: async ([config, weights]) => {
+            const converted = await this._models.convertTrimkv(model.id, weights!, config!);
+            return {gates: {modelId: model.id, repo, converted}};
+        }}, {modelId: model.id, repo, converted: null});
+    }
+
+    private async _run(job: Job, gates?: NonNullable<DownloadStatus["gates"]>): Promise<DownloadStatus> {
+        const trimmed = job.uri;
         const running = [...this._downloads.values()].filter((entry) => entry.status.state === "downloading");
         if (running.some((entry) => entry.status.uri === trimmed))
-            throw new AppError("BUSY", "This model is already being downloaded");
+            throw new AppError("BUSY", `${job.what} is already being downloaded`);
         const maxConcurrent = this._options.maxConcurrent ?? 2;
         if (running.length >= maxConcurrent)
             throw new AppError("BUSY", `${running.length} downloads are running, the most at once: wait for one or cancel it`);
 
-        const status: DownloadStatus = {downloadId: randomUUID(), uri: trimmed, state: "downloading", downloadedBytes: 0, totalBytes: 0, error: null, model: null};
-        const staging = path.join(this._dir, ".partial", createHash("sha256").update(trimmed).digest("hex").slice(0, 16));
+        const status: DownloadStatus = {downloadId: randomUUID(), uri: trimmed, state: "downloading", downloadedBytes: 0, totalBytes: 0, error: null, model: null,
+            ...(gates != null ? {gates} : {})};
+        const staging = path.join(this._dir, ".partial", createHash("sha256").update(job.key).digest("hex").slice(0, 16));
         const entry: Entry = {status, download: null, staging};
         this._downloads.set(status.downloadId, entry);
         const update = (patch: Partial<DownloadStatus>) => {
@@ -64,14 +107,21 @@ export class DownloadService {
             // A size beyond the disk is refused before the downloader sees it (it plans its chunks from the size).
             // An http(s) server is asked first: a refused connection, an unknown host or a 404 fails here within seconds,
             // where the downloader would keep retrying at 0 bytes.
-            const announced = /^https?:\/\//i.test(trimmed) ? await probeDownload(trimmed, this._options.probe) : null;
+            let announced: number | null = null;
+            for (const url of job.urls)
+                if (/^https?:\/\//i.test(url)) {
+                    const size = await probeDownload(url, this._options.probe).catch((err: Error) => {
+                        throw job.urls.length > 1 ? new Error(`${path.posix.basename(new URL(url).pathname)}: ${err.message}`) : err;
+                    });
+                    announced = size == null ? announced : (announced ?? 0) + size;
+                }
             const free = await freeBytes(staging);
             if (announced != null && free != null && announced > free) {
                 update({state: "error", error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(announced)}, ${formatBytes(free)} are free`});
                 await this._discard(entry);
                 return entry.status;
             }
-            entry.download = await startModelDownload(trimmed, staging, (downloadedBytes, totalBytes) => update({downloadedBytes, totalBytes}));
+            entry.download = await startFilesDownload(job.urls, staging, (downloadedBytes, totalBytes) => update({downloadedBytes, totalBytes}));
         } catch (err) {
             update({state: "error", error: `Cannot download ${trimmed}: ${(err as Error).message}`});
             await this._discard(entry);
@@ -92,17 +142,16 @@ export class DownloadService {
         }
         update({totalBytes: entry.download.totalBytes});
 
-        entry.download.start().then(async (file) => {
+        entry.download.start().then(async (files) => {
             if (entry.status.state !== "downloading")
                 return;
             try {
-                const target = await freeName(this._dir, path.basename(file));
-                await fs.rename(file, target);
+                const result = await job.finish(files);
                 await fs.rm(staging, {recursive: true, force: true});
-                const model = await this._models.add(target);
-                update({state: "done", downloadedBytes: entry.status.totalBytes, model});
+                update({state: "done", downloadedBytes: entry.status.totalBytes, ...result});
             } catch (err) {
                 update({state: "error", error: (err as Error).message});
+                await fs.rm(staging, {recursive: true, force: true}).catch(() => {});
             }
         }, async (err: unknown) => {
             if (entry.status.state !== "downloading")

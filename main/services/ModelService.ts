@@ -3,6 +3,7 @@ import type {ConvertedTrimkvGates, EngineStatus, GenerationCapabilities, GpuLaye
 import {compressionSupport} from "../engine/compressionSupport.js";
 import {headLength, kvBytesPerCell} from "../kv/kvMemory.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
+import {matchTrimkvReleases} from "../engine/retention/matchTrimkvReleases.js";
 import {CheckpointError} from "../engine/retention/trimkvCheckpoint/CheckpointError.js";
 import {convertTrimkvCheckpoint} from "../engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";
 import type {ModelInspection} from "../engine/types.js";
@@ -79,7 +80,8 @@ export class ModelService {
             quantization: stored.weightType ?? null,
             compressionSupported: support.supported,
             compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note,
-            retention: inspection == null ? {available: false, reason: "the model file is missing or damaged"} : retentionOf(await findRetentionGates(inspection))
+            retention: inspection == null ? {available: false, reason: "the model file is missing or damaged"} : retentionOf(await findRetentionGates(inspection)),
+            trimkvReleases: trimkvReleasesOf({...shape, architecture: row.architecture, name: row.name, path: row.path})
         };
     }
 
@@ -163,6 +165,12 @@ export class ModelService {
             throw new AppError("NOT_FOUND", `Model ${id} is not known`);
         return row;
     }
+}
+
+/** The authors' released gates for a model of this shape, as the model's details offer them. */
+function trimkvReleasesOf(model: Parameters<typeof matchTrimkvReleases>[0]): NonNullable<ModelDetails["trimkvReleases"]> {
+    const match = matchTrimkvReleases(model);
+    return {releases: match.releases.map(({repo, baseModel, memorySize}) => ({repo, baseModel, memorySize})), why: match.why};
 }
 
 /** Whether TRIM-KV can run, as the model's details show it, with the calibration that made the gates when one did. */

@@ -25,6 +25,27 @@ const importedMessage = z.object({
     createdAt: count.optional()
 });
 
+/** An answer's token records (`MessageStats.tokens`): parallel arrays of one length, which the memory panel reads as they are. */
+const tokenScoresSchema = z.object({
+    kind: z.enum(["retention", "attention", "none"]),
+    layers: count.max(4096),
+    positions: z.array(count),
+    scores: z.array(z.number().nullable()),
+    rounds: z.array(count),
+    keptBy: z.array(z.string().regex(/^[0-9a-f]*$/))
+}).refine((record) => [record.scores, record.rounds, record.keptBy].every((list) => list.length === record.positions.length));
+const pruneRoundsSchema = z.array(z.object({first: count, last: count, step: count, tokensSeen: count, evicted: z.array(count)}));
+
+/** `stats` without the token records and prune rounds it holds in another shape than the app reads (a damaged or foreign file). */
+function readableRecords(stats: Record<string, unknown>): Record<string, unknown> {
+    const {tokens, rounds, ...rest} = stats;
+    return {
+        ...rest,
+        ...tokens != null && tokenScoresSchema.safeParse(tokens).success ? {tokens} : {},
+        ...rounds != null && pruneRoundsSchema.safeParse(rounds).success ? {rounds} : {}
+    };
+}
+
 /** Ponder's JSON export (`exportConversation`, format `ponder-conversation` version 1). */
 export const conversationFileSchema = z.object({
     format: z.literal("ponder-conversation", {error: "This is not a Ponder conversation file (its format is not ponder-conversation)"}),
@@ -76,7 +97,7 @@ export function importedRows(file: ConversationFile, now: number): MessageRow[] 
             total_ms: message.totalMs,
             first_token_ms: message.firstTokenMs,
             error: message.error,
-            stats: stats != null && typeof stats === "object" && Array.isArray(stats.samples) ? JSON.stringify(stats) : "{}",
+            stats: stats != null && typeof stats === "object" && Array.isArray(stats.samples) ? JSON.stringify(readableRecords(stats)) : "{}",
             cut_reason: message.cut != null ? "max_tokens" : null,
             cut_tokens: message.cut?.tokens ?? null,
             compression: compression == null ? null : JSON.stringify(compression),

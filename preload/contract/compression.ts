@@ -27,6 +27,12 @@ export type CompressionSettings = {
     params: PolicyParams
 };
 
+/**
+ * What a conversation created now starts under: `default`, the default settings (saved, or Ponder's own); `gates`, TRIM-KV
+ * at a budget that prunes, for a loaded model with retention gates while no default was saved (`firstMinuteCompression`).
+ */
+export type NewConversationCompression = {compression: CompressionSettings, source: "default" | "gates"};
+
 /** One reading of the KV memory of a generation (DESIGN §5). */
 export type KvSample = {
     /** Tokens generated in this answer so far. */
@@ -49,11 +55,6 @@ export type KvSample = {
     pruneRounds: number,
     tokensEvicted: number,
     forcedDrops: number,
-    /**
-     * Per layer, what that layer's own selection would keep at the last prune round, as a share of the tokens seen
-     * (1 = all; samples stored by older versions hold the share of the live cells instead).
-     */
-    keptPerLayer: number[],
     /** Per layer, Hoyer sparsity of its attention scores (Lethe Eq. 1). */
     sparsityPerLayer: number[],
     /** Milliseconds spent reading scores and choosing cells. */
@@ -65,7 +66,49 @@ export type KvSample = {
      * Positions of the cells this answer evicted since its previous sample (a delta: the union over an answer's samples
      * is what it evicted), as `[start, end)` pairs, flat (`toRanges`). Absent in samples stored by older versions.
      */
-    evicted?: number[]
+    evicted?: number[],
+    /**
+     * What the prune rounds since the previous sample recorded of the cells they saw (a delta: a later record of a position
+     * replaces an earlier one). Absent when no round ran since, and in samples stored by older versions.
+     */
+    tokens?: TokenScores,
+    /** The prune rounds since the previous sample, oldest first. Absent when none ran. */
+    rounds?: PruneRound[]
+};
+
+/**
+ * Per token, what the last prune round that saw it recorded: its score under the policy and which layers' own ranking
+ * kept it. Parallel arrays over `positions` (ascending).
+ */
+export type TokenScores = {
+    /**
+     * What `scores` hold: `retention`, TRIM-KV's retention of the token at that round (beta^age, 0..1, its largest over
+     * layers and KV heads); `attention`, the attention the token had received (each layer and head's scores normalised to
+     * 1, summed over them: a share of `layers x heads`); `none` for a policy that keeps by position alone (StreamingLLM).
+     */
+    kind: "retention" | "attention" | "none",
+    /** Layers of the model: bits of `keptBy`. */
+    layers: number,
+    positions: number[],
+    /** The score at that round (4 significant digits); `null` for kind `none` or a value that was not finite. */
+    scores: (number | null)[],
+    /** The answer's prune round that recorded it (1 = its first). */
+    rounds: number[],
+    /** The layers whose own ranking kept the token at that round: hex digits, the first for layers 0-3, layer 0 its lowest bit. */
+    keptBy: string[]
+};
+
+/** One of an answer's prune rounds, or several merged when an answer kept more than its cap (`first` < `last`). */
+export type PruneRound = {
+    /** The answer's round numbers this entry stands for (1 = its first), inclusive. */
+    first: number,
+    last: number,
+    /** Tokens generated in this answer when the last of them ran. */
+    step: number,
+    /** Tokens in the conversation's sequence then (prompt and answer). */
+    tokensSeen: number,
+    /** Positions they evicted, as `[start, end)` pairs (`toRanges`). */
+    evicted: number[]
 };
 
 /** Where a model runs on a GPU build, with its GPU layers setting. */
@@ -120,6 +163,12 @@ export type BudgetEstimate = {
     valueNormBytes?: number,
     /** Policies this model cannot run, each with the reason in words (TRIM-KV without gates trained for the model). */
     unavailablePolicies?: {policy: PolicyId, reason: string}[],
+    /**
+     * The cells the model's TRIM-KV gates were trained at (their sidecar's `ponder.retention.budget`: config.json's
+     * `memory_size` for the authors' released gates) and where the gates came from (`ponder.retention.source`), offered
+     * as a starting budget when TRIM-KV is chosen; absent when the model has no gates or they do not say.
+     */
+    trainedBudget?: {cells: number, source: string} | null,
     /** Whether the model is loaded: its weights already sit in memory and are not counted again. */
     modelLoaded: boolean,
     /** What still has to fit in free memory: the weights (unless loaded), the KV cache (and scores) and the compute buffer. */

@@ -1,7 +1,7 @@
 // Conversations and their messages: settings, versions, what an answer ran under, search, token counts.
 
 import type {PolicyId} from "../policyCatalogue.js";
-import type {CompressionSettings, KvSample, SavedStateFigures} from "./compression.js";
+import type {CompressionSettings, KvSample, PruneRound, SavedStateFigures, TokenScores} from "./compression.js";
 
 export type ConversationSummary = {
     id: string,
@@ -123,6 +123,10 @@ export type MessageStats = {
     budgetCells: number,
     /** Samples every few tokens while generating, then the last one. */
     samples: KvSample[],
+    /** Per token, what the answer's last prune round that saw it recorded (the newest positions, capped). Absent for older answers. */
+    tokens?: TokenScores,
+    /** The answer's prune rounds, merged pairwise past a cap. Absent for older answers and policies that never prune. */
+    rounds?: PruneRound[],
     /** The KV state this answer's run saved to disk, when it saved one (Full KV's: once written, after the answer). */
     savedState?: SavedStateFigures,
     /**

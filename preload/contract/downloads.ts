@@ -1,6 +1,6 @@
 // Model downloads.
 
-import type {ModelInfo} from "./models.js";
+import type {ConvertedTrimkvGates, ModelInfo} from "./models.js";
 
 export type DownloadState = "downloading" | "done" | "cancelled" | "error";
 export type DownloadStatus = {
@@ -10,5 +10,10 @@ export type DownloadStatus = {
     downloadedBytes: number,
     totalBytes: number,
     error: string | null,
-    model: ModelInfo | null
+    model: ModelInfo | null,
+    /**
+     * A download of the TRIM-KV authors' released gates for a model (`models:getTrimkvGates`): the model, the Hugging Face
+     * repository, and, once downloaded and converted, what was installed. Absent for a model download.
+     */
+    gates?: {modelId: string, repo: string, converted: ConvertedTrimkvGates | null}
 };

@@ -63,6 +63,12 @@ export type ModelDetails = ModelInfo & {
      * Ponder's calibration made them, when it did.
      */
     retention?: {available: boolean, reason: string | null, calibration?: CalibrationProvenance | null},
+    /**
+     * The TRIM-KV gates the authors released for a model of this one's shape (architecture, layers, width, heads), each
+     * fetched by `models:getTrimkvGates`; `why`: when the model's name does not single one out, why these are offered.
+     * Absent or empty when none fits.
+     */
+    trimkvReleases?: {releases: {repo: string, baseModel: string, memorySize: number}[], why: string | null},
     /** What loading it with the default budget needs against free memory now; `null` when it cannot be estimated. */
     fit: BudgetEstimate | null
 };

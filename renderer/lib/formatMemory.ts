@@ -97,6 +97,10 @@ export function describeAnswerMemory(sample: KvSample): AnswerMemory {
     return {line, mayDiffer, advanced};
 }
 
+/** What the gauge's count of tokens freed by a full budget means, in plain words. */
+export const budgetFullExplained = "Tokens freed because the memory budget was full, although the policy would have kept them. " +
+    "Many of them mean the budget is too small for this policy.";
+
 /** What a forced drop is, wherever the count is shown. */
 export const forcedDropsExplained = "Forced drops: tokens freed because the budget was full although the policy would have kept them " +
     "(the budget chose these, not the policy). Many of them mean the budget is too small for this policy.";

@@ -1,4 +1,4 @@
-import type {BudgetEstimate, CompressionSettings, ConversationSettings, KvBudget, PolicyId, PolicyParams, PonderApi} from "../../preload/contract.js";
+import type {BudgetEstimate, CompressionSettings, ConversationSettings, KvBudget, NewConversationCompression, PolicyId, PolicyParams, PonderApi} from "../../preload/contract.js";
 import {
     checkBudgetCap, describeCap, historyNote, toCompression, toForm, validateBudgetForm, type BudgetCap, type BudgetForm
 } from "../lib/budgetForm.js";
@@ -41,7 +41,9 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         /** A short confirmation after apply or save. */
         notice: null as string | null,
         /** What the loaded model allows a budget, from its latest estimate; `null` before one (or without a model). */
-        cap: null as BudgetCap | null
+        cap: null as BudgetCap | null,
+        /** What a conversation created now starts under, read with each estimate; `null` before one is read. */
+        newConversation: null as NewConversationCompression | null
     });
     // The settings object the form was loaded from, to tell a new one from the same one seen again.
     let loadedFrom: ConversationSettings | null = null;
@@ -68,6 +70,14 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         ? state.estimate.cells
         : state.form?.budgetKind === "cells" ? state.form.cells : null);
     const history = $derived(state.form ? historyNote(options.conversationTokens?.() ?? null, draftCells, state.form.policy) : null);
+    /** With TRIM-KV chosen, its gates' trained budget when the draft asks for another: offered as a starting budget. */
+    const trainedBudget = $derived.by(() => {
+        const trained = state.estimate?.trainedBudget;
+        const form = state.form;
+        if (form?.policy !== "trimkv" || trained == null || (form.budgetKind === "cells" && form.cells === trained.cells))
+            return null;
+        return {cells: trained.cells, line: describeTrainedBudget(trained)};
+    });
 
     function cancelEstimate(): void {
         if (timer != null)
@@ -99,10 +109,18 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             return;
         }
         state.estimate = result.value;
+        void readNewConversation();
         const {maxCells, modelContextLength, bytesPerCell} = result.value;
         state.cap = {maxCells, modelContextLength, bytesPerCell, kvType: wanted.kvType, kvTypeV: wanted.kvTypeV};
         estimateKey = JSON.stringify(wanted);
         state.estimateError = null;
+    }
+
+    /** Reads what new conversations start under (the loaded model's retention gates decide it until a default is saved). */
+    async function readNewConversation(): Promise<void> {
+        const result = await request(bridge, "compression:newConversation", undefined);
+        if (result.ok)
+            state.newConversation = result.value;
     }
 
     function scheduleEstimate(): void {
@@ -179,6 +197,16 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             form.cells = number;
         else
             form.mib = number;
+        changed();
+    }
+
+    /** Sets the budget to the cells TRIM-KV's gates were trained at (`trainedBudget`). */
+    function useTrainedBudget(): void {
+        const form = state.form;
+        if (!form || trainedBudget == null)
+            return;
+        form.budgetKind = "cells";
+        form.cells = trainedBudget.cells;
         changed();
     }
 
@@ -292,6 +320,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             state.error = failure;
             return false;
         }
+        void readNewConversation();
         state.notice = `Saved: new conversations start with ${describeSetting(wanted)}. Existing conversations keep their own settings` +
             (dirty ? "; Apply to this conversation to use it here too." : ".");
         return true;
@@ -314,11 +343,16 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         /** The open conversation is longer than the draft's budget holds (Full KV refuses it, a pruning policy prunes it), in words. */
         /** Which conversations a change affects, in words: this one only, with what new ones start with. */
         get scope() {
-            const defaults = settings.state.conversationDefaults?.compression;
-            const same = defaults != null && compression != null && JSON.stringify(compression) === JSON.stringify(defaults);
+            const saved = settings.state.conversationDefaults?.compression;
+            // With retention gates and no default saved, new conversations start under TRIM-KV, not the default.
+            const gates = state.newConversation?.source === "gates" ? state.newConversation.compression : null;
+            const next = gates ?? saved;
+            const same = next != null && compression != null && JSON.stringify(compression) === JSON.stringify(next);
+            const start = gates != null ? "New conversations with this model start with" : "New conversations start with";
+            const why = gates != null ? " (it has retention gates, and no default was saved)" : " (the saved default)";
             return "Apply changes this conversation only, from its next answer." +
-                (defaults == null ? "" : same ? " New conversations start with these settings too (the saved default)."
-                    : ` New conversations start with ${describeSetting(defaults)}; Save as default to change that.`);
+                (next == null ? "" : same ? ` ${start} these settings too${why}.`
+                    : ` ${start} ${describeSetting(next)}${gates != null ? why : ""}; Save as default to change that.`);
         },
         get historyNote() {
             return history;
@@ -337,13 +371,28 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get stale() {
             return stale;
         },
-        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, param, setParam,
+        /** TRIM-KV is chosen and its gates were trained at another budget than the draft's: the cells, and where they come from in one line. */
+        get trainedBudget() {
+            return trainedBudget;
+        },
+        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, useTrainedBudget, param, setParam,
         choice, setChoice, setRefreeKvMode, setOption, useLeanKvPair, resetDefaults, apply, saveAsDefault,
         dispose(): void {
             cancelEstimate();
             estimateSeq++;
         }
     };
+}
+
+/**
+ * Where a trained budget comes from, in one line: `memory_size` in the config.json of the authors' converted gates, else
+ * the budget the gates' training recorded.
+ */
+export function describeTrainedBudget(trained: {cells: number, source: string}): string {
+    const origin = trained.source.startsWith("converted from")
+        ? "memory_size in the config.json of the authors' released gates"
+        : `the budget recorded with the gates (${trained.source})`;
+    return `These TRIM-KV gates were trained with ${trained.cells.toLocaleString("en-US")} cells: ${origin}.`;
 }
 
 /** `"Lethe, 512 cells"`, `"Full KV, auto budget"`. */

@@ -38,7 +38,9 @@ export function createDownloads(bridge: PonderApi, models: Models) {
         /** Newest first. */
         items: [] as DownloadStatus[],
         starting: false,
-        error: null as string | null
+        error: null as string | null,
+        /** Why the last download of released TRIM-KV gates could not start, for the model it was asked for. */
+        gatesError: null as {modelId: string, text: string} | null
     });
 
     // A status never goes back: a finished download stays finished, a running one only grows (events and responses may cross).
@@ -60,6 +62,8 @@ export function createDownloads(bridge: PonderApi, models: Models) {
             return;
         if (status.state === "done" && status.model)
             models.upsert(status.model);
+        if (status.state === "done" && status.gates?.converted != null)
+            void models.gatesInstalled(status.gates.modelId);
     }
 
     async function refresh(): Promise<void> {
@@ -90,6 +94,26 @@ export function createDownloads(bridge: PonderApi, models: Models) {
         return true;
     }
 
+    /**
+     * Starts (or resumes) the download of the TRIM-KV authors' released gates in `repo` for a model; they are converted and
+     * installed when it ends, and the model's details read again.
+     */
+    async function startGates(modelId: string, repo: string): Promise<boolean> {
+        state.gatesError = null;
+        const result = await request(bridge, "models:getTrimkvGates", {id: modelId, repo});
+        if (!result.ok) {
+            state.gatesError = {modelId, text: describeError("Could not start the download of the TRIM-KV gates", result.error)};
+            return false;
+        }
+        upsert(result.value);
+        return true;
+    }
+
+    /** The newest download of released gates for a model, if any. */
+    function gatesOf(modelId: string): DownloadStatus | null {
+        return state.items.find((item) => item.gates?.modelId === modelId) ?? null;
+    }
+
     async function cancel(downloadId: string): Promise<boolean> {
         const result = await request(bridge, "models:cancelDownload", {downloadId});
         if (!result.ok) {
@@ -105,6 +129,8 @@ export function createDownloads(bridge: PonderApi, models: Models) {
     /** Continues a cancelled or failed download where its partial file ends. */
     function resume(downloadId: string): Promise<boolean> {
         const item = state.items.find((entry) => entry.downloadId === downloadId);
+        if (item?.gates != null)
+            return startGates(item.gates.modelId, item.gates.repo);
         return item ? start(item.uri) : Promise.resolve(false);
     }
 
@@ -119,7 +145,7 @@ export function createDownloads(bridge: PonderApi, models: Models) {
         get active() {
             return state.items.some((item) => item.state === "downloading");
         },
-        refresh, start, cancel, resume, dismiss,
+        refresh, start, startGates, gatesOf, cancel, resume, dismiss,
         dispose(): void {
             offDownload();
         }

@@ -1,8 +1,8 @@
 import {
-    mergeRanges, policyEntry, type Events, type KvSample, type MessageCompression, type MessageDto, type PonderApi, type ReadReason, type SavedStateFigures
+    mergeRanges, mergeTokenScores, type Events, type KvSample, type MessageCompression, type MessageDto, type PolicyId, type PonderApi, type PruneRound, type ReadReason,
+    type SavedStateFigures, type TokenScores
 } from "../../preload/contract.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
-import {createRetentionHistory, type RetentionView} from "../lib/createRetentionHistory.js";
 import {lastSample} from "../lib/formatMemory.js";
 import type {Chat} from "./chat.svelte.js";
 
@@ -17,8 +17,6 @@ export type MemoryReading = {messageId: string, sample: KvSample, live: boolean,
 export type MemoryOptions = {
     /** Shortest time between two updates of the gauge and charts while an answer streams (about 4 per second). Defaults to `250`. */
     throttleMs?: number,
-    /** Heatmap columns kept before neighbours merge. Defaults to `240`. */
-    maxColumns?: number,
     /** Points of the memory chart. Defaults to `400`. */
     maxPoints?: number,
     /** Clock in ms. Defaults to `Date.now`. */
@@ -29,12 +27,14 @@ export type MemoryOptions = {
 
 /**
  * Which of the conversation's tokens the shown answer's cache still holds: `tokensSeen` positions, the answer's from
- * `answerStart`, and the ranges it evicted (`toRanges`' form; an earlier answer's evictions are not counted).
+ * `answerStart`, and the ranges it evicted (`toRanges`' form; an earlier answer's evictions are not counted); what its
+ * prune rounds recorded of each token (`scores`, `null` when none did) and, once finished, its rounds (empty while live
+ * and for an answer stored without them), under its `policy` (`null` when not known).
  */
-export type RememberedView = {messageId: string, tokensSeen: number, answerStart: number, evicted: number[], live: boolean};
-
-/** Whether the shown answer's policy has per-layer selections (`kept`) and attention scores (`sparsity`) to show. */
-type RetentionMeasured = {kept: boolean, sparsity: boolean};
+export type RememberedView = {
+    messageId: string, tokensSeen: number, answerStart: number, evicted: number[], live: boolean, policy: PolicyId | null,
+    scores: TokenScores | null, rounds: PruneRound[]
+};
 
 type Published = {messageId: string, sample: KvSample};
 
@@ -45,7 +45,6 @@ type Published = {messageId: string, sample: KvSample};
  */
 export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptions = {}) {
     const throttleMs = options.throttleMs ?? 250;
-    const maxColumns = options.maxColumns ?? 240;
     const maxPoints = options.maxPoints ?? 400;
     const now = options.now ?? (() => Date.now());
     const rebuildLingerMs = options.rebuildLingerMs ?? 1500;
@@ -55,7 +54,8 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
     let latest: KvSample | null = null;
     /** The live answer's evicted positions so far: the union of its samples' deltas. */
     let liveEvicted: number[] = [];
-    const history = createRetentionHistory(maxColumns);
+    /** What the live answer's rounds recorded of its tokens so far. */
+    let liveScores: TokenScores | null = null;
     const series = createPointSeries(maxPoints);
     let lastPublishAt = Number.NEGATIVE_INFINITY;
     let timer: ReturnType<typeof setTimeout> | null = null;
@@ -90,13 +90,14 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         if (messageId !== liveMessageId) {
             liveMessageId = messageId;
             liveEvicted = [];
-            history.clear();
+            liveScores = null;
             series.clear();
         }
         latest = sample;
         if (sample.evicted != null && sample.evicted.length > 0)
             liveEvicted = mergeRanges(liveEvicted, sample.evicted);
-        history.push(sample);
+        if (sample.tokens != null)
+            liveScores = mergeTokenScores(liveScores ?? undefined, sample.tokens);
         series.push(sample);
         schedule();
     }
@@ -135,7 +136,7 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return stats?.policy != null ? {policy: stats.policy, budgetCells: stats.budgetCells ?? null, settings: null} : null;
     }
 
-    /** The answer the gauge and heatmap describe: the latest one with any reading. */
+    /** The answer the gauge and the strip describe: the latest one with any reading. */
     const shown = $derived(chat.state.messages.findLast((message) =>
         message.role === "assistant" && (lastSample(message.stats) != null || published?.messageId === message.id)) ?? null);
 
@@ -165,30 +166,6 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return message?.stats?.resumedTokens ?? null;
     });
 
-    const storedRetention = $derived.by((): RetentionView => {
-        const stored = createRetentionHistory(maxColumns);
-        for (const sample of shown?.stats?.samples ?? [])
-            stored.push(sample);
-        return {layers: stored.layers, columns: stored.columns};
-    });
-
-    /**
-     * What the heatmap can show of the shown answer: Full KV selects nothing (every layer keeps every token), so nothing
-     * is measured; the policies that read no attention scores (the catalogue's `reads.scores`: StreamingLLM, TRIM-KV) show no
-     * sparsity (TRIM-KV's heatmap is what each layer's gates keep).
-     */
-    const measured = $derived.by((): RetentionMeasured => {
-        const policy = current?.compression?.policy ?? null;
-        return {kept: policy !== "full", sparsity: policy == null || policyEntry(policy).reads.scores};
-    });
-
-    const retention = $derived.by((): RetentionView & {live: boolean, measured: RetentionMeasured} => {
-        void version;
-        if (shown && liveOf(shown))
-            return {layers: history.layers, columns: history.columns, live: shown.status === "streaming", measured};
-        return {...storedRetention, live: false, measured};
-    });
-
     const storedEvicted = $derived((shown?.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]));
 
     const remembered = $derived.by((): RememberedView | null => {
@@ -198,7 +175,10 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
             return null;
         const live = shown != null && liveOf(shown) != null;
         const {tokensSeen, step} = reading.sample;
-        return {messageId: reading.messageId, tokensSeen, answerStart: Math.max(0, tokensSeen - step), evicted: live ? liveEvicted : storedEvicted, live: reading.live};
+        return {
+            messageId: reading.messageId, tokensSeen, answerStart: Math.max(0, tokensSeen - step), evicted: live ? liveEvicted : storedEvicted, live: reading.live,
+            policy: reading.compression?.policy ?? null, scores: live ? liveScores : shown?.stats?.tokens ?? null, rounds: live ? [] : shown?.stats?.rounds ?? []
+        };
     });
 
     const points = $derived.by((): MemoryPoint[] => {
@@ -223,13 +203,6 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         /** The reading the gauge shows: live while an answer streams, else the last answer's last stored sample. */
         get current() {
             return current;
-        },
-        /**
-         * Per layer, what its own selection would keep of the tokens seen, and what the shared cells kept, over decode
-         * steps of the shown answer (bounded: see createRetentionHistory); with what its policy lets be measured.
-         */
-        get retention() {
-            return retention;
         },
         /** Which tokens the shown answer's cache still holds, live (throttled) while it streams. */
         get remembered() {

@@ -200,6 +200,14 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
             state.calibrationError = {id: state.calibration.modelId, text: describeError("Could not cancel the calibration", result.error)};
     }
 
+    /** Gates were installed for a model by another way (a download of the authors' released gates): its details are read again, and TRIM-KV offered. */
+    async function gatesInstalled(id: string): Promise<void> {
+        const details = await request(bridge, "models:details", {id});
+        if (details.ok)
+            state.details[id] = details.value;
+        options.onGatesInstalled?.(id);
+    }
+
     /** Reads the calibration running (or that ended) in the backend: a page opened meanwhile shows it. */
     async function readCalibration(): Promise<void> {
         const result = await request(bridge, "models:calibrationStatus", undefined);
@@ -262,7 +270,7 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         get busy() {
             return busy;
         },
-        refresh, add, pick, load, toggleDetails, setGpuLayers, getTrimkvGates, calibrate, cancelCalibration, readCalibration, remove, upsert, clearError,
+        refresh, add, pick, load, toggleDetails, setGpuLayers, getTrimkvGates, gatesInstalled, calibrate, cancelCalibration, readCalibration, remove, upsert, clearError,
         dispose(): void {
             offStatus();
             offCalibration();

@@ -52,7 +52,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
         composerFocus: 0,
         /** Bump to move focus to the search box (Ctrl/Cmd+K). */
         searchFocus: 0,
-        /** The memory panel (gauge, heatmap, budget controller) is open. */
+        /** The memory panel (gauge, budget controller, what the model remembers) is open. */
         memoryOpen: false,
         /** The generation panel (system prompt, temperature, max tokens) is open; at most one side panel is. */
         generationOpen: false,

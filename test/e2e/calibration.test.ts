@@ -3,37 +3,19 @@
 // press that goes on from the prompts thought before, and the card with the result in numbers (or, when the gates did
 // worse than Lethe, the refusal in numbers). Tiny settings: 4 prompts of at most 300 tokens, 1 held-out prompt, 2 epochs.
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import type {Browser} from "playwright-core";
-import {afterAll, beforeAll, expect, it} from "vitest";
-import {launchChromium} from "./browser.js";
-import {openApp} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
+import {expect, it} from "vitest";
+import {useApp} from "./appFixture.js";
 
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
 const demoModel = path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf");
-let browser: Browser;
-let backend: HeadlessPonder | null = null;
-let dataDir: string;
-
-beforeAll(async () => {
-    fs.mkdirSync(artifacts, {recursive: true});
-    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-calibration-"));
-    browser = await launchChromium();
-});
-afterAll(async () => {
-    await backend?.stop();
-    await browser?.close();
-    fs.rmSync(dataDir, {recursive: true, force: true});
-});
+const app = useApp("calibration");
 
 it("calibrates a model without gates from its details, cancels, goes on, and shows the result in numbers", async () => {
-    const model = path.join(dataDir, "copy", "ponder-demo.gguf");
+    const model = path.join(app.dataDir, "copy", "ponder-demo.gguf");
     fs.mkdirSync(path.dirname(model));
     fs.copyFileSync(demoModel, model);
-    backend = await HeadlessPonder.start({dataDir, model, seed: 7, calibration: {prompts: 12, validationPrompts: 1, maxTokens: 1000, epochs: 8}});
-    const {page, chat, errors} = await openApp(browser, backend.url, {viewport: {width: 1400, height: 900}});
+    await app.start({model, seed: 7, calibration: {prompts: 12, validationPrompts: 1, maxTokens: 1000, epochs: 8}});
+    const {page, chat, errors} = await app.open({viewport: {width: 1400, height: 900}});
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     await chat.newConversation();
     await chat.byId("memory-button").click();
@@ -50,7 +32,7 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
     await expect.poll(() => progress.textContent(), {timeout: 60_000}).toMatch(/Thinking ([2-9]|1[0-2])\/12 · about \d+ (s|min) left/);
     expect(await chat.byId("model-calibration").getByRole("progressbar").getAttribute("aria-valuenow")).toMatch(/^\d+$/);
     expect(await chat.byId("model-calibration").textContent()).toMatch(/Answers wait until the calibration ends/);
-    await page.screenshot({path: path.join(artifacts, "calibration-progress.png")});
+    await page.screenshot({path: app.artifact("calibration-progress.png")});
     await chat.byId("model-calibration-cancel").click();
     await expect.poll(() => chat.byId("model-calibration-ended").textContent(), {timeout: 60_000}).toMatch(/Cancelled/);
 
@@ -60,7 +42,7 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
     const installed = chat.byId("model-calibration-card");
     const refused = chat.byId("model-calibration-result");
     await installed.or(refused).waitFor({timeout: 150_000});
-    await page.screenshot({path: path.join(artifacts, "calibration-result.png")});
+    await page.screenshot({path: app.artifact("calibration-result.png")});
     const numbers = /Calibrated on 12 thoughts, [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d; at 50%: \d\.\d\d, Lethe \d\.\d\d/;
     if (await installed.count() > 0) {
         expect(await installed.textContent()).toMatch(numbers);

@@ -1,41 +1,20 @@
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type {Browser, Page} from "playwright-core";
-import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import type {Page} from "playwright-core";
+import {describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
-import {launchChromium} from "./browser.js";
-import {openApp, type ChatPage} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
-
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+import {useApp} from "./appFixture.js";
+import type {ChatPage} from "./ChatPage.js";
 
 describe("chat in Chromium against the real backend", () => {
-    let browser: Browser;
-    let backend: HeadlessPonder | null = null;
-    let dataDir: string;
-    let model: string;
-
-    beforeAll(async () => {
-        fs.mkdirSync(artifacts, {recursive: true});
-        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-"));
-        model = await getFixtureModel("tiny-qwen2");
-        browser = await launchChromium();
-    });
-    afterAll(async () => {
-        await backend?.stop();
-        await browser?.close();
-        fs.rmSync(dataDir, {recursive: true, force: true});
-    });
+    const app = useApp("chat");
 
     async function open(): Promise<{page: Page, chat: ChatPage}> {
-        const {page, chat, errors} = await openApp(browser, backend!.url, {consoleErrors: true});
+        const {page, chat, errors} = await app.open({consoleErrors: true});
         expect(errors).toEqual([]);
         return {page, chat};
     }
 
     it("creates a conversation, streams thinking then the answer, and finds it again after a reload", async () => {
-        backend = await HeadlessPonder.start({dataDir, model, seed: 3});
+        await app.start({model: await getFixtureModel("tiny-qwen2"), seed: 3});
         const {page, chat} = await open();
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         await chat.newConversation();
@@ -53,7 +32,7 @@ describe("chat in Chromium against the real backend", () => {
         expect((await assistant.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
         expect(await assistant.getByTestId("thinking-stats").textContent()).toMatch(/\d+ tokens/);
         expect(await assistant.getByTestId("message-stats").textContent()).toMatch(/tok\/s/);
-        await page.screenshot({path: path.join(artifacts, "chat.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("chat.png"), fullPage: true});
 
         const title = await chat.byId("conversation-title").first().textContent();
         expect(title).toContain("What is the sum");
@@ -69,9 +48,9 @@ describe("chat in Chromium against the real backend", () => {
 
     /** A backend with the model that never stops thinking, and a question it has thought about for 40 tokens. */
     async function thinkAtLength(question: string) {
-        await backend?.stop();
+        await app.backend.stop();
         const endless = await getFixtureModel("endless");
-        backend = await HeadlessPonder.start({dataDir, model: endless, seed: 5});
+        await app.start({model: endless, seed: 5});
         const opened = await open();
         await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         await opened.chat.newConversation();
@@ -85,7 +64,7 @@ describe("chat in Chromium against the real backend", () => {
 
     it("stays up when the engine process is killed mid-answer: the answer is kept and marked, the engine restarts, the next answer works", async () => {
         const {page, chat} = await thinkAtLength("Think until the engine dies");
-        const enginePid = backend!.enginePid();
+        const enginePid = app.backend.enginePid();
         process.kill(enginePid, "SIGKILL");
 
         // The page stays connected: the answer ends interrupted with what it had, and says why.
@@ -94,8 +73,8 @@ describe("chat in Chromium against the real backend", () => {
         expect(await assistant.textContent()).toMatch(/engine process was killed \(SIGKILL/);
         await chat.byId("engine-message").filter({hasText: /restarted in \d+\.\d s with endless/}).waitFor({timeout: 120_000});
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
-        expect(backend!.enginePid()).not.toBe(enginePid);
-        await page.screenshot({path: path.join(artifacts, "engine-restarted.png"), fullPage: true});
+        expect(app.backend.enginePid()).not.toBe(enginePid);
+        await page.screenshot({path: app.artifact("engine-restarted.png"), fullPage: true});
 
         // Continue resumes the kept answer in the new engine.
         const before = Number(/(\d+) tokens/.exec(await assistant.getByTestId("thinking-stats").textContent() ?? "")?.[1] ?? 0);
@@ -113,10 +92,10 @@ describe("chat in Chromium against the real backend", () => {
         const {page} = await thinkAtLength("Think for a long time");
         // Let the periodic save catch up with what is on screen, then pull the plug.
         await page.waitForTimeout(600);
-        await backend!.kill();
+        await app.backend.kill();
         await page.close();
 
-        backend = await HeadlessPonder.start({dataDir});
+        await app.start();
         const reopened = await open();
         await reopened.chat.conversationItems().filter({hasText: "Think for a long time"}).first().click();
         const assistant = reopened.chat.lastAssistant();
@@ -126,7 +105,7 @@ describe("chat in Chromium against the real backend", () => {
         if (await assistant.getByTestId("thinking-content").count() === 0)
             await toggle.click();
         expect((await assistant.getByTestId("thinking-content").textContent())!.trim().length).toBeGreaterThan(20);
-        await reopened.page.screenshot({path: path.join(artifacts, "interrupted.png"), fullPage: true});
+        await reopened.page.screenshot({path: app.artifact("interrupted.png"), fullPage: true});
         await reopened.page.close();
     });
 });

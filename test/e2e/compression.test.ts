@@ -1,16 +1,12 @@
 import fs from "node:fs";
 import http from "node:http";
-import os from "node:os";
 import path from "node:path";
 import type {AddressInfo} from "node:net";
-import type {Browser, Page} from "playwright-core";
-import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import type {Page} from "playwright-core";
+import {describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
-import {launchChromium} from "./browser.js";
-import {openApp, type ChatPage} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
-
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+import {useApp} from "./appFixture.js";
+import type {ChatPage} from "./ChatPage.js";
 
 /** Serves one file over loopback with Range support, as a model host would. */
 async function serveFile(file: string): Promise<{url: string, close(): Promise<void>, requests: number}> {
@@ -42,23 +38,10 @@ async function serveFile(file: string): Promise<{url: string, close(): Promise<v
 }
 
 describe("compression in the app", () => {
-    let browser: Browser;
-    let backend: HeadlessPonder | null = null;
-    let dataDir: string;
-
-    beforeAll(async () => {
-        fs.mkdirSync(artifacts, {recursive: true});
-        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-kv-"));
-        browser = await launchChromium();
-    });
-    afterAll(async () => {
-        await backend?.stop();
-        await browser?.close();
-        fs.rmSync(dataDir, {recursive: true, force: true});
-    });
+    const app = useApp("kv");
 
     async function open(): Promise<{page: Page, chat: ChatPage}> {
-        return openApp(browser, backend!.url, {viewport: {width: 1400, height: 900}});
+        return app.open({viewport: {width: 1400, height: 900}});
     }
 
     async function openPanel(chat: ChatPage): Promise<void> {
@@ -68,7 +51,7 @@ describe("compression in the app", () => {
     }
 
     it("sets a policy and budget, generates past the budget with the gauge and the remembered tokens live, and keeps it all after a reload", async () => {
-        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 4});
+        await app.start({model: await getFixtureModel("endless"), seed: 4});
         const {page, chat} = await open();
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         await chat.newConversation();
@@ -88,7 +71,7 @@ describe("compression in the app", () => {
         expect(await chat.byId("budget-estimate-cells").textContent()).toBe("128 cells used of 256 allocated");
         expect(await chat.byId("budget-estimate").textContent()).toMatch(/KiB\/token/);
         await chat.byId("apply-budget").click();
-        await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "controller.png")});
+        await chat.byId("budget-controller").screenshot({path: app.artifact("controller.png")});
 
         await chat.send("Think about this for a long while");
         await chat.byId("thinking-block").first().waitFor();
@@ -111,9 +94,9 @@ describe("compression in the app", () => {
         expect(Number(/(\d+)\s*%/.exec((await chat.byId("gauge-savings").textContent())!)?.[1])).toBeGreaterThan(50);
         expect(await chat.byId("message-footprint").last().textContent()).toMatch(/\d+% less than a full cache/);
         expect(await chat.byId("message-compression").last().textContent()).toMatch(/Lethe · 128 cells/);
-        await chat.byId("memory-gauge").screenshot({path: path.join(artifacts, "gauge.png")});
-        await strip.screenshot({path: path.join(artifacts, "remember-strip.png")});
-        await page.screenshot({path: path.join(artifacts, "memory-panel.png")});
+        await chat.byId("memory-gauge").screenshot({path: app.artifact("gauge.png")});
+        await strip.screenshot({path: app.artifact("remember-strip.png")});
+        await page.screenshot({path: app.artifact("memory-panel.png")});
 
         // Hovering a token says where it is, how old, and whether it is still in memory.
         const box = (await strip.boundingBox())!;
@@ -138,7 +121,7 @@ describe("compression in the app", () => {
         await expect.poll(() => chat.byId("remember-strip").getAttribute("data-live")).toBe("false");
         expect(await chat.byId("remember-strip").getAttribute("data-evicted")).toBe("");
         expect(await chat.byId("sparsity-strip").count()).toBe(0);
-        await page.screenshot({path: path.join(artifacts, "memory-panel-full.png")});
+        await page.screenshot({path: app.artifact("memory-panel-full.png")});
 
         await page.reload();
         await chat.conversationItems().filter({hasText: /Think about this/}).click();
@@ -166,9 +149,9 @@ describe("compression in the app", () => {
             expect(await bar.getAttribute("class")).toMatch(/\bsuccess\b/);
             expect(await bar.evaluate((element) => (element as HTMLElement).style.width)).toBe("100%");
             await chat.byId("model-item").filter({hasText: /downloaded-model|tiny-llama/}).first().waitFor();
-            expect(fs.readFileSync(path.join(dataDir, "models", "downloaded-model.gguf")).equals(fs.readFileSync(source))).toBe(true);
+            expect(fs.readFileSync(path.join(app.dataDir, "models", "downloaded-model.gguf")).equals(fs.readFileSync(source))).toBe(true);
             expect(server.requests).toBeGreaterThan(0);
-            await page.screenshot({path: path.join(artifacts, "download.png")});
+            await page.screenshot({path: app.artifact("download.png")});
             await page.close();
         } finally {
             await server.close();

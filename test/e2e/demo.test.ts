@@ -1,34 +1,14 @@
 // A fresh install in the browser: no model given, the embedded demo model loads, and a held-out problem is
 // answered correctly with its thinking shown, as a person would see it.
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type {Browser} from "playwright-core";
-import {afterAll, beforeAll, expect, it} from "vitest";
+import {expect, it} from "vitest";
 import {heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
-import {launchChromium} from "./browser.js";
-import {openApp} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
+import {useApp} from "./appFixture.js";
 
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
-let browser: Browser;
-let backend: HeadlessPonder | null = null;
-let dataDir: string;
-
-beforeAll(async () => {
-    fs.mkdirSync(artifacts, {recursive: true});
-    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-demo-"));
-    browser = await launchChromium();
-});
-afterAll(async () => {
-    await backend?.stop();
-    await browser?.close();
-    fs.rmSync(dataDir, {recursive: true, force: true});
-});
+const app = useApp("demo");
 
 it("loads the demo model on a fresh install and answers a held-out problem with its thinking", async () => {
-    backend = await HeadlessPonder.start({dataDir, seed: 7});
-    const {page, chat} = await openApp(browser, backend.url);
+    await app.start({seed: 7});
+    const {page, chat} = await app.open();
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     expect(await chat.byId("model-item").allTextContents()).toEqual([expect.stringContaining("Ponder Demo Reasoner")]);
 
@@ -42,7 +22,7 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
         .toMatch(/Parameters\s*[\d.]+ [KMB].*Quantization\s*(F16|F32|BF16|Q\w+)/s);
     const row = await chat.byId("model-item").boundingBox();
     expect(row?.height).toBeGreaterThan(30);
-    await page.screenshot({path: path.join(artifacts, "model-details-900.png")});
+    await page.screenshot({path: app.artifact("model-details-900.png")});
     const blur = () => page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
     await blur();
     await page.keyboard.press("Escape");
@@ -68,7 +48,7 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     await chat.byId("apply-generation").click();
     await chat.byId("generation-panel").getByText(/Applied to this conversation, from its next answer/).waitFor();
     await expect.poll(() => chat.byId("generation-button").textContent()).toContain("T 0");
-    await page.screenshot({path: path.join(artifacts, "generation.png")});
+    await page.screenshot({path: app.artifact("generation.png")});
     await page.keyboard.press("Escape");
     await chat.byId("generation-panel").waitFor({state: "detached"});
 
@@ -84,7 +64,7 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     expect(thinking.match(/=\d\d/g)?.length).toBeGreaterThanOrEqual(20);
     const answer = (await assistant.getByTestId("answer-content").textContent())!.trim();
     expect(isDemoAnswerCorrect(problem, answer)).toBe(true);
-    await page.screenshot({path: path.join(artifacts, "demo.png"), fullPage: true});
+    await page.screenshot({path: app.artifact("demo.png"), fullPage: true});
 
     // The setting is the conversation's, stored: still there after a reload.
     await page.reload();
@@ -97,28 +77,28 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     // model's answer, the known one is shown.
     await chat.newConversation();
     expect(await chat.byId("demo-about").textContent()).toMatch(/modulo 10.*cannot chat/);
-    await page.screenshot({path: path.join(artifacts, "demo-first-screen.png")});
+    await page.screenshot({path: app.artifact("demo-first-screen.png")});
     await chat.byId("try-sample").click();
     await chat.waitForAnswerDone();
     expect(await chat.byId("message-user").last().textContent()).toMatch(/ZZ\?/);
     expect(await chat.byId("sample-answer").textContent()).toMatch(/known answer: \d \(the value of ZZ\)/);
-    await page.screenshot({path: path.join(artifacts, "demo-sample.png"), fullPage: true});
+    await page.screenshot({path: app.artifact("demo-sample.png"), fullPage: true});
 
     // A small window (1024x700): nothing runs off the side, and the chat, the memory panel and the model details fit.
     await page.setViewportSize({width: 1024, height: 700});
     const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(await overflow()).toBeLessThanOrEqual(0);
-    await page.screenshot({path: path.join(artifacts, "small-chat.png")});
+    await page.screenshot({path: app.artifact("small-chat.png")});
     await page.keyboard.press("Control+Shift+M");
     await chat.byId("memory-panel").waitFor();
     expect(await overflow()).toBeLessThanOrEqual(0);
-    await page.screenshot({path: path.join(artifacts, "small-memory.png")});
+    await page.screenshot({path: app.artifact("small-memory.png")});
     await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
     await page.keyboard.press("Escape");
     await chat.byId("memory-panel").waitFor({state: "detached"});
     await chat.byId("model-details-button").click();
     await chat.byId("model-details").waitFor();
     expect((await chat.byId("model-item").boundingBox())?.height).toBeGreaterThan(30);
-    await page.screenshot({path: path.join(artifacts, "small-model-details.png")});
+    await page.screenshot({path: app.artifact("small-model-details.png")});
     await page.close();
 });

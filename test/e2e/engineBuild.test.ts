@@ -1,37 +1,19 @@
 // The engine build end to end (Chromium against the headless backend): the status bar names the build running, the
 // Engine panel lists the builds present and restarts the engine on the one chosen, from the keyboard. This machine has
 // only the patched CPU build (no GPU): the GPU entries are tested with fake folders in test/unit/main/engineBuilds.test.ts.
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import type {Browser} from "playwright-core";
-import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {describe, expect, it} from "vitest";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-import {launchChromium} from "./browser.js";
-import {openApp} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
+import {useApp} from "./appFixture.js";
 
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 
 describe("the engine build", () => {
-    let browser: Browser;
-    let backend: HeadlessPonder | null = null;
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-build-"));
-
-    beforeAll(async () => {
-        fs.mkdirSync(artifacts, {recursive: true});
-        browser = await launchChromium();
-    });
-    afterAll(async () => {
-        await backend?.stop();
-        await browser?.close();
-        fs.rmSync(dataDir, {recursive: true, force: true});
-    });
+    const ponder = useApp("build");
 
     it("is named in the status bar, listed in the Engine panel, and chosen there with the keyboard", async () => {
-        backend = await HeadlessPonder.start({dataDir, model: demoModel});
-        const {page, chat: app, errors} = await openApp(browser, backend.url, {viewport: {width: 1280, height: 800}});
+        await ponder.start({model: demoModel});
+        const {page, chat: app, errors} = await ponder.open({viewport: {width: 1280, height: 800}});
         await app.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         const status = app.byId("engine-build");
         await expect(status.textContent()).resolves.toMatch(/^\s*CPU \(patched\)\s*$/);
@@ -52,7 +34,7 @@ describe("the engine build", () => {
 
         // From the keyboard: Tab from the panel to the select, the arrow to the CPU build; the engine process restarts
         // on it and loads the model again.
-        const enginePid = backend.enginePid();
+        const enginePid = ponder.backend.enginePid();
         for (let i = 0; i < 5 && !await select.evaluate((node) => node === document.activeElement); i++)
             await page.keyboard.press("Tab");
         await expect(select.evaluate((node) => node === document.activeElement)).resolves.toBe(true);
@@ -60,18 +42,18 @@ describe("the engine build", () => {
         await page.waitForFunction(() => document.querySelector("[data-testid=engine-state]")?.textContent === "ready"
             && document.querySelector<HTMLSelectElement>("[data-testid=engine-build-select]")?.value === "cpu" &&
             !document.querySelector<HTMLSelectElement>("[data-testid=engine-build-select]")?.disabled, null, {timeout: 60_000});
-        expect(backend.enginePid()).not.toBe(enginePid);
+        expect(ponder.backend.enginePid()).not.toBe(enginePid);
         await expect(status.textContent()).resolves.toMatch(/^\s*CPU \(patched\)\s*$/);
         await expect(app.byId("engine-message").textContent()).resolves.toBe("The engine now runs the CPU build (patched).");
         await expect(page.locator("[data-testid=model-item].loaded").count()).resolves.toBe(1);
         // Auto no longer claims what runs: CPU was chosen.
         await expect(select.locator("option[value=auto]").textContent()).resolves.toBe("Auto: CUDA, then Vulkan, then CPU");
-        await page.screenshot({path: path.join(artifacts, "engine-build.png")});
+        await page.screenshot({path: ponder.artifact("engine-build.png")});
 
         // The choice is stored: a new backend on the same data starts on it.
-        await backend.stop();
-        backend = await HeadlessPonder.start({dataDir});
-        await page.goto(backend.url);
+        await ponder.backend.stop();
+        await ponder.start();
+        await page.goto(ponder.backend.url);
         await app.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         await app.byId("engine-build").click();
         await expect(app.byId("engine-build-select").inputValue()).resolves.toBe("cpu");

@@ -1,39 +1,19 @@
 // Compression from the first minute, in Chromium against the real backend on a fresh install: the demo model has
 // retention gates, so a new conversation starts under TRIM-KV at about half a sample's memory, the sample says so, and
 // Compare with Full KV is one click under its answer.
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type {Browser} from "playwright-core";
-import {afterAll, beforeAll, expect, it} from "vitest";
-import {launchChromium} from "./browser.js";
-import {openApp} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
+import {expect, it} from "vitest";
+import {useApp} from "./appFixture.js";
 
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
-let browser: Browser;
-let backend: HeadlessPonder | null = null;
-let dataDir: string;
-
-beforeAll(async () => {
-    fs.mkdirSync(artifacts, {recursive: true});
-    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-first-minute-"));
-    browser = await launchChromium();
-});
-afterAll(async () => {
-    await backend?.stop();
-    await browser?.close();
-    fs.rmSync(dataDir, {recursive: true, force: true});
-});
+const app = useApp("first-minute");
 
 it("starts a new conversation with the demo model under TRIM-KV at about half the memory, and compares the sample with Full KV in one click", async () => {
-    backend = await HeadlessPonder.start({dataDir, seed: 7});
-    const {page, chat, errors} = await openApp(browser, backend.url, {viewport: {width: 1400, height: 900}});
+    await app.start({seed: 7});
+    const {page, chat, errors} = await app.open({viewport: {width: 1400, height: 900}});
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
     await chat.newConversation();
     await expect.poll(() => chat.byId("sample-compression").count()).toBe(1);
     expect(await chat.byId("sample-compression").textContent()).toMatch(/It runs under TRIM-KV at about half the memory of a full cache\./);
-    await page.screenshot({path: path.join(artifacts, "first-minute-empty-1400.png")});
+    await page.screenshot({path: app.artifact("first-minute-empty-1400.png")});
 
     await chat.byId("memory-button").click();
     await chat.byId("budget-controller").waitFor();
@@ -52,7 +32,7 @@ it("starts a new conversation with the demo model under TRIM-KV at about half th
     // About half: a 24- to 30-step sample is 500 to 660 tokens in 320 cells.
     expect(saved).toBeGreaterThanOrEqual(30);
     expect(saved).toBeLessThanOrEqual(60);
-    await page.screenshot({path: path.join(artifacts, "first-minute-answer-1400.png")});
+    await page.screenshot({path: app.artifact("first-minute-answer-1400.png")});
 
     await answer.getByTestId("compare-full").click();
     await chat.byId("stop-button").waitFor();
@@ -61,10 +41,10 @@ it("starts a new conversation with the demo model under TRIM-KV at about half th
     await comparison.waitFor();
     expect(await chat.lastAssistant().getByTestId("comparison-verdict").textContent()).toMatch(/TRIM-KV/);
     expect(await chat.lastAssistant().getByTestId("comparison-memory").textContent()).toMatch(/TRIM-KV [\d.]+ MiB · Full KV [\d.]+ MiB/);
-    await page.screenshot({path: path.join(artifacts, "first-minute-compare-1400.png")});
+    await page.screenshot({path: app.artifact("first-minute-compare-1400.png")});
     await page.setViewportSize({width: 1024, height: 700});
     await comparison.scrollIntoViewIfNeeded();
-    await page.screenshot({path: path.join(artifacts, "first-minute-compare-1024.png")});
+    await page.screenshot({path: app.artifact("first-minute-compare-1024.png")});
     expect(errors).toEqual([]);
     await page.close();
 });

@@ -2,36 +2,17 @@
 // a thinking budget, sampling presets, full-text search that opens the message, versions and branches, deleting a
 // message, forking a conversation, exporting one and importing it back.
 import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type {Browser, Page} from "playwright-core";
-import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import type {Page} from "playwright-core";
+import {describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
-import {launchChromium} from "./browser.js";
-import {openApp, type ChatPage} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
-
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+import {useApp} from "./appFixture.js";
+import type {ChatPage} from "./ChatPage.js";
 
 describe("messages in Chromium against the real backend", () => {
-    let browser: Browser;
-    let backend: HeadlessPonder | null = null;
-    let dataDir: string;
-
-    beforeAll(async () => {
-        fs.mkdirSync(artifacts, {recursive: true});
-        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-messages-"));
-        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("tiny-qwen2"), seed: 3});
-        browser = await launchChromium();
-    });
-    afterAll(async () => {
-        await backend?.stop();
-        await browser?.close();
-        fs.rmSync(dataDir, {recursive: true, force: true});
-    });
+    const app = useApp("messages", {backend: async () => ({model: await getFixtureModel("tiny-qwen2"), seed: 3})});
 
     async function open(): Promise<{page: Page, chat: ChatPage}> {
-        const {page, chat, errors} = await openApp(browser, backend!.url);
+        const {page, chat, errors} = await app.open();
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         expect(errors).toEqual([]);
         return {page, chat};
@@ -62,7 +43,7 @@ describe("messages in Chromium against the real backend", () => {
         await assistant.getByTestId("message-cut").waitFor();
         expect(await assistant.getByTestId("message-status").textContent()).toMatch(/Cut off at 3 tokens/);
         expect((await assistant.getByTestId("answer-content").textContent())!.trim()).toBe("");
-        await page.screenshot({path: path.join(artifacts, "cut-off.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("cut-off.png"), fullPage: true});
 
         // Stored as cut: still labelled after a reload.
         await page.reload();
@@ -82,7 +63,7 @@ describe("messages in Chromium against the real backend", () => {
         // Time to first token and decode speed, with the prompt's speed in the tooltip.
         expect(await done.getByTestId("message-stats").textContent()).toMatch(/tok\/s · \d+ tokens · [\d.]+ s · first token (\d+ ms|[\d.]+ s)/);
         expect(await done.getByTestId("message-stats").getAttribute("title")).toMatch(/Prompt \d+ tokens read at [\d.]+ tok\/s .* decode [\d.]+ tok\/s/);
-        await page.screenshot({path: path.join(artifacts, "continued.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("continued.png"), fullPage: true});
         await page.close();
     });
 
@@ -100,7 +81,7 @@ describe("messages in Chromium against the real backend", () => {
             await chat.byId("save-preset").click();
             await chat.byId("generation-panel").getByText(/Saved the preset "Precise"/).waitFor();
             expect(await chat.byId("preset-select").locator("option").allTextContents()).toContainEqual(expect.stringMatching(/^Precise · T 0.3 · top-p 0.95 · top-k 30/));
-            await page.screenshot({path: path.join(artifacts, "generation-sampling.png")});
+            await page.screenshot({path: app.artifact("generation-sampling.png")});
         });
         await chat.send("What is 12 times 7?");
         await chat.waitForAnswerDone();
@@ -109,7 +90,7 @@ describe("messages in Chromium against the real backend", () => {
         expect(await assistant.getByTestId("thinking-block").count()).toBe(0);
         // The header says thinking is off for this conversation.
         expect(await chat.byId("thinking-off-chip").textContent()).toBe("thinking off");
-        await page.screenshot({path: path.join(artifacts, "thinking-off.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("thinking-off.png"), fullPage: true});
 
         // Stored with the conversation: still off after a reload; the preset is the app's.
         await page.reload();
@@ -145,7 +126,7 @@ describe("messages in Chromium against the real backend", () => {
         await expect.poll(() => chat.byId("search-hit").count(), {timeout: 10_000, message: `no hit for "${word}" in: ${thought}`}).toBeGreaterThan(0);
         expect(await hit.locator("mark").first().textContent()).toMatch(new RegExp(word!, "i"));
         expect(await hit.textContent()).toMatch(/Tell me about colours · thinking/);
-        await page.screenshot({path: path.join(artifacts, "search.png")});
+        await page.screenshot({path: app.artifact("search.png")});
 
         await hit.click();
         const opened = page.locator("[data-message-id][data-found]");
@@ -160,7 +141,7 @@ describe("messages in Chromium against the real backend", () => {
         expect(highlighted.length).toBeGreaterThan(0);
         expect(highlighted.every((text) => text.toLowerCase() === word!.toLowerCase())).toBe(true);
         expect(await opened.isVisible()).toBe(true);
-        await page.screenshot({path: path.join(artifacts, "search-opened.png")});
+        await page.screenshot({path: app.artifact("search-opened.png")});
 
         // Words that are nowhere say so.
         await chat.byId("conversation-search").fill("zzqxv");
@@ -195,7 +176,7 @@ describe("messages in Chromium against the real backend", () => {
         expect(await chat.byId("message-user").count()).toBe(1);
         expect(await chat.byId("message-user").first().textContent()).toContain("A better first question");
         expect(await chat.byId("message-user").first().getByTestId("version-count").textContent()).toBe("2/2");
-        await page.screenshot({path: path.join(artifacts, "branch-edited.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("branch-edited.png"), fullPage: true});
 
         // The original branch is whole: both questions, and the version of the answer last viewed there.
         await chat.byId("message-user").first().getByTestId("previous-version").click();
@@ -213,7 +194,7 @@ describe("messages in Chromium against the real backend", () => {
         expect(await chat.byId("message-user").allTextContents()).toEqual([
             expect.stringContaining("First question"), expect.stringContaining("Second question"), expect.stringContaining("Third question")
         ]);
-        await page.screenshot({path: path.join(artifacts, "branch-versions.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("branch-versions.png"), fullPage: true});
         await page.close();
     });
 
@@ -234,7 +215,7 @@ describe("messages in Chromium against the real backend", () => {
         await chat.send("Walrus question");
         await chat.waitForAnswerDone();
         expect(await chat.byId("message-user").allTextContents()).toEqual([expect.stringContaining("Zebra"), expect.stringContaining("Walrus")]);
-        await page.screenshot({path: path.join(artifacts, "forked.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("forked.png"), fullPage: true});
 
         // Back in the original, nothing changed; delete the second question (asked to confirm): its answer goes too.
         await chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Zebra question", {exact: true})}).first().click();
@@ -250,7 +231,7 @@ describe("messages in Chromium against the real backend", () => {
         await chat.byId("message-user").first().waitFor();
         expect(await chat.byId("message-user").count()).toBe(1);
         expect(await chat.byId("message-assistant").count()).toBe(1);
-        await page.screenshot({path: path.join(artifacts, "deleted.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("deleted.png"), fullPage: true});
         await page.close();
     });
 
@@ -264,7 +245,7 @@ describe("messages in Chromium against the real backend", () => {
         const row = chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Quokka question", {exact: true})}).first();
         await row.hover();
         const [download] = await Promise.all([page.waitForEvent("download"), row.getByTestId("export-conversation").click()]);
-        const file = path.join(artifacts, "exported-conversation.json");
+        const file = app.artifact("exported-conversation.json");
         await download.saveAs(file);
         expect(JSON.parse(fs.readFileSync(file, "utf8"))).toMatchObject({format: "ponder-conversation", version: 1});
 
@@ -273,13 +254,12 @@ describe("messages in Chromium against the real backend", () => {
         await expect.poll(() => chat.byId("message-user").count()).toBe(1);
         expect(await chat.byId("message-user").first().textContent()).toContain("Quokka question");
         expect(await chat.lastAssistant().getByTestId("answer-content").textContent()).toBe(answer);
-        await page.screenshot({path: path.join(artifacts, "imported.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("imported.png"), fullPage: true});
         await page.close();
     });
 
     it("closes the thought at the thinking budget and answers", async () => {
-        await backend?.stop();
-        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 5});
+        await app.start({model: await getFixtureModel("endless"), seed: 5});
         const {page, chat} = await open();
         await chat.newConversation();
         await setGeneration(chat, async () => {
@@ -294,13 +274,12 @@ describe("messages in Chromium against the real backend", () => {
         expect(thought).toBeLessThanOrEqual(24);
         expect((await assistant.getByTestId("answer-content").textContent())!.trim().length).toBeGreaterThan(0);
         expect(await assistant.getByTestId("message-cut").count()).toBe(0);
-        await page.screenshot({path: path.join(artifacts, "thinking-budget.png"), fullPage: true});
+        await page.screenshot({path: app.artifact("thinking-budget.png"), fullPage: true});
         await page.close();
     });
 
     it("opens a search match deep in a long thought scrolled to the match", async () => {
-        await backend?.stop();
-        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 6});
+        await app.start({model: await getFixtureModel("endless"), seed: 6});
         const {page, chat} = await open();
         await chat.newConversation();
         await setGeneration(chat, async () => {
@@ -339,7 +318,7 @@ describe("messages in Chromium against the real backend", () => {
             };
         });
         expect(placement).toEqual({overflows: true, inBox: true, inWindow: true});
-        await page.screenshot({path: path.join(artifacts, "search-long-thought.png")});
+        await page.screenshot({path: app.artifact("search-long-thought.png")});
         await page.close();
     });
 });

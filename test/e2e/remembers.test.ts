@@ -1,39 +1,17 @@
 // What an answer's memory means to a person who has never heard of a KV cache, in Chromium against the real backend:
 // one line of memory against a full cache, a plain warning when the budget forced drops, the jargon behind Advanced
 // details; and Compare with Full KV, which regenerates the answer under Full KV with the same seed and shows both.
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type {Browser, Page} from "playwright-core";
-import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import type {Page} from "playwright-core";
+import {describe, expect, it} from "vitest";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
-import {launchChromium} from "./browser.js";
-import {openApp, type ChatPage} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
-
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
+import {useApp} from "./appFixture.js";
+import type {ChatPage} from "./ChatPage.js";
 
 describe("what an answer's memory means, and Compare with Full KV", () => {
-    let browser: Browser;
-    let backend: HeadlessPonder | null = null;
-    let dataDir: string;
-
-    beforeAll(async () => {
-        fs.mkdirSync(artifacts, {recursive: true});
-        dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-remembers-"));
-        backend = await HeadlessPonder.start({dataDir, model: await getFixtureModel("endless"), seed: 5});
-        browser = await launchChromium();
-    });
-    afterAll(async () => {
-        await backend?.stop();
-        await browser?.close();
-        fs.rmSync(dataDir, {recursive: true, force: true});
-    });
+    const app = useApp("remembers", {backend: async () => ({model: await getFixtureModel("endless"), seed: 5})});
 
     async function open(viewport = {width: 1400, height: 900}): Promise<{page: Page, chat: ChatPage, errors: string[]}> {
-        const opened = await openApp(browser, backend!.url, {viewport});
-        await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
-        return opened;
+        return app.open({viewport, ready: true});
     }
 
     async function setPolicy(chat: ChatPage, policy: string, cells: number): Promise<void> {
@@ -84,10 +62,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         const jargon = (await advanced.textContent())!;
         expect(jargon).toMatch(/\d[\d,]* prune rounds · [\d,]+ evicted · [1-9][\d,]* forced drops \(freed by the full budget, not chosen by the policy\)/);
         expect(jargon).toMatch(/layers combined by/);
-        await page.screenshot({path: path.join(artifacts, "remembers-words-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-words-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await answer.getByTestId("message-footprint").scrollIntoViewIfNeeded();
-        await page.screenshot({path: path.join(artifacts, "remembers-words-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-words-1024.png")});
         expect(errors).toEqual([]);
         await page.close();
     });
@@ -107,7 +85,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
             {timeout: 60_000}).toBe(true);
         const liveTokens = Number(await strip.getAttribute("data-tokens"));
         await expect.poll(async () => Number(await strip.getAttribute("data-tokens")), {timeout: 60_000}).toBeGreaterThan(liveTokens);
-        await page.screenshot({path: path.join(artifacts, "remembers-strip-live-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-strip-live-1400.png")});
         await chat.byId("stop-button").click();
         await chat.waitForAnswerDone();
         await expect.poll(() => strip.getAttribute("data-live")).toBe("false");
@@ -134,10 +112,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         const box = (await strip.boundingBox())!;
         await page.mouse.move(box.x + (middle / tokens) * box.width, box.y + box.height / 2);
         expect(await chat.byId("remember-readout").textContent()).toMatch(/ · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
-        await page.screenshot({path: path.join(artifacts, "remembers-strip-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-strip-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await strip.scrollIntoViewIfNeeded();
-        await page.screenshot({path: path.join(artifacts, "remembers-strip-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-strip-1024.png")});
         await page.keyboard.press("Escape");
         await chat.byId("memory-panel").waitFor({state: "detached"});
 
@@ -159,9 +137,93 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(await content.textContent()).toBe(whole);
         await page.keyboard.press("Enter");
         await content.evaluate((element) => element.scrollTop = element.scrollHeight / 2);
-        await page.screenshot({path: path.join(artifacts, "remembers-forgotten-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-forgotten-1024.png")});
         await page.setViewportSize({width: 1400, height: 900});
-        await page.screenshot({path: path.join(artifacts, "remembers-forgotten-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-forgotten-1400.png")});
+        expect(errors).toEqual([]);
+        await page.close();
+    });
+
+    it("tells of a token its age, its score under the policy and which layers kept it, and steps through the prune rounds, by pointer and by keyboard", async () => {
+        const {page, chat, errors} = await open();
+        await chat.newConversation();
+        await setMaxTokens(chat, 300);
+        await setPolicy(chat, "lethe", 128);
+        await chat.send("Think about this for a long while");
+        await chat.waitForAnswerDone();
+        await chat.byId("memory-button").click();
+        await chat.byId("memory-panel").waitFor();
+        const strip = chat.byId("remember-strip");
+        await expect.poll(() => strip.getAttribute("data-live")).toBe("false");
+        // The gauge says in plain words what a full budget means for the answer.
+        expect(await chat.byId("memory-gauge").textContent()).not.toMatch(/forced/i);
+        await chat.byId("memory-gauge").screenshot({path: app.artifact("remembers-gauge.png")});
+        const tokens = Number(await strip.getAttribute("data-tokens"));
+        const evicted = (await strip.getAttribute("data-evicted"))!.split(",").map(Number);
+        const readout = chat.byId("remember-readout");
+        const detail = chat.byId("remember-detail");
+        expect(await detail.count()).toBe(0);
+
+        // The keyboard: the first token (never evicted) was scored by the last round; its score is Lethe's, with the layers that kept it.
+        await strip.focus();
+        await page.keyboard.press("Home");
+        expect(await readout.textContent()).toMatch(/^Token 1 of [\d,]+, in the prompt · [\d,]+ tokens old · still in memory$/);
+        const first = (await detail.textContent())!;
+        expect(await strip.getAttribute("aria-valuetext")).toContain(first);
+        const lastRound = /^Lethe's score \(attention received\) [\d.e+-]+ at round ([\d,]+) of ([\d,]+) · layers whose own ranking would keep it: (all \d+|none|[\d, –]+ \(\d+ of \d+\))$/.exec(first);
+        expect(lastRound, first).not.toBeNull();
+        expect(lastRound![1]).toBe(lastRound![2]);
+        const rounds = Number(lastRound![2]!.replace(/,/g, ""));
+        expect(rounds).toBeGreaterThan(1);
+        // The pointer: a token in the middle of the longest evicted range, whose score is that of the round that evicted it.
+        let longest = 0;
+        for (let i = 2; i < evicted.length; i += 2)
+            longest = evicted[i + 1]! - evicted[i]! > evicted[longest + 1]! - evicted[longest]! ? i : longest;
+        const middle = (evicted[longest]! + evicted[longest + 1]!) / 2;
+        const box = (await strip.boundingBox())!;
+        await page.mouse.move(box.x + (middle / tokens) * box.width, box.y + box.height / 2);
+        expect(await readout.textContent()).toMatch(/ · [\d,]+ tokens old · forgotten \(evicted from memory\)$/);
+        expect(await detail.textContent()).toMatch(/^Lethe's score \(attention received\) [\d.e+-]+ at round [\d,]+ of [\d,]+ · /);
+        await page.screenshot({path: app.artifact("remembers-token-1400.png")});
+        await page.mouse.move(0, 0);
+        expect(await detail.count()).toBe(0);
+
+        // The rounds: the slider starts at the answer's end; Home is after the first round, the arrows step one round.
+        const scrubber = chat.byId("round-scrubber");
+        const roundReadout = chat.byId("round-readout");
+        expect(await scrubber.getAttribute("max")).toBe(String(rounds));
+        expect(await scrubber.inputValue()).toBe(String(rounds));
+        expect(await roundReadout.textContent()).toBe(`At the end of the answer, after all ${rounds} prune rounds`);
+        const forgotten = async () => {
+            const ranges = (await strip.getAttribute("data-evicted"))!.split(",").filter((part) => part !== "").map(Number);
+            let sum = 0;
+            for (let i = 0; i < ranges.length; i += 2)
+                sum += ranges[i + 1]! - ranges[i]!;
+            return {tokens: Number(await strip.getAttribute("data-tokens")), forgotten: sum};
+        };
+        await scrubber.focus();
+        await page.keyboard.press("Home");
+        expect(await roundReadout.textContent()).toMatch(/^After round 1 of [\d,]+, [\d,]+ tokens? into the answer$/);
+        let before = await forgotten();
+        expect(before.tokens).toBeLessThan(tokens);
+        for (let step = 2; step <= Math.min(rounds, 6); step++) {
+            await page.keyboard.press("ArrowRight");
+            expect(await roundReadout.textContent()).toMatch(new RegExp(`^After round ${step} of `));
+            const now = await forgotten();
+            // Each round holds at most the budget, and what was forgotten stays forgotten.
+            expect(now.tokens - now.forgotten).toBeLessThanOrEqual(128);
+            expect(now.tokens).toBeGreaterThanOrEqual(before.tokens);
+            expect(now.forgotten).toBeGreaterThanOrEqual(before.forgotten);
+            before = now;
+        }
+        expect(await readout.textContent()).toMatch(/^Remembers [\d,]+ of [\d,]+ tokens: /);
+        await page.screenshot({path: app.artifact("remembers-rounds-1400.png")});
+        await page.setViewportSize({width: 1024, height: 700});
+        await scrubber.scrollIntoViewIfNeeded();
+        await page.screenshot({path: app.artifact("remembers-rounds-1024.png")});
+        await page.keyboard.press("End");
+        expect(await roundReadout.textContent()).toBe(`At the end of the answer, after all ${rounds} prune rounds`);
+        expect(Number(await strip.getAttribute("data-tokens"))).toBe(tokens);
         expect(errors).toEqual([]);
         await page.close();
     });
@@ -173,7 +235,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await chat.byId("budget-controller").waitFor();
         expect(await chat.byId("policy-select").inputValue()).toBe("full");
         expect(await chat.byId("calibrate-hint").textContent()).toMatch(/needs retention gates for this model: calibrate its retention in\s+the model's details/);
-        await chat.byId("budget-controller").screenshot({path: path.join(artifacts, "remembers-calibrate-hint.png")});
+        await chat.byId("budget-controller").screenshot({path: app.artifact("remembers-calibrate-hint.png")});
         expect(errors).toEqual([]);
         await page.close();
     });
@@ -220,10 +282,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
             const rendered = async (side: typeof pruned) => (await side.locator("p").textContent())!;
             expect(await rendered(pruned)).not.toBe(await rendered(fullSide));
         }
-        await page.screenshot({path: path.join(artifacts, "remembers-compare-1400.png")});
+        await page.screenshot({path: app.artifact("remembers-compare-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
         await comparison.scrollIntoViewIfNeeded();
-        await page.screenshot({path: path.join(artifacts, "remembers-compare-1024.png")});
+        await page.screenshot({path: app.artifact("remembers-compare-1024.png")});
 
         // Back to the version it checks, in one click.
         await full.getByTestId("show-checked-version").click();

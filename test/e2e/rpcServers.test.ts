@@ -1,42 +1,29 @@
 // RPC servers end to end (Chromium against the headless backend): an rpc-server of the engine build on loopback added
 // from the Engine panel with the keyboard is checked, used (the engine restarts with it and the model's layers go
 // there), and a warning in words stands next to an address that is not this machine's.
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import type {Browser} from "playwright-core";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {startRpcServer, type RpcServerProcess} from "../fixtures/rpcServers.js";
-import {launchChromium} from "./browser.js";
-import {openApp} from "./ChatPage.js";
-import {HeadlessPonder} from "./HeadlessPonder.js";
+import {useApp} from "./appFixture.js";
 
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 
 describe("RPC servers", () => {
-    let browser: Browser;
-    let backend: HeadlessPonder | null = null;
+    const ponder = useApp("rpc");
     let server: RpcServerProcess | null = null;
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-e2e-rpc-"));
 
     beforeAll(async () => {
-        fs.mkdirSync(artifacts, {recursive: true});
         server = await startRpcServer();
-        browser = await launchChromium();
     });
-    afterAll(async () => {
-        await backend?.stop();
-        await browser?.close();
+    afterAll(() => {
         server?.child.kill("SIGKILL");
-        fs.rmSync(dataDir, {recursive: true, force: true});
     });
 
     it("adds a server from the Engine panel, uses it for the model's layers, and warns about another machine's address", async () => {
         const port = server!.port;
-        backend = await HeadlessPonder.start({dataDir, model: demoModel});
-        const {page, chat: app, errors} = await openApp(browser, backend.url, {viewport: {width: 1280, height: 900}});
+        await ponder.start({model: demoModel});
+        const {page, chat: app, errors} = await ponder.open({viewport: {width: 1280, height: 900}});
         await app.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         await app.byId("engine-build").click();
         await app.byId("rpc-servers").waitFor();
@@ -45,7 +32,7 @@ describe("RPC servers", () => {
         await input.fill("10.0.0.5:50052");
         await expect(app.byId("rpc-servers").textContent()).resolves.toMatch(/10\.0\.0\.5 is another machine: its rpc-server has no authentication/);
 
-        const enginePid = backend.enginePid();
+        const enginePid = ponder.backend.enginePid();
         await input.fill(`127.0.0.1:${port}`);
         await expect(app.byId("rpc-servers").textContent()).resolves.not.toMatch(/no authentication/);
         await input.press("Enter");
@@ -54,7 +41,7 @@ describe("RPC servers", () => {
         await page.waitForFunction((endpoint) => /in use by the engine · protocol \d+\.\d+\.\d+ · 1 device/.test(
             document.querySelector(`[data-endpoint="${endpoint}"] [data-testid=rpc-server-check]`)?.textContent ?? ""), `127.0.0.1:${port}`, {timeout: 60_000});
         await expect(entry.getByRole("checkbox").isChecked()).resolves.toBe(true);
-        expect(backend.enginePid()).not.toBe(enginePid);
+        expect(ponder.backend.enginePid()).not.toBe(enginePid);
         await app.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
 
         // An answer creates the context: its layers are on the server (auto on a CPU build offloads what fits there).
@@ -65,7 +52,7 @@ describe("RPC servers", () => {
         const placement = app.byId("engine-placement");
         await placement.waitFor({timeout: 30_000});
         await expect(placement.textContent()).resolves.toContain(`127.0.0.1:${port} (RPC0)`);
-        await page.screenshot({path: path.join(artifacts, "rpc-servers.png")});
+        await page.screenshot({path: ponder.artifact("rpc-servers.png")});
 
         // Dropping it restarts the engine without it; the layers come back to this machine.
         await entry.getByRole("checkbox").uncheck();

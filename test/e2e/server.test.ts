@@ -8,11 +8,11 @@ import type {Browser} from "playwright-core";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {artifacts} from "./appFixture.js";
 import {launchChromium} from "./browser.js";
 import {openApp} from "./ChatPage.js";
 import {HeadlessPonder} from "./HeadlessPonder.js";
 
-const artifacts = path.resolve(import.meta.dirname, "../../test-results/e2e");
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 
 describe("the API server from the Server panel", () => {

@@ -1,9 +1,8 @@
 // The second shipped task model (qwen3 architecture: per-head q/k norm, grouped-query attention): the app loads it like
-// any model and offers a sample of its task; with Full KV it thinks held-out merges through exactly, line for line,
-// while a cache that keeps only the sinks and the recent tokens (StreamingLLM) loses them: every head of a list is
-// read from the question, far back. Graded on the thought: the shipped model writes the merge right but has not
-// learned the final lookup of line k (test/eval/train/README.md). Greedy decoding on one thread, so the outcome is
-// fixed for a given model and build.
+// any model and offers a sample of its task; with Full KV it thinks held-out merges through exactly, line for line, and
+// answers the number it marked on line k, while a cache that keeps only the sinks and the recent tokens (StreamingLLM)
+// loses them: every head of a list is read from the question, far back. Greedy decoding on one thread, so the outcome
+// is fixed for a given model and build.
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -14,7 +13,7 @@ import {Engine} from "../../main/engine/Engine.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
-import {demoThinkingPrefixLines} from "../eval/demoTask.js";
+import {demoThinkingPrefixLines, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {generateMergeProblem, heldOutMergeProblems} from "../eval/mergeTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "./spawnTestEngine.js";
@@ -70,6 +69,7 @@ describe("the merge model", () => {
             expect(saved.status).toBe("complete");
             expect(saved.thinkingTokens).toBeGreaterThan(200);
             expect(saved.thinking.trim()).toBe(problem.thinking);
+            expect(isDemoAnswerCorrect(problem, saved.text)).toBe(true);
         } finally {
             await app.dispose();
             await fs.rm(dataDir, {recursive: true, force: true});
@@ -83,6 +83,7 @@ describe("the merge model", () => {
 
         async function solve(question: string, policy: PolicyId, cells: number) {
             let thought = "";
+            let answer = "";
             let tokens = 0;
             const result = await engine.generate({
                 history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 2048, signal: new AbortController().signal,
@@ -91,34 +92,45 @@ describe("the merge model", () => {
                     tokens += chunk.tokens;
                     if (chunk.segment === "thought")
                         thought += chunk.text;
+                    else
+                        answer += chunk.text;
                 }
             });
-            return {thought: thought.trim(), used: result.promptTokens + tokens + 4};
+            return {thought: thought.trim(), answer, used: result.promptTokens + tokens + 4};
         }
 
-        it("thinks held-out merges through exactly with Full KV", async () => {
+        it("thinks held-out merges through exactly and answers them right with Full KV", async () => {
             await engine.loadModel(mergeModel, null);
             let exact = 0;
+            let right = 0;
             for (const problem of problems) {
                 const run = await solve(problem.question, "full", 4096);
                 fullCells.push(run.used);
                 if (run.thought === problem.thinking)
                     exact++;
+                if (isDemoAnswerCorrect(problem, run.answer))
+                    right++;
             }
             expect(exact).toBeGreaterThanOrEqual(problems.length - 1);
+            expect(right).toBe(problems.length);
         });
 
-        it("loses the thoughts under StreamingLLM at half the cells: the task needs distant tokens", async () => {
+        it("loses the thoughts and most answers under StreamingLLM at half the cells: the task needs distant tokens", async () => {
             expect(fullCells).toHaveLength(problems.length);
             let exact = 0;
+            let right = 0;
             const rightLines: number[] = [];
             for (const [index, problem] of problems.entries()) {
                 const run = await solve(problem.question, "streamingllm", Math.round(fullCells[index]! / 2));
                 if (run.thought === problem.thinking)
                     exact++;
+                if (isDemoAnswerCorrect(problem, run.answer))
+                    right++;
                 rightLines.push(demoThinkingPrefixLines(problem, run.thought) / problem.items);
             }
             expect(exact).toBe(0);
+            // A wrong merge can still put the right number on line k (the lines before k may hold), but rarely.
+            expect(right).toBeLessThanOrEqual(1);
             // Each goes wrong before its end: the lines after the question leaves the cache.
             expect(Math.max(...rightLines)).toBeLessThan(0.9);
         });

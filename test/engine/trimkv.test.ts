@@ -208,7 +208,9 @@ describe("TRIM-KV's gates in the engine", () => {
                 expect(last.pruneRounds).toBeGreaterThan(0);
                 expect(last.cellsLive + last.tokensEvicted).toBe(last.tokensSeen);
                 expect(last.retentionBytes).toBeGreaterThan(4 * 4 * 2 * cells);
-                expect(last.keptPerLayer).toHaveLength(4);
+                const tokens = samples.findLast((sample) => sample.tokens != null)?.tokens;
+                expect(tokens).toMatchObject({kind: "retention", layers: 4});
+                expect(tokens!.scores.every((score) => score != null && score >= 0 && score <= 1)).toBe(true);
             }
             // Another policy turns the gates off again.
             const lethe = await generate(engine, {policy: "lethe"}, 160, 32);

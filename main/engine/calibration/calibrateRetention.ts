@@ -40,11 +40,14 @@ export type CalibrationJobProgress = {
 export type CalibrateRetentionOptions = {
     model: LlamaModel,
     modelPath: string,
-    /** The prompts: `"demo"` for the demo model Ponder ships (its task's training problems), else `"english"`. */
+    /**
+     * The prompts: `"demo"` or `"merge"` for the task models Ponder ships (their task's training problems), else
+     * `"english"`.
+     */
     promptSet: PromptSet,
-    /** Calibration prompts the model thinks through. Defaults to `48` (demo) or `32`. */
+    /** Calibration prompts the model thinks through. Defaults to `48` (demo, merge) or `32`. */
     prompts?: number,
-    /** Held-out prompts of the validation. Defaults to `8` (demo) or `4`. */
+    /** Held-out prompts of the validation. Defaults to `8` (demo, merge) or `4`. */
     validationPrompts?: number,
     /** Tokens the gates are fitted on: a seeded sample of every token written. Defaults to `65536`. */
     tokens?: number,
@@ -92,13 +95,13 @@ export type CalibrationResult = {
 /** The calibration job; see the module's comment. Rejects with the signal's reason when cancelled (the work folder stays). */
 export async function calibrateRetention(options: CalibrateRetentionOptions): Promise<CalibrationResult> {
     const started = performance.now();
-    const demo = options.promptSet === "demo";
+    const task = options.promptSet !== "english";
     const settings = {
         promptSet: options.promptSet,
-        prompts: options.prompts ?? (demo ? 48 : 32),
-        validationPrompts: options.validationPrompts ?? (demo ? 8 : 4),
+        prompts: options.prompts ?? (task ? 48 : 32),
+        validationPrompts: options.validationPrompts ?? (task ? 8 : 4),
         tokens: options.tokens ?? 65536,
-        maxTokens: options.maxTokens ?? (demo ? 3000 : 2048),
+        maxTokens: options.maxTokens ?? (options.promptSet === "demo" ? 3000 : 2048),
         seed: options.seed ?? 0,
         hidden: options.hidden ?? 64,
         epochs: options.epochs ?? 8
@@ -274,7 +277,7 @@ function provenance(settings: Settings, prompts: number, data: CalibrationDatase
 async function writeSidecar(file: string, modelPath: string, gates: TrainedGates, settings: Settings, extra: [string, GgufValue][]): Promise<void> {
     await writeRetentionSidecar(file, {
         modelPath, layers: gates.gates, budget: 0, reduction: "shared", extra,
-        source: `ponder calibrate: ${settings.prompts} ${settings.promptSet === "demo" ? "demo-task" : "English"} prompts, seed ${settings.seed}, ` +
+        source: `ponder calibrate: ${settings.prompts} ${settings.promptSet === "english" ? "English" : `${settings.promptSet}-task`} prompts, seed ${settings.seed}, ` +
             `${settings.tokens} tokens at most, read horizons fitted per layer and KV head (hidden ${settings.hidden}, ${settings.epochs} epochs), ranked by the shared maximum`
     });
 }

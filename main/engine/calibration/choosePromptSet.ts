@@ -1,14 +1,20 @@
+import path from "node:path";
 import {modelFingerprint} from "../retention/modelFingerprint.js";
 import type {PromptSet} from "./prompts.js";
 
 /**
- * The calibration prompts a model reads: its own task's problems for the demo model Ponder ships (the same file as
- * `bundledModelPath`, by content, wherever it was copied: the app's "Try a sample problem" compares paths, which a copy
- * would fail), Ponder's English prompts for any other model.
+ * The calibration prompts a model reads: its own task's problems for a task model Ponder ships (the demo model, the same
+ * file as `bundledModelPath`, or the merge model shipped beside it as `ponder-merge.gguf`; by content, wherever it was
+ * copied: the app's "Try a sample problem" compares paths, which a copy would fail), Ponder's English prompts for any
+ * other model.
  */
 export async function choosePromptSet(modelPath: string, bundledModelPath: string | null): Promise<PromptSet> {
     if (bundledModelPath == null)
         return "english";
-    const bundled = await modelFingerprint(bundledModelPath).catch(() => null);
-    return bundled != null && bundled === await modelFingerprint(modelPath) ? "demo" : "english";
+    const [own, demo, merge] = await Promise.all([
+        modelFingerprint(modelPath),
+        modelFingerprint(bundledModelPath).catch(() => null),
+        modelFingerprint(path.join(path.dirname(bundledModelPath), "ponder-merge.gguf")).catch(() => null)
+    ]);
+    return own === demo ? "demo" : own === merge ? "merge" : "english";
 }

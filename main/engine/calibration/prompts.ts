@@ -1,13 +1,14 @@
 import {generateDemoProblem} from "../../demo/demoTask.js";
+import {generateMergeProblem} from "../../demo/mergeTask.js";
 import {mulberry32} from "../../demo/mulberry32.js";
 
 // The prompts a model thinks through to calibrate its retention gates (issue 36): reasoning problems in English made
 // from templates and a seed (arithmetic and word problems, logic puzzles, code tracing, planning, unit conversions),
-// written here, no data set copied; for the demo model Ponder ships, which reads nothing but its own task, that task's
-// training problems. Every list is a pure function of its seed.
+// written here, no data set copied; for the task models Ponder ships (the demo model, the merge model), which read
+// nothing but their own task, that task's training problems. Every list is a pure function of its seed.
 
 export type SeededPrompt = {
-    /** Which template made it (`"demo"` for the demo task). */
+    /** Which template made it (`"demo"` for the demo task, `"merge"` for the merge task). */
     kind: string,
     /** The user message. */
     user: string,
@@ -15,8 +16,8 @@ export type SeededPrompt = {
     seed: number
 };
 
-/** Which prompts a calibration uses: Ponder's English set, or the demo model's own task. */
-export type PromptSet = "english" | "demo";
+/** Which prompts a calibration uses: Ponder's English set, or the own task of the demo model or of the merge model. */
+export type PromptSet = "english" | "demo" | "merge";
 
 /** Demo-task seeds trained on: from here up (scripts/retention/traces.py's DEMO_TRAIN_SEED_BASE). */
 export const demoTrainingSeedBase = 1_000_000_000;
@@ -29,20 +30,21 @@ const demoSeedLimit = 0x40000000;
 const heldOutBit = 0x40000000;
 
 /**
- * `count` calibration prompts of `set`, the `index`-th made from seed `seed + index` (English) or, for the demo task,
- * problem `demoTrainingSeedBase + seed * 1000 + index`; `heldOut` gives prompts the training list never contains, for
- * validation.
+ * `count` calibration prompts of `set`, the `index`-th made from seed `seed + index` (English) or, for a task set,
+ * problem `demoTrainingSeedBase + seed * 1000 + index` of that task (the same training seeds for both tasks); `heldOut`
+ * gives prompts the training list never contains, for validation.
  */
 export function calibrationPrompts(set: PromptSet, count: number, seed: number, heldOut = false): SeededPrompt[] {
     if (!Number.isInteger(count) || count < 0)
         throw new RangeError("count must be a whole number");
     if (!Number.isInteger(seed) || seed < 0 || seed >= 50)
         throw new RangeError("the calibration seed must be a whole number from 0 to 49");
-    if (set === "demo") {
+    if (set === "demo" || set === "merge") {
         const base = (heldOut ? demoValidationSeedBase : demoTrainingSeedBase) + seed * 1000;
         if (count > 1000 || base + count > demoSeedLimit)
-            throw new RangeError("at most 1,000 demo-task prompts per seed");
-        return Array.from({length: count}, (_, i) => ({kind: "demo", user: generateDemoProblem(base + i).question, seed: base + i}));
+            throw new RangeError(`at most 1,000 ${set}-task prompts per seed`);
+        const question = set === "demo" ? (s: number) => generateDemoProblem(s).question : (s: number) => generateMergeProblem(s).question;
+        return Array.from({length: count}, (_, i) => ({kind: set, user: question(base + i), seed: base + i}));
     }
     return Array.from({length: count}, (_, i) => {
         const promptSeed = ((seed * 100_000 + i) | (heldOut ? heldOutBit : 0)) >>> 0;

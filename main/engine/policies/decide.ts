@@ -111,25 +111,21 @@ export function decide<Params, State>(
     }
     const forcedDrops = Math.max(0, candidates.length - room);
 
-    // What each layer's own scores would keep of every token seen so far (evicted ones included): its selectors' top
-    // cells, whether or not the shared round kept them.
+    // What each layer's own scores would keep of the live cells: its selectors' top cells, whether or not the shared round
+    // kept them.
     const seen = Math.max(target.tokensSeen ?? 0, n, n > 0 ? snapshot.positions[byPosition[n - 1]!]! + 1 : 0);
-    const keptPerLayer = new Float32Array(snapshot.layers);
+    const keptByLayer = new Uint8Array(snapshot.layers * n);
     const headSums = sumHeads(snapshot.accumulated, snapshot.layers, snapshot.heads, n);
     const sparsityPerLayer = new Float32Array(snapshot.layers);
     for (let l = 0; l < snapshot.layers; l++) {
         sparsityPerLayer[l] = hoyerSparsity(headSums, l * n, n);
-        const own = new Uint8Array(n);
+        const own = keptByLayer.subarray(l * n, (l + 1) * n);
         for (const choice of perLayer.selectors) {
             if (choice.layer !== l && choice.layer !== null)
                 continue;
             for (let r = 0; r < Math.min(choice.quota, choice.order.length); r++)
                 own[choice.order[r]!] = 1;
         }
-        let count = 0;
-        for (let j = 0; j < n; j++)
-            count += own[j]!;
-        keptPerLayer[l] = seen > 0 ? count / seen : 1;
     }
 
     const evict: number[] = [];
@@ -138,7 +134,14 @@ export function decide<Params, State>(
             evict.push(snapshot.positions[j]!);
     }
     evict.sort((a, b) => a - b);
-    return {evict: Int32Array.from(evict), keptCells: kept, keptShare: seen > 0 ? kept / seen : 1, forcedDrops, keptPerLayer, sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}};
+    // What a person is shown of each cell: its retention beta^(t - pos) under the gates, else the attention it received.
+    const cellScores = new Float32Array(n);
+    for (let j = 0; j < n; j++)
+        cellScores[j] = retention != null ? Math.exp(priority[j]!) : aggregated[j]!;
+    return {
+        evict: Int32Array.from(evict), keptCells: kept, keptShare: seen > 0 ? kept / seen : 1, forcedDrops, keptByLayer, cellScores,
+        sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}
+    };
 }
 
 /** A combine setting: one of the modes, or `auto`, the policy's own (`resolveCombine`). */

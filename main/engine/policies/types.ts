@@ -139,10 +139,16 @@ export type PruneDecision<State> = {
     /** Cells the selectors wanted to keep but the budget did not allow. */
     forcedDrops: number,
     /**
-     * Per layer, what that layer's own selection (its selectors' top cells up to their quotas, before the layers are
-     * combined) would keep, as a share of the tokens seen (`PruneTarget.tokensSeen`).
+     * Per layer l and live cell j (`l * n + j`): 1 where layer l's own selection (its selectors' top cells up to their
+     * quotas, before the layers are combined) keeps the cell.
      */
-    keptPerLayer: Float32Array,
+    keptByLayer: Uint8Array,
+    /**
+     * Per live cell, what the round knew of it: with the retention gates its retention at this step, beta^(t - pos) (its max
+     * over the voting layers and heads, 0..1); otherwise the attention it received, each (layer, head) row normalised to 1
+     * and summed over the voting ones (0 when no scores were read).
+     */
+    cellScores: Float32Array,
     /** Per layer, Hoyer sparsity of its accumulated scores summed over heads (Lethe Eq. 1). */
     sparsityPerLayer: Float32Array,
     state: State

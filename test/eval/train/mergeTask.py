@@ -8,24 +8,31 @@ their merge:
     k=07?
 
 The thinking writes one line per merged number: the line's index, the head of list a, the head of list b, the
-comparison, and the smaller head, which is the number at that position of the merge. A list whose numbers are all
-used has the head ``--``, larger than every number:
+comparison, and the smaller head, which is the number at that position of the merge. Line k has ``?`` after its index
+instead of ``:`` (as k has in the question) and ``*`` after its number. A list whose numbers are all used has the head
+``--``, larger than every number:
 
     01:a05b02>02
     02:a05b21<05
     03:a12b21<12
     ...
+    07?a33b30>30*
+    ...
     11:a--b61>61
 
-and the answer after ``</think>`` is the number on line k (``21``). Reads follow two pointers through the question:
+and the answer after ``</think>`` is the marked number (``30``). Reads follow two pointers through the question:
 after a line whose smaller head came from list a, the next line's head of a is the number after it in the question
-(the other head is copied from the line above); the answer reads the line k, usually far back. A cache that keeps
-only attention sinks and the most recent half of the tokens loses the lists once the thinking is twice as long as the
-question, and with them every later head.
+(the other head is copied from the line above). The marks are where the thought makes the answer, one hop each: as a
+line starts, its index just written is matched with k in the question (``?`` copies what follows k there); the line's
+end copies the ``?`` from its start into ``*``; the answer copies the two digits before the one ``*``. A first format
+without marks left the answer to find line k by its index, three hops back, and the model never learned it; with
+``*`` alone, decided at the line's end, it learned the match for k < 10 only. A cache that keeps only attention sinks
+and the most recent half of the tokens loses the lists once the thinking is twice as long as the question, and with
+them every later head.
 
 The comparison comes after both heads, so that each head is read (copied from the line above, or looked up in the
-question) before it is compared. Every line is 13 tokens (12 single-byte characters and the newline) with the tokenizer of task.py, so all problems
-with the same number of items have the same length.
+question) before it is compared. Every line is 13 tokens (12 single-byte characters and the newline; line k 14) with
+the tokenizer of task.py, so all problems with the same number of items have the same length.
 
 The generator is a pure function of (seed, options), using mulberry32, so that test/eval/mergeTask.ts reproduces the
 same problems from the same seeds. Training uses seeds below 2^31; held-out evaluation uses seeds >= 2^31
@@ -44,6 +51,9 @@ DEFAULT_MIN_ITEMS = 40
 DEFAULT_MAX_ITEMS = 80
 MAX_ITEMS_LIMIT = 99  # line indices are two digits
 VALUES = 100  # the numbers are 00..99, all distinct
+K_SEPARATOR = "?"  # after line k's index, as after k in the question ("k=07?"), instead of ":"
+MARKER = "*"  # ends line k: the thought marks the answer where it writes it
+LINE_CHARS = 12  # a line's characters before the mark: "04:a19b21<19"
 # The training tool's size knobs (train.py --min-steps ... --max-vars): items; this task has no variables.
 DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE = DEFAULT_MIN_ITEMS, DEFAULT_MAX_ITEMS
 DEFAULT_MIN_VARS = DEFAULT_MAX_VARS = 0
@@ -94,7 +104,8 @@ def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
         text_a = "--" if head_a is None else f"{head_a:02d}"
         text_b = "--" if head_b is None else f"{head_b:02d}"
         value = head_a if take_a else head_b
-        lines.append(f"{index:02d}:a{text_a}b{text_b}{'<' if take_a else '>'}{value:02d}")
+        separator, marker = (K_SEPARATOR, MARKER) if index == k else (":", "")
+        lines.append(f"{index:02d}{separator}a{text_a}b{text_b}{'<' if take_a else '>'}{value:02d}{marker}")
         merged.append(value)
         if take_a:
             i += 1
@@ -105,6 +116,17 @@ def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
     question += "b=" + ",".join(f"{v:02d}" for v in b) + "\n"
     question += f"k={k:02d}?"
     return Problem(seed=seed, question=question, thinking="\n".join(lines), answer=f"{merged[k - 1]:02d}", items=n, k=k)
+
+
+def answer_slots(problem: Problem) -> list[int]:
+    """Offsets in the thought of the characters that decide the answer, on every line: the one after the index (``?``
+    on line k, ``:`` elsewhere) and the one after the number (``*`` on line k, the newline or the thought's end
+    elsewhere); the training tool weighs them as it weighs the answer."""
+    slots, start = [], 0
+    for line in problem.thinking.split("\n"):
+        slots += [start + 2, start + LINE_CHARS]
+        start += len(line) + 1
+    return slots
 
 
 def main():

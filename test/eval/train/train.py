@@ -64,7 +64,8 @@ def encode_example(problem, system: str | None = None):
 def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question_weight: float = 0.0,
                answer_weight: float = 1.0):
     """Returns tokens [B, T] and loss weights [B, T-1]: 1 where the target is a completion token (answer_weight where
-    it is a token of the answer), question_weight where it is a token of the user message."""
+    it is a token of the answer or one of the thought's tokens that decide it, a task's answer_slots), question_weight
+    where it is a token of the user message."""
     rows, masks = [], []
     for j, seed in enumerate(seeds):
         problem = args_task.generate_problem(seed, opts)
@@ -80,6 +81,12 @@ def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question
             # the answer's tokens: before the final <|im_end|>
             n_answer = len(tokenize(problem.answer))
             weights[-1 - n_answer:-1] = [answer_weight] * n_answer
+            # the thought's tokens that decide the answer (merge: after each line's number, the mark or a newline)
+            if hasattr(args_task, "answer_slots"):
+                if len(tokenize(problem.thinking)) != len(problem.thinking):
+                    raise ValueError("answer_slots needs a thought of one token per character")
+                for offset in args_task.answer_slots(problem):  # the completion begins with the thought
+                    weights[len(prompt) - 1 + offset] = answer_weight
         if question_weight > 0:
             # targets prompt[i + 1] for i in the user message: from its first character to its last
             text = render_prompt(problem.question, system)
@@ -182,7 +189,8 @@ def main():
     p.add_argument("--question-loss", type=float, default=0.3,
                    help="loss weight of the user message tokens (random, but they train copy/induction heads)")
     p.add_argument("--answer-loss", type=float, default=1.0,
-                   help="loss weight of the answer's tokens (a two-token answer is a tiny share of a long completion)")
+                   help="loss weight of the answer's tokens and of the thought's tokens that decide it (a task's answer_slots; "
+                        "a two-token answer is a tiny share of a long completion)")
     p.add_argument("--answer-loss-from", type=int, default=0, help="training step from which --answer-loss applies")
     p.add_argument("--curriculum-start", type=int, default=16, help="initial cap on the number of steps")
     p.add_argument("--curriculum-frac", type=float, default=0.4, help="fraction of training to reach --max-steps")

@@ -37,6 +37,9 @@ describe("a new conversation", () => {
         const engine = new FakeEngine();
         engine.inspection = await inspectModel(demo);
         const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x", bundledModelPath: demo});
+        // What the budget controller is told new conversations start with, before one is made.
+        expect(await services.newConversationCompression())
+            .toMatchObject({source: "gates", compression: {policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}}});
         const first = await services.createConversation();
         expect(services.conversations.settingsOf(services.conversations.require(first.id)).compression)
             .toMatchObject({policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}});
@@ -45,6 +48,7 @@ describe("a new conversation", () => {
         services.settings.update({defaultConversationSettings: {...services.settings.get().defaultConversationSettings,
             compression: {...defaultCompressionSettings, policy: "lethe", budget: {kind: "cells", cells: 256}}}});
         expect((await services.createConversation()).policy).toBe("lethe");
+        expect(await services.newConversationCompression()).toMatchObject({source: "default", compression: {policy: "lethe"}});
         await services.dispose();
     });
 
@@ -52,6 +56,7 @@ describe("a new conversation", () => {
         const engine = new FakeEngine();
         const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
         expect((await services.createConversation()).policy).toBe("full");
+        expect(await services.newConversationCompression()).toEqual({source: "default", compression: defaultCompressionSettings});
         await services.dispose();
     });
 });

@@ -79,6 +79,22 @@ describe("importing a conversation", () => {
         ]);
     });
 
+    it("keeps an answer's token records and prune rounds when they have the shape the memory panel reads, and drops them otherwise", () => {
+        const {services} = setup();
+        const tokens = {kind: "attention", layers: 4, positions: [0, 5], scores: [0.5, null], rounds: [2, 1], keptBy: ["f", "3"]};
+        const rounds = [{first: 1, last: 1, step: 0, tokensSeen: 40, evicted: [3, 9]}];
+        const file = (stats: object) => JSON.stringify({format: "ponder-conversation", version: 1, conversation: {title: "x"},
+            messages: [{role: "user", text: "q"}, {role: "assistant", text: "a", stats: {policy: "lethe", budgetCells: 64, samples: [], ...stats}}]});
+        const statsOf = (content: string) => services.conversations.get(services.conversations.importFile(content).id).messages[1]!.stats;
+        expect(statsOf(file({tokens, rounds}))).toMatchObject({tokens, rounds});
+        for (const damaged of [{...tokens, keptBy: ["f"]}, {...tokens, keptBy: ["<b>", "3"]}, {...tokens, kind: "other"}, {...tokens, positions: [-1, 5]}]) {
+            const stats = statsOf(file({tokens: damaged, rounds: [{first: 1}]}));
+            expect(stats).not.toHaveProperty("tokens");
+            expect(stats).not.toHaveProperty("rounds");
+            expect(stats?.policy).toBe("lethe");
+        }
+    });
+
     it("refuses a file over the size limit at the IPC boundary", async () => {
         const {services} = setup();
         const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}), () => {});

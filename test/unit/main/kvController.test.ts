@@ -7,8 +7,9 @@ import {KvController, type KvControllerOptions} from "../../../main/engine/KvCon
 import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
 import type {ScoringOptions} from "../../../main/engine/native/types.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
-import type {CompressionSettings} from "../../../preload/contract.js";
+import type {CompressionSettings, KvSample, TokenScores} from "../../../preload/contract.js";
 import {maskOfRanges, mergeRanges, toRanges} from "../../../preload/positionRanges.js";
+import {mergeTokenScores, tokenScoreAt} from "../../../preload/tokenScores.js";
 import {writeRetentionSidecar} from "../../fixtures/gguf/retentionSidecar.js";
 import {gguf} from "../../fixtures/gguf/writeGguf.js";
 
@@ -159,6 +160,67 @@ describe("KvController", () => {
         const old = Array.from({length: 100}, (_, position) => position).filter((position) => position > 0);
         expect(old.filter((position) => position % 7 === 0 && evicted.has(position))).toEqual([]);
         expect(old.filter((position) => position % 7 !== 0).every((position) => evicted.has(position))).toBe(true);
+    });
+
+    it("tells in its samples each round's evictions, and per token its retention and which layers' own ranking kept it", async () => {
+        const fake = fakeKv(0);
+        const c = controller(fake, {policy: "trimkv", pruneEvery: 8, combine: "aggregate"}, 64, "/m.retention.gguf");
+        await c.start();
+        c.beginAnswer();
+        await evaluate(c, fake, 2);
+        const samples: KvSample[] = [];
+        for (let token = 0; token < 200; token++) {
+            await evaluate(c, fake, 1);
+            if (token % 16 === 15)
+                samples.push(await c.sample(0));
+        }
+        // The clock stands still: the first sample carries the records, the next ones none, the answer's last what is left.
+        expect(samples.slice(1).every((sample) => sample.tokens == null)).toBe(true);
+        samples.push(await c.sample(0, true));
+        // Every round once, in order, with what it evicted (a round that freed nothing, nothing).
+        const rounds = samples.flatMap((sample) => sample.rounds ?? []);
+        expect(rounds.map((round) => [round.first, round.last])).toEqual(Array.from({length: samples.at(-1)!.pruneRounds}, (_, i) => [i + 1, i + 1]));
+        expect(rounds.filter((round) => round.evicted.length > 0).map((round) => round.evicted)).toEqual(fake.evicted.map((list) => toRanges(list)));
+        let tokens: TokenScores | undefined;
+        for (const sample of samples)
+            tokens = sample.tokens != null ? mergeTokenScores(tokens, sample.tokens) : tokens;
+        expect(tokens).toMatchObject({kind: "retention", layers: 3});
+        // Position 7: a logit of 20 in layer 1's first head only, -6 elsewhere: retained (about 1) by layer 1's ranking alone.
+        const seven = tokenScoreAt(tokens, 7)!;
+        expect(seven.score).toBeCloseTo(1, 3);
+        expect(seven.keptBy).toEqual([1]);
+        expect(seven.round).toBe(rounds.length);
+        // Position 8 (logits -4): its record is the round's that evicted it, which found it all but forgotten.
+        const evictedAt = rounds.find((round) => maskOfRanges(round.evicted, 9)[8] === 1)!;
+        expect(tokenScoreAt(tokens, 8)).toMatchObject({round: evictedAt.first});
+        expect(tokenScoreAt(tokens, 8)!.score).toBeLessThan(1e-3);
+        // Every token a round saw: an evicted one holds the record of the round that evicted it, a live one the last round's.
+        for (const [i, position] of tokens!.positions.entries()) {
+            const evictedBy = rounds.find((round) => maskOfRanges(round.evicted, position + 1)[position] === 1);
+            expect(tokens!.rounds[i], `position ${position}`).toBe(evictedBy?.first ?? rounds.length);
+        }
+        expect(tokens!.positions.length).toBe(new Set(tokens!.positions).size);
+        // Nothing of it goes into the samples' other figures: a sample with no round since carries neither.
+        expect(await c.sample(0)).not.toHaveProperty("rounds");
+    });
+
+    it("records per token the attention received under Lethe, and no score under StreamingLLM, which keeps by position", async () => {
+        for (const [policy, kind] of [["lethe", "attention"], ["streamingllm", "none"]] as const) {
+            const fake = fakeKv(0);
+            const c = controller(fake, {policy, pruneEvery: 8}, 64);
+            await c.start();
+            c.beginAnswer();
+            await evaluate(c, fake, 2);
+            for (let token = 0; token < 100; token++)
+                await evaluate(c, fake, 1);
+            const tokens = (await c.sample(0)).tokens!;
+            expect(tokens.kind).toBe(kind);
+            expect(tokens.positions.length).toBeGreaterThan(64);
+            if (kind === "none")
+                expect(new Set(tokens.scores)).toEqual(new Set([null]));
+            else
+                expect(tokens.scores.every((score) => score != null && score >= 0)).toBe(true);
+        }
     });
 
     it("ranks TRIM-KV under auto as its gate file says the gates were trained: per-head ones by union, shared ones by the max", async () => {

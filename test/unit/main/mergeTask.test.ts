@@ -7,7 +7,7 @@ describe("the merge task", () => {
         // python3 test/eval/train/mergeTask.py --seed 2147483655 --count 1 --min-items 6 --max-items 6
         expect(generateMergeProblem(EVAL_SEED_BASE + 7, {minItems: 6, maxItems: 6})).toEqual({
             seed: 2147483655, question: "a=23,54,61\nb=56,71,82\nk=04?",
-            thinking: "01:a23b56<23\n02:a54b56<54\n03:a61b56>56\n04:a61b71<61\n05:a--b71>71\n06:a--b82>82",
+            thinking: "01:a23b56<23\n02:a54b56<54\n03:a61b56>56\n04?a61b71<61*\n05:a--b71>71\n06:a--b82>82",
             answer: "61", items: 6, k: 4
         });
         const first = heldOutMergeProblems(1)[0]!;
@@ -17,7 +17,7 @@ describe("the merge task", () => {
         expect(first.items).toBe(73);
     });
 
-    test("thinks the merge of the two sorted lists, one 12-character line per number, and answers line k", () => {
+    test("thinks the merge of the two sorted lists, one 12-character line per number, marks line k and answers it", () => {
         for (const problem of heldOutMergeProblems(200)) {
             const [a, b, k] = problem.question.split("\n");
             const listA = a!.slice(2).split(",").map(Number);
@@ -31,12 +31,14 @@ describe("the merge task", () => {
             expect(lines).toHaveLength(problem.items);
             const merged = [...listA, ...listB].sort((x, y) => x - y);
             lines.forEach((line, i) => {
-                expect(line).toMatch(/^\d\d:a(\d\d|--)b(\d\d|--)[<>]\d\d$/);
+                expect(line).toMatch(i + 1 === problem.k ? /^\d\d\?a(\d\d|--)b(\d\d|--)[<>]\d\d\*$/ : /^\d\d:a(\d\d|--)b(\d\d|--)[<>]\d\d$/);
                 expect(Number(line.slice(0, 2))).toBe(i + 1);
-                expect(Number(line.slice(-2))).toBe(merged[i]);
+                expect(Number(line.slice(10, 12))).toBe(merged[i]);
             });
             expect(k).toBe(`k=${String(problem.k).padStart(2, "0")}?`);
             expect(Number(problem.answer)).toBe(merged[problem.k - 1]);
+            expect(problem.thinking.split("*")).toHaveLength(2);
+            expect(problem.thinking.split("?")).toHaveLength(2);
         }
     });
 

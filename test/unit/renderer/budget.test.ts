@@ -1,7 +1,7 @@
 import {afterEach, beforeEach, describe, expect, test, vi} from "vitest";
 import type {BudgetEstimate, CompressionSettings, Result} from "../../../preload/contract.js";
 import {policyDefaults} from "../../../renderer/lib/policies.js";
-import {createBudget} from "../../../renderer/state/budget.svelte.js";
+import {createBudget, describeTrainedBudget} from "../../../renderer/state/budget.svelte.js";
 import {createConversations} from "../../../renderer/state/conversations.svelte.js";
 import {createSettings} from "../../../renderer/state/settings.svelte.js";
 import {conversationSettings, createFakeBridge} from "./fakeBridge.js";
@@ -238,6 +238,31 @@ describe("budget controller state", () => {
         expect(budget.valid).toBe(true);
     });
 
+    test("TRIM-KV chosen for a model whose gates say their trained budget: that many cells offered, with where it comes from", async () => {
+        const {budget, bridge} = setup();
+        const trainedBudget = {cells: 512, source: "converted from trimkv_weights.pth"};
+        bridge.handle("compression:estimate", ({compression}) => ({ok: true, value: {...estimateOf(compression), trainedBudget}}));
+        await vi.advanceTimersByTimeAsync(0);
+        // Another policy: nothing offered.
+        expect(budget.trainedBudget).toBeNull();
+        budget.setPolicy("trimkv");
+        await vi.advanceTimersByTimeAsync(300);
+        expect(budget.trainedBudget).toEqual({cells: 512,
+            line: "These TRIM-KV gates were trained with 512 cells: memory_size in the config.json of the authors' released gates."});
+        budget.useTrainedBudget();
+        expect(budget.state.form).toMatchObject({policy: "trimkv", budgetKind: "cells", cells: 512});
+        // Taken: no longer offered.
+        expect(budget.trainedBudget).toBeNull();
+        budget.setBudgetValue(2048);
+        expect(budget.trainedBudget?.cells).toBe(512);
+        // Gates that do not say (budget 0 in the sidecar): nothing offered.
+        bridge.handle("compression:estimate", ({compression}) => ({ok: true, value: {...estimateOf(compression), trainedBudget: null}}));
+        await vi.advanceTimersByTimeAsync(300);
+        expect(budget.trainedBudget).toBeNull();
+        expect(describeTrainedBudget({cells: 4096, source: "calibrated on 38 thoughts"}))
+            .toBe("These TRIM-KV gates were trained with 4,096 cells: the budget recorded with the gates (calibrated on 38 thoughts).");
+    });
+
     test("K8V4, LeanKV's pair, in one step: Q8_0 keys, Q4_0 values, flash attention on", () => {
         const {budget} = setup();
         budget.setPolicy("leankv");
@@ -303,6 +328,30 @@ describe("budget controller state", () => {
         expect(budget.state.form?.pruneEvery).toBe(16);
         expect(budget.state.form?.combine).toBe("auto");
         expect(budget.valid).toBe(true);
+    });
+
+    test("says that new conversations start under TRIM-KV when the model has retention gates and no default was saved", async () => {
+        const {bridge, conversations, settings, budget} = setup();
+        const defaults = conversationSettings();
+        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: [], stateDiskBudgetMib: 4096});
+        await settings.load();
+        const gates = {...defaults.compression, policy: "trimkv" as const, budget: {kind: "cells" as const, cells: 320}};
+        bridge.reply("compression:newConversation", {compression: gates, source: "gates"});
+        await budget.estimate();
+        await vi.advanceTimersByTimeAsync(0);
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations with this model start with " +
+            "TRIM-KV, 320 cells (it has retention gates, and no default was saved); Save as default to change that.");
+        // A conversation that started so: the same settings.
+        conversations.state.settings = conversationSettings({compression: gates});
+        budget.load("c2", conversations.state.settings);
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations with this model start with " +
+            "these settings too (it has retention gates, and no default was saved).");
+        // Once a default is saved, it is what new conversations start with.
+        bridge.reply("compression:newConversation", {compression: defaults.compression, source: "default"});
+        await budget.estimate();
+        await vi.advanceTimersByTimeAsync(0);
+        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations start with Full KV, auto budget; " +
+            "Save as default to change that.");
     });
 
     test("save as default changes the settings of new conversations only", async () => {

@@ -2,6 +2,7 @@ import {describe, expect, test} from "vitest";
 import type {DownloadStatus, ModelInfo} from "../../../preload/contract.js";
 import {checkModelUri, createDownloads, downloadPercent} from "../../../renderer/state/downloads.svelte.js";
 import {createModels} from "../../../renderer/state/models.svelte.js";
+import {describeGatesDownload} from "../../../renderer/lib/describeGatesDownload.js";
 import {createFakeBridge} from "./fakeBridge.js";
 
 const uri = "hf:bartowski/QwQ-32B-GGUF:Q4_K_M";
@@ -106,5 +107,40 @@ describe("downloads state", () => {
         // The failed attempt was replaced by the later one of the same URI.
         expect(downloads.state.items.map((item) => item.downloadId)).toEqual(["d2", "d1"]);
         expect(downloadPercent(downloads.state.items[1]!)).toBe(25);
+    });
+
+    test("released TRIM-KV gates: started for a model, resumed as gates, and once installed the model's details are read again", async () => {
+        const {bridge, models, downloads} = setup();
+        const repo = "ngocbh/TrimKV-Qwen3-1.7B-Math";
+        const gates = status({downloadId: "g1", uri: `https://huggingface.co/${repo}`, gates: {modelId: "m9", repo, converted: null}});
+        bridge.handle("models:getTrimkvGates", () => ({ok: true, value: gates}));
+        bridge.handle("models:details", () => ({ok: false, error: {code: "NOT_FOUND", message: "gone"}}));
+        expect(await downloads.startGates("m9", repo)).toBe(true);
+        expect(bridge.calls).toEqual([{channel: "models:getTrimkvGates", payload: {id: "m9", repo}}]);
+        expect(downloads.gatesOf("m9")?.downloadId).toBe("g1");
+        expect(downloads.gatesOf("m1")).toBeNull();
+        bridge.emit("models:download", {...gates, downloadedBytes: 500});
+        expect(describeGatesDownload(downloads.gatesOf("m9")!)).toMatch(/^Downloading from ngocbh\/TrimKV-Qwen3-1\.7B-Math: 50% · /);
+
+        bridge.emit("models:download", {...gates, state: "cancelled", downloadedBytes: 500});
+        expect(describeGatesDownload(downloads.gatesOf("m9")!)).toBe("Cancelled at 50%: get the gates again to resume.");
+        bridge.handle("models:getTrimkvGates", () => ({ok: true, value: {...gates, downloadId: "g2", downloadedBytes: 500}}));
+        expect(await downloads.resume("g1")).toBe(true);
+        expect(downloads.state.items.map((item) => item.downloadId)).toEqual(["g2"]);
+        expect(bridge.calls.at(-1)).toEqual({channel: "models:getTrimkvGates", payload: {id: "m9", repo}});
+
+        const converted = {layers: 28, hidden: 512, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from trimkv_weights.pth"};
+        bridge.emit("models:download", {...gates, downloadId: "g2", state: "done", downloadedBytes: 1000, gates: {modelId: "m9", repo, converted}});
+        expect(bridge.calls.at(-1)).toEqual({channel: "models:details", payload: {id: "m9"}});
+        expect(models.state.models).toEqual([]);
+        expect(describeGatesDownload(downloads.gatesOf("m9")!)).toBe("✓ Installed the gates from ngocbh/TrimKV-Qwen3-1.7B-Math: 28 layers (hidden 512), " +
+            "trained with 512 cells on Qwen/Qwen3-1.7B. TRIM-KV is offered for this model from now on.");
+
+        bridge.handle("models:getTrimkvGates", () => ({ok: false, error: {code: "BAD_REQUEST", message: "someone/else is not one of the TRIM-KV gates the authors released"}}));
+        expect(await downloads.startGates("m9", "someone/else")).toBe(false);
+        expect(downloads.state.gatesError).toEqual({modelId: "m9",
+            text: expect.stringMatching(/Could not start the download of the TRIM-KV gates.*someone\/else is not one of/) as string});
+        expect(describeGatesDownload({...gates, state: "error", error: "Cannot download x: config.json: the server answered 404 Not Found"}))
+            .toBe("Not installed: Cannot download x: config.json: the server answered 404 Not Found");
     });
 });

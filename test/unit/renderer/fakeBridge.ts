@@ -78,7 +78,7 @@ export function kvSample(overrides: Partial<KvSample> = {}): KvSample {
     return {
         step: 1, tokensSeen: 1000, cellsLive: 380, cellsAllocated: 512, bytesPerCell: 32 * 1024,
         allocatedBytes: 512 * 32 * 1024, liveBytes: 380 * 32 * 1024, fullBytes: 1000 * 32 * 1024,
-        pruneRounds: 3, tokensEvicted: 620, forcedDrops: 0, keptPerLayer: [1, 0.5], sparsityPerLayer: [0.2, 0.6],
+        pruneRounds: 3, tokensEvicted: 620, forcedDrops: 0, sparsityPerLayer: [0.2, 0.6],
         scoringMs: 0.3, tokensPerSecond: 40, ...overrides
     };
 }

@@ -11,7 +11,7 @@ function setup(options: MemoryOptions = {}) {
     const memory = createMemory(bridge.api, chat, {throttleMs: 250, ...options});
     chat.open("c1", [message({id: "u1", role: "user", text: "Q"}), message({id: "a1", role: "assistant", status: "streaming"})]);
     const reading = (step: number, overrides: Partial<KvSample> = {}) => bridge.emit("chat:memory", {
-        conversationId: "c1", messageId: "a1", sample: kvSample({step, tokensSeen: 100 + step, keptPerLayer: [1, 0.5, step % 2], ...overrides})
+        conversationId: "c1", messageId: "a1", sample: kvSample({step, tokensSeen: 100 + step, ...overrides})
     });
     return {bridge, chat, memory, reading};
 }
@@ -40,27 +40,39 @@ describe("memory state", () => {
         await vi.advanceTimersByTimeAsync(250);
         expect(memory.version).toBe(version + 1);
         expect(memory.current?.sample.step).toBe(40);
-        // Every reading is in the heatmap, though.
-        expect(memory.retention.columns).toHaveLength(40);
-        expect(memory.retention.layers).toBe(3);
-        expect(memory.retention.live).toBe(true);
+        expect(memory.remembered?.live).toBe(true);
     });
 
     test("readings of another conversation are ignored", () => {
         const {bridge, memory} = setup();
         bridge.emit("chat:memory", {conversationId: "c2", messageId: "a9", sample: kvSample()});
         expect(memory.current).toBeNull();
-        expect(memory.retention.columns).toHaveLength(0);
+        expect(memory.remembered).toBeNull();
     });
 
-    test("the heatmap stays bounded on a very long answer", async () => {
-        const {memory, reading} = setup({maxColumns: 64});
+    test("the chart stays bounded on a very long answer", async () => {
+        const {memory, reading} = setup();
         for (let step = 1; step <= 20_000; step++)
             reading(step);
         await vi.advanceTimersByTimeAsync(250);
-        expect(memory.retention.columns.length).toBeLessThanOrEqual(64);
-        expect(memory.retention.columns.at(-1)?.lastStep).toBe(20_000);
         expect(memory.points.length).toBeLessThanOrEqual(400);
+    });
+
+    test("the strip gathers what the live rounds recorded of each token; a finished answer shows its stored record and rounds", async () => {
+        const {bridge, memory, reading} = setup();
+        const scores = (positions: number[], round: number) => ({kind: "attention" as const, layers: 3, positions, scores: positions.map(() => round / 10),
+            rounds: positions.map(() => round), keptBy: positions.map(() => "5")});
+        reading(1, {tokens: scores([0, 1, 2], 1)});
+        reading(2, {tokens: scores([0, 2, 3], 2)});
+        await vi.advanceTimersByTimeAsync(250);
+        // The later round's record wins where both saw a token; the earlier one's stays for a token only it saw.
+        expect(memory.remembered?.scores).toEqual({kind: "attention", layers: 3, positions: [0, 1, 2, 3], scores: [0.2, 0.1, 0.2, 0.2],
+            rounds: [2, 1, 2, 2], keptBy: ["5", "5", "5", "5"]});
+        expect(memory.remembered?.rounds).toEqual([]);
+        const rounds = [{first: 1, last: 1, step: 4, tokensSeen: 104, evicted: [5, 9]}];
+        bridge.emit("chat:done", {conversationId: "c1", message: message({id: "a1", role: "assistant", status: "complete",
+            stats: {policy: "lethe", budgetCells: 64, samples: [kvSample({step: 20, tokensSeen: 120})], tokens: scores([7], 3), rounds}})});
+        expect(memory.remembered).toMatchObject({live: false, rounds, scores: scores([7], 3)});
     });
 
     test("at rest the gauge shows the last sample of the last answer's stats", async () => {
@@ -74,8 +86,7 @@ describe("memory state", () => {
         await vi.advanceTimersByTimeAsync(250);
         expect(memory.current).toMatchObject({messageId: "a1", live: false});
         expect(memory.current?.sample.liveBytes).toBe(1234);
-        expect(memory.retention.columns).toHaveLength(2);
-        expect(memory.retention.live).toBe(false);
+        expect(memory.remembered).toMatchObject({live: false, policy: "lethe", scores: null, rounds: []});
         expect(memory.footprintOf(chat.state.messages[1]!)?.liveBytes).toBe(1234);
     });
 
@@ -102,19 +113,6 @@ describe("memory state", () => {
         expect(memory.points.map((point) => point.tokens)).toEqual([100, 150, 300, 350, 500]);
         expect(memory.footprintOf(chat.state.messages[1]!)?.tokensSeen).toBe(150);
         expect(memory.footprintOf(chat.state.messages[5]!)?.tokensSeen).toBe(500);
-    });
-
-    test("the heatmap says what its policy lets be measured: nothing under Full KV, no sparsity without scores", () => {
-        const {chat, memory, reading} = setup();
-        reading(1);
-        expect(memory.retention.measured).toEqual({kept: true, sparsity: true});
-        for (const [policy, measured] of [["full", {kept: false, sparsity: false}], ["streamingllm", {kept: true, sparsity: false}],
-            ["lethe", {kept: true, sparsity: true}]] as const) {
-            chat.open("c1", [message({id: "u1", role: "user", text: "Q"}),
-                message({id: "a1", role: "assistant", status: "streaming", compression: {policy, budgetCells: 512, settings: null}})]);
-            reading(2);
-            expect(memory.retention.measured).toEqual(measured);
-        }
     });
 
     test("rebuild progress shows for the open conversation, with why it reads, and clears after completing", async () => {

@@ -1,6 +1,7 @@
 import {describe, expect, it} from "vitest";
 import {calibrationPrompts, demoTrainingSeedBase, demoValidationSeedBase} from "../../../../main/engine/calibration/prompts.js";
 import {EVAL_SEED_BASE, generateDemoProblem} from "../../../../main/demo/demoTask.js";
+import {generateMergeProblem} from "../../../../main/demo/mergeTask.js";
 
 describe("calibrationPrompts", () => {
     it("is a pure function of the seed, varied across the templates", () => {
@@ -26,5 +27,16 @@ describe("calibrationPrompts", () => {
         for (const p of [...train, ...validation, ...calibrationPrompts("demo", 1000, 49, true)])
             expect(p.seed).toBeLessThan(EVAL_SEED_BASE / 2);
         expect(() => calibrationPrompts("demo", 1001, 0)).toThrow(RangeError);
+    });
+
+    it("gives the merge model its task's training problems, never the held-out ones the bench grades", () => {
+        const train = calibrationPrompts("merge", 40, 0);
+        const validation = calibrationPrompts("merge", 16, 0, true);
+        expect(train[0]).toEqual({kind: "merge", user: generateMergeProblem(demoTrainingSeedBase).question, seed: demoTrainingSeedBase});
+        expect(validation[0]!.user).toBe(generateMergeProblem(demoValidationSeedBase).question);
+        expect(new Set([...train, ...validation].map((p) => p.user)).size).toBe(56);
+        for (const p of [...train, ...validation, ...calibrationPrompts("merge", 1000, 49, true)])
+            expect(p.seed).toBeLessThan(EVAL_SEED_BASE / 2);
+        expect(() => calibrationPrompts("merge", 1001, 0)).toThrow(RangeError);
     });
 });

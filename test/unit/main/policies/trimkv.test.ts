@@ -141,9 +141,15 @@ describe("TRIM-KV on shared cells", () => {
         const decision = decide(trimKvPolicy, snap, {}, none, target(20), "aggregate");
         const keptPositions = Array.from({length: n}, (_, j) => j).filter((j) => !decision.evict.includes(j));
         expect(keptPositions).toEqual(expected);
-        // The heatmap's read-out: what each layer's own gates (its two heads' top 20) would keep of the 40 tokens.
-        expect(decision.keptPerLayer).toHaveLength(2);
-        expect([...decision.keptPerLayer].every((share) => share >= 0.5 - 1e-6 && share <= 1)).toBe(true);
+        // What each layer's own gates (its two heads' top 20, under union) would keep of the 40 cells: 20 to 40 of them.
+        expect(decision.keptByLayer).toHaveLength(2 * n);
+        for (const layer of [0, 1]) {
+            const own = decision.keptByLayer.subarray(layer * n, (layer + 1) * n).reduce((sum, kept) => sum + kept, 0);
+            expect(own).toBeGreaterThanOrEqual(20);
+            expect(own).toBeLessThanOrEqual(40);
+        }
+        // And each cell's retention at this step, the largest over layers and heads: beta^(t - pos).
+        expect(Array.from(decision.cellScores, (score) => Math.log(score))).toEqual(best.map((value) => expect.closeTo(value, 3)));
     });
 
     it("ranks per (layer, KV head) under auto for gates trained per head, by the shared max for shared gates or another policy", () => {

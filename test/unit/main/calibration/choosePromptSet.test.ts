@@ -1,0 +1,35 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {choosePromptSet} from "../../../../main/engine/calibration/choosePromptSet.js";
+
+describe("choosePromptSet", () => {
+    let dir: string;
+    const file = (name: string) => path.join(dir, name);
+    beforeAll(async () => {
+        dir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-prompt-set-"));
+        await fs.mkdir(file("shipped"));
+        await fs.mkdir(file("elsewhere"));
+        await fs.writeFile(file("shipped/ponder-demo.gguf"), "the demo model's bytes");
+        await fs.writeFile(file("shipped/ponder-merge.gguf"), "the merge model's bytes");
+        await fs.copyFile(file("shipped/ponder-demo.gguf"), file("elsewhere/demo-copy.gguf"));
+        await fs.copyFile(file("shipped/ponder-merge.gguf"), file("elsewhere/merge-copy.gguf"));
+        await fs.writeFile(file("elsewhere/other.gguf"), "another model's bytes");
+    });
+    afterAll(() => fs.rm(dir, {recursive: true, force: true}));
+
+    it("gives each shipped task model, or a copy of it anywhere, its own task, and any other model the English prompts", async () => {
+        const bundled = file("shipped/ponder-demo.gguf");
+        expect(await choosePromptSet(bundled, bundled)).toBe("demo");
+        expect(await choosePromptSet(file("elsewhere/demo-copy.gguf"), bundled)).toBe("demo");
+        expect(await choosePromptSet(file("shipped/ponder-merge.gguf"), bundled)).toBe("merge");
+        expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), bundled)).toBe("merge");
+        expect(await choosePromptSet(file("elsewhere/other.gguf"), bundled)).toBe("english");
+        expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), null)).toBe("english");
+    });
+
+    it("gives the English prompts when the shipped models are missing", async () => {
+        expect(await choosePromptSet(file("elsewhere/other.gguf"), file("nowhere/ponder-demo.gguf"))).toBe("english");
+    });
+});
