@@ -150,7 +150,8 @@ export class Engine implements EngineApi {
                 if (loaded == null)
                     throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
                 return generateAnswer({
-                    loaded, build: this._runtime.build, context: this._context, states: this._states, setStatus: (patch) => this._setStatus(patch)
+                    loaded, build: this._runtime.build, offloads: this._runtime.offloads, context: this._context, states: this._states,
+                    setStatus: (patch) => this._setStatus(patch)
                 }, request);
             });
         } catch (err) {

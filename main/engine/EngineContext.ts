@@ -42,7 +42,10 @@ export class EngineContext {
         return this._active;
     }
 
-    /** The chat context for `config`, recreated when the budget, a KV cache type or flash attention changed. */
+    /**
+     * The chat context for `config`, recreated when the budget, a KV cache type or flash attention changed, and on a GPU
+     * or RPC build when the policy's read-outs (`config.reads`) changed.
+     */
     async ensure(loaded: LoadedModel, config: ContextConfig, pruning: boolean): Promise<ActiveContext> {
         const current = this._active;
         if (current != null && sameConfig(current.config, config)) {
@@ -137,5 +140,6 @@ export class EngineContext {
 }
 
 function sameConfig(a: ContextConfig, b: ContextConfig): boolean {
-    return a.cells === b.cells && a.kvType === b.kvType && a.kvTypeV === b.kvTypeV && a.flashAttention === b.flashAttention;
+    return a.cells === b.cells && a.kvType === b.kvType && a.kvTypeV === b.kvTypeV && a.flashAttention === b.flashAttention &&
+        (a.reads ?? null) === (b.reads ?? null);
 }

@@ -11,7 +11,12 @@ import type {ModelInspection, StateFiles, StateOutcome} from "./types.js";
 // values it works on, and calls back into the engine (`SetStatus`) rather than importing it.
 
 /** What a context is created with; a change rebuilds it. */
-export type ContextConfig = Pick<CompressionSettings, "kvType" | "kvTypeV" | "flashAttention"> & {cells: number};
+/**
+ * What a chat context is made for. `reads`: the per-cell values the policy turns on in the patched engine (scores,
+ * retention gates, value norms), set only where turning them on or off in a context that has decoded is unsafe (a
+ * GPU or RPC build: llama.cpp reserves its graphs again, which corrupted memory on Vulkan); elsewhere `null`.
+ */
+export type ContextConfig = Pick<CompressionSettings, "kvType" | "kvTypeV" | "flashAttention"> & {cells: number, reads?: string | null};
 
 /**
  * The loaded model, with its chat wrapper (resolved once per model). `openingTokens`: tokens the chat wrapper writes at the

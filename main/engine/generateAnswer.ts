@@ -16,7 +16,9 @@ import {policyNeeds} from "./scoring.js";
 import type {GenerateRequest, GenerationResult, StateOutcome} from "./types.js";
 
 /** What a generation runs on: the loaded model, the build (compression needs the patched one), the context and its states. */
-export type AnswerParts = {loaded: LoadedModel, build: BuildInfo | null, context: EngineContext, states: SavedStates, setStatus: SetStatus};
+export type AnswerParts = {loaded: LoadedModel, build: BuildInfo | null, context: EngineContext, states: SavedStates, setStatus: SetStatus,
+    /** Whether the build runs layers off the CPU (a GPU or rpc-servers): a policy switch then gets a new context. Defaults to `false`. */
+    offloads?: boolean};
 
 /**
  * Streams an answer to the last user turn of `request.history` (or the rest of the unfinished answer that ends it), in the
@@ -49,7 +51,7 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
     let stoppedBy: "budget" | null = null;
     try {
         const previousContext = context.active;
-        const active = await context.ensure(loaded, contextConfig(cells, compression), compression.policy !== "full");
+        const active = await context.ensure(loaded, contextConfig(cells, compression, parts.offloads === true), compression.policy !== "full");
         const {session} = active;
         if (active.kv != null) {
             const sequence = session.sequence;
@@ -208,6 +210,20 @@ async function continueResponse(session: LlamaChatSession, chatWrapper: ChatWrap
 }
 
 /** The context a generation asks for: its budget's cells, the K and V cache types and flash attention. */
-function contextConfig(cells: number, compression: CompressionSettings): ContextConfig {
-    return {cells, kvType: compression.kvType, kvTypeV: compression.kvTypeV, flashAttention: compression.flashAttention};
+export function contextConfig(cells: number, compression: CompressionSettings, offloads: boolean): ContextConfig {
+    return {cells, kvType: compression.kvType, kvTypeV: compression.kvTypeV, flashAttention: compression.flashAttention,
+        reads: offloads ? policyReads(compression) : null};
+}
+
+/**
+ * The per-cell values a policy turns on in the patched engine and the rows it scores, as a key: two policies with the
+ * same key share a context on a GPU or RPC build.
+ */
+function policyReads(compression: CompressionSettings): string {
+    if (compression.policy === "full")
+        return "";
+    const needs = policyNeeds(compression);
+    // What shapes the graph: the values read and the query rows scored (the decay is a number the graph takes as it is).
+    return JSON.stringify({scores: needs.scores !== false, gates: needs.retention === true, norms: needs.valueNorms === true,
+        allRows: needs.allRows, everyRow: needs.everyRow === true, rows: needs.rows ?? null});
 }

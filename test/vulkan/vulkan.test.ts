@@ -4,7 +4,8 @@
 // offloaded, every policy, flash attention on and off, greedy: the Vulkan build's answers against the CPU build's,
 // token for token where the two backends' arithmetic agrees, and their live cells and evictions up to where they part.
 // A pruned state saved on one build resumes on the other. The status names the Vulkan build and its device. A policy
-// switch on one context (the last test) stops the Vulkan engine: open (native/README.md, "Vulkan on lavapipe").
+// switch in a conversation gets a new context on a GPU build (the last test): turning the scores, gates or value norms
+// on or off in a context that has decoded corrupted memory on Vulkan (native/README.md, "Vulkan on lavapipe").
 // Run with `npm run test:vulkan` (native/README.md, "Vulkan on lavapipe").
 import fs from "node:fs";
 import os from "node:os";
@@ -177,16 +178,17 @@ describe("the Vulkan build against the CPU build", () => {
         });
     }
 
-    // The engine keeps its context while the budget, the cache types and flash attention stay, so a policy switch in a
-    // conversation turns the scores, the retention gates or the value norms on or off in a context that has already run
-    // (llama.cpp then reserves its graphs anew). Each build answers each policy in turn on one context.
-    it("switches policies on one context: TRIM-KV, StreamingLLM, H2O, LAVa, H2O", async () => {
+    // The engine keeps its context while the budget, the cache types and flash attention stay; on a GPU build also while
+    // the policy's read-outs (scores, retention gates, value norms, rows scored) stay, since turning them on or off in a
+    // context that has decoded (llama.cpp then reserves its graphs anew) corrupted memory on Vulkan. Each build answers
+    // each policy in turn at one budget, as a conversation whose policy is switched between answers.
+    it("switches policies between answers at one budget: TRIM-KV, StreamingLLM, H2O, LAVa, H2O", async () => {
         const history: ChatTurn[] = [{role: "user", text: question}];
         for (const policy of ["trimkv", "streamingllm", "h2o", "lava", "h2o"] as const) {
             const c: Case = {policy, flashAttention: false, kvType: "f16", kvTypeV: "f16", cells: 240};
             const [onVulkan, onCpu] = await Promise.all([record(vulkan, c, history), record(cpu, c, history)]);
             const comparison = compareRuns(onVulkan, onCpu);
-            report.push(`switch to ${policy.padEnd(12)} on one context: first divergence ${comparison.firstDivergence ?? "none"} of ${comparison.compared}; ` +
+            report.push(`switch to ${policy.padEnd(12)} at one budget: first divergence ${comparison.firstDivergence ?? "none"} of ${comparison.compared}; ` +
                 `counters differ at ${comparison.countersDiffer} samples before it`);
             expect(comparison.countersDiffer, policy).toBe(0);
         }
