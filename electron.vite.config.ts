@@ -6,7 +6,9 @@ import {computeSeriesHash} from "./native/seriesHash.mjs";
 
 // The patch series this build of the app needs: a local llama.cpp build stamped with another one is stale
 // (main/engine/native/currentSeriesHash.ts). The app ships without native/, so the hash is fixed here.
-const nodeLlamaCpp = JSON.parse(readFileSync(resolve(import.meta.dirname, "node_modules/node-llama-cpp/package.json"), "utf8")) as {version: string};
+const nodeLlamaCpp = JSON.parse(readFileSync(resolve(import.meta.dirname, "node_modules/node-llama-cpp/package.json"), "utf8")) as {
+    version: string;
+};
 const seriesHash = computeSeriesHash(nodeLlamaCpp.version);
 
 // Ponder's layout is not electron-vite's default `src/{main,preload,renderer}`, so every entry is explicit.
@@ -16,8 +18,13 @@ export default defineConfig({
         build: {
             outDir: "out/main",
             externalizeDeps: true,
-            rollupOptions: {input: {index: resolve(import.meta.dirname, "main/index.ts"), headless: resolve(import.meta.dirname, "main/headless.ts"),
-                engineProcess: resolve(import.meta.dirname, "main/engineProcess.ts")}}
+            rollupOptions: {
+                input: {
+                    index: resolve(import.meta.dirname, "main/index.ts"),
+                    headless: resolve(import.meta.dirname, "main/headless.ts"),
+                    engineProcess: resolve(import.meta.dirname, "main/engineProcess.ts")
+                }
+            }
         }
     },
     preload: {

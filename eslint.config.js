@@ -18,8 +18,18 @@ const boundaries = {
     },
     sqlite: {paths: [{name: "better-sqlite3", message: "better-sqlite3 is imported only in main/db/."}], patterns: []},
     electron: {
-        paths: [{name: "electron", message: "Electron is imported only by main/index.ts, main/ipc/, the engine process's spawner and preload/index.ts."}],
-        patterns: [{group: ["electron/*"], message: "Electron is imported only by main/index.ts, main/ipc/, the engine process's spawner and preload/index.ts."}]
+        paths: [
+            {
+                name: "electron",
+                message: "Electron is imported only by main/index.ts, main/ipc/, the engine process's spawner and preload/index.ts."
+            }
+        ],
+        patterns: [
+            {
+                group: ["electron/*"],
+                message: "Electron is imported only by main/index.ts, main/ipc/, the engine process's spawner and preload/index.ts."
+            }
+        ]
     },
     ipcMain: {paths: [{name: "electron", importNames: ["ipcMain"], message: "ipcMain is used only in main/ipc/."}], patterns: []},
     mainCode: {
@@ -33,12 +43,24 @@ const boundaries = {
 
 /** `no-restricted-imports` set to the given boundaries (a later block's setting replaces an earlier one's). */
 function restrictImports(...names) {
-    return ["error", {paths: names.flatMap((name) => boundaries[name].paths), patterns: names.flatMap((name) => boundaries[name].patterns)}];
+    return [
+        "error",
+        {paths: names.flatMap((name) => boundaries[name].paths), patterns: names.flatMap((name) => boundaries[name].patterns)}
+    ];
 }
 
 export default defineConfig(
     {
-        ignores: ["out/", "dist/", ".fixtures/", "native/.build/", "native/patches/", "test/bench/results/", "test/eval/train/runs/", "resources/"]
+        ignores: [
+            "out/",
+            "dist/",
+            ".fixtures/",
+            "native/.build/",
+            "native/patches/",
+            "test/bench/results/",
+            "test/eval/train/runs/",
+            "resources/"
+        ]
     },
     js.configs.recommended,
     tseslint.configs.recommended,
@@ -66,7 +88,7 @@ export default defineConfig(
             // STYLE.md: prefer `type` to `interface`.
             "@typescript-eslint/consistent-type-definitions": ["error", "type"],
             // `x == null` is the house idiom for "null or undefined"; everything else compares strictly.
-            "eqeqeq": ["error", "always", {null: "ignore"}],
+            eqeqeq: ["error", "always", {null: "ignore"}],
             "@typescript-eslint/no-unused-vars": ["error", {argsIgnorePattern: "^_", varsIgnorePattern: "^_"}],
             "no-restricted-imports": "off"
         }
@@ -77,7 +99,11 @@ export default defineConfig(
         // Types from tsconfig.node.json and tsconfig.web.json (JavaScript files are linted without them); the renderer
         // tests' harness components belong to neither.
         languageOptions: {
-            parserOptions: {projectService: {allowDefaultProject: ["test/unit/renderer/*.svelte"]}, tsconfigRootDir: import.meta.dirname, extraFileExtensions: [".svelte"]}
+            parserOptions: {
+                projectService: {allowDefaultProject: ["test/unit/renderer/*.svelte"]},
+                tsconfigRootDir: import.meta.dirname,
+                extraFileExtensions: [".svelte"]
+            }
         },
         rules: {
             "@typescript-eslint/no-floating-promises": "error",

@@ -7,18 +7,63 @@ import {svelte} from "@sveltejs/vite-plugin-svelte";
 export default defineConfig({
     test: {
         projects: [
-            {test: {name: "unit", include: ["test/unit/**/*.test.ts"], exclude: ["test/unit/renderer/**"], environment: "node", testTimeout: 30_000}},
+            {
+                test: {
+                    name: "unit",
+                    include: ["test/unit/**/*.test.ts"],
+                    exclude: ["test/unit/renderer/**"],
+                    environment: "node",
+                    testTimeout: 30_000
+                }
+            },
             {
                 // Renderer state modules use runes: compile them as the browser would.
                 plugins: [svelte()],
                 resolve: {conditions: ["browser"]},
                 test: {name: "renderer", include: ["test/unit/renderer/**/*.test.ts"], environment: "node", testTimeout: 30_000}
             },
-            {test: {name: "engine", include: ["test/engine/**/*.test.ts"], environment: "node", testTimeout: 180_000, hookTimeout: 180_000, fileParallelism: false}},
-            {test: {name: "native", include: ["test/native/**/*.test.ts"], environment: "node", testTimeout: 300_000, hookTimeout: 300_000, fileParallelism: false}},
+            {
+                test: {
+                    name: "engine",
+                    include: ["test/engine/**/*.test.ts"],
+                    environment: "node",
+                    testTimeout: 180_000,
+                    hookTimeout: 180_000,
+                    fileParallelism: false
+                }
+            },
+            {
+                test: {
+                    name: "native",
+                    include: ["test/native/**/*.test.ts"],
+                    environment: "node",
+                    testTimeout: 300_000,
+                    hookTimeout: 300_000,
+                    fileParallelism: false
+                }
+            },
             // The Vulkan build on the machine's Vulkan device (lavapipe without a GPU); not part of `npm test`: `npm run test:vulkan`.
-            {test: {name: "vulkan", include: ["test/vulkan/**/*.test.ts"], environment: "node", testTimeout: 600_000, hookTimeout: 300_000, fileParallelism: false}},
-            {test: {name: "e2e", include: ["test/e2e/**/*.test.ts"], globalSetup: ["test/e2e/globalSetup.ts"], environment: "node", testTimeout: 240_000, hookTimeout: 240_000, fileParallelism: false}}
+            {
+                test: {
+                    name: "vulkan",
+                    include: ["test/vulkan/**/*.test.ts"],
+                    environment: "node",
+                    testTimeout: 600_000,
+                    hookTimeout: 300_000,
+                    fileParallelism: false
+                }
+            },
+            {
+                test: {
+                    name: "e2e",
+                    include: ["test/e2e/**/*.test.ts"],
+                    globalSetup: ["test/e2e/globalSetup.ts"],
+                    environment: "node",
+                    testTimeout: 240_000,
+                    hookTimeout: 240_000,
+                    fileParallelism: false
+                }
+            }
         ]
     }
 });

@@ -4,7 +4,11 @@ import type {ErrorCode} from "../preload/contract.js";
 export class AppError extends Error {
     override name = "AppError";
 
-    constructor(readonly code: ErrorCode, message: string, options?: {cause?: unknown}) {
+    constructor(
+        readonly code: ErrorCode,
+        message: string,
+        options?: {cause?: unknown}
+    ) {
         super(message, options);
     }
 }

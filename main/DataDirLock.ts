@@ -8,15 +8,18 @@ export const DATA_DIR_LOCK_FILE = "ponder.lock";
 export class DataDirLockedError extends Error {
     override name = "DataDirLockedError";
 
-    constructor(readonly dataDir: string, readonly pid: number | null) {
+    constructor(
+        readonly dataDir: string,
+        readonly pid: number | null
+    ) {
         super(
             `Another Ponder process${pid != null ? ` (pid ${pid})` : ""} is using the data directory ${dataDir}: ` +
-            "stop it first, or give this one another folder (headless: --data-dir <folder>)."
+                "stop it first, or give this one another folder (headless: --data-dir <folder>)."
         );
     }
 }
 
-type LockContent = {pid: number, hostname: string};
+type LockContent = {pid: number; hostname: string};
 
 function isAlive(pid: number): boolean {
     try {
@@ -31,7 +34,9 @@ function isAlive(pid: number): boolean {
 function readLock(file: string): LockContent | null {
     try {
         const content = JSON.parse(fs.readFileSync(file, "utf8")) as Partial<LockContent>;
-        return typeof content.pid === "number" && typeof content.hostname === "string" ? {pid: content.pid, hostname: content.hostname} : null;
+        return typeof content.pid === "number" && typeof content.hostname === "string"
+            ? {pid: content.pid, hostname: content.hostname}
+            : null;
     } catch {
         return null;
     }
@@ -58,8 +63,7 @@ export class DataDirLock {
                 fs.writeFileSync(file, content, {flag: "wx"});
                 return new DataDirLock(file);
             } catch (err) {
-                if ((err as NodeJS.ErrnoException).code !== "EEXIST")
-                    throw err;
+                if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
             }
             const holder = readLock(file);
             // our own pid in the file: left by an earlier process that had it (pids repeat across container restarts)
@@ -69,8 +73,7 @@ export class DataDirLock {
                 // being written by a process that started this very moment, or garbage: an empty or torn file older
                 // than a second is garbage
                 const age = Date.now() - fs.statSync(file).mtimeMs;
-                if (age < 1000)
-                    throw new DataDirLockedError(dataDir, null);
+                if (age < 1000) throw new DataDirLockedError(dataDir, null);
             }
             // stale (its owner died) or ours from before: remove it and try again; a process that wins the race in
             // between holds the directory, and the second attempt says so
@@ -82,10 +85,8 @@ export class DataDirLock {
 
     /** Releases the claim (only if the file is still ours). */
     dispose(): void {
-        if (this._released)
-            return;
+        if (this._released) return;
         this._released = true;
-        if (readLock(this.file)?.pid === process.pid)
-            fs.rmSync(this.file, {force: true});
+        if (readLock(this.file)?.pid === process.pid) fs.rmSync(this.file, {force: true});
     }
 }

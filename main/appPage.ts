@@ -33,7 +33,9 @@ export function isAppPage(url: string, devUrl?: string): boolean {
             return false;
         }
     }
-    return parsed.protocol === `${APP_SCHEME}:` && parsed.host === APP_HOST && (parsed.pathname === "/" || parsed.pathname === "/index.html");
+    return (
+        parsed.protocol === `${APP_SCHEME}:` && parsed.host === APP_HOST && (parsed.pathname === "/" || parsed.pathname === "/index.html")
+    );
 }
 
 /** Whether a permission request (or check) for `permission` from a page at `requestingUrl` is granted. */
@@ -53,25 +55,20 @@ export function resolveAppRequest(url: string, rendererDir: string, pathApi: pat
     } catch {
         return null;
     }
-    if (parsed.protocol !== `${APP_SCHEME}:` || parsed.host !== APP_HOST)
-        return null;
+    if (parsed.protocol !== `${APP_SCHEME}:` || parsed.host !== APP_HOST) return null;
     let relative: string;
     try {
         relative = decodeURIComponent(parsed.pathname);
     } catch {
         return null; // malformed percent-encoding
     }
-    if (relative === "/" || relative === "")
-        relative = "/index.html";
-    if (relative.includes("\0") || relative.includes("\\") || /^\/[A-Za-z]:/.test(relative))
-        return null;
+    if (relative === "/" || relative === "") relative = "/index.html";
+    if (relative.includes("\0") || relative.includes("\\") || /^\/[A-Za-z]:/.test(relative)) return null;
     const segments = relative.split("/").filter((segment) => segment !== "");
-    if (segments.some((segment) => segment === "." || segment === ".." || segment.includes(":")))
-        return null;
+    if (segments.some((segment) => segment === "." || segment === ".." || segment.includes(":"))) return null;
     const root = pathApi.resolve(rendererDir);
     const file = pathApi.resolve(root, ...segments);
     const inside = pathApi.relative(root, file);
-    if (inside === "" || inside.startsWith("..") || pathApi.isAbsolute(inside))
-        return null;
+    if (inside === "" || inside.startsWith("..") || pathApi.isAbsolute(inside)) return null;
     return file;
 }

@@ -3,22 +3,24 @@ import {APP_SCHEME, isPermissionGranted, resolveAppRequest} from "./appPage.js";
 
 /** The part of Electron's `Session` this module sets up (Electron stays imported by the entry point alone). */
 export type AppSession<Contents extends {getURL(): string}> = {
-    protocol: {handle(scheme: string, handler: (request: Request) => Promise<Response>): void},
+    protocol: {handle(scheme: string, handler: (request: Request) => Promise<Response>): void};
     setPermissionRequestHandler(
         handler: (contents: Contents, permission: string, callback: (granted: boolean) => void, details: {requestingUrl?: string}) => void
-    ): void,
-    setPermissionCheckHandler(handler: (contents: Contents | null, permission: string, origin: string, details: {requestingUrl?: string}) => boolean): void
+    ): void;
+    setPermissionCheckHandler(
+        handler: (contents: Contents | null, permission: string, origin: string, details: {requestingUrl?: string}) => boolean
+    ): void;
 };
 
 export type AppSessionOptions<Contents> = {
     /** The built renderer (`out/renderer`): the only files `app://ponder/` serves. */
-    rendererDir: string,
+    rendererDir: string;
     /** The dev server's URL in `npm run dev`, whose pages count as the app's page. Defaults to `undefined`. */
-    devUrl?: string,
+    devUrl?: string;
     /** Whether `contents` is the app's window; permissions are granted to it alone. */
-    isAppWindow(contents: Contents | null): boolean,
+    isAppWindow(contents: Contents | null): boolean;
     /** Reads a file URL into a response (Electron's `net.fetch`, which sets the MIME type). */
-    fetchFile(fileUrl: string): Promise<Response>
+    fetchFile(fileUrl: string): Promise<Response>;
 };
 
 /**
@@ -26,13 +28,15 @@ export type AppSessionOptions<Contents> = {
  * is denied, except what {@link isPermissionGranted} grants the app's own page in the app's window (the copy buttons'
  * clipboard write).
  */
-export function secureAppSession<Contents extends {getURL(): string}>(session: AppSession<Contents>, options: AppSessionOptions<Contents>): void {
+export function secureAppSession<Contents extends {getURL(): string}>(
+    session: AppSession<Contents>,
+    options: AppSessionOptions<Contents>
+): void {
     const {rendererDir, devUrl, isAppWindow, fetchFile} = options;
 
     session.protocol.handle(APP_SCHEME, async (request) => {
         const file = resolveAppRequest(request.url, rendererDir);
-        if (file == null)
-            return new Response("Not found", {status: 404, headers: {"content-type": "text/plain"}});
+        if (file == null) return new Response("Not found", {status: 404, headers: {"content-type": "text/plain"}});
         try {
             return await fetchFile(pathToFileURL(file).href);
         } catch {

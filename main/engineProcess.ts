@@ -15,21 +15,21 @@ const build = builds.find((choice) => choice === values.build) ?? "auto";
 // The rpc-servers the engine places offloaded layers on (the engine settings); each is checked before it is registered.
 const rpcServers = typeof values.rpc === "string" ? values.rpc.split(",").filter((endpoint) => endpoint !== "") : [];
 
-type ParentPort = {postMessage(message: unknown): void, on(event: "message", listener: (event: {data: unknown}) => void): void};
+type ParentPort = {postMessage(message: unknown): void; on(event: "message", listener: (event: {data: unknown}) => void): void};
 const parentPort = (process as unknown as {parentPort?: ParentPort}).parentPort;
 
-const channel: Channel<FromEngine, ToEngine> = parentPort != null
-    ? {
-        post: (message) => parentPort.postMessage(message),
-        onMessage: (listener) => parentPort.on("message", (event) => listener(event.data as ToEngine))
-    }
-    : {
-        post: (message) => {
-            if (process.connected)
-                process.send!(message);
-        },
-        onMessage: (listener) => process.on("message", (message) => listener(message as ToEngine))
-    };
+const channel: Channel<FromEngine, ToEngine> =
+    parentPort != null
+        ? {
+              post: (message) => parentPort.postMessage(message),
+              onMessage: (listener) => parentPort.on("message", (event) => listener(event.data as ToEngine))
+          }
+        : {
+              post: (message) => {
+                  if (process.connected) process.send!(message);
+              },
+              onMessage: (listener) => process.on("message", (message) => listener(message as ToEngine))
+          };
 
 // Without a parent the engine has no one to answer: it ends with it.
 process.on("disconnect", () => process.exit(0));
@@ -41,11 +41,11 @@ const faults = process.env.PONDER_ENGINE_FAULTS === "1";
 let abortOnLoad = false;
 if (faults) {
     const load = engine.loadModel.bind(engine);
-    engine.loadModel = (...args) => abortOnLoad ? process.abort() : load(...args);
+    engine.loadModel = (...args) => (abortOnLoad ? process.abort() : load(...args));
 }
 serveEngine(channel, engine, {
     injectFault: faults
-        ? (fault) => fault === "abortOnLoad" ? abortOnLoad = true : fault === "abort" ? process.abort() : process.exit(70)
+        ? (fault) => (fault === "abortOnLoad" ? (abortOnLoad = true) : fault === "abort" ? process.abort() : process.exit(70))
         : undefined,
     onDisposed: () => setImmediate(() => process.exit(0))
 });

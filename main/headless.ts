@@ -25,8 +25,7 @@ let lock: DataDirLock;
 try {
     lock = DataDirLock.acquire(args.dataDir);
 } catch (err) {
-    if (!(err instanceof DataDirLockedError))
-        throw err;
+    if (!(err instanceof DataDirLockedError)) throw err;
     console.error(err.message);
     process.exit(1);
 }
@@ -42,26 +41,30 @@ const app = createApp({
     bundledModelPath: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf"),
     emit: (channel, payload) => bridge?.emit(channel, payload),
     // llama.cpp runs in a process of its own: an abort or a crash there restarts the engine, not this server.
-    engine: {spawn: forkEngine({
-        entry: path.join(import.meta.dirname, "engineProcess.js"),
-        args: args.threads != null ? [`--threads=${args.threads}`] : []
-    })},
+    engine: {
+        spawn: forkEngine({
+            entry: path.join(import.meta.dirname, "engineProcess.js"),
+            args: args.threads != null ? [`--threads=${args.threads}`] : []
+        })
+    },
     chat: {seed: args.seed},
     server: {override: serve},
     ...(args.calibration != null ? {calibration: {settings: args.calibration}} : {})
 });
-const dispatch = createDispatch(createHandlers(app, {
-    openExternal: async () => {},
-    pickModelFile: async () => null
-}), (message, err) => console.error(message, err));
+const dispatch = createDispatch(
+    createHandlers(app, {
+        openExternal: async () => {},
+        pickModelFile: async () => null
+    }),
+    (message, err) => console.error(message, err)
+);
 bridge = await LoopbackBridge.start({dispatch, staticDir: args.renderer, port: args.port, token: args.token});
 
 if (args.model != null) {
     await app.server.restore();
     const model = await app.models.add(args.model);
     await app.models.load(model.id);
-} else
-    await app.restoreLastModel();
+} else await app.restoreLastModel();
 
 // One machine-readable line for whoever started us, then a human one.
 const server = app.server.status();
@@ -69,13 +72,11 @@ console.log(JSON.stringify({ponderHeadless: {url: bridge.url, port: bridge.port,
 console.error(`Ponder is running headless at ${bridge.url}`);
 if (server.url != null)
     console.error(`The OpenAI-compatible API listens at ${server.url}${server.hasKey ? " (the API key is required)" : ""}`);
-else if (server.error != null)
-    console.error(`The API server did not start: ${server.error}`);
+else if (server.error != null) console.error(`The API server did not start: ${server.error}`);
 
 let stopping = false;
 async function shutdown(): Promise<void> {
-    if (stopping)
-        return;
+    if (stopping) return;
     stopping = true;
     await bridge?.dispose();
     await app.dispose();

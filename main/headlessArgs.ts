@@ -4,18 +4,18 @@ import {parseArgs} from "node:util";
 
 /** The headless mode's options, as parsed from its command line. */
 export type HeadlessArgs = {
-    dataDir: string,
-    renderer: string,
-    port: number,
-    token?: string,
-    model?: string,
-    seed?: number,
-    threads?: number,
-    serve: boolean,
-    serveHost?: string,
-    servePort?: number,
+    dataDir: string;
+    renderer: string;
+    port: number;
+    token?: string;
+    model?: string;
+    seed?: number;
+    threads?: number;
+    serve: boolean;
+    serveHost?: string;
+    servePort?: number;
     /** Settings of every retention calibration (`--calibration`). */
-    calibration?: CalibrationArgs
+    calibration?: CalibrationArgs;
 };
 
 /** The retention calibration's settings the command line may set (calibrateRetention's options of the same names). */
@@ -45,44 +45,46 @@ Options:
 `;
 
 /** Reads the command line: the options, `help` when asked for, or an error in words (never a throw). */
-export function parseHeadlessArgs(argv: string[], defaults: {renderer: string, home?: string}): {args: HeadlessArgs} | {help: true} | {error: string} {
+export function parseHeadlessArgs(
+    argv: string[],
+    defaults: {renderer: string; home?: string}
+): {args: HeadlessArgs} | {help: true} | {error: string} {
     let values: ReturnType<typeof parse>["values"];
     try {
         values = parse(argv).values;
     } catch (err) {
         return {error: (err as Error).message.split("\n")[0]!};
     }
-    if (values.help === true)
-        return {help: true};
+    if (values.help === true) return {help: true};
     const integer = (name: string, value: string | undefined, min: number, max: number): number | undefined | string => {
-        if (value == null)
-            return undefined;
+        if (value == null) return undefined;
         const number = Number(value);
-        return Number.isInteger(number) && number >= min && number <= max ? number : `--${name} must be a whole number from ${min} to ${max}, not ${JSON.stringify(value)}`;
+        return Number.isInteger(number) && number >= min && number <= max
+            ? number
+            : `--${name} must be a whole number from ${min} to ${max}, not ${JSON.stringify(value)}`;
     };
     const port = integer("port", values.port, 0, 65535) ?? 0;
     const seed = integer("seed", values.seed, 0, 2 ** 32 - 1);
     const threads = integer("threads", values.threads, 1, 1024);
     const servePort = integer("serve-port", values["serve-port"], 0, 65535);
-    for (const value of [port, seed, threads, servePort])
-        if (typeof value === "string")
-            return {error: value};
+    for (const value of [port, seed, threads, servePort]) if (typeof value === "string") return {error: value};
     const calibration = values.calibration == null ? undefined : parseCalibration(values.calibration);
-    if (typeof calibration === "string")
-        return {error: calibration};
-    return {args: {
-        dataDir: values["data-dir"] ?? path.join(defaults.home ?? os.homedir(), ".config", "Ponder"),
-        renderer: values.renderer ?? defaults.renderer,
-        port: port as number,
-        token: values.token,
-        model: values.model,
-        seed: seed as number | undefined,
-        threads: threads as number | undefined,
-        serve: values.serve === true,
-        serveHost: values["serve-host"],
-        servePort: servePort as number | undefined,
-        calibration
-    }};
+    if (typeof calibration === "string") return {error: calibration};
+    return {
+        args: {
+            dataDir: values["data-dir"] ?? path.join(defaults.home ?? os.homedir(), ".config", "Ponder"),
+            renderer: values.renderer ?? defaults.renderer,
+            port: port as number,
+            token: values.token,
+            model: values.model,
+            seed: seed as number | undefined,
+            threads: threads as number | undefined,
+            serve: values.serve === true,
+            serveHost: values["serve-host"],
+            servePort: servePort as number | undefined,
+            calibration
+        }
+    };
 }
 
 /** `--calibration`'s JSON: an object of known keys with whole numbers from 1 (0 for `seed`); else the error in words. */

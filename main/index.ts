@@ -16,8 +16,12 @@ const rendererDir = path.join(import.meta.dirname, "../renderer");
 let mainWindow: BrowserWindow | null = null;
 
 function isTrustedSender(event: IpcMainInvokeEvent): boolean {
-    return mainWindow != null && event.sender === mainWindow.webContents && event.senderFrame != null &&
-        isAppPage(event.senderFrame.url, rendererDevUrl);
+    return (
+        mainWindow != null &&
+        event.sender === mainWindow.webContents &&
+        event.senderFrame != null &&
+        isAppPage(event.senderFrame.url, rendererDevUrl)
+    );
 }
 
 function createWindow(): BrowserWindow {
@@ -40,13 +44,11 @@ function createWindow(): BrowserWindow {
     window.once("ready-to-show", () => window.show());
     // External links open in the browser; the app window never navigates away or opens others.
     window.webContents.setWindowOpenHandler(({url}) => {
-        if (/^https?:\/\//.test(url))
-            void shell.openExternal(url);
+        if (/^https?:\/\//.test(url)) void shell.openExternal(url);
         return {action: "deny"};
     });
     window.webContents.on("will-navigate", (event, url) => {
-        if (!isAppPage(url, rendererDevUrl))
-            event.preventDefault();
+        if (!isAppPage(url, rendererDevUrl)) event.preventDefault();
     });
     void window.loadURL(rendererDevUrl ?? APP_PAGE_URL);
     return window;
@@ -56,10 +58,8 @@ function createWindow(): BrowserWindow {
 protocol.registerSchemesAsPrivileged([{scheme: APP_SCHEME, privileges: APP_SCHEME_PRIVILEGES}]);
 
 // A second instance hands over to the first ("second-instance" below) and starts nothing: no database, no engine.
-if (!app.requestSingleInstanceLock())
-    app.quit();
-else
-    await start();
+if (!app.requestSingleInstanceLock()) app.quit();
+else await start();
 
 async function start(): Promise<void> {
     app.on("web-contents-created", (_event, contents) => {
@@ -79,8 +79,7 @@ async function start(): Promise<void> {
     try {
         lock = DataDirLock.acquire(app.getPath("userData"));
     } catch (err) {
-        if (!(err instanceof DataDirLockedError))
-            throw err;
+        if (!(err instanceof DataDirLockedError)) throw err;
         dialog.showErrorBox("Ponder", err.message);
         app.exit(1);
         return;
@@ -97,29 +96,31 @@ async function start(): Promise<void> {
         // llama.cpp runs in a utility process: an abort or a crash there restarts the engine, not the window.
         engine: {spawn: utilityEngine(path.join(import.meta.dirname, "engineProcess.js"))}
     });
-    const dispatch = createDispatch(createHandlers(services, {
-        openExternal: (url) => shell.openExternal(url),
-        pickModelFile: async () => {
-            const result = await dialog.showOpenDialog(mainWindow!, {
-                title: "Open a GGUF model",
-                properties: ["openFile"],
-                filters: [{name: "GGUF models", extensions: ["gguf"]}]
-            });
-            return result.canceled ? null : (result.filePaths[0] ?? null);
-        },
-        pickTrimkvFiles: async () => {
-            const result = await dialog.showOpenDialog(mainWindow!, {
-                title: "Open the TRIM-KV gates (trimkv_weights.pth)",
-                properties: ["openFile"],
-                filters: [{name: "PyTorch checkpoints", extensions: ["pth", "pt", "bin"]}]
-            });
-            const weights = result.canceled ? null : (result.filePaths[0] ?? null);
-            if (weights == null)
-                return null;
-            const config = path.join(path.dirname(weights), "config.json");
-            return {weights, config: fs.existsSync(config) ? config : null};
-        }
-    }), (message, err) => console.error(message, err));
+    const dispatch = createDispatch(
+        createHandlers(services, {
+            openExternal: (url) => shell.openExternal(url),
+            pickModelFile: async () => {
+                const result = await dialog.showOpenDialog(mainWindow!, {
+                    title: "Open a GGUF model",
+                    properties: ["openFile"],
+                    filters: [{name: "GGUF models", extensions: ["gguf"]}]
+                });
+                return result.canceled ? null : (result.filePaths[0] ?? null);
+            },
+            pickTrimkvFiles: async () => {
+                const result = await dialog.showOpenDialog(mainWindow!, {
+                    title: "Open the TRIM-KV gates (trimkv_weights.pth)",
+                    properties: ["openFile"],
+                    filters: [{name: "PyTorch checkpoints", extensions: ["pth", "pt", "bin"]}]
+                });
+                const weights = result.canceled ? null : (result.filePaths[0] ?? null);
+                if (weights == null) return null;
+                const config = path.join(path.dirname(weights), "config.json");
+                return {weights, config: fs.existsSync(config) ? config : null};
+            }
+        }),
+        (message, err) => console.error(message, err)
+    );
     const senderFor = registerElectronIpc(dispatch, isTrustedSender);
 
     mainWindow = createWindow();
@@ -127,15 +128,13 @@ async function start(): Promise<void> {
     void services.restoreLastModel();
 
     app.on("second-instance", () => {
-        if (mainWindow?.isMinimized())
-            mainWindow.restore();
+        if (mainWindow?.isMinimized()) mainWindow.restore();
         mainWindow?.focus();
     });
     app.on("window-all-closed", () => app.quit());
     let disposed = false;
     app.on("before-quit", (event) => {
-        if (disposed)
-            return;
+        if (disposed) return;
         event.preventDefault();
         disposed = true;
         void services.dispose().finally(() => {

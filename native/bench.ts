@@ -61,7 +61,7 @@ type Variant = "stock" | "compare-off" | "compare-on" | "patched-off" | "patched
 
 const compareBuildOption = {PONDER_BENCH_BUILD: "1"};
 
-type Config = {cells: number, flashAttention: boolean};
+type Config = {cells: number; flashAttention: boolean};
 
 /** The bench models (--shape): random weights, F16. */
 const benchShapes: Record<string, Partial<ModelSpec>> = {
@@ -71,12 +71,21 @@ const benchShapes: Record<string, Partial<ModelSpec>> = {
      * The layers of DeepSeek-R1-Distill-Qwen-1.5B, the smallest model Ponder is for (1536 wide, 12 / 2 heads of 128,
      * feed-forward 8960), six of its 28: per-layer costs such as the gates' keep their share of a decode step.
      */
-    "1.5b": {arch: "qwen2", name: "ponder-bench-1.5b-layers", nLayer: 6, nEmbd: 1536, nHead: 12, nHeadKv: 2, nFf: 8960, nCtxTrain: 8192, seed: 42}
+    "1.5b": {
+        arch: "qwen2",
+        name: "ponder-bench-1.5b-layers",
+        nLayer: 6,
+        nEmbd: 1536,
+        nHead: 12,
+        nHeadKv: 2,
+        nFf: 8960,
+        nCtxTrain: 8192,
+        seed: 42
+    }
 };
 
 const shapeArg = process.argv.includes("--shape") ? process.argv[process.argv.indexOf("--shape") + 1]! : "default";
-if (benchShapes[shapeArg] == null)
-    throw new Error(`--shape: ${Object.keys(benchShapes).join(" or ")}, not ${shapeArg}`);
+if (benchShapes[shapeArg] == null) throw new Error(`--shape: ${Object.keys(benchShapes).join(" or ")}, not ${shapeArg}`);
 const benchSpec = benchShapes[shapeArg]!;
 
 function parseArgs() {
@@ -120,14 +129,27 @@ async function loadVariant(variant: Variant): Promise<Llama> {
         // node-llama-cpp prefers a local build; a custom cmake option makes it look for a local build that does not
         // exist, so it takes the prebuilt @node-llama-cpp/<platform> binary (existingPrebuiltBinaryMustMatchBuildOptions
         // is false by default)
-        const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, cmakeOptions: {PONDER_BENCH_STOCK: "1"}, maxThreads: 0, logLevel: "error" as never});
+        const llama = await getLlama({
+            gpu: false,
+            build: "never",
+            usePrebuiltBinaries: true,
+            cmakeOptions: {PONDER_BENCH_STOCK: "1"},
+            maxThreads: 0,
+            logLevel: "error" as never
+        });
         const info = getNativeBuildInfo(llama);
-        if (info.kind !== "prebuilt" || info.patched)
-            throw new Error(`expected the stock prebuilt binary, got ${JSON.stringify(info)}`);
+        if (info.kind !== "prebuilt" || info.patched) throw new Error(`expected the stock prebuilt binary, got ${JSON.stringify(info)}`);
         return llama;
     }
     if (variant === "compare-off" || variant === "compare-on")
-        return await getLlama({gpu: false, build: "never", usePrebuiltBinaries: false, cmakeOptions: compareBuildOption, maxThreads: 0, logLevel: "error" as never});
+        return await getLlama({
+            gpu: false,
+            build: "never",
+            usePrebuiltBinaries: false,
+            cmakeOptions: compareBuildOption,
+            maxThreads: 0,
+            logLevel: "error" as never
+        });
     return await loadPatchedLlama({gpu: false, logLevel: "error", llamaOptions: {maxThreads: 0}});
 }
 
@@ -135,18 +157,27 @@ async function loadVariant(variant: Variant): Promise<Llama> {
 function compareBuildFolder(): string {
     const entry = createRequire(import.meta.url).resolve("node-llama-cpp");
     const llamaDir = path.join(entry.slice(0, entry.lastIndexOf("node-llama-cpp") + "node-llama-cpp".length), "llama");
-    const hash = Array.from(createHash("sha1").update(Object.entries(compareBuildOption).map(([key, value]) => `${key}=${value}`).join(";")).digest())
-        .map((byte) => byte.toString(36)).join("");
+    const hash = Array.from(
+        createHash("sha1")
+            .update(
+                Object.entries(compareBuildOption)
+                    .map(([key, value]) => `${key}=${value}`)
+                    .join(";")
+            )
+            .digest()
+    )
+        .map((byte) => byte.toString(36))
+        .join("");
     const platform = {linux: "linux", darwin: "mac", win32: "win"}[process.platform as string] ?? process.platform;
     return path.join(llamaDir, "localBuilds", `${platform}-${process.arch}-${hash}`);
 }
 
 function randomToken(state: {seed: number}): Token {
     state.seed = (Math.imul(state.seed, 1664525) + 1013904223) >>> 0;
-    return (40 + (state.seed >>> 8) % 210) as Token;
+    return (40 + ((state.seed >>> 8) % 210)) as Token;
 }
 
-type Prepared = {config: Config, step(): Promise<void>, dispose(): Promise<void>};
+type Prepared = {config: Config; step(): Promise<void>; dispose(): Promise<void>};
 
 /** Child: loads one binary, prepares a filled context per config, then measures whatever the parent asks for. */
 async function runChild(variant: Variant, modelPath: string, configs: Config[], threads: number, readEvery: number, clock: "wall" | "cpu") {
@@ -156,12 +187,16 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
     const model = await llama.loadModel({modelPath});
     const prepared: Prepared[] = [];
     for (const config of configs) {
-        const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads, batchSize: 512});
+        const context = await model.createContext({
+            contextSize: config.cells,
+            flashAttention: config.flashAttention,
+            threads,
+            batchSize: 512
+        });
         const scoring = variant === "patched-on" || variant === "compare-on";
         const kv = variant === "patched-off" || scoring ? new NativeKv(context) : null;
         const sequence = context.getSequence();
-        if (scoring)
-            await kv!.configureScoring({enabled: true, rows: 1, gamma: 0.95});
+        if (scoring) await kv!.configureScoring({enabled: true, rows: 1, gamma: 0.95});
 
         // fill the cache so that decoding attends to about `cells` cells
         const state = {seed: 7};
@@ -173,32 +208,33 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
             const input: ControlledEvaluateInputItem[] = [[next, {generateNext: {token: true}}]];
             const [output] = await sequence.controlledEvaluate(input);
             next = output?.next.token ?? randomToken(state);
-            if (scoring && readEvery > 0 && ++steps % readEvery === 0)
-                await kv!.scores(0); // the context's only sequence
+            if (scoring && readEvery > 0 && ++steps % readEvery === 0) await kv!.scores(0); // the context's only sequence
         };
-        for (let i = 0; i < 8; i++) // warm-up: graph (re)build, caches
+        for (let i = 0; i < 8; i++)
+            // warm-up: graph (re)build, caches
             await step();
-        prepared.push({config, step, async dispose() {
-            await kv?.dispose();
-            await context.dispose();
-        }});
+        prepared.push({
+            config,
+            step,
+            async dispose() {
+                await kv?.dispose();
+                await context.dispose();
+            }
+        });
     }
     send({type: "ready", build});
 
     const seconds = clockSeconds(clock);
     for await (const line of createInterface({input: process.stdin})) {
-        const request = JSON.parse(line) as {type: "measure", index: number, tokens: number} | {type: "exit"};
-        if (request.type === "exit")
-            break;
+        const request = JSON.parse(line) as {type: "measure"; index: number; tokens: number} | {type: "exit"};
+        if (request.type === "exit") break;
         const {step} = prepared[request.index]!;
         const start = seconds();
-        for (let i = 0; i < request.tokens; i++)
-            await step();
+        for (let i = 0; i < request.tokens; i++) await step();
         send({type: "measured", tokensPerSecond: request.tokens / (seconds() - start)});
     }
 
-    for (const item of prepared)
-        await item.dispose();
+    for (const item of prepared) await item.dispose();
     await model.dispose();
     await llama.dispose();
     process.exit(0); // stdin's reader would keep the process alive
@@ -206,8 +242,7 @@ async function runChild(variant: Variant, modelPath: string, configs: Config[], 
 
 /** Seconds on the chosen clock: elapsed, or the CPU time of this process. */
 function clockSeconds(clock: "wall" | "cpu"): () => number {
-    if (clock === "wall")
-        return () => performance.now() / 1000;
+    if (clock === "wall") return () => performance.now() / 1000;
     return () => {
         const {user, system} = process.cpuUsage();
         return (user + system) / 1e6;
@@ -222,8 +257,17 @@ function median(values: number[]): number {
 async function benchGates(modelPath: string, hidden: number): Promise<string> {
     const gatesPath = modelPath.replace(/\.gguf$/, hidden === 512 ? ".retention.gguf" : `.retention-h${hidden}.gguf`);
     if ((await stat(gatesPath).catch(() => null)) == null) {
-        await writeRetentionSidecar(gatesPath, {modelPath, architecture: "qwen2", layers: benchSpec.nLayer!, width: benchSpec.nEmbd!, kvHeads: benchSpec.nHeadKv!,
-            hidden, weightScale: 0.05, biasRange: [10, 14], weightType: "f16"});
+        await writeRetentionSidecar(gatesPath, {
+            modelPath,
+            architecture: "qwen2",
+            layers: benchSpec.nLayer!,
+            width: benchSpec.nEmbd!,
+            kvHeads: benchSpec.nHeadKv!,
+            hidden,
+            weightScale: 0.05,
+            biasRange: [10, 14],
+            weightType: "f16"
+        });
     }
     return gatesPath;
 }
@@ -232,7 +276,7 @@ async function benchGates(modelPath: string, hidden: number): Promise<string> {
  * What --toggle switches on and off: scoring, TRIM-KV's retention gates, LAVa's value norms or the calibration read-outs;
  * `perToken` runs after every token while on (returns bytes taken).
  */
-type Toggled = {name: string, set(enabled: boolean): Promise<unknown>, read(): Promise<unknown>, perToken?(): Promise<number>};
+type Toggled = {name: string; set(enabled: boolean): Promise<unknown>; read(): Promise<unknown>; perToken?(): Promise<number>};
 
 function toggled(kv: NativeKv, args: ReturnType<typeof parseArgs>, gates: string | null): Toggled {
     if (args.calibration) {
@@ -248,9 +292,12 @@ function toggled(kv: NativeKv, args: ReturnType<typeof parseArgs>, gates: string
     }
     if (gates != null)
         return {name: "retention gates", set: (enabled) => kv.configureRetention(enabled ? gates : null), read: () => kv.retention(0)};
-    if (args.valueNorms)
-        return {name: "value norms", set: (enabled) => kv.configureValueNorms(enabled), read: () => kv.valueNorms(0)};
-    return {name: "scoring", set: (enabled) => kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled}), read: () => kv.scores(0)};
+    if (args.valueNorms) return {name: "value norms", set: (enabled) => kv.configureValueNorms(enabled), read: () => kv.valueNorms(0)};
+    return {
+        name: "scoring",
+        set: (enabled) => kv.configureScoring(enabled ? {enabled, rows: 1, gamma: 0.95} : {enabled}),
+        read: () => kv.scores(0)
+    };
 }
 
 /**
@@ -275,7 +322,12 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
         const room = 2 * (args.tokens + warmUp) * args.repeats + 8;
         if (room >= config.cells)
             throw new Error(`--toggle: ${args.repeats} rounds of 2 x ${args.tokens + warmUp} tokens do not fit in ${config.cells} cells`);
-        const context = await model.createContext({contextSize: config.cells, flashAttention: config.flashAttention, threads: args.threads, batchSize: 512});
+        const context = await model.createContext({
+            contextSize: config.cells,
+            flashAttention: config.flashAttention,
+            threads: args.threads,
+            batchSize: 512
+        });
         const kv = new NativeKv(context);
         const feature = toggled(kv, args, gates);
         name = feature.name;
@@ -292,16 +344,13 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
         for (let round = 0; round < args.repeats; round++) {
             for (const enabled of [true, false]) {
                 await feature.set(enabled);
-                for (let i = 0; i < warmUp; i++)
-                    await step();
+                for (let i = 0; i < warmUp; i++) await step();
                 await feature.perToken?.();
                 const start = seconds();
                 for (let i = 1; i <= args.tokens; i++) {
                     await step();
-                    if (enabled && feature.perToken != null)
-                        bytesPerToken = await feature.perToken();
-                    if (enabled && args.readEvery > 0 && i % args.readEvery === 0)
-                        await feature.read();
+                    if (enabled && feature.perToken != null) bytesPerToken = await feature.perToken();
+                    if (enabled && args.readEvery > 0 && i % args.readEvery === 0) await feature.read();
                 }
                 (enabled ? rates.on : rates.off).push(args.tokens / (seconds() - start));
             }
@@ -309,24 +358,28 @@ async function runToggle(modelPath: string, configs: Config[], args: ReturnType<
         await kv.dispose();
         await context.dispose();
         const ratio = median(rates.on.map((on, round) => on / rates.off[round]!));
-        rows.push(`| ${config.cells - room} to ${config.cells - 8} | ${config.flashAttention ? "on" : "off"} | ${median(rates.off).toFixed(1)} | ` +
-            `${median(rates.on).toFixed(1)} | ${ratio.toFixed(3)} |`);
+        rows.push(
+            `| ${config.cells - room} to ${config.cells - 8} | ${config.flashAttention ? "on" : "off"} | ${median(rates.off).toFixed(1)} | ` +
+                `${median(rates.on).toFixed(1)} | ${ratio.toFixed(3)} |`
+        );
     }
     await model.dispose();
     await llama.dispose();
 
     console.log();
-    console.log(`model: ${path.basename(modelPath)}, ${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}; patched ${build.seriesHash}`);
-    console.log(`${name} on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
-        `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; ${name === "scoring" ? "scores" : name} read out ` +
-        `${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
-    if (bytesPerToken > 0)
-        console.log(`attn_norm rows captured per token: ${bytesPerToken} bytes (F16, every layer)`);
+    console.log(
+        `model: ${path.basename(modelPath)}, ${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}; patched ${build.seriesHash}`
+    );
+    console.log(
+        `${name} on and off in turn in one context, ${args.repeats} rounds of ${args.tokens} tokens, tok/s per second ` +
+            `${args.clock === "cpu" ? "of CPU time" : "elapsed"}; ${name === "scoring" ? "scores" : name} read out ` +
+            `${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`
+    );
+    if (bytesPerToken > 0) console.log(`attn_norm rows captured per token: ${bytesPerToken} bytes (F16, every layer)`);
     console.log();
     console.log("| cells in use | flash attn | off tok/s | on tok/s | on / off (median of rounds) |");
     console.log("|-------------:|:----------:|----------:|---------:|----------------------------:|");
-    for (const row of rows)
-        console.log(row);
+    for (const row of rows) console.log(row);
 }
 
 function send(message: object) {
@@ -342,30 +395,42 @@ class Child {
     private stderr = "";
 
     public constructor(variant: Variant, modelPath: string, cells: number[], threads: number, readEvery: number, clock: string) {
-        this.process = spawn(process.execPath, [
-            ...process.execArgv, fileURLToPath(import.meta.url), "--child", variant, "--model", modelPath,
-            "--cells", cells.join(","), "--threads", String(threads), "--read-every", String(readEvery), "--clock", clock
-        ], {stdio: ["pipe", "pipe", "pipe"]});
+        this.process = spawn(
+            process.execPath,
+            [
+                ...process.execArgv,
+                fileURLToPath(import.meta.url),
+                "--child",
+                variant,
+                "--model",
+                modelPath,
+                "--cells",
+                cells.join(","),
+                "--threads",
+                String(threads),
+                "--read-every",
+                String(readEvery),
+                "--clock",
+                clock
+            ],
+            {stdio: ["pipe", "pipe", "pipe"]}
+        );
         this.process.stderr.on("data", (chunk: Buffer) => {
             this.stderr += chunk.toString();
         });
         createInterface({input: this.process.stdout}).on("line", (line) => {
-            if (!line.startsWith("@@"))
-                return;
+            if (!line.startsWith("@@")) return;
             const message = JSON.parse(line.slice(2)) as Record<string, unknown>;
             const resolve = this.replies.shift();
-            if (resolve != null)
-                resolve(message);
-            else
-                this.unclaimed.push(message);
+            if (resolve != null) resolve(message);
+            else this.unclaimed.push(message);
         });
         this.exited = new Promise((resolve) => this.process.on("exit", resolve));
     }
 
     public reply(): Promise<Record<string, unknown>> {
         const message = this.unclaimed.shift();
-        if (message != null)
-            return Promise.resolve(message);
+        if (message != null) return Promise.resolve(message);
         return Promise.race([
             new Promise<Record<string, unknown>>((resolve) => this.replies.push(resolve)),
             this.exited.then((code) => {
@@ -396,7 +461,7 @@ async function main() {
 
     if ((args.gates || args.valueNorms || args.calibration || args.modelPath != null) && !args.toggle)
         throw new Error("--gates, --value-norms, --calibration and --model are measured with --toggle");
-    const modelPath = args.modelPath ?? await ensureBenchModel();
+    const modelPath = args.modelPath ?? (await ensureBenchModel());
     if (args.toggle) {
         await runToggle(modelPath, configs, args);
         return;
@@ -408,10 +473,11 @@ async function main() {
         await cp(path.resolve(args.compareBuild), compareBuildFolder(), {recursive: true});
     }
     console.log(`preparing the ${variants.length} engines (filling the caches) ...`);
-    const children = new Map(variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads, args.readEvery, args.clock)]));
+    const children = new Map(
+        variants.map((variant) => [variant, new Child(variant, modelPath, args.cells, args.threads, args.readEvery, args.clock)])
+    );
     const builds = new Map<Variant, string>();
-    for (const [variant, child] of children)
-        builds.set(variant, String((await child.reply()).build));
+    for (const [variant, child] of children) builds.set(variant, String((await child.reply()).build));
 
     // interleave the variants, round after round, so that a change of machine load hits all of them alike
     const rates = new Map<string, number[]>();
@@ -424,35 +490,44 @@ async function main() {
             }
         }
     }
-    for (const child of children.values())
-        await child.close();
-    if (args.compareBuild != null)
-        await rm(compareBuildFolder(), {recursive: true, force: true});
+    for (const child of children.values()) await child.close();
+    if (args.compareBuild != null) await rm(compareBuildFolder(), {recursive: true, force: true});
 
     const rate = (variant: Variant, config: Config) => median(rates.get(`${variant} ${config.cells} ${config.flashAttention}`)!);
 
     console.log();
-    console.log(`model: ${path.basename(modelPath)} (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide, ${benchSpec.nHead}/${benchSpec.nHeadKv} heads, f16), ` +
-        `${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}`);
-    console.log(`decode tok/s (${args.clock === "cpu" ? "per second of the process's CPU time" : "per second elapsed"}) at about <cells> - 250 cells ` +
-        `in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens; ` +
-        `scoring on: rows 1, scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`);
+    console.log(
+        `model: ${path.basename(modelPath)} (${benchSpec.nLayer} layers, ${benchSpec.nEmbd} wide, ${benchSpec.nHead}/${benchSpec.nHeadKv} heads, f16), ` +
+            `${args.threads} threads, ${os.cpus()[0]?.model ?? "cpu"}`
+    );
+    console.log(
+        `decode tok/s (${args.clock === "cpu" ? "per second of the process's CPU time" : "per second elapsed"}) at about <cells> - 250 cells ` +
+            `in use, median of ${args.repeats} interleaved runs of ${args.tokens} tokens; ` +
+            `scoring on: rows 1, scores read out ${args.readEvery > 0 ? `every ${args.readEvery} tokens` : "never"}`
+    );
     console.log("builds: " + variants.map((variant) => `${variant} = ${builds.get(variant)}`).join(", "));
     console.log();
     const withCompare = args.compareBuild != null;
     // a build from `node native/build.mjs --unpatched`: configuration and patches measured apart
-    const unpatched = withCompare && (await stat(path.join(path.resolve(args.compareBuild!), "ponder-unpatched.json")).catch(() => null)) != null;
+    const unpatched =
+        withCompare && (await stat(path.join(path.resolve(args.compareBuild!), "ponder-unpatched.json")).catch(() => null)) != null;
     const compared = `${unpatched ? "unpatched" : "compared"} ${args.compareOn ? "on" : "off"}`;
-    console.log(`| cells | flash attn | stock tok/s |${withCompare ? ` ${compared} tok/s |` : ""} patched off tok/s | patched on tok/s |` +
-        `${withCompare ? ` ${compared} / stock |` : ""} off / stock | on / stock | on / off |${unpatched ? " off / unpatched |" : ""}`);
-    console.log(`|------:|:----------:|------------:|${withCompare ? "-------------------:|" : ""}------------------:|-----------------:|` +
-        `${withCompare ? "-----------------:|" : ""}------------:|-----------:|---------:|${unpatched ? "-----------------:|" : ""}`);
+    console.log(
+        `| cells | flash attn | stock tok/s |${withCompare ? ` ${compared} tok/s |` : ""} patched off tok/s | patched on tok/s |` +
+            `${withCompare ? ` ${compared} / stock |` : ""} off / stock | on / stock | on / off |${unpatched ? " off / unpatched |" : ""}`
+    );
+    console.log(
+        `|------:|:----------:|------------:|${withCompare ? "-------------------:|" : ""}------------------:|-----------------:|` +
+            `${withCompare ? "-----------------:|" : ""}------------:|-----------:|---------:|${unpatched ? "-----------------:|" : ""}`
+    );
     for (const config of configs) {
         const [stock, off, on] = [rate("stock", config), rate("patched-off", config), rate("patched-on", config)];
         const comparedRate = withCompare ? rate(compareVariant, config) : 0;
-        console.log(`| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${comparedRate.toFixed(1)} |` : ""} ` +
-            `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(comparedRate / stock).toFixed(3)} |` : ""} ` +
-            `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |${unpatched ? ` ${(off / comparedRate).toFixed(3)} |` : ""}`);
+        console.log(
+            `| ${config.cells} | ${config.flashAttention ? "on" : "off"} | ${stock.toFixed(1)} |${withCompare ? ` ${comparedRate.toFixed(1)} |` : ""} ` +
+                `${off.toFixed(1)} | ${on.toFixed(1)} |${withCompare ? ` ${(comparedRate / stock).toFixed(3)} |` : ""} ` +
+                `${(off / stock).toFixed(3)} | ${(on / stock).toFixed(3)} | ${(on / off).toFixed(3)} |${unpatched ? ` ${(off / comparedRate).toFixed(3)} |` : ""}`
+        );
     }
 }
 

@@ -40,28 +40,23 @@ function parseArgs(argv) {
     const args = {gpu: "auto", ifStale: false, force: false, sourceOnly: false, config: defaultBuildConfig, unpatched: false};
     for (let i = 0; i < argv.length; i++) {
         const arg = argv[i];
-        if (arg === "--if-stale")
-            args.ifStale = true;
-        else if (arg === "--force")
-            args.force = true;
-        else if (arg === "--source-only")
-            args.sourceOnly = true;
-        else if (arg === "--portable")
-            args.config = "portable";
-        else if (arg === "--native")
-            args.config = "native";
-        else if (arg === "--unpatched")
-            args.unpatched = true;
+        if (arg === "--if-stale") args.ifStale = true;
+        else if (arg === "--force") args.force = true;
+        else if (arg === "--source-only") args.sourceOnly = true;
+        else if (arg === "--portable") args.config = "portable";
+        else if (arg === "--native") args.config = "native";
+        else if (arg === "--unpatched") args.unpatched = true;
         else if (arg === "--gpu" || arg.startsWith("--gpu=")) {
             const value = arg === "--gpu" ? argv[++i] : arg.slice("--gpu=".length);
             if (value == null || !gpuOptions.includes(value))
                 throw new BuildError(`--gpu expects one of ${gpuOptions.join(", ")}, got ${value ?? "nothing"}`);
             args.gpu = value;
         } else if (arg === "--help" || arg === "-h") {
-            console.log("usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable | --native] [--if-stale] [--force] [--source-only] [--unpatched]");
+            console.log(
+                "usage: node native/build.mjs [--gpu auto|false|cuda|metal|vulkan] [--portable | --native] [--if-stale] [--force] [--source-only] [--unpatched]"
+            );
             process.exit(0);
-        } else
-            throw new BuildError(`unknown argument: ${arg} (see --help)`);
+        } else throw new BuildError(`unknown argument: ${arg} (see --help)`);
     }
     if (args.unpatched && (args.ifStale || args.sourceOnly))
         throw new BuildError("--unpatched always compiles: it takes neither --if-stale nor --source-only");
@@ -78,8 +73,7 @@ function findNodeLlamaCpp() {
     }
     while (!fs.existsSync(path.join(dir, "package.json")) || readJson(path.join(dir, "package.json")).name !== "node-llama-cpp") {
         const parent = path.dirname(dir);
-        if (parent === dir)
-            throw new BuildError("cannot find node-llama-cpp's package.json");
+        if (parent === dir) throw new BuildError("cannot find node-llama-cpp's package.json");
         dir = parent;
     }
     const packageJson = readJson(path.join(dir, "package.json"));
@@ -107,8 +101,7 @@ function run(command, args, {cwd, env, capture = false} = {}) {
         stdio: capture ? ["ignore", "pipe", "pipe"] : "inherit",
         encoding: "utf8"
     });
-    if (result.error != null)
-        throw new BuildError(`cannot run ${command}: ${result.error.message}`);
+    if (result.error != null) throw new BuildError(`cannot run ${command}: ${result.error.message}`);
     return result;
 }
 
@@ -116,8 +109,7 @@ function runNodeLlamaCpp(nlc, args, env = process.env) {
     // `npx --no node-llama-cpp ...`, without npx's shell and lookup: the package's own CLI with this Node
     log(`$ node-llama-cpp ${args.join(" ")}`);
     const result = run(process.execPath, [nlc.cli, ...args], {cwd: path.join(nativeDir, ".."), env});
-    if (result.status !== 0)
-        throw new BuildError(`node-llama-cpp ${args.join(" ")} failed (exit code ${result.status})`);
+    if (result.status !== 0) throw new BuildError(`node-llama-cpp ${args.join(" ")} failed (exit code ${result.status})`);
 }
 
 // `git apply` in `cwd`; GIT_CEILING_DIRECTORIES keeps git from taking an enclosing repository (ours) for the target's
@@ -130,10 +122,8 @@ function listFiles(dir, base = dir) {
     const files = [];
     for (const entry of fs.readdirSync(dir, {withFileTypes: true})) {
         const full = path.join(dir, entry.name);
-        if (entry.isDirectory())
-            files.push(...listFiles(full, base));
-        else
-            files.push(path.relative(base, full));
+        if (entry.isDirectory()) files.push(...listFiles(full, base));
+        else files.push(path.relative(base, full));
     }
     return files.sort();
 }
@@ -155,11 +145,11 @@ function restorePristineAddon(nlc, series) {
                 if (result.status !== 0)
                     throw new BuildError(
                         `node-llama-cpp's addon folder (${nlc.addonDir}) is modified and cannot be restored: ` +
-                        "reinstall node-llama-cpp (rm -rf node_modules/node-llama-cpp && npm install).\n" + result.stderr
+                            "reinstall node-llama-cpp (rm -rf node_modules/node-llama-cpp && npm install).\n" +
+                            result.stderr
                     );
             }
-            for (const file of patchedAddonMarkers)
-                fs.rmSync(path.join(nlc.addonDir, file), {force: true});
+            for (const file of patchedAddonMarkers) fs.rmSync(path.join(nlc.addonDir, file), {force: true});
         }
         fs.mkdirSync(path.dirname(backupDir), {recursive: true});
         fs.cpSync(nlc.addonDir, backupDir + ".tmp", {recursive: true});
@@ -170,8 +160,7 @@ function restorePristineAddon(nlc, series) {
 
     const pristineFiles = new Set(listFiles(backupDir));
     for (const file of listFiles(nlc.addonDir)) {
-        if (!pristineFiles.has(file))
-            fs.rmSync(path.join(nlc.addonDir, file));
+        if (!pristineFiles.has(file)) fs.rmSync(path.join(nlc.addonDir, file));
     }
     for (const file of pristineFiles) {
         const target = path.join(nlc.addonDir, file);
@@ -196,8 +185,7 @@ function applySeries(nlc, series) {
             throw new BuildError(`${label} does not apply:\n${check.stderr.trim()}`);
         }
         const result = gitApply(cwd, entry.path, []);
-        if (result.status !== 0)
-            throw new BuildError(`${label} failed:\n${result.stderr.trim()}`);
+        if (result.status !== 0) throw new BuildError(`${label} failed:\n${result.stderr.trim()}`);
         log(`${label}: applied`);
     }
 }
@@ -227,17 +215,20 @@ function isBuildComplete(nlc, folderName) {
  * what an explicit `--gpu` asked for before, and auto would pick the best build present anyway.
  */
 function findCurrentBuild(nlc, seriesHash, gpu, config) {
-    if (!fs.existsSync(nlc.localBuildsDir))
-        return null;
+    if (!fs.existsSync(nlc.localBuildsDir)) return null;
     for (const folderName of fs.readdirSync(nlc.localBuildsDir)) {
         const stampPath = path.join(nlc.localBuildsDir, folderName, stampFileName);
-        if (!fs.existsSync(stampPath))
-            continue;
+        if (!fs.existsSync(stampPath)) continue;
         try {
             const stamp = readJson(stampPath);
             const wanted = gpu === "auto" ? stamp.buildHash : buildHashFor(seriesHash, gpu, config);
-            if (stamp.seriesHash === seriesHash && stamp.config === config && stamp.buildHash === buildHashFor(seriesHash, String(stamp.gpu), config) &&
-                stamp.buildHash === wanted && isBuildComplete(nlc, folderName))
+            if (
+                stamp.seriesHash === seriesHash &&
+                stamp.config === config &&
+                stamp.buildHash === buildHashFor(seriesHash, String(stamp.gpu), config) &&
+                stamp.buildHash === wanted &&
+                isBuildComplete(nlc, folderName)
+            )
                 return {folderName, stamp};
         } catch {
             // unreadable stamp: treat as stale
@@ -260,8 +251,7 @@ function withLock(fn) {
         } catch {
             // not running
         }
-        if (alive)
-            throw new BuildError(`another native build is running (pid ${pid}); wait for it, or remove ${lockPath} if it is gone`);
+        if (alive) throw new BuildError(`another native build is running (pid ${pid}); wait for it, or remove ${lockPath} if it is gone`);
         fs.writeFileSync(lockPath, String(process.pid));
     }
     try {
@@ -289,7 +279,9 @@ function main() {
     if (args.ifStale && !args.force && !args.sourceOnly) {
         const current = findCurrentBuild(nlc, seriesHash, args.gpu, config);
         if (current != null) {
-            log(`up to date: ${path.relative(process.cwd(), binaryPathOf(nlc, current.folderName))} (gpu ${current.stamp.gpu}); nothing to do`);
+            log(
+                `up to date: ${path.relative(process.cwd(), binaryPathOf(nlc, current.folderName))} (gpu ${current.stamp.gpu}); nothing to do`
+            );
             return;
         }
         log("no current build: building");
@@ -298,19 +290,22 @@ function main() {
     withLock(() => {
         log("step 1/4: cloning llama.cpp from node-llama-cpp's bundled git release (offline)");
         runNodeLlamaCpp(nlc, ["source", "download", "--skipBuild", "--noUsageExample"]);
-        if (!fs.existsSync(path.join(nlc.llamaCppDir, ".git")))
-            throw new BuildError(`llama.cpp was not cloned into ${nlc.llamaCppDir}`);
+        if (!fs.existsSync(path.join(nlc.llamaCppDir, ".git"))) throw new BuildError(`llama.cpp was not cloned into ${nlc.llamaCppDir}`);
 
         log("step 2/4: applying the patch series");
         restorePristineAddon(nlc, series);
         applySeries(nlc, series);
         writeSeriesHeader(nlc, seriesHash);
         if (args.sourceOnly) {
-            log(`source ready in ${path.relative(process.cwd(), nlc.llamaCppDir)} and ${path.relative(process.cwd(), nlc.addonDir)} (not compiled)`);
+            log(
+                `source ready in ${path.relative(process.cwd(), nlc.llamaCppDir)} and ${path.relative(process.cwd(), nlc.addonDir)} (not compiled)`
+            );
             return;
         }
 
-        log(`step 3/4: compiling (gpu ${args.gpu}, ${config}); a portable CPU build (ggml-cpu once per CPU variant) takes about 8 minutes on 2 idle cores, a native one about 4`);
+        log(
+            `step 3/4: compiling (gpu ${args.gpu}, ${config}); a portable CPU build (ggml-cpu once per CPU variant) takes about 8 minutes on 2 idle cores, a native one about 4`
+        );
         const invocation = sourceBuildInvocation(args.gpu, config);
         runNodeLlamaCpp(nlc, invocation.args, invocation.env);
 
@@ -336,7 +331,9 @@ function main() {
         fs.writeFileSync(path.join(nlc.localBuildsDir, folderName, stampFileName), JSON.stringify(stamp, null, 4) + "\n");
 
         const minutes = ((Date.now() - startTime) / 60_000).toFixed(1);
-        log(`done in ${minutes} min: ${path.relative(process.cwd(), binaryPathOf(nlc, folderName))} (gpu ${stamp.gpu}, series ${seriesHash})`);
+        log(
+            `done in ${minutes} min: ${path.relative(process.cwd(), binaryPathOf(nlc, folderName))} (gpu ${stamp.gpu}, series ${seriesHash})`
+        );
     });
 }
 
@@ -353,8 +350,7 @@ function builtFolder(nlc, folderName, what) {
  */
 function moveToPlainFolder(nlc, folderName, metadata) {
     const plain = plainFolderName(metadata.buildOptions);
-    if (plain === folderName)
-        return folderName;
+    if (plain === folderName) return folderName;
     fs.rmSync(path.join(nlc.localBuildsDir, plain), {recursive: true, force: true});
     fs.renameSync(path.join(nlc.localBuildsDir, folderName), path.join(nlc.localBuildsDir, plain));
     fs.writeFileSync(nlc.lastBuildPath, JSON.stringify({folderName: plain}, null, 4) + "\n");
@@ -382,8 +378,7 @@ function buildUnpatched(nlc, series, args, config, startTime) {
         folderName = readJson(nlc.lastBuildPath).folderName;
     } finally {
         // the app's getLlama must keep finding the patched build
-        if (lastBuild != null)
-            fs.writeFileSync(nlc.lastBuildPath, lastBuild);
+        if (lastBuild != null) fs.writeFileSync(nlc.lastBuildPath, lastBuild);
     }
     const {metadata} = builtFolder(nlc, folderName, "the unpatched build");
 
@@ -394,21 +389,33 @@ function buildUnpatched(nlc, series, args, config, startTime) {
     fs.mkdirSync(path.dirname(target), {recursive: true});
     fs.cpSync(path.join(nlc.localBuildsDir, folderName), target, {recursive: true});
     fs.rmSync(path.join(nlc.localBuildsDir, folderName), {recursive: true, force: true});
-    fs.writeFileSync(path.join(target, "ponder-unpatched.json"), JSON.stringify({
-        unpatched: true, config, requestedGpu: args.gpu, gpu, nodeLlamaCppVersion: nlc.version,
-        llamaCppRelease: metadata.buildOptions?.llamaCpp?.release ?? null, builtAt: new Date().toISOString()
-    }, null, 4) + "\n");
+    fs.writeFileSync(
+        path.join(target, "ponder-unpatched.json"),
+        JSON.stringify(
+            {
+                unpatched: true,
+                config,
+                requestedGpu: args.gpu,
+                gpu,
+                nodeLlamaCppVersion: nlc.version,
+                llamaCppRelease: metadata.buildOptions?.llamaCpp?.release ?? null,
+                builtAt: new Date().toISOString()
+            },
+            null,
+            4
+        ) + "\n"
+    );
     const minutes = ((Date.now() - startTime) / 60_000).toFixed(1);
-    log(`done in ${minutes} min: ${path.relative(process.cwd(), target)} (unpatched, gpu ${gpu}, ${config}); ` +
-        `bench it with npx tsx native/bench.ts --compare-build ${path.relative(process.cwd(), target)}`);
+    log(
+        `done in ${minutes} min: ${path.relative(process.cwd(), target)} (unpatched, gpu ${gpu}, ${config}); ` +
+            `bench it with npx tsx native/bench.ts --compare-build ${path.relative(process.cwd(), target)}`
+    );
 }
 
 try {
     main();
 } catch (err) {
-    if (err instanceof BuildError)
-        console.error(`[ponder-native] error: ${err.message}`);
-    else
-        console.error("[ponder-native] unexpected error:", err);
+    if (err instanceof BuildError) console.error(`[ponder-native] error: ${err.message}`);
+    else console.error("[ponder-native] unexpected error:", err);
     process.exit(1);
 }

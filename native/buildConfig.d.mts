@@ -5,6 +5,8 @@ export declare const portableCmakeOptions: Readonly<Record<string, string>>;
 export declare const rpcCmakeOptions: Readonly<Record<string, string>>;
 export declare function rpcServerFileName(platform?: string): string;
 export declare function sourceBuildInvocation(
-    gpu: string, config: BuildConfig, env?: Record<string, string | undefined>
-): {args: string[], env: Record<string, string | undefined>};
-export declare function plainFolderName(buildOptions: {platform: string, arch: string, gpu: string | false}): string;
+    gpu: string,
+    config: BuildConfig,
+    env?: Record<string, string | undefined>
+): {args: string[]; env: Record<string, string | undefined>};
+export declare function plainFolderName(buildOptions: {platform: string; arch: string; gpu: string | false}): string;

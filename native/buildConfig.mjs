@@ -43,13 +43,16 @@ export function rpcServerFileName(platform = process.platform) {
  * @returns {{args: string[], env: Record<string, string | undefined>}}
  */
 export function sourceBuildInvocation(gpu, config, env = process.env) {
-    if (!buildConfigs.includes(config))
-        throw new Error(`unknown build configuration: ${config}`);
+    if (!buildConfigs.includes(config)) throw new Error(`unknown build configuration: ${config}`);
     const cleanEnv = Object.fromEntries(Object.entries(env).filter(([key]) => !key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_")));
     const args = ["source", "build", "--gpu", gpu, "--noUsageExample"];
-    const cmakeOptions = (options) => Object.fromEntries(Object.entries(options).map(([key, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${key}`, value]));
+    const cmakeOptions = (options) =>
+        Object.fromEntries(Object.entries(options).map(([key, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${key}`, value]));
     if (config === "portable")
-        return {args: [...args, "--ciMode"], env: {...cleanEnv, ...cmakeOptions({...portableCmakeOptions, ...rpcCmakeOptions}), CI: "true"}};
+        return {
+            args: [...args, "--ciMode"],
+            env: {...cleanEnv, ...cmakeOptions({...portableCmakeOptions, ...rpcCmakeOptions}), CI: "true"}
+        };
     return {args, env: {...cleanEnv, ...cmakeOptions(rpcCmakeOptions), CI: "false"}};
 }
 

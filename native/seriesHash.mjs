@@ -17,23 +17,20 @@ export const patchTargets = ["llama.cpp", "addon"];
  * @returns {{file: string, target: "llama.cpp" | "addon", path: string}[]}
  */
 export function readSeries() {
-    if (!fs.existsSync(seriesPath))
-        throw new Error(`Patch series not found: ${seriesPath}`);
+    if (!fs.existsSync(seriesPath)) throw new Error(`Patch series not found: ${seriesPath}`);
 
     const entries = [];
     const lines = fs.readFileSync(seriesPath, "utf8").split("\n");
     for (let i = 0; i < lines.length; i++) {
         const line = lines[i].replace(/#.*$/, "").trim();
-        if (line === "")
-            continue;
+        if (line === "") continue;
 
         const [file, target, ...rest] = line.split(/\s+/);
         if (target == null || rest.length > 0 || !patchTargets.includes(target))
             throw new Error(`${seriesPath}:${i + 1}: expected "<patch file> <${patchTargets.join("|")}>", got "${line}"`);
 
         const patchPath = path.join(patchesDir, file);
-        if (!fs.existsSync(patchPath))
-            throw new Error(`${seriesPath}:${i + 1}: patch file not found: ${patchPath}`);
+        if (!fs.existsSync(patchPath)) throw new Error(`${seriesPath}:${i + 1}: patch file not found: ${patchPath}`);
 
         entries.push({file, target: /** @type {"llama.cpp" | "addon"} */ (target), path: patchPath});
     }

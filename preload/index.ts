@@ -9,8 +9,7 @@ const api: PonderApi = {
         return ipcRenderer.invoke(channel, payload);
     },
     on(channel, listener) {
-        if (!(eventChannels as readonly string[]).includes(channel))
-            throw new Error(`Unknown event channel ${channel}`);
+        if (!(eventChannels as readonly string[]).includes(channel)) throw new Error(`Unknown event channel ${channel}`);
         const wrapped = (_event: IpcRendererEvent, payload: Parameters<typeof listener>[0]) => listener(payload);
         ipcRenderer.on(channel, wrapped);
         return () => void ipcRenderer.removeListener(channel, wrapped);

@@ -7,37 +7,37 @@
 // holds to this list).
 
 /** A paper behind a policy, one click away from its description. */
-export type PolicyPaper = {title: string, authors: string, url: string};
+export type PolicyPaper = {title: string; authors: string; url: string};
 
 /** A number a policy takes: the bounds the backend accepts and the form checks, and the form's step. */
 export type NumberParam = {
-    key: string,
-    label: string,
+    key: string;
+    label: string;
     /** What it does, in a line under the field. */
-    hint: string,
-    default: number,
-    min: number,
-    max: number,
+    hint: string;
+    default: number;
+    min: number;
+    max: number;
     /** `min` itself is refused (`> min`). Defaults to `false`. */
-    minExclusive?: boolean,
+    minExclusive?: boolean;
     /** `max` itself is refused (`< max`). Defaults to `false`. */
-    maxExclusive?: boolean,
+    maxExclusive?: boolean;
     /** Whole numbers only. Defaults to `false`. */
-    integer?: boolean,
+    integer?: boolean;
     /** Odd numbers only (a pooling kernel); the form steps by 2 and leaves this check to the backend. Defaults to `false`. */
-    odd?: boolean,
-    step: number,
+    odd?: boolean;
+    step: number;
     /** The backend's words when a check fails, where they say more than the bound; unset: zod's own. Defaults to none. */
-    messages?: {min?: string, max?: string, odd?: string}
+    messages?: {min?: string; max?: string; odd?: string};
 };
 
 /** A choice among named options (ReFreeKV's mode). */
 export type ChoiceParam = {
-    key: string,
-    label: string,
-    hint: string,
-    default: string,
-    options: readonly {id: string, label: string}[]
+    key: string;
+    label: string;
+    hint: string;
+    default: string;
+    options: readonly {id: string; label: string}[];
 };
 
 export type PolicyParam = NumberParam | ChoiceParam;
@@ -45,25 +45,25 @@ export type PolicyParam = NumberParam | ChoiceParam;
 /** What a policy reads at a prune round besides the cells' positions. */
 export type PolicyReads = {
     /** Attention scores (scoring is off for the policies that read none). */
-    scores: boolean,
+    scores: boolean;
     /** The learned retention gates' log beta (a gate file beside the model). */
-    gates: boolean,
+    gates: boolean;
     /** The cells' value L1 norms. */
-    valueNorms: boolean
+    valueNorms: boolean;
 };
 
 export type PolicyEntry = {
-    id: string,
+    id: string;
     /** The name the app shows. */
-    name: string,
+    name: string;
     /** What it keeps, in plain words. */
-    keeps: string,
+    keeps: string;
     /** When to choose it. */
-    when: string,
-    paper: PolicyPaper | null,
-    reads: PolicyReads,
+    when: string;
+    paper: PolicyPaper | null;
+    reads: PolicyReads;
     /** Its parameters in the order the controller shows them (numbers, then choices); none for a policy with nothing to tune. */
-    params: readonly PolicyParam[]
+    params: readonly PolicyParam[];
 };
 
 const nothing: PolicyReads = {scores: false, gates: false, valueNorms: false};
@@ -79,7 +79,8 @@ export const policyCatalogue = [
         id: "full",
         name: "Full KV",
         keeps: "Keeps every token: the answer is the model's own, unchanged.",
-        when: "Use it while the conversation fits in memory, and to check an answer made under another policy. " +
+        when:
+            "Use it while the conversation fits in memory, and to check an answer made under another policy. " +
             "The answer stops when the budget is full.",
         paper: null,
         reads: nothing,
@@ -90,12 +91,23 @@ export const policyCatalogue = [
         name: "StreamingLLM",
         keeps: "Keeps the first few tokens and the newest ones; everything in between is forgotten.",
         when: "Fast and steady for long chats about the last few turns; in long reasoning it loses the question.",
-        paper: {title: "Efficient Streaming Language Models with Attention Sinks", authors: "Xiao et al., ICLR 2024",
-            url: "https://arxiv.org/abs/2309.17453"},
+        paper: {
+            title: "Efficient Streaming Language Models with Attention Sinks",
+            authors: "Xiao et al., ICLR 2024",
+            url: "https://arxiv.org/abs/2309.17453"
+        },
         reads: nothing,
         params: [
-            {key: "sinks", label: "Sink tokens", hint: "First tokens always kept (attention sinks).",
-                default: 4, min: 0, max: 256, integer: true, step: 1}
+            {
+                key: "sinks",
+                label: "Sink tokens",
+                hint: "First tokens always kept (attention sinks).",
+                default: 4,
+                min: 0,
+                max: 256,
+                integer: true,
+                step: 1
+            }
         ]
     },
     {
@@ -103,90 +115,209 @@ export const policyCatalogue = [
         name: "H2O",
         keeps: "Keeps the tokens that have drawn the most attention so far, plus the newest.",
         when: "For long prompts read once; in long reasoning it tends to keep the question and lose the steps already worked out.",
-        paper: {title: "H2O: Heavy-Hitter Oracle for Efficient Generative Inference of Large Language Models", authors: "Zhang et al., NeurIPS 2023",
-            url: "https://arxiv.org/abs/2306.14048"},
+        paper: {
+            title: "H2O: Heavy-Hitter Oracle for Efficient Generative Inference of Large Language Models",
+            authors: "Zhang et al., NeurIPS 2023",
+            url: "https://arxiv.org/abs/2306.14048"
+        },
         reads: scores,
         params: [
-            {key: "heavyRatio", label: "Heavy-hitter share", hint: "Share of the budget for heavy hitters; the rest is the recent window.",
-                default: 0.5, min: 0.05, max: 0.95, step: 0.05}
+            {
+                key: "heavyRatio",
+                label: "Heavy-hitter share",
+                hint: "Share of the budget for heavy hitters; the rest is the recent window.",
+                default: 0.5,
+                min: 0.05,
+                max: 0.95,
+                step: 0.05
+            }
         ]
     },
     {
         id: "lethe",
         name: "Lethe",
-        keeps: "Each layer keeps the tokens it still pays attention to (recent attention counts more) and the newest; " +
+        keeps:
+            "Each layer keeps the tokens it still pays attention to (recent attention counts more) and the newest; " +
             "the question stays whole while it fits in half the budget.",
-        when: "Made for long chains of thought in a tight budget, and the best of these on the demo task. " +
+        when:
+            "Made for long chains of thought in a tight budget, and the best of these on the demo task. " +
             "Check answers that matter against Full KV.",
-        paper: {title: "Lethe: Layer- and Time-Adaptive KV Cache Pruning for Reasoning-Intensive LLM Serving", authors: "Zeng et al., AAAI 2026",
-            url: "https://arxiv.org/abs/2511.06029"},
+        paper: {
+            title: "Lethe: Layer- and Time-Adaptive KV Cache Pruning for Reasoning-Intensive LLM Serving",
+            authors: "Zeng et al., AAAI 2026",
+            url: "https://arxiv.org/abs/2511.06029"
+        },
         reads: scores,
         params: [
-            {key: "sparseRatio", label: "Sparsity ratio τ", hint: "A segment is salient while top score / its score ≤ τ.",
-                default: 400, min: 1, minExclusive: true, max: 1e9, step: 10, messages: {min: "tau (sparse_ratio) must be above 1"}},
-            {key: "recentRatio", label: "Recent share", hint: "Share of the cache always kept as the newest tokens.",
-                default: 0.3, min: 0, max: 0.9, step: 0.05},
-            {key: "segments", label: "Segments D", hint: "Cut points tested per layer in the sorted scores.",
-                default: 8, min: 2, max: 256, integer: true, step: 1},
+            {
+                key: "sparseRatio",
+                label: "Sparsity ratio τ",
+                hint: "A segment is salient while top score / its score ≤ τ.",
+                default: 400,
+                min: 1,
+                minExclusive: true,
+                max: 1e9,
+                step: 10,
+                messages: {min: "tau (sparse_ratio) must be above 1"}
+            },
+            {
+                key: "recentRatio",
+                label: "Recent share",
+                hint: "Share of the cache always kept as the newest tokens.",
+                default: 0.3,
+                min: 0,
+                max: 0.9,
+                step: 0.05
+            },
+            {
+                key: "segments",
+                label: "Segments D",
+                hint: "Cut points tested per layer in the sorted scores.",
+                default: 8,
+                min: 2,
+                max: 256,
+                integer: true,
+                step: 1
+            },
             {key: "sinks", label: "Sink tokens", hint: "First tokens always kept.", default: 4, min: 0, max: 256, integer: true, step: 1},
-            {key: "gamma", label: "Decay γ", hint: "Decay of accumulated attention (RASR, Eq. 5).",
-                default: 0.95, min: 0, minExclusive: true, max: 1, step: 0.01},
-            {key: "initialEvictRatio", label: "First prune at", hint: "Share of the budget filled before a layer first prunes.",
-                default: 0.5, min: 0.05, max: 1, step: 0.05},
-            {key: "keepInput", label: "Keep the question up to",
+            {
+                key: "gamma",
+                label: "Decay γ",
+                hint: "Decay of accumulated attention (RASR, Eq. 5).",
+                default: 0.95,
+                min: 0,
+                minExclusive: true,
+                max: 1,
+                step: 0.01
+            },
+            {
+                key: "initialEvictRatio",
+                label: "First prune at",
+                hint: "Share of the budget filled before a layer first prunes.",
+                default: 0.5,
+                min: 0.05,
+                max: 1,
+                step: 0.05
+            },
+            {
+                key: "keepInput",
+                label: "Keep the question up to",
                 hint: "Keeps the question and earlier turns whole while they take at most this share of the budget (0: never).",
-                default: 0.5, min: 0, max: 1, step: 0.05}
+                default: 0.5,
+                min: 0,
+                max: 1,
+                step: 0.05
+            }
         ]
     },
     {
         id: "refreekv",
         name: "ReFreeKV",
-        keeps: "Once the prompt is read, drops the tokens that carry almost none of its attention (under 1% in all); " +
+        keeps:
+            "Once the prompt is read, drops the tokens that carry almost none of its attention (under 1% in all); " +
             "after that only the budget removes tokens.",
         when: "A cautious trim when the budget is large: it frees little, and on the demo task it dropped parts of the question.",
-        paper: {title: "Towards Threshold-Free KV Cache Pruning (ReFreeKV)", authors: "Ni et al., 2025",
-            url: "https://arxiv.org/abs/2502.16886"},
+        paper: {
+            title: "Towards Threshold-Free KV Cache Pruning (ReFreeKV)",
+            authors: "Ni et al., 2025",
+            url: "https://arxiv.org/abs/2502.16886"
+        },
         reads: scores,
         params: [
-            {key: "threshold", label: "Loss threshold T", hint: "Largest relative loss of attention norm a layer may drop.",
-                default: 0.01, min: 0, minExclusive: true, max: 1, maxExclusive: true, step: 0.005,
-                messages: {min: "T must be above 0", max: "T must be below 1"}},
-            {key: "firstM", label: "First tokens m", hint: "Leading tokens ranked ahead of all others.",
-                default: 4, min: 0, max: 256, integer: true, step: 1},
-            {key: "wholeLayers", label: "Whole layers", hint: "First layers that keep every token.",
-                default: 2, min: 0, max: 16, integer: true, step: 1},
-            {key: "mode", label: "Prune", hint: "The paper tests the 1% loss once per prompt; the budget evicts by the same ranking after.",
-                default: "once", options: [
+            {
+                key: "threshold",
+                label: "Loss threshold T",
+                hint: "Largest relative loss of attention norm a layer may drop.",
+                default: 0.01,
+                min: 0,
+                minExclusive: true,
+                max: 1,
+                maxExclusive: true,
+                step: 0.005,
+                messages: {min: "T must be above 0", max: "T must be below 1"}
+            },
+            {
+                key: "firstM",
+                label: "First tokens m",
+                hint: "Leading tokens ranked ahead of all others.",
+                default: 4,
+                min: 0,
+                max: 256,
+                integer: true,
+                step: 1
+            },
+            {
+                key: "wholeLayers",
+                label: "Whole layers",
+                hint: "First layers that keep every token.",
+                default: 2,
+                min: 0,
+                max: 16,
+                integer: true,
+                step: 1
+            },
+            {
+                key: "mode",
+                label: "Prune",
+                hint: "The paper tests the 1% loss once per prompt; the budget evicts by the same ranking after.",
+                default: "once",
+                options: [
                     {id: "once", label: "Once after the prompt (paper)"},
                     {id: "rounds", label: "Every prune round (extension)"}
-                ]}
+                ]
+            }
         ]
     },
     {
         id: "leankv",
         name: "LeanKV",
-        keeps: "Drops the tokens that later tokens hardly read (mean attention below α times the average); the newest 64 always stay. " +
+        keeps:
+            "Drops the tokens that later tokens hardly read (mean attention below α times the average); the newest 64 always stay. " +
             "No budget of its own: memory follows the attention.",
-        when: "Pair it with K8V4 (Q8_0 keys, Q4_0 values), as its paper does. " +
+        when:
+            "Pair it with K8V4 (Q8_0 keys, Q4_0 values), as its paper does. " +
             "Its middle tier (less important tokens at a lower precision) needs a cache llama.cpp does not have.",
-        paper: {title: "Unifying KV Cache Compression for Large Language Models with LeanKV", authors: "Zhang et al., 2024",
-            url: "https://arxiv.org/abs/2412.03131"},
+        paper: {
+            title: "Unifying KV Cache Compression for Large Language Models with LeanKV",
+            authors: "Zhang et al., 2024",
+            url: "https://arxiv.org/abs/2412.03131"
+        },
         reads: scores,
         params: [
-            {key: "alpha", label: "Threshold α", hint: "A token goes when its mean attention is below α times the average (0 keeps all).",
-                default: 1.2, min: 0, max: 1000, step: 0.05, messages: {min: "alpha must be 0 (prune nothing) or more"}},
-            {key: "window", label: "Recent window W", hint: "Newest tokens always kept.",
-                default: 64, min: 0, max: 65_536, integer: true, step: 1}
+            {
+                key: "alpha",
+                label: "Threshold α",
+                hint: "A token goes when its mean attention is below α times the average (0 keeps all).",
+                default: 1.2,
+                min: 0,
+                max: 1000,
+                step: 0.05,
+                messages: {min: "alpha must be 0 (prune nothing) or more"}
+            },
+            {
+                key: "window",
+                label: "Recent window W",
+                hint: "Newest tokens always kept.",
+                default: 64,
+                min: 0,
+                max: 65_536,
+                integer: true,
+                step: 1
+            }
         ]
     },
     {
         id: "trimkv",
         name: "TRIM-KV",
-        keeps: "Keeps what a small learned gate, read from the model's own hidden state when each token is written, " +
+        keeps:
+            "Keeps what a small learned gate, read from the model's own hidden state when each token is written, " +
             "predicts the thought will need; a token's hold fades with age at the rate its gate gave it, and the faintest go first.",
         when: "Needs a gate file trained for the model (beside it, named <model>.retention.gguf); without one it is unavailable.",
-        paper: {title: "Cache What Lasts: Token Retention for Memory-Bounded KV Cache in LLMs (TRIM-KV)", authors: "Bui et al., ICLR 2026",
-            url: "https://arxiv.org/abs/2512.03324"},
+        paper: {
+            title: "Cache What Lasts: Token Retention for Memory-Bounded KV Cache in LLMs (TRIM-KV)",
+            authors: "Bui et al., ICLR 2026",
+            url: "https://arxiv.org/abs/2512.03324"
+        },
         reads: {scores: false, gates: true, valueNorms: false},
         // Its gates are learned: nothing to tune.
         params: []
@@ -194,17 +325,40 @@ export const policyCatalogue = [
     {
         id: "lava",
         name: "LAVa",
-        keeps: "Keeps the cells the latest queries attend to, weighted by how large the head's values are, " +
+        keeps:
+            "Keeps the cells the latest queries attend to, weighted by how large the head's values are, " +
             "with more cells for the layers whose attention is most spread; the newest 32 always stay.",
-        when: "Its layer budgets act under \"Layer quotas\"; the other modes keep its scores but not its budgets.",
-        paper: {title: "LAVa: Layer-wise KV Cache Eviction with Dynamic Budget Allocation", authors: "Shen et al., 2025",
-            url: "https://arxiv.org/abs/2509.09754"},
+        when: 'Its layer budgets act under "Layer quotas"; the other modes keep its scores but not its budgets.',
+        paper: {
+            title: "LAVa: Layer-wise KV Cache Eviction with Dynamic Budget Allocation",
+            authors: "Shen et al., 2025",
+            url: "https://arxiv.org/abs/2509.09754"
+        },
         reads: {scores: true, gates: false, valueNorms: true},
         params: [
-            {key: "window", label: "Window w", hint: "Newest tokens always kept, and the latest queries whose attention counts (Eq. 5).",
-                default: 32, min: 1, max: 65_536, integer: true, step: 1, messages: {min: "the window w must be at least 1 token"}},
-            {key: "kernel", label: "Pooling kernel", hint: "Each token's score is the largest of its neighbours' within this width (odd; 1: none).",
-                default: 7, min: 1, max: 63, integer: true, odd: true, step: 2, messages: {odd: "the pooling kernel must be odd"}}
+            {
+                key: "window",
+                label: "Window w",
+                hint: "Newest tokens always kept, and the latest queries whose attention counts (Eq. 5).",
+                default: 32,
+                min: 1,
+                max: 65_536,
+                integer: true,
+                step: 1,
+                messages: {min: "the window w must be at least 1 token"}
+            },
+            {
+                key: "kernel",
+                label: "Pooling kernel",
+                hint: "Each token's score is the largest of its neighbours' within this width (odd; 1: none).",
+                default: 7,
+                min: 1,
+                max: 63,
+                integer: true,
+                odd: true,
+                step: 2,
+                messages: {odd: "the pooling kernel must be odd"}
+            }
         ]
     }
 ] as const satisfies readonly PolicyEntry[];
@@ -228,8 +382,7 @@ export const policyIds = policyCatalogue.map((entry) => entry.id) as readonly Po
 
 export function policyEntry(id: PolicyId): PolicyEntry {
     const entry = policyCatalogue.find((candidate) => candidate.id === id);
-    if (entry == null)
-        throw new Error(`No policy ${JSON.stringify(id)} in the catalogue`);
+    if (entry == null) throw new Error(`No policy ${JSON.stringify(id)} in the catalogue`);
     return entry;
 }
 

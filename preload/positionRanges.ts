@@ -7,10 +7,8 @@ export function toRanges(positions: ArrayLike<number>): number[] {
     const ranges: number[] = [];
     for (const position of sorted) {
         const last = ranges.length - 1;
-        if (last > 0 && position <= ranges[last]!)
-            ranges[last] = Math.max(ranges[last]!, position + 1);
-        else
-            ranges.push(position, position + 1);
+        if (last > 0 && position <= ranges[last]!) ranges[last] = Math.max(ranges[last]!, position + 1);
+        else ranges.push(position, position + 1);
     }
     return ranges;
 }
@@ -19,17 +17,14 @@ export function toRanges(positions: ArrayLike<number>): number[] {
 export function mergeRanges(a: readonly number[], b: readonly number[]): number[] {
     const pairs: [number, number][] = [];
     for (const list of [a, b]) {
-        for (let i = 0; i + 1 < list.length; i += 2)
-            pairs.push([list[i]!, list[i + 1]!]);
+        for (let i = 0; i + 1 < list.length; i += 2) pairs.push([list[i]!, list[i + 1]!]);
     }
     pairs.sort((x, y) => x[0] - y[0]);
     const merged: number[] = [];
     for (const [start, end] of pairs) {
         const last = merged.length - 1;
-        if (last > 0 && start <= merged[last]!)
-            merged[last] = Math.max(merged[last]!, end);
-        else
-            merged.push(start, end);
+        if (last > 0 && start <= merged[last]!) merged[last] = Math.max(merged[last]!, end);
+        else merged.push(start, end);
     }
     return merged;
 }
@@ -37,7 +32,6 @@ export function mergeRanges(a: readonly number[], b: readonly number[]): number[
 /** Marks the positions below `length` that `ranges` hold: 1 evicted, 0 not. */
 export function maskOfRanges(ranges: readonly number[], length: number): Uint8Array {
     const mask = new Uint8Array(Math.max(0, length));
-    for (let i = 0; i + 1 < ranges.length; i += 2)
-        mask.fill(1, Math.max(0, ranges[i]!), Math.min(length, ranges[i + 1]!));
+    for (let i = 0; i + 1 < ranges.length; i += 2) mask.fill(1, Math.max(0, ranges[i]!), Math.min(length, ranges[i + 1]!));
     return mask;
 }

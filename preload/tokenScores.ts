@@ -10,7 +10,7 @@ export const maxTokenScores = 4096;
 export const maxPruneRounds = 128;
 
 /** What one token's record says: its score, the round that recorded it, and the layers whose own ranking kept it. */
-export type TokenScore = {score: number | null, round: number, keptBy: number[]};
+export type TokenScore = {score: number | null; round: number; keptBy: number[]};
 
 /**
  * The union of two records, `newer`'s entry winning where both hold a position, keeping the newest `cap` positions.
@@ -30,18 +30,14 @@ export function mergeTokenScores(older: TokenScores | undefined, newer: TokenSco
     while ((a != null && i < a.positions.length) || j < newer.positions.length) {
         const left = a != null && i < a.positions.length ? a.positions[i]! : Infinity;
         const right = j < newer.positions.length ? newer.positions[j]! : Infinity;
-        if (left < right)
-            push(a!, i++);
+        if (left < right) push(a!, i++);
         else {
             push(newer, j++);
-            if (left === right)
-                i++;
+            if (left === right) i++;
         }
     }
     const drop = Math.max(0, out.positions.length - Math.max(0, cap));
-    if (drop > 0)
-        for (const list of [out.positions, out.scores, out.rounds, out.keptBy])
-            list.splice(0, drop);
+    if (drop > 0) for (const list of [out.positions, out.scores, out.rounds, out.keptBy]) list.splice(0, drop);
     return out;
 }
 
@@ -50,9 +46,7 @@ export function layersOfHex(hex: string, layers: number): number[] {
     const out: number[] = [];
     for (let digit = 0; digit < hex.length; digit++) {
         const bits = Number.parseInt(hex[digit]!, 16);
-        for (let bit = 0; bit < 4; bit++)
-            if (((bits >> bit) & 1) === 1 && digit * 4 + bit < layers)
-                out.push(digit * 4 + bit);
+        for (let bit = 0; bit < 4; bit++) if (((bits >> bit) & 1) === 1 && digit * 4 + bit < layers) out.push(digit * 4 + bit);
     }
     return out;
 }
@@ -62,8 +56,7 @@ export function hexOfLayers(mask: Uint8Array, layers: number, stride: number, j:
     let hex = "";
     for (let l = 0; l < layers; l += 4) {
         let bits = 0;
-        for (let bit = 0; bit < 4 && l + bit < layers; bit++)
-            bits |= (mask[(l + bit) * stride + j]! & 1) << bit;
+        for (let bit = 0; bit < 4 && l + bit < layers; bit++) bits |= (mask[(l + bit) * stride + j]! & 1) << bit;
         hex += bits.toString(16);
     }
     return hex;
@@ -71,19 +64,20 @@ export function hexOfLayers(mask: Uint8Array, layers: number, stride: number, j:
 
 /** What the record says of `position`, or `null` when no round recorded it (or the cap dropped it). */
 export function tokenScoreAt(scores: TokenScores | undefined, position: number): TokenScore | null {
-    if (scores == null)
-        return null;
+    if (scores == null) return null;
     let low = 0;
     let high = scores.positions.length - 1;
     while (low <= high) {
         const middle = (low + high) >> 1;
         const at = scores.positions[middle]!;
         if (at === position)
-            return {score: scores.scores[middle] ?? null, round: scores.rounds[middle]!, keptBy: layersOfHex(scores.keptBy[middle]!, scores.layers)};
-        if (at < position)
-            low = middle + 1;
-        else
-            high = middle - 1;
+            return {
+                score: scores.scores[middle] ?? null,
+                round: scores.rounds[middle]!,
+                keptBy: layersOfHex(scores.keptBy[middle]!, scores.layers)
+            };
+        if (at < position) low = middle + 1;
+        else high = middle - 1;
     }
     return null;
 }
@@ -91,13 +85,16 @@ export function tokenScoreAt(scores: TokenScores | undefined, position: number):
 /** Appends a round; past `cap`, neighbours merge pairwise (the later one's step and tokens, both evictions), oldest first. */
 export function pushRound(rounds: PruneRound[], round: PruneRound, cap = maxPruneRounds): void {
     rounds.push(round);
-    if (rounds.length <= Math.max(2, cap))
-        return;
+    if (rounds.length <= Math.max(2, cap)) return;
     const merged: PruneRound[] = [];
     for (let i = 0; i < rounds.length; i += 2) {
         const a = rounds[i]!;
         const b = rounds[i + 1];
-        merged.push(b == null ? a : {first: a.first, last: b.last, step: b.step, tokensSeen: b.tokensSeen, evicted: mergeRanges(a.evicted, b.evicted)});
+        merged.push(
+            b == null
+                ? a
+                : {first: a.first, last: b.last, step: b.step, tokensSeen: b.tokensSeen, evicted: mergeRanges(a.evicted, b.evicted)}
+        );
     }
     rounds.splice(0, rounds.length, ...merged);
 }
@@ -105,7 +102,6 @@ export function pushRound(rounds: PruneRound[], round: PruneRound, cap = maxPrun
 /** What the answer had evicted once `rounds[index]` had run: the union of its evictions up to it (`toRanges`' form). */
 export function evictedThrough(rounds: readonly PruneRound[], index: number): number[] {
     let evicted: number[] = [];
-    for (let i = 0; i <= Math.min(index, rounds.length - 1); i++)
-        evicted = mergeRanges(evicted, rounds[i]!.evicted);
+    for (let i = 0; i <= Math.min(index, rounds.length - 1); i++) evicted = mergeRanges(evicted, rounds[i]!.evicted);
     return evicted;
 }

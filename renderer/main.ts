@@ -8,8 +8,7 @@ import {getBridge} from "./lib/bridge.js";
 import {createPonder} from "./state/ponder.svelte.js";
 
 const target = document.getElementById("app");
-if (!target)
-    throw new Error("Ponder's root element #app is missing");
+if (!target) throw new Error("Ponder's root element #app is missing");
 
 const ponder = createPonder(getBridge());
 mount(App, {target, props: {ponder}});

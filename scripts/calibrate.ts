@@ -32,8 +32,7 @@ const {values} = parseArgs({
 });
 
 function number(name: string, value: string | undefined): number | undefined {
-    if (value == null)
-        return undefined;
+    if (value == null) return undefined;
     const parsed = Number(value);
     if (!Number.isInteger(parsed) || parsed < 0) {
         console.error(`error: --${name} must be a whole number, not ${value}`);
@@ -48,7 +47,7 @@ if (values.model == null) {
 }
 const modelPath = path.resolve(values.model);
 const bundled = path.resolve(import.meta.dirname, "../resources/models/ponder-demo.gguf");
-const promptSet = (values["prompt-set"] ?? await choosePromptSet(modelPath, bundled)) as PromptSet;
+const promptSet = (values["prompt-set"] ?? (await choosePromptSet(modelPath, bundled))) as PromptSet;
 if (promptSet !== "demo" && promptSet !== "merge" && promptSet !== "english") {
     console.error("error: --prompt-set is demo, merge or english");
     process.exit(1);
@@ -60,28 +59,54 @@ const minutes = (s: number) => (s >= 90 ? `${(s / 60).toFixed(1)} min` : `${Math
 let lastLine = 0;
 function onProgress(p: CalibrationJobProgress): void {
     const now = performance.now();
-    if (now - lastLine < 1000 && p.done < p.total)
-        return;
+    if (now - lastLine < 1000 && p.done < p.total) return;
     lastLine = now;
     const done = p.stage === "thinking" ? p.done.toFixed(1) : String(p.done);
-    console.error(`${p.stage} ${done}/${p.total}` + (p.resumed > 0 ? ` (${p.resumed} resumed)` : "") +
-        ` | ${p.tokensSeen} tokens | ${minutes(p.elapsed)}` + (p.remaining != null ? `, about ${minutes(p.remaining)} left` : ""));
+    console.error(
+        `${p.stage} ${done}/${p.total}` +
+            (p.resumed > 0 ? ` (${p.resumed} resumed)` : "") +
+            ` | ${p.tokensSeen} tokens | ${minutes(p.elapsed)}` +
+            (p.remaining != null ? `, about ${minutes(p.remaining)} left` : "")
+    );
 }
 
 const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
 const model = await llama.loadModel({modelPath});
 try {
-    console.error(`calibrating ${path.basename(modelPath)} on ${promptSet === "english" ? "Ponder's English prompts" : `the ${promptSet} task's training problems`}`);
+    console.error(
+        `calibrating ${path.basename(modelPath)} on ${promptSet === "english" ? "Ponder's English prompts" : `the ${promptSet} task's training problems`}`
+    );
     const result = await calibrateRetention({
-        model, modelPath, promptSet, prompts: number("prompts", values.prompts), tokens: number("tokens", values.tokens), seed: number("seed", values.seed),
-        out: values.out != null ? path.resolve(values.out) : undefined, validationPrompts: number("validation", values.validation),
-        maxTokens: number("max-tokens", values["max-tokens"]), hidden: number("hidden", values.hidden), epochs: number("epochs", values.epochs),
-        workDir: path.resolve(values["work-dir"]), threads: Number(values.threads), signal: controller.signal, onProgress, onLog: (line) => console.error(line)
+        model,
+        modelPath,
+        promptSet,
+        prompts: number("prompts", values.prompts),
+        tokens: number("tokens", values.tokens),
+        seed: number("seed", values.seed),
+        out: values.out != null ? path.resolve(values.out) : undefined,
+        validationPrompts: number("validation", values.validation),
+        maxTokens: number("max-tokens", values["max-tokens"]),
+        hidden: number("hidden", values.hidden),
+        epochs: number("epochs", values.epochs),
+        workDir: path.resolve(values["work-dir"]),
+        threads: Number(values.threads),
+        signal: controller.signal,
+        onProgress,
+        onLog: (line) => console.error(line)
     });
     const at = (share: number) => result.validation.points.find((p) => Math.abs(p.share - share) < 1e-9);
-    const card = `calibrated on ${result.prompts} thoughts, ${result.tokensSeen.toLocaleString("en")} tokens, ${minutes(result.seconds)}; held-out agreement` +
-        [0.25, 0.5].map((share) => at(share)).filter((p) => p != null).map((p) => ` at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(2)}, Lethe ${p.lethe.toFixed(2)}`).join(";");
-    console.error(result.installed ? `${card}\nwrote ${result.out}${result.backup != null ? ` (the earlier gates are in ${result.backup})` : ""}` : `${card}\n${result.refusal}`);
+    const card =
+        `calibrated on ${result.prompts} thoughts, ${result.tokensSeen.toLocaleString("en")} tokens, ${minutes(result.seconds)}; held-out agreement` +
+        [0.25, 0.5]
+            .map((share) => at(share))
+            .filter((p) => p != null)
+            .map((p) => ` at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(2)}, Lethe ${p.lethe.toFixed(2)}`)
+            .join(";");
+    console.error(
+        result.installed
+            ? `${card}\nwrote ${result.out}${result.backup != null ? ` (the earlier gates are in ${result.backup})` : ""}`
+            : `${card}\n${result.refusal}`
+    );
     console.log(JSON.stringify(result));
     process.exitCode = result.installed ? 0 : 2;
 } catch (err) {

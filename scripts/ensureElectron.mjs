@@ -43,10 +43,14 @@ export function isElectronInstalled(electronDir, platform = process.platform) {
     const version = JSON.parse(fs.readFileSync(path.join(electronDir, "package.json"), "utf8")).version;
     const platformPath = electronPlatformPath(platform);
     try {
-        if (fs.readFileSync(path.join(electronDir, "dist", "version"), "utf8").replace(/^v/, "").trim() !== version)
+        if (
+            fs
+                .readFileSync(path.join(electronDir, "dist", "version"), "utf8")
+                .replace(/^v/, "")
+                .trim() !== version
+        )
             return false;
-        if (fs.readFileSync(path.join(electronDir, "path.txt"), "utf8") !== platformPath)
-            return false;
+        if (fs.readFileSync(path.join(electronDir, "path.txt"), "utf8") !== platformPath) return false;
     } catch {
         return false;
     }
@@ -55,13 +59,18 @@ export function isElectronInstalled(electronDir, platform = process.platform) {
 
 /** The sentence printed when the binary cannot be had: the reason, and the way to the same app without Electron. */
 export function headlessHint(reason) {
-    return `Ponder cannot open its window: Electron's binary is missing and could not be downloaded (${reason}); ` +
-        "run the same app in a browser instead with `npm run headless` (it prints the address to open, with its access token).";
+    return (
+        `Ponder cannot open its window: Electron's binary is missing and could not be downloaded (${reason}); ` +
+        "run the same app in a browser instead with `npm run headless` (it prints the address to open, with its access token)."
+    );
 }
 
 /** The installer's own error, reduced to one line: the first line of the stack it prints, or its exit status. */
 function installerReason(stderr, status) {
-    const line = stderr.split("\n").map((text) => text.trim()).find((text) => text !== "" && !text.startsWith("at "));
+    const line = stderr
+        .split("\n")
+        .map((text) => text.trim())
+        .find((text) => text !== "" && !text.startsWith("at "));
     return line ?? `Electron's installer exited with code ${status}`;
 }
 
@@ -71,24 +80,22 @@ function installerReason(stderr, status) {
  */
 export function ensureElectron(electronDir, {env = process.env, platform = process.platform} = {}) {
     const packageJson = JSON.parse(fs.readFileSync(path.join(electronDir, "package.json"), "utf8"));
-    if (isElectronInstalled(electronDir, platform))
-        return {ok: true, fetched: false};
-    if (electronPlatformPath(platform) == null)
-        return {ok: false, message: headlessHint(`Electron has no build for ${platform}`)};
+    if (isElectronInstalled(electronDir, platform)) return {ok: true, fetched: false};
+    if (electronPlatformPath(platform) == null) return {ok: false, message: headlessHint(`Electron has no build for ${platform}`)};
 
     const mirror = env.ELECTRON_MIRROR ?? env.npm_config_electron_mirror ?? "https://github.com/electron/electron/releases/download/";
-    log(`Electron ${packageJson.version} has no binary here yet: downloading it for ${platform}-${process.arch} from ${mirror} ` +
-        "with Electron's installer (about 100 MB, once)...");
+    log(
+        `Electron ${packageJson.version} has no binary here yet: downloading it for ${platform}-${process.arch} from ${mirror} ` +
+            "with Electron's installer (about 100 MB, once)..."
+    );
     const result = spawnSync(process.execPath, [path.join(electronDir, "install.js")], {
         cwd: electronDir,
         env,
         stdio: ["ignore", "inherit", "pipe"],
         encoding: "utf8"
     });
-    if (result.error != null)
-        return {ok: false, message: headlessHint(result.error.message)};
-    if (result.status !== 0)
-        return {ok: false, message: headlessHint(installerReason(result.stderr ?? "", result.status))};
+    if (result.error != null) return {ok: false, message: headlessHint(result.error.message)};
+    if (result.status !== 0) return {ok: false, message: headlessHint(installerReason(result.stderr ?? "", result.status))};
     if (!isElectronInstalled(electronDir, platform))
         return {ok: false, message: headlessHint("the installer finished but left no executable in node_modules/electron/dist")};
     log(`Electron ${packageJson.version} is installed in ${path.join(electronDir, "dist")}.`);
@@ -97,8 +104,7 @@ export function ensureElectron(electronDir, {env = process.env, platform = proce
 
 function electronDirFromArgs(argv) {
     const index = argv.indexOf("--electron-dir");
-    if (index >= 0 && argv[index + 1] != null)
-        return path.resolve(argv[index + 1]);
+    if (index >= 0 && argv[index + 1] != null) return path.resolve(argv[index + 1]);
     const require = createRequire(import.meta.url);
     return path.dirname(require.resolve("electron/package.json"));
 }

@@ -18,10 +18,8 @@ const rootFiles = ["electron.vite.config.ts", "vitest.config.ts"].map((file) => 
 function sourceFiles(dir: string): string[] {
     return fs.readdirSync(dir, {withFileTypes: true}).flatMap((entry) => {
         const file = path.join(dir, entry.name);
-        if (skipped.test(path.relative(root, file) + (entry.isDirectory() ? "/" : "")))
-            return [];
-        if (entry.isDirectory())
-            return sourceFiles(file);
+        if (skipped.test(path.relative(root, file) + (entry.isDirectory() ? "/" : ""))) return [];
+        if (entry.isDirectory()) return sourceFiles(file);
         return /\.(ts|mts|mjs|svelte)$/.test(entry.name) ? [file] : [];
     });
 }
@@ -29,8 +27,7 @@ function sourceFiles(dir: string): string[] {
 /** A .svelte file's `<script>` blocks, as a TypeScript file beside it (so that its relative imports resolve). */
 const svelteScripts = new Map<string, string>();
 const files = [...rootFiles, ...folders.flatMap((folder) => sourceFiles(path.join(root, folder)))].map((file) => {
-    if (!file.endsWith(".svelte"))
-        return file;
+    if (!file.endsWith(".svelte")) return file;
     const text = fs.readFileSync(file, "utf8");
     const scripts = [...text.matchAll(/<script[^>]*>([\s\S]*?)<\/script>/g)].map((match) => match[1]).join("\n");
     svelteScripts.set(`${file}.script.ts`, scripts);
@@ -38,8 +35,14 @@ const files = [...rootFiles, ...folders.flatMap((folder) => sourceFiles(path.joi
 });
 
 const options: ts.CompilerOptions = {
-    target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler,
-    allowJs: true, strict: true, skipLibCheck: true, noEmit: true, types: ["node"]
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.ESNext,
+    moduleResolution: ts.ModuleResolutionKind.Bundler,
+    allowJs: true,
+    strict: true,
+    skipLibCheck: true,
+    noEmit: true,
+    types: ["node"]
 };
 const host: ts.LanguageServiceHost = {
     getScriptFileNames: () => files,
@@ -69,13 +72,22 @@ function exportedNames(source: ts.SourceFile): ts.Identifier[] {
                 names.push(...statement.exportClause.elements.map((element) => element.name).filter(ts.isIdentifier));
             continue;
         }
-        const modifiers = ts.canHaveModifiers(statement) ? ts.getModifiers(statement) ?? [] : [];
-        if (!modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.ExportKeyword) || modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.DefaultKeyword))
+        const modifiers = ts.canHaveModifiers(statement) ? (ts.getModifiers(statement) ?? []) : [];
+        if (
+            !modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.ExportKeyword) ||
+            modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.DefaultKeyword)
+        )
             continue;
         if (ts.isVariableStatement(statement))
             names.push(...statement.declarationList.declarations.map((declaration) => declaration.name).filter(ts.isIdentifier));
-        else if ((ts.isFunctionDeclaration(statement) || ts.isClassDeclaration(statement) || ts.isInterfaceDeclaration(statement) ||
-            ts.isTypeAliasDeclaration(statement) || ts.isEnumDeclaration(statement)) && statement.name)
+        else if (
+            (ts.isFunctionDeclaration(statement) ||
+                ts.isClassDeclaration(statement) ||
+                ts.isInterfaceDeclaration(statement) ||
+                ts.isTypeAliasDeclaration(statement) ||
+                ts.isEnumDeclaration(statement)) &&
+            statement.name
+        )
             names.push(statement.name);
     }
     return names;
@@ -86,8 +98,7 @@ function nodeAt(source: ts.SourceFile, position: number): ts.Node {
     let node: ts.Node = source;
     for (;;) {
         const child = node.getChildren(source).find((candidate) => candidate.getStart(source) <= position && position < candidate.getEnd());
-        if (!child)
-            return node;
+        if (!child) return node;
         node = child;
     }
 }
@@ -99,31 +110,49 @@ function nodeAt(source: ts.SourceFile, position: number): ts.Node {
 function inExportedSignature(source: ts.SourceFile, position: number, own: ts.Identifier): boolean {
     let node = nodeAt(source, position);
     for (; node.parent && node.parent !== source; node = node.parent) {
-        if (ts.isBlock(node) || ts.isVariableDeclaration(node.parent) && node.parent.initializer === node ||
-            ts.isArrowFunction(node.parent) && node.parent.body === node || ts.isPropertyDeclaration(node.parent) && node.parent.initializer === node)
+        if (
+            ts.isBlock(node) ||
+            (ts.isVariableDeclaration(node.parent) && node.parent.initializer === node) ||
+            (ts.isArrowFunction(node.parent) && node.parent.body === node) ||
+            (ts.isPropertyDeclaration(node.parent) && node.parent.initializer === node)
+        )
             return false;
     }
-    const modifiers = ts.canHaveModifiers(node) ? ts.getModifiers(node) ?? [] : [];
-    return node.getStart(source) !== own.getStart(source) && !(own.getStart(source) >= node.getStart(source) && own.getEnd() <= node.getEnd()) &&
-        modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.ExportKeyword);
+    const modifiers = ts.canHaveModifiers(node) ? (ts.getModifiers(node) ?? []) : [];
+    return (
+        node.getStart(source) !== own.getStart(source) &&
+        !(own.getStart(source) >= node.getStart(source) && own.getEnd() <= node.getEnd()) &&
+        modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.ExportKeyword)
+    );
 }
 
-const found: {file: string, line: number, name: string, kind: "own file" | "signature" | "unused"}[] = [];
-for (const file of files.filter((name) => !svelteScripts.has(name) && !rootFiles.includes(name) && !(name.endsWith(".mjs") && fs.existsSync(name.replace(/\.mjs$/, ".d.mts"))))) {
+const found: {file: string; line: number; name: string; kind: "own file" | "signature" | "unused"}[] = [];
+for (const file of files.filter(
+    (name) =>
+        !svelteScripts.has(name) && !rootFiles.includes(name) && !(name.endsWith(".mjs") && fs.existsSync(name.replace(/\.mjs$/, ".d.mts")))
+)) {
     const source = program.getSourceFile(file);
-    if (!source)
-        continue;
+    if (!source) continue;
     for (const name of exportedNames(source)) {
         const references = (service.findReferences(file, name.getStart(source)) ?? []).flatMap((symbol) => symbol.references);
-        if (references.some((reference) => reference.fileName !== file))
-            continue;
+        if (references.some((reference) => reference.fileName !== file)) continue;
         const uses = references.filter((reference) => !reference.isDefinition);
-        found.push({file: path.relative(root, file), line: source.getLineAndCharacterOfPosition(name.getStart(source)).line + 1, name: name.text,
-            kind: uses.length === 0 ? "unused" : uses.some((use) => inExportedSignature(source, use.textSpan.start, name)) ? "signature" : "own file"});
+        found.push({
+            file: path.relative(root, file),
+            line: source.getLineAndCharacterOfPosition(name.getStart(source)).line + 1,
+            name: name.text,
+            kind:
+                uses.length === 0
+                    ? "unused"
+                    : uses.some((use) => inExportedSignature(source, use.textSpan.start, name))
+                      ? "signature"
+                      : "own file"
+        });
     }
 }
-for (const entry of found)
-    console.log(`${entry.file}:${entry.line}\t${entry.name}\t${entry.kind}`);
+for (const entry of found) console.log(`${entry.file}:${entry.line}\t${entry.name}\t${entry.kind}`);
 const count = (kind: string) => found.filter((entry) => entry.kind === kind).length;
-console.log(`${found.length} exports used by no other file: ${count("own file")} used only inside their own file, ${count("signature")} shown in ` +
-    `the signature of another export of their file, ${count("unused")} unused`);
+console.log(
+    `${found.length} exports used by no other file: ${count("own file")} used only inside their own file, ${count("signature")} shown in ` +
+        `the signature of another export of their file, ${count("unused")} unused`
+);

@@ -22,6 +22,9 @@ svelte-check --tsconfig tsconfig.web.json --fail-on-warnings --output human
 step "Lint (ESLint: eslint.config.js)"
 eslint .
 
+step "Format (Prettier: .prettierrc; npm run format writes it)"
+prettier --check . --log-level warn
+
 step "Build (main, preload, renderer)"
 electron-vite build
 

@@ -25,8 +25,7 @@ export class AppDatabase {
 
     /** @param file path of the database file, or `":memory:"` */
     constructor(file: string, migrations: Migration[] = shippedMigrations) {
-        if (file !== ":memory:")
-            fs.mkdirSync(path.dirname(file), {recursive: true});
+        if (file !== ":memory:") fs.mkdirSync(path.dirname(file), {recursive: true});
 
         try {
             this._db = new Database(file);
@@ -50,8 +49,8 @@ export class AppDatabase {
         return String(this._db.pragma("journal_mode", {simple: true}));
     }
 
-    appliedMigrations(): {id: number, name: string}[] {
-        return this._db.prepare("SELECT id, name FROM schema_migrations ORDER BY id").all() as {id: number, name: string}[];
+    appliedMigrations(): {id: number; name: string}[] {
+        return this._db.prepare("SELECT id, name FROM schema_migrations ORDER BY id").all() as {id: number; name: string}[];
     }
 
     transaction<T>(fn: () => T): T {
@@ -59,22 +58,25 @@ export class AppDatabase {
     }
 
     dispose(): void {
-        if (this._db.open)
-            this._db.close();
+        if (this._db.open) this._db.close();
     }
 }
 
 /** Applies the migrations not yet recorded; the recorded list must be a prefix of the shipped one. */
 function applyMigrations(db: Database.Database, migrations: Migration[]): void {
     db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
-    const applied = db.prepare("SELECT id, name FROM schema_migrations ORDER BY id").all() as {id: number, name: string}[];
+    const applied = db.prepare("SELECT id, name FROM schema_migrations ORDER BY id").all() as {id: number; name: string}[];
 
     for (const [index, row] of applied.entries()) {
         const shipped = migrations[index];
         if (shipped == null)
-            throw new StorageError(`The database has migration ${row.id} (${row.name}) that this version of Ponder does not know: it was written by a newer version.`);
+            throw new StorageError(
+                `The database has migration ${row.id} (${row.name}) that this version of Ponder does not know: it was written by a newer version.`
+            );
         if (shipped.id !== row.id || shipped.name !== row.name)
-            throw new StorageError(`Migration mismatch at ${row.id}: the database recorded "${row.name}", this version ships ${shipped.id} "${shipped.name}".`);
+            throw new StorageError(
+                `Migration mismatch at ${row.id}: the database recorded "${row.name}", this version ships ${shipped.id} "${shipped.name}".`
+            );
     }
 
     for (let index = 1; index < migrations.length; index++) {

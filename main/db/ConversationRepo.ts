@@ -12,7 +12,8 @@ export class ConversationRepo {
     list(query?: string): ConversationRow[] {
         if (query != null && query.trim() !== "") {
             const pattern = "%" + query.trim().replace(/[\\%_]/g, (char) => "\\" + char) + "%";
-            return this._db.prepare(`SELECT ${selectColumns} FROM conversations c WHERE c.title LIKE ? ESCAPE '\\' ORDER BY c.updated_at DESC`)
+            return this._db
+                .prepare(`SELECT ${selectColumns} FROM conversations c WHERE c.title LIKE ? ESCAPE '\\' ORDER BY c.updated_at DESC`)
                 .all(pattern) as ConversationRow[];
         }
 
@@ -23,8 +24,9 @@ export class ConversationRepo {
         return this._db.prepare(`SELECT ${selectColumns} FROM conversations c WHERE c.id = ?`).get(id) as ConversationRow | undefined;
     }
 
-    insert(row: {id: string, title: string, settings: string, now: number}): void {
-        this._db.prepare("INSERT INTO conversations (id, title, settings, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
+    insert(row: {id: string; title: string; settings: string; now: number}): void {
+        this._db
+            .prepare("INSERT INTO conversations (id, title, settings, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
             .run(row.id, row.title, row.settings, row.now, row.now);
     }
 
@@ -39,8 +41,7 @@ export class ConversationRepo {
     /** Shows the path that ends at `leafId`, and remembers it as the one last viewed through each of its messages. */
     setLeaf(id: string, leafId: string | null): void {
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(leafId, id);
-        if (leafId != null)
-            this._db.prepare(rememberShownPathSql).run({leafId});
+        if (leafId != null) this._db.prepare(rememberShownPathSql).run({leafId});
     }
 
     touch(id: string, now: number): void {

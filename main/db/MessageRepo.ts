@@ -3,20 +3,21 @@ import type {MessageRow} from "./types.js";
 
 export type MessageProgress = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms"> &
     Partial<Pick<MessageRow, "first_token_ms">>;
-export type MessageFinish = MessageProgress & Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason" | "cut_tokens">;
+export type MessageFinish = MessageProgress &
+    Pick<MessageRow, "status" | "prompt_tokens" | "error" | "stats" | "cut_reason" | "cut_tokens">;
 /** What a streaming answer produced since its last save (the new text and thinking), with its counters now. */
-export type MessageAppend = Omit<MessageProgress, "text" | "thinking"> & {text: string, thinking: string};
+export type MessageAppend = Omit<MessageProgress, "text" | "thinking"> & {text: string; thinking: string};
 
 type PartRow = Omit<MessageAppend, "first_token_ms"> & {first_token_ms: number | null};
 
 /** A message matching a full-text search, with a snippet of each column (matches between U+0002 and U+0003). */
 export type MessageSearchRow = {
-    message_id: string,
-    conversation_id: string,
-    title: string,
-    role: MessageRow["role"],
-    text_snippet: string,
-    thinking_snippet: string
+    message_id: string;
+    conversation_id: string;
+    title: string;
+    role: MessageRow["role"];
+    text_snippet: string;
+    thinking_snippet: string;
 };
 
 /** Records, on every message of the path that ends at `@leafId`, which child the path goes through. */
@@ -36,28 +37,40 @@ export class MessageRepo {
      * newest message).
      */
     listByConversation(conversationId: string): MessageRow[] {
-        return (this._db.prepare(`WITH RECURSIVE path(id, depth) AS (
+        return (
+            this._db
+                .prepare(
+                    `WITH RECURSIVE path(id, depth) AS (
                 SELECT COALESCE(
                     (SELECT leaf_id FROM conversations WHERE id = @conversationId),
                     (SELECT id FROM messages WHERE conversation_id = @conversationId ORDER BY seq DESC LIMIT 1)), 0
                 UNION ALL
                 SELECT m.parent_id, path.depth + 1 FROM messages m JOIN path ON m.id = path.id WHERE m.parent_id IS NOT NULL
             )
-            SELECT m.* FROM path JOIN messages m ON m.id = path.id ORDER BY path.depth DESC`).all({conversationId}) as MessageRow[]).map((row) => this._withParts(row));
+            SELECT m.* FROM path JOIN messages m ON m.id = path.id ORDER BY path.depth DESC`
+                )
+                .all({conversationId}) as MessageRow[]
+        ).map((row) => this._withParts(row));
     }
 
     /** The versions of a message: the messages with its parent, oldest first (itself included). */
     siblingIds(row: Pick<MessageRow, "conversation_id" | "parent_id">): string[] {
-        return (this._db.prepare("SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY seq")
-            .all(row.conversation_id, row.parent_id) as Array<{id: string}>).map((sibling) => sibling.id);
+        return (
+            this._db
+                .prepare("SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY seq")
+                .all(row.conversation_id, row.parent_id) as Array<{id: string}>
+        ).map((sibling) => sibling.id);
     }
 
     /**
      * The child of a message a path entering it continues with: the one shown last below it, else the newest.
      */
     shownChild(row: Pick<MessageRow, "conversation_id" | "id" | "shown_child_id">): MessageRow | undefined {
-        return this._withParts(this._db.prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY id IS ? DESC, seq DESC LIMIT 1")
-            .get(row.conversation_id, row.id, row.shown_child_id) as MessageRow | undefined);
+        return this._withParts(
+            this._db
+                .prepare("SELECT * FROM messages WHERE conversation_id = ? AND parent_id = ? ORDER BY id IS ? DESC, seq DESC LIMIT 1")
+                .get(row.conversation_id, row.id, row.shown_child_id) as MessageRow | undefined
+        );
     }
 
     get(id: string): MessageRow | undefined {
@@ -68,12 +81,18 @@ export class MessageRepo {
      * Adds a message after `parent_id` (`null`: a first message; absent: the end of the path the conversation shows),
      * and shows the path that ends with it.
      */
-    insert(row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at"> & Partial<Pick<MessageRow, "parent_id">>): MessageRow {
-        const parentId = row.parent_id !== undefined ? row.parent_id : this.listByConversation(row.conversation_id).at(-1)?.id ?? null;
-        this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id)
+    insert(
+        row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at"> & Partial<Pick<MessageRow, "parent_id">>
+    ): MessageRow {
+        const parentId = row.parent_id !== undefined ? row.parent_id : (this.listByConversation(row.conversation_id).at(-1)?.id ?? null);
+        this._db
+            .prepare(
+                `INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id)
             VALUES (@id, @conversation_id,
                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
-                @role, @text, @status, @created_at, @created_at, @parent_id)`).run({...row, parent_id: parentId});
+                @role, @text, @status, @created_at, @created_at, @parent_id)`
+            )
+            .run({...row, parent_id: parentId});
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(row.id, row.conversation_id);
         this._db.prepare(rememberShownPathSql).run({leafId: row.id});
         return this.get(row.id)!;
@@ -84,19 +103,25 @@ export class MessageRepo {
      * parts before are not written again. A crash after this loses nothing before it.
      */
     appendProgress(id: string, append: MessageAppend): void {
-        this._db.prepare(`INSERT INTO message_parts (message_id, seq, text, thinking, thinking_tokens, answer_tokens, thinking_ms, total_ms, first_token_ms)
+        this._db
+            .prepare(
+                `INSERT INTO message_parts (message_id, seq, text, thinking, thinking_tokens, answer_tokens, thinking_ms, total_ms, first_token_ms)
             VALUES (@id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM message_parts WHERE message_id = @id), @text, @thinking, @thinking_tokens,
-                @answer_tokens, @thinking_ms, @total_ms, @first_token_ms)`)
+                @answer_tokens, @thinking_ms, @total_ms, @first_token_ms)`
+            )
             .run({first_token_ms: null, ...append, id});
     }
 
     /** Writes the whole answer into its row and drops its parts. */
     finish(id: string, finish: MessageFinish, now: number): void {
         this._db.prepare("DELETE FROM message_parts WHERE message_id = ?").run(id);
-        this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
+        this._db
+            .prepare(
+                `UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens,
             answer_tokens = @answer_tokens, thinking_ms = @thinking_ms, total_ms = @total_ms, status = @status,
             first_token_ms = COALESCE(@first_token_ms, first_token_ms),
-            prompt_tokens = @prompt_tokens, error = @error, stats = @stats, cut_reason = @cut_reason, cut_tokens = @cut_tokens, updated_at = @now WHERE id = @id`)
+            prompt_tokens = @prompt_tokens, error = @error, stats = @stats, cut_reason = @cut_reason, cut_tokens = @cut_tokens, updated_at = @now WHERE id = @id`
+            )
             .run({first_token_ms: null, ...finish, id, now});
     }
 
@@ -105,17 +130,26 @@ export class MessageRepo {
         const copies: MessageRow[] = [];
         for (const row of rows) {
             const id = newId();
-            this._db.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, thinking, status, prompt_tokens, thinking_tokens,
+            this._db
+                .prepare(
+                    `INSERT INTO messages (id, conversation_id, seq, role, text, thinking, status, prompt_tokens, thinking_tokens,
                     answer_tokens, thinking_ms, total_ms, error, stats, cut_reason, cut_tokens, first_token_ms, compression, parent_id, created_at, updated_at)
                 VALUES (@id, @conversation_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
                     @role, @text, @thinking, @status, @prompt_tokens, @thinking_tokens, @answer_tokens, @thinking_ms, @total_ms, @error, @stats,
-                    @cut_reason, @cut_tokens, @first_token_ms, @compression, @parent_id, @created_at, @now)`)
-                .run({...row, compression: row.compression ?? null, id, conversation_id: conversationId, parent_id: copies.at(-1)?.id ?? null, now});
+                    @cut_reason, @cut_tokens, @first_token_ms, @compression, @parent_id, @created_at, @now)`
+                )
+                .run({
+                    ...row,
+                    compression: row.compression ?? null,
+                    id,
+                    conversation_id: conversationId,
+                    parent_id: copies.at(-1)?.id ?? null,
+                    now
+                });
             copies.push(this.get(id)!);
         }
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(copies.at(-1)?.id ?? null, conversationId);
-        if (copies.length > 0)
-            this._db.prepare(rememberShownPathSql).run({leafId: copies.at(-1)!.id});
+        if (copies.length > 0) this._db.prepare(rememberShownPathSql).run({leafId: copies.at(-1)!.id});
         return copies;
     }
 
@@ -144,7 +178,9 @@ export class MessageRepo {
      * thinking), newest first among equals.
      */
     search(match: string, limit: number): MessageSearchRow[] {
-        return this._db.prepare(`SELECT f.message_id, m.conversation_id, c.title, m.role,
+        return this._db
+            .prepare(
+                `SELECT f.message_id, m.conversation_id, c.title, m.role,
                 snippet(messages_fts, 1, char(2), char(3), '…', 16) AS text_snippet,
                 snippet(messages_fts, 2, char(2), char(3), '…', 16) AS thinking_snippet
             FROM messages_fts f
@@ -152,15 +188,22 @@ export class MessageRepo {
             JOIN conversations c ON c.id = m.conversation_id
             WHERE messages_fts MATCH ?
             ORDER BY bm25(messages_fts, 0, 2, 1), m.created_at DESC
-            LIMIT ?`).all(match, limit) as MessageSearchRow[];
+            LIMIT ?`
+            )
+            .all(match, limit) as MessageSearchRow[];
     }
 
     /** Marks answers left streaming by a process that died as interrupted, their saved parts joined in. Returns how many. */
     markInterrupted(now: number): number {
-        const rows = (this._db.prepare("SELECT * FROM messages WHERE status = 'streaming'").all() as MessageRow[]).map((row) => this._withParts(row));
+        const rows = (this._db.prepare("SELECT * FROM messages WHERE status = 'streaming'").all() as MessageRow[]).map((row) =>
+            this._withParts(row)
+        );
         for (const row of rows) {
-            this._db.prepare(`UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens, answer_tokens = @answer_tokens,
-                thinking_ms = @thinking_ms, total_ms = @total_ms, first_token_ms = @first_token_ms, status = 'interrupted', updated_at = @now WHERE id = @id`)
+            this._db
+                .prepare(
+                    `UPDATE messages SET text = @text, thinking = @thinking, thinking_tokens = @thinking_tokens, answer_tokens = @answer_tokens,
+                thinking_ms = @thinking_ms, total_ms = @total_ms, first_token_ms = @first_token_ms, status = 'interrupted', updated_at = @now WHERE id = @id`
+                )
                 .run({...row, now});
             this._db.prepare("DELETE FROM message_parts WHERE message_id = ?").run(row.id);
         }
@@ -169,13 +212,15 @@ export class MessageRepo {
 
     /** A streaming answer as saved so far: its row (what it held when it started) followed by its parts. */
     private _withParts<Row extends MessageRow | undefined>(row: Row): Row {
-        if (row == null || row.status !== "streaming")
-            return row;
-        const parts = this._db.prepare(`SELECT text, thinking, thinking_tokens, answer_tokens, thinking_ms, total_ms, first_token_ms
-            FROM message_parts WHERE message_id = ? ORDER BY seq`).all(row.id) as PartRow[];
+        if (row == null || row.status !== "streaming") return row;
+        const parts = this._db
+            .prepare(
+                `SELECT text, thinking, thinking_tokens, answer_tokens, thinking_ms, total_ms, first_token_ms
+            FROM message_parts WHERE message_id = ? ORDER BY seq`
+            )
+            .all(row.id) as PartRow[];
         const last = parts.at(-1);
-        if (last == null)
-            return row;
+        if (last == null) return row;
         return {
             ...row!,
             text: row.text + parts.map((part) => part.text).join(""),

@@ -18,10 +18,14 @@ export class ModelRepo {
 
     /** Adds a model, or refreshes what its file says; its GPU layers setting is kept (a new one has `auto`). */
     upsert(row: Omit<ModelRow, "gpu_layers">): void {
-        this._db.prepare(`INSERT INTO models (id, path, name, size_bytes, architecture, context_length, metadata, added_at, last_used_at)
+        this._db
+            .prepare(
+                `INSERT INTO models (id, path, name, size_bytes, architecture, context_length, metadata, added_at, last_used_at)
             VALUES (@id, @path, @name, @size_bytes, @architecture, @context_length, @metadata, @added_at, @last_used_at)
             ON CONFLICT(path) DO UPDATE SET name = excluded.name, size_bytes = excluded.size_bytes,
-                architecture = excluded.architecture, context_length = excluded.context_length, metadata = excluded.metadata`).run(row);
+                architecture = excluded.architecture, context_length = excluded.context_length, metadata = excluded.metadata`
+            )
+            .run(row);
     }
 
     setGpuLayers(id: string, gpuLayers: string): boolean {

@@ -10,7 +10,8 @@ export class SettingsRepo {
     }
 
     set(key: string, value: unknown): void {
-        this._db.prepare("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+        this._db
+            .prepare("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             .run(key, JSON.stringify(value));
     }
 }

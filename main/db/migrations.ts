@@ -7,8 +7,7 @@ const files = import.meta.glob<string>("./migrations/*.sql", {query: "?raw", imp
 export const migrations: Migration[] = Object.entries(files)
     .map(([file, sql]): Migration => {
         const match = /\/(\d{4})_([a-z0-9_]+)\.sql$/.exec(file);
-        if (match == null)
-            throw new Error(`Migration file name "${file}" is not NNNN_name.sql`);
+        if (match == null) throw new Error(`Migration file name "${file}" is not NNNN_name.sql`);
 
         return {id: Number(match[1]), name: match[2]!, sql};
     })

@@ -31,27 +31,27 @@ const LOWER = "abcdefghijklmnopqrstuvwxyz";
 const LAST_STEP_INDEX = 26 * 26 - 1; // "ZZ"
 
 export type DemoTaskOptions = {
-    minSteps?: number,
-    maxSteps?: number,
-    minVars?: number,
-    maxVars?: number,
+    minSteps?: number;
+    maxSteps?: number;
+    minVars?: number;
+    maxVars?: number;
     /**
      * Read mostly recent steps, as natural chains of thought do: a step operand is one of the last `recentSteps` steps,
      * except with probability `farShare` any earlier step. Unset (the training distribution): any earlier step, uniformly.
      */
-    locality?: {recentSteps: number, farShare: number}
+    locality?: {recentSteps: number; farShare: number};
 };
 
 export type DemoProblem = {
-    seed: number,
+    seed: number;
     /** The user message. */
-    question: string,
+    question: string;
     /** The reference thinking (lines joined by "\n", no leading/trailing newline). */
-    thinking: string,
+    thinking: string;
     /** The expected answer: one digit. */
-    answer: string,
-    steps: number,
-    vars: number
+    answer: string;
+    steps: number;
+    vars: number;
 };
 
 function stepName(index: number) {
@@ -63,10 +63,8 @@ export function generateDemoProblem(seed: number, options: DemoTaskOptions = {})
     const maxSteps = options.maxSteps ?? DEFAULT_MAX_STEPS;
     const minVars = options.minVars ?? DEFAULT_MIN_VARS;
     const maxVars = options.maxVars ?? DEFAULT_MAX_VARS;
-    if (!(minSteps >= 1 && minSteps <= maxSteps && maxSteps <= 26 * 26))
-        throw new RangeError("need 1 <= minSteps <= maxSteps <= 676");
-    if (!(minVars >= 1 && minVars <= maxVars && maxVars <= 26))
-        throw new RangeError("need 1 <= minVars <= maxVars <= 26");
+    if (!(minSteps >= 1 && minSteps <= maxSteps && maxSteps <= 26 * 26)) throw new RangeError("need 1 <= minSteps <= maxSteps <= 676");
+    if (!(minVars >= 1 && minVars <= maxVars && maxVars <= 26)) throw new RangeError("need 1 <= minVars <= maxVars <= 26");
 
     const rng = mulberry32(seed);
     const nSteps = minSteps + rng.int(maxSteps - minSteps + 1);
@@ -75,21 +73,20 @@ export function generateDemoProblem(seed: number, options: DemoTaskOptions = {})
     const varNames: string[] = [];
     while (varNames.length < nVars) {
         const name = LOWER[rng.int(26)]!;
-        if (!varNames.includes(name))
-            varNames.push(name);
+        if (!varNames.includes(name)) varNames.push(name);
     }
     const values = new Map<string, number>();
-    for (const name of varNames)
-        values.set(name, rng.int(10));
+    for (const name of varNames) values.set(name, rng.int(10));
 
     const first = LAST_STEP_INDEX - (nSteps - 1);
     const names = Array.from({length: nSteps}, (_, k) => stepName(first + k));
     const program: string[] = [];
     const lines: string[] = [];
     const locality = options.locality;
-    const earlierStep = (k: number) => (locality == null || rng.uniform() < locality.farShare
-        ? names[rng.int(k)]!
-        : names[k - 1 - rng.int(Math.min(locality.recentSteps, k))]!);
+    const earlierStep = (k: number) =>
+        locality == null || rng.uniform() < locality.farShare
+            ? names[rng.int(k)]!
+            : names[k - 1 - rng.int(Math.min(locality.recentSteps, k))]!;
     names.forEach((name, k) => {
         let op1: string;
         let op2: string;
@@ -136,7 +133,6 @@ export function demoThinkingPrefixLines(problem: Pick<DemoProblem, "thinking">, 
     const expected = problem.thinking.split("\n");
     const got = thinking.trim().split("\n");
     let n = 0;
-    while (n < expected.length && n < got.length && got[n]!.trim() === expected[n])
-        n++;
+    while (n < expected.length && n < got.length && got[n]!.trim() === expected[n]) n++;
     return n;
 }

@@ -28,22 +28,22 @@ const MARKER = "*"; // ends line k of the thought: the answer is marked where it
 
 export type MergeTaskOptions = {
     /** Fewest numbers in the two lists together. Defaults to `40`. */
-    minItems?: number,
+    minItems?: number;
     /** Most numbers in the two lists together (at most 99). Defaults to `80`. */
-    maxItems?: number
+    maxItems?: number;
 };
 
 export type MergeProblem = {
-    seed: number,
+    seed: number;
     /** The user message. */
-    question: string,
+    question: string;
     /** The reference thinking (lines joined by "\n", no leading/trailing newline). */
-    thinking: string,
+    thinking: string;
     /** The expected answer: two digits. */
-    answer: string,
-    items: number,
+    answer: string;
+    items: number;
     /** The asked position of the merge (1-based). */
-    k: number
+    k: number;
 };
 
 const twoDigits = (value: number) => String(value).padStart(2, "0");
@@ -80,10 +80,8 @@ export function generateMergeProblem(seed: number, options: MergeTaskOptions = {
         const [separator, marker] = index === k ? [K_SEPARATOR, MARKER] : [":", ""];
         lines.push(`${twoDigits(index)}${separator}a${textA}b${textB}${takeA ? "<" : ">"}${twoDigits(value)}${marker}`);
         merged.push(value);
-        if (takeA)
-            i++;
-        else
-            j++;
+        if (takeA) i++;
+        else j++;
     }
     const question = `a=${a.map(twoDigits).join(",")}\nb=${b.map(twoDigits).join(",")}\nk=${twoDigits(k)}?`;
     return {seed, question, thinking: lines.join("\n"), answer: twoDigits(merged[k - 1]!), items: n, k};

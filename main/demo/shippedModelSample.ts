@@ -7,7 +7,7 @@ import {heldOutDemoProblems, type DemoTaskOptions} from "./demoTask.js";
 import {heldOutMergeProblems} from "./mergeTask.js";
 
 const ordinal = (n: number) => {
-    const suffix = n % 100 >= 11 && n % 100 <= 13 ? "th" : ["th", "st", "nd", "rd"][n % 10] ?? "th";
+    const suffix = n % 100 >= 11 && n % 100 <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
     return `${n}${suffix}`;
 };
 
@@ -16,8 +16,12 @@ const SAMPLES: Record<string, (offset: number, demoSteps: DemoTaskOptions) => De
     "ponder-demo.gguf": (offset, demoSteps) => {
         const problem = heldOutDemoProblems(1, demoSteps, offset)[0]!;
         return {
-            task: "demo", question: problem.question, answer: problem.answer, answerMeaning: "the value of ZZ",
-            size: `${problem.steps} steps`, seed: problem.seed,
+            task: "demo",
+            question: problem.question,
+            answer: problem.answer,
+            answerMeaning: "the value of ZZ",
+            size: `${problem.steps} steps`,
+            seed: problem.seed,
             about: "A tiny model trained here on one task: a program of additions modulo 10 over one-digit variables, thought through step by step. It cannot chat."
         };
     },
@@ -25,8 +29,12 @@ const SAMPLES: Record<string, (offset: number, demoSteps: DemoTaskOptions) => De
     "ponder-merge.gguf": (offset) => {
         const problem = heldOutMergeProblems(1, {minItems: 16, maxItems: 36}, offset)[0]!;
         return {
-            task: "merge", question: problem.question, answer: problem.answer,
-            answerMeaning: `the ${ordinal(problem.k)} number of the merge`, size: `${problem.items} numbers`, seed: problem.seed,
+            task: "merge",
+            question: problem.question,
+            answer: problem.answer,
+            answerMeaning: `the ${ordinal(problem.k)} number of the merge`,
+            size: `${problem.items} numbers`,
+            seed: problem.seed,
             about: "A tiny model trained here on one task: merging two sorted lists of two-digit numbers step by step and naming the k-th number of the merge. It cannot chat."
         };
     }
@@ -36,8 +44,12 @@ const SAMPLES: Record<string, (offset: number, demoSteps: DemoTaskOptions) => De
  * A sample problem when `modelPath` is one of the models shipped beside `bundledModelPath` (the demo model), by its
  * file name; `null` for any other model. The demo model's samples have `demoSteps` steps.
  */
-export function shippedModelSample(modelPath: string, bundledModelPath: string, offset: number, demoSteps: DemoTaskOptions): DemoSample | null {
-    if (path.dirname(path.resolve(modelPath)) !== path.dirname(path.resolve(bundledModelPath)))
-        return null;
+export function shippedModelSample(
+    modelPath: string,
+    bundledModelPath: string,
+    offset: number,
+    demoSteps: DemoTaskOptions
+): DemoSample | null {
+    if (path.dirname(path.resolve(modelPath)) !== path.dirname(path.resolve(bundledModelPath))) return null;
     return SAMPLES[path.basename(modelPath)]?.(offset, demoSteps) ?? null;
 }

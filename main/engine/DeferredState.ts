@@ -2,16 +2,16 @@ import type {StateSave} from "./types.js";
 
 /** A state a request asked to keep on disk that is still only in the live sequence. */
 export type Deferred = {
-    path: string,
+    path: string;
     /** The context that holds it. */
-    owner: object,
+    owner: object;
     /**
      * Tokens of the sequence a request must keep to continue its conversation: its prompt up to where the template renders
      * it otherwise once the answer is part of the history (the assistant's opening). Asked at most once, when needed.
      */
-    continuedAt: () => number,
+    continuedAt: () => number;
     /** Writes it (SequenceStates); called with the engine's lock held, the sequence as it was deferred. */
-    write(): Promise<Omit<StateSave, "path">>
+    write(): Promise<Omit<StateSave, "path">>;
 };
 
 /**
@@ -35,8 +35,7 @@ export class DeferredState {
     defer(deferred: Deferred): void {
         const previous = this._deferred;
         this._deferred = deferred;
-        if (previous != null)
-            this._onSettled({path: previous.path, saved: null, note: null, superseded: true});
+        if (previous != null) this._onSettled({path: previous.path, saved: null, note: null, superseded: true});
     }
 
     /** Forgets the state waiting, unwritten and unheard (the engine is disposed). */
@@ -47,12 +46,11 @@ export class DeferredState {
     /** Writes the state waiting, if any (with `path`, only that one); `null` when none did. A failed write is a note. */
     async flush(path?: string): Promise<StateSave | null> {
         const deferred = this._deferred;
-        if (deferred == null || (path != null && deferred.path !== path))
-            return null;
+        if (deferred == null || (path != null && deferred.path !== path)) return null;
         this._deferred = null;
         let save: StateSave;
         try {
-            save = {path: deferred.path, ...await deferred.write()};
+            save = {path: deferred.path, ...(await deferred.write())};
         } catch (err) {
             save = {path: deferred.path, saved: null, note: `The KV state could not be saved: ${(err as Error).message}`};
         }
@@ -66,8 +64,7 @@ export class DeferredState {
      */
     async beforeChange(owner: object, kept: number): Promise<void> {
         const deferred = this._deferred;
-        if (deferred == null)
-            return;
+        if (deferred == null) return;
         if (deferred.owner === owner && kept > 0 && kept >= deferred.continuedAt()) {
             this._deferred = null;
             this._onSettled({path: deferred.path, saved: null, note: null, superseded: true});

@@ -20,18 +20,18 @@ export {toChatHistory} from "./chatPrompt.js";
 
 export type EngineOptions = {
     /** Loads the llama.cpp runtime; the app's loader prefers the patched build and says when it is missing. */
-    loadLlama: LlamaLoader,
+    loadLlama: LlamaLoader;
     /** The runtime to load (the engine build). Defaults to `{build: "auto"}`. */
-    runtime?: RuntimeOptions,
+    runtime?: RuntimeOptions;
     /** Threads per context; `0` lets llama.cpp decide. Defaults to `0`. */
-    threads?: number,
+    threads?: number;
     /** Whether `dispose()` also disposes the runtime `loadLlama` gave (false when the caller shares it). Defaults to `true`. */
-    ownsRuntime?: boolean,
+    ownsRuntime?: boolean;
     /**
      * Bytes free where a new context goes, read before each one is created (its fit is checked against them). Defaults to
      * `freeMemory()`: free VRAM on a GPU build, free RAM otherwise.
      */
-    freeMemory?: () => Promise<number>
+    freeMemory?: () => Promise<number>;
 };
 
 /**
@@ -79,7 +79,7 @@ export class Engine implements EngineApi {
     }
 
     /** Loads the runtime (once, however many ask at the same time) and reports which llama.cpp build it is. */
-    runtime(): Promise<{llama: Llama, build: BuildInfo}> {
+    runtime(): Promise<{llama: Llama; build: BuildInfo}> {
         return this._runtime.load();
     }
 
@@ -100,14 +100,15 @@ export class Engine implements EngineApi {
      * model that fails to load puts the previous one back. Loads and generations run one at a time, in order.
      */
     async loadModel(modelPath: string, modelInfo: EngineStatus["model"], options: LoadOptions = {}): Promise<ModelInspection> {
-        if (this._generating)
-            throw new AppError("BUSY", "Stop the current answer before loading another model");
+        if (this._generating) throw new AppError("BUSY", "Stop the current answer before loading another model");
         return withLock([this, "engine"], async () => {
-            if (this._generating)
-                throw new AppError("BUSY", "Stop the current answer before loading another model");
+            if (this._generating) throw new AppError("BUSY", "Stop the current answer before loading another model");
             const inspection = await inspectModel(modelPath);
             const {llama} = await this.runtime();
-            const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
+            const previous =
+                this._loaded == null
+                    ? null
+                    : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
             await this._states.flush();
             await this._unload();
             this._setStatus({state: "loading", progress: 0, model: modelInfo, message: `Loading ${inspection.name}`});
@@ -115,11 +116,20 @@ export class Engine implements EngineApi {
                 await this._load(llama, inspection, options);
             } catch (err) {
                 const reason = `Could not load ${inspection.name}: ${(err as Error).message}`;
-                const restored = previous != null && await this._load(llama, previous.inspection, previous.options).then(() => true, () => false);
+                const restored =
+                    previous != null &&
+                    (await this._load(llama, previous.inspection, previous.options).then(
+                        () => true,
+                        () => false
+                    ));
                 if (restored)
-                    this._setStatus({state: "ready", progress: null, model: previous.info, message: `${reason}. ${previous.inspection.name} is loaded again.`});
-                else
-                    this._setStatus({state: "error", progress: null, model: null, message: reason});
+                    this._setStatus({
+                        state: "ready",
+                        progress: null,
+                        model: previous.info,
+                        message: `${reason}. ${previous.inspection.name} is loaded again.`
+                    });
+                else this._setStatus({state: "error", progress: null, model: null, message: reason});
                 throw new AppError("MODEL_INVALID", reason, {cause: err});
             }
             this._setStatus({state: "ready", progress: null, model: modelInfo, message: null});
@@ -131,7 +141,7 @@ export class Engine implements EngineApi {
      * Where the loaded model's layers are, by device name ("CPU", "RPC0", …), once a context exists; `null` before, or on a
      * build without patch 0010.
      */
-    layerDevices(): {layers: string[], output: string} | null {
+    layerDevices(): {layers: string[]; output: string} | null {
         return this._context.layerDevices();
     }
 
@@ -140,23 +150,27 @@ export class Engine implements EngineApi {
      * segments, and the KV policy prunes while the model thinks.
      */
     async generate(request: GenerateRequest): Promise<GenerationResult> {
-        if (this._generating)
-            throw new AppError("BUSY", "An answer is already being generated");
+        if (this._generating) throw new AppError("BUSY", "An answer is already being generated");
         // Held from here, so a load asked for meanwhile is refused; a load already running finishes first.
         this._generating = true;
         try {
             return await withLock([this, "engine"], request.signal, async () => {
                 const loaded = this._loaded;
-                if (loaded == null)
-                    throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
-                return generateAnswer({
-                    loaded, build: this._runtime.build, offloads: this._runtime.offloads, context: this._context, states: this._states,
-                    setStatus: (patch) => this._setStatus(patch)
-                }, request);
+                if (loaded == null) throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
+                return generateAnswer(
+                    {
+                        loaded,
+                        build: this._runtime.build,
+                        offloads: this._runtime.offloads,
+                        context: this._context,
+                        states: this._states,
+                        setStatus: (patch) => this._setStatus(patch)
+                    },
+                    request
+                );
             });
         } catch (err) {
-            if (request.signal.aborted && !(err instanceof AppError))
-                return {stopReason: "abort", promptTokens: 0};
+            if (request.signal.aborted && !(err instanceof AppError)) return {stopReason: "abort", promptTokens: 0};
             throw err;
         } finally {
             this._generating = false;
@@ -169,20 +183,25 @@ export class Engine implements EngineApi {
      * and it waits for an answer running. `null` when cancelled.
      */
     async calibrateRetention(request: CalibrateRequest): Promise<CalibrationResult | null> {
-        if (this._generating)
-            throw new AppError("BUSY", "Stop the current answer before calibrating");
+        if (this._generating) throw new AppError("BUSY", "Stop the current answer before calibrating");
         try {
             return await withLock([this, "engine"], request.signal, async () => {
                 const loaded = this._loaded;
                 if (loaded == null || loaded.inspection.path !== request.modelPath)
                     throw new AppError("MODEL_NOT_LOADED", "Load the model before calibrating it");
-                return calibrateLoadedModel({
-                    loaded, context: this._context, states: this._states, threads: this._options.threads ?? 0, setStatus: (patch) => this._setStatus(patch)
-                }, request);
+                return calibrateLoadedModel(
+                    {
+                        loaded,
+                        context: this._context,
+                        states: this._states,
+                        threads: this._options.threads ?? 0,
+                        setStatus: (patch) => this._setStatus(patch)
+                    },
+                    request
+                );
             });
         } catch (err) {
-            if (request.signal.aborted && !(err instanceof AppError))
-                return null;
+            if (request.signal.aborted && !(err instanceof AppError)) return null;
             throw err;
         }
     }
@@ -193,8 +212,7 @@ export class Engine implements EngineApi {
      */
     async countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null> {
         const loaded = this._loaded;
-        if (loaded == null)
-            return null;
+        if (loaded == null) return null;
         return countPromptTokens(loaded, request);
     }
 
@@ -205,12 +223,13 @@ export class Engine implements EngineApi {
     async restart(options: RuntimeOptions): Promise<BuildInfo> {
         if (this._options.ownsRuntime === false)
             throw new AppError("BAD_REQUEST", "This engine shares its runtime: it cannot load another build");
-        if (this._generating)
-            throw new AppError("BUSY", "Stop the current answer before changing the engine build");
+        if (this._generating) throw new AppError("BUSY", "Stop the current answer before changing the engine build");
         return withLock([this, "engine"], async () => {
-            if (this._generating)
-                throw new AppError("BUSY", "Stop the current answer before changing the engine build");
-            const previous = this._loaded == null ? null : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
+            if (this._generating) throw new AppError("BUSY", "Stop the current answer before changing the engine build");
+            const previous =
+                this._loaded == null
+                    ? null
+                    : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
             await this._states.flush();
             await this._unload();
             await this._runtime.dispose();
@@ -224,7 +243,12 @@ export class Engine implements EngineApi {
             try {
                 await this._load(llama, previous.inspection, previous.options);
             } catch (err) {
-                this._setStatus({state: "error", progress: null, model: null, message: `Could not load ${previous.inspection.name} again: ${(err as Error).message}`});
+                this._setStatus({
+                    state: "error",
+                    progress: null,
+                    model: null,
+                    message: `Could not load ${previous.inspection.name} again: ${(err as Error).message}`
+                });
                 throw new AppError("MODEL_INVALID", `Could not load ${previous.inspection.name} again`, {cause: err});
             }
             this._setStatus({state: "ready", progress: null, model: previous.info});
@@ -257,8 +281,7 @@ export class Engine implements EngineApi {
     private async _load(llama: Llama, inspection: ModelInspection, options: LoadOptions): Promise<void> {
         this._loaded = await loadChatModel(llama, this._runtime.build, inspection, options, (progress) => {
             // node-llama-cpp may report progress after the load resolved: a ready engine stays without progress.
-            if (this._status.state === "loading")
-                this._setStatus({progress});
+            if (this._status.state === "loading") this._setStatus({progress});
         });
     }
 
@@ -274,7 +297,6 @@ export class Engine implements EngineApi {
 
     private _setStatus(patch: Partial<EngineStatus>): void {
         this._status = {...this._status, ...patch};
-        for (const listener of this._listeners)
-            listener(this._status);
+        for (const listener of this._listeners) listener(this._status);
     }
 }

@@ -6,18 +6,18 @@ import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspect
 /** How a model is loaded. */
 export type LoadOptions = {
     /** Layers on the GPU: node-llama-cpp's fit to free VRAM, all of them, or a count. A CPU build ignores it. Defaults to `"auto"`. */
-    gpuLayers?: number | "auto" | "max"
+    gpuLayers?: number | "auto" | "max";
 };
 
 /** Which llama.cpp runtime the engine runs. */
 export type RuntimeOptions = {
     /** The engine build: the best one present, or one backend (see main/engine/loadRuntime.ts). Defaults to `"auto"`. */
-    build?: EngineBuildChoice,
+    build?: EngineBuildChoice;
     /**
      * The rpc-servers ("host:port") whose devices take a model's offloaded layers (the GPU layers setting), registered
      * when the runtime loads; each is checked first and left out, with the reason, when it cannot be used. Defaults to none.
      */
-    rpcServers?: string[]
+    rpcServers?: string[];
 };
 
 /**

@@ -17,14 +17,14 @@ const prunedPositionLimit = 1 << 22;
 const ggmlTypeName = {f16: "F16", q8_0: "Q8_0", q4_0: "Q4_0"} as const;
 
 export type EngineContextOptions = {
-    runtime: EngineRuntime,
+    runtime: EngineRuntime;
     /** Threads per context; `0` lets llama.cpp decide. */
-    threads: number,
+    threads: number;
     /** Bytes free where a new context goes, read before each one is created (its fit is checked against them). */
-    freeMemory: () => Promise<number>,
+    freeMemory: () => Promise<number>;
     /** Called before the context is replaced or disposed for another: a state waiting in it is written then. */
-    beforeReplace: () => Promise<unknown>,
-    setStatus: SetStatus
+    beforeReplace: () => Promise<unknown>;
+    setStatus: SetStatus;
 };
 
 /**
@@ -53,8 +53,7 @@ export class EngineContext {
             return current;
         }
         const cacheProblem = cacheTypeProblem(loaded.inspection, config);
-        if (cacheProblem != null)
-            throw new AppError("BAD_REQUEST", cacheProblem);
+        if (cacheProblem != null) throw new AppError("BAD_REQUEST", cacheProblem);
         await this._options.beforeReplace();
         await this.dispose();
         await this._assertFits(loaded, config);
@@ -70,16 +69,22 @@ export class EngineContext {
                 experimentalKvCacheValueType: ggmlTypeName[config.kvTypeV]
             });
         } catch (err) {
-            throw new AppError("BAD_REQUEST", `Could not allocate a KV cache of ${config.cells} cells (${describeKvTypes(config)}): ${(err as Error).message}`, {cause: err});
+            throw new AppError(
+                "BAD_REQUEST",
+                `Could not allocate a KV cache of ${config.cells} cells (${describeKvTypes(config)}): ${(err as Error).message}`,
+                {cause: err}
+            );
         }
         const kv = this._options.runtime.build?.patched === true ? new NativeKv(context) : null;
-        if (pruning)
-            kv?.setPositionLimit(prunedPositionLimit);
-        const session = new LlamaChatSession({contextSequence: context.getSequence(), chatWrapper: loaded.chatWrapper, autoDisposeSequence: true});
+        if (pruning) kv?.setPositionLimit(prunedPositionLimit);
+        const session = new LlamaChatSession({
+            contextSequence: context.getSequence(),
+            chatWrapper: loaded.chatWrapper,
+            autoDisposeSequence: true
+        });
         const active: ActiveContext = {context, session, kv, config, controller: null};
         // Every decode of the sequence waits for the generation's controller: its prune rounds never overlap a decode.
-        if (kv != null)
-            gateSequenceDecodes(session.sequence, (count, first) => active.controller?.beforeDecode(count, first) ?? count);
+        if (kv != null) gateSequenceDecodes(session.sequence, (count, first) => active.controller?.beforeDecode(count, first) ?? count);
         this._active = active;
         this._options.setStatus({placement: this._placement(active)});
         return active;
@@ -89,10 +94,9 @@ export class EngineContext {
      * Where the loaded model's layers are, by device name ("CPU", "RPC0", …), once a context exists; `null` before, or on a
      * build without patch 0010.
      */
-    layerDevices(): {layers: string[], output: string} | null {
+    layerDevices(): {layers: string[]; output: string} | null {
         const active = this._active;
-        if (active == null)
-            return null;
+        if (active == null) return null;
         return ponderContextOf(active.context)?.ponderLayerDevices?.() ?? null;
     }
 
@@ -100,8 +104,7 @@ export class EngineContext {
     async dispose(): Promise<void> {
         const active = this._active;
         this._active = null;
-        if (active == null)
-            return;
+        if (active == null) return;
         await active.kv?.dispose();
         active.session.dispose({disposeSequence: true});
         await active.context.dispose();
@@ -110,9 +113,12 @@ export class EngineContext {
     /** Where the model's layers run, read from the context (patch 0010), with the rpc-server of each remote device. */
     private _placement(active: ActiveContext): LayerPlacement | null {
         const devices = ponderContextOf(active.context)?.ponderLayerDevices?.();
-        if (devices == null)
-            return null;
-        const remote = new Map((this._options.runtime.build?.rpc?.servers ?? []).flatMap((server) => server.devices.map((device) => [device.name, server.endpoint] as const)));
+        if (devices == null) return null;
+        const remote = new Map(
+            (this._options.runtime.build?.rpc?.servers ?? []).flatMap((server) =>
+                server.devices.map((device) => [device.name, server.endpoint] as const)
+            )
+        );
         const names = [...new Set([...devices.layers, devices.output])];
         return {...devices, devices: names.map((name) => ({name, where: remote.get(name) ?? null}))};
     }
@@ -127,19 +133,27 @@ export class EngineContext {
         const free = await this._options.freeMemory();
         const gpu = this._options.runtime.offloads ? {gpuLayers: loaded.model.gpuLayers, freeRamBytes: os.freemem()} : undefined;
         const fit = contextFit(loaded.inspection, config, free, {modelLoaded: true, gpu});
-        if (fit == null || fit.fits)
-            return;
-        const room = fit.offload == null
-            ? `${formatMib(fit.neededBytes)}, and ${formatMib(free)} is free`
-            : `${formatMib(fit.offload.vramBytes)} of VRAM (${formatMib(fit.offload.freeVramBytes)} free) and ` +
-                `${formatMib(fit.offload.ramBytes)} of RAM (${formatMib(fit.offload.freeRamBytes)} free)`;
+        if (fit == null || fit.fits) return;
+        const room =
+            fit.offload == null
+                ? `${formatMib(fit.neededBytes)}, and ${formatMib(free)} is free`
+                : `${formatMib(fit.offload.vramBytes)} of VRAM (${formatMib(fit.offload.freeVramBytes)} free) and ` +
+                  `${formatMib(fit.offload.ramBytes)} of RAM (${formatMib(fit.offload.freeRamBytes)} free)`;
         const cells = config.cells.toLocaleString("en-US");
-        throw new AppError("BUDGET_DOES_NOT_FIT", `A KV cache of ${cells} cells (${describeKvTypes(config)}) with llama.cpp's compute buffer ` +
-            `needs ${room}: choose a smaller budget or a quantized KV cache.`);
+        throw new AppError(
+            "BUDGET_DOES_NOT_FIT",
+            `A KV cache of ${cells} cells (${describeKvTypes(config)}) with llama.cpp's compute buffer ` +
+                `needs ${room}: choose a smaller budget or a quantized KV cache.`
+        );
     }
 }
 
 function sameConfig(a: ContextConfig, b: ContextConfig): boolean {
-    return a.cells === b.cells && a.kvType === b.kvType && a.kvTypeV === b.kvTypeV && a.flashAttention === b.flashAttention &&
-        (a.reads ?? null) === (b.reads ?? null);
+    return (
+        a.cells === b.cells &&
+        a.kvType === b.kvType &&
+        a.kvTypeV === b.kvTypeV &&
+        a.flashAttention === b.flashAttention &&
+        (a.reads ?? null) === (b.reads ?? null)
+    );
 }

@@ -6,7 +6,7 @@ import type {SetStatus} from "./engineState.js";
 import {connectRpcServers, describeRpcProblems} from "./rpc/connectRpcServers.js";
 import {hasRpcDevices} from "./rpc/rpcEndpoint.js";
 
-export type LlamaLoader = (options: RuntimeOptions) => Promise<{llama: Llama, build: BuildInfo, warning?: string}>;
+export type LlamaLoader = (options: RuntimeOptions) => Promise<{llama: Llama; build: BuildInfo; warning?: string}>;
 
 /** How long `dispose()` waits for the runtime to let go. */
 const runtimeDisposeMs = 3000;
@@ -18,11 +18,15 @@ const runtimeDisposeMs = 3000;
 export class EngineRuntime {
     private _llama: Llama | null = null;
     private _build: BuildInfo | null = null;
-    private _loading: Promise<{llama: Llama, build: BuildInfo}> | null = null;
+    private _loading: Promise<{llama: Llama; build: BuildInfo}> | null = null;
 
     /** `owned`: whether `dispose()` disposes the runtime `load` gave (false when the caller shares it). */
-    constructor(private readonly _load: LlamaLoader, public options: RuntimeOptions, private readonly _owned: boolean,
-        private readonly _setStatus: SetStatus) {}
+    constructor(
+        private readonly _load: LlamaLoader,
+        public options: RuntimeOptions,
+        private readonly _owned: boolean,
+        private readonly _setStatus: SetStatus
+    ) {}
 
     /** The build running; `null` before it loaded. */
     get build(): BuildInfo | null {
@@ -35,9 +39,8 @@ export class EngineRuntime {
     }
 
     /** Loads the runtime (once, however many ask at the same time) and reports which llama.cpp build it is. */
-    async load(): Promise<{llama: Llama, build: BuildInfo}> {
-        if (this._llama != null && this._build != null)
-            return {llama: this._llama, build: this._build};
+    async load(): Promise<{llama: Llama; build: BuildInfo}> {
+        if (this._llama != null && this._build != null) return {llama: this._llama, build: this._build};
         this._loading ??= (async () => {
             try {
                 const loaded = await this._load(this.options);
@@ -73,7 +76,7 @@ export class EngineRuntime {
             // node-llama-cpp 3.22.1 keeps a dispose guard for a model whose load failed until that model is garbage
             // collected, so the runtime's dispose can wait without end after a failed load: bound the wait.
             let timer: NodeJS.Timeout | undefined;
-            await Promise.race([this._llama.dispose(), new Promise((resolve) => timer = setTimeout(resolve, runtimeDisposeMs))]);
+            await Promise.race([this._llama.dispose(), new Promise((resolve) => (timer = setTimeout(resolve, runtimeDisposeMs)))]);
             clearTimeout(timer);
         }
         this._llama = null;

@@ -17,32 +17,32 @@ const maxInputWindow = 512;
 const inputWindowShare = 0.3;
 
 export type KvControllerOptions = {
-    kv: NativeKv,
-    sequenceId: number,
-    compression: CompressionSettings,
+    kv: NativeKv;
+    sequenceId: number;
+    compression: CompressionSettings;
     /**
      * The budget in cells: never more live cells than this. The context may have more (llama.cpp allocates cells in
      * steps of 256); the controller keeps to the budget itself.
      */
-    cells: number,
+    cells: number;
     /** Tokens in the sequence (kept or not): node-llama-cpp's next token index. */
-    tokensSeen(): number,
-    now(): number,
+    tokensSeen(): number;
+    now(): number;
     /**
      * Replaces the policy's choice with the caller's: the positions to free at a round (the benchmark's oracle, which
      * knows the future). Defaults to the policy.
      */
-    chooseEvictions?: (snapshot: ScoreSnapshot, maxKeep: number) => Int32Array,
+    chooseEvictions?: (snapshot: ScoreSnapshot, maxKeep: number) => Int32Array;
     /**
      * The model's retention gate file (`findRetentionGates`), loaded by `start()` when the policy reads the gates (TRIM-KV);
      * the gates are turned off for any other policy. Required by TRIM-KV. Defaults to `null`.
      */
-    retentionGates?: string | null,
+    retentionGates?: string | null;
     /**
      * How the gates were trained (the gate file's `ponder.retention.reduction`), which picks TRIM-KV's combine mode when
      * the settings say `auto`. Defaults to the gate file's own, read by `start()`.
      */
-    retentionReduction?: GateReduction
+    retentionReduction?: GateReduction;
 };
 
 type AnyPolicy = Policy<unknown, unknown>;
@@ -51,15 +51,20 @@ type AnyPolicy = Policy<unknown, unknown>;
  * One prune round's view of its live cells (`PruneDecision.cellScores`, `keptByLayer`), with its number in the answer and
  * the positions it evicted.
  */
-type ScoredRound = {round: number, positions: Int32Array, layers: number, scores: Float32Array, keptByLayer: Uint8Array, evict: Int32Array};
+type ScoredRound = {round: number; positions: Int32Array; layers: number; scores: Float32Array; keptByLayer: Uint8Array; evict: Int32Array};
 
 /** Shortest time between two samples that carry token records (the last sample of an answer carries what is left). */
 const tokenScoresEveryMs = 250;
 
 /** A controller's state between two prompt chunks, as a saved state keeps it (`KvController.snapshot`). */
 export type ControllerSnapshot = {
-    state: DecideState<unknown>, pruneRounds: number, tokensEvicted: number, forcedDrops: number, peakCells: number, scoringMs: number,
-    sparsityPerLayer: number[]
+    state: DecideState<unknown>;
+    pruneRounds: number;
+    tokensEvicted: number;
+    forcedDrops: number;
+    peakCells: number;
+    scoringMs: number;
+    sparsityPerLayer: number[];
 };
 
 /**
@@ -164,8 +169,7 @@ export class KvController {
         const {rows, gamma} = scoring(this._options.compression);
         await this._options.kv.configureScoring({enabled: rows > 0, gamma, rows: Math.max(1, rows), squared: false});
         const gates = this._options.retentionGates ?? null;
-        if (this.readsRetention && gates == null)
-            throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
+        if (this.readsRetention && gates == null) throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
         if (this.readsRetention && this._combine == null)
             this._combine = resolveCombine(this._options.compression.combine, this.policyId, await readRetentionReduction(gates!));
         await this._options.kv.configureRetention(this.readsRetention ? gates : null);
@@ -191,11 +195,9 @@ export class KvController {
      * tokens may be decoded now without passing the budget (the rest are asked for again). Throws when pruning fails.
      */
     async beforeDecode(count: number, first: boolean): Promise<number> {
-        if (this._error != null)
-            throw this._error;
+        if (this._error != null) throw this._error;
         try {
-            if (first)
-                this._advance(count);
+            if (first) this._advance(count);
             const {cells, compression} = this._options;
             const generating = this._stage === "generating";
             let live = (await this._options.kv.stats()).cellsUsed;
@@ -213,10 +215,8 @@ export class KvController {
                 this._sinceRound = 0;
             }
             const allowed = Math.min(count, cells - live);
-            if (allowed < 1)
-                throw new Error(`a prune round left ${live} live cells, no room within the budget of ${cells}`);
-            if (generating)
-                this._sinceRound += allowed;
+            if (allowed < 1) throw new Error(`a prune round left ${live} live cells, no room within the budget of ${cells}`);
+            if (generating) this._sinceRound += allowed;
             this._peakCells = Math.max(this._peakCells, live + allowed);
             return allowed;
         } catch (err) {
@@ -237,8 +237,7 @@ export class KvController {
         this._roundsSince = [];
         const due = last || this._options.now() - this._tokenScoresAt >= tokenScoresEveryMs;
         const tokens = due ? this._tokenScores() : null;
-        if (tokens != null)
-            this._tokenScoresAt = this._options.now();
+        if (tokens != null) this._tokenScoresAt = this._options.now();
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
         return {
@@ -256,11 +255,13 @@ export class KvController {
             forcedDrops: this._forcedDrops,
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
             scoringMs: Math.round(this._scoringMs),
-            ...this.readsRetention && this._options.kv.retentionGates != null ? {retentionBytes: this._options.kv.retentionGates.bytes} : {},
+            ...(this.readsRetention && this._options.kv.retentionGates != null
+                ? {retentionBytes: this._options.kv.retentionGates.bytes}
+                : {}),
             tokensPerSecond,
             evicted,
-            ...tokens != null ? {tokens} : {},
-            ...rounds.length > 0 ? {rounds} : {}
+            ...(tokens != null ? {tokens} : {}),
+            ...(rounds.length > 0 ? {rounds} : {})
         };
     }
 
@@ -270,8 +271,13 @@ export class KvController {
      */
     snapshot(): ControllerSnapshot {
         return {
-            state: this._state, pruneRounds: this._pruneRounds, tokensEvicted: this._tokensEvicted, forcedDrops: this._forcedDrops,
-            peakCells: this._peakCells, scoringMs: this._scoringMs, sparsityPerLayer: this._sparsityPerLayer
+            state: this._state,
+            pruneRounds: this._pruneRounds,
+            tokensEvicted: this._tokensEvicted,
+            forcedDrops: this._forcedDrops,
+            peakCells: this._peakCells,
+            scoringMs: this._scoringMs,
+            sparsityPerLayer: this._sparsityPerLayer
         };
     }
 
@@ -292,8 +298,7 @@ export class KvController {
         const older = this._evictedScored;
         this._newestScored = null;
         this._evictedScored = null;
-        if (newest == null)
-            return older;
+        if (newest == null) return older;
         const record = this._recordOf(newest, null);
         return older == null ? record : mergeTokenScores(older, record, Number.POSITIVE_INFINITY);
     }
@@ -306,11 +311,16 @@ export class KvController {
         // Sorted by position without a comparator: position x 2^21 + cell (cells < 2^21, positions < 2^32).
         const keys = new Float64Array(n);
         let count = 0;
-        for (let j = 0; j < n; j++)
-            if (only == null || only[j] === 1)
-                keys[count++] = positions[j]! * 2 ** 21 + j;
+        for (let j = 0; j < n; j++) if (only == null || only[j] === 1) keys[count++] = positions[j]! * 2 ** 21 + j;
         const sorted = keys.subarray(0, count).sort();
-        const record: TokenScores = {kind, layers, positions: new Array(count), scores: new Array(count), rounds: new Array(count).fill(round), keptBy: new Array(count)};
+        const record: TokenScores = {
+            kind,
+            layers,
+            positions: new Array(count),
+            scores: new Array(count),
+            rounds: new Array(count).fill(round),
+            keptBy: new Array(count)
+        };
         for (let i = 0; i < count; i++) {
             const j = sorted[i]! % 2 ** 21;
             const score = scores[j]!;
@@ -328,10 +338,9 @@ export class KvController {
     private _keepScored(scored: ScoredRound): void {
         const before = this._newestScored;
         this._newestScored = scored;
-        if (before == null || before.evict.length === 0)
-            return;
+        if (before == null || before.evict.length === 0) return;
         const gone = new Set(before.evict);
-        const only = Uint8Array.from(before.positions, (position) => gone.has(position) ? 1 : 0);
+        const only = Uint8Array.from(before.positions, (position) => (gone.has(position) ? 1 : 0));
         this._evictedScored = mergeTokenScores(this._evictedScored ?? undefined, this._recordOf(before, only), Number.POSITIVE_INFINITY);
     }
 
@@ -359,11 +368,13 @@ export class KvController {
     private async _prune(maxKeep: number, phase: PruneTarget["phase"]): Promise<number> {
         const started = this._options.now();
         const {kv, sequenceId} = this._options;
-        const snapshot = toPolicySnapshot(await kv.scores(sequenceId), this.readsRetention ? await kv.retention(sequenceId) : undefined,
-            this.readsValueNorms ? await kv.valueNorms(sequenceId) : undefined);
+        const snapshot = toPolicySnapshot(
+            await kv.scores(sequenceId),
+            this.readsRetention ? await kv.retention(sequenceId) : undefined,
+            this.readsValueNorms ? await kv.valueNorms(sequenceId) : undefined
+        );
         const n = snapshot.positions.length;
-        if (n === 0)
-            return 0;
+        if (n === 0) return 0;
         let evict: Int32Array;
         if (this._options.chooseEvictions != null) {
             evict = this._options.chooseEvictions(snapshot, maxKeep);
@@ -376,17 +387,27 @@ export class KvController {
             this._forcedDrops += decision.forcedDrops;
             this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
             evict = decision.evict;
-            this._keepScored({round: this._pruneRounds + 1, positions: snapshot.positions, layers: snapshot.layers, scores: decision.cellScores,
-                keptByLayer: decision.keptByLayer, evict});
+            this._keepScored({
+                round: this._pruneRounds + 1,
+                positions: snapshot.positions,
+                layers: snapshot.layers,
+                scores: decision.cellScores,
+                keptByLayer: decision.keptByLayer,
+                evict
+            });
         }
         this._pruneRounds++;
-        this._roundsSince.push({first: this._pruneRounds, last: this._pruneRounds, step: this._step, tokensSeen: this._options.tokensSeen(),
-            evicted: toRanges(evict)});
+        this._roundsSince.push({
+            first: this._pruneRounds,
+            last: this._pruneRounds,
+            step: this._step,
+            tokensSeen: this._options.tokensSeen(),
+            evicted: toRanges(evict)
+        });
         this._scoringMs += this._options.now() - started;
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
         this._tokensEvicted += evicted;
-        if (evicted > 0)
-            this._evictedSince = mergeRanges(this._evictedSince, toRanges(evict));
+        if (evicted > 0) this._evictedSince = mergeRanges(this._evictedSince, toRanges(evict));
         return n - evicted;
     }
 }
@@ -396,7 +417,11 @@ export class KvController {
  * the gates' logits as log beta, with `valueNorms` the cells' value L1 norms, in the cells' order of the scores (matched by
  * position).
  */
-export function toPolicySnapshot(native: NativeScoreSnapshot, retention?: RetentionSnapshot, valueNorms?: ValueNormSnapshot): ScoreSnapshot {
+export function toPolicySnapshot(
+    native: NativeScoreSnapshot,
+    retention?: RetentionSnapshot,
+    valueNorms?: ValueNormSnapshot
+): ScoreSnapshot {
     const n = native.positions.length;
     const layers = native.layers.length;
     const heads = native.heads;
@@ -423,8 +448,14 @@ export function toPolicySnapshot(native: NativeScoreSnapshot, retention?: Retent
  * `(layer * heads + head) * n + j` for the cells at `positions`, each value passed through `map` (`undefined` for a
  * cell or layer the read lacks).
  */
-function byCell(readPositions: Int32Array, values: Float32Array[], heads: number, positions: Int32Array, layers: number,
-    map: (value: number | undefined) => number): Float32Array {
+function byCell(
+    readPositions: Int32Array,
+    values: Float32Array[],
+    heads: number,
+    positions: Int32Array,
+    layers: number,
+    map: (value: number | undefined) => number
+): Float32Array {
     const n = positions.length;
     const m = readPositions.length;
     const out = new Float32Array(layers * heads * n);
@@ -447,7 +478,7 @@ function byCell(readPositions: Int32Array, values: Float32Array[], heads: number
  * lacks, a layer it lacks, or a NaN counts as 0 (no norm known, as for cells written while the norms were off).
  */
 function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers: number): Float32Array {
-    return byCell(read.positions, read.norms, read.heads, positions, layers, (v) => v != null && Number.isFinite(v) ? v : 0);
+    return byCell(read.positions, read.norms, read.heads, positions, layers, (v) => (v != null && Number.isFinite(v) ? v : 0));
 }
 
 /**
@@ -456,5 +487,7 @@ function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers
  * restored from a state) or a NaN logit counts as never forgotten (log beta 0); so does a layer the read lacks.
  */
 function retentionLogBeta(retention: RetentionSnapshot, positions: Int32Array, layers: number): Float32Array {
-    return byCell(retention.positions, retention.logits, retention.heads, positions, layers, (g) => g == null || Number.isNaN(g) ? 0 : logSigmoid(g));
+    return byCell(retention.positions, retention.logits, retention.heads, positions, layers, (g) =>
+        g == null || Number.isNaN(g) ? 0 : logSigmoid(g)
+    );
 }

@@ -23,16 +23,21 @@ const maxStateBytes = 256 * 1024 * 1024;
 export class SavedStates {
     private readonly _listeners = new Set<(save: StateSave) => void>();
     /** Full KV's state after an answer, written off the answer's path (DeferredState). A listener's failure stays its own. */
-    private readonly _deferred = new DeferredState((save) => this._listeners.forEach((listener) => {
-        try {
-            listener(save);
-        } catch {
-            // the write, and the request it ran before, go on
-        }
-    }));
+    private readonly _deferred = new DeferredState((save) =>
+        this._listeners.forEach((listener) => {
+            try {
+                listener(save);
+            } catch {
+                // the write, and the request it ran before, go on
+            }
+        })
+    );
 
     /** `activeContext`: the engine's context now, which a deferred state must still be in to be written. */
-    constructor(private readonly _activeContext: () => ActiveContext | null, private readonly _setStatus: SetStatus) {}
+    constructor(
+        private readonly _activeContext: () => ActiveContext | null,
+        private readonly _setStatus: SetStatus
+    ) {}
 
     /** What becomes of each state that waited in the context: written, not written, or superseded (`StateSave`). */
     onSettled(listener: (save: StateSave) => void): () => void {
@@ -59,8 +64,13 @@ export class SavedStates {
     expectation(inspection: ModelInspection, config: ContextConfig, compression: CompressionSettings): StateExpectation {
         const stat = fs.statSync(inspection.path);
         return {
-            model: {path: inspection.path, size: stat.size, mtimeMs: stat.mtimeMs}, kvType: config.kvType, kvTypeV: config.kvTypeV,
-            flashAttention: config.flashAttention, policy: compression.policy, cells: config.cells, settingsHash: hashSettings(compression)
+            model: {path: inspection.path, size: stat.size, mtimeMs: stat.mtimeMs},
+            kvType: config.kvType,
+            kvTypeV: config.kvTypeV,
+            flashAttention: config.flashAttention,
+            policy: compression.policy,
+            cells: config.cells,
+            settingsHash: hashSettings(compression)
         };
     }
 
@@ -70,36 +80,72 @@ export class SavedStates {
      * state whose tokens `tokens` starts with, its scores and the controller's state with it. Returns the tokens now in
      * place. A state refused or failing to load is a note, and the history is read again.
      */
-    async resume(active: ActiveContext, controller: KvController | null, tokens: number[], common: number, pruning: boolean,
-        states: RequestStates): Promise<number> {
+    async resume(
+        active: ActiveContext,
+        controller: KvController | null,
+        tokens: number[],
+        common: number,
+        pruning: boolean,
+        states: RequestStates
+    ): Promise<number> {
         const notes: string[] = [];
         const prefix = (saved: readonly number[]) => commonPrefixLength(saved, tokens);
         // The state that spares the most reading: Full KV's with the longest common prefix, a pruning policy's longest prompt.
-        const reach = (saved: number[]) => pruning
-            ? (prefix(saved) === saved.length && saved.length <= tokens.length ? saved.length : 0)
-            : (prefix(saved) > common ? prefix(saved) : 0);
-        const candidate = await findStateCandidate(states.files.load, pruning ? "prompt" : "answer", states.expectation, reach, notes, tokens.length);
+        const reach = (saved: number[]) =>
+            pruning
+                ? prefix(saved) === saved.length && saved.length <= tokens.length
+                    ? saved.length
+                    : 0
+                : prefix(saved) > common
+                  ? prefix(saved)
+                  : 0;
+        const candidate = await findStateCandidate(
+            states.files.load,
+            pruning ? "prompt" : "answer",
+            states.expectation,
+            reach,
+            notes,
+            tokens.length
+        );
         let restored = common;
         if (candidate != null) {
             const sequence = active.session.sequence;
             const kv = active.kv;
             try {
                 await restoreSequenceState(sequence, candidate, {
-                    scores: kv != null
-                        ? async (positions, heads, layers) => {
-                            await kv.restoreScores(0, positions, heads, layers.map(([accumulated, last]) => [accumulated!, last!]));
-                        }
-                        : null,
-                    retention: kv?.retentionGates != null
-                        ? async (positions, heads, layers) => {
-                            await kv.restoreRetention(0, positions, heads, layers.map(([logits]) => logits!));
-                        }
-                        : null,
-                    valueNorms: kv?.valueNormsOn === true
-                        ? async (positions, heads, layers) => {
-                            await kv.restoreValueNorms(0, positions, heads, layers.map(([norms]) => norms!));
-                        }
-                        : null
+                    scores:
+                        kv != null
+                            ? async (positions, heads, layers) => {
+                                  await kv.restoreScores(
+                                      0,
+                                      positions,
+                                      heads,
+                                      layers.map(([accumulated, last]) => [accumulated!, last!])
+                                  );
+                              }
+                            : null,
+                    retention:
+                        kv?.retentionGates != null
+                            ? async (positions, heads, layers) => {
+                                  await kv.restoreRetention(
+                                      0,
+                                      positions,
+                                      heads,
+                                      layers.map(([logits]) => logits!)
+                                  );
+                              }
+                            : null,
+                    valueNorms:
+                        kv?.valueNormsOn === true
+                            ? async (positions, heads, layers) => {
+                                  await kv.restoreValueNorms(
+                                      0,
+                                      positions,
+                                      heads,
+                                      layers.map(([norms]) => norms!)
+                                  );
+                              }
+                            : null
                 });
                 if (pruning && candidate.header.controller != null)
                     controller?.restore(reviveTyped(candidate.header.controller) as ReturnType<KvController["snapshot"]>);
@@ -108,8 +154,7 @@ export class SavedStates {
             } catch (err) {
                 notes.push(`the saved state could not be loaded: ${(err as Error).message}`);
                 // llama.cpp clears the sequence on a failed load: the history is read from the start.
-                if (sequence.nextTokenIndex > 0)
-                    await sequence.eraseContextTokenRanges([{start: 0, end: sequence.nextTokenIndex}]);
+                if (sequence.nextTokenIndex > 0) await sequence.eraseContextTokenRanges([{start: 0, end: sequence.nextTokenIndex}]);
                 restored = 0;
             }
         }
@@ -125,8 +170,14 @@ export class SavedStates {
      * `outcome.note` why it did not: a state larger than `maxStateBytes` (the write would hold the answer up), or a failed
      * write (a full disk): the answer is never lost for a state.
      */
-    async save(active: ActiveContext, path: string, kind: "answer" | "prompt", expectation: StateExpectation,
-        controller: KvController | null, outcome: StateOutcome): Promise<StateOutcome["saved"]> {
+    async save(
+        active: ActiveContext,
+        path: string,
+        kind: "answer" | "prompt",
+        expectation: StateExpectation,
+        controller: KvController | null,
+        outcome: StateOutcome
+    ): Promise<StateOutcome["saved"]> {
         const withScores = (controller?.scoringRows ?? 0) > 0;
         const stats = active.kv != null ? await active.kv.stats() : null;
         const liveBytes = stats != null ? stats.cellsUsed * stats.bytesPerCell : 0;
@@ -136,8 +187,14 @@ export class SavedStates {
         }
         try {
             return await saveSequenceState({
-                sequence: active.session.sequence, kv: active.kv, path, kind, expectation, withScores,
-                withRetention: controller?.readsRetention === true, withValueNorms: controller?.readsValueNorms === true,
+                sequence: active.session.sequence,
+                kv: active.kv,
+                path,
+                kind,
+                expectation,
+                withScores,
+                withRetention: controller?.readsRetention === true,
+                withValueNorms: controller?.readsValueNorms === true,
                 controller: controller == null ? null : tagTyped(controller.snapshot())
             });
         } catch (err) {
@@ -150,13 +207,20 @@ export class SavedStates {
      * Keeps the sequence's state (Full KV's, after an answer) to write later (DeferredState): when asked (`flush`), or
      * before a request that does not continue its conversation changes the context. Returns its file.
      */
-    defer(active: ActiveContext, loaded: LoadedModel, path: string, expectation: StateExpectation, rendered: Token[], chat: ChatHistoryItem[]): string {
+    defer(
+        active: ActiveContext,
+        loaded: LoadedModel,
+        path: string,
+        expectation: StateExpectation,
+        rendered: Token[],
+        chat: ChatHistoryItem[]
+    ): string {
         const tokens = active.session.sequence.nextTokenIndex;
         let continuedAt: number | null = null;
         this._deferred.defer({
             path,
             owner: active,
-            continuedAt: () => continuedAt ??= continuedPrefix(loaded, rendered, chat),
+            continuedAt: () => (continuedAt ??= continuedPrefix(loaded, rendered, chat)),
             write: async () => {
                 if (this._activeContext() !== active || active.session.sequence.nextTokenIndex !== tokens)
                     return {saved: null, note: "The context changed before its KV state was saved: the next turn reads the history again."};

@@ -1,18 +1,25 @@
-import {calibrateRetention, type CalibrateRetentionOptions, type CalibrationJobProgress, type CalibrationResult} from "./calibration/calibrateRetention.js";
+import {
+    calibrateRetention,
+    type CalibrateRetentionOptions,
+    type CalibrationJobProgress,
+    type CalibrationResult
+} from "./calibration/calibrateRetention.js";
 import type {EngineContext} from "./EngineContext.js";
 import type {LoadedModel, SetStatus} from "./engineState.js";
 import type {SavedStates} from "./SavedStates.js";
 
 /** A calibration's settings as they cross to the engine process: those of `calibrateRetention`, without the model. */
-export type CalibrationSettings = Pick<CalibrateRetentionOptions,
-    "promptSet" | "prompts" | "validationPrompts" | "tokens" | "maxTokens" | "seed" | "hidden" | "epochs" | "workDir">;
+export type CalibrationSettings = Pick<
+    CalibrateRetentionOptions,
+    "promptSet" | "prompts" | "validationPrompts" | "tokens" | "maxTokens" | "seed" | "hidden" | "epochs" | "workDir"
+>;
 
 /** A calibration of the loaded model (`EngineApi.calibrateRetention`). */
 export type CalibrateRequest = CalibrationSettings & {
     /** The model to calibrate: the loaded one (any other is refused). */
-    modelPath: string,
-    signal: AbortSignal,
-    onProgress?: (progress: CalibrationJobProgress) => void
+    modelPath: string;
+    signal: AbortSignal;
+    onProgress?: (progress: CalibrationJobProgress) => void;
 };
 
 export type {CalibrationJobProgress, CalibrationResult};
@@ -27,7 +34,7 @@ export const calibratingMessage = "Calibrating retention: answers wait until it 
  * folder stays, and the next calibration with the same settings goes on from it).
  */
 export async function calibrateLoadedModel(
-    engine: {loaded: LoadedModel, context: EngineContext, states: SavedStates, threads: number, setStatus: SetStatus},
+    engine: {loaded: LoadedModel; context: EngineContext; states: SavedStates; threads: number; setStatus: SetStatus},
     request: CalibrateRequest
 ): Promise<CalibrationResult | null> {
     const {signal, onProgress, modelPath, ...settings} = request;
@@ -37,8 +44,7 @@ export async function calibrateLoadedModel(
     try {
         return await calibrateRetention({...settings, model: engine.loaded.model, modelPath, threads: engine.threads, signal, onProgress});
     } catch (err) {
-        if (signal.aborted)
-            return null;
+        if (signal.aborted) return null;
         throw err;
     } finally {
         engine.setStatus({message: null});

@@ -18,9 +18,10 @@ export function answerPrompt(chatWrapper: ChatWrapper, systemPrompt: string, tur
     const history = toChatHistory(systemPrompt, turns.slice(0, -1));
     const skipThought = last.role === "user" && !thinking && chatWrapper.settings.segments?.thought != null;
     const opening: ChatModelResponse["response"] = skipThought ? [{type: "segment", segmentType: "thought", text: "", ended: true}] : [];
-    const full: ChatHistoryItem[] = last.role === "user"
-        ? [...history, {type: "user", text: last.text}, {type: "model", response: opening}]
-        : [...history, {type: "model", response: partialResponse(last)}];
+    const full: ChatHistoryItem[] =
+        last.role === "user"
+            ? [...history, {type: "user", text: last.text}, {type: "model", response: opening}]
+            : [...history, {type: "model", response: partialResponse(last)}];
     return {history, full, skipThought, openingKind: `${last.role}:${skipThought ? "no-thought" : "thought"}`};
 }
 
@@ -70,16 +71,14 @@ export function continuedPrefix(loaded: LoadedModel, rendered: readonly Token[],
 /** How many leading tokens `a` and `b` share. */
 export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
     let n = 0;
-    while (n < a.length && n < b.length && a[n] === b[n])
-        n++;
+    while (n < a.length && n < b.length && a[n] === b[n]) n++;
     return n;
 }
 
 /** The stored conversation as node-llama-cpp chat history; past thinking goes back as a closed thought segment. */
 export function toChatHistory(systemPrompt: string, turns: ChatTurn[]): ChatHistoryItem[] {
     const history: ChatHistoryItem[] = [];
-    if (systemPrompt.trim() !== "")
-        history.push({type: "system", text: systemPrompt});
+    if (systemPrompt.trim() !== "") history.push({type: "system", text: systemPrompt});
 
     for (const turn of turns) {
         if (turn.role === "user") {
@@ -87,10 +86,8 @@ export function toChatHistory(systemPrompt: string, turns: ChatTurn[]): ChatHist
             continue;
         }
         const response: ChatModelResponse["response"] = [];
-        if (turn.thinking !== "")
-            response.push({type: "segment", segmentType: "thought", text: turn.thinking, ended: true});
-        if (turn.text !== "")
-            response.push(turn.text);
+        if (turn.thinking !== "") response.push({type: "segment", segmentType: "thought", text: turn.thinking, ended: true});
+        if (turn.text !== "") response.push(turn.text);
         history.push({type: "model", response});
     }
     return history;
@@ -99,9 +96,7 @@ export function toChatHistory(systemPrompt: string, turns: ChatTurn[]): ChatHist
 /** An unfinished answer as a model response: its thought is still open when no answer text followed it. */
 function partialResponse(turn: Extract<ChatTurn, {role: "assistant"}>): ChatModelResponse["response"] {
     const response: ChatModelResponse["response"] = [];
-    if (turn.thinking !== "")
-        response.push({type: "segment", segmentType: "thought", text: turn.thinking, ended: turn.text !== ""});
-    if (turn.text !== "")
-        response.push(turn.text);
+    if (turn.thinking !== "") response.push({type: "segment", segmentType: "thought", text: turn.thinking, ended: turn.text !== ""});
+    if (turn.text !== "") response.push(turn.text);
     return response;
 }

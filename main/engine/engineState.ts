@@ -16,23 +16,35 @@ import type {ModelInspection, StateFiles, StateOutcome} from "./types.js";
  * retention gates, value norms), set only where turning them on or off in a context that has decoded is unsafe (a
  * GPU or RPC build: llama.cpp reserves its graphs again, which corrupted memory on Vulkan); elsewhere `null`.
  */
-export type ContextConfig = Pick<CompressionSettings, "kvType" | "kvTypeV" | "flashAttention"> & {cells: number, reads?: string | null};
+export type ContextConfig = Pick<CompressionSettings, "kvType" | "kvTypeV" | "flashAttention"> & {cells: number; reads?: string | null};
 
 /**
  * The loaded model, with its chat wrapper (resolved once per model). `openingTokens`: tokens the chat wrapper writes at the
  * start of the model's turn (a forced `<think>\n`) beyond the rendered history, learnt from the last generation of each
  * kind (a new answer with thinking on or off, a continuation), so a refusal counts the prompt as usage does.
  */
-export type LoadedModel = {model: LlamaModel, inspection: ModelInspection, chatWrapper: ChatWrapper, options: LoadOptions, openingTokens: Map<string, number>};
+export type LoadedModel = {
+    model: LlamaModel;
+    inspection: ModelInspection;
+    chatWrapper: ChatWrapper;
+    options: LoadOptions;
+    openingTokens: Map<string, number>;
+};
 
 /**
  * The chat context the engine generates in: one sequence and its session, the native KV access on a patched build.
  * `controller`: the KV controller of the generation in progress, the gate every decode of the sequence waits for.
  */
-export type ActiveContext = {context: LlamaContext, session: LlamaChatSession, kv: NativeKv | null, config: ContextConfig, controller: KvController | null};
+export type ActiveContext = {
+    context: LlamaContext;
+    session: LlamaChatSession;
+    kv: NativeKv | null;
+    config: ContextConfig;
+    controller: KvController | null;
+};
 
 /** A generation's saved states: the files it may resume from and save to, what they must match, and what became of them. */
-export type RequestStates = {files: StateFiles, expectation: StateExpectation, outcome: StateOutcome};
+export type RequestStates = {files: StateFiles; expectation: StateExpectation; outcome: StateOutcome};
 
 /** Changes the engine's status (and tells its listeners). */
 export type SetStatus = (patch: Partial<EngineStatus>) => void;

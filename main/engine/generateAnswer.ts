@@ -1,4 +1,11 @@
-import {LlamaChat, type ChatHistoryItem, type ChatWrapper, type LlamaChatResponseChunk, type LlamaChatSession, type LLamaChatGenerateResponseOptions} from "node-llama-cpp";
+import {
+    LlamaChat,
+    type ChatHistoryItem,
+    type ChatWrapper,
+    type LlamaChatResponseChunk,
+    type LlamaChatSession,
+    type LLamaChatGenerateResponseOptions
+} from "node-llama-cpp";
 import type {CompressionSettings} from "../../preload/contract/compression.js";
 import type {BuildInfo} from "../../preload/contract/engine.js";
 import {AppError} from "../AppError.js";
@@ -16,9 +23,15 @@ import {policyNeeds} from "./scoring.js";
 import type {GenerateRequest, GenerationResult, StateOutcome} from "./types.js";
 
 /** What a generation runs on: the loaded model, the build (compression needs the patched one), the context and its states. */
-export type AnswerParts = {loaded: LoadedModel, build: BuildInfo | null, context: EngineContext, states: SavedStates, setStatus: SetStatus,
+export type AnswerParts = {
+    loaded: LoadedModel;
+    build: BuildInfo | null;
+    context: EngineContext;
+    states: SavedStates;
+    setStatus: SetStatus;
     /** Whether the build runs layers off the CPU (a GPU or rpc-servers): a policy switch then gets a new context. Defaults to `false`. */
-    offloads?: boolean};
+    offloads?: boolean;
+};
 
 /**
  * Streams an answer to the last user turn of `request.history` (or the rest of the unfinished answer that ends it), in the
@@ -35,10 +48,12 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
     const {compression, cells} = request.kv;
     if (compression.policy !== "full") {
         if (parts.build?.patched !== true)
-            throw new AppError("ENGINE_UNPATCHED", "Compression needs Ponder's patched llama.cpp build, which is not loaded: run npm run build:native, or use Full KV");
+            throw new AppError(
+                "ENGINE_UNPATCHED",
+                "Compression needs Ponder's patched llama.cpp build, which is not loaded: run npm run build:native, or use Full KV"
+            );
         const support = compressionSupport(loaded.inspection.architecture);
-        if (!support.supported)
-            throw new AppError("BAD_REQUEST", support.note!);
+        if (!support.supported) throw new AppError("BAD_REQUEST", support.note!);
     }
     // TRIM-KV runs on the model's own retention gates: without valid ones it is refused with the reason, never replaced.
     const retentionGates = policyNeeds(compression).retention === true ? (await requireRetentionGates(loaded.inspection)).path : null;
@@ -51,7 +66,11 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
     let stoppedBy: "budget" | null = null;
     try {
         const previousContext = context.active;
-        const active = await context.ensure(loaded, contextConfig(cells, compression, parts.offloads === true), compression.policy !== "full");
+        const active = await context.ensure(
+            loaded,
+            contextConfig(cells, compression, parts.offloads === true),
+            compression.policy !== "full"
+        );
         const {session} = active;
         if (active.kv != null) {
             const sequence = session.sequence;
@@ -83,16 +102,29 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         // The new message is read in chunks a stop can come between; with a pruning policy each is pruned as it goes,
         // so a question longer than the budget still fits. The last tokens (the assistant's opening) are left to
         // node-llama-cpp.
-        const states: RequestStates | undefined = request.states == null ? undefined : {
-            files: request.states, expectation: saved.expectation(loaded.inspection, active.config, compression),
-            outcome: {restored: null, note: null, saved: null} satisfies StateOutcome as StateOutcome
-        };
+        const states: RequestStates | undefined =
+            request.states == null
+                ? undefined
+                : {
+                      files: request.states,
+                      expectation: saved.expectation(loaded.inspection, active.config, compression),
+                      outcome: {restored: null, note: null, saved: null} satisfies StateOutcome as StateOutcome
+                  };
         // For the progress's wording (readReason): the earlier turns' tokens, and whether the context was made anew.
-        const reading = {newContext: previousContext != null && previousContext !== active, earlierTokens: request.onRebuild == null || request.history.length < 2
-            ? 0 : tokenizeChat(loaded, history).length};
+        const reading = {
+            newContext: previousContext != null && previousContext !== active,
+            earlierTokens: request.onRebuild == null || request.history.length < 2 ? 0 : tokenizeChat(loaded, history).length
+        };
         await prefill(saved, {
-            active, rendered: renderedTokens, controller, cells, onProgress: request.onRebuild, holdBack: promptTail, signal: internalAbort.signal,
-            states, reading
+            active,
+            rendered: renderedTokens,
+            controller,
+            cells,
+            onProgress: request.onRebuild,
+            holdBack: promptTail,
+            signal: internalAbort.signal,
+            states,
+            reading
         });
         session.setChatHistory(history);
         controller?.beginAnswer();
@@ -102,8 +134,7 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         const sampleEvery = request.sampleEvery ?? Math.max(4, Math.min(32, compression.pruneEvery));
         const kvController = controller;
         const sample = () => {
-            if (kvController == null || request.onSample == null)
-                return;
+            if (kvController == null || request.onSample == null) return;
             const seconds = (performance.now() - started) / 1000;
             void kvController.sample(seconds > 0 ? generated / seconds : 0).then(request.onSample, () => {});
         };
@@ -116,14 +147,16 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
             topP: request.topP,
             topK: request.topK,
             minP: request.minP,
-            repeatPenalty: request.repeatPenalty != null && request.repeatPenalty > 1 ? {penalty: request.repeatPenalty, lastTokens: 64} : false as const,
+            repeatPenalty:
+                request.repeatPenalty != null && request.repeatPenalty > 1
+                    ? {penalty: request.repeatPenalty, lastTokens: 64}
+                    : (false as const),
             seed: request.seed,
             customStopTriggers: request.stop != null && request.stop.length > 0 ? request.stop : undefined,
             budgets: {thoughtTokens: request.thinking?.budget ?? Infinity},
             onResponseChunk: (chunk: LlamaChatResponseChunk) => {
                 const segment = chunk.type === "segment" && chunk.segmentType === "thought" ? "thought" : "answer";
-                if (chunk.text === "" && chunk.tokens.length === 0)
-                    return;
+                if (chunk.text === "" && chunk.tokens.length === 0) return;
                 request.onChunk({segment, text: chunk.text, tokens: chunk.tokens.length});
                 generated += chunk.tokens.length;
                 sinceSample += chunk.tokens.length;
@@ -139,14 +172,14 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
                 }
             }
         };
-        const result = last.role === "user" && !skipThought
-            ? await session.promptWithMeta(last.text, options)
-            : await continueResponse(session, loaded.chatWrapper, full, options);
+        const result =
+            last.role === "user" && !skipThought
+                ? await session.promptWithMeta(last.text, options)
+                : await continueResponse(session, loaded.chatWrapper, full, options);
 
         const seconds = (performance.now() - started) / 1000;
         const finalSample = controller != null ? await controller.sample(seconds > 0 ? generated / seconds : 0, true) : null;
-        if (finalSample != null)
-            request.onSample?.(finalSample);
+        if (finalSample != null) request.onSample?.(finalSample);
         const promptTokens = session.sequence.tokenMeter.usedInputTokens - inputBefore;
         // Tokens the model wrote (segment markers included), and before them the whole prompt: the sequence keeps
         // every token it has seen, evicted ones too.
@@ -157,25 +190,30 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         if (states?.files.save != null && compression.policy === "full")
             states.outcome.pending = saved.defer(active, loaded, states.files.save, states.expectation, renderedTokens, full);
         return {
-            stopReason: stoppedBy === "budget" ? "budget" : result.stopReason, promptTokens, promptLength: prompt, outputTokens, states: states?.outcome
+            stopReason: stoppedBy === "budget" ? "budget" : result.stopReason,
+            promptTokens,
+            promptLength: prompt,
+            outputTokens,
+            states: states?.outcome
         };
     } catch (err) {
         // A stop pressed before the first token surfaces as an AbortError: it is still a stop.
-        if (request.signal.aborted)
-            return {stopReason: "abort", promptTokens: 0};
-        if (err instanceof AppError)
-            throw err;
+        if (request.signal.aborted) return {stopReason: "abort", promptTokens: 0};
+        if (err instanceof AppError) throw err;
         if (controller?.error != null)
             throw new AppError("INTERNAL", `Pruning failed, so the answer stopped: ${controller.error.message}`, {cause: err});
         const message = (err as Error).message;
         if (/slot|kv cache|failed to decode|NoKvSlot/i.test(message))
-            throw new AppError("BAD_REQUEST", `The conversation does not fit in the KV budget of ${cells} cells: raise the budget or start a new conversation (${message})`, {cause: err});
+            throw new AppError(
+                "BAD_REQUEST",
+                `The conversation does not fit in the KV budget of ${cells} cells: raise the budget or start a new conversation (${message})`,
+                {cause: err}
+            );
         throw new AppError("INTERNAL", `Generation failed: ${message}`, {cause: err});
     } finally {
         request.signal.removeEventListener("abort", forwardAbort);
         const active = context.active;
-        if (active != null && active.controller === controller)
-            active.controller = null;
+        if (active != null && active.controller === controller) active.controller = null;
         setStatus({state: "ready"});
     }
 }
@@ -189,7 +227,11 @@ async function startController(controller: KvController, kv: NativeKv, retention
         await controller.start();
     } catch (err) {
         if (retentionGates != null && kv.retentionGates == null)
-            throw new AppError("POLICY_UNAVAILABLE", `The engine refused this model's retention gates (${retentionGates}): ${(err as Error).message}`, {cause: err});
+            throw new AppError(
+                "POLICY_UNAVAILABLE",
+                `The engine refused this model's retention gates (${retentionGates}): ${(err as Error).message}`,
+                {cause: err}
+            );
         throw err;
     }
 }
@@ -198,8 +240,12 @@ async function startController(controller: KvController, kv: NativeKv, retention
  * Generates the rest of the unfinished answer that ends `history`, in the session's sequence: node-llama-cpp continues
  * a chat history whose last item is a model response (an unended thought segment goes on as thought).
  */
-async function continueResponse(session: LlamaChatSession, chatWrapper: ChatWrapper, history: ChatHistoryItem[],
-    options: LLamaChatGenerateResponseOptions<undefined>): Promise<{stopReason: GenerationResult["stopReason"]}> {
+async function continueResponse(
+    session: LlamaChatSession,
+    chatWrapper: ChatWrapper,
+    history: ChatHistoryItem[],
+    options: LLamaChatGenerateResponseOptions<undefined>
+): Promise<{stopReason: GenerationResult["stopReason"]}> {
     const chat = new LlamaChat({contextSequence: session.sequence, chatWrapper, autoDisposeSequence: false});
     try {
         const {metadata} = await chat.generateResponse(history, options);
@@ -211,8 +257,13 @@ async function continueResponse(session: LlamaChatSession, chatWrapper: ChatWrap
 
 /** The context a generation asks for: its budget's cells, the K and V cache types and flash attention. */
 export function contextConfig(cells: number, compression: CompressionSettings, offloads: boolean): ContextConfig {
-    return {cells, kvType: compression.kvType, kvTypeV: compression.kvTypeV, flashAttention: compression.flashAttention,
-        reads: offloads ? policyReads(compression) : null};
+    return {
+        cells,
+        kvType: compression.kvType,
+        kvTypeV: compression.kvTypeV,
+        flashAttention: compression.flashAttention,
+        reads: offloads ? policyReads(compression) : null
+    };
 }
 
 /**
@@ -220,10 +271,15 @@ export function contextConfig(cells: number, compression: CompressionSettings, o
  * same key share a context on a GPU or RPC build.
  */
 function policyReads(compression: CompressionSettings): string {
-    if (compression.policy === "full")
-        return "";
+    if (compression.policy === "full") return "";
     const needs = policyNeeds(compression);
     // What shapes the graph: the values read and the query rows scored (the decay is a number the graph takes as it is).
-    return JSON.stringify({scores: needs.scores !== false, gates: needs.retention === true, norms: needs.valueNorms === true,
-        allRows: needs.allRows, everyRow: needs.everyRow === true, rows: needs.rows ?? null});
+    return JSON.stringify({
+        scores: needs.scores !== false,
+        gates: needs.retention === true,
+        norms: needs.valueNorms === true,
+        allRows: needs.allRows,
+        everyRow: needs.everyRow === true,
+        rows: needs.rows ?? null
+    });
 }

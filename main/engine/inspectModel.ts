@@ -17,8 +17,7 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
     } catch {
         throw new AppError("MODEL_INVALID", `No model file at ${resolved}`);
     }
-    if (!stat.isFile())
-        throw new AppError("MODEL_INVALID", `${resolved} is not a file`);
+    if (!stat.isFile()) throw new AppError("MODEL_INVALID", `${resolved} is not a file`);
 
     // Every length and count is checked against the file before node-llama-cpp's reader sees it: that reader (and
     // llama.cpp's) trusts them, and a hostile header aborts the process or grows memory without end.
@@ -28,7 +27,9 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
     try {
         info = await readGgufFileInfo(resolved, {readTensorInfo: false, logWarnings: false, sourceType: "filesystem"});
     } catch (err) {
-        throw new AppError("MODEL_INVALID", `${path.basename(resolved)} has a damaged GGUF header: ${(err as Error).message}`, {cause: err});
+        throw new AppError("MODEL_INVALID", `${path.basename(resolved)} has a damaged GGUF header: ${(err as Error).message}`, {
+            cause: err
+        });
     }
 
     const metadata = info.metadata;
@@ -47,7 +48,8 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
         keyLength: asNumber(arch.attention?.key_length),
         valueLength: asNumber(arch.attention?.value_length),
         feedForwardLength: asNumber(arch.feed_forward_length),
-        vocabularySize: asNumber(arch.vocab_size) ?? (Array.isArray(metadata.tokenizer?.ggml?.tokens) ? metadata.tokenizer.ggml.tokens.length : null),
+        vocabularySize:
+            asNumber(arch.vocab_size) ?? (Array.isArray(metadata.tokenizer?.ggml?.tokens) ? metadata.tokenizer.ggml.tokens.length : null),
         weightsBytes: header.tensorBytes,
         layerWeightsBytes: header.layerTensorBytes,
         outputWeightsBytes: header.outputTensorBytes,
@@ -63,19 +65,25 @@ export async function inspectModel(modelPath: string): Promise<ModelInspection> 
 /** `general.sampling.*` (llama.cpp's LLM_KV_GENERAL_SAMPLING_*), as far as the file declares it. */
 function declaredSampling(general: Record<string, unknown> | undefined): ModelInspection["declaredSampling"] {
     const sampling = general?.sampling as Record<string, unknown> | undefined;
-    if (sampling == null || typeof sampling !== "object")
-        return undefined;
-    const fields = {temperature: sampling.temp, topP: sampling.top_p, topK: sampling.top_k, minP: sampling.min_p, repeatPenalty: sampling.penalty_repeat};
-    const declared = Object.fromEntries(Object.entries(fields).map(([key, value]) => [key, asNumber(value)]).filter(([, value]) => value != null));
+    if (sampling == null || typeof sampling !== "object") return undefined;
+    const fields = {
+        temperature: sampling.temp,
+        topP: sampling.top_p,
+        topK: sampling.top_k,
+        minP: sampling.min_p,
+        repeatPenalty: sampling.penalty_repeat
+    };
+    const declared = Object.fromEntries(
+        Object.entries(fields)
+            .map(([key, value]) => [key, asNumber(value)])
+            .filter(([, value]) => value != null)
+    );
     return Object.keys(declared).length > 0 ? declared : undefined;
 }
 
 function asNumber(value: unknown): number | null {
-    if (typeof value === "number")
-        return value;
-    if (typeof value === "bigint")
-        return Number(value);
-    if (Array.isArray(value) && typeof value[0] === "number")
-        return value[0];
+    if (typeof value === "number") return value;
+    if (typeof value === "bigint") return Number(value);
+    if (Array.isArray(value) && typeof value[0] === "number") return value[0];
     return null;
 }

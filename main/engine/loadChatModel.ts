@@ -11,11 +11,20 @@ import type {ModelInspection} from "./types.js";
  * Loads the model `inspection` describes with its chat wrapper; a model that fails to load is disposed. `onProgress` hears
  * node-llama-cpp's load progress, which may come after the load resolved.
  */
-export async function loadChatModel(llama: Llama, build: BuildInfo | null, inspection: ModelInspection, options: LoadOptions,
-    onProgress: (progress: number) => void): Promise<LoadedModel> {
+export async function loadChatModel(
+    llama: Llama,
+    build: BuildInfo | null,
+    inspection: ModelInspection,
+    options: LoadOptions,
+    onProgress: (progress: number) => void
+): Promise<LoadedModel> {
     let model: LlamaModel | null = null;
     try {
-        model = await llama.loadModel({modelPath: inspection.path, gpuLayers: await gpuLayers(llama, build, inspection, options), onLoadProgress: onProgress});
+        model = await llama.loadModel({
+            modelPath: inspection.path,
+            gpuLayers: await gpuLayers(llama, build, inspection, options),
+            onLoadProgress: onProgress
+        });
         // Resolving the chat wrapper renders the template several times: once per model, not per context.
         const chatWrapper = resolveChatWrapper(model);
         return {model, inspection, chatWrapper, options, openingTokens: new Map()};
@@ -30,10 +39,21 @@ export async function loadChatModel(llama: Llama, build: BuildInfo | null, inspe
  * layers go, but node-llama-cpp's `"auto"` fit offloads nothing without a local GPU: `"auto"` is then the most layers
  * whose weights fit the servers' free memory (the context's own fit is checked when it is created).
  */
-async function gpuLayers(llama: Llama, build: BuildInfo | null, inspection: ModelInspection, options: LoadOptions): Promise<LoadOptions["gpuLayers"]> {
+async function gpuLayers(
+    llama: Llama,
+    build: BuildInfo | null,
+    inspection: ModelInspection,
+    options: LoadOptions
+): Promise<LoadOptions["gpuLayers"]> {
     const layers = options.gpuLayers ?? "auto";
-    if (layers !== "auto" || build == null || build.gpu !== false || !hasRpcDevices(build.rpc))
-        return layers;
+    if (layers !== "auto" || build == null || build.gpu !== false || !hasRpcDevices(build.rpc)) return layers;
     const free = (await llama.getVramState()).free;
-    return gpuOffload(inspection, {gpuLayers: "auto", kvBytes: 0, computeBytes: 0, modelLoaded: false, freeVramBytes: free, freeRamBytes: os.freemem()}).gpuLayers;
+    return gpuOffload(inspection, {
+        gpuLayers: "auto",
+        kvBytes: 0,
+        computeBytes: 0,
+        modelLoaded: false,
+        freeVramBytes: free,
+        freeRamBytes: os.freemem()
+    }).gpuLayers;
 }

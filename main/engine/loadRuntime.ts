@@ -48,10 +48,18 @@ export const loadRuntime = (async (options: RuntimeOptions = {}) => {
 async function loadOne(gpu: NativeGpu, seriesHash: string | null): Promise<{llama: Llama} | {error: string}> {
     const said: string[] = [];
     const original = {error: console.error, warn: console.warn};
-    const keep = (write: (...args: unknown[]) => void) => (...args: unknown[]) => {
-        said.push(args.map((arg) => arg instanceof Error ? arg.message : String(arg)).join(" ").replace(/^\[node-llama-cpp\]\s*/, "").trim());
-        write(...args);
-    };
+    const keep =
+        (write: (...args: unknown[]) => void) =>
+        (...args: unknown[]) => {
+            said.push(
+                args
+                    .map((arg) => (arg instanceof Error ? arg.message : String(arg)))
+                    .join(" ")
+                    .replace(/^\[node-llama-cpp\]\s*/, "")
+                    .trim()
+            );
+            write(...args);
+        };
     console.error = keep(original.error);
     console.warn = keep(original.warn);
     try {
@@ -73,7 +81,13 @@ async function loadOne(gpu: NativeGpu, seriesHash: string | null): Promise<{llam
 
 function toBuildInfo(llama: Llama): BuildInfo {
     const info = getNativeBuildInfo(llama);
-    const build: BuildInfo = {kind: info.kind, gpu: info.gpu, patched: info.patched, llamaCppRelease: info.llamaCppRelease, seriesHash: info.seriesHash};
+    const build: BuildInfo = {
+        kind: info.kind,
+        gpu: info.gpu,
+        patched: info.patched,
+        llamaCppRelease: info.llamaCppRelease,
+        seriesHash: info.seriesHash
+    };
     const devices = info.gpu !== false && info.patched ? localGpuDevices(llama) : null;
     return devices == null ? build : {...build, devices};
 }
@@ -85,8 +99,7 @@ function toBuildInfo(llama: Llama): BuildInfo {
  */
 function localGpuDevices(llama: Llama): BuildDevice[] | null {
     const list = ponderBindingsOf(llama).ponderListDevices;
-    if (list == null)
-        return null;
+    if (list == null) return null;
     return list()
         .filter((device) => (device.type === "gpu" || device.type === "igpu") && !device.backend.startsWith("RPC"))
         .map((device) => ({name: device.name, description: device.description}));

@@ -14,21 +14,21 @@ import type {SavedStates} from "./SavedStates.js";
 const prefillChunk = 128;
 
 export type PrefillOptions = {
-    active: ActiveContext,
+    active: ActiveContext;
     /** The rendered prompt. */
-    rendered: readonly Token[],
-    controller: KvController | null,
+    rendered: readonly Token[];
+    controller: KvController | null;
     /** The budget: Full KV refuses a prompt that leaves no room for an answer. */
-    cells: number,
+    cells: number;
     /** Hears the reading's progress, when it is long enough to tell (readReason). */
-    onProgress?: (progress: number, reason: ReadReason) => void,
+    onProgress?: (progress: number, reason: ReadReason) => void;
     /** Tokens at the end left unread (for node-llama-cpp to evaluate itself). Defaults to `0`. */
-    holdBack?: number,
-    signal?: AbortSignal,
+    holdBack?: number;
+    signal?: AbortSignal;
     /** The saved states to resume from and save to. Defaults to none. */
-    states?: RequestStates,
+    states?: RequestStates;
     /** For the progress's wording: the earlier turns' tokens, and whether the context was made anew. Defaults to neither. */
-    reading?: Pick<PromptReading, "earlierTokens" | "newContext">
+    reading?: Pick<PromptReading, "earlierTokens" | "newContext">;
 };
 
 /**
@@ -44,8 +44,7 @@ export type PrefillOptions = {
 export async function prefill(saved: SavedStates, options: PrefillOptions): Promise<void> {
     const {active, rendered, controller, cells, onProgress, signal, states} = options;
     const reading = options.reading ?? {earlierTokens: 0, newContext: false};
-    if (rendered.length === 0)
-        return;
+    if (rendered.length === 0) return;
     const sequence = active.session.sequence;
     const tokens = rendered.slice(0, Math.max(0, rendered.length - (options.holdBack ?? 0)));
     const pruning = controller != null && controller.policyId !== "full";
@@ -56,23 +55,18 @@ export async function prefill(saved: SavedStates, options: PrefillOptions): Prom
             // Full KV after a pruned answer in the same context: keep only the prefix that has every cell.
             const live = new Set((await active.kv.scores(0)).positions);
             let whole = 0;
-            while (whole < common && live.has(whole))
-                whole++;
+            while (whole < common && live.has(whole)) whole++;
             common = whole;
         }
     }
     // A state waiting to be written goes to disk first, unless this prompt continues its conversation (DeferredState).
     await saved.beforeChange(active, commonPrefixLength(sequence.contextTokens, rendered));
-    if (states != null && common < tokens.length)
-        common = await saved.resume(active, controller, tokens, common, pruning, states);
-    if (common === tokens.length && common === sequence.nextTokenIndex)
-        return;
+    if (states != null && common < tokens.length) common = await saved.resume(active, controller, tokens, common, pruning, states);
+    if (common === tokens.length && common === sequence.nextTokenIndex) return;
 
-    if (common < sequence.nextTokenIndex)
-        await sequence.eraseContextTokenRanges([{start: common, end: sequence.nextTokenIndex}]);
+    if (common < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{start: common, end: sequence.nextTokenIndex}]);
     const missing = tokens.length - common;
-    if (!pruning && tokens.length > cells - fullKvAnswerRoom)
-        throw kvBudgetExceeded(tokens.length, cells);
+    if (!pruning && tokens.length > cells - fullKvAnswerRoom) throw kvBudgetExceeded(tokens.length, cells);
     const reason = readReason({...reading, reused: common, missing});
     const report = reason != null && onProgress != null ? (progress: number) => onProgress(progress, reason) : undefined;
     let done = 0;

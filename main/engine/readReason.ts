@@ -2,13 +2,13 @@ import type {ReadReason} from "../../preload/contract/engine.js";
 
 export type PromptReading = {
     /** Tokens of the earlier turns (system prompt included); 0 when the prompt has no earlier turn. */
-    earlierTokens: number,
+    earlierTokens: number;
     /** Whether the context was made anew for this answer, replacing one with other settings. */
-    newContext: boolean,
+    newContext: boolean;
     /** Tokens of the prompt already in the context (a cached prefix or a loaded state). */
-    reused: number,
+    reused: number;
     /** Tokens of the prompt to read now. */
-    missing: number
+    missing: number;
 };
 
 /** Tokens a read needs before its progress shows: a short message is read before anyone could look. */

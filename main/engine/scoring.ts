@@ -27,10 +27,9 @@ const allRowsFlash = 32;
  * TRIM-KV: positions are read with scoring off), every row of a ubatch (bounded with flash attention) for the policies that
  * sum over queries, the last w rows for LAVa (within the same bound), the last row otherwise. `rows` is 0 when scoring is off.
  */
-export function scoring(compression: Pick<CompressionSettings, "policy" | "flashAttention" | "params">): {rows: number, gamma: number} {
+export function scoring(compression: Pick<CompressionSettings, "policy" | "flashAttention" | "params">): {rows: number; gamma: number} {
     const needs = policyNeeds(compression);
-    if (needs.scores === false)
-        return {rows: 0, gamma: 1};
+    if (needs.scores === false) return {rows: 0, gamma: 1};
     const bound = !needs.allRows ? 1 : compression.flashAttention && needs.everyRow !== true ? allRowsFlash : allRows;
     // A policy's own count (LAVa's window) within the same bound.
     const rows = needs.rows == null ? bound : Math.max(1, Math.min(needs.rows, bound));

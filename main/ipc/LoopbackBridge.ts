@@ -9,26 +9,26 @@ import {ConnectionGuard, connectionsCheckingIntervalMs} from "../net/ConnectionG
 import type {Dispatch} from "./dispatch.js";
 
 export type LoopbackBridgeOptions = {
-    dispatch: Dispatch,
+    dispatch: Dispatch;
     /** Folder of the built renderer to serve; `null` serves the bridge only. */
-    staticDir: string | null,
+    staticDir: string | null;
     /** Port on 127.0.0.1; `0` picks a free one. Defaults to `0`. */
-    port?: number,
+    port?: number;
     /** Shared secret a page must present; random when unset. */
-    token?: string,
+    token?: string;
     /** Open WebSocket connections at most; more are refused with 503. Defaults to `16`. */
-    maxClients?: number,
+    maxClients?: number;
     /**
      * Open TCP connections at most (pages, assets and sockets); past it the oldest idle one is closed, or the new one
      * when every one serves a request. Defaults to `128`.
      */
-    maxConnections?: number,
+    maxConnections?: number;
     /** Time a client has to send a request's line and headers, in milliseconds. Defaults to `5000`. */
-    headersTimeoutMs?: number,
+    headersTimeoutMs?: number;
     /** Largest request frame in bytes; a larger one closes that socket (1009). Defaults to `1048576`. */
-    maxFrameBytes?: number,
+    maxFrameBytes?: number;
     /** Where errors no request can be answered with go. Defaults to `console.error`. */
-    log?: (message: string, err: unknown) => void
+    log?: (message: string, err: unknown) => void;
 };
 
 const contentTypes: Record<string, string> = {
@@ -63,10 +63,8 @@ export class LoopbackBridge {
         this._server = http.createServer({connectionsCheckingInterval: connectionsCheckingIntervalMs}, (req, res) => {
             this._serveStatic(req, res).catch((err: unknown) => {
                 this._log("Loopback request failed", err);
-                if (!res.headersSent)
-                    res.writeHead(500).end();
-                else
-                    res.destroy();
+                if (!res.headersSent) res.writeHead(500).end();
+                else res.destroy();
             });
         });
         // Idle and slow clients time out in seconds, and cannot hold the connections a page needs (see ConnectionGuard).
@@ -115,13 +113,11 @@ export class LoopbackBridge {
         const frame: BridgeEventFrame = {event: channel, payload};
         const text = JSON.stringify(frame);
         for (const client of this._clients)
-            if (client.readyState === client.OPEN)
-                client.send(text, (err) => err != null && client.terminate());
+            if (client.readyState === client.OPEN) client.send(text, (err) => err != null && client.terminate());
     }
 
     async dispose(): Promise<void> {
-        for (const client of this._clients)
-            client.terminate();
+        for (const client of this._clients) client.terminate();
         this._wss.close();
         const closed = new Promise<void>((resolve) => this._server.close(() => resolve()));
         this._guard.destroyAll();
@@ -136,17 +132,14 @@ export class LoopbackBridge {
         } catch {
             return "400 Bad Request";
         }
-        if (url.pathname !== "/bridge")
-            return "403 Forbidden";
+        if (url.pathname !== "/bridge") return "403 Forbidden";
         const origin = req.headers.origin;
         if (origin != null && origin !== `http://127.0.0.1:${this.port}` && origin !== `http://localhost:${this.port}`)
             return "403 Forbidden";
         const given = Buffer.from(url.searchParams.get("token") ?? "");
         const expected = Buffer.from(this.token);
-        if (given.length !== expected.length || !timingSafeEqual(given, expected))
-            return "403 Forbidden";
-        if (this._clients.size >= (this._options.maxClients ?? 16))
-            return "503 Service Unavailable";
+        if (given.length !== expected.length || !timingSafeEqual(given, expected)) return "403 Forbidden";
+        if (this._clients.size >= (this._options.maxClients ?? 16)) return "503 Service Unavailable";
         return null;
     }
 
@@ -167,11 +160,9 @@ export class LoopbackBridge {
         } catch {
             return;
         }
-        if (frame == null || typeof frame !== "object" || typeof frame.id !== "number")
-            return;
+        if (frame == null || typeof frame !== "object" || typeof frame.id !== "number") return;
         const response: BridgeResponseFrame = {id: frame.id, result: await this._options.dispatch(frame.channel, frame.payload)};
-        if (ws.readyState === ws.OPEN)
-            ws.send(JSON.stringify(response), (err) => err != null && ws.terminate());
+        if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(response), (err) => err != null && ws.terminate());
     }
 
     private async _serveStatic(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {

@@ -5,11 +5,11 @@ import {exportConversation} from "../services/exportConversation.js";
 /** What only the host (Electron, or the headless server) can do. */
 export type Platform = {
     /** Opens an http(s) link in the user's browser. */
-    openExternal(url: string): Promise<void>,
+    openExternal(url: string): Promise<void>;
     /** Asks the user for a GGUF file; `null` when cancelled or when there is no dialog. */
-    pickModelFile(): Promise<string | null>,
+    pickModelFile(): Promise<string | null>;
     /** Asks the user for a `trimkv_weights.pth` (with the `config.json` beside it, when there); `null` when cancelled or when there is no dialog. Defaults to none. */
-    pickTrimkvFiles?(): Promise<{weights: string, config: string | null} | null>
+    pickTrimkvFiles?(): Promise<{weights: string; config: string | null} | null>;
 };
 
 export type Handlers = {[C in RequestChannel]: (payload: Req<C>) => Res<C> | Promise<Res<C>>};

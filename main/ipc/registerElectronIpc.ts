@@ -9,14 +9,13 @@ import type {Dispatch} from "./dispatch.js";
 export function registerElectronIpc(dispatch: Dispatch, isTrustedSender: (event: IpcMainInvokeEvent) => boolean) {
     for (const channel of requestChannels) {
         ipcMain.handle(channel, async (event, payload: unknown) => {
-            if (!isTrustedSender(event))
-                return {ok: false, error: {code: "FORBIDDEN", message: "Request refused: unknown sender"}};
+            if (!isTrustedSender(event)) return {ok: false, error: {code: "FORBIDDEN", message: "Request refused: unknown sender"}};
             return dispatch(channel, payload);
         });
     }
 
-    return (target: WebContents | null) => <C extends EventChannel>(channel: C, payload: Events[C]) => {
-        if (target != null && !target.isDestroyed())
-            target.send(channel, payload);
-    };
+    return (target: WebContents | null) =>
+        <C extends EventChannel>(channel: C, payload: Events[C]) => {
+            if (target != null && !target.isDestroyed()) target.send(channel, payload);
+        };
 }

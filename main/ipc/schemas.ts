@@ -2,12 +2,21 @@ import {z} from "zod";
 import type {AppSettings, Req, RequestChannel} from "../../preload/contract.js";
 import {engineBuildChoiceSchema} from "../services/EngineBuildService.js";
 import {serverSettingsSchema} from "../services/ServerService.js";
-import {appSettingsSchema, compressionSettingsFields, compressionSettingsSchema, conversationSettingsSchema, gpuLayersSchema} from "../services/schemas.js";
+import {
+    appSettingsSchema,
+    compressionSettingsFields,
+    compressionSettingsSchema,
+    conversationSettingsSchema,
+    gpuLayersSchema
+} from "../services/schemas.js";
 import {maxImportBytes} from "../services/importConversation.js";
 import {maxCountChars} from "../services/TokenCountService.js";
 
 const id = z.string().min(1).max(200);
-const none = z.undefined().or(z.null()).transform((): void => undefined);
+const none = z
+    .undefined()
+    .or(z.null())
+    .transform((): void => undefined);
 /** "host:port", checked in words by the service (parseRpcEndpoint); here only its shape and size. */
 const rpcEndpointSchema = z.string().min(1).max(300);
 const rpcEndpointRequest = z.object({endpoint: rpcEndpointSchema}).strict();
@@ -45,15 +54,19 @@ export const requestSchemas = {
     "conversations:rename": z.object({id, title: z.string().max(500)}).strict(),
     "conversations:delete": z.object({id}).strict(),
     "conversations:get": z.object({id}).strict(),
-    "conversations:updateSettings": z.object({
-        id,
-        settings: conversationSettingsSchema.extend({compression: compressionSettingsFields.partial().strict()}).partial().strict()
-    }).strict() as z.ZodType<Req<"conversations:updateSettings">>,
+    "conversations:updateSettings": z
+        .object({
+            id,
+            settings: conversationSettingsSchema.extend({compression: compressionSettingsFields.partial().strict()}).partial().strict()
+        })
+        .strict() as z.ZodType<Req<"conversations:updateSettings">>,
     "conversations:export": z.object({id, format: z.enum(["markdown", "json"])}).strict(),
-    "chat:countTokens": z.object({
-        conversationId: id.optional(),
-        text: z.string().max(maxCountChars, "A text to count is at most 4 MiB (4,194,304 characters)")
-    }).strict(),
+    "chat:countTokens": z
+        .object({
+            conversationId: id.optional(),
+            text: z.string().max(maxCountChars, "A text to count is at most 4 MiB (4,194,304 characters)")
+        })
+        .strict(),
     "chat:send": z.object({conversationId: id, text: z.string().min(1).max(200_000)}).strict(),
     "chat:regenerate": z.object({conversationId: id, compareFull: z.boolean().optional()}).strict(),
     "chat:continue": z.object({conversationId: id}).strict(),

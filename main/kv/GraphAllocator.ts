@@ -1,7 +1,7 @@
 /** ggml's tensor alignment in a CPU buffer (`TENSOR_ALIGNMENT`, ggml-impl.h). */
 const alignment = 32;
 
-type Block = {offset: number, size: number};
+type Block = {offset: number; size: number};
 
 const aligned = (bytes: number) => Math.ceil(bytes / alignment) * alignment;
 
@@ -14,7 +14,7 @@ const aligned = (bytes: number) => Math.ceil(bytes / alignment) * alignment;
  */
 export class GraphAllocator {
     private readonly _blocks: Block[] = [{offset: 0, size: Number.MAX_SAFE_INTEGER}];
-    private readonly _tensors = new Map<number, {offset: number, size: number, uses: number}>();
+    private readonly _tensors = new Map<number, {offset: number; size: number; uses: number}>();
     private _next = 0;
     private _peak = 0;
 
@@ -36,7 +36,7 @@ export class GraphAllocator {
      * (`ggml_gallocr_is_own`), so pass such a node without `inPlace`. Returns the new tensor, or `null` for a node whose
      * result lives outside the buffer (a write into the KV cache).
      */
-    run(sources: number[], output: {size: number, uses: number, inPlace?: boolean} | null): number | null {
+    run(sources: number[], output: {size: number; uses: number; inPlace?: boolean} | null): number | null {
         let id: number | null = null;
         if (output != null) {
             const size = aligned(output.size);
@@ -48,13 +48,11 @@ export class GraphAllocator {
                 this._tensors.set(id, {offset: parent.offset, size: parent.size, uses: output.uses});
                 this._tensors.delete(sources[reused]!);
                 sources = sources.filter((_, i) => i !== reused);
-            } else
-                id = this._allocate(size, output.uses);
+            } else id = this._allocate(size, output.uses);
         }
         for (const source of sources) {
             const tensor = this._tensors.get(source);
-            if (tensor == null)
-                continue;
+            if (tensor == null) continue;
             tensor.uses--;
             if (tensor.uses === 0) {
                 this._free(tensor.offset, tensor.size);
@@ -69,17 +67,14 @@ export class GraphAllocator {
         // The best fitting block besides the last; the last one (which grows the buffer) only when none fits.
         let best = -1;
         for (let i = 0; i < this._blocks.length - 1; i++) {
-            if (this._blocks[i]!.size >= size && (best === -1 || this._blocks[i]!.size <= this._blocks[best]!.size))
-                best = i;
+            if (this._blocks[i]!.size >= size && (best === -1 || this._blocks[i]!.size <= this._blocks[best]!.size)) best = i;
         }
-        if (best === -1)
-            best = this._blocks.length - 1;
+        if (best === -1) best = this._blocks.length - 1;
         const block = this._blocks[best]!;
         const offset = block.offset;
         block.offset += size;
         block.size -= size;
-        if (block.size === 0)
-            this._blocks.splice(best, 1);
+        if (block.size === 0) this._blocks.splice(best, 1);
         this._peak = Math.max(this._peak, offset + size);
         const id = this._next++;
         this._tensors.set(id, {offset, size, uses});
@@ -110,8 +105,7 @@ export class GraphAllocator {
             }
         }
         let at = 0;
-        while (at < this._blocks.length && this._blocks[at]!.offset < offset)
-            at++;
+        while (at < this._blocks.length && this._blocks[at]!.offset < offset) at++;
         this._blocks.splice(at, 0, {offset, size});
     }
 }

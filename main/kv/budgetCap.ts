@@ -33,10 +33,8 @@ export function budgetCap(model: Pick<ModelInspection, "contextLength">): number
 
 /** The cells a budget in cells or MiB stands for (MiB over the cache type's bytes per cell); `null` for auto or an unknown shape. */
 export function cellsOfBudget(budget: KvBudget, bytesPerCell: number | null): number | null {
-    if (budget.kind === "cells")
-        return budget.cells;
-    if (budget.kind === "mib" && bytesPerCell != null && bytesPerCell > 0)
-        return Math.floor((budget.mib * mib) / bytesPerCell);
+    if (budget.kind === "cells") return budget.cells;
+    if (budget.kind === "mib" && bytesPerCell != null && bytesPerCell > 0) return Math.floor((budget.mib * mib) / bytesPerCell);
     return null;
 }
 
@@ -52,23 +50,23 @@ export function budgetAboveCap(model: CapModel, compression: BudgetSettings): Er
     const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
     const cells = cellsOfBudget(compression.budget, bytesPerCell);
     const cap = budgetCap(model);
-    if (cells == null || cells <= cap)
-        return null;
+    if (cells == null || cells <= cap) return null;
     const reason = model.contextLength != null && cap === model.contextLength ? "the model's context" : "the most Ponder allocates";
-    const asked = compression.budget.kind === "mib"
-        ? `${count(compression.budget.mib)} MiB is ${count(cells)} cells of ${describeKvTypes(compression)}, which is`
-        : `${count(cells)} cells is`;
-    const most = compression.budget.kind === "mib" && bytesPerCell != null
-        ? `${count(Math.floor((cap * bytesPerCell) / mib * 100) / 100)} MiB (${count(cap)} cells)`
-        : `${count(cap)} cells`;
+    const asked =
+        compression.budget.kind === "mib"
+            ? `${count(compression.budget.mib)} MiB is ${count(cells)} cells of ${describeKvTypes(compression)}, which is`
+            : `${count(cells)} cells is`;
+    const most =
+        compression.budget.kind === "mib" && bytesPerCell != null
+            ? `${count(Math.floor(((cap * bytesPerCell) / mib) * 100) / 100)} MiB (${count(cap)} cells)`
+            : `${count(cap)} cells`;
     return {code: "BUDGET_ABOVE_CONTEXT", message: `A KV budget of ${asked} more than ${model.name} can use: at most ${most}, ${reason}.`};
 }
 
 /** Throws `budgetAboveCap`'s refusal, if any; without a model there is nothing to check against. */
 export function assertBudgetWithinCap(model: CapModel | null, compression: BudgetSettings): void {
     const problem = model != null ? budgetAboveCap(model, compression) : null;
-    if (problem != null)
-        throw new AppError(problem.code, problem.message);
+    if (problem != null) throw new AppError(problem.code, problem.message);
 }
 
 /**
@@ -76,8 +74,9 @@ export function assertBudgetWithinCap(model: CapModel | null, compression: Budge
  * budget stored for another model does not block a change of anything else.
  */
 export function budgetChanged(before: BudgetSettings, after: BudgetSettings): boolean {
-    return JSON.stringify(before.budget) !== JSON.stringify(after.budget) || before.kvType !== after.kvType
-        || before.kvTypeV !== after.kvTypeV;
+    return (
+        JSON.stringify(before.budget) !== JSON.stringify(after.budget) || before.kvType !== after.kvType || before.kvTypeV !== after.kvTypeV
+    );
 }
 
 /** `budget`, or the cap in cells where it asks for more: a budget stored for another model, used on this one. */
@@ -91,7 +90,10 @@ export function capBudget(model: CapModel, compression: BudgetSettings): KvBudge
  */
 export function kvBudgetExceeded(tokens: number, cells: number): AppError {
     const needed = count(tokens + fullKvAnswerRoom);
-    return new AppError("KV_BUDGET_EXCEEDED", `This conversation is ${count(tokens)} tokens long: with Full KV it needs ${needed} cells ` +
-        `(${fullKvAnswerRoom} of them for the answer's first tokens), more than the KV budget of ${count(cells)} cells. Raise the budget ` +
-        `above ${needed} cells or choose a compression policy.`);
+    return new AppError(
+        "KV_BUDGET_EXCEEDED",
+        `This conversation is ${count(tokens)} tokens long: with Full KV it needs ${needed} cells ` +
+            `(${fullKvAnswerRoom} of them for the answer's first tokens), more than the KV budget of ${count(cells)} cells. Raise the budget ` +
+            `above ${needed} cells or choose a compression policy.`
+    );
 }

@@ -7,17 +7,17 @@ const defaultUbatch = 512;
 
 export type ComputeBufferOptions = {
     /** Cells the context allocates (its KV span). */
-    cells: number,
-    flashAttention: boolean,
+    cells: number;
+    flashAttention: boolean;
     /** Tokens per ubatch. Defaults to `min(cells, 512)`. */
-    ubatch?: number,
+    ubatch?: number;
     /** Query rows whose attention the patched graph scores per ubatch (`scoring()`); 0 when scoring is off. Defaults to `0`. */
-    scoreRows?: number,
+    scoreRows?: number;
     /**
      * Types of the cached K and V: a quantized one adds llama.cpp's Hadamard rotation of its heads to the graph.
      * Defaults to `{k: "f16", v: "f16"}`.
      */
-    kvTypes?: {k: KvCacheType, v: KvCacheType}
+    kvTypes?: {k: KvCacheType; v: KvCacheType};
 };
 
 const f32 = 4;
@@ -28,11 +28,9 @@ const f32 = 4;
  * from 64 up that divides the head length, for V always 64.
  */
 function rotation(type: KvCacheType, length: number, keys: boolean): number {
-    if (type === "f16" || length % 64 !== 0)
-        return 0;
+    if (type === "f16" || length % 64 !== 0) return 0;
     let side = 64;
-    while (keys && length % (2 * side) === 0)
-        side *= 2;
+    while (keys && length % (2 * side) === 0) side *= 2;
     return side;
 }
 
@@ -47,13 +45,17 @@ function rotation(type: KvCacheType, length: number, keys: boolean): number {
  * attention scores (f32 per query head, cell and token) dominate it; with flash attention the feed-forward and the
  * logits do. Other architectures are approximated by this graph. Returns `null` when the metadata is incomplete.
  */
-export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "headCount" | "headCountKv" | "embeddingLength" | "keyLength" | "valueLength" |
-    "feedForwardLength" | "vocabularySize">, options: ComputeBufferOptions): number | null {
+export function computeBufferBytes(
+    model: Pick<
+        ModelInspection,
+        "layers" | "headCount" | "headCountKv" | "embeddingLength" | "keyLength" | "valueLength" | "feedForwardLength" | "vocabularySize"
+    >,
+    options: ComputeBufferOptions
+): number | null {
     const {headCount, headCountKv, embeddingLength} = model;
     const keyLength = headLength(model, model.keyLength);
     const valueLength = headLength(model, model.valueLength);
-    if (headCount == null || headCountKv == null || embeddingLength == null || keyLength == null || valueLength == null)
-        return null;
+    if (headCount == null || headCountKv == null || embeddingLength == null || keyLength == null || valueLength == null) return null;
     const layers = Math.max(1, model.layers ?? 1);
     const cells = options.cells;
     const tokens = options.ubatch ?? Math.min(cells, defaultUbatch);
@@ -101,10 +103,8 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
     // with the reshaped heads: one more new tensor.
     const project = (source: number, width: number, rotationInput: number, rope: boolean) => {
         let projected = graph.run([source], {size: row(width), uses: 1})!;
-        if (rope)
-            projected = graph.run([projected, positions], {size: row(width), uses: 1})!;
-        if (rotationInput !== -1)
-            projected = graph.run([projected, rotationInput], {size: row(width), uses: 1})!;
+        if (rope) projected = graph.run([projected, positions], {size: row(width), uses: 1})!;
+        if (rotationInput !== -1) projected = graph.run([projected, rotationInput], {size: row(width), uses: 1})!;
         return projected;
     };
 
@@ -127,17 +127,15 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
             // ggml_flash_attn_ext_kq, on the CPU), rounded up to whole output-sized slabs ([value length, heads, tokens]
             // against [cells, rows, heads]); the score branch and the projection read views of it.
             const slab = row(headCount * valueLength);
-            const slabs = 1 + Math.ceil(scoreRows * cells / (valueLength * tokens));
+            const slabs = 1 + Math.ceil((scoreRows * cells) / (valueLength * tokens));
             attention = graph.run([query, mask], {size: scoreRows > 0 ? slabs * slab : slab, uses: 1 + scoreReaders})!;
-            if (scoreRows > 0)
-                reduceScores(attention);
+            if (scoreRows > 0) reduceScores(attention);
         } else {
             const scores = graph.run([query], {size: cells * tokens * headCount * f32, uses: 1})!;
             const weights = graph.run([scores, mask], {size: cells * tokens * headCount * f32, uses: 1 + scoreReaders, inPlace: true})!;
             const perHead = graph.run([weights], {size: row(headCount * valueLength), uses: 1})!;
             attention = graph.run([perHead], {size: row(headCount * valueLength), uses: 1})!;
-            if (scoreRows > 0)
-                reduceScores(weights);
+            if (scoreRows > 0) reduceScores(weights);
         }
         // Rotated V comes out of the attention rotated: the product with the rotation, read reshaped, undoes it.
         if (valueRotationInput !== -1)
@@ -149,7 +147,11 @@ export function computeBufferBytes(model: Pick<ModelInspection, "layers" | "head
             residual = graph.run([residual, outputIds], {size: embedding, uses: 1})!;
         }
         const feedForwardInput = graph.run([projected, residual], {size: embedding, uses: 2, inPlace: true})!;
-        const feedForwardNorm = graph.run([graph.run([feedForwardInput], {size: embedding, uses: 1, inPlace: true})!], {size: embedding, uses: 2, inPlace: true})!;
+        const feedForwardNorm = graph.run([graph.run([feedForwardInput], {size: embedding, uses: 1, inPlace: true})!], {
+            size: embedding,
+            uses: 2,
+            inPlace: true
+        })!;
         const gate = graph.run([feedForwardNorm], {size: row(feedForward), uses: 1})!;
         const up = graph.run([feedForwardNorm], {size: row(feedForward), uses: 1})!;
         const swiglu = graph.run([gate, up], {size: row(feedForward), uses: 1})!;

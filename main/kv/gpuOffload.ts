@@ -6,14 +6,14 @@ import type {ModelInspection} from "../engine/types.js";
 export type OffloadFit = Omit<OffloadEstimate, "target" | "memory">;
 
 export type OffloadInput = {
-    gpuLayers: GpuLayers,
+    gpuLayers: GpuLayers;
     /** Bytes of the KV cache and of the compute buffer for the budget. */
-    kvBytes: number,
-    computeBytes: number,
+    kvBytes: number;
+    computeBytes: number;
     /** The weights are loaded already: they take no more memory. */
-    modelLoaded: boolean,
-    freeVramBytes: number,
-    freeRamBytes: number
+    modelLoaded: boolean;
+    freeVramBytes: number;
+    freeRamBytes: number;
 };
 
 /**
@@ -23,13 +23,15 @@ export type OffloadInput = {
  * compute buffer is taken to sit on the GPU once any layer is offloaded. `"auto"` is estimated as the most layers that
  * fit in free VRAM (node-llama-cpp's own fit also weighs the context it will create).
  */
-export function gpuOffload(model: Pick<ModelInspection, "layers" | "weightsBytes" | "layerWeightsBytes" | "outputWeightsBytes" | "tiedOutputBytes" | "sizeBytes">,
-    input: OffloadInput): OffloadFit {
+export function gpuOffload(
+    model: Pick<ModelInspection, "layers" | "weightsBytes" | "layerWeightsBytes" | "outputWeightsBytes" | "tiedOutputBytes" | "sizeBytes">,
+    input: OffloadInput
+): OffloadFit {
     const layers = Math.max(1, model.layers ?? 1);
     const totalLayers = layers + 1;
     const weights = model.weightsBytes ?? model.sizeBytes;
     // Older inspections lack the split: spread the weights over the layers evenly.
-    const layerWeights = model.layerWeightsBytes ?? weights * layers / totalLayers;
+    const layerWeights = model.layerWeightsBytes ?? (weights * layers) / totalLayers;
     const outputWeights = model.outputWeightsBytes ?? weights / totalLayers;
     const split = (gpuLayers: number) => {
         const repeating = Math.min(gpuLayers, layers) / layers;
@@ -38,7 +40,7 @@ export function gpuOffload(model: Pick<ModelInspection, "layers" | "weightsBytes
         const gpuWeights = layerWeights * repeating + (outputOnGpu ? outputWeights + (model.tiedOutputBytes ?? 0) : 0);
         const ramWeights = weights - layerWeights * repeating - (outputOnGpu ? outputWeights : 0);
         const kvGpu = input.kvBytes * repeating;
-        const weightsNeeded = (bytes: number) => input.modelLoaded ? 0 : bytes;
+        const weightsNeeded = (bytes: number) => (input.modelLoaded ? 0 : bytes);
         return {
             gpuLayers,
             totalLayers,
@@ -48,14 +50,11 @@ export function gpuOffload(model: Pick<ModelInspection, "layers" | "weightsBytes
             freeRamBytes: input.freeRamBytes
         };
     };
-    if (input.gpuLayers === "max")
-        return split(totalLayers);
-    if (typeof input.gpuLayers === "number")
-        return split(Math.max(0, Math.min(totalLayers, input.gpuLayers)));
+    if (input.gpuLayers === "max") return split(totalLayers);
+    if (typeof input.gpuLayers === "number") return split(Math.max(0, Math.min(totalLayers, input.gpuLayers)));
     for (let gpuLayers = totalLayers; gpuLayers > 0; gpuLayers--) {
         const estimate = split(gpuLayers);
-        if (estimate.vramBytes <= input.freeVramBytes)
-            return estimate;
+        if (estimate.vramBytes <= input.freeVramBytes) return estimate;
     }
     return split(0);
 }

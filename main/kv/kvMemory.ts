@@ -3,7 +3,7 @@ import type {ModelInspection} from "../engine/types.js";
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
 
 /** Bytes of one block of `blockSize` elements, per ggml type (ggml.c's type traits). */
-const typeTraits: Record<KvCacheType, {blockSize: number, blockBytes: number}> = {
+const typeTraits: Record<KvCacheType, {blockSize: number; blockBytes: number}> = {
     f16: {blockSize: 1, blockBytes: 2},
     q8_0: {blockSize: 32, blockBytes: 34},
     q4_0: {blockSize: 32, blockBytes: 18}
@@ -24,30 +24,30 @@ export type KvShape = Pick<ModelInspection, "layers" | "headCount" | "headCountK
  * `value_length` (Qwen3 declares 128 over embeddings of 1024 to 2560 with 16 to 32 heads). Returns `null` when the
  * metadata is incomplete.
  */
-export function kvBytesPerCell(model: KvShape, types: {k: KvCacheType, v: KvCacheType} = {k: "f16", v: "f16"}): number | null {
+export function kvBytesPerCell(model: KvShape, types: {k: KvCacheType; v: KvCacheType} = {k: "f16", v: "f16"}): number | null {
     const {layers, headCountKv} = model;
     const keyLength = headLength(model, model.keyLength);
     const valueLength = headLength(model, model.valueLength);
-    if (layers == null || headCountKv == null || keyLength == null || valueLength == null)
-        return null;
+    if (layers == null || headCountKv == null || keyLength == null || valueLength == null) return null;
     return layers * (rowBytes(types.k, headCountKv * keyLength) + rowBytes(types.v, headCountKv * valueLength));
 }
 
 /** A head's declared length, else embedding / heads (llama.cpp's default for `n_embd_head_k` / `_v`). */
-export function headLength(model: Pick<ModelInspection, "headCount" | "embeddingLength">, declared: number | null | undefined): number | null {
-    if (declared != null)
-        return declared;
+export function headLength(
+    model: Pick<ModelInspection, "headCount" | "embeddingLength">,
+    declared: number | null | undefined
+): number | null {
+    if (declared != null) return declared;
     const {headCount, embeddingLength} = model;
-    if (headCount == null || embeddingLength == null || headCount === 0)
-        return null;
+    if (headCount == null || embeddingLength == null || headCount === 0) return null;
     return embeddingLength / headCount;
 }
 
 /** The cache types of a compression setting: `kvType` for the keys, `kvTypeV` for the values. */
-export type KvCacheTypes = {kvType: KvCacheType, kvTypeV: KvCacheType};
+export type KvCacheTypes = {kvType: KvCacheType; kvTypeV: KvCacheType};
 
 /** The K and V types of a setting, as `kvBytesPerCell` and the compute buffer take them. */
-export function kvTypesOf(types: KvCacheTypes): {k: KvCacheType, v: KvCacheType} {
+export function kvTypesOf(types: KvCacheTypes): {k: KvCacheType; v: KvCacheType} {
     return {k: types.kvType, v: types.kvTypeV};
 }
 
@@ -63,7 +63,7 @@ export function describeKvTypes(types: KvCacheTypes): string {
 export const quantizedCacheNeedsFlashAttention =
     "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16.";
 
-export function quantizedWithoutFlashAttention(compression: {kvTypeV: KvCacheType, flashAttention: boolean}): boolean {
+export function quantizedWithoutFlashAttention(compression: {kvTypeV: KvCacheType; flashAttention: boolean}): boolean {
     return compression.kvTypeV !== "f16" && !compression.flashAttention;
 }
 
@@ -72,8 +72,7 @@ export function quantizedWithoutFlashAttention(compression: {kvTypeV: KvCacheTyp
  * attention, and a quantized K or V cache rows of whole blocks (a head a multiple of the type's 32-value block).
  */
 export function cacheTypeProblem(model: KvShape, compression: KvCacheTypes & {flashAttention: boolean}): string | null {
-    if (quantizedWithoutFlashAttention(compression))
-        return quantizedCacheNeedsFlashAttention;
+    if (quantizedWithoutFlashAttention(compression)) return quantizedCacheNeedsFlashAttention;
     const parts = [
         {name: "K", type: compression.kvType, width: headLength(model, model.keyLength)},
         {name: "V", type: compression.kvTypeV, width: headLength(model, model.valueLength)}
@@ -81,8 +80,10 @@ export function cacheTypeProblem(model: KvShape, compression: KvCacheTypes & {fl
     for (const {name, type, width} of parts) {
         const {blockSize} = typeTraits[type];
         if (width != null && width % blockSize !== 0)
-            return `This model's attention heads are ${width} values wide, and a ${type} ${name} cache stores blocks of ${blockSize}: ` +
-                `choose F16 for ${name}.`;
+            return (
+                `This model's attention heads are ${width} values wide, and a ${type} ${name} cache stores blocks of ${blockSize}: ` +
+                `choose F16 for ${name}.`
+            );
     }
     return null;
 }

@@ -14,21 +14,21 @@ const mib = 1024 * 1024;
  * view of it; chat and completions pass it to the engine as it is. Frozen.
  */
 export type ResolvedKv = Readonly<{
-    compression: CompressionSettings,
+    compression: CompressionSettings;
     /** Live cells the budget allows: its cells, its MiB in cells of its cache types, or auto; capped at `maxCells`. */
-    cells: number,
+    cells: number;
     /** Bytes one cell costs in the compression's K and V types. */
-    bytesPerCell: number,
+    bytesPerCell: number;
     /** The most cells a budget may hold on the model (`budgetCap`). */
-    maxCells: number,
+    maxCells: number;
     /** Why the budget as set asks for more than `maxCells` (it is capped to it); `null` when it does not. */
-    aboveCap: ErrorInfo | null,
+    aboveCap: ErrorInfo | null;
     /** Auto only: the model's context did not fit in half the free memory, so the cells are fewer. */
-    cappedByMemory: boolean,
+    cappedByMemory: boolean;
     /** What the context of `cells` costs and where it goes (`contextFit`). */
-    fit: ContextFit,
+    fit: ContextFit;
     /** Whether that context fits in the free memory and holds at least `minBudgetCells`. */
-    fits: boolean
+    fits: boolean;
 }>;
 
 export type ResolveOptions = FitOptions & {
@@ -36,7 +36,7 @@ export type ResolveOptions = FitOptions & {
      * What the policy keeps beside the cache, as `contextFit` counts it: its scored rows, TRIM-KV's gate weights, LAVa's
      * value norms. Defaults to none.
      */
-    sideState?: Pick<ContextShape, "scoreRows" | "retentionWeightBytes" | "valueNorms">
+    sideState?: Pick<ContextShape, "scoreRows" | "retentionWeightBytes" | "valueNorms">;
 };
 
 /**
@@ -46,8 +46,12 @@ export type ResolveOptions = FitOptions & {
  * loaded, the GPU layers, the policy's side state). Throws `MODEL_INVALID` when the model's metadata lacks what a cell's
  * bytes need.
  */
-export function resolveKv(model: ModelInspection, compression: CompressionSettings, freeMemoryBytes: number,
-    options: ResolveOptions = {}): ResolvedKv {
+export function resolveKv(
+    model: ModelInspection,
+    compression: CompressionSettings,
+    freeMemoryBytes: number,
+    options: ResolveOptions = {}
+): ResolvedKv {
     const bytesPerCell = kvBytesPerCell(model, kvTypesOf(compression));
     if (bytesPerCell == null)
         throw new AppError("MODEL_INVALID", "The model's metadata lacks its layer or head counts: its KV cost cannot be estimated");
@@ -61,8 +65,7 @@ export function resolveKv(model: ModelInspection, compression: CompressionSettin
         cells = Math.min(contextLength ?? 8192, byMemory);
         cappedByMemory = contextLength != null && byMemory < contextLength;
     }
-    if (aboveCap != null)
-        cells = maxCells;
+    if (aboveCap != null) cells = maxCells;
     const {kvType, kvTypeV, flashAttention} = compression;
     const fit = contextFit(model, {cells, kvType, kvTypeV, flashAttention, ...options.sideState}, freeMemoryBytes, options)!;
     const fits = fit.fits && cells >= minBudgetCells;
@@ -74,13 +77,16 @@ export function resolveKv(model: ModelInspection, compression: CompressionSettin
  * that rounds below it is too small, and the refusal names the smallest budget in the budget's own unit.
  */
 export function assertBudgetAboveMin(kv: Pick<ResolvedKv, "compression" | "cells" | "bytesPerCell">): void {
-    if (kv.cells >= minBudgetCells)
-        return;
+    if (kv.cells >= minBudgetCells) return;
     const budget = kv.compression.budget;
     const types = describeKvTypes(kv.compression);
     const asked = budget.kind === "mib" ? `${budget.mib} MiB holds ${kv.cells} cells of ${types}, which is` : `${kv.cells} cells is`;
-    const smallest = budget.kind === "mib"
-        ? `${Math.ceil((minBudgetCells * kv.bytesPerCell) / mib * 100) / 100} MiB (${minBudgetCells} cells)`
-        : `${minBudgetCells} cells`;
-    throw new AppError("BUDGET_DOES_NOT_FIT", `A KV budget of ${asked} below the smallest budget of ${smallest}: ask for at least that much`);
+    const smallest =
+        budget.kind === "mib"
+            ? `${Math.ceil(((minBudgetCells * kv.bytesPerCell) / mib) * 100) / 100} MiB (${minBudgetCells} cells)`
+            : `${minBudgetCells} cells`;
+    throw new AppError(
+        "BUDGET_DOES_NOT_FIT",
+        `A KV budget of ${asked} below the smallest budget of ${smallest}: ask for at least that much`
+    );
 }

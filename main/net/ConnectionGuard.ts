@@ -3,13 +3,13 @@ import type {Socket} from "node:net";
 
 export type ConnectionGuardOptions = {
     /** Open TCP connections at most; past it the oldest idle one is closed, or the new one when none is idle. Defaults to `128`. */
-    maxConnections?: number,
+    maxConnections?: number;
     /** Time a connection has to send its whole request line and headers, in milliseconds. Defaults to `5000`. */
-    headersTimeoutMs?: number,
+    headersTimeoutMs?: number;
     /** Time a connection has to send its whole request, body included, in milliseconds. Defaults to `30000`. */
-    requestTimeoutMs?: number,
+    requestTimeoutMs?: number;
     /** Time an idle keep-alive connection stays open after a response, in milliseconds. Defaults to `5000`. */
-    keepAliveTimeoutMs?: number
+    keepAliveTimeoutMs?: number;
 };
 
 /** How often Node's HTTP server checks the header and request deadlines; passed to `http.createServer`. */
@@ -34,8 +34,7 @@ export class ConnectionGuard {
         server.on("connection", (socket: Socket) => this._connect(socket));
         server.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
             const entry = this._sockets.get(req.socket);
-            if (entry == null)
-                return;
+            if (entry == null) return;
             entry.busy = true;
             res.once("close", () => {
                 entry.busy = false;
@@ -43,8 +42,7 @@ export class ConnectionGuard {
         });
         server.on("upgrade", (req: http.IncomingMessage) => {
             const entry = this._sockets.get(req.socket);
-            if (entry != null)
-                entry.busy = true;
+            if (entry != null) entry.busy = true;
         });
     }
 
@@ -55,8 +53,7 @@ export class ConnectionGuard {
 
     /** Every open connection, for a server's dispose. */
     destroyAll(): void {
-        for (const socket of this._sockets.keys())
-            socket.destroy();
+        for (const socket of this._sockets.keys()) socket.destroy();
     }
 
     private _connect(socket: Socket): void {

@@ -9,11 +9,18 @@ export class EventStream {
     private _timer: NodeJS.Timeout | null = null;
     private _sentAny = false;
 
-    constructor(private readonly _res: http.ServerResponse, private readonly _flushMs: number) {}
+    constructor(
+        private readonly _res: http.ServerResponse,
+        private readonly _flushMs: number
+    ) {}
 
     /** Sends the status and headers of an event stream. */
     open(): void {
-        this._res.writeHead(200, {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no"});
+        this._res.writeHead(200, {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no"
+        });
         this._res.flushHeaders();
     }
 

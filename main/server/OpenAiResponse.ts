@@ -8,13 +8,13 @@ import type {CompletionResult} from "./types.js";
 
 export type OpenAiResponseOptions = {
     /** The id of the request's log entry, which the completion's id carries. */
-    logId: string,
+    logId: string;
     /** The model served, as clients name it. */
-    model: string,
+    model: string;
     /** Seconds since the epoch. */
-    created: number,
+    created: number;
     /** Streamed events written within this many milliseconds reach the socket together. */
-    flushMs: number
+    flushMs: number;
 };
 
 /**
@@ -25,16 +25,22 @@ export type OpenAiResponseOptions = {
 export class OpenAiResponse {
     private readonly _events: EventStream;
     private readonly _stream: boolean;
-    private readonly _head: {id: string, object: string, created: number, model: string};
+    private readonly _head: {id: string; object: string; created: number; model: string};
     private _sentRole = false;
 
-    constructor(private readonly _res: http.ServerResponse, private readonly _request: OpenAiRequest, options: OpenAiResponseOptions) {
+    constructor(
+        private readonly _res: http.ServerResponse,
+        private readonly _request: OpenAiRequest,
+        options: OpenAiResponseOptions
+    ) {
         this._events = new EventStream(_res, options.flushMs);
         this._stream = _request.body.stream === true;
         const chat = _request.kind === "chat";
         this._head = {
-            id: `${chat ? "chatcmpl" : "cmpl"}-${options.logId}`, object: chat ? "chat.completion.chunk" : "text_completion",
-            created: options.created, model: options.model
+            id: `${chat ? "chatcmpl" : "cmpl"}-${options.logId}`,
+            object: chat ? "chat.completion.chunk" : "text_completion",
+            created: options.created,
+            model: options.model
         };
     }
 
@@ -44,14 +50,12 @@ export class OpenAiResponse {
 
     /** Sends the event stream's status and headers (a streamed request, once its turn came). */
     open(): void {
-        if (this._stream)
-            this._events.open();
+        if (this._stream) this._events.open();
     }
 
     /** Streams a chunk of text (a streamed request; one sent whole gets it at the end). */
     chunk(chunk: GenerationChunk): void {
-        if (!this._stream || chunk.text === "")
-            return;
+        if (!this._stream || chunk.text === "") return;
         const field = chunk.segment === "thought" ? "reasoning_content" : "content";
         if (this._request.kind === "chat") {
             const delta = this._sentRole ? {[field]: chunk.text} : {role: "assistant", [field]: chunk.text};
@@ -71,23 +75,42 @@ export class OpenAiResponse {
         const {id, created, model} = this._head;
         if (this._stream) {
             if (this._request.kind === "chat")
-                this._events.send({...this._head, choices: [{index: 0, delta: this._sentRole ? {} : {role: "assistant", content: ""}, logprobs: null, finish_reason: finish}], ponder});
-            else
-                this._events.send({...this._head, choices: [{index: 0, text: "", logprobs: null, finish_reason: finish}], ponder});
-            if (this._request.includeUsage)
-                this._events.send({...this._head, choices: [], usage});
+                this._events.send({
+                    ...this._head,
+                    choices: [
+                        {index: 0, delta: this._sentRole ? {} : {role: "assistant", content: ""}, logprobs: null, finish_reason: finish}
+                    ],
+                    ponder
+                });
+            else this._events.send({...this._head, choices: [{index: 0, text: "", logprobs: null, finish_reason: finish}], ponder});
+            if (this._request.includeUsage) this._events.send({...this._head, choices: [], usage});
             this._events.end();
         } else if (this._request.kind === "chat") {
             writeJson(this._res, 200, {
-                id, object: "chat.completion", created, model,
-                choices: [{index: 0, message: {role: "assistant", content: result.text, reasoning_content: result.thinking, refusal: null}, logprobs: null, finish_reason: finish}],
-                usage, ponder
+                id,
+                object: "chat.completion",
+                created,
+                model,
+                choices: [
+                    {
+                        index: 0,
+                        message: {role: "assistant", content: result.text, reasoning_content: result.thinking, refusal: null},
+                        logprobs: null,
+                        finish_reason: finish
+                    }
+                ],
+                usage,
+                ponder
             });
         } else {
             writeJson(this._res, 200, {
-                id, object: "text_completion", created, model,
+                id,
+                object: "text_completion",
+                created,
+                model,
                 choices: [{index: 0, text: result.text, reasoning_content: result.thinking, logprobs: null, finish_reason: finish}],
-                usage, ponder
+                usage,
+                ponder
             });
         }
     }

@@ -6,7 +6,7 @@ import type {Usage} from "./openaiWire.js";
 import type {CompletionResult} from "./types.js";
 
 /** How a request ended: served, failed, or aborted (its client left). */
-type Ending = {state: "done"} | {state: "aborted"} | {state: "error", httpStatus: number, error: string};
+type Ending = {state: "done"} | {state: "aborted"} | {state: "error"; httpStatus: number; error: string};
 
 /**
  * One request's entry in the server's log, told to `onLog` whenever it changes: queued, running (its memory readings at
@@ -16,12 +16,31 @@ export class RequestLog {
     readonly entry: ServerRequestLog;
     private _lastSample = 0;
 
-    constructor(req: http.IncomingMessage, pathname: string | null, private readonly _now: () => number,
-        private readonly _onLog: ((entry: ServerRequestLog) => void) | undefined) {
+    constructor(
+        req: http.IncomingMessage,
+        pathname: string | null,
+        private readonly _now: () => number,
+        private readonly _onLog: ((entry: ServerRequestLog) => void) | undefined
+    ) {
         this.entry = {
-            id: randomUUID(), startedAt: _now(), client: describeClient(req), method: req.method ?? "GET", path: pathname ?? String(req.url).slice(0, 200),
-            state: "running", httpStatus: null, stream: false, promptTokens: 0, thinkingTokens: 0, answerTokens: 0, tokensPerSecond: null,
-            firstTokenMs: null, totalMs: null, policy: null, budgetCells: null, sample: null, error: null
+            id: randomUUID(),
+            startedAt: _now(),
+            client: describeClient(req),
+            method: req.method ?? "GET",
+            path: pathname ?? String(req.url).slice(0, 200),
+            state: "running",
+            httpStatus: null,
+            stream: false,
+            promptTokens: 0,
+            thinkingTokens: 0,
+            answerTokens: 0,
+            tokensPerSecond: null,
+            firstTokenMs: null,
+            totalMs: null,
+            policy: null,
+            budgetCells: null,
+            sample: null,
+            error: null
         };
     }
 
@@ -41,10 +60,8 @@ export class RequestLog {
 
     /** Counts a chunk's tokens, and the time to the first. */
     chunk(chunk: GenerationChunk): void {
-        if (chunk.segment === "thought")
-            this.entry.thinkingTokens += chunk.tokens;
-        else
-            this.entry.answerTokens += chunk.tokens;
+        if (chunk.segment === "thought") this.entry.thinkingTokens += chunk.tokens;
+        else this.entry.answerTokens += chunk.tokens;
         this.entry.firstTokenMs ??= this._now() - this.entry.startedAt;
     }
 
@@ -81,8 +98,7 @@ export class RequestLog {
         if (ending.state === "error") {
             entry.httpStatus = ending.httpStatus;
             entry.error = ending.error;
-        } else
-            entry.httpStatus = ending.state === "done" ? 200 : 499;
+        } else entry.httpStatus = ending.state === "done" ? 200 : 499;
         entry.totalMs = this._now() - entry.startedAt;
         this._tell();
     }

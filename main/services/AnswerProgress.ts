@@ -3,7 +3,10 @@ import type {AppDatabase} from "../db/AppDatabase.js";
 import type {GenerationChunk} from "../engine/types.js";
 
 /** An answer's text, thinking, counts and times so far, as its row stores them. */
-export type AnswerFields = Pick<MessageRow, "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms" | "first_token_ms">;
+export type AnswerFields = Pick<
+    MessageRow,
+    "text" | "thinking" | "thinking_tokens" | "answer_tokens" | "thinking_ms" | "total_ms" | "first_token_ms"
+>;
 
 /**
  * An answer as it streams: what has arrived, saved to its row at most every `flushIntervalMs` (each save appends what
@@ -17,21 +20,31 @@ export class AnswerProgress {
     readonly started: number;
     private _lastSave: number;
     /** How much of the text and thinking is saved. */
-    private readonly _saved: {text: number, thinking: number};
+    private readonly _saved: {text: number; thinking: number};
     private readonly _storage = new AbortController();
     private _storageError: unknown = null;
 
     /** `continued`: the answer's row, when the generation continues it. */
-    constructor(private readonly _db: AppDatabase, private readonly _messageId: string, continued: MessageRow | null, now: number,
-        private readonly _flushIntervalMs: number) {
+    constructor(
+        private readonly _db: AppDatabase,
+        private readonly _messageId: string,
+        continued: MessageRow | null,
+        now: number,
+        private readonly _flushIntervalMs: number
+    ) {
         this.started = now - (continued != null ? continued.total_ms : 0);
-        this.fields = continued != null
-            ? {
-                text: continued.text, thinking: continued.thinking, thinking_tokens: continued.thinking_tokens,
-                answer_tokens: continued.answer_tokens, thinking_ms: continued.thinking_ms, total_ms: continued.total_ms,
-                first_token_ms: continued.first_token_ms
-            }
-            : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0, first_token_ms: null};
+        this.fields =
+            continued != null
+                ? {
+                      text: continued.text,
+                      thinking: continued.thinking,
+                      thinking_tokens: continued.thinking_tokens,
+                      answer_tokens: continued.answer_tokens,
+                      thinking_ms: continued.thinking_ms,
+                      total_ms: continued.total_ms,
+                      first_token_ms: continued.first_token_ms
+                  }
+                : {text: "", thinking: "", thinking_tokens: 0, answer_tokens: 0, thinking_ms: 0, total_ms: 0, first_token_ms: null};
         this._lastSave = this.started;
         this._saved = {text: this.fields.text.length, thinking: this.fields.thinking.length};
     }
@@ -63,13 +76,14 @@ export class AnswerProgress {
 
     /** Saves what came since the last save, when `flushIntervalMs` has passed since it (and no save failed). */
     saveIfDue(now: number): void {
-        if (now - this._lastSave < this._flushIntervalMs || this._storageError != null)
-            return;
+        if (now - this._lastSave < this._flushIntervalMs || this._storageError != null) return;
         this._lastSave = now;
         const fields = this.fields;
         try {
             this._db.messages.appendProgress(this._messageId, {
-                ...fields, text: fields.text.slice(this._saved.text), thinking: fields.thinking.slice(this._saved.thinking)
+                ...fields,
+                text: fields.text.slice(this._saved.text),
+                thinking: fields.thinking.slice(this._saved.thinking)
             });
             this._saved.text = fields.text.length;
             this._saved.thinking = fields.thinking.length;

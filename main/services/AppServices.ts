@@ -1,6 +1,14 @@
 import path from "node:path";
 import {AppError} from "../AppError.js";
-import type {AppStatus, ConversationDetail, ConversationSummary, DemoSample, ModelDetails, NewConversationCompression, SavedStatesUsage} from "../../preload/contract.js";
+import type {
+    AppStatus,
+    ConversationDetail,
+    ConversationSummary,
+    DemoSample,
+    ModelDetails,
+    NewConversationCompression,
+    SavedStatesUsage
+} from "../../preload/contract.js";
 import {shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
@@ -24,22 +32,22 @@ import {TokenCountService} from "./TokenCountService.js";
 import type {Clock, Emit} from "./types.js";
 
 export type AppServicesOptions = {
-    version: string,
+    version: string;
     /** Folder downloaded models go to. */
-    modelsDir: string,
+    modelsDir: string;
     /** The demo model shipped with the app, registered and loaded on a fresh install. */
-    bundledModelPath?: string,
+    bundledModelPath?: string;
     /** Folder of the retention calibrations' work, and their settings. Defaults to `<modelsDir>/../calibration`, no settings. */
-    calibration?: Omit<CalibrationServiceOptions, "bundledModelPath" | "workDir" | "onInstalled"> & {workDir?: string},
-    chat?: ChatServiceOptions,
+    calibration?: Omit<CalibrationServiceOptions, "bundledModelPath" | "workDir" | "onInstalled"> & {workDir?: string};
+    chat?: ChatServiceOptions;
     /** Where conversations' KV states are kept (resume without reading the history again). Defaults to none. */
-    states?: StateStore,
+    states?: StateStore;
     /** Generations that may wait for the engine while one runs; more are refused as busy. Defaults to `4`. */
-    maxQueued?: number,
-    server?: ServerServiceOptions,
-    engineBuilds?: EngineBuildServiceOptions,
-    rpcServers?: RpcServerServiceOptions,
-    now?: Clock
+    maxQueued?: number;
+    server?: ServerServiceOptions;
+    engineBuilds?: EngineBuildServiceOptions;
+    rpcServers?: RpcServerServiceOptions;
+    now?: Clock;
 };
 
 const mib = 1024 * 1024;
@@ -65,9 +73,14 @@ export class AppServices {
     /** Makes a model's retention gates from its own thinking (one calibration at a time). */
     readonly calibration: CalibrationService;
     /** The loaded model's retention gates as last looked up (new conversations start under TRIM-KV when it has them). */
-    private _gates: {path: string, retention: RetentionAvailability} | null = null;
+    private _gates: {path: string; retention: RetentionAvailability} | null = null;
 
-    constructor(readonly db: AppDatabase, readonly engine: EngineApi, emit: Emit, private readonly _options: AppServicesOptions) {
+    constructor(
+        readonly db: AppDatabase,
+        readonly engine: EngineApi,
+        emit: Emit,
+        private readonly _options: AppServicesOptions
+    ) {
         const now = _options.now ?? Date.now;
         // A budget set while a model is loaded is checked against it (budgetCap); a stored one is capped when used.
         const loadedModel = () => engine.inspection;
@@ -89,8 +102,7 @@ export class AppServices {
             states.budgetBytes = this.settings.get().stateDiskBudgetMib * mib;
             this.settings.onUpdate((settings) => {
                 const bytes = settings.stateDiskBudgetMib * mib;
-                if (bytes === states.budgetBytes)
-                    return;
+                if (bytes === states.budgetBytes) return;
                 states.budgetBytes = bytes;
                 try {
                     states.trim();
@@ -99,7 +111,10 @@ export class AppServices {
                 }
             });
         }
-        this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, this.queue, {...(_options.chat ?? {}), states: _options.states});
+        this.chat = new ChatService(db, engine, this.conversations, this.compression, emit, now, this.queue, {
+            ...(_options.chat ?? {}),
+            states: _options.states
+        });
         this.completions = new CompletionService(engine, this.queue, this.compression, this.settings, now, _options.states);
         this.server = new ServerService(db, engine, this.completions, this.queue, this.settings, emit, _options.server);
         this.downloads = new DownloadService(_options.modelsDir, this.models, emit);
@@ -143,8 +158,7 @@ export class AppServices {
     demoSample(): DemoSample | null {
         const loaded = this.engine.status.model;
         const bundled = this._options.bundledModelPath;
-        if (loaded == null || bundled == null)
-            return null;
+        if (loaded == null || bundled == null) return null;
         return shippedModelSample(loaded.path, bundled, Math.floor(Math.random() * 2 ** 30), demoSampleSteps);
     }
 
@@ -166,11 +180,15 @@ export class AppServices {
     /** Sets the conversations' `firstCompression` for the loaded model (its retention gates read once per model). */
     private async _readFirstCompression(): Promise<void> {
         const model = this.engine.inspection;
-        if (model != null && this._gates?.path !== model.path)
-            this._gates = {path: model.path, retention: await findRetentionGates(model)};
-        this.conversations.firstCompression = model != null && this._gates != null
-            ? firstMinuteCompression(this.settings.get().defaultConversationSettings.compression, this._gates.retention, this._isDemoModel(model.path))
-            : null;
+        if (model != null && this._gates?.path !== model.path) this._gates = {path: model.path, retention: await findRetentionGates(model)};
+        this.conversations.firstCompression =
+            model != null && this._gates != null
+                ? firstMinuteCompression(
+                      this.settings.get().defaultConversationSettings.compression,
+                      this._gates.retention,
+                      this._isDemoModel(model.path)
+                  )
+                : null;
     }
 
     /** Whether `modelPath` is the demo model Ponder ships. */
@@ -198,15 +216,13 @@ export class AppServices {
 
     /** Shows another version of a message; refused while an answer is being written in that conversation. */
     switchBranch(conversationId: string, messageId: string): ConversationDetail {
-        if (this.chat.generatingIn(conversationId))
-            throw new AppError("BUSY", "Stop the answer being written before switching versions");
+        if (this.chat.generatingIn(conversationId)) throw new AppError("BUSY", "Stop the answer being written before switching versions");
         return this.chat.withStatePending(this.conversations.switchBranch(conversationId, messageId));
     }
 
     /** Deletes a message and what follows it; refused while an answer is being written in that conversation. */
     deleteMessage(conversationId: string, messageId: string): ConversationDetail {
-        if (this.chat.generatingIn(conversationId))
-            throw new AppError("BUSY", "Stop the answer being written before deleting messages");
+        if (this.chat.generatingIn(conversationId)) throw new AppError("BUSY", "Stop the answer being written before deleting messages");
         return this.chat.withStatePending(this.conversations.deleteMessage(conversationId, messageId));
     }
 
@@ -228,7 +244,11 @@ export class AppServices {
             return;
         }
         let id = this.settings.get().defaultModelId;
-        if ((id == null || this.db.models.get(id) == null) && this.db.models.list().length === 0 && this._options.bundledModelPath != null) {
+        if (
+            (id == null || this.db.models.get(id) == null) &&
+            this.db.models.list().length === 0 &&
+            this._options.bundledModelPath != null
+        ) {
             // A fresh install chats at once, offline, with the demo model it ships.
             try {
                 id = (await this.models.add(this._options.bundledModelPath)).id;
@@ -237,8 +257,7 @@ export class AppServices {
             }
         }
         // A model whose loading stopped the engine waits for a person to load it: no crash loop at start-up.
-        if (id == null || this.db.models.get(id) == null || this.db.models.get(id)!.crashed_at != null)
-            return;
+        if (id == null || this.db.models.get(id) == null || this.db.models.get(id)!.crashed_at != null) return;
         try {
             await this.models.load(id);
         } catch {

@@ -11,15 +11,15 @@ import type {Emit} from "./types.js";
 
 export type CalibrationServiceOptions = {
     /** Folder of the calibrations' work (`<folder>/<model fingerprint>/`), kept so a restart goes on from it. */
-    workDir: string,
+    workDir: string;
     /** The demo model Ponder ships: a copy of it calibrates on its task's training problems. Defaults to none. */
-    bundledModelPath?: string,
+    bundledModelPath?: string;
     /** Settings of every calibration (prompts, tokens...), over calibrateRetention's defaults. Defaults to none. */
-    settings?: Omit<Partial<CalibrationSettings>, "workDir" | "promptSet">,
+    settings?: Omit<Partial<CalibrationSettings>, "workDir" | "promptSet">;
     /** Milliseconds between progress events of one stage (its first and last step go at once). Defaults to `250`. */
-    progressMs?: number,
+    progressMs?: number;
     /** Called when a calibration installed a model's gates (at `modelPath`'s side). Defaults to none. */
-    onInstalled?: (modelPath: string) => void
+    onInstalled?: (modelPath: string) => void;
 };
 
 /**
@@ -31,7 +31,7 @@ export class CalibrationService {
     private _abort: AbortController | null = null;
     private _lastEmit = {stage: "", at: -Infinity};
     /** The job's last estimate of the time it still needs, and when it was made (the steps within a prompt make none). */
-    private _estimate: {seconds: number, at: number} | null = null;
+    private _estimate: {seconds: number; at: number} | null = null;
 
     constructor(
         private readonly _engine: EngineApi,
@@ -52,26 +52,50 @@ export class CalibrationService {
      */
     async start(id: string): Promise<CalibrationStatus> {
         if (this._abort != null)
-            throw new AppError("BUSY", `A calibration of ${this._models.get(this._status!.modelId).name} is already running: cancel it or wait for it to end`);
+            throw new AppError(
+                "BUSY",
+                `A calibration of ${this._models.get(this._status!.modelId).name} is already running: cancel it or wait for it to end`
+            );
         const model = this._models.get(id);
         const support = compressionSupport(model.architecture);
         if (!support.supported)
-            throw new AppError("CANNOT_CALIBRATE", `${model.name} cannot be calibrated: ${support.note ?? `its architecture (${model.architecture ?? "unknown"}) has no gate input Ponder can read`}`);
+            throw new AppError(
+                "CANNOT_CALIBRATE",
+                `${model.name} cannot be calibrated: ${support.note ?? `its architecture (${model.architecture ?? "unknown"}) has no gate input Ponder can read`}`
+            );
         const abort = new AbortController();
         this._abort = abort;
         this._lastEmit = {stage: "", at: -Infinity};
         this._estimate = null;
-        this._set({modelId: id, state: "running", stage: "starting", step: 0, of: 1, etaSeconds: null, message: `Starting the calibration of ${model.name}`, resumed: 0, result: null});
+        this._set({
+            modelId: id,
+            state: "running",
+            stage: "starting",
+            step: 0,
+            of: 1,
+            etaSeconds: null,
+            message: `Starting the calibration of ${model.name}`,
+            resumed: 0,
+            result: null
+        });
         try {
-            if (this._engine.inspection?.path !== model.path)
-                await this._models.load(id);
-            const [promptSet, fingerprint] = await Promise.all([choosePromptSet(model.path, this._options.bundledModelPath ?? null), modelFingerprint(model.path)]);
+            if (this._engine.inspection?.path !== model.path) await this._models.load(id);
+            const [promptSet, fingerprint] = await Promise.all([
+                choosePromptSet(model.path, this._options.bundledModelPath ?? null),
+                modelFingerprint(model.path)
+            ]);
             const running = this._engine.calibrateRetention({
-                ...this._options.settings, promptSet, modelPath: model.path, workDir: path.join(this._options.workDir, fingerprint),
+                ...this._options.settings,
+                promptSet,
+                modelPath: model.path,
+                workDir: path.join(this._options.workDir, fingerprint),
                 signal: abort.signal,
                 onProgress: (progress) => this._progress(id, progress)
             });
-            void running.then((result) => this._end(id, promptSet, result), (err: unknown) => this._fail(id, err));
+            void running.then(
+                (result) => this._end(id, promptSet, result),
+                (err: unknown) => this._fail(id, err)
+            );
         } catch (err) {
             this._abort = null;
             this._fail(id, err);
@@ -87,17 +111,22 @@ export class CalibrationService {
 
     private _progress(modelId: string, progress: CalibrationJobProgress): void {
         const now = performance.now();
-        if (progress.remaining != null)
-            this._estimate = {seconds: progress.remaining, at: now};
+        if (progress.remaining != null) this._estimate = {seconds: progress.remaining, at: now};
         const stage = progress.stage;
         if (stage === this._lastEmit.stage && progress.done < progress.total && now - this._lastEmit.at < (this._options.progressMs ?? 250))
             return;
         this._lastEmit = {stage, at: now};
         const step = Math.min(progress.total, Math.floor(progress.done));
         this._set({
-            modelId, state: "running", stage, step, of: progress.total,
-            etaSeconds: this._estimate == null ? null : Math.max(0, Math.round(this._estimate.seconds - (now - this._estimate.at) / 1000)), message: stageMessage(stage, step, progress.total),
-            resumed: progress.resumed, result: null
+            modelId,
+            state: "running",
+            stage,
+            step,
+            of: progress.total,
+            etaSeconds: this._estimate == null ? null : Math.max(0, Math.round(this._estimate.seconds - (now - this._estimate.at) / 1000)),
+            message: stageMessage(stage, step, progress.total),
+            resumed: progress.resumed,
+            result: null
         });
     }
 
@@ -105,22 +134,38 @@ export class CalibrationService {
         const last = this._status!;
         this._abort = null;
         if (result == null) {
-            this._set({...last, state: "cancelled", etaSeconds: null,
-                message: "Cancelled: the prompts thought through are kept, and calibrating again goes on from them"});
+            this._set({
+                ...last,
+                state: "cancelled",
+                etaSeconds: null,
+                message: "Cancelled: the prompts thought through are kept, and calibrating again goes on from them"
+            });
             return;
         }
-        if (result.installed)
-            this._options.onInstalled?.(this._models.get(modelId).path);
+        if (result.installed) this._options.onInstalled?.(this._models.get(modelId).path);
         const provenance: CalibrationProvenance = {
-            promptSet, prompts: result.prompts, tokens: result.tokensSeen, samples: result.samples, seconds: Math.round(result.seconds),
+            promptSet,
+            prompts: result.prompts,
+            tokens: result.tokensSeen,
+            samples: result.samples,
+            seconds: Math.round(result.seconds),
             date: new Date().toISOString(),
-            validation: {prompts: result.validation.prompts, tokens: result.validation.tokens,
-                points: result.validation.points.map(({share, gates, lethe}) => ({share, gates, lethe}))}
+            validation: {
+                prompts: result.validation.prompts,
+                tokens: result.validation.tokens,
+                points: result.validation.points.map(({share, gates, lethe}) => ({share, gates, lethe}))
+            }
         };
         this._set({
-            modelId, state: result.installed ? "installed" : "refused", stage: "writing", step: 1, of: 1, etaSeconds: 0,
+            modelId,
+            state: result.installed ? "installed" : "refused",
+            stage: "writing",
+            step: 1,
+            of: 1,
+            etaSeconds: 0,
             message: result.refusal ?? "The calibrated gates are installed: TRIM-KV can run on this model",
-            resumed: last.resumed, result: {...provenance, installed: result.installed}
+            resumed: last.resumed,
+            result: {...provenance, installed: result.installed}
         });
     }
 
@@ -128,8 +173,15 @@ export class CalibrationService {
         this._abort = null;
         const last = this._status;
         this._set({
-            modelId, state: "failed", stage: last?.stage ?? "starting", step: last?.step ?? 0, of: last?.of ?? 1, etaSeconds: null,
-            message: `The calibration failed: ${(err as Error).message}`, resumed: last?.resumed ?? 0, result: null
+            modelId,
+            state: "failed",
+            stage: last?.stage ?? "starting",
+            step: last?.step ?? 0,
+            of: last?.of ?? 1,
+            etaSeconds: null,
+            message: `The calibration failed: ${(err as Error).message}`,
+            resumed: last?.resumed ?? 0,
+            result: null
         });
     }
 
@@ -145,7 +197,7 @@ function stageMessage(stage: CalibrationJobProgress["stage"], step: number, of: 
         case "thinking":
             return `Thinking ${Math.min(of, step + 1)}/${of}`;
         case "training":
-            return `Training the gates (${Math.round(step / Math.max(1, of) * 100)}%)`;
+            return `Training the gates (${Math.round((step / Math.max(1, of)) * 100)}%)`;
         case "validating":
             return `Validating against Lethe ${step}/${of}`;
         case "writing":

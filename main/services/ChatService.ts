@@ -21,19 +21,19 @@ import type {Clock, Emit} from "./types.js";
 
 export type ChatServiceOptions = {
     /** Save a streaming answer at least this often, in milliseconds. Defaults to `250`. */
-    flushIntervalMs?: number,
+    flushIntervalMs?: number;
     /** Sampling seed for every generation; unset samples freshly each time. */
-    seed?: number,
+    seed?: number;
     /** Memory samples kept per message; older ones are thinned out. Defaults to `400`. */
-    maxSamples?: number,
+    maxSamples?: number;
     /** Where conversations' KV states are kept, so a conversation resumes without reading its history again. Defaults to none. */
-    states?: StateStore
+    states?: StateStore;
 } & Pick<PendingStatesOptions, "quitSaveMs" | "log">;
 
-type Active = {conversationId: string, messageId: string, abort: AbortController, done: Promise<void>};
+type Active = {conversationId: string; messageId: string; abort: AbortController; done: Promise<void>};
 
 /** What a Compare with Full KV run changes: Full KV with the checked version's cache types and seed, and which version it checks. */
-type CompareRun = {compression: CompressionSettings, seed: number, comparedWith: string};
+type CompareRun = {compression: CompressionSettings; seed: number; comparedWith: string};
 
 /**
  * Sends prompts and streams answers: the user's message and the answer's row are committed first,
@@ -66,20 +66,25 @@ export class ChatService {
         return this._db.messages.markInterrupted(this._now());
     }
 
-    send(conversationId: string, text: string): {userMessage: MessageDto, assistantMessage: MessageDto} {
+    send(conversationId: string, text: string): {userMessage: MessageDto; assistantMessage: MessageDto} {
         const conversation = this._conversations.require(conversationId);
-        if (text.trim() === "")
-            throw new AppError("BAD_REQUEST", "The message is empty");
+        if (text.trim() === "") throw new AppError("BAD_REQUEST", "The message is empty");
         this._assertCanGenerate();
 
         const now = this._now();
         const {userRow, assistantRow} = this._db.transaction(() => {
-            const userRow = this._db.messages.insert({id: randomUUID(), conversation_id: conversationId, role: "user", text, status: "complete", created_at: now});
+            const userRow = this._db.messages.insert({
+                id: randomUUID(),
+                conversation_id: conversationId,
+                role: "user",
+                text,
+                status: "complete",
+                created_at: now
+            });
             const assistantRow = this._insertAssistant(conversationId, now);
             if (conversation.title === defaultConversationTitle && conversation.message_count === 0)
                 this._db.conversations.rename(conversationId, cleanTitle(text.slice(0, 60)) ?? defaultConversationTitle, now);
-            else
-                this._db.conversations.touch(conversationId, now);
+            else this._db.conversations.touch(conversationId, now);
             return {userRow, assistantRow};
         });
 
@@ -97,8 +102,7 @@ export class ChatService {
         this._assertCanGenerate();
         const messages = this._db.messages.listByConversation(conversationId);
         const last = messages.at(-1);
-        if (last == null)
-            throw new AppError("BAD_REQUEST", "There is nothing to regenerate in an empty conversation");
+        if (last == null) throw new AppError("BAD_REQUEST", "There is nothing to regenerate in an empty conversation");
         const compare = options.compareFull === true ? this._compareRun(last) : undefined;
 
         const now = this._now();
@@ -114,10 +118,9 @@ export class ChatService {
      * Sends a new version of one of the user's messages: a sibling of it, answered afresh. The original and everything
      * after it stay, as another branch.
      */
-    edit(conversationId: string, messageId: string, text: string): {userMessage: MessageDto, assistantMessage: MessageDto} {
+    edit(conversationId: string, messageId: string, text: string): {userMessage: MessageDto; assistantMessage: MessageDto} {
         this._conversations.require(conversationId);
-        if (text.trim() === "")
-            throw new AppError("BAD_REQUEST", "The message is empty");
+        if (text.trim() === "") throw new AppError("BAD_REQUEST", "The message is empty");
         const original = this._db.messages.get(messageId);
         if (original == null || original.conversation_id !== conversationId)
             throw new AppError("NOT_FOUND", "That message is not in this conversation");
@@ -128,7 +131,13 @@ export class ChatService {
         const now = this._now();
         const {userRow, assistantRow} = this._db.transaction(() => {
             const userRow = this._db.messages.insert({
-                id: randomUUID(), conversation_id: conversationId, role: "user", text, status: "complete", created_at: now, parent_id: original.parent_id
+                id: randomUUID(),
+                conversation_id: conversationId,
+                role: "user",
+                text,
+                status: "complete",
+                created_at: now,
+                parent_id: original.parent_id
             });
             const assistantRow = this._insertAssistant(conversationId, now, userRow.id);
             this._db.conversations.touch(conversationId, now);
@@ -162,9 +171,11 @@ export class ChatService {
             throw new AppError("BAD_REQUEST", "The last answer is complete: there is nothing to continue");
         if (last.status === "error" && last.text === "" && last.thinking === "")
             throw new AppError("BAD_REQUEST", "The last answer failed before it wrote anything: regenerate it instead");
-        const blocked = continueBlockedByBudget(parseCompression(last.compression), this._conversations.settingsOf(this._conversations.require(conversationId)).compression);
-        if (blocked != null)
-            throw new AppError("KV_BUDGET_EXCEEDED", blocked);
+        const blocked = continueBlockedByBudget(
+            parseCompression(last.compression),
+            this._conversations.settingsOf(this._conversations.require(conversationId)).compression
+        );
+        if (blocked != null) throw new AppError("KV_BUDGET_EXCEEDED", blocked);
 
         const now = this._now();
         this._db.transaction(() => {
@@ -180,8 +191,7 @@ export class ChatService {
     /** Stops the answer being generated in this conversation; what it wrote so far is kept. */
     async stop(conversationId: string): Promise<void> {
         const active = this._active;
-        if (active == null || active.conversationId !== conversationId)
-            return;
+        if (active == null || active.conversationId !== conversationId) return;
         active.abort.abort();
         await active.done;
     }
@@ -229,31 +239,43 @@ export class ChatService {
     }
 
     private _assertCanGenerate(): void {
-        if (this._active != null)
-            throw new AppError("BUSY", "An answer is already being generated: stop it first");
+        if (this._active != null) throw new AppError("BUSY", "An answer is already being generated: stop it first");
         if (this._engine.inspection == null && this._engine.status.state === "loading")
-            throw new AppError("BUSY", `The model is loading: try again in a moment${this._engine.status.message != null ? ` (${this._engine.status.message})` : ""}`);
-        if (this._engine.inspection == null)
-            throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
+            throw new AppError(
+                "BUSY",
+                `The model is loading: try again in a moment${this._engine.status.message != null ? ` (${this._engine.status.message})` : ""}`
+            );
+        if (this._engine.inspection == null) throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
         if (this._queue.full)
             throw new AppError("BUSY", "The engine is busy answering requests from the API server: try again in a moment");
     }
 
     private _insertAssistant(conversationId: string, now: number, parentId?: string | null, compression?: CompressionSettings): MessageRow {
         const row = this._db.messages.insert({
-            id: randomUUID(), conversation_id: conversationId, role: "assistant", text: "", status: "streaming", created_at: now, parent_id: parentId
+            id: randomUUID(),
+            conversation_id: conversationId,
+            role: "assistant",
+            text: "",
+            status: "streaming",
+            created_at: now,
+            parent_id: parentId
         });
         return this._recordCompression(row, null, compression);
     }
 
     /** How a Full KV version (`full`, its stats) compares with the version `checkedId` it checks; `undefined` when that is gone. */
-    private _comparison(checkedId: string, full: {text: string, thinking: string}, stats: MessageStats | null): VersionComparison | undefined {
+    private _comparison(
+        checkedId: string,
+        full: {text: string; thinking: string},
+        stats: MessageStats | null
+    ): VersionComparison | undefined {
         const checked = this._db.messages.get(checkedId);
         const record = checked != null ? parseCompression(checked.compression) : null;
-        if (checked == null || record == null)
-            return undefined;
+        if (checked == null || record == null) return undefined;
         return {
-            messageId: checkedId, policy: record.policy, ...compareVersions(checked, full),
+            messageId: checkedId,
+            policy: record.policy,
+            ...compareVersions(checked, full),
             prunedLiveBytes: parseSamples(checked.stats).at(-1)?.liveBytes ?? null,
             fullLiveBytes: stats?.samples.at(-1)?.liveBytes ?? null
         };
@@ -288,23 +310,35 @@ export class ChatService {
         active.done = this._generate(conversationId, assistantRow, abort.signal, continuing, compare)
             .catch(() => {})
             .finally(() => {
-                if (this._active === active)
-                    this._active = null;
+                if (this._active === active) this._active = null;
             });
     }
 
-    private async _generate(conversationId: string, assistantRow: MessageRow, signal: AbortSignal, continuing: boolean,
-        compare?: CompareRun): Promise<void> {
+    private async _generate(
+        conversationId: string,
+        assistantRow: MessageRow,
+        signal: AbortSignal,
+        continuing: boolean,
+        compare?: CompareRun
+    ): Promise<void> {
         const messageId = assistantRow.id;
         const conversation = this._conversations.require(conversationId);
         const settings = this._conversations.settingsOf(conversation);
         const rows = this._db.messages.listByConversation(conversationId);
         const history = rows
-            .filter((row) => continuing ? row.seq <= assistantRow.seq : row.id !== messageId)
-            .flatMap((row) => row.id === messageId ? [{role: "assistant" as const, text: row.text, thinking: row.thinking}] : toTurn(row));
+            .filter((row) => (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
+            .flatMap((row) =>
+                row.id === messageId ? [{role: "assistant" as const, text: row.text, thinking: row.thinking}] : toTurn(row)
+            );
 
         // What arrives is saved as it grows; a continuation goes on from what the answer holds, its times included.
-        const progress = new AnswerProgress(this._db, messageId, continuing ? assistantRow : null, this._now(), this._options.flushIntervalMs ?? 250);
+        const progress = new AnswerProgress(
+            this._db,
+            messageId,
+            continuing ? assistantRow : null,
+            this._now(),
+            this._options.flushIntervalMs ?? 250
+        );
 
         let status: MessageRow["status"] = "complete";
         let cutReason: MessageRow["cut_reason"] = null;
@@ -318,54 +352,72 @@ export class ChatService {
             const compression = compare?.compression ?? settings.compression;
             // Waits while the API server generates; the answer shows as streaming, empty, until its turn. TRIM-KV without
             // gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
-            const {kv, result} = await this._runner.run({signal, kv: {resolve: compression}, request: (kv) => {
-                assertBudgetAboveMin(kv);
-                // The seed is drawn here when none is set, and kept, so Compare with Full KV can sample the same way.
-                const seed = compare?.seed ?? settings.seed ?? this._options.seed ?? randomInt(2 ** 31);
-                this._recordCompression(assistantRow, kv.cells, compression, seed);
-                const messageStats: MessageStats = {policy: compression.policy, budgetCells: kv.cells, samples: []};
-                stats = messageStats;
-                const store = this._options.states;
-                // The path's earlier answers, newest first (and the answer itself, when it goes on): their states may be loaded.
-                const states = store == null ? undefined : {
-                    load: rows
-                        .filter((row) => row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
-                        .reverse().map((row) => store.pathOf(conversationId, row.id)),
-                    // A disk budget of 0 saves none (the states already there may still be loaded).
-                    save: store.saving ? store.prepare(conversationId, messageId) : undefined
-                };
-                return {
-                    states,
-                    onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
-                    onSample: (sample) => {
-                        recordSample(messageStats, sample, this._options.maxSamples ?? 400);
-                        this._emit("chat:memory", {conversationId, messageId, sample});
-                    },
-                    history,
-                    continueLast: continuing,
-                    systemPrompt: settings.systemPrompt,
-                    temperature: settings.temperature,
-                    topP: settings.topP,
-                    topK: settings.topK,
-                    minP: settings.minP,
-                    repeatPenalty: settings.repeatPenalty,
-                    thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
-                    maxTokens: settings.maxTokens,
-                    seed,
-                    // A save that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
-                    signal: AbortSignal.any([signal, progress.signal]),
-                    onChunk: (chunk) => {
-                        const now = this._now();
-                        progress.add(chunk, now);
-                        if (chunk.segment === "thought" && !continuing)
-                            (messageStats.thoughtChunks ??= []).push(progress.fields.thinking_tokens, progress.fields.thinking.length);
-                        const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
-                        this._emit("chat:delta",
-                            {conversationId, messageId, segment: chunk.segment, text: chunk.text, thinkingTokens, answerTokens, elapsedMs});
-                        progress.saveIfDue(now);
-                    }
-                };
-            }});
+            const {kv, result} = await this._runner.run({
+                signal,
+                kv: {resolve: compression},
+                request: (kv) => {
+                    assertBudgetAboveMin(kv);
+                    // The seed is drawn here when none is set, and kept, so Compare with Full KV can sample the same way.
+                    const seed = compare?.seed ?? settings.seed ?? this._options.seed ?? randomInt(2 ** 31);
+                    this._recordCompression(assistantRow, kv.cells, compression, seed);
+                    const messageStats: MessageStats = {policy: compression.policy, budgetCells: kv.cells, samples: []};
+                    stats = messageStats;
+                    const store = this._options.states;
+                    // The path's earlier answers, newest first (and the answer itself, when it goes on): their states may be loaded.
+                    const states =
+                        store == null
+                            ? undefined
+                            : {
+                                  load: rows
+                                      .filter(
+                                          (row) =>
+                                              row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId)
+                                      )
+                                      .reverse()
+                                      .map((row) => store.pathOf(conversationId, row.id)),
+                                  // A disk budget of 0 saves none (the states already there may still be loaded).
+                                  save: store.saving ? store.prepare(conversationId, messageId) : undefined
+                              };
+                    return {
+                        states,
+                        onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
+                        onSample: (sample) => {
+                            recordSample(messageStats, sample, this._options.maxSamples ?? 400);
+                            this._emit("chat:memory", {conversationId, messageId, sample});
+                        },
+                        history,
+                        continueLast: continuing,
+                        systemPrompt: settings.systemPrompt,
+                        temperature: settings.temperature,
+                        topP: settings.topP,
+                        topK: settings.topK,
+                        minP: settings.minP,
+                        repeatPenalty: settings.repeatPenalty,
+                        thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
+                        maxTokens: settings.maxTokens,
+                        seed,
+                        // A save that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
+                        signal: AbortSignal.any([signal, progress.signal]),
+                        onChunk: (chunk) => {
+                            const now = this._now();
+                            progress.add(chunk, now);
+                            if (chunk.segment === "thought" && !continuing)
+                                (messageStats.thoughtChunks ??= []).push(progress.fields.thinking_tokens, progress.fields.thinking.length);
+                            const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
+                            this._emit("chat:delta", {
+                                conversationId,
+                                messageId,
+                                segment: chunk.segment,
+                                text: chunk.text,
+                                thinkingTokens,
+                                answerTokens,
+                                elapsedMs
+                            });
+                            progress.saveIfDue(now);
+                        }
+                    };
+                }
+            });
             const messageStats = stats!;
             promptTokens = result.promptTokens;
             if (result.states?.saved != null) {
@@ -375,20 +427,20 @@ export class ChatService {
             }
             // Full KV's state stays in the engine until this conversation is left (or the app quits): no write per answer.
             this._pending.answered(conversationId, messageId, result.states?.pending);
-            if (result.states?.restored != null)
-                messageStats.resumedTokens = result.states.restored.tokens;
-            if (result.stopReason === "abort")
-                status = "stopped";
+            if (result.states?.restored != null) messageStats.resumedTokens = result.states.restored.tokens;
+            if (result.stopReason === "abort") status = "stopped";
             else if (result.stopReason === "maxTokens") {
                 status = "stopped";
                 cutReason = "max_tokens";
                 // The engine generated exactly the limit (special tokens such as the thought's end included).
-                cutTokens = (continuing ? assistantRow.cut_tokens ?? assistantRow.thinking_tokens + assistantRow.answer_tokens : 0) + settings.maxTokens;
-            }
-            else if (result.stopReason === "budget") {
+                cutTokens =
+                    (continuing ? (assistantRow.cut_tokens ?? assistantRow.thinking_tokens + assistantRow.answer_tokens) : 0) +
+                    settings.maxTokens;
+            } else if (result.stopReason === "budget") {
                 status = "stopped";
                 budgetFull = true;
-                error = `The KV budget of ${kv.cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
+                error =
+                    `The KV budget of ${kv.cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
                     "Raise the budget or choose a compression policy to think longer.";
             }
         } catch (err) {
@@ -401,10 +453,14 @@ export class ChatService {
 
         const now = this._now();
         progress.fields.total_ms = now - progress.started;
-        if (continuing && stats != null)
-            stats = {...stats, samples: [...(parseSamples(assistantRow.stats)), ...stats.samples]};
+        if (continuing && stats != null) stats = {...stats, samples: [...parseSamples(assistantRow.stats), ...stats.samples]};
         const finish = {
-            ...progress.fields, status, prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens, error, cut_reason: cutReason, cut_tokens: cutTokens,
+            ...progress.fields,
+            status,
+            prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens,
+            error,
+            cut_reason: cutReason,
+            cut_tokens: cutTokens,
             stats: stats == null ? (continuing ? assistantRow.stats : "{}") : JSON.stringify(stats)
         };
         try {
@@ -414,7 +470,10 @@ export class ChatService {
                 const record = parseCompression(this._db.messages.get(messageId)?.compression ?? null);
                 const comparison = compare != null && record != null ? this._comparison(compare.comparedWith, finish, stats) : undefined;
                 if (record != null && (record.budgetFull !== budgetFull || comparison != null))
-                    this._db.messages.setCompression(messageId, JSON.stringify({...record, budgetFull: budgetFull || undefined, comparison}));
+                    this._db.messages.setCompression(
+                        messageId,
+                        JSON.stringify({...record, budgetFull: budgetFull || undefined, comparison})
+                    );
                 this._db.conversations.touch(conversationId, now);
             });
         } catch (err) {
@@ -423,8 +482,7 @@ export class ChatService {
             finish.error = storageFailure(err);
         }
         const row = this._db.messages.get(messageId);
-        if (row != null)
-            this._emit("chat:done", {conversationId, message: this._dto({...row, ...finish, updated_at: now})});
+        if (row != null) this._emit("chat:done", {conversationId, message: this._dto({...row, ...finish, updated_at: now})});
         this._pending.finished(conversationId, messageId);
     }
 }

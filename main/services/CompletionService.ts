@@ -40,66 +40,75 @@ export class CompletionService {
     }
 
     async complete(request: CompletionRequest): Promise<CompletionResult> {
-        if (request.compareFull === true)
-            return await this._compareFull(request);
+        if (request.compareFull === true) return await this._compareFull(request);
         if (this._engine.inspection == null)
             throw new AppError("MODEL_NOT_LOADED", "No model is loaded in Ponder: load one in the app first");
         const compression = requestCompression(this._settings.get().defaultConversationSettings.compression, request);
         const cacheProblem = cacheTypeProblem(this._engine.inspection, compression);
-        if (cacheProblem != null)
-            throw new AppError("BAD_REQUEST", cacheProblem);
+        if (cacheProblem != null) throw new AppError("BAD_REQUEST", cacheProblem);
         // Refused above the model's context, never capped: the client asked for that budget (the server's default is capped).
         assertBudgetWithinCap(this._engine.inspection, compression);
         // TRIM-KV without gates trained for the loaded model: refused with the reason (ponder.policy), never run as another policy.
         const kv = await this._compression.resolve(compression);
         assertBudgetAboveMin(kv);
         if (!kv.fits)
-            throw new AppError("BUDGET_DOES_NOT_FIT",
-                `A KV budget of ${kv.cells} cells does not fit in this machine's free memory: ask for a smaller budget`);
+            throw new AppError(
+                "BUDGET_DOES_NOT_FIT",
+                `A KV budget of ${kv.cells} cells does not fit in this machine's free memory: ask for a smaller budget`
+            );
 
         const queued = this._now();
         let started = queued;
         const progress = {
-            thinking: "", text: "", thinkingTokens: 0, answerTokens: 0, firstTokenAt: null as number | null, lastTokenAt: started
+            thinking: "",
+            text: "",
+            thinkingTokens: 0,
+            answerTokens: 0,
+            firstTokenAt: null as number | null,
+            lastTokenAt: started
         };
         let sample: KvSample | null = null;
-        const {result} = await this._runner.run({signal: request.signal, kv: {resolved: kv}, request: () => {
-            const states = this._requestStates(compression.policy);
-            started = this._now();
-            progress.lastTokenAt = started;
-            request.onStart?.();
-            return {
-                history: request.history,
-                systemPrompt: request.systemPrompt,
-                temperature: request.temperature,
-                maxTokens: request.maxTokens,
-                seed: request.seed,
-                topP: request.topP,
-                topK: request.topK,
-                minP: request.minP,
-                repeatPenalty: request.repeatPenalty,
-                stop: request.stop,
-                signal: request.signal,
-                states,
-                onSample: (reading) => {
-                    sample = reading;
-                    request.onSample?.(reading);
-                },
-                onChunk: (chunk) => {
-                    const now = this._now();
-                    progress.firstTokenAt ??= now;
-                    progress.lastTokenAt = now;
-                    if (chunk.segment === "thought") {
-                        progress.thinking += chunk.text;
-                        progress.thinkingTokens += chunk.tokens;
-                    } else {
-                        progress.text += chunk.text;
-                        progress.answerTokens += chunk.tokens;
+        const {result} = await this._runner.run({
+            signal: request.signal,
+            kv: {resolved: kv},
+            request: () => {
+                const states = this._requestStates(compression.policy);
+                started = this._now();
+                progress.lastTokenAt = started;
+                request.onStart?.();
+                return {
+                    history: request.history,
+                    systemPrompt: request.systemPrompt,
+                    temperature: request.temperature,
+                    maxTokens: request.maxTokens,
+                    seed: request.seed,
+                    topP: request.topP,
+                    topK: request.topK,
+                    minP: request.minP,
+                    repeatPenalty: request.repeatPenalty,
+                    stop: request.stop,
+                    signal: request.signal,
+                    states,
+                    onSample: (reading) => {
+                        sample = reading;
+                        request.onSample?.(reading);
+                    },
+                    onChunk: (chunk) => {
+                        const now = this._now();
+                        progress.firstTokenAt ??= now;
+                        progress.lastTokenAt = now;
+                        if (chunk.segment === "thought") {
+                            progress.thinking += chunk.text;
+                            progress.thinkingTokens += chunk.tokens;
+                        } else {
+                            progress.text += chunk.text;
+                            progress.answerTokens += chunk.tokens;
+                        }
+                        request.onChunk(chunk);
                     }
-                    request.onChunk(chunk);
-                }
-            };
-        }});
+                };
+            }
+        });
         return {
             stopReason: result.stopReason,
             promptTokensEvaluated: result.promptTokens,
@@ -129,11 +138,18 @@ export class CompletionService {
             throw new AppError("BAD_REQUEST", "ponder.compare_full compares a pruning policy with Full KV: set ponder.policy to one");
         const seed = request.seed ?? randomInt(2 ** 31);
         const pruned = await this.complete({...request, compareFull: false, seed});
-        if (pruned.stopReason === "abort")
-            return pruned;
+        if (pruned.stopReason === "abort") return pruned;
         const full = await this.complete({
-            ...request, compareFull: false, seed, policy: "full", budget: {kind: "auto"},
-            kvType: pruned.kvType, kvTypeV: pruned.kvTypeV, onStart: undefined, onChunk: () => {}, onSample: undefined
+            ...request,
+            compareFull: false,
+            seed,
+            policy: "full",
+            budget: {kind: "auto"},
+            kvType: pruned.kvType,
+            kvTypeV: pruned.kvTypeV,
+            onStart: undefined,
+            onChunk: () => {},
+            onSample: undefined
         });
         return {...pruned, compareFull: {full, sameText: full.text === pruned.text, sameThinking: full.thinking === pruned.thinking}};
     }
@@ -145,8 +161,7 @@ export class CompletionService {
      */
     private _requestStates(policy: PolicyId): StateFiles | undefined {
         const store = this._states;
-        if (store == null || policy !== "full")
-            return undefined;
+        if (store == null || policy !== "full") return undefined;
         try {
             store.trimApi(maxApiStates);
             return {load: store.apiStates(), save: store.saving ? store.prepareApi() : undefined};
@@ -159,8 +174,7 @@ export class CompletionService {
     /** An API state written (after its request, when another needed the engine or the app quit) counts against the disk budget. */
     private _stateSettled(save: StateSave): void {
         const store = this._states;
-        if (store == null || save.saved == null || !store.isApiState(save.path))
-            return;
+        if (store == null || save.saved == null || !store.isApiState(save.path)) return;
         try {
             store.trim(save.path);
         } catch {
@@ -170,8 +184,10 @@ export class CompletionService {
 }
 
 /** The app's compression defaults under a request's policy, budget, cache types and flash attention. */
-export function requestCompression(defaults: CompressionSettings,
-    request: Pick<CompletionRequest, "policy" | "budget" | "kvType" | "kvTypeV" | "flashAttention">): CompressionSettings {
+export function requestCompression(
+    defaults: CompressionSettings,
+    request: Pick<CompletionRequest, "policy" | "budget" | "kvType" | "kvTypeV" | "flashAttention">
+): CompressionSettings {
     const kvType = request.kvType ?? defaults.kvType;
     const kvTypeV = request.kvTypeV ?? defaults.kvTypeV;
     const flashAttention = request.flashAttention ?? (defaults.flashAttention || kvTypeV !== "f16");

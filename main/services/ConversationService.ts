@@ -1,5 +1,12 @@
 import {randomUUID} from "node:crypto";
-import type {CompressionSettings, ConversationDetail, ConversationSettings, ConversationSummary, NewConversationCompression, SearchHit} from "../../preload/contract.js";
+import type {
+    CompressionSettings,
+    ConversationDetail,
+    ConversationSettings,
+    ConversationSummary,
+    NewConversationCompression,
+    SearchHit
+} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {ConversationRow} from "../db/types.js";
@@ -24,8 +31,12 @@ export class ConversationService {
     firstCompression: CompressionSettings | null = null;
 
     /** `loadedModel`: the model a new budget is checked against (`budgetCap`); none, nothing to check. */
-    constructor(private readonly _db: AppDatabase, private readonly _settings: SettingsService, private readonly _now: Clock,
-        private readonly _loadedModel: () => CapModel | null = () => null) {}
+    constructor(
+        private readonly _db: AppDatabase,
+        private readonly _settings: SettingsService,
+        private readonly _now: Clock,
+        private readonly _loadedModel: () => CapModel | null = () => null
+    ) {}
 
     list(query?: string): ConversationSummary[] {
         const defaults = this._settings.get().defaultConversationSettings;
@@ -50,8 +61,7 @@ export class ConversationService {
      */
     searchMessages(query: string, limit = 50): SearchHit[] {
         const terms = searchTerms(query);
-        if (terms.length === 0)
-            return [];
+        if (terms.length === 0) return [];
         const match = terms.map((term) => `"${term}"*`).join(" ");
         return this._db.messages.search(match, limit).map((row) => {
             const inText = row.text_snippet.includes("\u0002");
@@ -74,10 +84,8 @@ export class ConversationService {
     switchBranch(id: string, messageId: string): ConversationDetail {
         this._require(id);
         let row = this._db.messages.get(messageId);
-        if (row == null || row.conversation_id !== id)
-            throw new AppError("NOT_FOUND", "That message is not in this conversation");
-        for (let child = this._db.messages.shownChild(row); child != null; child = this._db.messages.shownChild(child))
-            row = child;
+        if (row == null || row.conversation_id !== id) throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        for (let child = this._db.messages.shownChild(row); child != null; child = this._db.messages.shownChild(child)) row = child;
         this._db.conversations.setLeaf(id, row.id);
         return this.get(id);
     }
@@ -86,28 +94,31 @@ export class ConversationService {
     newCompression(): NewConversationCompression {
         const defaults = this._settings.get().defaultConversationSettings;
         return this.firstCompression != null && !this._settings.savedCompression()
-            ? {compression: this.firstCompression, source: "gates"} : {compression: defaults.compression, source: "default"};
+            ? {compression: this.firstCompression, source: "gates"}
+            : {compression: defaults.compression, source: "default"};
     }
 
     create(title?: string): ConversationSummary {
         const id = randomUUID();
         const settings = {...this._settings.get().defaultConversationSettings, compression: this.newCompression().compression};
-        this._db.conversations.insert({id, title: cleanTitle(title) ?? defaultConversationTitle, settings: JSON.stringify(settings), now: this._now()});
+        this._db.conversations.insert({
+            id,
+            title: cleanTitle(title) ?? defaultConversationTitle,
+            settings: JSON.stringify(settings),
+            now: this._now()
+        });
         return this._summary(this._require(id));
     }
 
     rename(id: string, title: string): ConversationSummary {
         const clean = cleanTitle(title);
-        if (clean == null)
-            throw new AppError("BAD_REQUEST", "A conversation title cannot be empty");
-        if (!this._db.conversations.rename(id, clean, this._now()))
-            throw notFound(id);
+        if (clean == null) throw new AppError("BAD_REQUEST", "A conversation title cannot be empty");
+        if (!this._db.conversations.rename(id, clean, this._now())) throw notFound(id);
         return this._summary(this._require(id));
     }
 
     delete(id: string): void {
-        if (!this._db.conversations.delete(id))
-            throw notFound(id);
+        if (!this._db.conversations.delete(id)) throw notFound(id);
         this.states?.deleteConversation(id);
     }
 
@@ -118,8 +129,7 @@ export class ConversationService {
     deleteMessage(id: string, messageId: string): ConversationDetail {
         this._require(id);
         const row = this._db.messages.get(messageId);
-        if (row == null || row.conversation_id !== id)
-            throw new AppError("NOT_FOUND", "That message is not in this conversation");
+        if (row == null || row.conversation_id !== id) throw new AppError("NOT_FOUND", "That message is not in this conversation");
         const siblings = this._db.messages.siblingIds(row);
         const index = siblings.indexOf(row.id);
         const next = siblings[index - 1] ?? siblings[index + 1] ?? null;
@@ -127,7 +137,8 @@ export class ConversationService {
         this._db.transaction(() => {
             this._db.messages.delete(row.id);
             if (shown) {
-                let leaf = next != null ? this._db.messages.get(next) : row.parent_id != null ? this._db.messages.get(row.parent_id) : undefined;
+                let leaf =
+                    next != null ? this._db.messages.get(next) : row.parent_id != null ? this._db.messages.get(row.parent_id) : undefined;
                 if (next != null)
                     for (let child = leaf && this._db.messages.shownChild(leaf); child != null; child = this._db.messages.shownChild(child))
                         leaf = child;
@@ -145,8 +156,7 @@ export class ConversationService {
         const source = this._require(id);
         const path = this._db.messages.listByConversation(id);
         const end = path.findIndex((message) => message.id === messageId);
-        if (end < 0)
-            throw new AppError("NOT_FOUND", "Fork at a message of the path shown in this conversation");
+        if (end < 0) throw new AppError("NOT_FOUND", "Fork at a message of the path shown in this conversation");
         if (path.slice(0, end + 1).some((message) => message.status === "streaming"))
             throw new AppError("BUSY", "Wait for the answer to finish before forking at it");
         const forkId = randomUUID();
@@ -166,8 +176,7 @@ export class ConversationService {
         if (content.length > maxImportBytes)
             throw new AppError("BAD_REQUEST", `The conversation file is larger than ${maxImportBytes / 1024 / 1024} MiB`);
         const parsed = parseConversationFile(content);
-        if ("error" in parsed)
-            throw new AppError("BAD_REQUEST", parsed.error);
+        if ("error" in parsed) throw new AppError("BAD_REQUEST", parsed.error);
         const {file} = parsed;
         const id = randomUUID();
         const now = this._now();
@@ -186,7 +195,9 @@ export class ConversationService {
         return {
             conversation: this._summary(row),
             settings: this.settingsOf(row),
-            messages: this._db.messages.listByConversation(id).map((row) => ({...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)}))
+            messages: this._db.messages
+                .listByConversation(id)
+                .map((row) => ({...toMessageDto(row), siblingIds: this._db.messages.siblingIds(row)}))
         };
     }
 
@@ -197,8 +208,7 @@ export class ConversationService {
             ...patch,
             compression: patch.compression == null ? current.compression : {...current.compression, ...patch.compression}
         });
-        if (budgetChanged(current.compression, merged.compression))
-            assertBudgetWithinCap(this._loadedModel(), merged.compression);
+        if (budgetChanged(current.compression, merged.compression)) assertBudgetWithinCap(this._loadedModel(), merged.compression);
         this._db.conversations.updateSettings(id, JSON.stringify(merged), this._now());
         return merged;
     }
@@ -220,8 +230,7 @@ export class ConversationService {
 
     private _require(id: string): ConversationRow {
         const row = this._db.conversations.get(id);
-        if (row == null)
-            throw notFound(id);
+        if (row == null) throw notFound(id);
         return row;
     }
 }

@@ -11,27 +11,27 @@ import type {Emit} from "./types.js";
 
 export type DownloadServiceOptions = {
     /** Downloads that may run at once; more are refused. Defaults to `2`. */
-    maxConcurrent?: number,
+    maxConcurrent?: number;
     /** Bytes that must stay free on the disk after a download. Defaults to `512 MiB`. */
-    reserveBytes?: number,
+    reserveBytes?: number;
     /** How an http(s) URL is asked for before the download starts (tries, timeout, pauses). Defaults to probeDownload's. */
-    probe?: ProbeOptions,
+    probe?: ProbeOptions;
     /** Where Hugging Face repositories are fetched from (`<endpoint>/<repo>/resolve/main/<file>`). Defaults to `$HF_ENDPOINT`, else `https://huggingface.co`. */
-    hfEndpoint?: string
+    hfEndpoint?: string;
 };
 
-type Entry = {status: DownloadStatus, download: FilesDownload | null, staging: string};
+type Entry = {status: DownloadStatus; download: FilesDownload | null; staging: string};
 
 /** What a download fetches (one URI or several files into one folder) and what is done with the files when all are there. */
 type Job = {
     /** The download's name in its status (what is resumed), and what its partial folder is named by. */
-    uri: string,
-    key: string,
-    urls: string[],
+    uri: string;
+    key: string;
+    urls: string[];
     /** Turns the finished files into the status's result; throws in words (the files are then deleted). */
-    finish(files: string[]): Promise<Partial<DownloadStatus>>,
+    finish(files: string[]): Promise<Partial<DownloadStatus>>;
     /** What "already being downloaded" says. */
-    what: string
+    what: string;
 };
 
 /**
@@ -43,8 +43,12 @@ type Job = {
 export class DownloadService {
     private readonly _downloads = new Map<string, Entry>();
 
-    constructor(private readonly _dir: string, private readonly _models: ModelService, private readonly _emit: Emit,
-        private readonly _options: DownloadServiceOptions = {}) {}
+    constructor(
+        private readonly _dir: string,
+        private readonly _models: ModelService,
+        private readonly _emit: Emit,
+        private readonly _options: DownloadServiceOptions = {}
+    ) {}
 
     list(): DownloadStatus[] {
         return [...this._downloads.values()].map((entry) => entry.status);
@@ -54,11 +58,17 @@ export class DownloadService {
         const trimmed = uri.trim();
         if (!/^(https?:\/\/|hf:)/.test(trimmed))
             throw new AppError("BAD_REQUEST", "Give a model as an http(s) URL or a Hugging Face URI like hf:user/repo:Q4_K_M");
-        return this._run({uri: trimmed, key: trimmed, urls: [trimmed], what: "This model", finish: async ([file]) => {
-            const target = await freeName(this._dir, path.basename(file!));
-            await fs.rename(file!, target);
-            return {model: await this._models.add(target)};
-        }});
+        return this._run({
+            uri: trimmed,
+            key: trimmed,
+            urls: [trimmed],
+            what: "This model",
+            finish: async ([file]) => {
+                const target = await freeName(this._dir, path.basename(file!));
+                await fs.rename(file!, target);
+                return {model: await this._models.add(target)};
+            }
+        });
     }
 
     /**
@@ -73,29 +83,44 @@ export class DownloadService {
         const model = this._models.get(modelId);
         const endpoint = (this._options.hfEndpoint ?? process.env.HF_ENDPOINT ?? "https://huggingface.co").replace(/\/+$/, "");
         const urls = [trimkvReleaseFiles.config, trimkvReleaseFiles.weights].map((file) => `${endpoint}/${repo}/resolve/main/${file}`);
-        return this._run({uri: `${endpoint}/${repo}`, key: `gates\n${model.id}\n${endpoint}/${repo}`, urls, what: "These gates", finish: async ([config, weights]) => {
-            const converted = await this._models.convertTrimkv(model.id, weights!, config!);
-            return {gates: {modelId: model.id, repo, converted}};
-        }}, {modelId: model.id, repo, converted: null});
+        return this._run(
+            {
+                uri: `${endpoint}/${repo}`,
+                key: `gates\n${model.id}\n${endpoint}/${repo}`,
+                urls,
+                what: "These gates",
+                finish: async ([config, weights]) => {
+                    const converted = await this._models.convertTrimkv(model.id, weights!, config!);
+                    return {gates: {modelId: model.id, repo, converted}};
+                }
+            },
+            {modelId: model.id, repo, converted: null}
+        );
     }
 
     private async _run(job: Job, gates?: NonNullable<DownloadStatus["gates"]>): Promise<DownloadStatus> {
         const trimmed = job.uri;
         const running = [...this._downloads.values()].filter((entry) => entry.status.state === "downloading");
-        if (running.some((entry) => entry.status.uri === trimmed))
-            throw new AppError("BUSY", `${job.what} is already being downloaded`);
+        if (running.some((entry) => entry.status.uri === trimmed)) throw new AppError("BUSY", `${job.what} is already being downloaded`);
         const maxConcurrent = this._options.maxConcurrent ?? 2;
         if (running.length >= maxConcurrent)
             throw new AppError("BUSY", `${running.length} downloads are running, the most at once: wait for one or cancel it`);
 
-        const status: DownloadStatus = {downloadId: randomUUID(), uri: trimmed, state: "downloading", downloadedBytes: 0, totalBytes: 0, error: null, model: null,
-            ...(gates != null ? {gates} : {})};
+        const status: DownloadStatus = {
+            downloadId: randomUUID(),
+            uri: trimmed,
+            state: "downloading",
+            downloadedBytes: 0,
+            totalBytes: 0,
+            error: null,
+            model: null,
+            ...(gates != null ? {gates} : {})
+        };
         const staging = path.join(this._dir, ".partial", createHash("sha256").update(job.key).digest("hex").slice(0, 16));
         const entry: Entry = {status, download: null, staging};
         this._downloads.set(status.downloadId, entry);
         const update = (patch: Partial<DownloadStatus>) => {
-            if (entry.status.state !== "downloading")
-                return;
+            if (entry.status.state !== "downloading") return;
             entry.status = {...entry.status, ...patch};
             this._emit("models:download", entry.status);
         };
@@ -117,11 +142,16 @@ export class DownloadService {
                 }
             const free = await freeBytes(staging);
             if (announced != null && free != null && announced > free) {
-                update({state: "error", error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(announced)}, ${formatBytes(free)} are free`});
+                update({
+                    state: "error",
+                    error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(announced)}, ${formatBytes(free)} are free`
+                });
                 await this._discard(entry);
                 return entry.status;
             }
-            entry.download = await startFilesDownload(job.urls, staging, (downloadedBytes, totalBytes) => update({downloadedBytes, totalBytes}));
+            entry.download = await startFilesDownload(job.urls, staging, (downloadedBytes, totalBytes) =>
+                update({downloadedBytes, totalBytes})
+            );
         } catch (err) {
             update({state: "error", error: `Cannot download ${trimmed}: ${(err as Error).message}`});
             await this._discard(entry);
@@ -133,51 +163,51 @@ export class DownloadService {
             return entry.status;
         }
 
-        const needed = entry.download.totalBytes - await partialBytes(staging) + (this._options.reserveBytes ?? 512 * 1024 * 1024);
+        const needed = entry.download.totalBytes - (await partialBytes(staging)) + (this._options.reserveBytes ?? 512 * 1024 * 1024);
         const free = await freeBytes(staging);
         if (free != null && needed > free) {
-            update({state: "error", error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(needed)} (with room to spare), ${formatBytes(free)} are free`});
+            update({
+                state: "error",
+                error: `Not enough disk space for ${trimmed}: it needs ${formatBytes(needed)} (with room to spare), ${formatBytes(free)} are free`
+            });
             await this._discard(entry);
             return entry.status;
         }
         update({totalBytes: entry.download.totalBytes});
 
-        entry.download.start().then(async (files) => {
-            if (entry.status.state !== "downloading")
-                return;
-            try {
-                const result = await job.finish(files);
-                await fs.rm(staging, {recursive: true, force: true});
-                update({state: "done", downloadedBytes: entry.status.totalBytes, ...result});
-            } catch (err) {
-                update({state: "error", error: (err as Error).message});
-                await fs.rm(staging, {recursive: true, force: true}).catch(() => {});
+        entry.download.start().then(
+            async (files) => {
+                if (entry.status.state !== "downloading") return;
+                try {
+                    const result = await job.finish(files);
+                    await fs.rm(staging, {recursive: true, force: true});
+                    update({state: "done", downloadedBytes: entry.status.totalBytes, ...result});
+                } catch (err) {
+                    update({state: "error", error: (err as Error).message});
+                    await fs.rm(staging, {recursive: true, force: true}).catch(() => {});
+                }
+            },
+            async (err: unknown) => {
+                if (entry.status.state !== "downloading") return;
+                update({state: "error", error: `Download failed: ${(err as Error).message}`});
+                await this._discard(entry);
             }
-        }, async (err: unknown) => {
-            if (entry.status.state !== "downloading")
-                return;
-            update({state: "error", error: `Download failed: ${(err as Error).message}`});
-            await this._discard(entry);
-        });
+        );
         return entry.status;
     }
 
     /** Stops a download; its partial file stays for a later download of the same URI to resume. */
     async cancel(downloadId: string): Promise<void> {
         const entry = this._downloads.get(downloadId);
-        if (entry == null)
-            throw new AppError("NOT_FOUND", "No such download");
-        if (entry.status.state !== "downloading")
-            return;
+        if (entry == null) throw new AppError("NOT_FOUND", "No such download");
+        if (entry.status.state !== "downloading") return;
         entry.status = {...entry.status, state: "cancelled"};
         this._emit("models:download", entry.status);
         await entry.download?.cancel();
     }
 
     async dispose(): Promise<void> {
-        for (const entry of this._downloads.values())
-            if (entry.status.state === "downloading")
-                await entry.download?.cancel();
+        for (const entry of this._downloads.values()) if (entry.status.state === "downloading") await entry.download?.cancel();
     }
 
     /** Deletes a failed download's partial file and folder. */
@@ -189,8 +219,7 @@ export class DownloadService {
 
 async function partialBytes(dir: string): Promise<number> {
     let total = 0;
-    for (const name of await fs.readdir(dir).catch(() => []))
-        total += (await fs.stat(path.join(dir, name)).catch(() => null))?.size ?? 0;
+    for (const name of await fs.readdir(dir).catch(() => [])) total += (await fs.stat(path.join(dir, name)).catch(() => null))?.size ?? 0;
     return total;
 }
 

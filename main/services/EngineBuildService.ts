@@ -24,9 +24,9 @@ export function readEngineBuildChoice(db: AppDatabase): EngineBuildChoice {
 
 export type EngineBuildServiceOptions = {
     /** Lists the engine builds present. Defaults to node-llama-cpp's local builds, checked against this version's patch series. */
-    list?: () => Promise<EngineBuild[]>,
+    list?: () => Promise<EngineBuild[]>;
     /** Defaults to `process.platform`. */
-    platform?: NodeJS.Platform
+    platform?: NodeJS.Platform;
 };
 
 /**
@@ -37,8 +37,12 @@ export class EngineBuildService {
     private readonly _list: () => Promise<EngineBuild[]>;
     private readonly _platform: NodeJS.Platform;
 
-    constructor(private readonly _db: AppDatabase, private readonly _engine: EngineApi, private readonly _queue: GenerationQueue,
-        options: EngineBuildServiceOptions = {}) {
+    constructor(
+        private readonly _db: AppDatabase,
+        private readonly _engine: EngineApi,
+        private readonly _queue: GenerationQueue,
+        options: EngineBuildServiceOptions = {}
+    ) {
         this._list = options.list ?? (async () => listEngineBuilds({seriesHash: await currentSeriesHash()}));
         this._platform = options.platform ?? process.platform;
     }
@@ -58,10 +62,8 @@ export class EngineBuildService {
     async set(choice: EngineBuildChoice): Promise<EngineBuilds> {
         const builds = await this._list();
         const {problem} = engineBuildOrder(builds, choice, {platform: this._platform});
-        if (problem != null)
-            throw new AppError("BAD_REQUEST", `${problem}: it cannot be chosen`);
-        if (this._queue.running)
-            throw new AppError("BUSY", "Stop the current answer before changing the engine build");
+        if (problem != null) throw new AppError("BAD_REQUEST", `${problem}: it cannot be chosen`);
+        if (this._queue.running) throw new AppError("BUSY", "Stop the current answer before changing the engine build");
         const release = await this._queue.acquire();
         try {
             this._db.settings.set(storageKey, {build: choice});

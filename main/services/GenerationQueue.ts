@@ -46,14 +46,16 @@ export class GenerationQueue {
      * Throws `BUSY` when the queue is full, and `QueueAbortError` when `signal` aborts before the turn came.
      */
     async acquire(signal?: AbortSignal): Promise<() => void> {
-        if (signal?.aborted)
-            throw new QueueAbortError();
+        if (signal?.aborted) throw new QueueAbortError();
         if (!this._running) {
             this._running = true;
             return this._releaser();
         }
         if (this._waiting.length >= this._maxWaiting)
-            throw new AppError("BUSY", `The engine is busy: one generation runs and ${this._waiting.length} wait, the most the queue holds`);
+            throw new AppError(
+                "BUSY",
+                `The engine is busy: one generation runs and ${this._waiting.length} wait, the most the queue holds`
+            );
 
         await new Promise<void>((resolve, reject) => {
             const waiter: Waiter = {
@@ -64,8 +66,7 @@ export class GenerationQueue {
             };
             const onAbort = () => {
                 const index = this._waiting.indexOf(waiter);
-                if (index >= 0)
-                    this._waiting.splice(index, 1);
+                if (index >= 0) this._waiting.splice(index, 1);
                 reject(new QueueAbortError());
             };
             signal?.addEventListener("abort", onAbort, {once: true});
@@ -87,14 +88,12 @@ export class GenerationQueue {
     private _releaser(): () => void {
         let released = false;
         return () => {
-            if (released)
-                return;
+            if (released) return;
             released = true;
             const next = this._waiting.shift();
             if (next != null)
                 next.grant(); // the turn passes on without the engine going idle in between
-            else
-                this._running = false;
+            else this._running = false;
         };
     }
 }

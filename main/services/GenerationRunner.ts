@@ -8,18 +8,18 @@ import {QueueAbortError, type GenerationQueue} from "./GenerationQueue.js";
 
 export type GenerationJob = {
     /** Stops the wait for the engine's turn: the run then throws `QueueAbortError`. */
-    signal: AbortSignal,
+    signal: AbortSignal;
     /**
      * The KV settings: compression settings resolved once the turn comes (`CompressionService.resolve`, with the free
      * memory of that moment), or a value resolved before queuing (a request refused early when its budget does not fit).
      */
-    kv: {resolve: CompressionSettings} | {resolved: ResolvedKv},
+    kv: {resolve: CompressionSettings} | {resolved: ResolvedKv};
     /** Called once the turn has come, with the resolved settings: the rest of the engine's request. */
-    request(kv: ResolvedKv): Omit<GenerateRequest, "kv">
+    request(kv: ResolvedKv): Omit<GenerateRequest, "kv">;
 };
 
 /** How a chat answer ended when its generation threw: what its message's status and error become. */
-export type GenerationFailure = {status: "stopped" | "interrupted" | "error", error: string | null};
+export type GenerationFailure = {status: "stopped" | "interrupted" | "error"; error: string | null};
 
 /**
  * One generation at the engine, as the chat and the API server run it: waits for its turn in the queue the two share,
@@ -32,7 +32,7 @@ export class GenerationRunner {
         private readonly _compression: Pick<CompressionService, "resolve">
     ) {}
 
-    async run(job: GenerationJob): Promise<{kv: ResolvedKv, result: GenerationResult}> {
+    async run(job: GenerationJob): Promise<{kv: ResolvedKv; result: GenerationResult}> {
         const release = await this._queue.acquire(job.signal);
         try {
             const kv = "resolved" in job.kv ? job.kv.resolved : await this._compression.resolve(job.kv.resolve);
@@ -49,9 +49,7 @@ export class GenerationRunner {
  * under it (what arrived is kept, and Continue resumes it), or an error with its message.
  */
 export function generationFailure(err: unknown): GenerationFailure {
-    if (err instanceof QueueAbortError)
-        return {status: "stopped", error: null};
-    if (err instanceof AppError && err.code === "ENGINE_STOPPED")
-        return {status: "interrupted", error: err.message};
+    if (err instanceof QueueAbortError) return {status: "stopped", error: null};
+    if (err instanceof AppError && err.code === "ENGINE_STOPPED") return {status: "interrupted", error: err.message};
     return {status: "error", error: (err as Error).message};
 }

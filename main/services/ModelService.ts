@@ -1,5 +1,12 @@
 import {randomUUID} from "node:crypto";
-import type {ConvertedTrimkvGates, EngineStatus, GenerationCapabilities, GpuLayers, ModelDetails, ModelInfo} from "../../preload/contract.js";
+import type {
+    ConvertedTrimkvGates,
+    EngineStatus,
+    GenerationCapabilities,
+    GpuLayers,
+    ModelDetails,
+    ModelInfo
+} from "../../preload/contract.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import {headLength, kvBytesPerCell} from "../kv/kvMemory.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
@@ -57,7 +64,10 @@ export class ModelService {
         const row = this._require(id);
         const layers = (JSON.parse(row.metadata) as Partial<ModelInspection>).layers;
         if (typeof gpuLayers === "number" && layers != null && gpuLayers > layers + 1)
-            throw new AppError("BAD_REQUEST", `${row.name} has ${layers} layers and an output layer: at most ${layers + 1} can go to the GPU`);
+            throw new AppError(
+                "BAD_REQUEST",
+                `${row.name} has ${layers} layers and an output layer: at most ${layers + 1} can go to the GPU`
+            );
         this._db.models.setGpuLayers(id, String(gpuLayers));
         return this.get(id);
     }
@@ -67,7 +77,12 @@ export class ModelService {
         const row = this._require(id);
         const inspection = await this._engine.inspect(row.path).catch((): ModelInspection | null => null);
         const stored = inspection ?? (JSON.parse(row.metadata) as Partial<ModelInspection>);
-        const shape = {layers: stored.layers ?? null, headCount: stored.headCount ?? null, headCountKv: stored.headCountKv ?? null, embeddingLength: stored.embeddingLength ?? null};
+        const shape = {
+            layers: stored.layers ?? null,
+            headCount: stored.headCount ?? null,
+            headCountKv: stored.headCountKv ?? null,
+            embeddingLength: stored.embeddingLength ?? null
+        };
         const support = compressionSupport(row.architecture);
         const heads = {...shape, keyLength: stored.keyLength ?? null, valueLength: stored.valueLength ?? null};
         return {
@@ -80,7 +95,10 @@ export class ModelService {
             quantization: stored.weightType ?? null,
             compressionSupported: support.supported,
             compressionNote: inspection == null ? `The file is missing or damaged now: ${row.path}` : support.note,
-            retention: inspection == null ? {available: false, reason: "the model file is missing or damaged"} : retentionOf(await findRetentionGates(inspection)),
+            retention:
+                inspection == null
+                    ? {available: false, reason: "the model file is missing or damaged"}
+                    : retentionOf(await findRetentionGates(inspection)),
             trimkvReleases: trimkvReleasesOf({...shape, architecture: row.architecture, name: row.name, path: row.path})
         };
     }
@@ -88,8 +106,7 @@ export class ModelService {
     /** Whether the loaded model can think on and off, and the sampling its publisher recommends. */
     capabilities(): GenerationCapabilities | null {
         const inspection = this._engine.inspection;
-        if (inspection == null)
-            return null;
+        if (inspection == null) return null;
         return {thinkingToggle: inspection.thinkingToggle === true, recommended: recommendedSampling(inspection)};
     }
 
@@ -103,12 +120,10 @@ export class ModelService {
      */
     async inspection(id: string): Promise<ModelInspection> {
         const stored = this.inspectionOf(id);
-        if (stored.weightsBytes != null && stored.vocabularySize !== undefined && stored.layerWeightsBytes != null)
-            return stored;
+        if (stored.weightsBytes != null && stored.vocabularySize !== undefined && stored.layerWeightsBytes != null) return stored;
         const row = this._require(id);
         const fresh = await this._engine.inspect(row.path).catch(() => null);
-        if (fresh == null)
-            return stored;
+        if (fresh == null) return stored;
         this._db.models.upsert({...row, metadata: JSON.stringify(fresh)});
         return fresh;
     }
@@ -123,7 +138,13 @@ export class ModelService {
         const row = this._require(id);
         try {
             const written = await convertTrimkvCheckpoint({weights, config, modelPath: row.path});
-            return {hidden: written.hidden, layers: written.layers, budget: written.budget, baseModel: written.baseModel, source: written.source};
+            return {
+                hidden: written.hidden,
+                layers: written.layers,
+                budget: written.budget,
+                baseModel: written.baseModel,
+                source: written.source
+            };
         } catch (err) {
             if (err instanceof CheckpointError)
                 throw new AppError("BAD_REQUEST", `The TRIM-KV gates could not be converted: ${err.message}`, {cause: err});
@@ -132,21 +153,16 @@ export class ModelService {
     }
 
     remove(id: string): void {
-        if (this._engine.status.model?.id === id)
-            throw new AppError("BUSY", "This model is loaded: load another model before removing it");
-        if (!this._db.models.delete(id))
-            throw new AppError("NOT_FOUND", `Model ${id} is not known`);
-        if (this._settings.get().defaultModelId === id)
-            this._settings.update({defaultModelId: null});
+        if (this._engine.status.model?.id === id) throw new AppError("BUSY", "This model is loaded: load another model before removing it");
+        if (!this._db.models.delete(id)) throw new AppError("NOT_FOUND", `Model ${id} is not known`);
+        if (this._settings.get().defaultModelId === id) this._settings.update({defaultModelId: null});
     }
 
     /** Loading the model stopped the engine: it is marked, and start-up does not load it by itself again. */
     markCrashed(id: string): void {
-        if (this._db.models.get(id) == null)
-            return;
+        if (this._db.models.get(id) == null) return;
         this._db.models.markCrashed(id, this._now());
-        if (this._settings.get().defaultModelId === id)
-            this._settings.update({defaultModelId: null});
+        if (this._settings.get().defaultModelId === id) this._settings.update({defaultModelId: null});
     }
 
     async load(id: string): Promise<EngineStatus> {
@@ -161,8 +177,7 @@ export class ModelService {
 
     private _require(id: string) {
         const row = this._db.models.get(id);
-        if (row == null)
-            throw new AppError("NOT_FOUND", `Model ${id} is not known`);
+        if (row == null) throw new AppError("NOT_FOUND", `Model ${id} is not known`);
         return row;
     }
 }
@@ -175,5 +190,7 @@ function trimkvReleasesOf(model: Parameters<typeof matchTrimkvReleases>[0]): Non
 
 /** Whether TRIM-KV can run, as the model's details show it, with the calibration that made the gates when one did. */
 function retentionOf(found: Awaited<ReturnType<typeof findRetentionGates>>): NonNullable<ModelDetails["retention"]> {
-    return found.available ? {available: true, reason: null, calibration: found.info.calibration ?? null} : {available: false, reason: found.reason};
+    return found.available
+        ? {available: true, reason: null, calibration: found.info.calibration ?? null}
+        : {available: false, reason: found.reason};
 }

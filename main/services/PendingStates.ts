@@ -8,18 +8,18 @@ import type {Emit} from "./types.js";
 
 export type PendingStatesOptions = {
     /** Where conversations' KV states are kept. Defaults to none (nothing is ever pending). */
-    states?: StateStore,
+    states?: StateStore;
     /**
      * How long quitting waits for the KV state an answer left unwritten to be written, in milliseconds; past it the app
      * quits without it and says so in the log. Defaults to `3000`.
      */
-    quitSaveMs?: number,
+    quitSaveMs?: number;
     /** Where notes for the log go. Defaults to `console.warn`. */
-    log?: (message: string) => void
+    log?: (message: string) => void;
 };
 
 /** An answer whose KV state the engine holds unwritten (`StateOutcome.pending`), and its file. */
-type Unsaved = {conversationId: string, messageId: string, path: string};
+type Unsaved = {conversationId: string; messageId: string; path: string};
 
 /**
  * When the KV state a Full KV answer leaves in the engine (unwritten, so an answer never waits for its write) goes to
@@ -53,14 +53,12 @@ export class PendingStates {
 
     /** An answer ended; `pending`: the file of the state it left in the engine (`StateOutcome.pending`), if any. */
     answered(conversationId: string, messageId: string, pending: string | undefined): void {
-        if (pending != null)
-            this._unsaved = {conversationId, messageId, path: pending};
+        if (pending != null) this._unsaved = {conversationId, messageId, path: pending};
     }
 
     /** The answer is stored and shown: its state is written at once when the person had left its conversation meanwhile. */
     finished(conversationId: string, messageId: string): void {
-        if (this._unsaved?.messageId === messageId && this._shown !== conversationId)
-            this._write(this._unsaved.path);
+        if (this._unsaved?.messageId === messageId && this._shown !== conversationId) this._write(this._unsaved.path);
     }
 
     /**
@@ -70,8 +68,7 @@ export class PendingStates {
     opened(conversationId: string): void {
         this._shown = conversationId;
         const unsaved = this._unsaved;
-        if (unsaved == null || unsaved.conversationId === conversationId)
-            return;
+        if (unsaved == null || unsaved.conversationId === conversationId) return;
         if (this._db.messages.get(unsaved.messageId) == null) {
             // Deleted meanwhile: not worth writing (a write another request causes is deleted when heard of).
             this._unsaved = null;
@@ -82,15 +79,13 @@ export class PendingStates {
 
     /** `message` marked `statePending` when the engine holds its KV state unwritten. */
     mark(message: MessageDto): MessageDto {
-        if (this._unsaved?.messageId !== message.id || message.stats == null)
-            return message;
+        if (this._unsaved?.messageId !== message.id || message.stats == null) return message;
         return {...message, stats: {...message.stats, statePending: true}};
     }
 
     /** Resolves when the state writes asked for in the background have ended. */
     async written(): Promise<void> {
-        while (this._writes.size > 0)
-            await Promise.allSettled([...this._writes]);
+        while (this._writes.size > 0) await Promise.allSettled([...this._writes]);
     }
 
     /**
@@ -102,15 +97,20 @@ export class PendingStates {
         let timer: NodeJS.Timeout | undefined;
         const gaveUp = Symbol("gave up");
         const outcome = await Promise.race([
-            this._engine.saveState().catch((err: unknown): StateSave => ({path: "", saved: null, note: `The KV state could not be saved: ${(err as Error).message}`})),
-            new Promise<typeof gaveUp>((resolve) => timer = setTimeout(() => resolve(gaveUp), limitMs))
+            this._engine.saveState().catch((err: unknown): StateSave => ({
+                path: "",
+                saved: null,
+                note: `The KV state could not be saved: ${(err as Error).message}`
+            })),
+            new Promise<typeof gaveUp>((resolve) => (timer = setTimeout(() => resolve(gaveUp), limitMs)))
         ]);
         clearTimeout(timer);
         const log = this._options.log ?? ((message: string) => console.warn(message));
         if (outcome === gaveUp)
-            log(`Quitting without the KV state being saved: writing it took longer than ${limitMs / 1000} s. That conversation reads its history again next time.`);
-        else if (outcome != null && outcome.saved == null && outcome.note != null)
-            log(`Quitting: ${outcome.note}`);
+            log(
+                `Quitting without the KV state being saved: writing it took longer than ${limitMs / 1000} s. That conversation reads its history again next time.`
+            );
+        else if (outcome != null && outcome.saved == null && outcome.note != null) log(`Quitting: ${outcome.note}`);
     }
 
     /**
@@ -118,10 +118,14 @@ export class PendingStates {
      * reports the outcome (`_settled`); one that no longer holds the state (it restarted) has none to report.
      */
     private _write(path: string): void {
-        const write = this._engine.saveState(path).catch(() => null).then((save) => {
-            if (save == null && this._unsaved?.path === path)
-                this._settled({path, saved: null, note: "The engine no longer holds this state"});
-        }).finally(() => this._writes.delete(write));
+        const write = this._engine
+            .saveState(path)
+            .catch(() => null)
+            .then((save) => {
+                if (save == null && this._unsaved?.path === path)
+                    this._settled({path, saved: null, note: "The engine no longer holds this state"});
+            })
+            .finally(() => this._writes.delete(write));
         this._writes.add(write);
     }
 
@@ -133,23 +137,22 @@ export class PendingStates {
     private _settled(save: StateSave): void {
         const store = this._options.states;
         const owner = store?.ownerOf(save.path);
-        if (store == null || owner == null)
-            return;
+        if (store == null || owner == null) return;
         const waited = this._unsaved?.path === save.path;
-        if (waited)
-            this._unsaved = null;
+        if (waited) this._unsaved = null;
         const row = this._db.messages.get(owner.messageId);
         if (row == null || row.conversation_id !== owner.conversationId) {
-            if (save.saved != null)
-                store.deleteMessages(owner.conversationId, [owner.messageId]);
+            if (save.saved != null) store.deleteMessages(owner.conversationId, [owner.messageId]);
             return;
         }
         // An answer being continued gets its figures when it ends.
-        if (row.status === "streaming" || (save.saved == null && !waited))
-            return;
+        if (row.status === "streaming" || (save.saved == null && !waited)) return;
         if (save.saved != null) {
             const {bytes, tokens, liveCells, liveBytes, fullBytes} = save.saved;
-            this._db.messages.setStats(row.id, JSON.stringify({...parseStats(row.stats), savedState: {bytes, tokens, liveCells, liveBytes, fullBytes}}));
+            this._db.messages.setStats(
+                row.id,
+                JSON.stringify({...parseStats(row.stats), savedState: {bytes, tokens, liveCells, liveBytes, fullBytes}})
+            );
             try {
                 store.trim(save.path);
             } catch {
@@ -158,15 +161,14 @@ export class PendingStates {
         }
         const updated = this._db.messages.get(row.id);
         // The answer as stored, with its figures and without the mark (the renderer takes a finished answer as it comes).
-        if (updated != null)
-            this._emit("chat:done", {conversationId: owner.conversationId, message: this._dto(updated)});
+        if (updated != null) this._emit("chat:done", {conversationId: owner.conversationId, message: this._dto(updated)});
     }
 }
 
 function parseStats(json: string): Partial<MessageStats> {
     try {
         const stats = JSON.parse(json) as unknown;
-        return stats != null && typeof stats === "object" ? stats as Partial<MessageStats> : {};
+        return stats != null && typeof stats === "object" ? (stats as Partial<MessageStats>) : {};
     } catch {
         return {};
     }

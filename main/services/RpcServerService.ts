@@ -6,7 +6,13 @@ import {formatProtocol, probeRpcServer, type RpcProbe, type RpcProtocol} from ".
 import {parseRpcEndpoint, rpcExposureWarning} from "../engine/rpc/rpcEndpoint.js";
 import {readEngineBuildChoice} from "./EngineBuildService.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
-import {maxRpcServers as maxServers, readEnabledRpcServers, readRpcServers as readStored, writeRpcServers, type StoredRpcServer as Stored} from "./rpcServerSettings.js";
+import {
+    maxRpcServers as maxServers,
+    readEnabledRpcServers,
+    readRpcServers as readStored,
+    writeRpcServers,
+    type StoredRpcServer as Stored
+} from "./rpcServerSettings.js";
 
 /** The runtime the engine starts with: the engine-build setting and the enabled rpc-servers. */
 export function readRuntimeOptions(db: AppDatabase): RuntimeOptions {
@@ -15,7 +21,7 @@ export function readRuntimeOptions(db: AppDatabase): RuntimeOptions {
 
 export type RpcServerServiceOptions = {
     /** Defaults to `probeRpcServer` over TCP. */
-    probe?: (endpoint: string, expected: RpcProtocol | null) => Promise<RpcProbe>
+    probe?: (endpoint: string, expected: RpcProtocol | null) => Promise<RpcProbe>;
 };
 
 /**
@@ -28,27 +34,31 @@ export class RpcServerService {
     private readonly _checks = new Map<string, RpcServerCheck>();
     private readonly _probe: (endpoint: string, expected: RpcProtocol | null) => Promise<RpcProbe>;
 
-    constructor(private readonly _db: AppDatabase, private readonly _engine: EngineApi, private readonly _queue: GenerationQueue,
-        options: RpcServerServiceOptions = {}) {
+    constructor(
+        private readonly _db: AppDatabase,
+        private readonly _engine: EngineApi,
+        private readonly _queue: GenerationQueue,
+        options: RpcServerServiceOptions = {}
+    ) {
         this._probe = options.probe ?? ((endpoint, expected) => probeRpcServer(endpoint, {expected}));
     }
 
     get(): RpcServers {
-        return {servers: readStored(this._db).map((server) => this._entry(server)), protocol: this._engine.status.build?.rpc?.protocol ?? null};
+        return {
+            servers: readStored(this._db).map((server) => this._entry(server)),
+            protocol: this._engine.status.build?.rpc?.protocol ?? null
+        };
     }
 
     /** Adds a server (checked first; one that fails its check is kept, disabled, with the reason). */
     async add(endpoint: string): Promise<RpcServers> {
         const parsed = parseEndpointOrRefuse(endpoint);
         const stored = readStored(this._db);
-        if (stored.some((server) => server.endpoint === parsed))
-            throw new AppError("BAD_REQUEST", `${parsed} is already in the list`);
-        if (stored.length >= maxServers)
-            throw new AppError("BAD_REQUEST", `llama.cpp takes at most ${maxServers} RPC servers`);
+        if (stored.some((server) => server.endpoint === parsed)) throw new AppError("BAD_REQUEST", `${parsed} is already in the list`);
+        if (stored.length >= maxServers) throw new AppError("BAD_REQUEST", `llama.cpp takes at most ${maxServers} RPC servers`);
         const check = await this._check(parsed);
         this._write([...stored, {endpoint: parsed, enabled: false}]);
-        if (check.ok)
-            await this._apply(parsed, true);
+        if (check.ok) await this._apply(parsed, true);
         return this.get();
     }
 
@@ -56,10 +66,8 @@ export class RpcServerService {
         const parsed = parseEndpointOrRefuse(endpoint);
         const stored = readStored(this._db);
         const server = stored.find((entry) => entry.endpoint === parsed);
-        if (server == null)
-            throw new AppError("NOT_FOUND", `${parsed} is not in the list`);
-        if (server.enabled)
-            await this.setEnabled(parsed, false);
+        if (server == null) throw new AppError("NOT_FOUND", `${parsed} is not in the list`);
+        if (server.enabled) await this.setEnabled(parsed, false);
         this._write(readStored(this._db).filter((entry) => entry.endpoint !== parsed));
         this._checks.delete(parsed);
         return this.get();
@@ -73,16 +81,12 @@ export class RpcServerService {
         const parsed = parseEndpointOrRefuse(endpoint);
         const stored = readStored(this._db);
         const server = stored.find((entry) => entry.endpoint === parsed);
-        if (server == null)
-            throw new AppError("NOT_FOUND", `${parsed} is not in the list`);
-        if (server.enabled === enabled)
-            return this.get();
-        if (this._queue.running)
-            throw new AppError("BUSY", "Stop the current answer before changing the RPC servers");
+        if (server == null) throw new AppError("NOT_FOUND", `${parsed} is not in the list`);
+        if (server.enabled === enabled) return this.get();
+        if (this._queue.running) throw new AppError("BUSY", "Stop the current answer before changing the RPC servers");
         if (enabled) {
             const check = await this._check(parsed);
-            if (!check.ok)
-                throw new AppError("BAD_REQUEST", `${parsed} cannot be used: ${check.error}`);
+            if (!check.ok) throw new AppError("BAD_REQUEST", `${parsed} cannot be used: ${check.error}`);
         }
         await this._apply(parsed, enabled);
         return this.get();
@@ -90,11 +94,10 @@ export class RpcServerService {
 
     /** Stores the server's use and restarts the engine with the enabled servers, the model loaded again. */
     private async _apply(endpoint: string, enabled: boolean): Promise<void> {
-        if (this._queue.running)
-            throw new AppError("BUSY", "Stop the current answer before changing the RPC servers");
+        if (this._queue.running) throw new AppError("BUSY", "Stop the current answer before changing the RPC servers");
         const release = await this._queue.acquire();
         try {
-            this._write(readStored(this._db).map((entry) => entry.endpoint === endpoint ? {...entry, enabled} : entry));
+            this._write(readStored(this._db).map((entry) => (entry.endpoint === endpoint ? {...entry, enabled} : entry)));
             await this._engine.restart(readRuntimeOptions(this._db));
         } finally {
             release();
@@ -134,15 +137,25 @@ export class RpcServerService {
         const held = this._engine.status.build?.rpc?.servers.find((state) => state.endpoint === server.endpoint);
         let check = this._checks.get(server.endpoint) ?? null;
         // What the running engine found when it started says more than an older check.
-        if (held != null && server.enabled)
-            check = this._heldCheck(held, check?.at ?? new Date().toISOString());
-        return {endpoint: server.endpoint, enabled: server.enabled, warning: rpcExposureWarning(parseRpcEndpoint(server.endpoint).host), check};
+        if (held != null && server.enabled) check = this._heldCheck(held, check?.at ?? new Date().toISOString());
+        return {
+            endpoint: server.endpoint,
+            enabled: server.enabled,
+            warning: rpcExposureWarning(parseRpcEndpoint(server.endpoint).host),
+            check
+        };
     }
 
     /** A server as the running engine found it when it started (connected and held, or left out with the reason). */
     private _heldCheck(held: RpcServerState, at: string): RpcServerCheck {
-        return {at, ok: held.connected, protocol: this._engine.status.build?.rpc?.protocol ?? null, error: held.error,
-            devices: held.devices.map(({freeBytes, totalBytes}) => ({freeBytes, totalBytes})), inUse: held.connected};
+        return {
+            at,
+            ok: held.connected,
+            protocol: this._engine.status.build?.rpc?.protocol ?? null,
+            error: held.error,
+            devices: held.devices.map(({freeBytes, totalBytes}) => ({freeBytes, totalBytes})),
+            inUse: held.connected
+        };
     }
 
     private _write(servers: Stored[]): void {

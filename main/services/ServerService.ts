@@ -18,15 +18,21 @@ const storageKey = "server";
 /** Requests the log keeps; older ones drop off. */
 const logSize = 100;
 
-export const serverSettingsSchema = z.object({
-    enabled: z.boolean(),
-    host: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:-]+$/, "The address must be a host name or an IP address"),
-    port: z.number().int().min(0).max(65_535),
-    policy: compressionSettingsFields.shape.policy,
-    budget: compressionSettingsFields.shape.budget,
-    corsOrigins: z.array(z.url({protocol: /^https?$/}).transform((url) => new URL(url).origin)).max(32),
-    maxQueued: z.number().int().min(0).max(64)
-}).strict() satisfies z.ZodType<ServerSettings, unknown>;
+export const serverSettingsSchema = z
+    .object({
+        enabled: z.boolean(),
+        host: z
+            .string()
+            .min(1)
+            .max(253)
+            .regex(/^[A-Za-z0-9.:-]+$/, "The address must be a host name or an IP address"),
+        port: z.number().int().min(0).max(65_535),
+        policy: compressionSettingsFields.shape.policy,
+        budget: compressionSettingsFields.shape.budget,
+        corsOrigins: z.array(z.url({protocol: /^https?$/}).transform((url) => new URL(url).origin)).max(32),
+        maxQueued: z.number().int().min(0).max(64)
+    })
+    .strict() satisfies z.ZodType<ServerSettings, unknown>;
 
 const defaultServerSettings: ServerSettings = {
     enabled: false,
@@ -42,9 +48,9 @@ type Stored = ServerSettings & {keyHash: string | null};
 
 export type ServerServiceOptions = {
     /** Overrides of the stored settings for this run only (headless `--serve`); never saved. */
-    override?: Partial<ServerSettings>,
+    override?: Partial<ServerSettings>;
     /** How long clients have to send a request's headers and its whole body. Defaults to ApiServer's. */
-    timeouts?: Pick<ApiServerOptions, "headersTimeoutMs" | "requestTimeoutMs">
+    timeouts?: Pick<ApiServerOptions, "headersTimeoutMs" | "requestTimeoutMs">;
 };
 
 /**
@@ -54,7 +60,7 @@ export type ServerServiceOptions = {
 export class ServerService {
     private _server: ApiServer | null = null;
     /** Where the running server was asked to listen (its port may be `0`). */
-    private _listening: {host: string, port: number} | null = null;
+    private _listening: {host: string; port: number} | null = null;
     private _error: string | null = null;
     private readonly _log: ServerRequestLog[] = [];
     private _override: Partial<ServerSettings>;
@@ -87,7 +93,7 @@ export class ServerService {
         };
     }
 
-    get(): {status: ServerStatus, log: ServerRequestLog[]} {
+    get(): {status: ServerStatus; log: ServerRequestLog[]} {
         return {status: this.status(), log: [...this._log]};
     }
 
@@ -112,14 +118,17 @@ export class ServerService {
         // What the patch changes wins over this run's override from now on.
         this._override = Object.fromEntries(Object.entries(this._override).filter(([key]) => !(key in patch)));
         if (next.enabled && !isLoopback(next.host) && stored.keyHash == null)
-            throw new AppError("BAD_REQUEST", `An API key is required to listen on ${next.host}: generate a key first, or listen on 127.0.0.1`);
+            throw new AppError(
+                "BAD_REQUEST",
+                `An API key is required to listen on ${next.host}: generate a key first, or listen on 127.0.0.1`
+            );
         this._save({...next, keyHash: stored.keyHash});
         await this._apply();
         return this.status();
     }
 
     /** A new random key replacing any; returned here only, stored as its hash. */
-    async generateKey(): Promise<{key: string, status: ServerStatus}> {
+    async generateKey(): Promise<{key: string; status: ServerStatus}> {
         const key = `pk-${randomBytes(24).toString("base64url")}`;
         this._save({...this._stored(), keyHash: hashKey(key).toString("hex")});
         await this._apply();
@@ -130,7 +139,10 @@ export class ServerService {
         const stored = this._stored();
         const settings = this.settings();
         if (settings.enabled && !isLoopback(settings.host))
-            throw new AppError("BAD_REQUEST", `The server listens on ${settings.host}, which requires a key: listen on 127.0.0.1 before removing it`);
+            throw new AppError(
+                "BAD_REQUEST",
+                `The server listens on ${settings.host}, which requires a key: listen on 127.0.0.1 before removing it`
+            );
         this._save({...stored, keyHash: null});
         await this._apply();
         return this.status();
@@ -190,11 +202,11 @@ export class ServerService {
                             return {policy: current.policy, budget, temperature, maxTokens};
                         },
                         // A request whose client left while it waited for its turn ran nothing: the server logs it as aborted.
-                        complete: (request) => this._completions.complete(request).catch((err: unknown) => {
-                            if (err instanceof QueueAbortError)
-                                return null;
-                            throw err;
-                        })
+                        complete: (request) =>
+                            this._completions.complete(request).catch((err: unknown) => {
+                                if (err instanceof QueueAbortError) return null;
+                                throw err;
+                            })
                     }
                 });
                 this._listening = {host: settings.host, port: settings.port};
@@ -209,8 +221,7 @@ export class ServerService {
 
     private _record(entry: ServerRequestLog): void {
         const index = this._log.findIndex((existing) => existing.id === entry.id);
-        if (index >= 0)
-            this._log[index] = entry;
+        if (index >= 0) this._log[index] = entry;
         else {
             this._log.unshift(entry);
             this._log.splice(logSize);
@@ -221,8 +232,7 @@ export class ServerService {
     /** The id clients name the loaded model by: its file name without `.gguf`. */
     private _modelId(): string | null {
         const model = this._engine.status.model;
-        if (model == null || this._engine.inspection == null)
-            return null;
+        if (model == null || this._engine.inspection == null) return null;
         return path.basename(model.path).replace(/\.gguf$/i, "");
     }
 

@@ -9,7 +9,10 @@ export class SettingsService {
     private readonly _listeners = new Set<(settings: AppSettings) => void>();
 
     /** `loadedModel`: the model a new default budget is checked against (`budgetCap`); none, nothing to check. */
-    constructor(private readonly _db: AppDatabase, private readonly _loadedModel: () => CapModel | null = () => null) {}
+    constructor(
+        private readonly _db: AppDatabase,
+        private readonly _loadedModel: () => CapModel | null = () => null
+    ) {}
 
     get(): AppSettings {
         const stored = (this._db.settings.get(key) ?? {}) as Partial<AppSettings>;
@@ -19,8 +22,7 @@ export class SettingsService {
             defaultConversationSettings: mergeConversationSettings(defaultConversationSettings, stored.defaultConversationSettings)
         };
         const parsed = appSettingsSchema.safeParse(merged);
-        if (parsed.success)
-            return parsed.data;
+        if (parsed.success) return parsed.data;
         // Damaged presets lose only themselves.
         const presets = appSettingsSchema.shape.samplingPresets.safeParse(merged.samplingPresets);
         const retried = appSettingsSchema.safeParse({...merged, samplingPresets: presets.success ? presets.data : []});
@@ -32,7 +34,9 @@ export class SettingsService {
      * under the model's own (every update stores the whole settings, so what is stored does not tell a saved choice apart).
      */
     savedCompression(): boolean {
-        return JSON.stringify(this.get().defaultConversationSettings.compression) !== JSON.stringify(defaultConversationSettings.compression);
+        return (
+            JSON.stringify(this.get().defaultConversationSettings.compression) !== JSON.stringify(defaultConversationSettings.compression)
+        );
     }
 
     update(patch: Partial<AppSettings>): AppSettings {
@@ -42,8 +46,7 @@ export class SettingsService {
         if (budgetChanged(current.defaultConversationSettings.compression, compression))
             assertBudgetWithinCap(this._loadedModel(), compression);
         this._db.settings.set(key, next);
-        for (const listener of this._listeners)
-            listener(next);
+        for (const listener of this._listeners) listener(next);
         return next;
     }
 

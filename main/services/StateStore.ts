@@ -4,11 +4,11 @@ import path from "node:path";
 
 export type StateStoreOptions = {
     /** Bytes the state files may take on disk together; the oldest go first past it. Defaults to 4 GiB. */
-    budgetBytes?: number
+    budgetBytes?: number;
 };
 
 /** A state file kept under the budget: its size and when it was written. */
-type Entry = {path: string, bytes: number, mtimeMs: number};
+type Entry = {path: string; bytes: number; mtimeMs: number};
 
 /**
  * Where conversations' KV states live on disk (`<dir>/<conversation>/<message>.state`, one file per branch tip: the
@@ -19,7 +19,10 @@ type Entry = {path: string, bytes: number, mtimeMs: number};
 export class StateStore {
     private _budgetBytes: number;
 
-    constructor(private readonly _dir: string, options: StateStoreOptions = {}) {
+    constructor(
+        private readonly _dir: string,
+        options: StateStoreOptions = {}
+    ) {
         this._budgetBytes = options.budgetBytes ?? defaultStateBudgetBytes;
     }
 
@@ -29,8 +32,7 @@ export class StateStore {
     }
 
     set budgetBytes(bytes: number) {
-        if (!Number.isFinite(bytes) || bytes < 0)
-            throw new Error(`not a disk budget: ${bytes}`);
+        if (!Number.isFinite(bytes) || bytes < 0) throw new Error(`not a disk budget: ${bytes}`);
         this._budgetBytes = bytes;
     }
 
@@ -40,22 +42,19 @@ export class StateStore {
     }
 
     /** The bytes and files the states take on disk now. */
-    usage(): {bytes: number, files: number} {
+    usage(): {bytes: number; files: number} {
         const entries = this._entries();
         return {bytes: entries.reduce((sum, entry) => sum + entry.bytes, 0), files: entries.length};
     }
 
     /** Deletes every state (each conversation then reads its history again). */
     clear(): void {
-        for (const entry of this._entries())
-            fs.rmSync(entry.path, {force: true});
+        for (const entry of this._entries()) fs.rmSync(entry.path, {force: true});
     }
 
     /** The file of the state saved after `messageId`. Ids are UUIDs; anything else is refused. */
     pathOf(conversationId: string, messageId: string): string {
-        for (const id of [conversationId, messageId])
-            if (!idPattern.test(id))
-                throw new Error(`not an id: ${id}`);
+        for (const id of [conversationId, messageId]) if (!idPattern.test(id)) throw new Error(`not an id: ${id}`);
         return path.join(this._dir, conversationId, `${messageId}.state`);
     }
 
@@ -67,10 +66,9 @@ export class StateStore {
     }
 
     /** The conversation and message a state file belongs to; `null` for the API server's and for any other path. */
-    ownerOf(file: string): {conversationId: string, messageId: string} | null {
+    ownerOf(file: string): {conversationId: string; messageId: string} | null {
         const relative = path.relative(this._dir, file).split(path.sep);
-        if (relative.length !== 2 || relative[0] === apiFolder || !relative[1]!.endsWith(".state"))
-            return null;
+        if (relative.length !== 2 || relative[0] === apiFolder || !relative[1]!.endsWith(".state")) return null;
         const [conversationId, name] = relative as [string, string];
         const messageId = name.slice(0, -".state".length);
         return idPattern.test(conversationId) && idPattern.test(messageId) ? {conversationId, messageId} : null;
@@ -91,11 +89,12 @@ export class StateStore {
     /** The API server's states, newest first. */
     apiStates(): string[] {
         const dir = path.join(this._dir, apiFolder);
-        if (!fs.existsSync(dir))
-            return [];
-        return fs.readdirSync(dir).filter((name) => name.endsWith(".state"))
+        if (!fs.existsSync(dir)) return [];
+        return fs
+            .readdirSync(dir)
+            .filter((name) => name.endsWith(".state"))
             .map((name) => ({file: path.join(dir, name), mtimeMs: fs.statSync(path.join(dir, name), {throwIfNoEntry: false})?.mtimeMs}))
-            .filter((entry): entry is {file: string, mtimeMs: number} => entry.mtimeMs != null)
+            .filter((entry): entry is {file: string; mtimeMs: number} => entry.mtimeMs != null)
             .sort((a, b) => b.mtimeMs - a.mtimeMs)
             .map((entry) => entry.file);
     }
@@ -103,8 +102,7 @@ export class StateStore {
     /** Keeps the newest `max` API states, deleting the others; returns how many went. */
     trimApi(max: number): number {
         const old = this.apiStates().slice(max);
-        for (const file of old)
-            fs.rmSync(file, {force: true});
+        for (const file of old) fs.rmSync(file, {force: true});
         return old.length;
     }
 
@@ -113,12 +111,10 @@ export class StateStore {
      * temporary name and renamed, so a kill never leaves half a state). Call at start-up, when no engine writes.
      */
     removeTemporary(): number {
-        if (!fs.existsSync(this._dir))
-            return 0;
+        if (!fs.existsSync(this._dir)) return 0;
         let removed = 0;
         for (const folder of fs.readdirSync(this._dir, {withFileTypes: true})) {
-            if (!folder.isDirectory())
-                continue;
+            if (!folder.isDirectory()) continue;
             const dir = path.join(this._dir, folder.name);
             for (const name of fs.readdirSync(dir)) {
                 if (/\.state\.[0-9a-f]+\.(load\.)?tmp(\.llama)?$/.test(name)) {
@@ -144,18 +140,15 @@ export class StateStore {
     }
 
     deleteMessages(conversationId: string, messageIds: readonly string[]): void {
-        for (const id of messageIds)
-            fs.rmSync(this.pathOf(conversationId, id), {force: true});
+        for (const id of messageIds) fs.rmSync(this.pathOf(conversationId, id), {force: true});
     }
 
     /** Deletes the conversation's states whose message no longer `exists`. */
     deleteMissing(conversationId: string, exists: (messageId: string) => boolean): void {
         const dir = path.dirname(this.pathOf(conversationId, "x"));
-        if (!fs.existsSync(dir))
-            return;
+        if (!fs.existsSync(dir)) return;
         for (const name of fs.readdirSync(dir))
-            if (name.endsWith(".state") && !exists(name.slice(0, -".state".length)))
-                fs.rmSync(path.join(dir, name), {force: true});
+            if (name.endsWith(".state") && !exists(name.slice(0, -".state".length))) fs.rmSync(path.join(dir, name), {force: true});
     }
 
     /** Deletes the oldest states (by write time) until all of them fit the budget; `keep` is never deleted. */
@@ -164,10 +157,8 @@ export class StateStore {
         let total = entries.reduce((sum, entry) => sum + entry.bytes, 0);
         let removed = 0;
         for (const entry of entries) {
-            if (total <= this.budgetBytes)
-                break;
-            if (entry.path === keep)
-                continue;
+            if (total <= this.budgetBytes) break;
+            if (entry.path === keep) continue;
             fs.rmSync(entry.path, {force: true});
             total -= entry.bytes;
             removed++;
@@ -177,19 +168,15 @@ export class StateStore {
 
     private _entries(): Entry[] {
         const entries: Entry[] = [];
-        if (!fs.existsSync(this._dir))
-            return entries;
+        if (!fs.existsSync(this._dir)) return entries;
         for (const folder of fs.readdirSync(this._dir, {withFileTypes: true})) {
-            if (!folder.isDirectory())
-                continue;
+            if (!folder.isDirectory()) continue;
             const dir = path.join(this._dir, folder.name);
             for (const name of fs.readdirSync(dir)) {
-                if (!name.endsWith(".state"))
-                    continue;
+                if (!name.endsWith(".state")) continue;
                 const file = path.join(dir, name);
                 const stat = fs.statSync(file, {throwIfNoEntry: false});
-                if (stat != null)
-                    entries.push({path: file, bytes: stat.size, mtimeMs: stat.mtimeMs});
+                if (stat != null) entries.push({path: file, bytes: stat.size, mtimeMs: stat.mtimeMs});
             }
         }
         return entries;

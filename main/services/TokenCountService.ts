@@ -28,25 +28,23 @@ export class TokenCountService {
      * loaded (or it went away meanwhile): nothing to count with, and nothing is wrong.
      */
     async count(conversationId: string | undefined, text: string): Promise<TokenCount | null> {
-        if (this._engine.inspection == null)
-            return null;
+        if (this._engine.inspection == null) return null;
         const conversation = conversationId != null ? this._conversations.require(conversationId) : null;
-        const settings = conversation != null
-            ? this._conversations.settingsOf(conversation)
-            : this._settings.get().defaultConversationSettings;
+        const settings =
+            conversation != null ? this._conversations.settingsOf(conversation) : this._settings.get().defaultConversationSettings;
         const earlier = conversation != null ? this._db.messages.listByConversation(conversation.id).flatMap(toTurn) : [];
         try {
             const counted = await this._engine.countTokens({
-                history: [...earlier, {role: "user", text}], systemPrompt: settings.systemPrompt, thinking: settings.thinking
+                history: [...earlier, {role: "user", text}],
+                systemPrompt: settings.systemPrompt,
+                thinking: settings.thinking
             });
-            if (counted == null)
-                return null;
+            if (counted == null) return null;
             // The cells the answer would run with, resolved as ChatService resolves them (auto included).
             const {cells} = await this._compression.estimate(settings.compression);
             return {...counted, policy: settings.compression.policy, budgetCells: cells};
         } catch (err) {
-            if (err instanceof AppError && err.code === "MODEL_NOT_LOADED")
-                return null;
+            if (err instanceof AppError && err.code === "MODEL_NOT_LOADED") return null;
             throw err;
         }
     }

@@ -1,5 +1,13 @@
 import type {
-    CompressionSettings, ConversationSummary, GpuLayers, MessageCompression, MessageDto, MessageStats, ModelInfo, PolicyId, VersionComparison
+    CompressionSettings,
+    ConversationSummary,
+    GpuLayers,
+    MessageCompression,
+    MessageDto,
+    MessageStats,
+    ModelInfo,
+    PolicyId,
+    VersionComparison
 } from "../../preload/contract.js";
 import {policyIds} from "../../preload/policyCatalogue.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
@@ -27,7 +35,10 @@ export function toMessageDto(row: MessageRow): MessageDto {
         stats: parseStats(row.stats),
         firstTokenMs: row.first_token_ms,
         siblingIds: [row.id],
-        cut: row.cut_reason === "max_tokens" ? {reason: "maxTokens", tokens: row.cut_tokens ?? row.thinking_tokens + row.answer_tokens} : null,
+        cut:
+            row.cut_reason === "max_tokens"
+                ? {reason: "maxTokens", tokens: row.cut_tokens ?? row.thinking_tokens + row.answer_tokens}
+                : null,
         compression: parseCompression(row.compression),
         createdAt: row.created_at
     };
@@ -51,7 +62,7 @@ export function toModelInfo(row: ModelRow): ModelInfo {
 function parseStats(json: string): MessageStats | null {
     try {
         const stats = JSON.parse(json) as Partial<MessageStats>;
-        return Array.isArray(stats.samples) ? stats as MessageStats : null;
+        return Array.isArray(stats.samples) ? (stats as MessageStats) : null;
     } catch {
         return null;
     }
@@ -70,15 +81,15 @@ export function parseCompression(value: unknown): MessageCompression | null {
             return null;
         }
     }
-    if (record == null || typeof record !== "object")
-        return null;
+    if (record == null || typeof record !== "object") return null;
     const {policy, budgetCells, settings, budgetFull, seed, comparison} = record as Record<string, unknown>;
-    if (!policyIds.includes(policy as PolicyId))
-        return null;
+    if (!policyIds.includes(policy as PolicyId)) return null;
     const cells = typeof budgetCells === "number" && Number.isSafeInteger(budgetCells) && budgetCells > 0 ? budgetCells : null;
     const parsed = settings == null ? null : compressionSettingsSchema.safeParse(withValueType(settings));
     return {
-        policy: policy as PolicyId, budgetCells: cells, settings: parsed?.success === true && parsed.data.policy === policy ? parsed.data : null,
+        policy: policy as PolicyId,
+        budgetCells: cells,
+        settings: parsed?.success === true && parsed.data.policy === policy ? parsed.data : null,
         ...(budgetFull === true ? {budgetFull: true} : {}),
         ...(typeof seed === "number" && Number.isSafeInteger(seed) ? {seed} : {}),
         ...(isComparison(comparison) ? {comparison} : {})
@@ -87,10 +98,8 @@ export function parseCompression(value: unknown): MessageCompression | null {
 
 /** A stored GPU layers setting; anything unreadable is `auto`. */
 function parseGpuLayers(text: string | null | undefined): GpuLayers {
-    if (text === "max")
-        return "max";
-    if (text != null && /^\d{1,4}$/.test(text))
-        return Number(text);
+    if (text === "max") return "max";
+    if (text != null && /^\d{1,4}$/.test(text)) return Number(text);
     return "auto";
 }
 
@@ -99,7 +108,11 @@ function parseGpuLayers(text: string | null | undefined): GpuLayers {
  * same (Full KV, the same budget), or `null` when it can (a larger budget or a policy is then the engine's to check).
  */
 export function continueBlockedByBudget(record: MessageCompression | null, current: CompressionSettings): string | null {
-    if (record?.budgetFull !== true || current.policy !== "full" || JSON.stringify(current.budget) !== JSON.stringify(record.settings?.budget ?? current.budget))
+    if (
+        record?.budgetFull !== true ||
+        current.policy !== "full" ||
+        JSON.stringify(current.budget) !== JSON.stringify(record.settings?.budget ?? current.budget)
+    )
         return null;
     const cells = record.budgetCells != null ? `${record.budgetCells.toLocaleString("en-US")} cells` : "its budget";
     return `This answer stopped because Full KV filled ${cells}: raise the KV budget or choose a compression policy, then Continue.`;
@@ -107,9 +120,13 @@ export function continueBlockedByBudget(record: MessageCompression | null, curre
 
 /** A stored comparison as Compare with Full KV wrote it (its own record, read back whole); anything else is dropped. */
 function isComparison(value: unknown): value is VersionComparison {
-    if (value == null || typeof value !== "object")
-        return false;
+    if (value == null || typeof value !== "object") return false;
     const record = value as Record<string, unknown>;
-    return typeof record.messageId === "string" && policyIds.includes(record.policy as PolicyId) && typeof record.sameAnswer === "boolean"
-        && typeof record.sameThought === "boolean" && (record.parting === null || typeof record.parting === "object");
+    return (
+        typeof record.messageId === "string" &&
+        policyIds.includes(record.policy as PolicyId) &&
+        typeof record.sameAnswer === "boolean" &&
+        typeof record.sameThought === "boolean" &&
+        (record.parting === null || typeof record.parting === "object")
+    );
 }

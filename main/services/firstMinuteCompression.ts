@@ -20,11 +20,13 @@ export const demoSampleSteps = {minSteps: 24, maxSteps: 30} as const;
  * budget the gates were trained at for another; `null` (the defaults stay) without gates, or with gates whose trained
  * budget is unknown.
  */
-export function firstMinuteCompression(defaults: CompressionSettings, retention: RetentionAvailability, demoModel: boolean): CompressionSettings | null {
-    if (!retention.available)
-        return null;
+export function firstMinuteCompression(
+    defaults: CompressionSettings,
+    retention: RetentionAvailability,
+    demoModel: boolean
+): CompressionSettings | null {
+    if (!retention.available) return null;
     const cells = demoModel ? demoFirstBudgetCells : retention.info.budget;
-    if (cells == null)
-        return null;
+    if (cells == null) return null;
     return {...defaults, policy: "trimkv", budget: {kind: "cells", cells: Math.max(minBudgetCells, cells)}};
 }

@@ -19,21 +19,26 @@ const importedMessage = z.object({
     firstTokenMs: count.nullable().default(null),
     error: z.string().nullable().default(null),
     stats: z.unknown().optional(),
-    cut: z.object({reason: z.literal("maxTokens"), tokens: count}).nullable().default(null),
+    cut: z
+        .object({reason: z.literal("maxTokens"), tokens: count})
+        .nullable()
+        .default(null),
     /** The compression the answer ran under; read by `parseCompression` (an unreadable one is dropped, not refused). */
     compression: z.unknown().optional(),
     createdAt: count.optional()
 });
 
 /** An answer's token records (`MessageStats.tokens`): parallel arrays of one length, which the memory panel reads as they are. */
-const tokenScoresSchema = z.object({
-    kind: z.enum(["retention", "attention", "none"]),
-    layers: count.max(4096),
-    positions: z.array(count),
-    scores: z.array(z.number().nullable()),
-    rounds: z.array(count),
-    keptBy: z.array(z.string().regex(/^[0-9a-f]*$/))
-}).refine((record) => [record.scores, record.rounds, record.keptBy].every((list) => list.length === record.positions.length));
+const tokenScoresSchema = z
+    .object({
+        kind: z.enum(["retention", "attention", "none"]),
+        layers: count.max(4096),
+        positions: z.array(count),
+        scores: z.array(z.number().nullable()),
+        rounds: z.array(count),
+        keptBy: z.array(z.string().regex(/^[0-9a-f]*$/))
+    })
+    .refine((record) => [record.scores, record.rounds, record.keptBy].every((list) => list.length === record.positions.length));
 const pruneRoundsSchema = z.array(z.object({first: count, last: count, step: count, tokensSeen: count, evicted: z.array(count)}));
 
 /** `stats` without the token records and prune rounds it holds in another shape than the app reads (a damaged or foreign file). */
@@ -41,8 +46,8 @@ function readableRecords(stats: Record<string, unknown>): Record<string, unknown
     const {tokens, rounds, ...rest} = stats;
     return {
         ...rest,
-        ...tokens != null && tokenScoresSchema.safeParse(tokens).success ? {tokens} : {},
-        ...rounds != null && pruneRoundsSchema.safeParse(rounds).success ? {rounds} : {}
+        ...(tokens != null && tokenScoresSchema.safeParse(tokens).success ? {tokens} : {}),
+        ...(rounds != null && pruneRoundsSchema.safeParse(rounds).success ? {rounds} : {})
     };
 }
 
@@ -83,9 +88,13 @@ export function importedRows(file: ConversationFile, now: number): MessageRow[] 
         const stats = message.stats as {samples?: unknown} | null | undefined;
         // A file from before answers recorded it: what its stats knew, as migration 0007 fills in stored answers.
         const fromStats = stats != null && typeof stats === "object" ? {...stats, settings: null} : null;
-        const compression = message.role !== "assistant" ? null : parseCompression(message.compression) ?? parseCompression(fromStats);
+        const compression = message.role !== "assistant" ? null : (parseCompression(message.compression) ?? parseCompression(fromStats));
         return {
-            id: "", conversation_id: "", seq: index + 1, parent_id: null, shown_child_id: null,
+            id: "",
+            conversation_id: "",
+            seq: index + 1,
+            parent_id: null,
+            shown_child_id: null,
             role: message.role,
             text: message.text,
             thinking: message.role === "assistant" ? message.thinking : "",
@@ -97,7 +106,8 @@ export function importedRows(file: ConversationFile, now: number): MessageRow[] 
             total_ms: message.totalMs,
             first_token_ms: message.firstTokenMs,
             error: message.error,
-            stats: stats != null && typeof stats === "object" && Array.isArray(stats.samples) ? JSON.stringify(readableRecords(stats)) : "{}",
+            stats:
+                stats != null && typeof stats === "object" && Array.isArray(stats.samples) ? JSON.stringify(readableRecords(stats)) : "{}",
             cut_reason: message.cut != null ? "max_tokens" : null,
             cut_tokens: message.cut?.tokens ?? null,
             compression: compression == null ? null : JSON.stringify(compression),

@@ -1,5 +1,13 @@
 /** Error codes of a connection that may work a moment later: tried again, with a pause that doubles. */
-const transientCodes = new Set(["ECONNRESET", "ETIMEDOUT", "EAI_AGAIN", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT"]);
+const transientCodes = new Set([
+    "ECONNRESET",
+    "ETIMEDOUT",
+    "EAI_AGAIN",
+    "EPIPE",
+    "UND_ERR_SOCKET",
+    "UND_ERR_CONNECT_TIMEOUT",
+    "UND_ERR_HEADERS_TIMEOUT"
+]);
 
 const reasons: Record<string, string> = {
     ECONNREFUSED: "the connection was refused (nothing listens at that address)",
@@ -16,16 +24,19 @@ const reasons: Record<string, string> = {
 
 export type ProbeOptions = {
     /** Tries in all, for transient failures (resets, timeouts, 5xx, 429). Defaults to `3`. */
-    attempts?: number,
+    attempts?: number;
     /** Time one try may take to get the response's headers, in milliseconds. Defaults to `10000`. */
-    timeoutMs?: number,
+    timeoutMs?: number;
     /** Pause before the second try, doubled before each later one, in milliseconds. Defaults to `500`. */
-    backoffMs?: number
+    backoffMs?: number;
 };
 
 /** Why a download cannot start, in words, and whether trying again later may help. */
 export class DownloadProbeError extends Error {
-    constructor(message: string, readonly transient: boolean) {
+    constructor(
+        message: string,
+        readonly transient: boolean
+    ) {
         super(message);
     }
 }
@@ -64,13 +75,20 @@ async function probeOnce(uri: string, timeoutMs: number): Promise<number | null>
                 throw new DownloadProbeError(`the server did not answer within ${Math.round(timeoutMs / 1000)} s`, true);
             const code = causeCode(err);
             const cause = innermost(err);
-            const reason = code != null ? reasons[code] ?? code
-                : cause === "bad port" ? `port ${new URL(uri).port} is one that web requests may not use (a blocked port)` : cause;
+            const reason =
+                code != null
+                    ? (reasons[code] ?? code)
+                    : cause === "bad port"
+                      ? `port ${new URL(uri).port} is one that web requests may not use (a blocked port)`
+                      : cause;
             throw new DownloadProbeError(reason, code != null && transientCodes.has(code));
         }
         if (!response.ok) {
             const transient = response.status >= 500 || response.status === 429 || response.status === 408;
-            throw new DownloadProbeError(`the server answered ${response.status}${response.statusText !== "" ? ` ${response.statusText}` : ""}`, transient);
+            throw new DownloadProbeError(
+                `the server answered ${response.status}${response.statusText !== "" ? ` ${response.statusText}` : ""}`,
+                transient
+            );
         }
         const length = Number(response.headers.get("content-length"));
         return Number.isFinite(length) && length > 0 ? length : null;
@@ -82,15 +100,17 @@ async function probeOnce(uri: string, timeoutMs: number): Promise<number | null>
 
 /** The message of the deepest cause (fetch's own is only "fetch failed"). */
 function innermost(err: unknown): string {
-    let error = err as {message?: unknown, cause?: unknown};
-    for (let depth = 0; error.cause != null && typeof error.cause === "object" && depth < 4; depth++)
-        error = error.cause as typeof error;
+    let error = err as {message?: unknown; cause?: unknown};
+    for (let depth = 0; error.cause != null && typeof error.cause === "object" && depth < 4; depth++) error = error.cause as typeof error;
     return typeof error.message === "string" && error.message !== "" ? error.message : String(err);
 }
 
 function causeCode(err: unknown): string | null {
-    for (let cause = err as {code?: unknown, cause?: unknown} | undefined, depth = 0; cause != null && depth < 4; cause = cause.cause as typeof cause, depth++)
-        if (typeof cause.code === "string")
-            return cause.code;
+    for (
+        let cause = err as {code?: unknown; cause?: unknown} | undefined, depth = 0;
+        cause != null && depth < 4;
+        cause = cause.cause as typeof cause, depth++
+    )
+        if (typeof cause.code === "string") return cause.code;
     return null;
 }

@@ -24,8 +24,7 @@ export function pushSample(samples: KvSample[], sample: KvSample, max: number): 
             if (index % 2 === 0 || index === samples.length - 1) {
                 thinned.push(carried.length > 0 ? {...kept, evicted: mergeRanges(carried, kept.evicted ?? [])} : kept);
                 carried = [];
-            } else
-                carried = mergeRanges(carried, kept.evicted ?? []);
+            } else carried = mergeRanges(carried, kept.evicted ?? []);
         }
         samples.splice(0, samples.length, ...thinned);
     }

@@ -9,9 +9,7 @@ import {pushSample} from "./pushSample.js";
  */
 export function recordSample(stats: MessageStats, sample: KvSample, maxSamples: number): void {
     const {tokens, rounds, ...lean} = sample;
-    if (tokens != null)
-        stats.tokens = mergeTokenScores(stats.tokens, tokens, maxTokenScores);
-    for (const round of rounds ?? [])
-        pushRound(stats.rounds ??= [], round, maxPruneRounds);
+    if (tokens != null) stats.tokens = mergeTokenScores(stats.tokens, tokens, maxTokenScores);
+    for (const round of rounds ?? []) pushRound((stats.rounds ??= []), round, maxPruneRounds);
     pushSample(stats.samples, lean, maxSamples);
 }

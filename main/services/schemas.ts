@@ -4,23 +4,41 @@ import {kvBounds} from "../../preload/kvBounds.js";
 import {maxBudgetCells, minBudgetCells} from "../kv/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../kv/kvMemory.js";
 import {
-    defaultPolicyParams, isNumberParam, policyEntry, policyIds, tunablePolicyIds, type NumberParam, type PolicyParam, type PolicyParams,
+    defaultPolicyParams,
+    isNumberParam,
+    policyEntry,
+    policyIds,
+    tunablePolicyIds,
+    type NumberParam,
+    type PolicyParam,
+    type PolicyParams,
     type TunablePolicyId
 } from "../../preload/policyCatalogue.js";
 
 const budgetSchema = z.discriminatedUnion("kind", [
     z.object({kind: z.literal("auto")}).strict(),
-    z.object({kind: z.literal("cells"), cells: z.number().int()
-        .min(minBudgetCells, `A KV budget below ${minBudgetCells} cells cannot hold a prompt and a recent window`)
-        .max(maxBudgetCells, `A KV budget above ${maxBudgetCells} cells is more than any model here can address`)}).strict(),
-    z.object({kind: z.literal("mib"), mib: z.number().positive("A KV budget must be more than 0 MiB").max(kvBounds.maxMib, "A KV budget above 1 TiB is not a budget")}).strict()
+    z
+        .object({
+            kind: z.literal("cells"),
+            cells: z
+                .number()
+                .int()
+                .min(minBudgetCells, `A KV budget below ${minBudgetCells} cells cannot hold a prompt and a recent window`)
+                .max(maxBudgetCells, `A KV budget above ${maxBudgetCells} cells is more than any model here can address`)
+        })
+        .strict(),
+    z
+        .object({
+            kind: z.literal("mib"),
+            mib: z.number().positive("A KV budget must be more than 0 MiB").max(kvBounds.maxMib, "A KV budget above 1 TiB is not a budget")
+        })
+        .strict()
 ]);
 
 /** A number parameter's checks, in the order zod reports them: whole, low bound, high bound, odd. */
 function numberSchema(param: NumberParam): z.ZodNumber {
     let schema = z.number();
-    if (param.integer)
-        schema = schema.int();
+    if (param.integer) schema = schema.int();
     schema = param.minExclusive ? schema.gt(param.min, param.messages?.min) : schema.min(param.min, param.messages?.min);
     schema = param.maxExclusive ? schema.lt(param.max, param.messages?.max) : schema.max(param.max, param.messages?.max);
     return param.odd ? schema.refine((value) => value % 2 === 1, param.messages?.odd) : schema;
@@ -31,23 +49,32 @@ function paramSchema(param: PolicyParam): z.ZodType {
 }
 
 /** Each tunable policy's parameters as the catalogue declares them (preload/policyCatalogue.ts). */
-const paramsSchema = z.object(Object.fromEntries(tunablePolicyIds.map((id) => [id,
-    z.object(Object.fromEntries(policyEntry(id).params.map((param) => [param.key, paramSchema(param)]))).strict()]))).strict() as unknown as
-    z.ZodObject<{[Id in TunablePolicyId]: z.ZodType<PolicyParams[Id]>}>;
+const paramsSchema = z
+    .object(
+        Object.fromEntries(
+            tunablePolicyIds.map((id) => [
+                id,
+                z.object(Object.fromEntries(policyEntry(id).params.map((param) => [param.key, paramSchema(param)]))).strict()
+            ])
+        )
+    )
+    .strict() as unknown as z.ZodObject<{[Id in TunablePolicyId]: z.ZodType<PolicyParams[Id]>}>;
 
 export const kvCacheTypeSchema = z.enum(["f16", "q8_0", "q4_0"]);
 
 /** The compression settings field by field, without the checks across fields (for partial updates). */
-export const compressionSettingsFields = z.object({
-    policy: z.enum(policyIds),
-    budget: budgetSchema,
-    kvType: kvCacheTypeSchema,
-    kvTypeV: kvCacheTypeSchema,
-    flashAttention: z.boolean(),
-    combine: z.enum(["auto", "quota", "union", "aggregate"]),
-    pruneEvery: z.number().int().min(kvBounds.minPruneEvery).max(kvBounds.maxPruneEvery),
-    params: paramsSchema
-}).strict();
+export const compressionSettingsFields = z
+    .object({
+        policy: z.enum(policyIds),
+        budget: budgetSchema,
+        kvType: kvCacheTypeSchema,
+        kvTypeV: kvCacheTypeSchema,
+        flashAttention: z.boolean(),
+        combine: z.enum(["auto", "quota", "union", "aggregate"]),
+        pruneEvery: z.number().int().min(kvBounds.minPruneEvery).max(kvBounds.maxPruneEvery),
+        params: paramsSchema
+    })
+    .strict();
 
 export const compressionSettingsSchema = compressionSettingsFields.superRefine((compression, ctx) => {
     if (quantizedWithoutFlashAttention(compression))
@@ -71,32 +98,53 @@ export const maxGpuLayers = 1024;
 export const gpuLayersSchema = z.union([
     z.literal("auto"),
     z.literal("max"),
-    z.number().int("GPU layers must be a whole number").min(0, "GPU layers must be 0 or more").max(maxGpuLayers, `GPU layers must be at most ${maxGpuLayers}`)
+    z
+        .number()
+        .int("GPU layers must be a whole number")
+        .min(0, "GPU layers must be 0 or more")
+        .max(maxGpuLayers, `GPU layers must be at most ${maxGpuLayers}`)
 ]) satisfies z.ZodType<GpuLayers>;
 
 export const samplingFields = {
     temperature: z.number().min(0, "Temperature must be between 0 and 2").max(2, "Temperature must be between 0 and 2"),
     topP: z.number().gt(0, "Top-p must be above 0 and at most 1").max(1, "Top-p must be above 0 and at most 1"),
-    topK: z.number().int("Top-k must be a whole number").min(0, "Top-k must be from 0 (off) to 1,000").max(1000, "Top-k must be from 0 (off) to 1,000"),
+    topK: z
+        .number()
+        .int("Top-k must be a whole number")
+        .min(0, "Top-k must be from 0 (off) to 1,000")
+        .max(1000, "Top-k must be from 0 (off) to 1,000"),
     minP: z.number().min(0, "Min-p must be between 0 (off) and 1").max(1, "Min-p must be between 0 (off) and 1"),
     repeatPenalty: z.number().min(1, "Repeat penalty must be between 1 (off) and 2").max(2, "Repeat penalty must be between 1 (off) and 2")
 };
 
-export const samplingPresetSchema = z.object({
-    name: z.string().trim().min(1, "A preset needs a name").max(60, "A preset name is at most 60 characters"),
-    ...samplingFields
-}).strict() satisfies z.ZodType<SamplingPreset>;
+export const samplingPresetSchema = z
+    .object({
+        name: z.string().trim().min(1, "A preset needs a name").max(60, "A preset name is at most 60 characters"),
+        ...samplingFields
+    })
+    .strict() satisfies z.ZodType<SamplingPreset>;
 
-export const conversationSettingsSchema = z.object({
-    systemPrompt: z.string().max(20_000),
-    ...samplingFields,
-    maxTokens: z.number().int().min(1).max(131_072),
-    seed: z.number().int("The seed must be a whole number").min(0, "The seed must be from 0 to 4,294,967,295").max(4_294_967_295, "The seed must be from 0 to 4,294,967,295").nullable(),
-    thinking: z.boolean(),
-    thinkingBudget: z.number().int("The thinking budget must be a whole number of tokens").min(1, "The thinking budget must be at least 1 token")
-        .max(131_072, "The thinking budget is at most 131,072 tokens").nullable(),
-    compression: compressionSettingsSchema
-}).strict() satisfies z.ZodType<ConversationSettings>;
+export const conversationSettingsSchema = z
+    .object({
+        systemPrompt: z.string().max(20_000),
+        ...samplingFields,
+        maxTokens: z.number().int().min(1).max(131_072),
+        seed: z
+            .number()
+            .int("The seed must be a whole number")
+            .min(0, "The seed must be from 0 to 4,294,967,295")
+            .max(4_294_967_295, "The seed must be from 0 to 4,294,967,295")
+            .nullable(),
+        thinking: z.boolean(),
+        thinkingBudget: z
+            .number()
+            .int("The thinking budget must be a whole number of tokens")
+            .min(1, "The thinking budget must be at least 1 token")
+            .max(131_072, "The thinking budget is at most 131,072 tokens")
+            .nullable(),
+        compression: compressionSettingsSchema
+    })
+    .strict() satisfies z.ZodType<ConversationSettings>;
 
 export const defaultConversationSettings: ConversationSettings = {
     systemPrompt: "",
@@ -115,18 +163,27 @@ export const defaultConversationSettings: ConversationSettings = {
 };
 
 /** The saved states' disk budget in whole MiB: 0 (save none) up to 1 TiB. */
-export const stateDiskBudgetMibSchema = z.number({error: "The disk budget must be a number of MiB"})
-    .int("The disk budget is a whole number of MiB").min(0, "The disk budget cannot be negative")
+export const stateDiskBudgetMibSchema = z
+    .number({error: "The disk budget must be a number of MiB"})
+    .int("The disk budget is a whole number of MiB")
+    .min(0, "The disk budget cannot be negative")
     .max(1024 * 1024, "The disk budget is at most 1 TiB");
 
-export const appSettingsSchema = z.object({
-    theme: z.enum(["system", "light", "dark"]),
-    defaultModelId: z.string().max(200).nullable(),
-    defaultConversationSettings: conversationSettingsSchema,
-    samplingPresets: z.array(samplingPresetSchema).max(50, "At most 50 presets")
-        .refine((presets) => new Set(presets.map((preset) => preset.name.trim().toLowerCase())).size === presets.length, "Two presets have the same name"),
-    stateDiskBudgetMib: stateDiskBudgetMibSchema
-}).strict() satisfies z.ZodType<AppSettings>;
+export const appSettingsSchema = z
+    .object({
+        theme: z.enum(["system", "light", "dark"]),
+        defaultModelId: z.string().max(200).nullable(),
+        defaultConversationSettings: conversationSettingsSchema,
+        samplingPresets: z
+            .array(samplingPresetSchema)
+            .max(50, "At most 50 presets")
+            .refine(
+                (presets) => new Set(presets.map((preset) => preset.name.trim().toLowerCase())).size === presets.length,
+                "Two presets have the same name"
+            ),
+        stateDiskBudgetMib: stateDiskBudgetMibSchema
+    })
+    .strict() satisfies z.ZodType<AppSettings>;
 
 export const defaultAppSettings: AppSettings = {
     theme: "system",
@@ -141,8 +198,7 @@ export const defaultAppSettings: AppSettings = {
  * values' type too. Anything else is returned as it is.
  */
 export function withValueType(stored: unknown): unknown {
-    if (stored == null || typeof stored !== "object" || "kvTypeV" in stored)
-        return stored;
+    if (stored == null || typeof stored !== "object" || "kvTypeV" in stored) return stored;
     const kvType = (stored as {kvType?: unknown}).kvType;
     return kvCacheTypeSchema.safeParse(kvType).success ? {...stored, kvTypeV: kvType} : stored;
 }
@@ -152,31 +208,43 @@ export function withValueType(stored: unknown): unknown {
  * row) falls back to its default instead of making the conversation unreadable.
  */
 export function mergeConversationSettings(defaults: ConversationSettings, stored: unknown): ConversationSettings {
-    const source = typeof stored === "object" && stored != null ? stored as Record<string, unknown> : {};
+    const source = typeof stored === "object" && stored != null ? (stored as Record<string, unknown>) : {};
     const merged: Record<string, unknown> = {...defaults};
-    for (const key of ["systemPrompt", "temperature", "topP", "topK", "minP", "repeatPenalty", "maxTokens", "seed", "thinking", "thinkingBudget"] as const) {
+    for (const key of [
+        "systemPrompt",
+        "temperature",
+        "topP",
+        "topK",
+        "minP",
+        "repeatPenalty",
+        "maxTokens",
+        "seed",
+        "thinking",
+        "thinkingBudget"
+    ] as const) {
         const field = conversationSettingsSchema.shape[key].safeParse(source[key]);
-        if (field.success)
-            merged[key] = field.data;
+        if (field.success) merged[key] = field.data;
     }
-    const compression = typeof source.compression === "object" && source.compression != null ? withValueType(source.compression) as Record<string, unknown> : {};
+    const compression =
+        typeof source.compression === "object" && source.compression != null
+            ? (withValueType(source.compression) as Record<string, unknown>)
+            : {};
     const mergedCompression: Record<string, unknown> = {...defaults.compression};
     for (const key of ["policy", "budget", "kvType", "kvTypeV", "flashAttention", "combine", "pruneEvery"] as const) {
         const field = compressionSettingsFields.shape[key].safeParse(compression[key]);
-        if (field.success)
-            mergedCompression[key] = field.data;
+        if (field.success) mergedCompression[key] = field.data;
     }
     // A pair llama.cpp cannot run (stored before it was refused): the flash attention setting stays, the cache is F16.
     if (quantizedWithoutFlashAttention(mergedCompression as CompressionSettings)) {
         mergedCompression.kvType = "f16";
         mergedCompression.kvTypeV = "f16";
     }
-    const params = typeof compression.params === "object" && compression.params != null ? compression.params as Record<string, unknown> : {};
+    const params =
+        typeof compression.params === "object" && compression.params != null ? (compression.params as Record<string, unknown>) : {};
     const mergedParams: Record<string, unknown> = {...defaults.compression.params};
     for (const key of tunablePolicyIds) {
         const field = paramsSchema.shape[key].safeParse({...defaults.compression.params[key], ...(params[key] as object | undefined)});
-        if (field.success)
-            mergedParams[key] = field.data;
+        if (field.success) mergedParams[key] = field.data;
     }
     mergedCompression.params = mergedParams;
     merged.compression = mergedCompression;

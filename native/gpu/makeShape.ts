@@ -17,17 +17,25 @@ import {writeRetentionSidecar} from "../../test/fixtures/gguf/retentionSidecar.j
 const nativeDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outDir = path.join(nativeDir, ".build", "gpu");
 const harnessIndex = process.argv.indexOf("--harness");
-const harness = harnessIndex > 0 ? path.resolve(process.argv[harnessIndex + 1]!)
-    : path.join(nativeDir, ".build", "gpu-work", "build-cpu", "bin", "ponder-gpu-harness");
-if (!fs.existsSync(harness))
-    throw new Error(`no harness at ${harness}: build it with bash native/gpu/run.sh --cpu --stage build`);
+const harness =
+    harnessIndex > 0
+        ? path.resolve(process.argv[harnessIndex + 1]!)
+        : path.join(nativeDir, ".build", "gpu-work", "build-cpu", "bin", "ponder-gpu-harness");
+if (!fs.existsSync(harness)) throw new Error(`no harness at ${harness}: build it with bash native/gpu/run.sh --cpu --stage build`);
 
 const source = await getFixtureModel("bench-1.5b-shape");
 fs.mkdirSync(outDir, {recursive: true});
 const model = path.join(outDir, "bench-1.5b-shape.q4_0.gguf");
 const quantized = spawnSync(harness, ["--quantize", source, model, "q4_0"], {stdio: "inherit"});
-if (quantized.status !== 0)
-    throw new Error(`quantizing ${source} failed (exit ${quantized.status})`);
-await writeRetentionSidecar(model.replace(/\.gguf$/, ".retention.gguf"),
-    {modelPath: model, architecture: "qwen2", layers: 28, width: 384, kvHeads: 2, hidden: 32, seed: 6, weightType: "f16"});
+if (quantized.status !== 0) throw new Error(`quantizing ${source} failed (exit ${quantized.status})`);
+await writeRetentionSidecar(model.replace(/\.gguf$/, ".retention.gguf"), {
+    modelPath: model,
+    architecture: "qwen2",
+    layers: 28,
+    width: 384,
+    kvHeads: 2,
+    hidden: 32,
+    seed: 6,
+    weightType: "f16"
+});
 console.log(`${path.relative(process.cwd(), model)}: ${(fs.statSync(model).size / 1024 / 1024).toFixed(1)} MiB, with its retention gates`);

@@ -25,11 +25,47 @@ const archiveLimit = 64 * 1024 * 1024;
 export const packFolder = "ponder-gpu";
 
 /** Top-level entries of llama.cpp the harness build does not read (LLAMA_BUILD_COMMON, TESTS, TOOLS, EXAMPLES off). */
-const skippedTop = new Set([".github", ".devops", "docs", "models", "tools", "examples", "tests", "benches", "pocs", "app",
-    "conversion", "scripts", "gguf-py", "media", "grammars", "requirements", "ci", "skills", "common", "prompts", ".gemini"]);
+const skippedTop = new Set([
+    ".github",
+    ".devops",
+    "docs",
+    "models",
+    "tools",
+    "examples",
+    "tests",
+    "benches",
+    "pocs",
+    "app",
+    "conversion",
+    "scripts",
+    "gguf-py",
+    "media",
+    "grammars",
+    "requirements",
+    "ci",
+    "skills",
+    "common",
+    "prompts",
+    ".gemini"
+]);
 /** ggml backends other than the CPU and CUDA (each is only added when its GGML_<NAME> option is on). */
-const skippedBackends = new Set(["ggml-cann", "ggml-et", "ggml-hexagon", "ggml-hip", "ggml-metal", "ggml-musa", "ggml-opencl",
-    "ggml-openvino", "ggml-sycl", "ggml-virtgpu", "ggml-vulkan", "ggml-webgpu", "ggml-zdnn", "ggml-zendnn", "ggml-rpc"]);
+const skippedBackends = new Set([
+    "ggml-cann",
+    "ggml-et",
+    "ggml-hexagon",
+    "ggml-hip",
+    "ggml-metal",
+    "ggml-musa",
+    "ggml-opencl",
+    "ggml-openvino",
+    "ggml-sycl",
+    "ggml-virtgpu",
+    "ggml-vulkan",
+    "ggml-webgpu",
+    "ggml-zdnn",
+    "ggml-zendnn",
+    "ggml-rpc"
+]);
 
 /** Files of native/gpu/ that travel, and where they go in the archive's folder. */
 const harnessFiles = [
@@ -45,28 +81,27 @@ class PackError extends Error {}
 /** Whether a path of llama.cpp's source (relative, `/`-separated) goes into the archive. */
 export function keepSourcePath(rel) {
     const parts = rel.split("/");
-    if (parts.length > 1 && skippedTop.has(parts[0]))
-        return false;
-    if (parts.length === 1 && /\.(py|nix|toml|sh|md)$/.test(parts[0]) && parts[0] !== "README.md")
-        return false;
-    if (parts[0] === "ggml" && parts[1] === "src" && parts.length > 3 && skippedBackends.has(parts[2]))
-        return false;
+    if (parts.length > 1 && skippedTop.has(parts[0])) return false;
+    if (parts.length === 1 && /\.(py|nix|toml|sh|md)$/.test(parts[0]) && parts[0] !== "README.md") return false;
+    if (parts[0] === "ggml" && parts[1] === "src" && parts.length > 3 && skippedBackends.has(parts[2])) return false;
     return true;
 }
 
 function run(command, args, cwd) {
-    const result = spawnSync(command, args, {cwd, encoding: "utf8", maxBuffer: 256 * 1024 * 1024,
-        env: {...process.env, GIT_CEILING_DIRECTORIES: path.dirname(cwd)}});
-    if (result.error != null)
-        throw new PackError(`cannot run ${command}: ${result.error.message}`);
+    const result = spawnSync(command, args, {
+        cwd,
+        encoding: "utf8",
+        maxBuffer: 256 * 1024 * 1024,
+        env: {...process.env, GIT_CEILING_DIRECTORIES: path.dirname(cwd)}
+    });
+    if (result.error != null) throw new PackError(`cannot run ${command}: ${result.error.message}`);
     return result;
 }
 
 function llamaCppDir() {
     const require = createRequire(path.join(repoRoot, "package.json"));
     let dir = path.dirname(require.resolve("node-llama-cpp"));
-    while (!fs.existsSync(path.join(dir, "llama", "llama.cpp")) && path.dirname(dir) !== dir)
-        dir = path.dirname(dir);
+    while (!fs.existsSync(path.join(dir, "llama", "llama.cpp")) && path.dirname(dir) !== dir) dir = path.dirname(dir);
     const source = path.join(dir, "llama", "llama.cpp");
     if (!fs.existsSync(path.join(source, "CMakeLists.txt")))
         throw new PackError(`llama.cpp's source is not in ${source}: run npm run build:native -- --source-only`);
@@ -84,15 +119,16 @@ function checkPatched(source) {
         for (const patch of patches) {
             for (const match of fs.readFileSync(patch.path, "utf8").matchAll(/^\+\+\+ b\/(.+)$/gm)) {
                 const from = path.join(source, match[1]);
-                if (fs.existsSync(from))
-                    copy(from, path.join(scratch, match[1]));
+                if (fs.existsSync(from)) copy(from, path.join(scratch, match[1]));
             }
         }
         for (const patch of [...patches].reverse()) {
             const result = run("git", ["apply", "--reverse", "--whitespace=nowarn", patch.path], scratch);
             if (result.status !== 0)
-                throw new PackError(`${source} lacks ${patch.file} (a build with --unpatched, or a fresh clone): ` +
-                    "run npm run build:native -- --source-only first");
+                throw new PackError(
+                    `${source} lacks ${patch.file} (a build with --unpatched, or a fresh clone): ` +
+                        "run npm run build:native -- --source-only first"
+                );
         }
     } finally {
         fs.rmSync(scratch, {recursive: true, force: true});
@@ -101,16 +137,17 @@ function checkPatched(source) {
 }
 
 function parseArgs(argv) {
-    const args = {out: path.join(nativeDir, ".build", "ponder-gpu.tar.gz"),
-        shapeModel: path.join(nativeDir, ".build", "gpu", "bench-1.5b-shape.q4_0.gguf"), shapeGiven: false};
+    const args = {
+        out: path.join(nativeDir, ".build", "ponder-gpu.tar.gz"),
+        shapeModel: path.join(nativeDir, ".build", "gpu", "bench-1.5b-shape.q4_0.gguf"),
+        shapeGiven: false
+    };
     for (let i = 0; i < argv.length; i++) {
-        if (argv[i] === "--out")
-            args.out = path.resolve(argv[++i]);
+        if (argv[i] === "--out") args.out = path.resolve(argv[++i]);
         else if (argv[i] === "--shape-model") {
             args.shapeModel = path.resolve(argv[++i]);
             args.shapeGiven = true;
-        } else
-            throw new PackError(`unknown argument: ${argv[i]} (usage: node native/gpu/pack.mjs [--out FILE] [--shape-model FILE])`);
+        } else throw new PackError(`unknown argument: ${argv[i]} (usage: node native/gpu/pack.mjs [--out FILE] [--shape-model FILE])`);
     }
     return args;
 }
@@ -128,8 +165,7 @@ function main() {
     const source = llamaCppDir();
     const patches = checkPatched(source);
     const listed = run("git", ["ls-files", "--cached", "--others", "--exclude-standard", "-z"], source);
-    if (listed.status !== 0)
-        throw new PackError(`git ls-files failed in ${source}: ${listed.stderr}`);
+    if (listed.status !== 0) throw new PackError(`git ls-files failed in ${source}: ${listed.stderr}`);
     const files = listed.stdout.split("\0").filter((rel) => rel !== "" && keepSourcePath(rel));
 
     const stage = path.join(nativeDir, ".build", "gpu-pack");
@@ -137,12 +173,10 @@ function main() {
     const root = path.join(stage, packFolder);
     for (const rel of files) {
         const from = path.join(source, rel);
-        if (fs.lstatSync(from).isFile())
-            copy(from, path.join(root, "llama.cpp", rel));
+        if (fs.lstatSync(from).isFile()) copy(from, path.join(root, "llama.cpp", rel));
     }
     for (const [from, to] of harnessFiles) {
-        if (!fs.existsSync(path.join(gpuDir, from)))
-            throw new PackError(`native/gpu/${from} is missing`);
+        if (!fs.existsSync(path.join(gpuDir, from))) throw new PackError(`native/gpu/${from} is missing`);
         copy(path.join(gpuDir, from), path.join(root, to));
     }
     fs.chmodSync(path.join(root, "run.sh"), 0o755);
@@ -159,31 +193,33 @@ function main() {
     } else if (args.shapeGiven) {
         throw new PackError(`--shape-model ${args.shapeModel} does not exist`);
     }
-    fs.writeFileSync(path.join(root, "PACK.txt"), [
-        `llama.cpp: ${path.relative(repoRoot, source)} (${files.length} files), patches applied: ${patches.join(" ")}`,
-        `1.5B shape: ${shape}`,
-        ""
-    ].join("\n"));
+    fs.writeFileSync(
+        path.join(root, "PACK.txt"),
+        [
+            `llama.cpp: ${path.relative(repoRoot, source)} (${files.length} files), patches applied: ${patches.join(" ")}`,
+            `1.5B shape: ${shape}`,
+            ""
+        ].join("\n")
+    );
 
     fs.mkdirSync(path.dirname(args.out), {recursive: true});
     fs.rmSync(args.out, {force: true});
     const tar = run("tar", ["-czf", args.out, "-C", stage, packFolder], stage);
-    if (tar.status !== 0)
-        throw new PackError(`tar failed: ${tar.stderr}`);
+    if (tar.status !== 0) throw new PackError(`tar failed: ${tar.stderr}`);
     fs.rmSync(stage, {recursive: true, force: true});
     const size = fs.statSync(args.out).size;
-    console.log(`[gpu-pack] ${path.relative(process.cwd(), args.out)}: ${(size / 1024 / 1024).toFixed(1)} MiB (${size} bytes), ` +
-        `${files.length} llama.cpp files, 1.5B shape: ${shape}`);
-    if (size >= archiveLimit)
-        throw new PackError(`the archive is ${size} bytes, over the 64 MiB a device run carries`);
+    console.log(
+        `[gpu-pack] ${path.relative(process.cwd(), args.out)}: ${(size / 1024 / 1024).toFixed(1)} MiB (${size} bytes), ` +
+            `${files.length} llama.cpp files, 1.5B shape: ${shape}`
+    );
+    if (size >= archiveLimit) throw new PackError(`the archive is ${size} bytes, over the 64 MiB a device run carries`);
 }
 
 if (process.argv[1] != null && path.resolve(process.argv[1]) === path.join(gpuDir, "pack.mjs")) {
     try {
         main();
     } catch (err) {
-        if (!(err instanceof PackError))
-            throw err;
+        if (!(err instanceof PackError)) throw err;
         console.error(`[gpu-pack] error: ${err.message}`);
         process.exit(1);
     }

@@ -23,5 +23,5 @@ export type ErrorCode =
     | "POLICY_UNAVAILABLE"
     | "INTERNAL";
 
-export type ErrorInfo = {code: ErrorCode, message: string};
-export type Result<T> = {ok: true, value: T} | {ok: false, error: ErrorInfo};
+export type ErrorInfo = {code: ErrorCode; message: string};
+export type Result<T> = {ok: true; value: T} | {ok: false; error: ErrorInfo};

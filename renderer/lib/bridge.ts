@@ -8,11 +8,9 @@ let bridge: PonderApi | SocketBridge | null = null;
  * headless backend serving this page (`ws://<host>/bridge?token=<token from ?token=...>`).
  */
 export function getBridge(): PonderApi | SocketBridge {
-    if (bridge)
-        return bridge;
-    if (window.ponder)
-        return bridge = window.ponder;
+    if (bridge) return bridge;
+    if (window.ponder) return (bridge = window.ponder);
 
     const token = new URLSearchParams(location.search).get("token") ?? "";
-    return bridge = createSocketBridge({url: `ws://${location.host}/bridge?token=${encodeURIComponent(token)}`});
+    return (bridge = createSocketBridge({url: `ws://${location.host}/bridge?token=${encodeURIComponent(token)}`}));
 }

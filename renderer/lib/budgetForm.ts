@@ -2,20 +2,28 @@
 // is typed, and the checks that catch obvious mistakes before the backend sees them.
 
 import {
-    isNumberParam, policyEntry, tunablePolicyIds, type BudgetEstimate, type CompressionSettings, type KvBudget, type KvCacheType, type MessageDto,
-    type PolicyId, type PolicyParams
+    isNumberParam,
+    policyEntry,
+    tunablePolicyIds,
+    type BudgetEstimate,
+    type CompressionSettings,
+    type KvBudget,
+    type KvCacheType,
+    type MessageDto,
+    type PolicyId,
+    type PolicyParams
 } from "../../preload/contract.js";
 import {budgetLimits, fullKvAnswerRoom, isTunable, paramSpecs, type ParamSpec} from "./policies.js";
 
 type Editable<T> = {[K in keyof T]: T[K] extends number ? number | null : T[K]};
 
 export type BudgetForm = Omit<CompressionSettings, "budget" | "pruneEvery" | "params"> & {
-    budgetKind: KvBudget["kind"],
+    budgetKind: KvBudget["kind"];
     /** Kept apart so switching the kind back and forth does not lose a typed value. */
-    cells: number | null,
-    mib: number | null,
-    pruneEvery: number | null,
-    params: {[P in keyof PolicyParams]: Editable<PolicyParams[P]>}
+    cells: number | null;
+    mib: number | null;
+    pruneEvery: number | null;
+    params: {[P in keyof PolicyParams]: Editable<PolicyParams[P]>};
 };
 
 /** Field -> message, in the order the fields are shown; keys: `budget`, `pruneEvery`, `flashAttention`, `params.<policy>.<key>`. */
@@ -33,10 +41,8 @@ export function toForm(compression: CompressionSettings): BudgetForm {
 }
 
 function budgetOf(form: BudgetForm): KvBudget {
-    if (form.budgetKind === "cells")
-        return {kind: "cells", cells: form.cells ?? Number.NaN};
-    if (form.budgetKind === "mib")
-        return {kind: "mib", mib: form.mib ?? Number.NaN};
+    if (form.budgetKind === "cells") return {kind: "cells", cells: form.cells ?? Number.NaN};
+    if (form.budgetKind === "mib") return {kind: "mib", mib: form.mib ?? Number.NaN};
     return {kind: "auto"};
 }
 
@@ -44,11 +50,20 @@ function budgetOf(form: BudgetForm): KvBudget {
 export function toCompression(form: BudgetForm): CompressionSettings {
     const number = (value: number | null) => value ?? Number.NaN;
     // Every parameter the catalogue declares: a number missing while it is typed is NaN, which the checks refuse.
-    const params = Object.fromEntries(tunablePolicyIds.map((id) => {
-        const values = form.params[id] as Record<string, number | string | null>;
-        return [id, Object.fromEntries(policyEntry(id).params.map((param) =>
-            [param.key, isNumberParam(param) ? number(values[param.key] as number | null) : values[param.key]]))];
-    })) as PolicyParams;
+    const params = Object.fromEntries(
+        tunablePolicyIds.map((id) => {
+            const values = form.params[id] as Record<string, number | string | null>;
+            return [
+                id,
+                Object.fromEntries(
+                    policyEntry(id).params.map((param) => [
+                        param.key,
+                        isNumberParam(param) ? number(values[param.key] as number | null) : values[param.key]
+                    ])
+                )
+            ];
+        })
+    ) as PolicyParams;
     return {
         policy: form.policy,
         budget: budgetOf(form),
@@ -66,28 +81,22 @@ const count = (value: number) => value.toLocaleString("en-US");
 function checkBudget(form: BudgetForm): string | null {
     if (form.budgetKind === "cells") {
         const cells = form.cells;
-        if (cells == null || !Number.isFinite(cells))
-            return "Enter the budget as a number of cells (tokens), for example 4096.";
-        if (!Number.isInteger(cells))
-            return "Cells are whole tokens: enter a whole number.";
+        if (cells == null || !Number.isFinite(cells)) return "Enter the budget as a number of cells (tokens), for example 4096.";
+        if (!Number.isInteger(cells)) return "Cells are whole tokens: enter a whole number.";
         if (cells < budgetLimits.minCells)
             return `A budget needs at least ${budgetLimits.minCells} cells to hold the sinks, a recent window and the prompt.`;
-        if (cells > budgetLimits.maxCells)
-            return `At most ${count(budgetLimits.maxCells)} cells.`;
+        if (cells > budgetLimits.maxCells) return `At most ${count(budgetLimits.maxCells)} cells.`;
     } else if (form.budgetKind === "mib") {
         const mib = form.mib;
-        if (mib == null || !Number.isFinite(mib))
-            return "Enter the budget in MiB, for example 512.";
-        if (mib <= 0)
-            return "A budget must be more than 0 MiB.";
-        if (mib > budgetLimits.maxMib)
-            return "A budget above 1 TiB is not a budget.";
+        if (mib == null || !Number.isFinite(mib)) return "Enter the budget in MiB, for example 512.";
+        if (mib <= 0) return "A budget must be more than 0 MiB.";
+        if (mib > budgetLimits.maxMib) return "A budget above 1 TiB is not a budget.";
     }
     return null;
 }
 
 /** The K and V cache types of a setting. */
-export type KvTypes = {kvType: KvCacheType, kvTypeV: KvCacheType};
+export type KvTypes = {kvType: KvCacheType; kvTypeV: KvCacheType};
 
 /**
  * What the loaded model allows a budget, as its last estimate said: the most cells (`BudgetEstimate.maxCells`, the rule
@@ -104,12 +113,10 @@ const mib = 1024 * 1024;
 
 /** The cap in words for this kind of budget ("At most 4,096 cells: the model's context."); `null` for auto or no cap known. */
 export function describeCap(kind: KvBudget["kind"], cap: BudgetCap | null, types: KvTypes): string | null {
-    if (cap == null || kind === "auto" || (kind === "mib" && (types.kvType !== cap.kvType || types.kvTypeV !== cap.kvTypeV)))
-        return null;
+    if (cap == null || kind === "auto" || (kind === "mib" && (types.kvType !== cap.kvType || types.kvTypeV !== cap.kvTypeV))) return null;
     const reason = cap.modelContextLength === cap.maxCells ? "the model's context" : "the most Ponder allocates";
-    if (kind === "cells")
-        return `At most ${count(cap.maxCells)} cells: ${reason}.`;
-    const most = Math.floor((cap.maxCells * cap.bytesPerCell) / mib * 100) / 100;
+    if (kind === "cells") return `At most ${count(cap.maxCells)} cells: ${reason}.`;
+    const most = Math.floor(((cap.maxCells * cap.bytesPerCell) / mib) * 100) / 100;
     return `At most ${count(most)} MiB of ${describeKvTypes(types)} (${count(cap.maxCells)} cells): ${reason}.`;
 }
 
@@ -119,8 +126,7 @@ export function describeCap(kind: KvBudget["kind"], cap: BudgetCap | null, types
  */
 export function checkBudgetCap(form: BudgetForm, cap: BudgetCap | null): string | null {
     const limit = describeCap(form.budgetKind, cap, form);
-    if (cap == null || limit == null)
-        return null;
+    if (cap == null || limit == null) return null;
     if (form.budgetKind === "cells" && form.cells != null && form.cells > cap.maxCells)
         return `${count(form.cells)} cells is more than this model can use. ${limit}`;
     if (form.budgetKind === "mib" && form.mib != null && Math.floor((form.mib * mib) / cap.bytesPerCell) > cap.maxCells)
@@ -139,25 +145,22 @@ export function conversationTokens(messages: MessageDto[]): number | null {
  * refuses the next message (and a continuation), a pruning policy prunes it as it is read. `null` when it fits.
  */
 export function historyNote(tokens: number | null, cells: number | null, policy: PolicyId): string | null {
-    if (tokens == null || cells == null)
-        return null;
+    if (tokens == null || cells == null) return null;
     if (policy === "full")
         return tokens + fullKvAnswerRoom > cells
             ? `This conversation is already about ${count(tokens)} tokens: with Full KV ${count(cells)} cells cannot hold it ` +
-                "and an answer, so the next message (or a continuation) is refused. Raise the budget or choose a compression policy."
+                  "and an answer, so the next message (or a continuation) is refused. Raise the budget or choose a compression policy."
             : null;
     return tokens > cells
         ? `This conversation is already about ${count(tokens)} tokens, more than ${count(cells)} cells: it is pruned as it is read, ` +
-            "so parts of it can be lost."
+              "so parts of it can be lost."
         : null;
 }
 
 /** What is wrong with a parameter's value, in words, or `null`. */
 function checkParam(spec: ParamSpec, value: number | null): string | null {
-    if (value == null || !Number.isFinite(value))
-        return `Enter a value for ${spec.label}.`;
-    if (spec.integer && !Number.isInteger(value))
-        return `${spec.label} must be a whole number.`;
+    if (value == null || !Number.isFinite(value)) return `Enter a value for ${spec.label}.`;
+    if (spec.integer && !Number.isInteger(value)) return `${spec.label} must be a whole number.`;
     const low = spec.minExclusive ? value <= spec.min : value < spec.min;
     const high = spec.maxExclusive ? value >= spec.max : value > spec.max;
     if (low || high) {
@@ -172,8 +175,7 @@ function checkParam(spec: ParamSpec, value: number | null): string | null {
 export function validateBudgetForm(form: BudgetForm): FormErrors {
     const errors: FormErrors = {};
     const budget = checkBudget(form);
-    if (budget)
-        errors.budget = budget;
+    if (budget) errors.budget = budget;
     const every = form.pruneEvery;
     if (every == null || !Number.isInteger(every) || every < budgetLimits.minPruneEvery || every > budgetLimits.maxPruneEvery)
         errors.pruneEvery = `Prune every ${budgetLimits.minPruneEvery} to ${budgetLimits.maxPruneEvery} generated tokens (a whole number).`;
@@ -183,8 +185,7 @@ export function validateBudgetForm(form: BudgetForm): FormErrors {
         const values = form.params[form.policy] as Record<string, number | null>;
         for (const spec of paramSpecs[form.policy]) {
             const problem = checkParam(spec, values[spec.key] ?? null);
-            if (problem)
-                errors[`params.${form.policy}.${spec.key}`] = problem;
+            if (problem) errors[`params.${form.policy}.${spec.key}`] = problem;
         }
     }
     return errors;

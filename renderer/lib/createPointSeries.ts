@@ -1,7 +1,7 @@
 import type {KvSample} from "../../preload/contract.js";
 
 /** One point of the memory-against-tokens chart (Lethe Fig. 4's shape). */
-export type MemoryPoint = {tokens: number, fullBytes: number, allocatedBytes: number, liveBytes: number};
+export type MemoryPoint = {tokens: number; fullBytes: number; allocatedBytes: number; liveBytes: number};
 
 export function toPoint(sample: KvSample): MemoryPoint {
     return {tokens: sample.tokensSeen, fullBytes: sample.fullBytes, allocatedBytes: sample.allocatedBytes, liveBytes: sample.liveBytes};
@@ -9,12 +9,10 @@ export function toPoint(sample: KvSample): MemoryPoint {
 
 /** At most `max` points, evenly spread, always keeping the first and the last. */
 export function decimate<T>(points: readonly T[], max: number): T[] {
-    if (points.length <= max || max < 2)
-        return [...points];
+    if (points.length <= max || max < 2) return [...points];
     const result: T[] = [];
     const step = (points.length - 1) / (max - 1);
-    for (let i = 0; i < max; i++)
-        result.push(points[Math.round(i * step)]!);
+    for (let i = 0; i < max; i++) result.push(points[Math.round(i * step)]!);
     return result;
 }
 
@@ -27,8 +25,7 @@ export function createPointSeries(max = 400) {
         },
         push(sample: KvSample): void {
             points.push(toPoint(sample));
-            if (points.length > 2 * max)
-                points = decimate(points, max);
+            if (points.length > 2 * max) points = decimate(points, max);
         },
         clear(): void {
             points = [];

@@ -8,19 +8,25 @@ Chart.register(LineController, LineElement, PointElement, LinearScale, Filler, T
 
 const mib = 1024 * 1024;
 const gib = 1024 * mib;
-type XY = {x: number, y: number};
+type XY = {x: number; y: number};
 
 export type SavingsChart = {
-    update(points: readonly MemoryPoint[]): void,
-    setColors(colors: ThemeColors): void,
-    destroy(): void
+    update(points: readonly MemoryPoint[]): void;
+    setColors(colors: ThemeColors): void;
+    destroy(): void;
 };
 
 /** KV memory against tokens: a full cache's line, the allocation, and the live cells filled (Lethe Fig. 4's shape). */
 export function createSavingsChart(canvas: HTMLCanvasElement, colors: ThemeColors): SavingsChart {
     let unit = {bytes: mib, name: "MiB"};
     const line = (label: string): ChartDataset<"line", XY[]> => ({
-        label, data: [], pointRadius: 0, pointHoverRadius: 3, borderWidth: 2, tension: 0, fill: false
+        label,
+        data: [],
+        pointRadius: 0,
+        pointHoverRadius: 3,
+        borderWidth: 2,
+        tension: 0,
+        fill: false
     });
     const datasets = [line("Full cache"), line("Allocated"), line("Live")];
     const chart = new Chart<"line", XY[]>(canvas, {
@@ -34,14 +40,19 @@ export function createSavingsChart(canvas: HTMLCanvasElement, colors: ThemeColor
             normalized: true,
             interaction: {mode: "nearest", axis: "x", intersect: false},
             scales: {
-                x: {type: "linear", min: 0, title: {display: true, text: "Tokens in the conversation"}, ticks: {maxTicksLimit: 6, precision: 0}},
+                x: {
+                    type: "linear",
+                    min: 0,
+                    title: {display: true, text: "Tokens in the conversation"},
+                    ticks: {maxTicksLimit: 6, precision: 0}
+                },
                 y: {type: "linear", min: 0, title: {display: true, text: "KV memory (MiB)"}, ticks: {maxTicksLimit: 5}}
             },
             plugins: {
                 legend: {position: "bottom", labels: {usePointStyle: true, pointStyle: "line", boxWidth: 18, padding: 12}},
                 tooltip: {
                     callbacks: {
-                        title: (items) => items[0] ? `${count(items[0].parsed.x ?? 0)} tokens` : "",
+                        title: (items) => (items[0] ? `${count(items[0].parsed.x ?? 0)} tokens` : ""),
                         label: (item) => `${item.dataset.label}: ${formatMemory((item.parsed.y ?? 0) * unit.bytes)}`
                     }
                 }
@@ -56,16 +67,13 @@ export function createSavingsChart(canvas: HTMLCanvasElement, colors: ThemeColor
         Object.assign(live, {borderColor: theme.accent, backgroundColor: theme.accentSoft, fill: "origin"});
         const options = chart.options;
         for (const scale of [options.scales?.x, options.scales?.y]) {
-            if (!scale)
-                continue;
+            if (!scale) continue;
             scale.grid = {color: theme.border};
             scale.border = {color: theme.border};
             scale.ticks = {...scale.ticks, color: theme.muted};
-            if ("title" in scale && scale.title)
-                scale.title.color = theme.muted;
+            if ("title" in scale && scale.title) scale.title.color = theme.muted;
         }
-        if (options.plugins?.legend?.labels)
-            options.plugins.legend.labels.color = theme.text;
+        if (options.plugins?.legend?.labels) options.plugins.legend.labels.color = theme.text;
         chart.update("none");
     }
 
@@ -73,8 +81,7 @@ export function createSavingsChart(canvas: HTMLCanvasElement, colors: ThemeColor
         const peak = points.reduce((max, point) => Math.max(max, point.fullBytes, point.allocatedBytes), 0);
         unit = peak >= gib ? {bytes: gib, name: "GiB"} : {bytes: mib, name: "MiB"};
         const y = chart.options.scales?.y;
-        if (y && "title" in y && y.title)
-            y.title.text = `KV memory (${unit.name})`;
+        if (y && "title" in y && y.title) y.title.text = `KV memory (${unit.name})`;
         datasets[0]!.data = points.map((point) => ({x: point.tokens, y: point.fullBytes / unit.bytes}));
         datasets[1]!.data = points.map((point) => ({x: point.tokens, y: point.allocatedBytes / unit.bytes}));
         datasets[2]!.data = points.map((point) => ({x: point.tokens, y: point.liveBytes / unit.bytes}));

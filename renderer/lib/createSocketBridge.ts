@@ -1,28 +1,38 @@
 import type {
-    BridgeEventFrame, BridgeRequestFrame, BridgeResponseFrame, ErrorInfo, EventChannel, Events, PonderApi, Req, RequestChannel, Res, Result
+    BridgeEventFrame,
+    BridgeRequestFrame,
+    BridgeResponseFrame,
+    ErrorInfo,
+    EventChannel,
+    Events,
+    PonderApi,
+    Req,
+    RequestChannel,
+    Res,
+    Result
 } from "../../preload/contract.js";
 
 export type SocketBridgeOptions = {
     /** `ws://host/bridge?token=...` */
-    url: string,
+    url: string;
     /** WebSocket constructor. Defaults to `globalThis.WebSocket`. */
-    WebSocket?: typeof WebSocket,
+    WebSocket?: typeof WebSocket;
     /** Delay before the first reconnection attempt, doubled on each failure. Defaults to `250`. */
-    minDelayMs?: number,
+    minDelayMs?: number;
     /** Longest delay between reconnection attempts. Defaults to `5000`. */
-    maxDelayMs?: number
+    maxDelayMs?: number;
 };
 
 /** A `PonderApi` over the loopback WebSocket, plus what a socket adds: connection changes and disposal. */
 export type SocketBridge = PonderApi & {
     /** Calls `listener(true)` on every (re)connection and `listener(false)` when an open connection drops. */
-    onConnection(listener: (connected: boolean) => void): () => void,
-    dispose(): void
+    onConnection(listener: (connected: boolean) => void): () => void;
+    dispose(): void;
 };
 
 export const connectionLost: ErrorInfo = {code: "INTERNAL", message: "Connection to Ponder's backend lost"};
 
-type Pending = {frame: string, sent: boolean, resolve: (result: Result<unknown>) => void};
+type Pending = {frame: string; sent: boolean; resolve: (result: Result<unknown>) => void};
 
 export function createSocketBridge(options: SocketBridgeOptions): SocketBridge {
     const Socket = options.WebSocket ?? globalThis.WebSocket;
@@ -40,8 +50,7 @@ export function createSocketBridge(options: SocketBridgeOptions): SocketBridge {
 
     function connect(): void {
         timer = null;
-        if (disposed)
-            return;
+        if (disposed) return;
 
         const ws = new Socket(options.url);
         socket = ws;
@@ -53,27 +62,23 @@ export function createSocketBridge(options: SocketBridgeOptions): SocketBridge {
                     ws.send(request.frame);
                     request.sent = true;
                 }
-            for (const listener of connectionListeners)
-                listener(true);
+            for (const listener of connectionListeners) listener(true);
         };
         ws.onmessage = (event: MessageEvent) => receive(event.data);
         ws.onclose = () => {
-            if (socket !== ws)
-                return;
+            if (socket !== ws) return;
             socket = null;
             failPending();
             if (open) {
                 open = false;
-                for (const listener of connectionListeners)
-                    listener(false);
+                for (const listener of connectionListeners) listener(false);
             }
             scheduleReconnect();
         };
     }
 
     function scheduleReconnect(): void {
-        if (disposed || timer != null)
-            return;
+        if (disposed || timer != null) return;
         const delay = Math.min(maxDelayMs, minDelayMs * 2 ** attempt);
         attempt++;
         timer = setTimeout(connect, delay);
@@ -82,8 +87,7 @@ export function createSocketBridge(options: SocketBridgeOptions): SocketBridge {
     function failPending(): void {
         const requests = [...pending.values()];
         pending.clear();
-        for (const request of requests)
-            request.resolve({ok: false, error: connectionLost});
+        for (const request of requests) request.resolve({ok: false, error: connectionLost});
     }
 
     function receive(data: unknown): void {
@@ -98,14 +102,12 @@ export function createSocketBridge(options: SocketBridgeOptions): SocketBridge {
             pending.delete(frame.id);
             request?.resolve(frame.result);
         } else if (typeof frame.event === "string") {
-            for (const listener of listeners.get(frame.event) ?? [])
-                (listener as (payload: unknown) => void)(frame.payload);
+            for (const listener of listeners.get(frame.event) ?? []) (listener as (payload: unknown) => void)(frame.payload);
         }
     }
 
     function invoke<C extends RequestChannel>(channel: C, payload: Req<C>): Promise<Result<Res<C>>> {
-        if (disposed)
-            return Promise.resolve({ok: false, error: connectionLost});
+        if (disposed) return Promise.resolve({ok: false, error: connectionLost});
         const id = nextId++;
         const frame: BridgeRequestFrame = {id, channel, payload};
         return new Promise((resolve) => {
@@ -135,8 +137,7 @@ export function createSocketBridge(options: SocketBridgeOptions): SocketBridge {
 
     function dispose(): void {
         disposed = true;
-        if (timer != null)
-            clearTimeout(timer);
+        if (timer != null) clearTimeout(timer);
         const ws = socket;
         socket = null;
         open = false;

@@ -4,8 +4,7 @@ import {count} from "./formatMemory.js";
 /** A duration for a person: "40 s", "9 min", "1 h 5 min". */
 export function formatDuration(seconds: number): string {
     const s = Math.max(0, Math.round(seconds));
-    if (s < 60)
-        return `${s} s`;
+    if (s < 60) return `${s} s`;
     const minutes = Math.round(s / 60);
     return minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
@@ -31,7 +30,6 @@ export function calibrationFraction(status: CalibrationStatus): number {
 export function describeCalibrationResult(provenance: CalibrationProvenance): string {
     const made = `Calibrated on ${count(provenance.prompts)} thought${provenance.prompts === 1 ? "" : "s"}, ${count(provenance.tokens)} tokens, ${formatDuration(provenance.seconds)}`;
     const points = provenance.validation?.points ?? [];
-    if (points.length === 0)
-        return made;
+    if (points.length === 0) return made;
     return `${made}; held-out agreement ${points.map((p) => `at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(2)}, Lethe ${p.lethe.toFixed(2)}`).join("; ")}`;
 }

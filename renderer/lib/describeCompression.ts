@@ -8,17 +8,21 @@ import {combineModes, isTunable, paramSpecs, policyName} from "./policies.js";
 
 export type CompressionDescription = {
     /** `"Lethe · 512 cells · F16"`. */
-    label: string,
+    label: string;
     /** Every setting in a sentence or two, for the tooltip. */
-    detail: string
+    detail: string;
 };
 
 /** An answer's compression in a few words (`label`) and in full (`detail`). */
 export function describeCompression(compression: MessageCompression): CompressionDescription {
     const settings = compression.settings;
     const name = policyName(compression.policy);
-    const budget = compression.budgetCells != null ? `${count(compression.budgetCells)} cells`
-        : settings != null ? budgetLabel(settings.budget) : null;
+    const budget =
+        compression.budgetCells != null
+            ? `${count(compression.budgetCells)} cells`
+            : settings != null
+              ? budgetLabel(settings.budget)
+              : null;
     const label = [name, budget, settings != null ? cacheTypeLabel(settings) : null].filter((part) => part != null).join(" · ");
     if (settings == null)
         return {label, detail: `Ran under ${name}${budget != null ? ` with ${budget}` : ""} (its other settings were not recorded).`};
@@ -51,7 +55,6 @@ function cacheTypeLabel(settings: CompressionSettings): string {
 
 /** Whether the next answer would run under another policy or budget than `compression` records. */
 export function compressionChanged(compression: MessageCompression, next: CompressionSettings): boolean {
-    if (compression.policy !== next.policy)
-        return true;
+    if (compression.policy !== next.policy) return true;
     return compression.settings != null && JSON.stringify(compression.settings.budget) !== JSON.stringify(next.budget);
 }

@@ -1,7 +1,7 @@
 import type {LayerPlacement} from "../../preload/contract.js";
 
 /** One run of consecutive layers on one device, for a person: "layers 0–1", "this machine (CPU)". */
-export type PlacementGroup = {layers: string, where: string};
+export type PlacementGroup = {layers: string; where: string};
 
 /**
  * Where a model's layers run, as runs of consecutive layers on one device: its rpc-server's address for a remote device,
@@ -15,8 +15,7 @@ export function describePlacement(placement: LayerPlacement): PlacementGroup[] {
     const groups: PlacementGroup[] = [];
     let start = 0;
     for (let index = 1; index <= placement.layers.length; index++) {
-        if (index < placement.layers.length && placement.layers[index] === placement.layers[start])
-            continue;
+        if (index < placement.layers.length && placement.layers[index] === placement.layers[start]) continue;
         const last = index - 1;
         groups.push({layers: start === last ? `layer ${start}` : `layers ${start}–${last}`, where: whereOf(placement.layers[start]!)});
         start = index;

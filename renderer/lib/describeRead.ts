@@ -12,6 +12,8 @@ export function describeRead(reason: ReadReason, percent: number): string {
         case "conversation":
             return done ? "Conversation read into the context" : `Reading the conversation into the context… ${percent}%`;
         case "settings":
-            return done ? "Context rebuilt for the new compression settings" : `Rebuilding the context for the new compression settings… ${percent}%`;
+            return done
+                ? "Context rebuilt for the new compression settings"
+                : `Rebuilding the context for the new compression settings… ${percent}%`;
     }
 }

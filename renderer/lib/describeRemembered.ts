@@ -8,10 +8,8 @@ import {count} from "./formatMemory.js";
 /** Whether `position` is in `ranges` (`toRanges`' form). */
 export function inRanges(ranges: readonly number[], position: number): boolean {
     for (let i = 0; i + 1 < ranges.length; i += 2) {
-        if (position < ranges[i]!)
-            return false;
-        if (position < ranges[i + 1]!)
-            return true;
+        if (position < ranges[i]!) return false;
+        if (position < ranges[i + 1]!) return true;
     }
     return false;
 }
@@ -37,8 +35,10 @@ export function describeRemembered(view: RememberedView): string {
     const promptTokens = view.answerStart;
     const answerTokens = view.tokensSeen - view.answerStart;
     const kept = view.tokensSeen - promptForgotten - answerForgotten;
-    return `Remembers ${count(kept)} of ${count(view.tokensSeen)} tokens: ${count(promptTokens - promptForgotten)} of the prompt's ${count(promptTokens)}, ` +
-        `${count(answerTokens - answerForgotten)} of the answer's ${count(answerTokens)}.`;
+    return (
+        `Remembers ${count(kept)} of ${count(view.tokensSeen)} tokens: ${count(promptTokens - promptForgotten)} of the prompt's ${count(promptTokens)}, ` +
+        `${count(answerTokens - answerForgotten)} of the answer's ${count(answerTokens)}.`
+    );
 }
 
 /** Layers as a person reads them: `"0-3, 5"` (runs of three or more as a range). */
@@ -46,12 +46,9 @@ export function describeLayers(layers: readonly number[]): string {
     const parts: string[] = [];
     for (let i = 0; i < layers.length;) {
         let end = i;
-        while (end + 1 < layers.length && layers[end + 1] === layers[end]! + 1)
-            end++;
-        if (end - i >= 2)
-            parts.push(`${layers[i]}–${layers[end]}`);
-        else
-            parts.push(...layers.slice(i, end + 1).map(String));
+        while (end + 1 < layers.length && layers[end + 1] === layers[end]! + 1) end++;
+        if (end - i >= 2) parts.push(`${layers[i]}–${layers[end]}`);
+        else parts.push(...layers.slice(i, end + 1).map(String));
         i = end + 1;
     }
     return parts.join(", ");
@@ -68,12 +65,13 @@ function formatScore(score: number): string {
  * `"TRIM-KV retention 0.82 at round 12 of 15 · layers whose own ranking would keep it: 0–3, 5 (5 of 6)"`.
  */
 export function describeTokenScore(view: RememberedView, position: number): string {
-    if (view.policy === "full")
-        return "Full KV keeps every token: no prune round scores them.";
+    if (view.policy === "full") return "Full KV keeps every token: no prune round scores them.";
     const record = tokenScoreAt(view.scores ?? undefined, position);
     if (record == null || view.scores == null) {
         if (view.scores == null)
-            return view.live ? "No prune round has run yet in this answer." : "This answer recorded no token scores (no prune round ran, or it was made before they were recorded).";
+            return view.live
+                ? "No prune round has run yet in this answer."
+                : "This answer recorded no token scores (no prune round ran, or it was made before they were recorded).";
         if (view.scores.positions.length > 0 && position < view.scores.positions[0]! && view.scores.positions.length >= maxTokenScores)
             return `No score kept: an answer keeps the scores of its newest ${count(maxTokenScores)} tokens.`;
         if (view.scores.positions.length > 0 && position > view.scores.positions.at(-1)!)
@@ -83,12 +81,20 @@ export function describeTokenScore(view: RememberedView, position: number): stri
     const rounds = view.rounds.at(-1)?.last;
     const at = `at round ${count(record.round)}${rounds != null ? ` of ${count(rounds)}` : ""}`;
     const name = view.policy != null ? policyEntry(view.policy).name : null;
-    const score = record.score == null ? null : view.scores.kind === "retention"
-        ? `${name ?? "TRIM-KV"} retention ${formatScore(record.score)} ${at}`
-        : `${name != null ? `${name}'s score` : "Score"} (attention received) ${formatScore(record.score)} ${at}`;
+    const score =
+        record.score == null
+            ? null
+            : view.scores.kind === "retention"
+              ? `${name ?? "TRIM-KV"} retention ${formatScore(record.score)} ${at}`
+              : `${name != null ? `${name}'s score` : "Score"} (attention received) ${formatScore(record.score)} ${at}`;
     const first = score ?? `${name ?? "The policy"} keeps by position, not by a score (last seen ${at})`;
     const layers = view.scores.layers;
-    const keeping = `layers whose own ranking would keep it: ${record.keptBy.length === 0 ? "none"
-        : record.keptBy.length === layers ? `all ${count(layers)}` : `${describeLayers(record.keptBy)} (${count(record.keptBy.length)} of ${count(layers)})`}`;
+    const keeping = `layers whose own ranking would keep it: ${
+        record.keptBy.length === 0
+            ? "none"
+            : record.keptBy.length === layers
+              ? `all ${count(layers)}`
+              : `${describeLayers(record.keptBy)} (${count(record.keptBy.length)} of ${count(layers)})`
+    }`;
     return `${first} · ${keeping}`;
 }

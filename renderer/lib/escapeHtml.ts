@@ -1,4 +1,4 @@
-const entities: Record<string, string> = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"};
+const entities: Record<string, string> = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
 
 /** Text -> HTML text or attribute value. */
 export function escapeHtml(text: string): string {

@@ -5,8 +5,7 @@ import type {MessageDto} from "../../preload/contract.js";
 /** `4200` -> `"4.2 s"`; minutes past a minute (`"2 min 5 s"`). */
 export function formatSeconds(ms: number): string {
     const seconds = Math.max(0, ms) / 1000;
-    if (seconds < 60)
-        return `${seconds.toFixed(1)} s`;
+    if (seconds < 60) return `${seconds.toFixed(1)} s`;
     const minutes = Math.floor(seconds / 60);
     return `${minutes} min ${Math.round(seconds - minutes * 60)} s`;
 }
@@ -14,8 +13,7 @@ export function formatSeconds(ms: number): string {
 /** Generated tokens (thought and answer) per second of the request, or `null` before there is anything to measure. */
 export function tokensPerSecond(message: Pick<MessageDto, "thinkingTokens" | "answerTokens" | "totalMs">): number | null {
     const tokens = message.thinkingTokens + message.answerTokens;
-    if (tokens <= 0 || message.totalMs <= 0)
-        return null;
+    if (tokens <= 0 || message.totalMs <= 0) return null;
     return tokens / (message.totalMs / 1000);
 }
 
@@ -27,15 +25,13 @@ export function formatLatency(ms: number): string {
 /** Generated tokens per second after the first token (the decode speed), or over the whole answer before it is known. */
 export function decodeRate(message: Pick<MessageDto, "thinkingTokens" | "answerTokens" | "totalMs" | "firstTokenMs">): number | null {
     const tokens = message.thinkingTokens + message.answerTokens;
-    if (message.firstTokenMs == null || tokens < 2 || message.totalMs <= message.firstTokenMs)
-        return tokensPerSecond(message);
+    if (message.firstTokenMs == null || tokens < 2 || message.totalMs <= message.firstTokenMs) return tokensPerSecond(message);
     return (tokens - 1) / ((message.totalMs - message.firstTokenMs) / 1000);
 }
 
 /** Prompt tokens read per second before the first token. */
 export function promptRate(message: Pick<MessageDto, "promptTokens" | "firstTokenMs">): number | null {
-    if (message.firstTokenMs == null || message.firstTokenMs <= 0 || message.promptTokens <= 0)
-        return null;
+    if (message.firstTokenMs == null || message.firstTokenMs <= 0 || message.promptTokens <= 0) return null;
     return message.promptTokens / (message.firstTokenMs / 1000);
 }
 
@@ -60,7 +56,8 @@ export function formatBytes(bytes: number): string {
 
 /** A parameter count as model cards write it: `1.78 B`, `494 M`, `2.4 M`. */
 export function formatParameters(count: number): string {
-    const [value, unit] = count >= 1e9 ? [count / 1e9, "B"] : count >= 1e6 ? [count / 1e6, "M"] : count >= 1e3 ? [count / 1e3, "K"] : [count, ""];
+    const [value, unit] =
+        count >= 1e9 ? [count / 1e9, "B"] : count >= 1e6 ? [count / 1e6, "M"] : count >= 1e3 ? [count / 1e3, "K"] : [count, ""];
     const digits = unit === "" || value >= 100 ? 0 : value >= 10 ? 1 : 2;
     return `${value.toFixed(digits)}${unit === "" ? "" : ` ${unit}`}`;
 }

@@ -6,7 +6,7 @@ const kib = 1024;
 const mib = 1024 * kib;
 const gib = 1024 * mib;
 
-export type MemoryParts = {value: string, unit: "KiB" | "MiB" | "GiB"};
+export type MemoryParts = {value: string; unit: "KiB" | "MiB" | "GiB"};
 
 function digits(value: number): string {
     return value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0);
@@ -15,8 +15,7 @@ function digits(value: number): string {
 /** `12_897_485` -> `{value: "12.3", unit: "MiB"}`: MiB below a GiB (two decimals under 10), GiB above. */
 export function splitMemory(bytes: number): MemoryParts {
     const safe = Number.isFinite(bytes) ? Math.max(0, bytes) : 0;
-    if (safe >= gib)
-        return {value: digits(safe / gib), unit: "GiB"};
+    if (safe >= gib) return {value: digits(safe / gib), unit: "GiB"};
     return {value: digits(safe / mib), unit: "MiB"};
 }
 
@@ -37,15 +36,13 @@ export function formatPerToken(bytes: number): string {
 
 /** Share of the full-equivalent cache not held: `1 - part / full` (DESIGN §5); `null` before there is a full cache to compare with. */
 export function savingsOf(part: number, full: number): number | null {
-    if (!(full > 0) || !Number.isFinite(part))
-        return null;
+    if (!(full > 0) || !Number.isFinite(part)) return null;
     return 1 - part / full;
 }
 
 /** `0.623` -> `"62%"`; negative savings (more allocated than a full cache needs) keep their sign: `"−20%"`. */
 export function formatPercent(share: number | null): string {
-    if (share == null || !Number.isFinite(share))
-        return "–";
+    if (share == null || !Number.isFinite(share)) return "–";
     const percent = Math.round(share * 100);
     return percent < 0 ? `−${-percent}%` : `${percent}%`;
 }
@@ -73,11 +70,11 @@ export function describeFootprint(sample: KvSample): string {
 /** An answer's memory in words a person reads without knowing what a KV cache is, and the jargon apart. */
 export type AnswerMemory = {
     /** `"Used 12.3 MiB of memory, 62% less than a full cache (32.4 MiB)"`. */
-    line: string,
+    line: string;
     /** Set when the budget forced drops: the answer may not be the one a full cache gives. */
-    mayDiffer: string | null,
+    mayDiffer: string | null;
     /** Prune rounds, evictions and forced drops in a line, for the Advanced details. */
-    advanced: string
+    advanced: string;
 };
 
 /** `sample` (an answer's last) as `AnswerMemory`. */
@@ -85,9 +82,8 @@ export function describeAnswerMemory(sample: KvSample): AnswerMemory {
     const saved = savingsOf(sample.liveBytes, sample.fullBytes);
     const used = `Used ${formatMemory(sample.liveBytes)} of memory`;
     const line = saved == null ? used : `${used}, ${describeSavings(saved)} (${formatMemory(sample.fullBytes)})`;
-    const mayDiffer = sample.forcedDrops > 0
-        ? "The memory budget was full, so this answer may differ from the one a full cache gives."
-        : null;
+    const mayDiffer =
+        sample.forcedDrops > 0 ? "The memory budget was full, so this answer may differ from the one a full cache gives." : null;
     const advanced = [
         `${count(sample.cellsLive)} of ${count(sample.tokensSeen)} tokens kept in ${count(sample.cellsAllocated)} cells`,
         `${count(sample.pruneRounds)} prune rounds`,
@@ -98,11 +94,13 @@ export function describeAnswerMemory(sample: KvSample): AnswerMemory {
 }
 
 /** What the gauge's count of tokens freed by a full budget means, in plain words. */
-export const budgetFullExplained = "Tokens freed because the memory budget was full, although the policy would have kept them. " +
+export const budgetFullExplained =
+    "Tokens freed because the memory budget was full, although the policy would have kept them. " +
     "Many of them mean the budget is too small for this policy.";
 
 /** What a forced drop is, wherever the count is shown. */
-export const forcedDropsExplained = "Forced drops: tokens freed because the budget was full although the policy would have kept them " +
+export const forcedDropsExplained =
+    "Forced drops: tokens freed because the budget was full although the policy would have kept them " +
     "(the budget chose these, not the policy). Many of them mean the budget is too small for this policy.";
 
 /** The footprint's tooltip: every figure behind it, and that it measures memory, not the answer. */

@@ -2,13 +2,19 @@ import katex from "katex";
 import type {MarkedExtension, Tokens} from "marked";
 import {escapeHtml} from "./escapeHtml.js";
 
-type MathToken = Tokens.Generic & {text: string, display: boolean};
+type MathToken = Tokens.Generic & {text: string; display: boolean};
 
 /** TeX -> KaTeX HTML + MathML. KaTeX escapes what it renders; `trust: false` refuses `\href`, `\url`, `\htmlClass`... */
 function renderTex(tex: string, display: boolean): string {
     try {
         return katex.renderToString(tex, {
-            displayMode: display, throwOnError: false, output: "htmlAndMathml", strict: "ignore", trust: false, maxExpand: 500, maxSize: 50
+            displayMode: display,
+            throwOnError: false,
+            output: "htmlAndMathml",
+            strict: "ignore",
+            trust: false,
+            maxExpand: 500,
+            maxSize: 50
         });
     } catch {
         return `<code class="math-error">${escapeHtml(tex)}</code>`;
@@ -37,8 +43,7 @@ export function markedMath(): MarkedExtension {
                 tokenizer(src: string): MathToken | undefined {
                     const match = blockRule.exec(src);
                     const tex = match?.[1] ?? match?.[2];
-                    if (match && tex?.trim())
-                        return {type: "blockMath", raw: match[0], text: tex.trim(), display: true};
+                    if (match && tex?.trim()) return {type: "blockMath", raw: match[0], text: tex.trim(), display: true};
                     return undefined;
                 },
                 renderer: (token) => `<div class="math-block">${renderTex(token.text as string, true)}</div>\n`
@@ -53,8 +58,7 @@ export function markedMath(): MarkedExtension {
                 tokenizer(src: string): MathToken | undefined {
                     for (const [rule, display] of inlineRules) {
                         const match = rule.exec(src);
-                        if (match?.[1]?.trim())
-                            return {type: "inlineMath", raw: match[0], text: match[1].trim(), display};
+                        if (match?.[1]?.trim()) return {type: "inlineMath", raw: match[0], text: match[1].trim(), display};
                     }
                     return undefined;
                 },

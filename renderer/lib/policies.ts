@@ -2,39 +2,60 @@
 // papers' defaults and the bounds the backend accepts, all from the catalogue (preload/policyCatalogue.ts).
 
 import {
-    defaultPolicyParams, isNumberParam, isTunable, kvBounds, policyCatalogue, policyEntry, policyName, tunablePolicyIds, type ChoiceParam,
-    type CompressionSettings, type KvCacheType, type NumberParam, type PolicyId, type PolicyPaper, type PolicyParams, type TunablePolicyId
+    defaultPolicyParams,
+    isNumberParam,
+    isTunable,
+    kvBounds,
+    policyCatalogue,
+    policyEntry,
+    policyName,
+    tunablePolicyIds,
+    type ChoiceParam,
+    type CompressionSettings,
+    type KvCacheType,
+    type NumberParam,
+    type PolicyId,
+    type PolicyPaper,
+    type PolicyParams,
+    type TunablePolicyId
 } from "../../preload/contract.js";
 
 export {isTunable, policyName};
 export type {PolicyPaper};
 
 export type PolicyInfo = {
-    id: PolicyId,
-    name: string,
+    id: PolicyId;
+    name: string;
     /** What it keeps, in plain words. */
-    keeps: string,
+    keeps: string;
     /** When to choose it. */
-    when: string,
+    when: string;
     /** `keeps` and `when` in one text (tooltips). */
-    description: string,
-    paper: PolicyPaper | null
+    description: string;
+    paper: PolicyPaper | null;
 };
 
-export const policies: PolicyInfo[] = policyCatalogue.map(({id, name, keeps, when, paper}) =>
-    ({id, name, keeps, when, description: `${keeps} ${when}`, paper}));
+export const policies: PolicyInfo[] = policyCatalogue.map(({id, name, keeps, when, paper}) => ({
+    id,
+    name,
+    keeps,
+    when,
+    description: `${keeps} ${when}`,
+    paper
+}));
 
 /** A number parameter as the form shows and checks it. */
 export type ParamSpec = NumberParam;
 
 /** Each policy's number parameters, in the order the controller shows them (its choices: `paramChoices`). */
-export const paramSpecs = Object.fromEntries(tunablePolicyIds.map((id) => [id, policyEntry(id).params.filter(isNumberParam)])) as
-    {[P in TunablePolicyId]: (ParamSpec & {key: keyof PolicyParams[P] & string})[]};
+export const paramSpecs = Object.fromEntries(tunablePolicyIds.map((id) => [id, policyEntry(id).params.filter(isNumberParam)])) as {
+    [P in TunablePolicyId]: (ParamSpec & {key: keyof PolicyParams[P] & string})[];
+};
 
 /** Each policy's choices (ReFreeKV's mode), shown after its numbers. */
-export const paramChoices = Object.fromEntries(tunablePolicyIds.map((id) =>
-    [id, policyEntry(id).params.filter((param) => !isNumberParam(param))])) as
-    {[P in TunablePolicyId]: (ChoiceParam & {key: keyof PolicyParams[P] & string})[]};
+export const paramChoices = Object.fromEntries(
+    tunablePolicyIds.map((id) => [id, policyEntry(id).params.filter((param) => !isNumberParam(param))])
+) as {[P in TunablePolicyId]: (ChoiceParam & {key: keyof PolicyParams[P] & string})[]};
 
 /** The papers' defaults, as the catalogue gives them. */
 export const policyDefaults: PolicyParams = defaultPolicyParams();
@@ -46,7 +67,7 @@ export const budgetLimits = kvBounds;
 export const fullKvAnswerRoom = kvBounds.fullKvAnswerRoom;
 
 /** The cache types, offered for the keys and for the values each. */
-export const kvTypes: {id: KvCacheType, label: string}[] = [
+export const kvTypes: {id: KvCacheType; label: string}[] = [
     {id: "f16", label: "F16 (exact)"},
     {id: "q8_0", label: "Q8_0 (about half)"},
     {id: "q4_0", label: "Q4_0 (about a quarter)"}
@@ -59,10 +80,17 @@ export const leanKvPair = {kvType: "q8_0", kvTypeV: "q4_0"} as const satisfies P
 export const sharedDefaults: Pick<CompressionSettings, "combine" | "pruneEvery"> = {combine: "auto", pruneEvery: 16};
 
 /** The ways per-layer selections become one set of cells (main/engine/policies/types.ts), as the controller offers them. */
-export const combineModes: {id: CompressionSettings["combine"], label: string, hint: string}[] = [
-    {id: "auto", label: "Policy's own", hint: "Aggregate; for TRIM-KV gates trained per layer and head (as its paper trains them), Union over each layer's and head's ranking."},
+export const combineModes: {id: CompressionSettings["combine"]; label: string; hint: string}[] = [
+    {
+        id: "auto",
+        label: "Policy's own",
+        hint: "Aggregate; for TRIM-KV gates trained per layer and head (as its paper trains them), Union over each layer's and head's ranking."
+    },
     {id: "aggregate", label: "Aggregate", hint: "One selection on scores normalised and summed over layers and heads."},
-    {id: "quota", label: "Layer quotas", hint: "Each layer keeps its own top tokens up to its quota; quotas shrink together to fit the budget."},
+    {
+        id: "quota",
+        label: "Layer quotas",
+        hint: "Each layer keeps its own top tokens up to its quota; quotas shrink together to fit the budget."
+    },
     {id: "union", label: "Union", hint: "A token is freed only when no layer keeps it; over budget, the lowest-scored go first."}
 ];
-

@@ -1,14 +1,14 @@
 export type ThemeColors = {
-    text: string,
-    muted: string,
-    faint: string,
-    border: string,
-    background: string,
-    subtle: string,
-    accent: string,
-    accentSoft: string,
-    warning: string,
-    success: string
+    text: string;
+    muted: string;
+    faint: string;
+    border: string;
+    background: string;
+    subtle: string;
+    accent: string;
+    accentSoft: string;
+    warning: string;
+    success: string;
 };
 
 /** The theme's colours (CSS variables on <html>) for what a canvas draws; read again when the theme changes. */

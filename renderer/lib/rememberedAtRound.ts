@@ -8,8 +8,7 @@ import {count} from "./formatMemory.js";
  */
 export function rememberedAtRound(view: RememberedView, index: number): RememberedView {
     const round = view.rounds[index];
-    if (round == null)
-        return view;
+    if (round == null) return view;
     return {...view, tokensSeen: round.tokensSeen, evicted: evictedThrough(view.rounds, index)};
 }
 
@@ -17,8 +16,7 @@ export function rememberedAtRound(view: RememberedView, index: number): Remember
 export function describeRound(view: RememberedView, index: number): string {
     const rounds = view.rounds.at(-1)?.last ?? 0;
     const round = view.rounds[index];
-    if (round == null)
-        return `At the end of the answer, after all ${count(rounds)} prune round${rounds === 1 ? "" : "s"}`;
+    if (round == null) return `At the end of the answer, after all ${count(rounds)} prune round${rounds === 1 ? "" : "s"}`;
     const which = round.first === round.last ? `round ${count(round.last)}` : `rounds ${count(round.first)}–${count(round.last)}`;
     return `After ${which} of ${count(rounds)}, ${count(round.step)} token${round.step === 1 ? "" : "s"} into the answer`;
 }

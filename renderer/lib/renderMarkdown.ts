@@ -9,7 +9,7 @@ import {safeUrl} from "./safeUrl.js";
 // 1. marked's renderer never emits raw HTML (it is shown as text), links only with an allowed URL, no images;
 // 2. DOMPurify then sanitises the whole HTML again (where a DOM exists: in the app, not in Node's unit tests).
 
-const linkAttributes = "target=\"_blank\" rel=\"noopener noreferrer\"";
+const linkAttributes = 'target="_blank" rel="noopener noreferrer"';
 
 // Images would load remote content (tracking) or be refused by the CSP: show them as links instead.
 function image(token: Tokens.Image): string {
@@ -22,10 +22,12 @@ function code(token: Tokens.Code): string {
     const lang = /^[\w+#.-]+/.exec(token.lang ?? "")?.[0]?.toLowerCase() ?? "";
     const known = lang !== "" && hljs.getLanguage(lang) != null;
     const body = known ? hljs.highlight(token.text, {language: lang, ignoreIllegals: true}).value : escapeHtml(token.text);
-    return "<div class=\"code-block\"><div class=\"code-header\">"
-        + `<span class="code-lang">${escapeHtml(lang || "text")}</span>`
-        + "<button type=\"button\" class=\"code-copy\" data-copy-code=\"\" aria-label=\"Copy code\">Copy</button></div>"
-        + `<pre><code class="hljs${known ? ` language-${lang}` : ""}">${body}</code></pre></div>\n`;
+    return (
+        '<div class="code-block"><div class="code-header">' +
+        `<span class="code-lang">${escapeHtml(lang || "text")}</span>` +
+        '<button type="button" class="code-copy" data-copy-code="" aria-label="Copy code">Copy</button></div>' +
+        `<pre><code class="hljs${known ? ` language-${lang}` : ""}">${body}</code></pre></div>\n`
+    );
 }
 
 function html(token: Tokens.HTML | Tokens.Tag): string {
@@ -37,8 +39,7 @@ const renderer: RendererObject = {
     link(token) {
         const text = this.parser.parseInline(token.tokens);
         const href = safeUrl(token.href);
-        if (href == null)
-            return text;
+        if (href == null) return text;
         const title = token.title ? ` title="${escapeHtml(token.title)}"` : "";
         return `<a href="${escapeHtml(href)}"${title} ${linkAttributes}>${text}</a>`;
     },
@@ -62,8 +63,7 @@ let purifierReady = false;
 
 /** The second layer on its own: any HTML -> HTML without scripts, handlers, forms, embeds or unsafe links (a no-op without a DOM). */
 export function sanitizeHtml(dirty: string): string {
-    if (!DOMPurify.isSupported)
-        return dirty;
+    if (!DOMPurify.isSupported) return dirty;
     if (!purifierReady) {
         DOMPurify.addHook("afterSanitizeAttributes", (node) => {
             if (node.tagName === "A" && node.hasAttribute("href")) {

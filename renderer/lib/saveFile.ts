@@ -1,5 +1,5 @@
 /** Offers `content` as a download named `fileName` (a Blob behind a temporary `<a download>`). */
-export function saveFile({fileName, mimeType, content}: {fileName: string, mimeType: string, content: string}): void {
+export function saveFile({fileName, mimeType, content}: {fileName: string; mimeType: string; content: string}): void {
     const url = URL.createObjectURL(new Blob([content], {type: mimeType}));
     const link = document.createElement("a");
     link.href = url;

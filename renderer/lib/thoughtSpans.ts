@@ -3,7 +3,7 @@
 
 import {maskOfRanges} from "../../preload/contract.js";
 
-export type ThoughtSpan = {text: string, forgotten: boolean};
+export type ThoughtSpan = {text: string; forgotten: boolean};
 
 /**
  * `thinking` as spans, forgotten where every position of a chunk was evicted: the thought's token `k` sits at position
@@ -15,13 +15,10 @@ export function thoughtSpans(thinking: string, chunks: readonly number[], answer
     const mask = maskOfRanges(evicted, answerStart + last);
     const spans: ThoughtSpan[] = [];
     const add = (text: string, forgotten: boolean) => {
-        if (text === "")
-            return;
+        if (text === "") return;
         const previous = spans.at(-1);
-        if (previous != null && previous.forgotten === forgotten)
-            previous.text += text;
-        else
-            spans.push({text, forgotten});
+        if (previous != null && previous.forgotten === forgotten) previous.text += text;
+        else spans.push({text, forgotten});
     };
     let tokens = 0;
     let chars = 0;
@@ -29,8 +26,7 @@ export function thoughtSpans(thinking: string, chunks: readonly number[], answer
         const tokensAfter = chunks[i]!;
         const charsAfter = chunks[i + 1]!;
         let forgotten = tokensAfter > tokens;
-        for (let position = answerStart + tokens; position < answerStart + tokensAfter; position++)
-            forgotten &&= mask[position] === 1;
+        for (let position = answerStart + tokens; position < answerStart + tokensAfter; position++) forgotten &&= mask[position] === 1;
         add(thinking.slice(chars, charsAfter), forgotten);
         tokens = tokensAfter;
         chars = charsAfter;

@@ -1,6 +1,22 @@
-import type {BudgetEstimate, CompressionSettings, ConversationSettings, KvBudget, NewConversationCompression, PolicyId, PolicyParams, PonderApi} from "../../preload/contract.js";
+import type {
+    BudgetEstimate,
+    CompressionSettings,
+    ConversationSettings,
+    KvBudget,
+    NewConversationCompression,
+    PolicyId,
+    PolicyParams,
+    PonderApi
+} from "../../preload/contract.js";
 import {
-    checkBudgetCap, describeCap, historyNote, toCompression, toForm, validateBudgetForm, type BudgetCap, type BudgetForm
+    checkBudgetCap,
+    describeCap,
+    historyNote,
+    toCompression,
+    toForm,
+    validateBudgetForm,
+    type BudgetCap,
+    type BudgetForm
 } from "../lib/budgetForm.js";
 import {budgetLabel} from "../lib/describeCompression.js";
 import {describeError} from "../lib/describeError.js";
@@ -13,9 +29,9 @@ export type Budget = ReturnType<typeof createBudget>;
 
 export type BudgetOptions = {
     /** Quiet time after the last edit before the estimate is asked for. Defaults to `300`. */
-    debounceMs?: number,
+    debounceMs?: number;
     /** Tokens the open conversation holds (`conversationTokens`), to flag a budget too small for it. Defaults to `null` (unknown). */
-    conversationTokens?: () => number | null
+    conversationTokens?: () => number | null;
 };
 
 type Option = "kvType" | "kvTypeV" | "flashAttention" | "combine" | "pruneEvery";
@@ -66,22 +82,20 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     /** The estimate describes other values than the form's (being edited, or invalid). */
     const stale = $derived(state.estimate != null && (draft == null || JSON.stringify(draft) !== estimateKey));
     /** The draft's budget in cells: the fresh estimate's, else the typed cells. */
-    const draftCells = $derived(state.estimate != null && !stale
-        ? state.estimate.cells
-        : state.form?.budgetKind === "cells" ? state.form.cells : null);
+    const draftCells = $derived(
+        state.estimate != null && !stale ? state.estimate.cells : state.form?.budgetKind === "cells" ? state.form.cells : null
+    );
     const history = $derived(state.form ? historyNote(options.conversationTokens?.() ?? null, draftCells, state.form.policy) : null);
     /** With TRIM-KV chosen, its gates' trained budget when the draft asks for another: offered as a starting budget. */
     const trainedBudget = $derived.by(() => {
         const trained = state.estimate?.trainedBudget;
         const form = state.form;
-        if (form?.policy !== "trimkv" || trained == null || (form.budgetKind === "cells" && form.cells === trained.cells))
-            return null;
+        if (form?.policy !== "trimkv" || trained == null || (form.budgetKind === "cells" && form.cells === trained.cells)) return null;
         return {cells: trained.cells, line: describeTrainedBudget(trained)};
     });
 
     function cancelEstimate(): void {
-        if (timer != null)
-            clearTimeout(timer);
+        if (timer != null) clearTimeout(timer);
         timer = null;
     }
 
@@ -95,17 +109,16 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         }
         state.estimating = true;
         const result = await request(bridge, "compression:estimate", {compression: $state.snapshot(wanted)});
-        if (seq !== estimateSeq)
-            return;
+        if (seq !== estimateSeq) return;
         state.estimating = false;
         if (!result.ok) {
             state.estimate = null;
             estimateKey = null;
-            if (result.error.code === "MODEL_NOT_LOADED")
-                state.cap = null;
-            state.estimateError = result.error.code === "MODEL_NOT_LOADED"
-                ? "Load a model to see what this budget means for it."
-                : describeError("Could not estimate the budget", result.error);
+            if (result.error.code === "MODEL_NOT_LOADED") state.cap = null;
+            state.estimateError =
+                result.error.code === "MODEL_NOT_LOADED"
+                    ? "Load a model to see what this budget means for it."
+                    : describeError("Could not estimate the budget", result.error);
             return;
         }
         state.estimate = result.value;
@@ -119,8 +132,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     /** Reads what new conversations start under (the loaded model's retention gates decide it until a default is saved). */
     async function readNewConversation(): Promise<void> {
         const result = await request(bridge, "compression:newConversation", undefined);
-        if (result.ok)
-            state.newConversation = result.value;
+        if (result.ok) state.newConversation = result.value;
     }
 
     function scheduleEstimate(): void {
@@ -142,8 +154,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
 
     /** Shows the conversation's settings (again when they are a new object); estimates them at once. */
     function load(conversationId: string | null, settings: ConversationSettings | null): void {
-        if (conversationId === state.conversationId && settings === loadedFrom)
-            return;
+        if (conversationId === state.conversationId && settings === loadedFrom) return;
         const other = conversationId !== state.conversationId;
         state.conversationId = conversationId;
         loadedFrom = settings;
@@ -155,15 +166,12 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             state.estimateError = null;
             estimateKey = null;
         }
-        if (state.form)
-            void estimate();
-        else
-            cancelEstimate();
+        if (state.form) void estimate();
+        else cancelEstimate();
     }
 
     function setPolicy(policy: PolicyId): void {
-        if (!state.form)
-            return;
+        if (!state.form) return;
         state.form.policy = policy;
         changed();
     }
@@ -171,13 +179,10 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     /** Switching kind shows the same budget in the new unit when the estimate knows it. */
     function setBudgetKind(kind: KvBudget["kind"]): void {
         const form = state.form;
-        if (!form || form.budgetKind === kind)
-            return;
+        if (!form || form.budgetKind === kind) return;
         const known = stale ? null : state.estimate;
-        if (kind === "cells")
-            form.cells = known?.cells ?? form.cells ?? 4096;
-        else if (kind === "mib")
-            form.mib = known ? Math.max(0.01, Math.round((known.bytes / mib) * 100) / 100) : form.mib ?? 512;
+        if (kind === "cells") form.cells = known?.cells ?? form.cells ?? 4096;
+        else if (kind === "mib") form.mib = known ? Math.max(0.01, Math.round((known.bytes / mib) * 100) / 100) : (form.mib ?? 512);
         form.budgetKind = kind;
         changed();
     }
@@ -190,21 +195,17 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
 
     function setBudgetValue(value: number | null | undefined): void {
         const form = state.form;
-        if (!form || form.budgetKind === "auto")
-            return;
+        if (!form || form.budgetKind === "auto") return;
         const number = value == null || Number.isNaN(value) ? null : value;
-        if (form.budgetKind === "cells")
-            form.cells = number;
-        else
-            form.mib = number;
+        if (form.budgetKind === "cells") form.cells = number;
+        else form.mib = number;
         changed();
     }
 
     /** Sets the budget to the cells TRIM-KV's gates were trained at (`trainedBudget`). */
     function useTrainedBudget(): void {
         const form = state.form;
-        if (!form || trainedBudget == null)
-            return;
+        if (!form || trainedBudget == null) return;
         form.budgetKind = "cells";
         form.cells = trainedBudget.cells;
         changed();
@@ -215,8 +216,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     }
 
     function setParam(policy: keyof PolicyParams, key: string, value: number | null | undefined): void {
-        if (!state.form)
-            return;
+        if (!state.form) return;
         (state.form.params[policy] as Record<string, number | null>)[key] = value == null || Number.isNaN(value) ? null : value;
         changed();
     }
@@ -229,8 +229,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
 
     /** Sets a choice parameter to one of its options (preload/policyCatalogue.ts). */
     function setChoice(policy: keyof PolicyParams, key: string, value: string): void {
-        if (!state.form)
-            return;
+        if (!state.form) return;
         (state.form.params[policy] as Record<string, unknown>)[key] = value;
         changed();
     }
@@ -240,19 +239,16 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     }
 
     function setOption<K extends Option>(key: K, value: BudgetForm[K]): void {
-        if (!state.form)
-            return;
+        if (!state.form) return;
         state.form[key] = value;
         // llama.cpp keeps a quantized V cache only with flash attention: choosing one turns it on.
-        if (key === "kvTypeV" && value !== "f16")
-            state.form.flashAttention = true;
+        if (key === "kvTypeV" && value !== "f16") state.form.flashAttention = true;
         changed();
     }
 
     /** LeanKV's recommended pair, K8V4: Q8_0 keys and Q4_0 values (flash attention on, which Q4_0 values need). */
     function useLeanKvPair(): void {
-        if (!state.form)
-            return;
+        if (!state.form) return;
         state.form.kvType = leanKvPair.kvType;
         state.form.kvTypeV = leanKvPair.kvTypeV;
         state.form.flashAttention = true;
@@ -262,10 +258,8 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     /** The chosen policy's parameters back to the papers' values, and the prune cadence and combine mode to the app's. */
     function resetDefaults(): void {
         const form = state.form;
-        if (!form)
-            return;
-        if (isTunable(form.policy))
-            (form.params as Record<string, unknown>)[form.policy] = {...policyDefaults[form.policy]};
+        if (!form) return;
+        if (isTunable(form.policy)) (form.params as Record<string, unknown>)[form.policy] = {...policyDefaults[form.policy]};
         form.pruneEvery = sharedDefaults.pruneEvery;
         form.combine = sharedDefaults.combine;
         changed();
@@ -275,8 +269,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     async function apply(): Promise<boolean> {
         const id = state.conversationId;
         const wanted = compression;
-        if (id == null || !state.form)
-            return false;
+        if (id == null || !state.form) return false;
         if (wanted == null) {
             state.notice = null;
             return false;
@@ -286,8 +279,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         state.notice = null;
         const result = await request(bridge, "conversations:updateSettings", {id, settings: {compression: $state.snapshot(wanted)}});
         state.applying = false;
-        if (state.conversationId !== id)
-            return result.ok;
+        if (state.conversationId !== id) return result.ok;
         if (!result.ok) {
             state.error = describeError("Not applied", result.error);
             return false;
@@ -298,10 +290,10 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         }
         // The list names each conversation's policy.
         const item = conversations.state.items.find((entry) => entry.id === id);
-        if (item)
-            item.policy = result.value.compression.policy;
+        if (item) item.policy = result.value.compression.policy;
         state.form = toForm(result.value.compression);
-        state.notice = `Applied to this conversation: its next answer runs under ${describeSetting(result.value.compression)}. ` +
+        state.notice =
+            `Applied to this conversation: its next answer runs under ${describeSetting(result.value.compression)}. ` +
             "Other conversations keep their own settings, and new ones start with the defaults.";
         return true;
     }
@@ -309,8 +301,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     /** Makes the draft the compression of conversations created from now on. */
     async function saveAsDefault(): Promise<boolean> {
         const wanted = compression;
-        if (wanted == null)
-            return false;
+        if (wanted == null) return false;
         state.savingDefault = true;
         state.error = null;
         state.notice = null;
@@ -321,7 +312,8 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             return false;
         }
         void readNewConversation();
-        state.notice = `Saved: new conversations start with ${describeSetting(wanted)}. Existing conversations keep their own settings` +
+        state.notice =
+            `Saved: new conversations start with ${describeSetting(wanted)}. Existing conversations keep their own settings` +
             (dirty ? "; Apply to this conversation to use it here too." : ".");
         return true;
     }
@@ -350,9 +342,14 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             const same = next != null && compression != null && JSON.stringify(compression) === JSON.stringify(next);
             const start = gates != null ? "New conversations with this model start with" : "New conversations start with";
             const why = gates != null ? " (it has retention gates, and no default was saved)" : " (the saved default)";
-            return "Apply changes this conversation only, from its next answer." +
-                (next == null ? "" : same ? ` ${start} these settings too${why}.`
-                    : ` ${start} ${describeSetting(next)}${gates != null ? why : ""}; Save as default to change that.`);
+            return (
+                "Apply changes this conversation only, from its next answer." +
+                (next == null
+                    ? ""
+                    : same
+                      ? ` ${start} these settings too${why}.`
+                      : ` ${start} ${describeSetting(next)}${gates != null ? why : ""}; Save as default to change that.`)
+            );
         },
         get historyNote() {
             return history;
@@ -375,8 +372,23 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get trainedBudget() {
             return trainedBudget;
         },
-        load, estimate, setPolicy, setBudgetKind, budgetValue, setBudgetValue, useTrainedBudget, param, setParam,
-        choice, setChoice, setRefreeKvMode, setOption, useLeanKvPair, resetDefaults, apply, saveAsDefault,
+        load,
+        estimate,
+        setPolicy,
+        setBudgetKind,
+        budgetValue,
+        setBudgetValue,
+        useTrainedBudget,
+        param,
+        setParam,
+        choice,
+        setChoice,
+        setRefreeKvMode,
+        setOption,
+        useLeanKvPair,
+        resetDefaults,
+        apply,
+        saveAsDefault,
         dispose(): void {
             cancelEstimate();
             estimateSeq++;
@@ -388,7 +400,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
  * Where a trained budget comes from, in one line: `memory_size` in the config.json of the authors' converted gates, else
  * the budget the gates' training recorded.
  */
-export function describeTrainedBudget(trained: {cells: number, source: string}): string {
+export function describeTrainedBudget(trained: {cells: number; source: string}): string {
     const origin = trained.source.startsWith("converted from")
         ? "memory_size in the config.json of the authors' released gates"
         : `the budget recorded with the gates (${trained.source})`;

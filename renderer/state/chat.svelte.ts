@@ -9,12 +9,12 @@ type Delta = Events["chat:delta"];
 /** Live bookkeeping of a streaming message, beside its DTO. */
 type LiveInfo = {
     /** Local clock (`now()`) at the latest delta: the UI extrapolates elapsed time from it between tokens. */
-    lastDeltaAt: number
+    lastDeltaAt: number;
 };
 
 export type ChatOptions = {
     /** Monotonic clock in ms. Defaults to `performance.now`. */
-    now?: () => number
+    now?: () => number;
 };
 
 /** The open conversation's messages, kept current by small `chat:delta` events; send, stop, regenerate. */
@@ -44,19 +44,17 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
     }
 
     function applyDelta(delta: Delta): void {
-        if (delta.conversationId !== state.conversationId)
-            return;
+        if (delta.conversationId !== state.conversationId) return;
         const message = find(delta.messageId);
         if (!message) {
-            earlyDeltas.set(delta.messageId, [...earlyDeltas.get(delta.messageId) ?? [], delta]);
+            earlyDeltas.set(delta.messageId, [...(earlyDeltas.get(delta.messageId) ?? []), delta]);
             return;
         }
         if (delta.segment === "thought") {
             message.thinking += delta.text;
             // As the backend counts it: from the request to the latest thought.
             message.thinkingMs = delta.elapsedMs;
-        } else
-            message.text += delta.text;
+        } else message.text += delta.text;
         message.thinkingTokens = delta.thinkingTokens;
         message.answerTokens = delta.answerTokens;
         message.totalMs = delta.elapsedMs;
@@ -65,8 +63,7 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
     }
 
     function applyDone({conversationId, message}: Events["chat:done"]): void {
-        if (conversationId !== state.conversationId)
-            return;
+        if (conversationId !== state.conversationId) return;
         const index = state.messages.findIndex((existing) => existing.id === message.id);
         if (index < 0) {
             earlyDone.set(message.id, message);
@@ -87,10 +84,8 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
             return;
         }
         state.messages.push(message);
-        if (message.status === "streaming")
-            state.live[message.id] = {lastDeltaAt: now()};
-        for (const delta of deltas)
-            applyDelta(delta);
+        if (message.status === "streaming") state.live[message.id] = {lastDeltaAt: now()};
+        for (const delta of deltas) applyDelta(delta);
     }
 
     /** Shows a conversation (or none). Messages still streaming there keep streaming. */
@@ -100,23 +95,19 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         state.conversationId = conversationId;
         state.messages = [...messages];
         state.live = {};
-        for (const message of state.messages)
-            if (message.status === "streaming")
-                state.live[message.id] = {lastDeltaAt: now()};
+        for (const message of state.messages) if (message.status === "streaming") state.live[message.id] = {lastDeltaAt: now()};
         state.error = null;
     }
 
     async function send(text: string): Promise<boolean> {
         const conversationId = state.conversationId;
         const trimmed = text.trim();
-        if (conversationId == null || trimmed === "" || generating)
-            return false;
+        if (conversationId == null || trimmed === "" || generating) return false;
         state.sending = true;
         state.error = null;
         const result = await request(bridge, "chat:send", {conversationId, text: trimmed});
         state.sending = false;
-        if (state.conversationId !== conversationId)
-            return result.ok;
+        if (state.conversationId !== conversationId) return result.ok;
         if (!result.ok) {
             state.error = describeError("Could not send the message", result.error);
             return false;
@@ -132,21 +123,24 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
      */
     async function regenerate(options: {compareFull?: boolean} = {}): Promise<boolean> {
         const conversationId = state.conversationId;
-        if (conversationId == null || generating || lastMessage?.role !== "assistant")
-            return false;
+        if (conversationId == null || generating || lastMessage?.role !== "assistant") return false;
         state.sending = true;
         state.error = null;
-        const result = await request(bridge, "chat:regenerate", {conversationId, ...(options.compareFull === true ? {compareFull: true} : {})});
+        const result = await request(bridge, "chat:regenerate", {
+            conversationId,
+            ...(options.compareFull === true ? {compareFull: true} : {})
+        });
         state.sending = false;
-        if (state.conversationId !== conversationId)
-            return result.ok;
+        if (state.conversationId !== conversationId) return result.ok;
         if (!result.ok) {
-            state.error = describeError(options.compareFull === true ? "Could not compare with Full KV" : "Could not regenerate the answer", result.error);
+            state.error = describeError(
+                options.compareFull === true ? "Could not compare with Full KV" : "Could not regenerate the answer",
+                result.error
+            );
             return false;
         }
         // The new answer replaces the last one.
-        if (state.messages.at(-1)?.role === "assistant")
-            state.messages.pop();
+        if (state.messages.at(-1)?.role === "assistant") state.messages.pop();
         addAssistant(result.value.assistantMessage);
         return true;
     }
@@ -156,14 +150,12 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         const conversationId = state.conversationId;
         const trimmed = text.trim();
         const index = state.messages.findIndex((message) => message.id === messageId);
-        if (conversationId == null || trimmed === "" || generating || index < 0)
-            return false;
+        if (conversationId == null || trimmed === "" || generating || index < 0) return false;
         state.sending = true;
         state.error = null;
         const result = await request(bridge, "chat:edit", {conversationId, messageId, text: trimmed});
         state.sending = false;
-        if (state.conversationId !== conversationId)
-            return result.ok;
+        if (state.conversationId !== conversationId) return result.ok;
         if (!result.ok) {
             state.error = describeError("Could not send the edited message", result.error);
             return false;
@@ -185,13 +177,15 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
     }
 
     /** Asks for a change to the path shown at `messageId`, then shows the path the backend returns. */
-    async function changePath(channel: "conversations:switchBranch" | "conversations:deleteMessage", messageId: string, failure: string): Promise<boolean> {
+    async function changePath(
+        channel: "conversations:switchBranch" | "conversations:deleteMessage",
+        messageId: string,
+        failure: string
+    ): Promise<boolean> {
         const conversationId = state.conversationId;
-        if (conversationId == null || generating)
-            return false;
+        if (conversationId == null || generating) return false;
         const result = await request(bridge, channel, {id: conversationId, messageId});
-        if (state.conversationId !== conversationId)
-            return result.ok;
+        if (state.conversationId !== conversationId) return result.ok;
         if (!result.ok) {
             state.error = describeError(failure, result.error);
             return false;
@@ -204,16 +198,14 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
     async function continueAnswer(): Promise<boolean> {
         const conversationId = state.conversationId;
         const message = lastMessage;
-        if (conversationId == null || !canContinue(message))
-            return false;
+        if (conversationId == null || !canContinue(message)) return false;
         const before = {status: message.status, cut: message.cut, error: message.error};
         // Streaming from now on: deltas may arrive before the response and append to it.
         Object.assign(message, {status: "streaming", cut: null, error: null});
         state.live[message.id] = {lastDeltaAt: now()};
         state.error = null;
         const result = await request(bridge, "chat:continue", {conversationId});
-        if (result.ok || state.conversationId !== conversationId)
-            return result.ok;
+        if (result.ok || state.conversationId !== conversationId) return result.ok;
         Object.assign(message, before);
         delete state.live[message.id];
         state.error = describeError("Could not continue the answer", result.error);
@@ -221,17 +213,20 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
     }
 
     function canContinue(message: MessageDto | null): message is MessageDto {
-        return !generating && message?.role === "assistant" && message.status !== "complete" && message.status !== "streaming" &&
-            !(message.status === "error" && message.text === "" && message.thinking === "");
+        return (
+            !generating &&
+            message?.role === "assistant" &&
+            message.status !== "complete" &&
+            message.status !== "streaming" &&
+            !(message.status === "error" && message.text === "" && message.thinking === "")
+        );
     }
 
     async function stop(): Promise<void> {
         const conversationId = state.conversationId;
-        if (conversationId == null)
-            return;
+        if (conversationId == null) return;
         const result = await request(bridge, "chat:stop", {conversationId});
-        if (!result.ok)
-            state.error = describeError("Could not stop the generation", result.error);
+        if (!result.ok) state.error = describeError("Could not stop the generation", result.error);
     }
 
     const offDelta = bridge.on("chat:delta", applyDelta);
@@ -260,7 +255,14 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         },
         /** The clock live figures are measured with. */
         now,
-        open, send, regenerate, continueAnswer, editMessage, showVersion, deleteMessage, stop,
+        open,
+        send,
+        regenerate,
+        continueAnswer,
+        editMessage,
+        showVersion,
+        deleteMessage,
+        stop,
         dispose(): void {
             offDelta();
             offDone();

@@ -31,10 +31,8 @@ export function createConversations(bridge: PonderApi) {
 
     function upsert(summary: ConversationSummary): void {
         const index = state.items.findIndex((item) => item.id === summary.id);
-        if (index >= 0)
-            state.items[index] = summary;
-        else
-            state.items.push(summary);
+        if (index >= 0) state.items[index] = summary;
+        else state.items.push(summary);
         state.items.sort(newestFirst);
     }
 
@@ -58,8 +56,7 @@ export function createConversations(bridge: PonderApi) {
         }
         state.error = null;
         // Clear the search so the new conversation shows, unless the person typed a new one while it was created.
-        if (state.query === queryBefore)
-            state.query = "";
+        if (state.query === queryBefore) state.query = "";
         upsert(result.value);
         return result.value;
     }
@@ -67,8 +64,7 @@ export function createConversations(bridge: PonderApi) {
     async function rename(id: string, title: string): Promise<boolean> {
         const trimmed = title.trim();
         const current = state.items.find((item) => item.id === id);
-        if (trimmed === "" || trimmed === current?.title)
-            return false;
+        if (trimmed === "" || trimmed === current?.title) return false;
         const result = await request(bridge, "conversations:rename", {id, title: trimmed});
         if (!result.ok) {
             state.error = describeError("Could not rename the conversation", result.error);
@@ -97,12 +93,10 @@ export function createConversations(bridge: PonderApi) {
     /** Selects a conversation and loads its detail; `null` when it failed or another selection overtook this one. */
     async function select(id: string): Promise<ConversationDetail | null> {
         // Another conversation's settings must not show as this one's while its own load.
-        if (state.selectedId !== id)
-            state.settings = null;
+        if (state.selectedId !== id) state.settings = null;
         state.selectedId = id;
         const result = await request(bridge, "conversations:get", {id});
-        if (state.selectedId !== id)
-            return null;
+        if (state.selectedId !== id) return null;
         if (!result.ok) {
             state.error = describeError("Could not open the conversation", result.error);
             state.settings = null;
@@ -115,7 +109,10 @@ export function createConversations(bridge: PonderApi) {
     }
 
     /** The conversation as a file (Markdown or JSON, with its memory statistics); `null` when it failed. */
-    async function exportAs(id: string, format: "markdown" | "json"): Promise<{fileName: string, mimeType: string, content: string} | null> {
+    async function exportAs(
+        id: string,
+        format: "markdown" | "json"
+    ): Promise<{fileName: string; mimeType: string; content: string} | null> {
         const result = await request(bridge, "conversations:export", {id, format});
         if (!result.ok) {
             state.error = describeError("Could not export the conversation", result.error);
@@ -138,6 +135,13 @@ export function createConversations(bridge: PonderApi) {
         get selected() {
             return selected;
         },
-        refresh, create, rename, remove, select, deselect, upsert, exportAs
+        refresh,
+        create,
+        rename,
+        remove,
+        select,
+        deselect,
+        upsert,
+        exportAs
     };
 }

@@ -8,8 +8,7 @@ export type Downloads = ReturnType<typeof createDownloads>;
 /** What a person may type to download a model: an http(s) URL or `hf:user/repo[:quant]` (also `hf:user/repo/file.gguf`). */
 export function checkModelUri(uri: string): string | null {
     const trimmed = uri.trim();
-    if (trimmed === "")
-        return "Enter a Hugging Face URI (hf:user/repo:Q4_K_M) or a URL of a .gguf file";
+    if (trimmed === "") return "Enter a Hugging Face URI (hf:user/repo:Q4_K_M) or a URL of a .gguf file";
     if (/^hf:/i.test(trimmed))
         return /^hf:[\w.-]+\/[\w.-]+(?:[:/][\w.\-/]+)?$/i.test(trimmed) ? null : "A Hugging Face URI looks like hf:user/repo:Q4_K_M";
     try {
@@ -23,10 +22,8 @@ export function checkModelUri(uri: string): string | null {
 
 /** `0..100` for a download with a known size, else `null`. */
 export function downloadPercent(status: Pick<DownloadStatus, "state" | "downloadedBytes" | "totalBytes">): number | null {
-    if (status.state === "done")
-        return 100;
-    if (!(status.totalBytes > 0))
-        return null;
+    if (status.state === "done") return 100;
+    if (!(status.totalBytes > 0)) return null;
     return Math.min(100, Math.floor((status.downloadedBytes / status.totalBytes) * 100));
 }
 
@@ -40,13 +37,12 @@ export function createDownloads(bridge: PonderApi, models: Models) {
         starting: false,
         error: null as string | null,
         /** Why the last download of released TRIM-KV gates could not start, for the model it was asked for. */
-        gatesError: null as {modelId: string, text: string} | null
+        gatesError: null as {modelId: string; text: string} | null
     });
 
     // A status never goes back: a finished download stays finished, a running one only grows (events and responses may cross).
     function newer(existing: DownloadStatus, incoming: DownloadStatus): boolean {
-        if (existing.state !== "downloading")
-            return false;
+        if (existing.state !== "downloading") return false;
         return incoming.state !== "downloading" || incoming.downloadedBytes >= existing.downloadedBytes;
     }
 
@@ -56,21 +52,15 @@ export function createDownloads(bridge: PonderApi, models: Models) {
             // A new attempt (a resume) replaces the stopped entries of its URI.
             const stopped = (item: DownloadStatus) => item.uri === status.uri && (item.state === "cancelled" || item.state === "error");
             state.items = [status, ...state.items.filter((item) => !stopped(item))];
-        } else if (newer(state.items[index]!, status))
-            state.items[index] = status;
-        else
-            return;
-        if (status.state === "done" && status.model)
-            models.upsert(status.model);
-        if (status.state === "done" && status.gates?.converted != null)
-            void models.gatesInstalled(status.gates.modelId);
+        } else if (newer(state.items[index]!, status)) state.items[index] = status;
+        else return;
+        if (status.state === "done" && status.model) models.upsert(status.model);
+        if (status.state === "done" && status.gates?.converted != null) void models.gatesInstalled(status.gates.modelId);
     }
 
     async function refresh(): Promise<void> {
         const result = await request(bridge, "models:downloads", undefined);
-        if (result.ok)
-            for (const status of result.value)
-                upsert(status);
+        if (result.ok) for (const status of result.value) upsert(status);
     }
 
     /** Starts (or resumes: a partial file is continued) the download of `uri`, defaulting to the typed one. */
@@ -89,8 +79,7 @@ export function createDownloads(bridge: PonderApi, models: Models) {
             return false;
         }
         upsert(result.value);
-        if (uri.trim() === state.uri.trim())
-            state.uri = "";
+        if (uri.trim() === state.uri.trim()) state.uri = "";
         return true;
     }
 
@@ -121,16 +110,14 @@ export function createDownloads(bridge: PonderApi, models: Models) {
             return false;
         }
         const item = state.items.find((entry) => entry.downloadId === downloadId);
-        if (item?.state === "downloading")
-            item.state = "cancelled";
+        if (item?.state === "downloading") item.state = "cancelled";
         return true;
     }
 
     /** Continues a cancelled or failed download where its partial file ends. */
     function resume(downloadId: string): Promise<boolean> {
         const item = state.items.find((entry) => entry.downloadId === downloadId);
-        if (item?.gates != null)
-            return startGates(item.gates.modelId, item.gates.repo);
+        if (item?.gates != null) return startGates(item.gates.modelId, item.gates.repo);
         return item ? start(item.uri) : Promise.resolve(false);
     }
 
@@ -145,7 +132,13 @@ export function createDownloads(bridge: PonderApi, models: Models) {
         get active() {
             return state.items.some((item) => item.state === "downloading");
         },
-        refresh, start, startGates, gatesOf, cancel, resume, dismiss,
+        refresh,
+        start,
+        startGates,
+        gatesOf,
+        cancel,
+        resume,
+        dismiss,
         dispose(): void {
             offDownload();
         }

@@ -6,7 +6,7 @@ export type DraftTokens = ReturnType<typeof createDraftTokens>;
 
 export type DraftTokensOptions = {
     /** Quiet time after the last keystroke before the message is counted. Defaults to `300`. */
-    debounceMs?: number
+    debounceMs?: number;
 };
 
 /**
@@ -29,16 +29,14 @@ export function createDraftTokens(bridge: PonderApi, options: DraftTokensOptions
     const hint = $derived(state.countedConversationId === shown.conversationId ? draftBudgetHint(state.count) : null);
 
     function cancel(): void {
-        if (timer != null)
-            clearTimeout(timer);
+        if (timer != null) clearTimeout(timer);
         timer = null;
         seq++;
     }
 
     async function count(conversationId: string | null, text: string, mine: number): Promise<void> {
         const result = await request(bridge, "chat:countTokens", conversationId != null ? {conversationId, text} : {text});
-        if (mine !== seq)
-            return;
+        if (mine !== seq) return;
         // A refusal (the text too long to count, the conversation gone) says nothing here: sending says why, if it fails.
         state.count = result.ok ? result.value : null;
         state.countedText = text;

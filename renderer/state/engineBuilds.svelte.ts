@@ -29,8 +29,7 @@ export function createEngineBuilds(bridge: PonderApi) {
      * says why and reads the builds again: the choice may be stored although the engine did not come back on it.
      */
     async function choose(choice: EngineBuildChoice): Promise<boolean> {
-        if (state.switching != null)
-            return false;
+        if (state.switching != null) return false;
         state.switching = choice;
         state.error = null;
         const result = await request(bridge, "engine:setBuild", {build: choice});

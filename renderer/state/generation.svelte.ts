@@ -27,13 +27,11 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
     const errors = $derived(state.form ? validateGenerationForm(state.form) : {});
     const valid = $derived(state.form != null && Object.keys(errors).length === 0);
     const stored = $derived(conversations.state.settings);
-    const dirty = $derived(state.form != null && stored != null &&
-        JSON.stringify(state.form) !== JSON.stringify(toGenerationForm(stored)));
+    const dirty = $derived(state.form != null && stored != null && JSON.stringify(state.form) !== JSON.stringify(toGenerationForm(stored)));
 
     /** Shows `settings` (the conversation's stored ones) unless they are the ones already shown. */
     function load(conversationId: string | null, loaded: ConversationSettings | null): void {
-        if (conversationId === state.conversationId && loaded === loadedFrom)
-            return;
+        if (conversationId === state.conversationId && loaded === loadedFrom) return;
         const other = conversationId !== state.conversationId;
         state.conversationId = conversationId;
         loadedFrom = loaded;
@@ -49,23 +47,23 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
     }
 
     function set<K extends keyof GenerationForm>(key: K, value: GenerationForm[K]): void {
-        if (!state.form)
-            return;
+        if (!state.form) return;
         state.form[key] = (typeof value === "number" && Number.isNaN(value) ? null : value) as GenerationForm[K];
         state.notice = null;
     }
 
     async function apply(): Promise<boolean> {
         const id = state.conversationId;
-        if (id == null || !state.form || !valid)
-            return false;
+        if (id == null || !state.form || !valid) return false;
         state.applying = true;
         state.error = null;
         state.notice = null;
-        const result = await request(bridge, "conversations:updateSettings", {id, settings: toGenerationSettings($state.snapshot(state.form))});
+        const result = await request(bridge, "conversations:updateSettings", {
+            id,
+            settings: toGenerationSettings($state.snapshot(state.form))
+        });
         state.applying = false;
-        if (state.conversationId !== id)
-            return result.ok;
+        if (state.conversationId !== id) return result.ok;
         if (!result.ok) {
             state.error = describeError("Not applied", result.error);
             return false;
@@ -88,10 +86,8 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
 
     /** Puts sampling values (a preset, a recommendation) into the draft; apply stores them. */
     function useSampling(values: SamplingValues): void {
-        if (!state.form)
-            return;
-        for (const key of samplingKeys)
-            state.form[key] = values[key];
+        if (!state.form) return;
+        for (const key of samplingKeys) state.form[key] = values[key];
         state.notice = null;
         state.error = null;
     }
@@ -99,8 +95,7 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
     /** Saves the draft's sampling values under `name`, replacing a preset of that name. */
     async function savePreset(name: string): Promise<boolean> {
         const trimmed = name.trim();
-        if (!state.form)
-            return false;
+        if (!state.form) return false;
         if (trimmed === "") {
             state.error = "Name the preset to save it.";
             return false;
@@ -110,7 +105,7 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
             return false;
         }
         const form = $state.snapshot(state.form);
-        const preset = {name: trimmed, ...Object.fromEntries(samplingKeys.map((key) => [key, form[key]!])) as SamplingValues};
+        const preset = {name: trimmed, ...(Object.fromEntries(samplingKeys.map((key) => [key, form[key]!])) as SamplingValues)};
         const others = settings.state.samplingPresets.filter((existing) => existing.name.toLowerCase() !== trimmed.toLowerCase());
         const failure = await settings.savePresets([...$state.snapshot(others), preset]);
         state.error = failure;
@@ -119,7 +114,9 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
     }
 
     async function deletePreset(name: string): Promise<boolean> {
-        const failure = await settings.savePresets($state.snapshot(settings.state.samplingPresets).filter((preset) => preset.name !== name));
+        const failure = await settings.savePresets(
+            $state.snapshot(settings.state.samplingPresets).filter((preset) => preset.name !== name)
+        );
         state.error = failure;
         state.notice = failure == null ? `Deleted the preset "${name}".` : null;
         return failure == null;
@@ -130,8 +127,7 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
      * again. A valid draft not applied yet stays, with its "Not applied yet". Returns whether one was dropped.
      */
     function discardInvalid(): boolean {
-        if (state.form == null || valid || stored == null)
-            return false;
+        if (state.form == null || valid || stored == null) return false;
         state.form = toGenerationForm(stored);
         state.error = null;
         state.notice = null;
@@ -139,8 +135,7 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
     }
 
     async function saveAsDefault(): Promise<boolean> {
-        if (!state.form || !valid)
-            return false;
+        if (!state.form || !valid) return false;
         state.error = null;
         state.notice = null;
         const failure = await settings.saveConversationDefaults(toGenerationSettings($state.snapshot(state.form)));
@@ -148,7 +143,8 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
             state.error = failure;
             return false;
         }
-        state.notice = "Saved: new conversations start with these settings. Existing conversations keep their own" +
+        state.notice =
+            "Saved: new conversations start with these settings. Existing conversations keep their own" +
             (dirty ? "; Apply to this conversation to use them here too." : ".");
         return true;
     }
@@ -175,6 +171,14 @@ export function createGeneration(bridge: PonderApi, conversations: Conversations
                 return count === 1 ? "Correct the field marked in red to apply." : `Correct the ${count} fields marked in red to apply.`;
             return state.error;
         },
-        load, set, apply, saveAsDefault, discardInvalid, refreshCapabilities, useSampling, savePreset, deletePreset
+        load,
+        set,
+        apply,
+        saveAsDefault,
+        discardInvalid,
+        refreshCapabilities,
+        useSampling,
+        savePreset,
+        deletePreset
     };
 }

@@ -1,6 +1,16 @@
 import {
-    mergeRanges, mergeTokenScores, type Events, type KvSample, type MessageCompression, type MessageDto, type PolicyId, type PonderApi, type PruneRound, type ReadReason,
-    type SavedStateFigures, type TokenScores
+    mergeRanges,
+    mergeTokenScores,
+    type Events,
+    type KvSample,
+    type MessageCompression,
+    type MessageDto,
+    type PolicyId,
+    type PonderApi,
+    type PruneRound,
+    type ReadReason,
+    type SavedStateFigures,
+    type TokenScores
 } from "../../preload/contract.js";
 import {createPointSeries, decimate, toPoint, type MemoryPoint} from "../lib/createPointSeries.js";
 import {lastSample} from "../lib/formatMemory.js";
@@ -12,17 +22,17 @@ export type Memory = ReturnType<typeof createMemory>;
  * A KV memory reading and where it comes from: `live` while its answer streams, otherwise the message's stored stats;
  * with the compression that answer ran under (its own, not the conversation's setting now), when known.
  */
-export type MemoryReading = {messageId: string, sample: KvSample, live: boolean, compression?: MessageCompression | null};
+export type MemoryReading = {messageId: string; sample: KvSample; live: boolean; compression?: MessageCompression | null};
 
 export type MemoryOptions = {
     /** Shortest time between two updates of the gauge and charts while an answer streams (about 4 per second). Defaults to `250`. */
-    throttleMs?: number,
+    throttleMs?: number;
     /** Points of the memory chart. Defaults to `400`. */
-    maxPoints?: number,
+    maxPoints?: number;
     /** Clock in ms. Defaults to `Date.now`. */
-    now?: () => number,
+    now?: () => number;
     /** How long a finished read of earlier turns stays on screen (a new message's clears at once). Defaults to `1500`. */
-    rebuildLingerMs?: number
+    rebuildLingerMs?: number;
 };
 
 /**
@@ -32,11 +42,17 @@ export type MemoryOptions = {
  * and for an answer stored without them), under its `policy` (`null` when not known).
  */
 export type RememberedView = {
-    messageId: string, tokensSeen: number, answerStart: number, evicted: number[], live: boolean, policy: PolicyId | null,
-    scores: TokenScores | null, rounds: PruneRound[]
+    messageId: string;
+    tokensSeen: number;
+    answerStart: number;
+    evicted: number[];
+    live: boolean;
+    policy: PolicyId | null;
+    scores: TokenScores | null;
+    rounds: PruneRound[];
 };
 
-type Published = {messageId: string, sample: KvSample};
+type Published = {messageId: string; sample: KvSample};
 
 /**
  * KV memory of the open conversation: live `chat:memory` readings of the streaming answer (accumulated outside
@@ -69,24 +85,19 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
     function publish(): void {
         timer = null;
         lastPublishAt = now();
-        if (liveMessageId != null && latest != null)
-            published = {messageId: liveMessageId, sample: latest};
+        if (liveMessageId != null && latest != null) published = {messageId: liveMessageId, sample: latest};
         version++;
     }
 
     function schedule(): void {
-        if (timer != null)
-            return;
+        if (timer != null) return;
         const wait = lastPublishAt + throttleMs - now();
-        if (wait <= 0)
-            publish();
-        else
-            timer = setTimeout(publish, wait);
+        if (wait <= 0) publish();
+        else timer = setTimeout(publish, wait);
     }
 
     function onMemory({conversationId, messageId, sample}: Events["chat:memory"]): void {
-        if (conversationId !== chat.state.conversationId)
-            return;
+        if (conversationId !== chat.state.conversationId) return;
         if (messageId !== liveMessageId) {
             liveMessageId = messageId;
             liveEvicted = [];
@@ -94,26 +105,21 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
             series.clear();
         }
         latest = sample;
-        if (sample.evicted != null && sample.evicted.length > 0)
-            liveEvicted = mergeRanges(liveEvicted, sample.evicted);
-        if (sample.tokens != null)
-            liveScores = mergeTokenScores(liveScores ?? undefined, sample.tokens);
+        if (sample.evicted != null && sample.evicted.length > 0) liveEvicted = mergeRanges(liveEvicted, sample.evicted);
+        if (sample.tokens != null) liveScores = mergeTokenScores(liveScores ?? undefined, sample.tokens);
         series.push(sample);
         schedule();
     }
 
     function onRebuild({conversationId, progress, reason}: Events["chat:rebuild"]): void {
-        if (conversationId !== chat.state.conversationId)
-            return;
-        if (rebuildTimer != null)
-            clearTimeout(rebuildTimer);
+        if (conversationId !== chat.state.conversationId) return;
+        if (rebuildTimer != null) clearTimeout(rebuildTimer);
         rebuildTimer = null;
         rebuild.conversationId = conversationId;
         rebuild.reason = reason;
         rebuild.progress = Math.min(1, Math.max(0, progress));
         // A new message read is done when the answer starts: nothing to say about it afterwards.
-        if (progress >= 1 && reason === "message")
-            rebuild.progress = null;
+        if (progress >= 1 && reason === "message") rebuild.progress = null;
         else if (progress >= 1)
             rebuildTimer = setTimeout(() => {
                 rebuildTimer = null;
@@ -123,30 +129,29 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
 
     /** The live reading of `message` when it has one it should show: while streaming, or when no stats were stored. */
     function liveOf(message: MessageDto): KvSample | null {
-        if (published?.messageId !== message.id)
-            return null;
+        if (published?.messageId !== message.id) return null;
         return message.status === "streaming" || lastSample(message.stats) == null ? published.sample : null;
     }
 
     /** What `message` ran under: its record, else what its stats knew (an answer imported without one). */
     function compressionOf(message: MessageDto): MessageCompression | null {
-        if (message.compression != null)
-            return message.compression;
+        if (message.compression != null) return message.compression;
         const stats = message.stats;
         return stats?.policy != null ? {policy: stats.policy, budgetCells: stats.budgetCells ?? null, settings: null} : null;
     }
 
     /** The answer the gauge and the strip describe: the latest one with any reading. */
-    const shown = $derived(chat.state.messages.findLast((message) =>
-        message.role === "assistant" && (lastSample(message.stats) != null || published?.messageId === message.id)) ?? null);
+    const shown = $derived(
+        chat.state.messages.findLast(
+            (message) => message.role === "assistant" && (lastSample(message.stats) != null || published?.messageId === message.id)
+        ) ?? null
+    );
 
     const current = $derived.by((): MemoryReading | null => {
-        if (!shown)
-            return null;
+        if (!shown) return null;
         const compression = compressionOf(shown);
         const live = liveOf(shown);
-        if (live)
-            return {messageId: shown.id, sample: live, live: shown.status === "streaming", compression};
+        if (live) return {messageId: shown.id, sample: live, live: shown.status === "streaming", compression};
         const stored = lastSample(shown.stats);
         return stored ? {messageId: shown.id, sample: stored, live: false, compression} : null;
     });
@@ -158,7 +163,9 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
     });
 
     /** Whether the engine holds the latest answer's KV state, to write to disk when the conversation is left or the app quits. */
-    const statePending = $derived(chat.state.messages.findLast((candidate) => candidate.role === "assistant" && candidate.stats != null)?.stats?.statePending === true);
+    const statePending = $derived(
+        chat.state.messages.findLast((candidate) => candidate.role === "assistant" && candidate.stats != null)?.stats?.statePending === true
+    );
 
     /** Tokens the latest finished answer loaded from a saved state instead of reading them again; `null` when it read them. */
     const resumedTokens = $derived.by((): number | null => {
@@ -166,18 +173,25 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         return message?.stats?.resumedTokens ?? null;
     });
 
-    const storedEvicted = $derived((shown?.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]));
+    const storedEvicted = $derived(
+        (shown?.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[])
+    );
 
     const remembered = $derived.by((): RememberedView | null => {
         void version;
         const reading = current;
-        if (reading == null)
-            return null;
+        if (reading == null) return null;
         const live = shown != null && liveOf(shown) != null;
         const {tokensSeen, step} = reading.sample;
         return {
-            messageId: reading.messageId, tokensSeen, answerStart: Math.max(0, tokensSeen - step), evicted: live ? liveEvicted : storedEvicted, live: reading.live,
-            policy: reading.compression?.policy ?? null, scores: live ? liveScores : shown?.stats?.tokens ?? null, rounds: live ? [] : shown?.stats?.rounds ?? []
+            messageId: reading.messageId,
+            tokensSeen,
+            answerStart: Math.max(0, tokensSeen - step),
+            evicted: live ? liveEvicted : storedEvicted,
+            live: reading.live,
+            policy: reading.compression?.policy ?? null,
+            scores: live ? liveScores : (shown?.stats?.tokens ?? null),
+            rounds: live ? [] : (shown?.stats?.rounds ?? [])
         };
     });
 
@@ -185,13 +199,9 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         void version;
         const all: MemoryPoint[] = [];
         for (const message of chat.state.messages) {
-            if (message.role !== "assistant")
-                continue;
-            if (liveOf(message))
-                all.push(...series.points);
-            else
-                for (const sample of message.stats?.samples ?? [])
-                    all.push(toPoint(sample));
+            if (message.role !== "assistant") continue;
+            if (liveOf(message)) all.push(...series.points);
+            else for (const sample of message.stats?.samples ?? []) all.push(toPoint(sample));
         }
         return decimate(all, maxPoints);
     });
@@ -229,7 +239,7 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
             return version;
         },
         /** Progress (0..1) of reading a long prompt into the open conversation's context and why, or `null`. */
-        get rebuild(): {progress: number, reason: ReadReason} | null {
+        get rebuild(): {progress: number; reason: ReadReason} | null {
             return rebuild.conversationId === chat.state.conversationId && rebuild.progress != null
                 ? {progress: rebuild.progress, reason: rebuild.reason}
                 : null;
@@ -238,10 +248,9 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
          * What a finished answer evicted of its own positions, and where the answer starts (`tokensSeen - step` of its last
          * sample), for "Show what was forgotten"; `null` while it streams or without samples.
          */
-        forgottenOf(message: MessageDto): {answerStart: number, evicted: number[]} | null {
+        forgottenOf(message: MessageDto): {answerStart: number; evicted: number[]} | null {
             const last = lastSample(message.stats);
-            if (message.status === "streaming" || last == null)
-                return null;
+            if (message.status === "streaming" || last == null) return null;
             const evicted = (message.stats?.samples ?? []).reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]);
             return {answerStart: Math.max(0, last.tokensSeen - last.step), evicted};
         },
@@ -252,10 +261,8 @@ export function createMemory(bridge: PonderApi, chat: Chat, options: MemoryOptio
         dispose(): void {
             offMemory();
             offRebuild();
-            if (timer != null)
-                clearTimeout(timer);
-            if (rebuildTimer != null)
-                clearTimeout(rebuildTimer);
+            if (timer != null) clearTimeout(timer);
+            if (rebuildTimer != null) clearTimeout(rebuildTimer);
         }
     };
 }

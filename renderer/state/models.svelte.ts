@@ -6,7 +6,7 @@ export type Models = ReturnType<typeof createModels>;
 
 export type ModelsOptions = {
     /** Called when a model's retention gates were installed (a calibration): what offers TRIM-KV asks again. Defaults to none. */
-    onGatesInstalled?: (modelId: string) => void
+    onGatesInstalled?: (modelId: string) => void;
 };
 
 /** Known models, adding (dialog or typed path), loading, calibrating, and the engine's status. */
@@ -29,11 +29,11 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         removingId: null as string | null,
         /** The model whose TRIM-KV gates are being converted (`models:convertTrimkv`), and what the last conversion said. */
         convertingId: null as string | null,
-        trimkvResult: null as {id: string, text: string, ok: boolean} | null,
+        trimkvResult: null as {id: string; text: string; ok: boolean} | null,
         /** The retention calibration running, or the last one's end (`models:calibration` events). */
         calibration: null as CalibrationStatus | null,
         /** Why a calibration could not start (another runs, the model cannot be calibrated), for the model it was asked for. */
-        calibrationError: null as {id: string, text: string} | null,
+        calibrationError: null as {id: string; text: string} | null,
         error: null as string | null
     });
     const loadedModel = $derived(state.engine?.model ?? null);
@@ -41,16 +41,13 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
 
     function upsert(model: ModelInfo): void {
         const index = state.models.findIndex((existing) => existing.id === model.id);
-        if (index >= 0)
-            state.models[index] = model;
-        else
-            state.models.push(model);
+        if (index >= 0) state.models[index] = model;
+        else state.models.push(model);
     }
 
     async function refresh(): Promise<void> {
         const [list, status] = await Promise.all([request(bridge, "models:list", undefined), request(bridge, "app:status", undefined)]);
-        if (list.ok)
-            state.models = list.value;
+        if (list.ok) state.models = list.value;
         if (status.ok) {
             state.version = status.value.version;
             state.engine = status.value.engine;
@@ -120,12 +117,10 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         state.detailsId = id;
         state.detailsError = null;
         state.error = null;
-        if (state.details[id])
-            return;
+        if (state.details[id]) return;
         const result = await request(bridge, "models:details", {id});
         if (!result.ok) {
-            if (state.detailsId === id)
-                state.detailsError = describeError("Could not read the model's details", result.error);
+            if (state.detailsId === id) state.detailsError = describeError("Could not read the model's details", result.error);
             return;
         }
         state.details[id] = result.value;
@@ -144,8 +139,7 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         state.detailsError = null;
         upsert(result.value);
         const details = await request(bridge, "models:details", {id});
-        if (details.ok)
-            state.details[id] = details.value;
+        if (details.ok) state.details[id] = details.value;
         return true;
     }
 
@@ -160,22 +154,33 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
             state.trimkvResult = {id, text: describeError("Could not open the file dialog", picked.error), ok: false};
             return false;
         }
-        if (picked.value == null) // cancelled, or no dialog here (headless)
+        if (picked.value == null)
+            // cancelled, or no dialog here (headless)
             return false;
         state.convertingId = id;
-        const result = await request(bridge, "models:convertTrimkv", {id, weights: picked.value.weights, ...(picked.value.config != null ? {config: picked.value.config} : {})});
+        const result = await request(bridge, "models:convertTrimkv", {
+            id,
+            weights: picked.value.weights,
+            ...(picked.value.config != null ? {config: picked.value.config} : {})
+        });
         state.convertingId = null;
         if (!result.ok) {
             state.trimkvResult = {id, text: describeError("Could not get the TRIM-KV gates", result.error), ok: false};
             return false;
         }
         const gates = result.value;
-        state.trimkvResult = {id, ok: true, text: `Converted ${gates.layers} layers of gates (hidden ${gates.hidden})` +
-            (gates.budget != null ? `, trained at a budget of ${gates.budget} cells` : ", trained budget unknown (no config.json beside the weights)") +
-            (gates.baseModel != null ? ` for ${gates.baseModel}` : "")};
+        state.trimkvResult = {
+            id,
+            ok: true,
+            text:
+                `Converted ${gates.layers} layers of gates (hidden ${gates.hidden})` +
+                (gates.budget != null
+                    ? `, trained at a budget of ${gates.budget} cells`
+                    : ", trained budget unknown (no config.json beside the weights)") +
+                (gates.baseModel != null ? ` for ${gates.baseModel}` : "")
+        };
         const details = await request(bridge, "models:details", {id});
-        if (details.ok)
-            state.details[id] = details.value;
+        if (details.ok) state.details[id] = details.value;
         return true;
     }
 
@@ -188,8 +193,7 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
             return false;
         }
         // an event may have told more meanwhile
-        if (state.calibration?.modelId !== id || state.calibration.state !== "running")
-            state.calibration = result.value;
+        if (state.calibration?.modelId !== id || state.calibration.state !== "running") state.calibration = result.value;
         return true;
     }
 
@@ -203,28 +207,23 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
     /** Gates were installed for a model by another way (a download of the authors' released gates): its details are read again, and TRIM-KV offered. */
     async function gatesInstalled(id: string): Promise<void> {
         const details = await request(bridge, "models:details", {id});
-        if (details.ok)
-            state.details[id] = details.value;
+        if (details.ok) state.details[id] = details.value;
         options.onGatesInstalled?.(id);
     }
 
     /** Reads the calibration running (or that ended) in the backend: a page opened meanwhile shows it. */
     async function readCalibration(): Promise<void> {
         const result = await request(bridge, "models:calibrationStatus", undefined);
-        if (result.ok)
-            state.calibration = result.value;
+        if (result.ok) state.calibration = result.value;
     }
 
     async function onCalibration(status: CalibrationStatus): Promise<void> {
         state.calibration = status;
-        if (status.state !== "installed" && status.state !== "refused")
-            return;
+        if (status.state !== "installed" && status.state !== "refused") return;
         // The gates (and their provenance) are read from the model's details; TRIM-KV is offered from now on.
         const details = await request(bridge, "models:details", {id: status.modelId});
-        if (details.ok)
-            state.details[status.modelId] = details.value;
-        if (status.state === "installed")
-            options.onGatesInstalled?.(status.modelId);
+        if (details.ok) state.details[status.modelId] = details.value;
+        if (status.state === "installed") options.onGatesInstalled?.(status.modelId);
     }
 
     /** Forgets a model (its file stays on disk). The loaded model cannot be removed. */
@@ -240,16 +239,14 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         state.error = null;
         state.models = state.models.filter((model) => model.id !== id);
         delete state.details[id];
-        if (state.detailsId === id)
-            state.detailsId = null;
+        if (state.detailsId === id) state.detailsId = null;
         return true;
     }
 
     function applyStatus(status: EngineStatus): void {
         state.engine = status;
         // A model that is now ready makes an earlier failure to add or load one old news.
-        if (status.state === "ready" && status.model != null && state.loadingId == null)
-            state.error = null;
+        if (status.state === "ready" && status.model != null && state.loadingId == null) state.error = null;
     }
 
     /** Forgets the error shown (the person moved on: edited the path, started another action). */
@@ -270,7 +267,20 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         get busy() {
             return busy;
         },
-        refresh, add, pick, load, toggleDetails, setGpuLayers, getTrimkvGates, gatesInstalled, calibrate, cancelCalibration, readCalibration, remove, upsert, clearError,
+        refresh,
+        add,
+        pick,
+        load,
+        toggleDetails,
+        setGpuLayers,
+        getTrimkvGates,
+        gatesInstalled,
+        calibrate,
+        cancelCalibration,
+        readCalibration,
+        remove,
+        upsert,
+        clearError,
         dispose(): void {
             offStatus();
             offCalibration();

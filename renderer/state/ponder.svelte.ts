@@ -19,10 +19,15 @@ import {createServer} from "./server.svelte.js";
 import {createSettings} from "./settings.svelte.js";
 
 export type Ponder = ReturnType<typeof createPonder>;
-export type PonderOptions = ChatOptions & {memory?: MemoryOptions, budget?: BudgetOptions, search?: SearchOptions, draftTokens?: DraftTokensOptions};
+export type PonderOptions = ChatOptions & {
+    memory?: MemoryOptions;
+    budget?: BudgetOptions;
+    search?: SearchOptions;
+    draftTokens?: DraftTokensOptions;
+};
 
 /** A message to bring into view with the searched words highlighted; `nonce` makes the same hit jump again. */
-export type MessageFocus = {messageId: string, field: SearchHit["field"], terms: string[], nonce: number};
+export type MessageFocus = {messageId: string; field: SearchHit["field"]; terms: string[]; nonce: number};
 
 /** All renderer state over one bridge, and the use cases that span several modules. */
 export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOptions = {}) {
@@ -33,9 +38,8 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const settings = createSettings(bridge);
     const memory = createMemory(bridge, chat, options.memory);
     const budget = createBudget(bridge, conversations, settings, {
-        conversationTokens: () => chat.state.conversationId === conversations.state.selectedId
-            ? conversationTokens(chat.state.messages)
-            : null,
+        conversationTokens: () =>
+            chat.state.conversationId === conversations.state.selectedId ? conversationTokens(chat.state.messages) : null,
         ...options.budget
     });
     const generation = createGeneration(bridge, conversations, settings);
@@ -84,8 +88,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
             const key = `${panel}Open` as const;
             if (ui[key]) {
                 ui[key] = false;
-                if (panel === "server")
-                    server.hideKey(); // a new key is shown once, while the panel is open
+                if (panel === "server") server.hideKey(); // a new key is shown once, while the panel is open
                 return panel;
             }
         }
@@ -97,22 +100,27 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     }
 
     async function start(): Promise<void> {
-        await Promise.all([conversations.refresh(), models.refresh(), models.readCalibration(), settings.load(), downloads.refresh(), server.load(), refreshDemoSample()]);
+        await Promise.all([
+            conversations.refresh(),
+            models.refresh(),
+            models.readCalibration(),
+            settings.load(),
+            downloads.refresh(),
+            server.load(),
+            refreshDemoSample()
+        ]);
     }
 
     async function openConversation(id: string): Promise<void> {
-        if (id === chat.state.conversationId && id === conversations.state.selectedId)
-            return;
+        if (id === chat.state.conversationId && id === conversations.state.selectedId) return;
         const detail = await conversations.select(id);
-        if (detail)
-            chat.open(id, detail.messages);
+        if (detail) chat.open(id, detail.messages);
     }
 
     /** Opens a search result: its conversation, scrolled to the message with the words highlighted. */
     async function openSearchHit(hit: SearchHit): Promise<void> {
         await openConversation(hit.conversationId);
-        if (chat.state.conversationId !== hit.conversationId)
-            return;
+        if (chat.state.conversationId !== hit.conversationId) return;
         ui.focus = {messageId: hit.messageId, field: hit.field, terms: hit.terms, nonce: (ui.focus?.nonce ?? 0) + 1};
     }
 
@@ -132,8 +140,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
 
     async function forkAt(messageId: string): Promise<boolean> {
         const id = chat.state.conversationId;
-        if (id == null)
-            return false;
+        if (id == null) return false;
         const result = await request(bridge, "conversations:fork", {id, messageId});
         if (!result.ok) {
             chat.state.error = describeError("Could not fork the conversation", result.error);
@@ -147,14 +154,12 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     async function newConversation(): Promise<boolean> {
         const focusRequest = ++focusRequests;
         const created = await conversations.create();
-        if (!created)
-            return false;
+        if (!created) return false;
         conversations.state.selectedId = created.id;
         conversations.state.settings = null;
         chat.open(created.id, []);
         // Focus goes to the composer unless the person asked for another place (Ctrl+K) while it was created.
-        if (focusRequest === focusRequests)
-            ui.composerFocus++;
+        if (focusRequest === focusRequests) ui.composerFocus++;
         // Its settings (the defaults at creation) feed the budget controller.
         void conversations.select(created.id);
         return true;
@@ -162,20 +167,16 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
 
     async function deleteConversation(id: string): Promise<boolean> {
         const removed = await conversations.remove(id);
-        if (removed && chat.state.conversationId === id)
-            chat.open(null, []);
+        if (removed && chat.state.conversationId === id) chat.open(null, []);
         return removed;
     }
 
     /** Sends from the composer, creating a conversation first when none is open. */
     async function send(text: string): Promise<boolean> {
-        if (text.trim() === "" || chat.generating)
-            return false;
-        if (chat.state.conversationId == null && !await newConversation())
-            return false;
+        if (text.trim() === "" || chat.generating) return false;
+        if (chat.state.conversationId == null && !(await newConversation())) return false;
         const sent = await chat.send(text);
-        if (sent)
-            void conversations.refresh();
+        if (sent) void conversations.refresh();
         return sent;
     }
 
@@ -188,7 +189,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
      * The sample problem of the loaded model's task (when it is a task model Ponder ships), and the known answers of
      * the samples sent, by conversation, shown after the model's own.
      */
-    const demo = $state({sample: null as DemoSample | null, known: {} as Record<string, {answer: string, meaning: string}>});
+    const demo = $state({sample: null as DemoSample | null, known: {} as Record<string, {answer: string; meaning: string}>});
     let demoModelId: string | null | undefined;
 
     async function refreshDemoSample(): Promise<void> {
@@ -199,8 +200,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     /** Sends the demo task's sample problem (in the open conversation, or a new one) and remembers its known answer. */
     async function trySample(): Promise<boolean> {
         const sample = demo.sample;
-        if (sample == null || !await send(sample.question))
-            return false;
+        if (sample == null || !(await send(sample.question))) return false;
         if (chat.state.conversationId != null)
             demo.known[chat.state.conversationId] = {answer: sample.answer, meaning: sample.answerMeaning};
         void refreshDemoSample();
@@ -209,7 +209,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
 
     // Another model loaded (or none): ask again whether it is the demo model.
     const offModel = bridge.on("engine:status", (status) => {
-        const id = status.state === "ready" ? status.model?.id ?? null : null;
+        const id = status.state === "ready" ? (status.model?.id ?? null) : null;
         if (id !== demoModelId) {
             demoModelId = id;
             void refreshDemoSample();
@@ -220,31 +220,54 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
     const offDone = bridge.on("chat:done", () => void conversations.refresh());
     // After a dropped connection, events were missed: reload everything once it is back.
     let dropped = false;
-    const offConnection = "onConnection" in bridge
-        ? bridge.onConnection((connected) => {
-            connection.connected = connected;
-            if (!connected)
-                dropped = true;
-            else if (dropped)
-                void resync();
-        })
-        : () => {};
+    const offConnection =
+        "onConnection" in bridge
+            ? bridge.onConnection((connected) => {
+                  connection.connected = connected;
+                  if (!connected) dropped = true;
+                  else if (dropped) void resync();
+              })
+            : () => {};
 
     async function resync(): Promise<void> {
         await start();
         const id = chat.state.conversationId;
         if (id != null) {
             const detail = await conversations.select(id);
-            if (detail)
-                chat.open(id, detail.messages);
+            if (detail) chat.open(id, detail.messages);
         }
     }
 
     return {
-        conversations, chat, models, settings, memory, budget, generation, downloads, server, engineBuilds, savedStates, rpcServers, search, draftTokens,
-        connection, ui,
-        start, openConversation, openSearchHit, forkAt, importConversation, newConversation, deleteConversation, send, openExternal, focusSearch,
-        closeOpenPanel, demo, trySample,
+        conversations,
+        chat,
+        models,
+        settings,
+        memory,
+        budget,
+        generation,
+        downloads,
+        server,
+        engineBuilds,
+        savedStates,
+        rpcServers,
+        search,
+        draftTokens,
+        connection,
+        ui,
+        start,
+        openConversation,
+        openSearchHit,
+        forkAt,
+        importConversation,
+        newConversation,
+        deleteConversation,
+        send,
+        openExternal,
+        focusSearch,
+        closeOpenPanel,
+        demo,
+        trySample,
         dispose(): void {
             offDone();
             offModel();

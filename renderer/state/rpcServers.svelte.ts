@@ -26,8 +26,7 @@ export function createRpcServers(bridge: PonderApi) {
 
     /** Runs one change; on failure says why and reads the list again (a restart may have happened anyway). */
     async function change(endpoint: string, what: string, run: () => ReturnType<typeof request<"rpc:list">>): Promise<boolean> {
-        if (state.pending != null)
-            return false;
+        if (state.pending != null) return false;
         state.pending = endpoint;
         state.error = null;
         const result = await run();
@@ -49,6 +48,8 @@ export function createRpcServers(bridge: PonderApi) {
         remove: (endpoint: string) => change(endpoint, `Could not remove ${endpoint}`, () => request(bridge, "rpc:remove", {endpoint})),
         check: (endpoint: string) => change(endpoint, `Could not check ${endpoint}`, () => request(bridge, "rpc:check", {endpoint})),
         setEnabled: (endpoint: string, enabled: boolean) =>
-            change(endpoint, `Could not ${enabled ? "use" : "stop using"} ${endpoint}`, () => request(bridge, "rpc:setEnabled", {endpoint, enabled}))
+            change(endpoint, `Could not ${enabled ? "use" : "stop using"} ${endpoint}`, () =>
+                request(bridge, "rpc:setEnabled", {endpoint, enabled})
+            )
     };
 }

@@ -20,12 +20,11 @@ export function createSavedStates(bridge: PonderApi) {
 
     async function load(): Promise<void> {
         const [settings, usage] = await Promise.all([
-            request(bridge, "settings:get", undefined), request(bridge, "states:usage", undefined)
+            request(bridge, "settings:get", undefined),
+            request(bridge, "states:usage", undefined)
         ]);
-        if (settings.ok)
-            state.budgetMib = settings.value.stateDiskBudgetMib;
-        if (usage.ok)
-            state.usage = usage.value;
+        if (settings.ok) state.budgetMib = settings.value.stateDiskBudgetMib;
+        if (usage.ok) state.usage = usage.value;
         const failed = !settings.ok ? settings.error : !usage.ok ? usage.error : null;
         state.error = failed == null ? null : describeError("Could not read the saved states", failed);
     }
@@ -46,15 +45,13 @@ export function createSavedStates(bridge: PonderApi) {
         state.budgetError = null;
         // A lower budget deletes the oldest states at once.
         const usage = await request(bridge, "states:usage", undefined);
-        if (usage.ok)
-            state.usage = usage.value;
+        if (usage.ok) state.usage = usage.value;
         return true;
     }
 
     /** Deletes every saved state; conversations then read their history again. */
     async function clear(): Promise<void> {
-        if (state.clearing)
-            return;
+        if (state.clearing) return;
         state.clearing = true;
         const result = await request(bridge, "states:clear", undefined);
         state.clearing = false;

@@ -6,16 +6,15 @@ export type Search = ReturnType<typeof createSearch>;
 
 export type SearchOptions = {
     /** Milliseconds to wait after the last keystroke before searching. Defaults to `150`. */
-    debounceMs?: number
+    debounceMs?: number;
 };
 
 /** A snippet cut into plain and matched parts (the backend marks matches with U+0002 ... U+0003). */
-export function snippetParts(snippet: string): Array<{text: string, match: boolean}> {
-    const parts: Array<{text: string, match: boolean}> = [];
+export function snippetParts(snippet: string): Array<{text: string; match: boolean}> {
+    const parts: Array<{text: string; match: boolean}> = [];
     // eslint-disable-next-line no-control-regex -- U+0002 and U+0003 are the backend's match markers
     for (const [index, piece] of snippet.split(/[\u0002\u0003]/).entries())
-        if (piece !== "")
-            parts.push({text: piece, match: index % 2 === 1});
+        if (piece !== "") parts.push({text: piece, match: index % 2 === 1});
     return parts;
 }
 
@@ -33,8 +32,7 @@ export function createSearch(bridge: PonderApi, options: SearchOptions = {}) {
 
     /** Searches for `query` after a short pause; an empty query clears the results at once. Resolves when done or superseded. */
     function run(query: string): Promise<void> {
-        if (timer != null)
-            clearTimeout(timer);
+        if (timer != null) clearTimeout(timer);
         pending?.();
         pending = null;
         state.query = query;
@@ -58,8 +56,7 @@ export function createSearch(bridge: PonderApi, options: SearchOptions = {}) {
     async function searchNow(query: string): Promise<void> {
         const ticket = ++latest;
         const result = await request(bridge, "search:messages", {query});
-        if (ticket !== latest)
-            return; // a newer search is under way
+        if (ticket !== latest) return; // a newer search is under way
         state.searching = false;
         if (!result.ok) {
             state.error = describeError("Could not search the messages", result.error);

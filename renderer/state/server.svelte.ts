@@ -9,11 +9,9 @@ const logSize = 100;
 
 /** The address a client reads before `host` and `port` are applied: what a person types, checked as the main process will. */
 export function checkAddress(host: string, port: string): string | null {
-    if (!/^[A-Za-z0-9.:-]+$/.test(host.trim()))
-        return "The address must be a host name or an IP address, such as 127.0.0.1";
+    if (!/^[A-Za-z0-9.:-]+$/.test(host.trim())) return "The address must be a host name or an IP address, such as 127.0.0.1";
     const number = Number(port);
-    if (!Number.isInteger(number) || number < 0 || number > 65_535)
-        return "The port must be a whole number from 0 to 65535";
+    if (!Number.isInteger(number) || number < 0 || number > 65_535) return "The port must be a whole number from 0 to 65535";
     return null;
 }
 
@@ -41,10 +39,8 @@ export function createServer(bridge: PonderApi) {
 
     function upsert(entry: ServerRequestLog): void {
         const index = state.log.findIndex((existing) => existing.id === entry.id);
-        if (index >= 0)
-            state.log[index] = entry;
-        else
-            state.log = [entry, ...state.log].slice(0, logSize);
+        if (index >= 0) state.log[index] = entry;
+        else state.log = [entry, ...state.log].slice(0, logSize);
     }
 
     async function load(): Promise<void> {
@@ -73,15 +69,13 @@ export function createServer(bridge: PonderApi) {
     /** Changes settings (turning the server on or off among them); `false` with `state.error` set when refused. */
     async function update(patch: Partial<ServerSettings>): Promise<boolean> {
         const status = await run("Could not change the API server", () => request(bridge, "server:update", patch));
-        if (status != null)
-            state.status = status;
+        if (status != null) state.status = status;
         return status != null;
     }
 
     async function generateKey(): Promise<boolean> {
         const answer = await run("Could not make an API key", () => request(bridge, "server:generateKey", undefined));
-        if (answer == null)
-            return false;
+        if (answer == null) return false;
         state.status = answer.status;
         state.newKey = answer.key;
         return true;
@@ -96,13 +90,19 @@ export function createServer(bridge: PonderApi) {
         return status != null;
     }
 
-    const selected = $derived(state.log.find((entry) => entry.id === state.selectedId) ?? state.log.find((entry) => entry.sample != null) ?? null);
+    const selected = $derived(
+        state.log.find((entry) => entry.id === state.selectedId) ?? state.log.find((entry) => entry.sample != null) ?? null
+    );
 
-    const offStatus = bridge.on("server:status", (status) => state.status = status);
+    const offStatus = bridge.on("server:status", (status) => (state.status = status));
     const offRequest = bridge.on("server:request", upsert);
 
     return {
-        state, load, update, generateKey, clearKey,
+        state,
+        load,
+        update,
+        generateKey,
+        clearKey,
         /** The request whose memory reading the gauge shows. */
         get selected() {
             return selected;

@@ -44,14 +44,11 @@ export function createSettings(bridge: PonderApi) {
 
     /** Changes the settings new conversations start with; the reason as a sentence when it failed, else `null`. */
     async function saveConversationDefaults(patch: Partial<ConversationSettings>): Promise<string | null> {
-        if (state.conversationDefaults == null)
-            await load();
+        if (state.conversationDefaults == null) await load();
         const current = state.conversationDefaults;
-        if (current == null)
-            return state.error ?? "Could not read the current defaults";
+        if (current == null) return state.error ?? "Could not read the current defaults";
         const result = await request(bridge, "settings:update", {defaultConversationSettings: {...$state.snapshot(current), ...patch}});
-        if (!result.ok)
-            return describeError("Could not save the defaults", result.error);
+        if (!result.ok) return describeError("Could not save the defaults", result.error);
         state.conversationDefaults = result.value.defaultConversationSettings;
         return null;
     }
@@ -59,8 +56,7 @@ export function createSettings(bridge: PonderApi) {
     /** Stores the presets (a preset of the same name is replaced); the reason as a sentence when it failed, else `null`. */
     async function savePresets(presets: SamplingPreset[]): Promise<string | null> {
         const result = await request(bridge, "settings:update", {samplingPresets: presets});
-        if (!result.ok)
-            return describeError("Could not save the presets", result.error);
+        if (!result.ok) return describeError("Could not save the presets", result.error);
         state.samplingPresets = result.value.samplingPresets;
         return null;
     }

@@ -26,11 +26,23 @@ const features = Float32Array.from({length: count * layers * width}, () => rando
 const horizons = Float32Array.from({length: count * layers * kvHeads}, () => Math.floor(random.uniform() ** 3 * 200));
 const followers = Int32Array.from({length: count}, () => 4096);
 const before = process.memoryUsage();
-const report = await trainGates({layers, embeddingLength: width, headCountKv: kvHeads, tokens: count, features, horizons, followers}, {hidden: Number(values.hidden), epochs});
+const report = await trainGates(
+    {layers, embeddingLength: width, headCountKv: kvHeads, tokens: count, features, horizons, followers},
+    {hidden: Number(values.hidden), epochs}
+);
 const perThousand = report.seconds / epochs / (count / 1000);
-console.log(JSON.stringify({
-    layers, width, kvHeads, hidden: Number(values.hidden), tokens: count, epochs, seconds: Number(report.seconds.toFixed(2)),
-    secondsPerThousandTokensPerEpoch: Number(perThousand.toFixed(2)),
-    dataMiB: Number(((features.byteLength + horizons.byteLength) / 2 ** 20).toFixed(1)),
-    rssMiBBefore: Math.round(before.rss / 2 ** 20), peakRssMiB: Math.round(process.resourceUsage().maxRSS / 1024)
-}));
+console.log(
+    JSON.stringify({
+        layers,
+        width,
+        kvHeads,
+        hidden: Number(values.hidden),
+        tokens: count,
+        epochs,
+        seconds: Number(report.seconds.toFixed(2)),
+        secondsPerThousandTokensPerEpoch: Number(perThousand.toFixed(2)),
+        dataMiB: Number(((features.byteLength + horizons.byteLength) / 2 ** 20).toFixed(1)),
+        rssMiBBefore: Math.round(before.rss / 2 ** 20),
+        peakRssMiB: Math.round(process.resourceUsage().maxRSS / 1024)
+    })
+);

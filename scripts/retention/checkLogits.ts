@@ -8,11 +8,10 @@ import {readFile} from "node:fs/promises";
 import {getLlama} from "node-llama-cpp";
 import {compareLogits} from "../../test/eval/train/logitChecks.js";
 
-type Reference = {checks: Array<{ids: number[], logits: number[]}>};
+type Reference = {checks: Array<{ids: number[]; logits: number[]}>};
 
 const [refPath, modelPath] = process.argv.slice(2);
-if (refPath == null || modelPath == null)
-    throw new Error("usage: checkLogits.ts <reference.json> <model.gguf>");
+if (refPath == null || modelPath == null) throw new Error("usage: checkLogits.ts <reference.json> <model.gguf>");
 const ref = JSON.parse(await readFile(refPath, "utf8")) as Reference;
 const longest = Math.max(...ref.checks.map((c) => c.ids.length));
 

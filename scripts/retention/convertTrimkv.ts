@@ -11,7 +11,8 @@ import {parseArgs} from "node:util";
 import {CheckpointError} from "../../main/engine/retention/trimkvCheckpoint/CheckpointError.js";
 import {convertTrimkvCheckpoint} from "../../main/engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";
 
-const usage = "usage: npm run convert:trimkv -- --weights trimkv_weights.pth [--config config.json] --model model.gguf [--out sidecar.gguf] [--type f32|f16]";
+const usage =
+    "usage: npm run convert:trimkv -- --weights trimkv_weights.pth [--config config.json] --model model.gguf [--out sidecar.gguf] [--type f32|f16]";
 
 function fail(message: string): never {
     console.error(`error: ${message}`);
@@ -21,8 +22,14 @@ function fail(message: string): never {
 let args;
 try {
     args = parseArgs({
-        options: {weights: {type: "string"}, config: {type: "string"}, model: {type: "string"}, out: {type: "string"}, type: {type: "string"},
-            help: {type: "boolean", short: "h"}},
+        options: {
+            weights: {type: "string"},
+            config: {type: "string"},
+            model: {type: "string"},
+            out: {type: "string"},
+            type: {type: "string"},
+            help: {type: "boolean", short: "h"}
+        },
         strict: true
     }).values;
 } catch (err) {
@@ -32,16 +39,21 @@ if (args.help) {
     console.log(usage);
     process.exit(0);
 }
-if (args.weights == null || args.model == null)
-    fail(`--weights and --model are required\n${usage}`);
-if (args.type != null && args.type !== "f32" && args.type !== "f16")
-    fail(`--type must be f32 or f16, not ${args.type}`);
+if (args.weights == null || args.model == null) fail(`--weights and --model are required\n${usage}`);
+if (args.type != null && args.type !== "f32" && args.type !== "f16") fail(`--type must be f32 or f16, not ${args.type}`);
 
 try {
-    const written = await convertTrimkvCheckpoint({weights: args.weights, config: args.config, modelPath: args.model, out: args.out,
-        type: args.type as "f32" | "f16" | undefined});
-    console.log(`wrote ${written.path}: ${written.layers} layers, d ${written.embeddingLength}, hidden ${written.hidden}, ` +
-        `${written.headCountKv} KV heads; trained budget ${written.budget ?? "unknown"}`);
+    const written = await convertTrimkvCheckpoint({
+        weights: args.weights,
+        config: args.config,
+        modelPath: args.model,
+        out: args.out,
+        type: args.type as "f32" | "f16" | undefined
+    });
+    console.log(
+        `wrote ${written.path}: ${written.layers} layers, d ${written.embeddingLength}, hidden ${written.hidden}, ` +
+            `${written.headCountKv} KV heads; trained budget ${written.budget ?? "unknown"}`
+    );
 } catch (err) {
     fail(err instanceof CheckpointError ? err.message : String((err as Error).stack ?? err));
 }

@@ -90,8 +90,7 @@ const policies = policyList.filter((policy) => policy !== "oracle") as PolicyId[
 const budgets = values.budgets.split(",").map(Number);
 const sets = values.sets.split(",");
 for (const set of sets) {
-    if (!(set in problemSets))
-        throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
+    if (!(set in problemSets)) throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
 }
 /** The model a problem set runs on: the one trained on its task. */
 const setModel = (set: string) => (problemSets[set]!.model === "merge" ? values["merge-model"] : values["demo-model"]);
@@ -107,7 +106,9 @@ const results: Record<string, unknown> = {
     machine: {cpus: os.cpus()[0]?.model, cores: os.availableParallelism(), memoryGiB: Math.round(os.totalmem() / 2 ** 30)},
     build
 };
-const tables: string[] = [`# Ponder benchmark\n\n\`${results.command as string}\` on ${os.availableParallelism()} cores, llama.cpp ${build.llamaCppRelease} (${build.kind}, gpu: ${String(build.gpu)}), ${results.date as string}.`];
+const tables: string[] = [
+    `# Ponder benchmark\n\n\`${results.command as string}\` on ${os.availableParallelism()} cores, llama.cpp ${build.llamaCppRelease} (${build.kind}, gpu: ${String(build.gpu)}), ${results.date as string}.`
+];
 
 function settings(policy: PolicyId, patch: Partial<CompressionSettings> = {}): CompressionSettings {
     return {...defaultCompressionSettings, policy, ...patch};
@@ -124,9 +125,9 @@ async function loadModel(llamaInstance: Llama, file: string): Promise<LlamaModel
 
 if (suites.has("fidelity")) {
     // Mechanics on a generated model: how far each policy's next-token distributions move from Full KV.
-    const file = values.model ?? await getFixtureModel("tiny-qwen2");
+    const file = values.model ?? (await getFixtureModel("tiny-qwen2"));
     const model = await loadModel(llama, file);
-    const prompt = Array.from({length: 64}, (_, i) => ((i * 53) % 500 + 10) as Token);
+    const prompt = Array.from({length: 64}, (_, i) => (((i * 53) % 500) + 10) as Token);
     const steps = 448;
     const full = prompt.length + steps;
     const reference = await fullTrace(model, prompt, steps, threads, {attention: true});
@@ -134,47 +135,112 @@ if (suites.has("fidelity")) {
     const json: unknown[] = [];
     for (const share of budgets.filter((b) => b < 1)) {
         const cells = Math.max(64, Math.round(full * share));
-        const report = await measureFidelity({model, prompt, steps, reference, cells, threads, compression: settings("streamingllm", {pruneEvery: 16}), oracle: true});
-        rows.push(["oracle", "-", `${Math.round(share * 100)}% (${cells})`, report.top1Agreement.toFixed(3), report.meanKl.toFixed(4),
-            report.firstDivergence ?? "none", (report.regret ?? 0).toFixed(4), report.finalSample.cellsLive, 0]);
+        const report = await measureFidelity({
+            model,
+            prompt,
+            steps,
+            reference,
+            cells,
+            threads,
+            compression: settings("streamingllm", {pruneEvery: 16}),
+            oracle: true
+        });
+        rows.push([
+            "oracle",
+            "-",
+            `${Math.round(share * 100)}% (${cells})`,
+            report.top1Agreement.toFixed(3),
+            report.meanKl.toFixed(4),
+            report.firstDivergence ?? "none",
+            (report.regret ?? 0).toFixed(4),
+            report.finalSample.cellsLive,
+            0
+        ]);
         json.push({policy: "oracle", share, cells, ...report, greedyText: undefined});
     }
     for (const combine of values.combine.split(",") as CompressionSettings["combine"][]) {
         for (const policy of policies) {
             for (const share of budgets.filter((b) => b < 1)) {
                 const cells = Math.max(64, Math.round(full * share));
-                const report = await measureFidelity({model, prompt, steps, reference, cells, threads, compression: settings(policy, {combine, pruneEvery: 16})});
-                rows.push([policy, combine, `${Math.round(share * 100)}% (${cells})`, report.top1Agreement.toFixed(3), report.meanKl.toFixed(4),
-                    report.firstDivergence ?? "none", (report.regret ?? 0).toFixed(4), report.finalSample.cellsLive, report.finalSample.forcedDrops]);
+                const report = await measureFidelity({
+                    model,
+                    prompt,
+                    steps,
+                    reference,
+                    cells,
+                    threads,
+                    compression: settings(policy, {combine, pruneEvery: 16})
+                });
+                rows.push([
+                    policy,
+                    combine,
+                    `${Math.round(share * 100)}% (${cells})`,
+                    report.top1Agreement.toFixed(3),
+                    report.meanKl.toFixed(4),
+                    report.firstDivergence ?? "none",
+                    (report.regret ?? 0).toFixed(4),
+                    report.finalSample.cellsLive,
+                    report.finalSample.forcedDrops
+                ]);
                 json.push({policy, combine, share, cells, ...report});
             }
         }
     }
     await model.dispose();
     results.fidelity = {model: path.basename(file), promptTokens: prompt.length, steps, rows: json};
-    say(`\n## Fidelity vs Full KV (teacher-forced, ${path.basename(file)}, ${prompt.length}-token prompt + ${steps} tokens; full cache = ${full} cells)\n\n` +
-        table(["policy", "combine", "budget", "top-1 agreement", "mean KL (nats)", "first greedy divergence", "regret", "live cells", "forced drops"], rows));
+    say(
+        `\n## Fidelity vs Full KV (teacher-forced, ${path.basename(file)}, ${prompt.length}-token prompt + ${steps} tokens; full cache = ${full} cells)\n\n` +
+            table(
+                [
+                    "policy",
+                    "combine",
+                    "budget",
+                    "top-1 agreement",
+                    "mean KL (nats)",
+                    "first greedy divergence",
+                    "regret",
+                    "live cells",
+                    "forced drops"
+                ],
+                rows
+            )
+    );
 }
 
 if (suites.has("overhead")) {
     // Scoring cost where nothing is pruned: a short context, cells to spare. Rounds run every configuration once, in
     // turn, so machine load falls on all of them alike; each ratio is to the same round's Full, the median over rounds.
-    const file = values.model ?? await getFixtureModel("bench-1.5b-shape");
+    const file = values.model ?? (await getFixtureModel("bench-1.5b-shape"));
     const model = await loadModel(llama, file);
-    const prompt = Array.from({length: 32}, (_, i) => ((i * 29) % 500 + 10) as Token);
+    const prompt = Array.from({length: 32}, (_, i) => (((i * 29) % 500) + 10) as Token);
     const repeats = Number(values["overhead-repeats"]);
     const rows: (string | number)[][] = [];
     const json: unknown[] = [];
     for (const flashAttention of [false, true]) {
-        const runs = [{label: "full (scoring off)", policy: "full" as PolicyId}, ...policies.map((policy) => ({label: `${policy} (${readsLabel(policy)})`, policy}))];
+        const runs = [
+            {label: "full (scoring off)", policy: "full" as PolicyId},
+            ...policies.map((policy) => ({label: `${policy} (${readsLabel(policy)})`, policy}))
+        ];
         const speeds = runs.map(() => [] as number[]);
         const ratios = runs.map(() => [] as number[]);
         for (let round = 0; round < repeats; round++) {
             const speedsNow: number[] = [];
             for (const run of runs) {
                 const compression = run.policy === "full" ? settings("full") : settings(run.policy, {pruneEvery: 1_000_000});
-                speedsNow.push((await decodeRun(model, {prompt, length: 384, cells: 1024, window: 128, threads, flashAttention, compression,
-                    retentionGates: await retentionGatesFor(run.policy, file)})).tokensPerSecond);
+                speedsNow.push(
+                    (
+                        await decodeRun(model, {
+                            prompt,
+                            length: 384,
+                            cells: 1024,
+                            window: 128,
+                            threads,
+                            flashAttention,
+                            compression,
+                            retentionGates: await retentionGatesFor(run.policy, file)
+                        })
+                    ).tokensPerSecond
+                );
             }
             speedsNow.forEach((speed, index) => {
                 speeds[index]!.push(speed);
@@ -189,22 +255,31 @@ if (suites.has("overhead")) {
     }
     await model.dispose();
     results.overhead = json;
-    say(`\n## Scoring overhead at short context (${path.basename(file)}, 32-token prompt, 384 tokens, no pruning, ${threads} threads, ` +
-        `medians of ${repeats} rounds)\n\n` + table(["run", "flash attention", "tokens/s", "ratio to Full (median of the rounds' ratios)"], rows));
+    say(
+        `\n## Scoring overhead at short context (${path.basename(file)}, 32-token prompt, 384 tokens, no pruning, ${threads} threads, ` +
+            `medians of ${repeats} rounds)\n\n` +
+            table(["run", "flash attention", "tokens/s", "ratio to Full (median of the rounds' ratios)"], rows)
+    );
 }
 
 /** What a policy has the engine compute beside K and V, as the overhead table names it. */
 function readsLabel(policy: PolicyId): string {
     const needs = policyNeeds(settings(policy));
-    const parts = [needs.scores !== false ? "scoring" : null, needs.retention === true ? "gates" : null, needs.valueNorms === true ? "value norms" : null]
-        .filter((part) => part != null);
+    const parts = [
+        needs.scores !== false ? "scoring" : null,
+        needs.retention === true ? "gates" : null,
+        needs.valueNorms === true ? "value norms" : null
+    ].filter((part) => part != null);
     return parts.length === 0 ? "positions only" : `${parts.join(" and ")} on`;
 }
 
 /** What a run's engine computed beside K and V, in words: `scoring (32 rows), value norms`, or `nothing`. */
 function readsText(reads: DecodeReads): string {
-    const parts = [reads.scoringRows > 0 ? `scoring (${reads.scoringRows} rows)` : null, reads.retention ? "retention gates" : null,
-        reads.valueNorms ? "value norms" : null].filter((part) => part != null);
+    const parts = [
+        reads.scoringRows > 0 ? `scoring (${reads.scoringRows} rows)` : null,
+        reads.retention ? "retention gates" : null,
+        reads.valueNorms ? "value norms" : null
+    ].filter((part) => part != null);
     return parts.length === 0 ? "nothing" : parts.join(", ");
 }
 
@@ -219,163 +294,376 @@ async function retentionGatesFor(policy: PolicyId, modelPath: string): Promise<s
  */
 async function gatesFor(modelPath: string): Promise<string> {
     const gates = retentionSidecarPath(modelPath);
-    if (await fs.access(gates).then(() => true, () => false))
+    if (
+        await fs.access(gates).then(
+            () => true,
+            () => false
+        )
+    )
         return gates;
     const info = await inspectModel(modelPath);
     if (info.layers == null || info.embeddingLength == null || info.headCountKv == null)
         throw new Error(`${modelPath}: no retention gates and no shape to make random ones`);
-    await writeRetentionSidecar(gates, {modelPath, architecture: info.architecture ?? "", layers: info.layers, width: info.embeddingLength,
-        kvHeads: info.headCountKv, hidden: 512, weightScale: 0.05, biasRange: [10, 14], weightType: "f16"});
+    await writeRetentionSidecar(gates, {
+        modelPath,
+        architecture: info.architecture ?? "",
+        layers: info.layers,
+        width: info.embeddingLength,
+        kvHeads: info.headCountKv,
+        hidden: 512,
+        weightScale: 0.05,
+        biasRange: [10, 14],
+        weightType: "f16"
+    });
     return gates;
 }
 
 if (suites.has("speed")) {
     // Decode speed and live KV memory against generated length: Full vs each policy, same run (Lethe Fig. 4's shape).
-    const file = values.model ?? await getFixtureModel("bench-1.5b-shape");
+    const file = values.model ?? (await getFixtureModel("bench-1.5b-shape"));
     const model = await loadModel(llama, file);
     const length = Number(values.length);
     const budget = Number(values["speed-budget"]);
     const window = Math.max(256, Math.floor(length / 16));
-    const prompt = Array.from({length: 32}, (_, i) => ((i * 31) % 500 + 10) as Token);
+    const prompt = Array.from({length: 32}, (_, i) => (((i * 31) % 500) + 10) as Token);
     const runs: Record<string, Awaited<ReturnType<typeof decodeRun>>> = {};
     const progress = (name: string) => (p: DecodePoint) =>
-        console.error(`  speed ${name}: ${p.tokens}/${length} tokens, ${p.tokensPerSecond.toFixed(1)} tok/s, live KV ${(p.liveBytes / 2 ** 20).toFixed(1)} MiB`);
-    runs.full = await decodeRun(model, {prompt, length, cells: length + prompt.length + 16, window, threads, compression: settings("full"), onPoint: progress("full")});
+        console.error(
+            `  speed ${name}: ${p.tokens}/${length} tokens, ${p.tokensPerSecond.toFixed(1)} tok/s, live KV ${(p.liveBytes / 2 ** 20).toFixed(1)} MiB`
+        );
+    runs.full = await decodeRun(model, {
+        prompt,
+        length,
+        cells: length + prompt.length + 16,
+        window,
+        threads,
+        compression: settings("full"),
+        onPoint: progress("full")
+    });
     for (const policy of policies)
-        runs[policy] = await decodeRun(model, {prompt, length, cells: budget, window, threads, compression: settings(policy, {pruneEvery: 32}), onPoint: progress(policy),
-            retentionGates: await retentionGatesFor(policy, file)});
+        runs[policy] = await decodeRun(model, {
+            prompt,
+            length,
+            cells: budget,
+            window,
+            threads,
+            compression: settings(policy, {pruneEvery: 32}),
+            onPoint: progress(policy),
+            retentionGates: await retentionGatesFor(policy, file)
+        });
     await model.dispose();
 
-    const speedRows = Object.entries(runs).flatMap(([name, run]) => run.points.map((p) => ({x: p.tokens, y: p.tokensPerSecond, series: name})));
-    const memoryRows = Object.entries(runs).flatMap(([name, run]) => run.points.map((p) => ({x: p.tokens, y: p.liveBytes / 2 ** 20, series: name})));
-    await writeLineChart(path.join(out, "speed.svg"), {title: "Decode speed against generated length", x: "generated tokens", y: "tokens/s", rows: speedRows});
-    await writeLineChart(path.join(out, "memory.svg"), {title: "Live KV memory against generated length", x: "generated tokens", y: "KV MiB", rows: memoryRows});
+    const speedRows = Object.entries(runs).flatMap(([name, run]) =>
+        run.points.map((p) => ({x: p.tokens, y: p.tokensPerSecond, series: name}))
+    );
+    const memoryRows = Object.entries(runs).flatMap(([name, run]) =>
+        run.points.map((p) => ({x: p.tokens, y: p.liveBytes / 2 ** 20, series: name}))
+    );
+    await writeLineChart(path.join(out, "speed.svg"), {
+        title: "Decode speed against generated length",
+        x: "generated tokens",
+        y: "tokens/s",
+        rows: speedRows
+    });
+    await writeLineChart(path.join(out, "memory.svg"), {
+        title: "Live KV memory against generated length",
+        x: "generated tokens",
+        y: "KV MiB",
+        rows: memoryRows
+    });
     const full = runs.full!;
     const lastFull = full.points.at(-1)!;
     const rows = Object.entries(runs).map(([name, run]) => {
         const last = run.points.at(-1)!;
-        return [name, name === "full" ? String(full.points.length > 0 ? lastFull.tokens + prompt.length + 16 : 0) : String(budget), run.tokensPerSecond.toFixed(1),
-            (run.tokensPerSecond / full.tokensPerSecond).toFixed(2), last.tokensPerSecond.toFixed(1), (last.tokensPerSecond / lastFull.tokensPerSecond).toFixed(2),
-            (last.liveBytes / 2 ** 20).toFixed(1), (last.liveBytes / lastFull.liveBytes).toFixed(3), run.pruneRounds, (run.scoringMs / 1000).toFixed(1)];
+        return [
+            name,
+            name === "full" ? String(full.points.length > 0 ? lastFull.tokens + prompt.length + 16 : 0) : String(budget),
+            run.tokensPerSecond.toFixed(1),
+            (run.tokensPerSecond / full.tokensPerSecond).toFixed(2),
+            last.tokensPerSecond.toFixed(1),
+            (last.tokensPerSecond / lastFull.tokensPerSecond).toFixed(2),
+            (last.liveBytes / 2 ** 20).toFixed(1),
+            (last.liveBytes / lastFull.liveBytes).toFixed(3),
+            run.pruneRounds,
+            (run.scoringMs / 1000).toFixed(1)
+        ];
     });
     results.speed = {model: path.basename(file), length, budget, runs};
-    say(`\n## Decode speed and KV memory to ${length} generated tokens (${path.basename(file)}; policies at ${budget} cells)\n\n` +
-        table(["run", "cells", "mean tok/s", "ratio", `tok/s at ${lastFull.tokens}`, "ratio", "live KV MiB at end", "ratio", "prune rounds", "pruning s"], rows) +
-        "\n\nComputed beside K and V: " + Object.entries(runs).map(([name, run]) => `${name}: ${readsText(run.reads)}`).join("; ") + "." +
-        "\n\n![speed](speed.svg) ![memory](memory.svg)");
+    say(
+        `\n## Decode speed and KV memory to ${length} generated tokens (${path.basename(file)}; policies at ${budget} cells)\n\n` +
+            table(
+                [
+                    "run",
+                    "cells",
+                    "mean tok/s",
+                    "ratio",
+                    `tok/s at ${lastFull.tokens}`,
+                    "ratio",
+                    "live KV MiB at end",
+                    "ratio",
+                    "prune rounds",
+                    "pruning s"
+                ],
+                rows
+            ) +
+            "\n\nComputed beside K and V: " +
+            Object.entries(runs)
+                .map(([name, run]) => `${name}: ${readsText(run.reads)}`)
+                .join("; ") +
+            "." +
+            "\n\n![speed](speed.svg) ![memory](memory.svg)"
+    );
 }
 
 for (const set of sets) {
-    if (!suites.has("quality"))
-        break;
-    const report = await qualitySuite({llama, modelPath: setModel(set), policies: policyList as (PolicyId | "oracle")[], budgets, problems: Number(values.problems), threads, set,
+    if (!suites.has("quality")) break;
+    const report = await qualitySuite({
+        llama,
+        modelPath: setModel(set),
+        policies: policyList as (PolicyId | "oracle")[],
+        budgets,
+        problems: Number(values.problems),
+        threads,
+        set,
         combine: values["quality-combine"] as CompressionSettings["combine"] | undefined,
-        fidelityProblems: Number(values["fidelity-problems"]), onProgress: (line) => console.error(`  quality ${set} ${line}`)});
+        fidelityProblems: Number(values["fidelity-problems"]),
+        onProgress: (line) => console.error(`  quality ${set} ${line}`)
+    });
     (results.quality ??= {}) as Record<string, unknown>;
     (results.quality as Record<string, unknown>)[set] = report.json;
     const chart = set === "demo" ? "accuracy.svg" : `accuracy-${set}.svg`;
-    const bars = report.rows.map((row) => ({group: row.policy === "refreekv (paper)" ? "no cap" : `${Math.round(row.share * 100)}%`, series: row.policy, y: row.accuracy}));
-    await writeBarChart(path.join(out, chart), {title: `Accuracy by KV budget (share of the Full cache): ${set}`, x: "budget", y: "accuracy", rows: bars});
-    say(`\n## Accuracy on ${report.title} (${report.problems} held-out problems, greedy)\n\n` + report.table + `\n\n![accuracy](${chart})` +
-        (report.failures.length > 0 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}` : ""));
+    const bars = report.rows.map((row) => ({
+        group: row.policy === "refreekv (paper)" ? "no cap" : `${Math.round(row.share * 100)}%`,
+        series: row.policy,
+        y: row.accuracy
+    }));
+    await writeBarChart(path.join(out, chart), {
+        title: `Accuracy by KV budget (share of the Full cache): ${set}`,
+        x: "budget",
+        y: "accuracy",
+        rows: bars
+    });
+    say(
+        `\n## Accuracy on ${report.title} (${report.problems} held-out problems, greedy)\n\n` +
+            report.table +
+            `\n\n![accuracy](${chart})` +
+            (report.failures.length > 0
+                ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}`
+                : "")
+    );
 }
 
 if (suites.has("calibrate-leankv")) {
     // LeanKV's alpha_l, picked offline on training problems as its §7.2 does (never the held-out ones).
-    const report = await calibrateLeanKv({llama, modelPath: values["demo-model"], alphas: values.alphas.split(",").map(Number),
-        problems: Number(values["calibration-problems"]), threads, onProgress: (line) => console.error(`  calibrate-leankv ${line}`)});
+    const report = await calibrateLeanKv({
+        llama,
+        modelPath: values["demo-model"],
+        alphas: values.alphas.split(",").map(Number),
+        problems: Number(values["calibration-problems"]),
+        threads,
+        onProgress: (line) => console.error(`  calibrate-leankv ${line}`)
+    });
     results.calibrateLeanKv = report;
-    say(`\n## LeanKV's alpha calibrated on ${report.problems} training problems (seeds ${report.seeds.join(" to ")}, greedy, no budget that binds)\n\n` +
-        report.table + `\n\nChosen (the highest accuracy, then the largest alpha): alpha = ${report.chosen}.`);
+    say(
+        `\n## LeanKV's alpha calibrated on ${report.problems} training problems (seeds ${report.seeds.join(" to ")}, greedy, no budget that binds)\n\n` +
+            report.table +
+            `\n\nChosen (the highest accuracy, then the largest alpha): alpha = ${report.chosen}.`
+    );
 }
 
 if (suites.has("precision")) {
     // LeanKV's Figure 7: keys and values at their own precision, with Full KV and with an eviction policy.
     const policy = values["precision-policy"] as PolicyId;
     const share = Number(values["precision-share"]);
-    const report = await precisionSuite({llama, modelPath: values["demo-model"], policy, share, problems: Number(values.problems), threads,
-        leankv: policy !== "leankv", onProgress: (line) => console.error(`  precision ${line}`)});
+    const report = await precisionSuite({
+        llama,
+        modelPath: values["demo-model"],
+        policy,
+        share,
+        problems: Number(values.problems),
+        threads,
+        leankv: policy !== "leankv",
+        onProgress: (line) => console.error(`  precision ${line}`)
+    });
     results.precision = report;
-    say(`\n## Keys and values at their own precision (LeanKV Fig. 7) on ${report.problems} held-out demo problems, greedy, flash attention on\n\n` +
-        report.table);
+    say(
+        `\n## Keys and values at their own precision (LeanKV Fig. 7) on ${report.problems} held-out demo problems, greedy, flash attention on\n\n` +
+            report.table
+    );
 }
 
 for (const set of sets) {
     // What attention history foretells: the information every policy here ranks by, along Full's traces.
-    if (!suites.has("foresight"))
-        break;
+    if (!suites.has("foresight")) break;
     const gates = retentionSidecarPath(setModel(set));
-    const report = await foresightSuite({llama, modelPath: setModel(set), problems: Number(values.problems), threads, set,
-        retention: await fs.access(gates).then(() => gates, () => undefined),
-        onProgress: (line) => console.error(`  foresight ${set} ${line}`)});
+    const report = await foresightSuite({
+        llama,
+        modelPath: setModel(set),
+        problems: Number(values.problems),
+        threads,
+        set,
+        retention: await fs.access(gates).then(
+            () => gates,
+            () => undefined
+        ),
+        onProgress: (line) => console.error(`  foresight ${set} ${line}`)
+    });
     ((results.foresight ??= {}) as Record<string, unknown>)[set] = report.rows;
-    say(`\n## What attention history foretells on ${report.title} (${values.problems} held-out problems, Full's greedy traces)\n\n` + report.table);
+    say(
+        `\n## What attention history foretells on ${report.title} (${values.problems} held-out problems, Full's greedy traces)\n\n` +
+            report.table
+    );
 }
 
-for (const where of suites.has("server") ? ["in-process", "engine process"] as const : []) {
+for (const where of suites.has("server") ? (["in-process", "engine process"] as const) : []) {
     // The OpenAI-compatible server (HTTP, SSE, the openai client) against the engine called directly, same engine, same run:
     // the engine in this process, then in the engine process as the app runs it.
-    const processEngine = where === "engine process" ? new EngineProxy({spawn: forkEngine({entry: builtEngineEntry(), args: [`--threads=${threads}`]})}) : undefined;
-    const report = await serverSuite({llama, build, modelPath: values["demo-model"], threads, repeats: Number(values["server-repeats"]), engine: processEngine,
-        maxTokens: Number(values["server-tokens"]), policy: "lethe", cells: 512, onProgress: (line) => console.error(`  server (${where}) ${line}`)});
+    const processEngine =
+        where === "engine process"
+            ? new EngineProxy({spawn: forkEngine({entry: builtEngineEntry(), args: [`--threads=${threads}`]})})
+            : undefined;
+    const report = await serverSuite({
+        llama,
+        build,
+        modelPath: values["demo-model"],
+        threads,
+        repeats: Number(values["server-repeats"]),
+        engine: processEngine,
+        maxTokens: Number(values["server-tokens"]),
+        policy: "lethe",
+        cells: 512,
+        onProgress: (line) => console.error(`  server (${where}) ${line}`)
+    });
     results[where === "in-process" ? "server" : "serverEngineProcess"] = report;
     const {engine, server} = report.summary;
-    say(`\n## API server vs the engine called directly, the engine ${where === "in-process" ? "in the same process" : "in the engine process"} (${report.model}, Lethe at 512 cells, ${values["server-tokens"]} tokens, ` +
-        `${threads} threads, medians of ${values["server-repeats"]} pairs run back to back, streaming through the openai client)\n\n` +
-        table(["path", "decode tok/s (at the client)", "time to first token (ms)", "decode tok/s (inside the server)"], [
-            ["engine, direct", engine.tokensPerSecond.toFixed(1), engine.firstTokenMs.toFixed(1), "–"],
-            ["API server", server.tokensPerSecond.toFixed(1), server.firstTokenMs.toFixed(1), server.serverSideTokensPerSecond.toFixed(1)],
-            ["ratio (server / direct, median over pairs)", report.decodeRatio.toFixed(3), report.firstTokenRatio.toFixed(3), report.serverSideDecodeRatio.toFixed(3)]
-        ]));
+    say(
+        `\n## API server vs the engine called directly, the engine ${where === "in-process" ? "in the same process" : "in the engine process"} (${report.model}, Lethe at 512 cells, ${values["server-tokens"]} tokens, ` +
+            `${threads} threads, medians of ${values["server-repeats"]} pairs run back to back, streaming through the openai client)\n\n` +
+            table(
+                ["path", "decode tok/s (at the client)", "time to first token (ms)", "decode tok/s (inside the server)"],
+                [
+                    ["engine, direct", engine.tokensPerSecond.toFixed(1), engine.firstTokenMs.toFixed(1), "–"],
+                    [
+                        "API server",
+                        server.tokensPerSecond.toFixed(1),
+                        server.firstTokenMs.toFixed(1),
+                        server.serverSideTokensPerSecond.toFixed(1)
+                    ],
+                    [
+                        "ratio (server / direct, median over pairs)",
+                        report.decodeRatio.toFixed(3),
+                        report.firstTokenRatio.toFixed(3),
+                        report.serverSideDecodeRatio.toFixed(3)
+                    ]
+                ]
+            )
+    );
 }
 
 if (suites.has("process")) {
     // The engine behind the process boundary (as the app runs it) against the same engine in this process, same run.
-    const benchModel = values.model ?? await getFixtureModel("bench-1.5b-shape");
+    const benchModel = values.model ?? (await getFixtureModel("bench-1.5b-shape"));
     const tokens = Number(values["process-tokens"]);
     const runs = processRuns({full: tokens + 256, pruned: 256});
-    const report = await processSuite({llama, build, modelPath: benchModel, threads, repeats: Number(values["process-repeats"]), maxTokens: tokens,
-        runs, restarts: 5, onProgress: (line) => console.error(`  process ${line}`)});
+    const report = await processSuite({
+        llama,
+        build,
+        modelPath: benchModel,
+        threads,
+        repeats: Number(values["process-repeats"]),
+        maxTokens: tokens,
+        runs,
+        restarts: 5,
+        onProgress: (line) => console.error(`  process ${line}`)
+    });
     results.process = report;
-    say(`\n## The engine process vs the engine in the caller's process (${path.basename(benchModel)}, ${tokens} tokens, ${threads} threads, ` +
-        `medians of ${values["process-repeats"]} pairs run back to back, tokens timed where the caller receives them)\n\n` +
-        table(["policy (cells)", "in-process decode tok/s", "engine process decode tok/s", "ratio", "in-process first token (ms)", "engine process first token (ms)", "ratio"],
-            report.rows.map((row, index) => [`${row.label} (${runs[index]!.cells})`, row.inProcess.tokensPerSecond.toFixed(1),
-                row.engineProcess.tokensPerSecond.toFixed(1), row.decodeRatio.toFixed(3), row.inProcess.firstTokenMs.toFixed(1), row.engineProcess.firstTokenMs.toFixed(1),
-                row.firstTokenRatio.toFixed(3)])) +
-        `\n\nStarting the engine process and loading the model: ${report.coldStartMs.toFixed(0)} ms. From a SIGKILL of the engine process to the model ` +
-        `loaded again in a new one: median ${report.restartMedianMs.toFixed(0)} ms over ${report.restartMs.length} kills (${report.restartMs.map((ms) => ms.toFixed(0)).join(", ")}).`);
+    say(
+        `\n## The engine process vs the engine in the caller's process (${path.basename(benchModel)}, ${tokens} tokens, ${threads} threads, ` +
+            `medians of ${values["process-repeats"]} pairs run back to back, tokens timed where the caller receives them)\n\n` +
+            table(
+                [
+                    "policy (cells)",
+                    "in-process decode tok/s",
+                    "engine process decode tok/s",
+                    "ratio",
+                    "in-process first token (ms)",
+                    "engine process first token (ms)",
+                    "ratio"
+                ],
+                report.rows.map((row, index) => [
+                    `${row.label} (${runs[index]!.cells})`,
+                    row.inProcess.tokensPerSecond.toFixed(1),
+                    row.engineProcess.tokensPerSecond.toFixed(1),
+                    row.decodeRatio.toFixed(3),
+                    row.inProcess.firstTokenMs.toFixed(1),
+                    row.engineProcess.firstTokenMs.toFixed(1),
+                    row.firstTokenRatio.toFixed(3)
+                ])
+            ) +
+            `\n\nStarting the engine process and loading the model: ${report.coldStartMs.toFixed(0)} ms. From a SIGKILL of the engine process to the model ` +
+            `loaded again in a new one: median ${report.restartMedianMs.toFixed(0)} ms over ${report.restartMs.length} kills (${report.restartMs.map((ms) => ms.toFixed(0)).join(", ")}).`
+    );
 }
 
 if (suites.has("rpc")) {
     // A model split across two rpc-servers on loopback against the same model on this machine, both in engine processes.
     const tokens = Number(values["rpc-tokens"]);
     const report = await rpcSuite({
-        models: [{label: "bench-1.5b-shape", path: values.model ?? await getFixtureModel("bench-1.5b-shape")}, {label: "ponder-demo", path: values["demo-model"]}],
-        runs: [{label: "Full KV", compression: settings("full"), cells: tokens + 256}, {label: "Lethe", compression: settings("lethe"), cells: 192}],
-        threads: 1, repeats: Number(values["rpc-repeats"]), maxTokens: tokens, question: "Think about the numbers from one to a thousand.",
+        models: [
+            {label: "bench-1.5b-shape", path: values.model ?? (await getFixtureModel("bench-1.5b-shape"))},
+            {label: "ponder-demo", path: values["demo-model"]}
+        ],
+        runs: [
+            {label: "Full KV", compression: settings("full"), cells: tokens + 256},
+            {label: "Lethe", compression: settings("lethe"), cells: 192}
+        ],
+        threads: 1,
+        repeats: Number(values["rpc-repeats"]),
+        maxTokens: tokens,
+        question: "Think about the numbers from one to a thousand.",
         onProgress: (line) => console.error(`  rpc ${line}`)
     });
     results.rpc = report.rows;
-    say(`\n## A model split across two rpc-servers on loopback against the same model on this machine (${tokens} tokens, one thread per ` +
-        `engine and per server, every layer on the servers, medians of ${values["rpc-repeats"]} pairs back to back)\n\n${report.table}`);
+    say(
+        `\n## A model split across two rpc-servers on loopback against the same model on this machine (${tokens} tokens, one thread per ` +
+            `engine and per server, every layer on the servers, medians of ${values["rpc-repeats"]} pairs back to back)\n\n${report.table}`
+    );
 }
 
 if (suites.has("resume")) {
     // A conversation opened again (a fresh engine): its KV state loaded from disk against its history read again, same run.
-    const lengthsOf = (list: string) => list.split(",").filter((length) => length !== "").map(Number);
+    const lengthsOf = (list: string) =>
+        list
+            .split(",")
+            .filter((length) => length !== "")
+            .map(Number);
     const policy = values["resume-policy"] as PolicyId;
     const repeats = Number(values["resume-repeats"]);
     // A few lines of a demo program (a whole problem is some 600 tokens: too coarse to fill a conversation to its length).
     const demo = heldOutDemoProblems(1)[0]!.question.split("\n").slice(1, 4).join("\n") + "\n";
-    const report = await resumeSuite({llama, build, threads, repeats, policies: ["full", policy], onProgress: (line) => console.error(`  resume ${line}`), models: [
-        {label: path.basename(values.model ?? "bench-1.5b-shape").replace(/\.gguf$/, ""), path: values.model ?? await getFixtureModel("bench-1.5b-shape"),
-            lengths: lengthsOf(values["resume-lengths"]), filler: "Think about the numbers one two three four five six seven eight nine ten. "},
-        {label: "ponder-demo", path: values["demo-model"], lengths: lengthsOf(values["resume-demo-lengths"]), filler: demo}
-    ]});
+    const report = await resumeSuite({
+        llama,
+        build,
+        threads,
+        repeats,
+        policies: ["full", policy],
+        onProgress: (line) => console.error(`  resume ${line}`),
+        models: [
+            {
+                label: path.basename(values.model ?? "bench-1.5b-shape").replace(/\.gguf$/, ""),
+                path: values.model ?? (await getFixtureModel("bench-1.5b-shape")),
+                lengths: lengthsOf(values["resume-lengths"]),
+                filler: "Think about the numbers one two three four five six seven eight nine ten. "
+            },
+            {label: "ponder-demo", path: values["demo-model"], lengths: lengthsOf(values["resume-demo-lengths"]), filler: demo}
+        ]
+    });
     results.resume = report.rows;
-    say(`\n## Resume from disk vs read the history again (a fresh engine each time, ${threads} threads, medians of ${repeats} pairs run back to back; ` +
-        `Full with every cell, ${policy} at half the tokens; greedy, the next answer's 24 tokens compared)\n\n` + report.table);
+    say(
+        `\n## Resume from disk vs read the history again (a fresh engine each time, ${threads} threads, medians of ${repeats} pairs run back to back; ` +
+            `Full with every cell, ${policy} at half the tokens; greedy, the next answer's 24 tokens compared)\n\n` +
+            report.table
+    );
 }
 
 await fs.writeFile(path.join(out, "results.json"), JSON.stringify(results, null, 2));

@@ -4,16 +4,16 @@ import {KvController} from "../../main/engine/KvController.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {gateSequenceDecodes} from "../../main/engine/native/ponderAddon.js";
 
-export type DecodePoint = {tokens: number, tokensPerSecond: number, liveBytes: number, allocatedBytes: number, fullBytes: number};
+export type DecodePoint = {tokens: number; tokensPerSecond: number; liveBytes: number; allocatedBytes: number; fullBytes: number};
 
 /** What the engine computed beside K and V during a run: the controller turns on what the policy reads, as in the app. */
 export type DecodeReads = {
     /** Query rows scored per ubatch (0: scoring off). */
-    scoringRows: number,
+    scoringRows: number;
     /** Whether TRIM-KV's retention gates ran. */
-    retention: boolean,
+    retention: boolean;
     /** Whether the cells' value L1 norms were written (LAVa). */
-    valueNorms: boolean
+    valueNorms: boolean;
 };
 
 /**
@@ -21,22 +21,47 @@ export type DecodeReads = {
  * goes (each round before the decode it is due at, as in the app). Every `window` tokens: throughput over the window
  * and KV memory.
  */
-export async function decodeRun(model: LlamaModel, options: {
-    prompt: Token[], length: number, cells: number, compression: CompressionSettings, window: number, threads?: number, flashAttention?: boolean,
-    /** Called after each window (for progress lines on long runs). */
-    onPoint?: (point: DecodePoint) => void,
-    /** The model's retention gate file, for a policy that reads the gates (TRIM-KV). */
-    retentionGates?: string | null
-}): Promise<{points: DecodePoint[], tokensPerSecond: number, scoringMs: number, pruneRounds: number, forcedDrops: number, reads: DecodeReads}> {
-    const context = await model.createContext({contextSize: options.cells, threads: options.threads ?? 0, sequences: 1, flashAttention: options.flashAttention ?? false});
+export async function decodeRun(
+    model: LlamaModel,
+    options: {
+        prompt: Token[];
+        length: number;
+        cells: number;
+        compression: CompressionSettings;
+        window: number;
+        threads?: number;
+        flashAttention?: boolean;
+        /** Called after each window (for progress lines on long runs). */
+        onPoint?: (point: DecodePoint) => void;
+        /** The model's retention gate file, for a policy that reads the gates (TRIM-KV). */
+        retentionGates?: string | null;
+    }
+): Promise<{
+    points: DecodePoint[];
+    tokensPerSecond: number;
+    scoringMs: number;
+    pruneRounds: number;
+    forcedDrops: number;
+    reads: DecodeReads;
+}> {
+    const context = await model.createContext({
+        contextSize: options.cells,
+        threads: options.threads ?? 0,
+        sequences: 1,
+        flashAttention: options.flashAttention ?? false
+    });
     const kv = new NativeKv(context);
     try {
-        if (options.compression.policy !== "full")
-            kv.setPositionLimit(1 << 22);
+        if (options.compression.policy !== "full") kv.setPositionLimit(1 << 22);
         const sequence = context.getSequence();
         const controller = new KvController({
-            kv, sequenceId: 0, compression: options.compression, cells: options.cells,
-            tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now(), retentionGates: options.retentionGates
+            kv,
+            sequenceId: 0,
+            compression: options.compression,
+            cells: options.cells,
+            tokensSeen: () => sequence.nextTokenIndex,
+            now: () => performance.now(),
+            retentionGates: options.retentionGates
         });
         await controller.start();
         const reads: DecodeReads = {scoringRows: controller.scoringRows, retention: kv.retentionGates != null, valueNorms: kv.valueNormsOn};
@@ -64,12 +89,18 @@ export async function decodeRun(model: LlamaModel, options: {
                 options.onPoint?.(point);
                 windowStart = performance.now();
             }
-            if (count >= options.length)
-                break;
+            if (count >= options.length) break;
         }
         const seconds = (performance.now() - started) / 1000;
         const last = await controller.sample(0);
-        return {points, tokensPerSecond: count / seconds, scoringMs: last.scoringMs, pruneRounds: last.pruneRounds, forcedDrops: last.forcedDrops, reads};
+        return {
+            points,
+            tokensPerSecond: count / seconds,
+            scoringMs: last.scoringMs,
+            pruneRounds: last.pruneRounds,
+            forcedDrops: last.forcedDrops,
+            reads
+        };
     } finally {
         await kv.dispose();
         await context.dispose();

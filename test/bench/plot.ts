@@ -3,9 +3,16 @@ import * as vega from "vega";
 import {compile, type TopLevelSpec} from "vega-lite";
 
 /** A line chart (one line per series) written as SVG with Vega-Lite. */
-export async function writeLineChart(file: string, options: {
-    title: string, x: string, y: string, rows: {x: number, y: number, series: string}[], logY?: boolean
-}): Promise<void> {
+export async function writeLineChart(
+    file: string,
+    options: {
+        title: string;
+        x: string;
+        y: string;
+        rows: {x: number; y: number; series: string}[];
+        logY?: boolean;
+    }
+): Promise<void> {
     const spec: TopLevelSpec = {
         $schema: "https://vega.github.io/schema/vega-lite/v6.json",
         title: options.title,
@@ -26,9 +33,15 @@ export async function writeLineChart(file: string, options: {
 }
 
 /** A grouped bar chart written as SVG. */
-export async function writeBarChart(file: string, options: {
-    title: string, x: string, y: string, rows: {group: string, series: string, y: number}[]
-}): Promise<void> {
+export async function writeBarChart(
+    file: string,
+    options: {
+        title: string;
+        x: string;
+        y: string;
+        rows: {group: string; series: string; y: number}[];
+    }
+): Promise<void> {
     const spec: TopLevelSpec = {
         $schema: "https://vega.github.io/schema/vega-lite/v6.json",
         title: options.title,

@@ -9,7 +9,13 @@ import {forkEngine} from "../../main/engine/process/forkEngine.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {median} from "./median.js";
 
-type ProcessBenchRun = {path: "in-process" | "engine process", policy: string, firstTokenMs: number, tokensPerSecond: number, tokens: number};
+type ProcessBenchRun = {
+    path: "in-process" | "engine process";
+    policy: string;
+    firstTokenMs: number;
+    tokensPerSecond: number;
+    tokens: number;
+};
 
 /**
  * The engine behind the process boundary (the built `out/main/engineProcess.js`, as the app and headless mode start it)
@@ -17,10 +23,23 @@ type ProcessBenchRun = {path: "in-process" | "engine process", policy: string, f
  * tokens, pairs run back to back in alternating order; then the time from a killed engine process to the model loaded
  * again in a new one.
  */
-export async function processSuite(options: {llama: Llama, build: BuildInfo, modelPath: string, threads: number, repeats: number, maxTokens: number,
-    runs: Array<{label: string, compression: CompressionSettings, cells: number}>, restarts: number, onProgress?: (line: string) => void}) {
+export async function processSuite(options: {
+    llama: Llama;
+    build: BuildInfo;
+    modelPath: string;
+    threads: number;
+    repeats: number;
+    maxTokens: number;
+    runs: Array<{label: string; compression: CompressionSettings; cells: number}>;
+    restarts: number;
+    onProgress?: (line: string) => void;
+}) {
     const entry = builtEngineEntry();
-    const local = new Engine({loadLlama: async () => ({llama: options.llama, build: options.build}), threads: options.threads, ownsRuntime: false});
+    const local = new Engine({
+        loadLlama: async () => ({llama: options.llama, build: options.build}),
+        threads: options.threads,
+        ownsRuntime: false
+    });
     const proxy = new EngineProxy({spawn: forkEngine({entry, args: [`--threads=${options.threads}`]})});
     let request = 0;
     try {
@@ -30,7 +49,11 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
         const coldStartMs = performance.now() - coldStarted;
         await local.loadModel(options.modelPath, null);
 
-        const generate = async (engine: EngineApi, pathName: ProcessBenchRun["path"], run: (typeof options.runs)[number]): Promise<ProcessBenchRun> => {
+        const generate = async (
+            engine: EngineApi,
+            pathName: ProcessBenchRun["path"],
+            run: (typeof options.runs)[number]
+        ): Promise<ProcessBenchRun> => {
             const started = performance.now();
             let first: number | null = null;
             let firstTokens = 0;
@@ -38,8 +61,12 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
             let tokens = 0;
             await engine.generate({
                 // Its own system prompt each time: neither path reuses the other's prompt from its context.
-                history: [{role: "user", text: "Think about the numbers from one to a thousand."}], systemPrompt: `Request ${String(request++).padStart(3, "0")}.`,
-                temperature: 0, maxTokens: options.maxTokens, signal: new AbortController().signal, kv: {compression: run.compression, cells: run.cells},
+                history: [{role: "user", text: "Think about the numbers from one to a thousand."}],
+                systemPrompt: `Request ${String(request++).padStart(3, "0")}.`,
+                temperature: 0,
+                maxTokens: options.maxTokens,
+                signal: new AbortController().signal,
+                kv: {compression: run.compression, cells: run.cells},
                 onSample() {},
                 onChunk(chunk) {
                     const now = performance.now();
@@ -52,7 +79,13 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
                 }
             });
             // Tokens after the first delivery, over the time from the first delivery to the last.
-            return {path: pathName, policy: run.label, firstTokenMs: (first ?? last) - started, tokensPerSecond: (tokens - firstTokens) / ((last - (first ?? last)) / 1000), tokens};
+            return {
+                path: pathName,
+                policy: run.label,
+                firstTokenMs: (first ?? last) - started,
+                tokensPerSecond: (tokens - firstTokens) / ((last - (first ?? last)) / 1000),
+                tokens
+            };
         };
 
         const rows = [];
@@ -61,16 +94,19 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
             // One of each to warm up (the context's first allocation), not counted.
             await generate(local, "in-process", run);
             await generate(proxy, "engine process", run);
-            const ratios: {decode: number, firstToken: number}[] = [];
+            const ratios: {decode: number; firstToken: number}[] = [];
             const runs: ProcessBenchRun[] = [];
             for (let index = 0; index < options.repeats; index++) {
-                const order = index % 2 === 0 ? ["local", "proxy"] as const : ["proxy", "local"] as const;
+                const order = index % 2 === 0 ? (["local", "proxy"] as const) : (["proxy", "local"] as const);
                 const pair: ProcessBenchRun[] = [];
                 for (const which of order)
                     pair.push(await generate(which === "local" ? local : proxy, which === "local" ? "in-process" : "engine process", run));
                 const inProcess = pair.find((item) => item.path === "in-process")!;
                 const behind = pair.find((item) => item.path === "engine process")!;
-                ratios.push({decode: behind.tokensPerSecond / inProcess.tokensPerSecond, firstToken: behind.firstTokenMs / inProcess.firstTokenMs});
+                ratios.push({
+                    decode: behind.tokensPerSecond / inProcess.tokensPerSecond,
+                    firstToken: behind.firstTokenMs / inProcess.firstTokenMs
+                });
                 runs.push(...pair);
                 options.onProgress?.(`${run.label} ${index + 1}/${options.repeats}`);
             }
@@ -78,8 +114,14 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
             const of = (name: ProcessBenchRun["path"]) => runs.filter((item) => item.path === name);
             rows.push({
                 label: run.label,
-                inProcess: {tokensPerSecond: median(of("in-process").map((item) => item.tokensPerSecond)), firstTokenMs: median(of("in-process").map((item) => item.firstTokenMs))},
-                engineProcess: {tokensPerSecond: median(of("engine process").map((item) => item.tokensPerSecond)), firstTokenMs: median(of("engine process").map((item) => item.firstTokenMs))},
+                inProcess: {
+                    tokensPerSecond: median(of("in-process").map((item) => item.tokensPerSecond)),
+                    firstTokenMs: median(of("in-process").map((item) => item.firstTokenMs))
+                },
+                engineProcess: {
+                    tokensPerSecond: median(of("engine process").map((item) => item.tokensPerSecond)),
+                    firstTokenMs: median(of("engine process").map((item) => item.firstTokenMs))
+                },
                 decodeRatio: median(ratios.map((ratio) => ratio.decode)),
                 firstTokenRatio: median(ratios.map((ratio) => ratio.firstToken))
             });
@@ -90,8 +132,7 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
         for (let index = 0; index < options.restarts; index++) {
             const before = proxy.restarts;
             process.kill(proxy.pid!, "SIGKILL");
-            while (proxy.restarts === before || proxy.status.state !== "ready")
-                await new Promise((resolve) => setTimeout(resolve, 5));
+            while (proxy.restarts === before || proxy.status.state !== "ready") await new Promise((resolve) => setTimeout(resolve, 5));
             restartMs.push(proxy.lastRestartMs!);
             options.onProgress?.(`restart ${index + 1}/${options.restarts}: ${proxy.lastRestartMs!.toFixed(0)} ms`);
         }
@@ -105,12 +146,11 @@ export async function processSuite(options: {llama: Llama, build: BuildInfo, mod
 /** The engine process's script as the app and headless mode start it (built by `npm run build`). */
 export function builtEngineEntry(): string {
     const entry = path.resolve(import.meta.dirname, "../../out/main/engineProcess.js");
-    if (!fs.existsSync(entry))
-        throw new Error(`${entry} is missing: run npm run build first`);
+    if (!fs.existsSync(entry)) throw new Error(`${entry} is missing: run npm run build first`);
     return entry;
 }
 
-export function processRuns(cells: {full: number, pruned: number}) {
+export function processRuns(cells: {full: number; pruned: number}) {
     return [
         {label: "Full KV", compression: {...defaultCompressionSettings, policy: "full" as const}, cells: cells.full},
         {label: "Lethe", compression: {...defaultCompressionSettings, policy: "lethe" as const}, cells: cells.pruned}

@@ -12,28 +12,32 @@ import {table} from "./plot.js";
 
 /** A quality row: a policy (or the oracle, or ReFreeKV as its paper runs it) at a share of the cells Full used. */
 type QualityRow = {
-    policy: PolicyId | "oracle" | "refreekv (paper)", share: number, accuracy: number, meanCells: number,
+    policy: PolicyId | "oracle" | "refreekv (paper)";
+    share: number;
+    accuracy: number;
+    meanCells: number;
     /** Share of the problems whose thought is Full's, token for token (a one-digit answer is right by chance 1 in 10). */
-    thoughtExact: number | null,
+    thoughtExact: number | null;
     /** Mean KV memory held at the end of each answer (Full: every token of it). */
-    meanLiveKiB: number,
+    meanLiveKiB: number;
     /** Mean of (KV memory at the end) / (KV memory of that problem's Full run). */
-    memoryVsFull: number,
+    memoryVsFull: number;
     /** Fidelity against Full on the problems it was measured on (teacher-forced, DESIGN §6); null for Full. */
-    fidelity: {problems: number, top1Agreement: number, meanKl: number, regret: number} | null
+    fidelity: {problems: number; top1Agreement: number; meanKl: number; regret: number} | null;
 };
 
 /** A held-out problem of a task: the question, and the answer that grades a run. */
-export type TaskProblem = {question: string, answer: string};
+export type TaskProblem = {question: string; answer: string};
 
 /**
  * The problem sets, each with the shipped model trained on its task: the demo task's training distribution (operands
  * anywhere back), one that reads mostly recent steps, and the merge task (two pointers through the question).
  */
-export const problemSets: {[name: string]: {model: "demo" | "merge", problems: (count: number) => TaskProblem[], title: string}} = {
+export const problemSets: {[name: string]: {model: "demo" | "merge"; problems: (count: number) => TaskProblem[]; title: string}} = {
     demo: {model: "demo", problems: (count) => heldOutDemoProblems(count, {}, 0), title: "the demo task (operands anywhere back)"},
     local: {
-        model: "demo", problems: (count) => heldOutDemoProblems(count, {locality: {recentSteps: 4, farShare: 0.1}}, 100_000),
+        model: "demo",
+        problems: (count) => heldOutDemoProblems(count, {locality: {recentSteps: 4, farShare: 0.1}}, 100_000),
         title: "mostly recent steps (90% of step operands among the last 4 steps)"
     },
     merge: {model: "merge", problems: (count) => heldOutMergeProblems(count), title: "the merge task (two sorted lists, the merge model)"}
@@ -49,38 +53,56 @@ const pruneEvery = 8;
  */
 export async function qualitySuite(options: {
     /** Policies to run through the engine; `"oracle"` adds the oracle's rows. */
-    llama: Llama, modelPath: string, policies: (PolicyId | "oracle")[], budgets: number[], problems: number, threads: number,
+    llama: Llama;
+    modelPath: string;
+    policies: (PolicyId | "oracle")[];
+    budgets: number[];
+    problems: number;
+    threads: number;
     /** How many of the problems fidelity (top-1 agreement, KL, regret vs Full) is measured on. */
-    fidelityProblems: number,
-    set?: keyof typeof problemSets,
+    fidelityProblems: number;
+    set?: keyof typeof problemSets;
     /** How the selectors' choices combine on shared cells, for every policy of the run. Defaults to the app's default. */
-    combine?: CompressionSettings["combine"],
-    onProgress?: (line: string) => void
+    combine?: CompressionSettings["combine"];
+    onProgress?: (line: string) => void;
 }) {
     const combineMode = options.combine ?? defaultCompressionSettings.combine;
     const bytesPerCell = kvBytesPerCell(await inspectModel(options.modelPath));
-    if (bytesPerCell == null)
-        throw new Error(`${options.modelPath}: incomplete attention metadata, KV memory cannot be accounted`);
-    const engine = new Engine({loadLlama: async () => ({llama: options.llama, build: {kind: "local", gpu: options.llama.gpu, patched: true, llamaCppRelease: "", seriesHash: null}}), threads: options.threads, ownsRuntime: false});
+    if (bytesPerCell == null) throw new Error(`${options.modelPath}: incomplete attention metadata, KV memory cannot be accounted`);
+    const engine = new Engine({
+        loadLlama: async () => ({
+            llama: options.llama,
+            build: {kind: "local", gpu: options.llama.gpu, patched: true, llamaCppRelease: "", seriesHash: null}
+        }),
+        threads: options.threads,
+        ownsRuntime: false
+    });
     await engine.loadModel(options.modelPath, null);
     const set = problemSets[options.set ?? "demo"]!;
     const problems = set.problems(options.problems);
 
-    async function solve(question: string, policy: PolicyId, cells: number, params = defaultCompressionSettings.params,
-        combine: CompressionSettings["combine"] = combineMode) {
+    async function solve(
+        question: string,
+        policy: PolicyId,
+        cells: number,
+        params = defaultCompressionSettings.params,
+        combine: CompressionSettings["combine"] = combineMode
+    ) {
         let text = "";
         let thought = "";
         let tokens = 0;
         let live = 0;
         const result = await engine.generate({
-            history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 4096, signal: new AbortController().signal,
+            history: [{role: "user", text: question}],
+            systemPrompt: "",
+            temperature: 0,
+            maxTokens: 4096,
+            signal: new AbortController().signal,
             kv: {compression: {...defaultCompressionSettings, policy, pruneEvery, params, combine}, cells},
             onChunk(chunk) {
                 tokens += chunk.tokens;
-                if (chunk.segment === "answer")
-                    text += chunk.text;
-                else if (chunk.segment === "thought")
-                    thought += chunk.text;
+                if (chunk.segment === "answer") text += chunk.text;
+                else if (chunk.segment === "thought") thought += chunk.text;
             },
             onSample(sample) {
                 live = sample.liveBytes;
@@ -98,17 +120,29 @@ export async function qualitySuite(options: {
         const run = await solve(problem.question, "full", 4096);
         used.push(run.promptTokens + run.tokens + 4);
         fullThoughts.push(run.thought);
-        if (isDemoAnswerCorrect(problem, run.answer))
-            fullCorrect++;
+        if (isDemoAnswerCorrect(problem, run.answer)) fullCorrect++;
         options.onProgress?.(`full: problem ${index + 1}/${problems.length}, ${run.tokens} tokens`);
     }
     // Full KV holds every token of the answer: its memory is what each pruned run is measured against.
     const fullBytes = used.map((cells) => cells * bytesPerCell);
-    const rows: QualityRow[] = [{
-        policy: "full", share: 1, accuracy: fullCorrect / problems.length, thoughtExact: 1, meanCells: mean(used), meanLiveKiB: mean(fullBytes) / 1024, memoryVsFull: 1, fidelity: null
-    }];
+    const rows: QualityRow[] = [
+        {
+            policy: "full",
+            share: 1,
+            accuracy: fullCorrect / problems.length,
+            thoughtExact: 1,
+            meanCells: mean(used),
+            meanLiveKiB: mean(fullBytes) / 1024,
+            memoryVsFull: 1,
+            fidelity: null
+        }
+    ];
 
-    async function policyRow(policy: QualityRow["policy"], share: number, run: (problem: TaskProblem, index: number, cells: number) => Promise<{answer: string, thought?: string, live: number} | null>) {
+    async function policyRow(
+        policy: QualityRow["policy"],
+        share: number,
+        run: (problem: TaskProblem, index: number, cells: number) => Promise<{answer: string; thought?: string; live: number} | null>
+    ) {
         let correct = 0;
         let exact = 0;
         let withThought = 0;
@@ -122,20 +156,26 @@ export async function qualitySuite(options: {
                 failures.push(`${policy} ${Math.round(share * 100)}% problem ${index}: ${(err as Error).message}`);
                 return null;
             });
-            if (result == null)
-                continue;
+            if (result == null) continue;
             live.push(result.live / 1024);
             vsFull.push(result.live / fullBytes[index]!);
-            if (isDemoAnswerCorrect(problem, result.answer))
-                correct++;
+            if (isDemoAnswerCorrect(problem, result.answer)) correct++;
             if (result.thought != null) {
                 withThought++;
-                if (result.thought === fullThoughts[index])
-                    exact++;
+                if (result.thought === fullThoughts[index]) exact++;
             }
         }
         options.onProgress?.(`${policy} at ${Math.round(share * 100)}%: accuracy ${(correct / problems.length).toFixed(3)}`);
-        return {policy, share, accuracy: correct / problems.length, thoughtExact: withThought === 0 ? null : exact / problems.length, meanCells: mean(cells), meanLiveKiB: mean(live), memoryVsFull: mean(vsFull), fidelity: null};
+        return {
+            policy,
+            share,
+            accuracy: correct / problems.length,
+            thoughtExact: withThought === 0 ? null : exact / problems.length,
+            meanCells: mean(cells),
+            meanLiveKiB: mean(live),
+            memoryVsFull: mean(vsFull),
+            fidelity: null
+        };
     }
 
     const policies = options.policies.filter((policy): policy is PolicyId => policy !== "oracle");
@@ -146,15 +186,22 @@ export async function qualitySuite(options: {
             const row: QualityRow = await policyRow(policy, share, (problem, _index, cells) => solve(problem.question, policy, cells));
             rows.push({...row, fidelity: demo.fidelity.get(`${policy}@${share}`) ?? null});
         }
-        if (!withOracle)
-            continue;
-        const oracle: QualityRow = await policyRow("oracle", share, async (_problem, index) => demo.oracle.get(`${index}@${share}`) ?? null);
+        if (!withOracle) continue;
+        const oracle: QualityRow = await policyRow(
+            "oracle",
+            share,
+            async (_problem, index) => demo.oracle.get(`${index}@${share}`) ?? null
+        );
         rows.push({...oracle, fidelity: demo.fidelity.get(`oracle@${share}`) ?? null});
     }
     if (policies.includes("refreekv")) {
         // The paper's ReFreeKV: the 1% test once after the prompt, per layer and head (a cell goes only when no head
         // keeps it: `union`), then every generated token kept (a budget that never binds).
-        rows.push(await policyRow("refreekv (paper)", 1, (problem, index) => solve(problem.question, "refreekv", used[index]! * 2 + 256, undefined, "union")));
+        rows.push(
+            await policyRow("refreekv (paper)", 1, (problem, index) =>
+                solve(problem.question, "refreekv", used[index]! * 2 + 256, undefined, "union")
+            )
+        );
     }
     await engine.dispose();
 
@@ -165,13 +212,40 @@ export async function qualitySuite(options: {
         rows,
         json: {problems: problems.length, set: options.set ?? "demo", rows, failures},
         failures,
-        table: table(["policy", "budget (share of Full)", "accuracy", "vs Full", "thought = Full's", "mean cells", "KV KiB at end", "KV vs Full", "top-1 agreement", "mean KL (nats)", "regret"],
-            rows.map((r) => [combineMode === defaultCompressionSettings.combine || r.policy === "full" || r.policy === "oracle" ? r.policy : `${r.policy} (${combineMode})`,
+        table: table(
+            [
+                "policy",
+                "budget (share of Full)",
+                "accuracy",
+                "vs Full",
+                "thought = Full's",
+                "mean cells",
+                "KV KiB at end",
+                "KV vs Full",
+                "top-1 agreement",
+                "mean KL (nats)",
+                "regret"
+            ],
+            rows.map((r) => [
+                combineMode === defaultCompressionSettings.combine || r.policy === "full" || r.policy === "oracle"
+                    ? r.policy
+                    : `${r.policy} (${combineMode})`,
                 r.policy === "full" ? "100%" : r.policy === "refreekv (paper)" ? "no cap" : `${Math.round(r.share * 100)}%`,
-                r.accuracy.toFixed(3), (r.accuracy - fullAccuracy).toFixed(3), r.thoughtExact == null ? "n/a" : r.thoughtExact.toFixed(3), r.meanCells.toFixed(0), r.meanLiveKiB.toFixed(1), r.memoryVsFull.toFixed(3),
-                r.fidelity == null ? (r.policy === "full" ? "1.000" : "n/a") : `${r.fidelity.top1Agreement.toFixed(3)} (n=${r.fidelity.problems})`,
+                r.accuracy.toFixed(3),
+                (r.accuracy - fullAccuracy).toFixed(3),
+                r.thoughtExact == null ? "n/a" : r.thoughtExact.toFixed(3),
+                r.meanCells.toFixed(0),
+                r.meanLiveKiB.toFixed(1),
+                r.memoryVsFull.toFixed(3),
+                r.fidelity == null
+                    ? r.policy === "full"
+                        ? "1.000"
+                        : "n/a"
+                    : `${r.fidelity.top1Agreement.toFixed(3)} (n=${r.fidelity.problems})`,
                 r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.meanKl.toFixed(4),
-                r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.regret.toFixed(4)]))
+                r.fidelity == null ? (r.policy === "full" ? "0" : "n/a") : r.fidelity.regret.toFixed(4)
+            ])
+        )
     };
 }
 
@@ -181,24 +255,43 @@ export async function qualitySuite(options: {
  * replays it at each share of that problem's Full cells (top-1 agreement, KL, regret); on every problem the oracle runs
  * at each share (its free greedy run is graded). A budget counts where the question fits with a prune round to spare.
  */
-async function demoFidelity(options: Omit<Parameters<typeof qualitySuite>[0], "policies"> & {policies: PolicyId[]}, withOracle: boolean,
-    problems: TaskProblem[], used: number[]) {
-    const sums = new Map<string, {problems: number, top1: number, kl: number, regret: number}>();
-    const oracle = new Map<string, {answer: string, live: number} | null>();
-    const add = (key: string, report: {top1Agreement: number, meanKl: number, regret: number | null}) => {
+async function demoFidelity(
+    options: Omit<Parameters<typeof qualitySuite>[0], "policies"> & {policies: PolicyId[]},
+    withOracle: boolean,
+    problems: TaskProblem[],
+    used: number[]
+) {
+    const sums = new Map<string, {problems: number; top1: number; kl: number; regret: number}>();
+    const oracle = new Map<string, {answer: string; live: number} | null>();
+    const add = (key: string, report: {top1Agreement: number; meanKl: number; regret: number | null}) => {
         const sum = sums.get(key) ?? {problems: 0, top1: 0, kl: 0, regret: 0};
-        sums.set(key, {problems: sum.problems + 1, top1: sum.top1 + report.top1Agreement, kl: sum.kl + report.meanKl, regret: sum.regret + (report.regret ?? 0)});
+        sums.set(key, {
+            problems: sum.problems + 1,
+            top1: sum.top1 + report.top1Agreement,
+            kl: sum.kl + report.meanKl,
+            regret: sum.regret + (report.regret ?? 0)
+        });
     };
-    const settings = (policy: PolicyId) => ({...defaultCompressionSettings, policy, pruneEvery, combine: options.combine ?? defaultCompressionSettings.combine});
+    const settings = (policy: PolicyId) => ({
+        ...defaultCompressionSettings,
+        policy,
+        pruneEvery,
+        combine: options.combine ?? defaultCompressionSettings.combine
+    });
     const model: LlamaModel = await options.llama.loadModel({modelPath: options.modelPath});
     try {
         const wrapper = resolveChatWrapper(model);
         for (const [index, problem] of problems.entries()) {
-            if (!withOracle && index >= options.fidelityProblems)
-                break;
+            if (!withOracle && index >= options.fidelityProblems) break;
             // As the engine prompts: the assistant's turn opened with a thought segment (`<think>\n` for this template).
-            const prompt: Token[] = wrapper.generateContextState({chatHistory: [{type: "user", text: problem.question},
-                {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}]}).contextText.tokenize(model.tokenizer);
+            const prompt: Token[] = wrapper
+                .generateContextState({
+                    chatHistory: [
+                        {type: "user", text: problem.question},
+                        {type: "model", response: [{type: "segment", segmentType: "thought", text: "", ended: false}]}
+                    ]
+                })
+                .contextText.tokenize(model.tokenizer);
             // A few steps past Full's answer: the oracle's greedy run is graded up to its end-of-turn token.
             const steps = Math.max(1, used[index]! - prompt.length + 8);
             const reference = await fullTrace(model, prompt, steps, options.threads, {attention: true});
@@ -208,30 +301,48 @@ async function demoFidelity(options: Omit<Parameters<typeof qualitySuite>[0], "p
                     oracle.set(`${index}@${share}`, null);
                     continue;
                 }
-                const measure = (policy: PolicyId, isOracle: boolean) => measureFidelity({
-                    model, prompt, steps, reference, cells, threads: options.threads, compression: settings(policy), oracle: isOracle,
-                    retentionGates: retentionSidecarPath(options.modelPath)
-                });
+                const measure = (policy: PolicyId, isOracle: boolean) =>
+                    measureFidelity({
+                        model,
+                        prompt,
+                        steps,
+                        reference,
+                        cells,
+                        threads: options.threads,
+                        compression: settings(policy),
+                        oracle: isOracle,
+                        retentionGates: retentionSidecarPath(options.modelPath)
+                    });
                 if (withOracle) {
                     const best = await measure("streamingllm", true);
-                    oracle.set(`${index}@${share}`, {answer: extractDemoAnswer(best.greedyText.split("<|im_end|>")[0]!), live: best.finalSample.liveBytes});
-                    if (index < options.fidelityProblems)
-                        add(`oracle@${share}`, best);
+                    oracle.set(`${index}@${share}`, {
+                        answer: extractDemoAnswer(best.greedyText.split("<|im_end|>")[0]!),
+                        live: best.finalSample.liveBytes
+                    });
+                    if (index < options.fidelityProblems) add(`oracle@${share}`, best);
                 }
-                if (index >= options.fidelityProblems)
-                    continue;
-                for (const policy of options.policies)
-                    add(`${policy}@${share}`, await measure(policy, false));
+                if (index >= options.fidelityProblems) continue;
+                for (const policy of options.policies) add(`${policy}@${share}`, await measure(policy, false));
             }
-            options.onProgress?.(`oracle and fidelity: problem ${index + 1}/${problems.length} (${prompt.length}-token question, ${steps} steps)`);
+            options.onProgress?.(
+                `oracle and fidelity: problem ${index + 1}/${problems.length} (${prompt.length}-token question, ${steps} steps)`
+            );
         }
     } finally {
         await model.dispose();
     }
     return {
-        fidelity: new Map([...sums].map(([key, sum]) => [key, {
-            problems: sum.problems, top1Agreement: sum.top1 / sum.problems, meanKl: sum.kl / sum.problems, regret: sum.regret / sum.problems
-        }])),
+        fidelity: new Map(
+            [...sums].map(([key, sum]) => [
+                key,
+                {
+                    problems: sum.problems,
+                    top1Agreement: sum.top1 / sum.problems,
+                    meanKl: sum.kl / sum.problems,
+                    regret: sum.regret / sum.problems
+                }
+            ])
+        ),
         oracle
     };
 }

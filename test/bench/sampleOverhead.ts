@@ -35,10 +35,10 @@ const {values} = parseArgs({
 });
 
 type Tree = {
-    root: string,
-    KvController: typeof import("../../main/engine/KvController.js").KvController,
-    NativeKv: typeof import("../../main/engine/native/NativeKv.js").NativeKv,
-    gateSequenceDecodes: typeof import("../../main/engine/native/ponderAddon.js").gateSequenceDecodes
+    root: string;
+    KvController: typeof import("../../main/engine/KvController.js").KvController;
+    NativeKv: typeof import("../../main/engine/native/NativeKv.js").NativeKv;
+    gateSequenceDecodes: typeof import("../../main/engine/native/ponderAddon.js").gateSequenceDecodes;
 };
 
 /** Milliseconds spent in the per-token records, summed over a tree's runs (see the head of this file). */
@@ -50,8 +50,7 @@ async function loadTree(root: string): Promise<Tree> {
     recordMs.set(root, 0);
     for (const name of ["_keepScored", "_tokenScores"]) {
         const method = controller.prototype[name] as ((...args: unknown[]) => unknown) | undefined;
-        if (method == null)
-            continue;
+        if (method == null) continue;
         controller.prototype[name] = function (this: unknown, ...args: unknown[]) {
             const started = performance.now();
             try {
@@ -71,7 +70,7 @@ async function loadTree(root: string): Promise<Tree> {
 
 /** The bytes of a sample as the engine process sends it; the time its token records and rounds take to serialize counts as theirs. */
 function serialize(root: string, sample: object): number {
-    const {tokens, rounds} = sample as {tokens?: unknown, rounds?: unknown};
+    const {tokens, rounds} = sample as {tokens?: unknown; rounds?: unknown};
     if (tokens != null || rounds != null) {
         // Twice: the engine process sends it to the main process, which sends it on to the window.
         const started = performance.now();
@@ -83,7 +82,13 @@ function serialize(root: string, sample: object): number {
 }
 
 /** Milliseconds to decode `tokens` after `prompt`, sampling and serializing the memory reading as the app does. */
-async function run(tree: Tree, model: LlamaModel, prompt: Token[], compression: CompressionSettings, gates: string | null): Promise<{ms: number, cpuMs: number, bytes: number}> {
+async function run(
+    tree: Tree,
+    model: LlamaModel,
+    prompt: Token[],
+    compression: CompressionSettings,
+    gates: string | null
+): Promise<{ms: number; cpuMs: number; bytes: number}> {
     const cells = Number(values.cells);
     const context = await model.createContext({contextSize: cells, threads: Number(values.threads), sequences: 1});
     const kv = new tree.NativeKv(context);
@@ -91,7 +96,13 @@ async function run(tree: Tree, model: LlamaModel, prompt: Token[], compression: 
         kv.setPositionLimit(1 << 22);
         const sequence = context.getSequence();
         const controller = new tree.KvController({
-            kv, sequenceId: 0, compression, cells, tokensSeen: () => sequence.nextTokenIndex, now: () => performance.now(), retentionGates: gates
+            kv,
+            sequenceId: 0,
+            compression,
+            cells,
+            tokensSeen: () => sequence.nextTokenIndex,
+            now: () => performance.now(),
+            retentionGates: gates
         });
         await controller.start();
         tree.gateSequenceDecodes(sequence, (count, first) => controller.beforeDecode(count, first));
@@ -105,15 +116,12 @@ async function run(tree: Tree, model: LlamaModel, prompt: Token[], compression: 
             void _token;
             count++;
             controller.onTokens(1);
-            if (count % sampleEvery === 0)
-                void controller.sample(0).then((sample) => bytes += serialize(tree.root, sample));
-            if (count >= Number(values.tokens))
-                break;
+            if (count % sampleEvery === 0) void controller.sample(0).then((sample) => (bytes += serialize(tree.root, sample)));
+            if (count >= Number(values.tokens)) break;
         }
         bytes += serialize(tree.root, await (controller.sample as (tokensPerSecond: number, last?: boolean) => Promise<object>)(0, true));
         const used = process.cpuUsage(cpu);
-        if (count < Number(values.tokens))
-            throw new Error(`the model stopped after ${count} tokens`);
+        if (count < Number(values.tokens)) throw new Error(`the model stopped after ${count} tokens`);
         return {ms: performance.now() - started, cpuMs: (used.user + used.system) / 1000, bytes};
     } finally {
         await kv.dispose();
@@ -145,13 +153,17 @@ const cpuBase = median(cpuTimes[0]!);
 for (const [index, tree] of trees.entries()) {
     const ms = median(times[index]!);
     const cpuMs = median(cpuTimes[index]!);
-    console.log(`${tree.root}: median ${ms.toFixed(0)} ms for ${values.tokens} tokens (${(Number(values.tokens) / (ms / 1000)).toFixed(0)} tok/s), ` +
-        `ratio ${(ms / base).toFixed(3)}; CPU median ${cpuMs.toFixed(0)} ms, ratio ${(cpuMs / cpuBase).toFixed(3)}; ${sizes[index]} bytes of samples; ` +
-        `runs ${times[index]!.map((t) => t.toFixed(0)).join(", ")} ms`);
+    console.log(
+        `${tree.root}: median ${ms.toFixed(0)} ms for ${values.tokens} tokens (${(Number(values.tokens) / (ms / 1000)).toFixed(0)} tok/s), ` +
+            `ratio ${(ms / base).toFixed(3)}; CPU median ${cpuMs.toFixed(0)} ms, ratio ${(cpuMs / cpuBase).toFixed(3)}; ${sizes[index]} bytes of samples; ` +
+            `runs ${times[index]!.map((t) => t.toFixed(0)).join(", ")} ms`
+    );
     const total = times[index]!.reduce((sum, t) => sum + t, 0);
     if (recordMs.get(tree.root)! > 0)
-        console.log(`  ${tree.root}: per-token records took ${recordMs.get(tree.root)!.toFixed(1)} ms of ${total.toFixed(0)} ms of decoding ` +
-            `(${((recordMs.get(tree.root)! / total) * 100).toFixed(2)}%)`);
+        console.log(
+            `  ${tree.root}: per-token records took ${recordMs.get(tree.root)!.toFixed(1)} ms of ${total.toFixed(0)} ms of decoding ` +
+                `(${((recordMs.get(tree.root)! / total) * 100).toFixed(2)}%)`
+        );
 }
 await model.dispose();
 await llama.dispose();

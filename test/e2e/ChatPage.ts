@@ -36,14 +36,17 @@ export class ChatPage {
  * A new page on the app at `url`, shown once its status bar is: with the page's errors (uncaught exceptions, and with
  * `consoleErrors` console errors too) collected for the test to check.
  */
-export async function openApp(browser: Browser, url: string, options: {viewport?: {width: number, height: number}, consoleErrors?: boolean} = {}) {
+export async function openApp(
+    browser: Browser,
+    url: string,
+    options: {viewport?: {width: number; height: number}; consoleErrors?: boolean} = {}
+) {
     const page = await browser.newPage({viewport: options.viewport ?? {width: 1280, height: 860}});
     const errors: string[] = [];
     page.on("pageerror", (err) => errors.push(err.message));
     if (options.consoleErrors === true) {
         page.on("console", (message) => {
-            if (message.type() === "error")
-                errors.push(message.text());
+            if (message.type() === "error") errors.push(message.text());
         });
     }
     await page.goto(url);

@@ -4,32 +4,37 @@ import readline from "node:readline";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
 
-export type HeadlessOptions = {dataDir: string, model?: string, seed?: number, port?: number, token?: string,
+export type HeadlessOptions = {
+    dataDir: string;
+    model?: string;
+    seed?: number;
+    port?: number;
+    token?: string;
     /** Starts the OpenAI-compatible API server on this port (`--serve`). */
-    servePort?: number,
+    servePort?: number;
     /** Settings of retention calibrations (`--calibration`). */
-    calibration?: Record<string, number>};
+    calibration?: Record<string, number>;
+};
 
 /** Ponder's built main process in headless mode, as a child process the test can kill. */
 export class HeadlessPonder {
-    private constructor(readonly process: ChildProcess, readonly url: string, readonly port: number, readonly token: string,
+    private constructor(
+        readonly process: ChildProcess,
+        readonly url: string,
+        readonly port: number,
+        readonly token: string,
         /** The API server's base URL when it was started with `--serve`. */
-        readonly api: string | null) {}
+        readonly api: string | null
+    ) {}
 
     static async start(options: HeadlessOptions): Promise<HeadlessPonder> {
         const args = [path.join(repoRoot, "out/main/headless.js"), "--data-dir", options.dataDir];
-        if (options.model != null)
-            args.push("--model", options.model);
-        if (options.seed != null)
-            args.push("--seed", String(options.seed));
-        if (options.port != null)
-            args.push("--port", String(options.port));
-        if (options.token != null)
-            args.push("--token", options.token);
-        if (options.servePort != null)
-            args.push("--serve", "--serve-port", String(options.servePort));
-        if (options.calibration != null)
-            args.push("--calibration", JSON.stringify(options.calibration));
+        if (options.model != null) args.push("--model", options.model);
+        if (options.seed != null) args.push("--seed", String(options.seed));
+        if (options.port != null) args.push("--port", String(options.port));
+        if (options.token != null) args.push("--token", options.token);
+        if (options.servePort != null) args.push("--serve", "--serve-port", String(options.servePort));
+        if (options.calibration != null) args.push("--calibration", JSON.stringify(options.calibration));
 
         const child = spawn(process.execPath, args, {cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"]});
         let stderr = "";
@@ -45,9 +50,8 @@ export class HeadlessPonder {
             });
             lines.on("line", (line) => {
                 try {
-                    const info = (JSON.parse(line) as {ponderHeadless?: {url: string, port: number, api: string | null}}).ponderHeadless;
-                    if (info == null)
-                        return;
+                    const info = (JSON.parse(line) as {ponderHeadless?: {url: string; port: number; api: string | null}}).ponderHeadless;
+                    if (info == null) return;
                     clearTimeout(timer);
                     child.removeAllListeners("exit");
                     const token = new URL(info.url).searchParams.get("token")!;
@@ -61,24 +65,24 @@ export class HeadlessPonder {
 
     /** The engine process's id: the headless process's one child. */
     enginePid(): number {
-        const children = execFileSync("ps", ["-o", "pid=", "--ppid", String(this.process.pid)], {encoding: "utf8"}).trim().split(/\s+/).filter(Boolean);
-        if (children.length !== 1)
-            throw new Error(`Expected one engine process under ${this.process.pid}, found ${children.length}`);
+        const children = execFileSync("ps", ["-o", "pid=", "--ppid", String(this.process.pid)], {encoding: "utf8"})
+            .trim()
+            .split(/\s+/)
+            .filter(Boolean);
+        if (children.length !== 1) throw new Error(`Expected one engine process under ${this.process.pid}, found ${children.length}`);
         return Number(children[0]);
     }
 
     /** Kills the process the hard way, as a crash or a power cut of the backend would. */
     async kill(): Promise<void> {
-        if (this.process.exitCode != null || this.process.signalCode != null)
-            return;
+        if (this.process.exitCode != null || this.process.signalCode != null) return;
         const exited = new Promise((resolve) => this.process.once("exit", resolve));
         this.process.kill("SIGKILL");
         await exited;
     }
 
     async stop(): Promise<void> {
-        if (this.process.exitCode != null || this.process.signalCode != null)
-            return;
+        if (this.process.exitCode != null || this.process.signalCode != null) return;
         const exited = new Promise((resolve) => this.process.once("exit", resolve));
         this.process.kill("SIGTERM");
         await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 10_000))]);

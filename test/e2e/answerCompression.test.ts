@@ -12,13 +12,12 @@ import type {ChatPage} from "./ChatPage.js";
 describe("the compression an answer ran under, in the app", () => {
     const app = useApp("answer-compression", {backend: async () => ({model: await getFixtureModel("endless"), seed: 5})});
 
-    async function open(): Promise<{page: Page, chat: ChatPage, errors: string[]}> {
+    async function open(): Promise<{page: Page; chat: ChatPage; errors: string[]}> {
         return app.open({viewport: {width: 1400, height: 900}, ready: true});
     }
 
     async function openMemory(chat: ChatPage): Promise<void> {
-        if (await chat.byId("budget-controller").count() === 0)
-            await chat.byId("memory-button").click();
+        if ((await chat.byId("budget-controller").count()) === 0) await chat.byId("memory-button").click();
         await chat.byId("budget-controller").waitFor();
     }
 
@@ -31,10 +30,12 @@ describe("the compression an answer ran under, in the app", () => {
         await openMemory(chat);
         await chat.byId("policy-select").selectOption(policy);
         await chat.byId("budget-kind").selectOption(cells == null ? "auto" : "cells");
-        if (cells != null)
-            await chat.byId("budget-value").fill(String(cells));
+        if (cells != null) await chat.byId("budget-value").fill(String(cells));
         await chat.byId("apply-budget").click();
-        await chat.byId("budget-controller").getByText(/^Applied to this conversation: its next answer runs under/).waitFor();
+        await chat
+            .byId("budget-controller")
+            .getByText(/^Applied to this conversation: its next answer runs under/)
+            .waitFor();
     }
 
     async function setMaxTokens(chat: ChatPage, value: number): Promise<void> {
@@ -42,7 +43,10 @@ describe("the compression an answer ran under, in the app", () => {
         await chat.byId("generation-panel").waitFor();
         await chat.byId("max-tokens").fill(String(value));
         await chat.byId("apply-generation").click();
-        await chat.byId("generation-panel").getByText(/Applied to this conversation/).waitFor();
+        await chat
+            .byId("generation-panel")
+            .getByText(/Applied to this conversation/)
+            .waitFor();
         await closePanel(chat, "generation-panel");
     }
 
@@ -54,23 +58,27 @@ describe("the compression an answer ran under, in the app", () => {
         // The controller says what a change affects, with real buttons for each scope.
         await openMemory(chat);
         const scope = chat.byId("budget-scope");
-        expect(await scope.textContent())
-            .toBe("Apply changes this conversation only, from its next answer. New conversations start with these settings too (the saved default).");
+        expect(await scope.textContent()).toBe(
+            "Apply changes this conversation only, from its next answer. New conversations start with these settings too (the saved default)."
+        );
         expect((await chat.byId("apply-budget").textContent())!.trim()).toBe("Apply to this conversation");
         const saveDefault = chat.byId("save-default");
         expect((await saveDefault.textContent())!.trim()).toBe("Save as default for new conversations");
         // A button with a border and a background, not a link.
-        expect(await saveDefault.evaluate((element) => {
-            const style = getComputedStyle(element);
-            const clear = "rgba(0, 0, 0, 0)";
-            return style.borderTopWidth !== "0px" && style.borderTopColor !== clear && style.backgroundColor !== clear;
-        })).toBe(true);
+        expect(
+            await saveDefault.evaluate((element) => {
+                const style = getComputedStyle(element);
+                const clear = "rgba(0, 0, 0, 0)";
+                return style.borderTopWidth !== "0px" && style.borderTopColor !== clear && style.backgroundColor !== clear;
+            })
+        ).toBe(true);
         // The policy says what it keeps and when to use it; the paper is a link, not the first sentence.
         await chat.byId("policy-select").selectOption("lethe");
         expect(await scope.textContent()).toMatch(/New conversations start with Full KV, auto budget; Save as default to change that\./);
         const description = chat.byId("policy-description");
-        expect(await description.textContent())
-            .toMatch(/^\s*Keeps: Each layer keeps the tokens it still pays attention to.*Use it: Made for long chains of thought/s);
+        expect(await description.textContent()).toMatch(
+            /^\s*Keeps: Each layer keeps the tokens it still pays attention to.*Use it: Made for long chains of thought/s
+        );
         expect(await chat.byId("policy-paper").getAttribute("href")).toBe("https://arxiv.org/abs/2511.06029");
 
         await setPolicy(chat, "lethe", 128);
@@ -78,8 +86,9 @@ describe("the compression an answer ran under, in the app", () => {
         await chat.waitForAnswerDone();
         const answer = chat.lastAssistant();
         await expect.poll(() => answer.getByTestId("message-compression").textContent()).toMatch(/^\s*Lethe · 128 cells · F16\s*$/);
-        expect(await answer.getByTestId("message-compression").getAttribute("title"))
-            .toMatch(/^Ran under Lethe with 128 cells, KV cache F16; /);
+        expect(await answer.getByTestId("message-compression").getAttribute("title")).toMatch(
+            /^Ran under Lethe with 128 cells, KV cache F16; /
+        );
         const footprint = (await answer.getByTestId("message-footprint").textContent())!;
         expect(footprint).toMatch(/Used [\d.]+ MiB of memory, \d+% less than a full cache/);
         expect(footprint).not.toMatch(/saved/);
@@ -87,7 +96,9 @@ describe("the compression an answer ran under, in the app", () => {
         const forced = Number((await chat.byId("gauge-forced-drops").textContent())!.replace(/,/g, ""));
         if (forced > 0) {
             expect(await answer.getByTestId("message-may-differ").textContent()).toMatch(/budget was full, so this answer may differ/);
-            expect(await chat.byId("forced-drops-note").textContent()).toMatch(/^\s*The memory budget was full, so this answer may differ from the one a full cache gives\. Compare with Full KV/);
+            expect(await chat.byId("forced-drops-note").textContent()).toMatch(
+                /^\s*The memory budget was full, so this answer may differ from the one a full cache gives\. Compare with Full KV/
+            );
             expect(await chat.byId("memory-gauge").textContent()).not.toMatch(/forced/i);
         }
         expect(await chat.byId("gauge-compression").textContent()).toMatch(/Lethe · 128 cells · F16/);
@@ -103,15 +114,17 @@ describe("the compression an answer ran under, in the app", () => {
         await setPolicy(chat, "full", null);
         expect(await chat.byId("memory-chip-policy").textContent()).toBe("Lethe");
         expect(await chat.byId("memory-chip-next").textContent()).toBe("next: Full KV");
-        expect(await chat.byId("memory-button").getAttribute("title"))
-            .toMatch(/Last answer: Lethe · 128 cells · F16, KV \d+% less than a full cache\.\nNext answer in this conversation: Full KV, auto budget\./);
+        expect(await chat.byId("memory-button").getAttribute("title")).toMatch(
+            /Last answer: Lethe · 128 cells · F16, KV \d+% less than a full cache\.\nNext answer in this conversation: Full KV, auto budget\./
+        );
         await closePanel(chat, "memory-panel");
         await page.screenshot({path: app.artifact("answer-compression-next.png")});
 
         // A second version under Full KV: each version's footer names its own.
         await chat.lastAssistant().getByTestId("regenerate-button").click();
         await chat.waitForAnswerDone();
-        await expect.poll(() => chat.lastAssistant().getByTestId("message-compression").textContent())
+        await expect
+            .poll(() => chat.lastAssistant().getByTestId("message-compression").textContent())
             .toMatch(/^\s*Full KV · [\d,]+ cells · F16\s*$/);
         expect(await chat.byId("version-count").last().textContent()).toBe("2/2");
         expect(await chat.byId("memory-chip-policy").textContent()).toBe("Full KV");
@@ -135,8 +148,10 @@ describe("the compression an answer ran under, in the app", () => {
         await chat.byId("budget-kind").selectOption("cells");
         await chat.byId("budget-value").fill("256");
         await chat.byId("save-default").click();
-        await chat.byId("budget-controller")
-            .getByText(/^Saved: new conversations start with Lethe, 256 cells\. Existing conversations keep their own settings; Apply/).waitFor();
+        await chat
+            .byId("budget-controller")
+            .getByText(/^Saved: new conversations start with Lethe, 256 cells\. Existing conversations keep their own settings; Apply/)
+            .waitFor();
         await chat.byId("budget-controller").screenshot({path: app.artifact("budget-scope.png")});
         await page.screenshot({path: app.artifact("budget-scope-page.png")});
         const before = await chat.conversationItems().count();
@@ -149,8 +164,9 @@ describe("the compression an answer ran under, in the app", () => {
         expect(await chat.byId("budget-value").inputValue()).toBe("256");
         expect(await chat.byId("budget-scope").textContent()).toMatch(/New conversations start with these settings too/);
         await chat.byId("policy-select").selectOption("h2o");
-        expect(await chat.byId("budget-scope").textContent())
-            .toMatch(/New conversations start with Lethe, 256 cells; Save as default to change that\./);
+        expect(await chat.byId("budget-scope").textContent()).toMatch(
+            /New conversations start with Lethe, 256 cells; Save as default to change that\./
+        );
         expect(errors).toEqual([]);
         await page.close();
     });
@@ -188,8 +204,9 @@ describe("the compression an answer ran under, in the app", () => {
         const {page, chat, errors} = await open();
         await chat.newConversation();
         await setMaxTokens(chat, 16);
-        const question = Array.from({length: 14}, (_, index) => `Line ${index + 1} of a long question about pruning the KV cache.`)
-            .join("\n");
+        const question = Array.from({length: 14}, (_, index) => `Line ${index + 1} of a long question about pruning the KV cache.`).join(
+            "\n"
+        );
         await chat.byId("composer-input").fill(question);
         await chat.byId("composer-input").press("Enter");
         await chat.waitForAnswerDone();
@@ -197,14 +214,16 @@ describe("the compression an answer ran under, in the app", () => {
         await chat.byId("edit-message").first().click();
         const box = chat.byId("edit-input");
         await box.waitFor();
-        const fit = () => box.evaluate((element) => {
-            const area = element as HTMLTextAreaElement;
-            const style = getComputedStyle(area);
-            return {
-                lines: area.clientHeight / parseFloat(style.lineHeight), hidden: area.scrollHeight - area.clientHeight,
-                paddingTop: parseFloat(style.paddingTop)
-            };
-        });
+        const fit = () =>
+            box.evaluate((element) => {
+                const area = element as HTMLTextAreaElement;
+                const style = getComputedStyle(area);
+                return {
+                    lines: area.clientHeight / parseFloat(style.lineHeight),
+                    hidden: area.scrollHeight - area.clientHeight,
+                    paddingTop: parseFloat(style.paddingTop)
+                };
+            });
         const before = await fit();
         // All 14 lines show, none hidden above or below, with room above the first.
         expect(before.lines).toBeGreaterThanOrEqual(14);

@@ -14,25 +14,25 @@ export type BackendOptions = Omit<HeadlessOptions, "dataDir">;
 
 export type OpenOptions = {
     /** The window's size. Defaults to 1280 x 860. */
-    viewport?: {width: number, height: number},
+    viewport?: {width: number; height: number};
     /** Console errors count as the page's errors, as uncaught exceptions always do. Defaults to `false`. */
-    consoleErrors?: boolean,
+    consoleErrors?: boolean;
     /** Waits until the status bar says the engine is ready. Defaults to `false`. */
-    ready?: boolean
+    ready?: boolean;
 };
 
 /** The app under test: its data directory, the headless backend on it, and Chromium to open it in. */
 export type AppFixture = {
-    readonly dataDir: string,
-    readonly browser: Browser,
+    readonly dataDir: string;
+    readonly browser: Browser;
     /** The running backend; a test that needs one before `start` fails with a clear message. */
-    readonly backend: HeadlessPonder,
+    readonly backend: HeadlessPonder;
     /** Starts the backend on the data directory, stopping the one running first. */
-    start(options?: BackendOptions): Promise<HeadlessPonder>,
+    start(options?: BackendOptions): Promise<HeadlessPonder>;
     /** A new page on the running backend, with the errors it raised collected. */
-    open(options?: OpenOptions): Promise<{page: Page, chat: ChatPage, errors: string[]}>,
+    open(options?: OpenOptions): Promise<{page: Page; chat: ChatPage; errors: string[]}>;
     /** The path of a screenshot or other file the test leaves for a person to look at. */
-    artifact(file: string): string
+    artifact(file: string): string;
 };
 
 /**
@@ -48,15 +48,13 @@ export function useApp(name: string, options: {backend?: () => Promise<BackendOp
     beforeAll(async () => {
         fs.mkdirSync(artifacts, {recursive: true});
         dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `ponder-e2e-${name}-`));
-        if (options.backend != null)
-            backend = await HeadlessPonder.start({...await options.backend(), dataDir});
+        if (options.backend != null) backend = await HeadlessPonder.start({...(await options.backend()), dataDir});
         browser = await launchChromium();
     });
     afterAll(async () => {
         await backend?.stop();
         await browser?.close();
-        if (dataDir != null)
-            fs.rmSync(dataDir, {recursive: true, force: true});
+        if (dataDir != null) fs.rmSync(dataDir, {recursive: true, force: true});
     });
 
     const fixture: AppFixture = {
@@ -77,8 +75,7 @@ export function useApp(name: string, options: {backend?: () => Promise<BackendOp
         },
         async open(openOptions = {}) {
             const opened = await openApp(fixture.browser, fixture.backend.url, openOptions);
-            if (openOptions.ready === true)
-                await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
+            if (openOptions.ready === true) await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
             return opened;
         },
         artifact(file) {
@@ -89,7 +86,6 @@ export function useApp(name: string, options: {backend?: () => Promise<BackendOp
 }
 
 function need<T>(value: T | null, what: string): T {
-    if (value == null)
-        throw new Error(`The e2e app fixture has no ${what} here: useApp's beforeAll has not run, or it failed.`);
+    if (value == null) throw new Error(`The e2e app fixture has no ${what} here: useApp's beforeAll has not run, or it failed.`);
     return value;
 }

@@ -10,7 +10,15 @@ export async function launchChromium(): Promise<Browser> {
     return chromium.launch({
         executablePath: chromiumPath,
         headless: true,
-        args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--disable-quic"]
+        args: [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-quic"
+        ]
     });
 }

@@ -38,13 +38,16 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
 
     // Again: the prompts thought before are kept.
     await chat.byId("model-calibrate-button").click();
-    await expect.poll(() => chat.byId("model-calibration").textContent(), {timeout: 60_000}).toMatch(/went on from \d+ prompts? thought before|Calibrated on/);
+    await expect
+        .poll(() => chat.byId("model-calibration").textContent(), {timeout: 60_000})
+        .toMatch(/went on from \d+ prompts? thought before|Calibrated on/);
     const installed = chat.byId("model-calibration-card");
     const refused = chat.byId("model-calibration-result");
     await installed.or(refused).waitFor({timeout: 150_000});
     await page.screenshot({path: app.artifact("calibration-result.png")});
-    const numbers = /Calibrated on 12 thoughts, [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d; at 50%: \d\.\d\d, Lethe \d\.\d\d/;
-    if (await installed.count() > 0) {
+    const numbers =
+        /Calibrated on 12 thoughts, [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d; at 50%: \d\.\d\d, Lethe \d\.\d\d/;
+    if ((await installed.count()) > 0) {
         expect(await installed.textContent()).toMatch(numbers);
         expect(await chat.byId("model-retention").textContent()).toMatch(/✓ TRIM-KV gates/);
         expect(fs.existsSync(model.replace(/\.gguf$/, ".retention.gguf"))).toBe(true);

@@ -7,7 +7,7 @@ import type {ChatPage} from "./ChatPage.js";
 describe("chat in Chromium against the real backend", () => {
     const app = useApp("chat");
 
-    async function open(): Promise<{page: Page, chat: ChatPage}> {
+    async function open(): Promise<{page: Page; chat: ChatPage}> {
         const {page, chat, errors} = await app.open({consoleErrors: true});
         expect(errors).toEqual([]);
         return {page, chat};
@@ -24,7 +24,10 @@ describe("chat in Chromium against the real backend", () => {
         await chat.byId("thinking-block").first().waitFor();
         await chat.waitForAnswerDone();
         const assistant = chat.lastAssistant();
-        const thinking = await assistant.getByTestId("thinking-content").textContent({timeout: 5_000}).catch(() => null);
+        const thinking = await assistant
+            .getByTestId("thinking-content")
+            .textContent({timeout: 5_000})
+            .catch(() => null);
         if (thinking == null) {
             await assistant.getByTestId("thinking-toggle").click();
         }
@@ -55,10 +58,14 @@ describe("chat in Chromium against the real backend", () => {
         await opened.chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         await opened.chat.newConversation();
         await opened.chat.send(question);
-        await opened.page.waitForFunction(() => {
-            const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
-            return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= 40;
-        }, undefined, {timeout: 60_000});
+        await opened.page.waitForFunction(
+            () => {
+                const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
+                return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= 40;
+            },
+            undefined,
+            {timeout: 60_000}
+        );
         return opened;
     }
 
@@ -69,22 +76,35 @@ describe("chat in Chromium against the real backend", () => {
 
         // The page stays connected: the answer ends interrupted with what it had, and says why.
         const assistant = chat.lastAssistant();
-        await assistant.getByTestId("message-status").filter({hasText: /interrupted/i}).waitFor({timeout: 30_000});
+        await assistant
+            .getByTestId("message-status")
+            .filter({hasText: /interrupted/i})
+            .waitFor({timeout: 30_000});
         expect(await assistant.textContent()).toMatch(/engine process was killed \(SIGKILL/);
-        await chat.byId("engine-message").filter({hasText: /restarted in \d+\.\d s with endless/}).waitFor({timeout: 120_000});
+        await chat
+            .byId("engine-message")
+            .filter({hasText: /restarted in \d+\.\d s with endless/})
+            .waitFor({timeout: 120_000});
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         expect(app.backend.enginePid()).not.toBe(enginePid);
         await page.screenshot({path: app.artifact("engine-restarted.png"), fullPage: true});
 
         // Continue resumes the kept answer in the new engine.
-        const before = Number(/(\d+) tokens/.exec(await assistant.getByTestId("thinking-stats").textContent() ?? "")?.[1] ?? 0);
+        const before = Number(/(\d+) tokens/.exec((await assistant.getByTestId("thinking-stats").textContent()) ?? "")?.[1] ?? 0);
         await assistant.getByTestId("continue-button").click();
-        await page.waitForFunction((floor) => {
-            const stats = [...document.querySelectorAll("[data-testid=thinking-stats]")].at(-1)?.textContent ?? "";
-            return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= floor + 20;
-        }, before, {timeout: 60_000});
+        await page.waitForFunction(
+            (floor) => {
+                const stats = [...document.querySelectorAll("[data-testid=thinking-stats]")].at(-1)?.textContent ?? "";
+                return Number(/(\d+) tokens/.exec(stats)?.[1] ?? 0) >= floor + 20;
+            },
+            before,
+            {timeout: 60_000}
+        );
         await chat.byId("stop-button").click();
-        await assistant.getByTestId("message-status").filter({hasText: /stopped/i}).waitFor({timeout: 30_000});
+        await assistant
+            .getByTestId("message-status")
+            .filter({hasText: /stopped/i})
+            .waitFor({timeout: 30_000});
         await page.close();
     });
 
@@ -102,8 +122,7 @@ describe("chat in Chromium against the real backend", () => {
         await assistant.waitFor();
         expect(await assistant.getByTestId("message-status").textContent()).toMatch(/interrupted/i);
         const toggle = assistant.getByTestId("thinking-toggle");
-        if (await assistant.getByTestId("thinking-content").count() === 0)
-            await toggle.click();
+        if ((await assistant.getByTestId("thinking-content").count()) === 0) await toggle.click();
         expect((await assistant.getByTestId("thinking-content").textContent())!.trim().length).toBeGreaterThan(20);
         await reopened.page.screenshot({path: app.artifact("interrupted.png"), fullPage: true});
         await reopened.page.close();

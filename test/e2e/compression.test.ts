@@ -9,7 +9,7 @@ import {useApp} from "./appFixture.js";
 import type {ChatPage} from "./ChatPage.js";
 
 /** Serves one file over loopback with Range support, as a model host would. */
-async function serveFile(file: string): Promise<{url: string, close(): Promise<void>, requests: number}> {
+async function serveFile(file: string): Promise<{url: string; close(): Promise<void>; requests: number}> {
     const body = fs.readFileSync(file);
     const state = {requests: 0};
     const server = http.createServer((req, res) => {
@@ -40,13 +40,12 @@ async function serveFile(file: string): Promise<{url: string, close(): Promise<v
 describe("compression in the app", () => {
     const app = useApp("kv");
 
-    async function open(): Promise<{page: Page, chat: ChatPage}> {
+    async function open(): Promise<{page: Page; chat: ChatPage}> {
         return app.open({viewport: {width: 1400, height: 900}});
     }
 
     async function openPanel(chat: ChatPage): Promise<void> {
-        if (await chat.byId("budget-controller").count() === 0)
-            await chat.byId("memory-button").click();
+        if ((await chat.byId("budget-controller").count()) === 0) await chat.byId("memory-button").click();
         await chat.byId("budget-controller").waitFor();
     }
 
@@ -67,7 +66,9 @@ describe("compression in the app", () => {
         await chat.byId("budget-value").fill("128");
         // The estimate follows the edit: what 128 cells mean for this model, before applying.
         // The budget's cells and llama.cpp's allocation (256-cell steps, which the bytes are of) are told apart.
-        await page.waitForFunction(() => /\b128 cells used of 256 allocated/.test(document.querySelector("[data-testid=budget-estimate]")?.textContent ?? ""));
+        await page.waitForFunction(() =>
+            /\b128 cells used of 256 allocated/.test(document.querySelector("[data-testid=budget-estimate]")?.textContent ?? "")
+        );
         expect(await chat.byId("budget-estimate-cells").textContent()).toBe("128 cells used of 256 allocated");
         expect(await chat.byId("budget-estimate").textContent()).toMatch(/KiB\/token/);
         await chat.byId("apply-budget").click();
@@ -76,10 +77,14 @@ describe("compression in the app", () => {
         await chat.send("Think about this for a long while");
         await chat.byId("thinking-block").first().waitFor();
         // Past 4 x the budget while the gauge updates live.
-        await page.waitForFunction(() => {
-            const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
-            return Number(/([\d,]+) tokens/.exec(stats)?.[1]?.replace(/,/g, "") ?? 0) >= 520;
-        }, undefined, {timeout: 120_000});
+        await page.waitForFunction(
+            () => {
+                const stats = document.querySelector("[data-testid=thinking-stats]")?.textContent ?? "";
+                return Number(/([\d,]+) tokens/.exec(stats)?.[1]?.replace(/,/g, "") ?? 0) >= 520;
+            },
+            undefined,
+            {timeout: 120_000}
+        );
         const liveSavings = await chat.byId("gauge-savings").textContent();
         expect(liveSavings).toMatch(/\d+/);
         await chat.byId("stop-button").click();
@@ -101,7 +106,9 @@ describe("compression in the app", () => {
         // Hovering a token says where it is, how old, and whether it is still in memory.
         const box = (await strip.boundingBox())!;
         await page.mouse.move(box.x + 2, box.y + box.height / 2);
-        expect(await chat.byId("remember-readout").textContent()).toMatch(/^Token [\d,]+ of [\d,]+, in the prompt · [\d,]+ tokens old · (still in memory|forgotten \(evicted from memory\))$/);
+        expect(await chat.byId("remember-readout").textContent()).toMatch(
+            /^Token [\d,]+ of [\d,]+, in the prompt · [\d,]+ tokens old · (still in memory|forgotten \(evicted from memory\))$/
+        );
         await page.mouse.move(0, 0);
 
         // Under Full KV nothing is evicted.
@@ -124,7 +131,10 @@ describe("compression in the app", () => {
         await page.screenshot({path: app.artifact("memory-panel-full.png")});
 
         await page.reload();
-        await chat.conversationItems().filter({hasText: /Think about this/}).click();
+        await chat
+            .conversationItems()
+            .filter({hasText: /Think about this/})
+            .click();
         await chat.byId("message-assistant").first().waitFor();
         await openPanel(chat);
         expect(await chat.byId("policy-select").inputValue()).toBe("lethe");
@@ -142,13 +152,21 @@ describe("compression in the app", () => {
             const {page, chat} = await open();
             await chat.byId("model-uri-input").fill(server.url);
             await chat.byId("model-download-button").click();
-            await page.waitForFunction(() => document.querySelector("[data-testid=download-progress]")?.getAttribute("data-state") === "done", undefined, {timeout: 60_000});
+            await page.waitForFunction(
+                () => document.querySelector("[data-testid=download-progress]")?.getAttribute("data-state") === "done",
+                undefined,
+                {timeout: 60_000}
+            );
             expect(await chat.byId("download-progress").first().textContent()).toMatch(/100\s*%|done|Done/);
             // The finished download's bar is full and in the success colour; the progress bar is named for its file.
             const bar = page.getByRole("progressbar", {name: `Download of ${server.url}`}).locator(".bar");
             expect(await bar.getAttribute("class")).toMatch(/\bsuccess\b/);
             expect(await bar.evaluate((element) => (element as HTMLElement).style.width)).toBe("100%");
-            await chat.byId("model-item").filter({hasText: /downloaded-model|tiny-llama/}).first().waitFor();
+            await chat
+                .byId("model-item")
+                .filter({hasText: /downloaded-model|tiny-llama/})
+                .first()
+                .waitFor();
             expect(fs.readFileSync(path.join(app.dataDir, "models", "downloaded-model.gguf")).equals(fs.readFileSync(source))).toBe(true);
             expect(server.requests).toBeGreaterThan(0);
             await page.screenshot({path: app.artifact("download.png")});

@@ -15,8 +15,7 @@ let dataDir: string | null = null;
 afterEach(async () => {
     await first?.kill();
     first = null;
-    if (dataDir != null)
-        fs.rmSync(dataDir, {recursive: true, force: true});
+    if (dataDir != null) fs.rmSync(dataDir, {recursive: true, force: true});
 });
 
 test("a second headless server on the same data directory refuses and leaves the first one's answer streaming", async () => {
@@ -30,13 +29,16 @@ test("a second headless server on the same data directory refuses and leaves the
     db.messages.insert({id: "live-q", conversation_id: "live", role: "user", text: "question", status: "complete", created_at: now});
     db.messages.insert({id: "live-a", conversation_id: "live", role: "assistant", text: "", status: "streaming", created_at: now});
 
-    const second = spawnSync(process.execPath, [path.join(repoRoot, "out/main/headless.js"), "--data-dir", dataDir],
-        {cwd: repoRoot, encoding: "utf8", timeout: 120_000});
+    const second = spawnSync(process.execPath, [path.join(repoRoot, "out/main/headless.js"), "--data-dir", dataDir], {
+        cwd: repoRoot,
+        encoding: "utf8",
+        timeout: 120_000
+    });
     try {
         expect(second.status).toBe(1);
         expect(second.stderr.trim()).toBe(
             `Another Ponder process (pid ${first.process.pid}) is using the data directory ${dataDir}: ` +
-            "stop it first, or give this one another folder (headless: --data-dir <folder>)."
+                "stop it first, or give this one another folder (headless: --data-dir <folder>)."
         );
         expect(db.messages.get("live-a")?.status).toBe("streaming");
         expect(first.process.exitCode).toBeNull();

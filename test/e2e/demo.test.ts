@@ -18,7 +18,8 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     await chat.byId("model-details-button").click();
     await chat.byId("model-details").waitFor();
     // What LM Studio shows too: the parameter count and the quantization.
-    await expect.poll(() => chat.byId("model-details").textContent(), {timeout: 15_000})
+    await expect
+        .poll(() => chat.byId("model-details").textContent(), {timeout: 15_000})
         .toMatch(/Parameters\s*[\d.]+ [KMB].*Quantization\s*(F16|F32|BF16|Q\w+)/s);
     const row = await chat.byId("model-item").boundingBox();
     expect(row?.height).toBeGreaterThan(30);
@@ -46,7 +47,10 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     expect(await chat.byId("generation-error").textContent()).toMatch(/Correct the field marked in red/);
     await chat.byId("temperature").fill("0");
     await chat.byId("apply-generation").click();
-    await chat.byId("generation-panel").getByText(/Applied to this conversation, from its next answer/).waitFor();
+    await chat
+        .byId("generation-panel")
+        .getByText(/Applied to this conversation, from its next answer/)
+        .waitFor();
     await expect.poll(() => chat.byId("generation-button").textContent()).toContain("T 0");
     await page.screenshot({path: app.artifact("generation.png")});
     await page.keyboard.press("Escape");
@@ -57,8 +61,7 @@ it("loads the demo model on a fresh install and answers a held-out problem with 
     await chat.waitForAnswerDone();
 
     const assistant = chat.lastAssistant();
-    if (await assistant.getByTestId("thinking-content").count() === 0)
-        await assistant.getByTestId("thinking-toggle").click();
+    if ((await assistant.getByTestId("thinking-content").count()) === 0) await assistant.getByTestId("thinking-toggle").click();
     const thinking = (await assistant.getByTestId("thinking-content").textContent())!;
     // One line per step of the program, each ending in the two-digit sum.
     expect(thinking.match(/=\d\d/g)?.length).toBeGreaterThanOrEqual(20);

@@ -21,7 +21,9 @@ function electronBinary(): string | null {
 
 const binary = electronBinary();
 if (binary == null)
-    console.warn("SKIPPED: the Electron end-to-end spec needs Electron's binary (run `npx install-electron` where downloads work); it is not installed here.");
+    console.warn(
+        "SKIPPED: the Electron end-to-end spec needs Electron's binary (run `npx install-electron` where downloads work); it is not installed here."
+    );
 
 describe.skipIf(binary == null)("the Electron app", () => {
     it("opens a secure window that lists conversations and refuses navigation", async () => {

@@ -25,9 +25,18 @@ describe("the engine build", () => {
         await select.waitFor();
         await expect(select.inputValue()).resolves.toBe("auto");
         const options = await select.locator("option").evaluateAll((nodes) =>
-            nodes.map((node) => ({value: (node as HTMLOptionElement).value, label: node.textContent!.trim(), disabled: (node as HTMLOptionElement).disabled})));
+            nodes.map((node) => ({
+                value: (node as HTMLOptionElement).value,
+                label: node.textContent!.trim(),
+                disabled: (node as HTMLOptionElement).disabled
+            }))
+        );
         expect(options[0]).toEqual({value: "auto", label: "Auto (runs CPU): CUDA, then Vulkan, then CPU", disabled: false});
-        expect(options).toContainEqual({value: "cpu", label: expect.stringMatching(/^CPU \(patched, (native|portable) build\)$/), disabled: false});
+        expect(options).toContainEqual({
+            value: "cpu",
+            label: expect.stringMatching(/^CPU \(patched, (native|portable) build\)$/),
+            disabled: false
+        });
         const cpuBuild = app.byId("engine-builds").locator("li[data-backend=cpu][data-usable=true]");
         await expect(cpuBuild.locator("code").textContent()).resolves.toBe("linux-x64");
         expect(await page.getByLabel("Engine build").count()).toBe(1);
@@ -35,13 +44,17 @@ describe("the engine build", () => {
         // From the keyboard: Tab from the panel to the select, the arrow to the CPU build; the engine process restarts
         // on it and loads the model again.
         const enginePid = ponder.backend.enginePid();
-        for (let i = 0; i < 5 && !await select.evaluate((node) => node === document.activeElement); i++)
-            await page.keyboard.press("Tab");
+        for (let i = 0; i < 5 && !(await select.evaluate((node) => node === document.activeElement)); i++) await page.keyboard.press("Tab");
         await expect(select.evaluate((node) => node === document.activeElement)).resolves.toBe(true);
         await page.keyboard.press("ArrowDown");
-        await page.waitForFunction(() => document.querySelector("[data-testid=engine-state]")?.textContent === "ready"
-            && document.querySelector<HTMLSelectElement>("[data-testid=engine-build-select]")?.value === "cpu" &&
-            !document.querySelector<HTMLSelectElement>("[data-testid=engine-build-select]")?.disabled, null, {timeout: 60_000});
+        await page.waitForFunction(
+            () =>
+                document.querySelector("[data-testid=engine-state]")?.textContent === "ready" &&
+                document.querySelector<HTMLSelectElement>("[data-testid=engine-build-select]")?.value === "cpu" &&
+                !document.querySelector<HTMLSelectElement>("[data-testid=engine-build-select]")?.disabled,
+            null,
+            {timeout: 60_000}
+        );
         expect(ponder.backend.enginePid()).not.toBe(enginePid);
         await expect(status.textContent()).resolves.toMatch(/^\s*CPU \(patched\)\s*$/);
         await expect(app.byId("engine-message").textContent()).resolves.toBe("The engine now runs the CPU build (patched).");

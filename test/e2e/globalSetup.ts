@@ -17,19 +17,20 @@ function newest(file: string): number {
     } catch {
         return 0;
     }
-    if (!stat.isDirectory())
-        return stat.mtimeMs;
+    if (!stat.isDirectory()) return stat.mtimeMs;
     let latest = 0;
-    for (const entry of fs.readdirSync(file))
-        latest = Math.max(latest, newest(path.join(file, entry)));
+    for (const entry of fs.readdirSync(file)) latest = Math.max(latest, newest(path.join(file, entry)));
     return latest;
 }
 
 export default function setup(): void {
     const built = Math.min(...outputs.map((file) => newest(path.join(root, file)) || -Infinity));
     const changed = Math.max(...sources.map((file) => newest(path.join(root, file))));
-    if (built !== -Infinity && built >= changed)
-        return;
-    console.log(built === -Infinity ? "No app build in out/: building it (electron-vite build)" : "Sources newer than out/: building the app again (electron-vite build)");
+    if (built !== -Infinity && built >= changed) return;
+    console.log(
+        built === -Infinity
+            ? "No app build in out/: building it (electron-vite build)"
+            : "Sources newer than out/: building the app again (electron-vite build)"
+    );
     execFileSync(path.join(root, "node_modules/.bin/electron-vite"), ["build"], {cwd: root, stdio: "inherit"});
 }

@@ -24,7 +24,8 @@ describe("the headless server under hostile requests and files", () => {
     it("stays up through malformed requests, handshakes and frames, and a hostile model file, and still answers", async () => {
         const {port, token} = backend;
         expect(await rawRequest(port, "GET /% HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 400/);
-        const upgrade = (target: string) => `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        const upgrade = (target: string) =>
+            `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
         expect(await rawRequest(port, upgrade("http://[::1/bridge"))).toMatch(/^HTTP\/1\.1 400/);
         expect(await rawRequest(port, upgrade("/bridge?token=wrong"))).toMatch(/^HTTP\/1\.1 403/);
@@ -35,18 +36,19 @@ describe("the headless server under hostile requests and files", () => {
             socket.once("error", reject);
         });
         let next = 1;
-        const call = (channel: string, payload?: unknown) => new Promise<{ok: boolean, value?: unknown, error?: {code: string, message: string}}>((resolve) => {
-            const id = next++;
-            const onMessage = (data: unknown) => {
-                const frame = JSON.parse(String(data)) as {id?: number, result?: {ok: boolean}};
-                if (frame.id === id) {
-                    ws.off("message", onMessage);
-                    resolve(frame.result!);
-                }
-            };
-            ws.on("message", onMessage);
-            ws.send(JSON.stringify({id, channel, payload}));
-        });
+        const call = (channel: string, payload?: unknown) =>
+            new Promise<{ok: boolean; value?: unknown; error?: {code: string; message: string}}>((resolve) => {
+                const id = next++;
+                const onMessage = (data: unknown) => {
+                    const frame = JSON.parse(String(data)) as {id?: number; result?: {ok: boolean}};
+                    if (frame.id === id) {
+                        ws.off("message", onMessage);
+                        resolve(frame.result!);
+                    }
+                };
+                ws.on("message", onMessage);
+                ws.send(JSON.stringify({id, channel, payload}));
+            });
 
         // A model file whose header claims a 2^31-byte key, in 32 bytes: refused, the process lives.
         const [hostile] = await writeCorruptModels(path.join(dataDir, "corrupt"), await getFixtureModel("tiny-qwen2"));

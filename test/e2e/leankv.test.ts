@@ -13,8 +13,7 @@ describe("LeanKV with K8V4 in the app", () => {
         const {page, chat} = await app.open({viewport: {width: 1440, height: 900}});
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         await chat.newConversation();
-        if (await chat.byId("budget-controller").count() === 0)
-            await chat.byId("memory-button").click();
+        if ((await chat.byId("budget-controller").count()) === 0) await chat.byId("memory-button").click();
         await chat.byId("budget-controller").waitFor();
 
         await chat.byId("policy-select").selectOption("leankv");
@@ -30,13 +29,16 @@ describe("LeanKV with K8V4 in the app", () => {
 
         await chat.send("Think about this for a while");
         // Random weights: the answer ends when it ends; a long one is stopped once some hundreds of characters came.
-        await page.waitForFunction(() => {
-            const answers = document.querySelectorAll("[data-testid=message-assistant]");
-            const text = answers[answers.length - 1]?.textContent ?? "";
-            return document.querySelector("[data-testid=stop-button]") == null || text.length > 500;
-        }, undefined, {timeout: 120_000});
-        if (await chat.byId("stop-button").count() > 0)
-            await chat.byId("stop-button").click();
+        await page.waitForFunction(
+            () => {
+                const answers = document.querySelectorAll("[data-testid=message-assistant]");
+                const text = answers[answers.length - 1]?.textContent ?? "";
+                return document.querySelector("[data-testid=stop-button]") == null || text.length > 500;
+            },
+            undefined,
+            {timeout: 120_000}
+        );
+        if ((await chat.byId("stop-button").count()) > 0) await chat.byId("stop-button").click();
         await chat.waitForAnswerDone();
         expect(await chat.byId("message-compression").last().textContent()).toMatch(/LeanKV · 256 cells · K Q8_0 \/ V Q4_0/);
         expect(await chat.byId("gauge-live").textContent()).toMatch(/\d/);
@@ -44,8 +46,7 @@ describe("LeanKV with K8V4 in the app", () => {
         await page.reload();
         await chat.conversationItems().first().click();
         await chat.byId("message-assistant").first().waitFor();
-        if (await chat.byId("budget-controller").count() === 0)
-            await chat.byId("memory-button").click();
+        if ((await chat.byId("budget-controller").count()) === 0) await chat.byId("memory-button").click();
         expect(await chat.byId("policy-select").inputValue()).toBe("leankv");
         await chat.byId("budget-controller").locator("details.advanced > summary").click();
         expect(await chat.byId("kv-type-k").inputValue()).toBe("q8_0");

@@ -11,7 +11,7 @@ import type {ChatPage} from "./ChatPage.js";
 describe("messages in Chromium against the real backend", () => {
     const app = useApp("messages", {backend: async () => ({model: await getFixtureModel("tiny-qwen2"), seed: 3})});
 
-    async function open(): Promise<{page: Page, chat: ChatPage}> {
+    async function open(): Promise<{page: Page; chat: ChatPage}> {
         const {page, chat, errors} = await app.open();
         await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor();
         expect(errors).toEqual([]);
@@ -27,7 +27,10 @@ describe("messages in Chromium against the real backend", () => {
         await chat.byId("generation-panel").waitFor();
         await edit();
         await chat.byId("apply-generation").click();
-        await chat.byId("generation-panel").getByText(/Applied to this conversation, from its next answer/).waitFor();
+        await chat
+            .byId("generation-panel")
+            .getByText(/Applied to this conversation, from its next answer/)
+            .waitFor();
         await chat.page.keyboard.press("Escape");
         await chat.byId("generation-panel").waitFor({state: "detached"});
     }
@@ -61,8 +64,12 @@ describe("messages in Chromium against the real backend", () => {
         expect(Number(/(\d+) tokens/.exec((await done.getByTestId("thinking-stats").textContent())!)?.[1])).toBeGreaterThan(3);
         expect(await chat.byId("message-assistant").count()).toBe(1);
         // Time to first token and decode speed, with the prompt's speed in the tooltip.
-        expect(await done.getByTestId("message-stats").textContent()).toMatch(/tok\/s · \d+ tokens · [\d.]+ s · first token (\d+ ms|[\d.]+ s)/);
-        expect(await done.getByTestId("message-stats").getAttribute("title")).toMatch(/Prompt \d+ tokens read at [\d.]+ tok\/s .* decode [\d.]+ tok\/s/);
+        expect(await done.getByTestId("message-stats").textContent()).toMatch(
+            /tok\/s · \d+ tokens · [\d.]+ s · first token (\d+ ms|[\d.]+ s)/
+        );
+        expect(await done.getByTestId("message-stats").getAttribute("title")).toMatch(
+            /Prompt \d+ tokens read at [\d.]+ tok\/s .* decode [\d.]+ tok\/s/
+        );
         await page.screenshot({path: app.artifact("continued.png"), fullPage: true});
         await page.close();
     });
@@ -79,8 +86,13 @@ describe("messages in Chromium against the real backend", () => {
             await chat.byId("top-k").fill("30");
             await chat.byId("preset-name").fill("Precise");
             await chat.byId("save-preset").click();
-            await chat.byId("generation-panel").getByText(/Saved the preset "Precise"/).waitFor();
-            expect(await chat.byId("preset-select").locator("option").allTextContents()).toContainEqual(expect.stringMatching(/^Precise · T 0.3 · top-p 0.95 · top-k 30/));
+            await chat
+                .byId("generation-panel")
+                .getByText(/Saved the preset "Precise"/)
+                .waitFor();
+            expect(await chat.byId("preset-select").locator("option").allTextContents()).toContainEqual(
+                expect.stringMatching(/^Precise · T 0.3 · top-p 0.95 · top-k 30/)
+            );
             await page.screenshot({path: app.artifact("generation-sampling.png")});
         });
         await chat.send("What is 12 times 7?");
@@ -109,8 +121,7 @@ describe("messages in Chromium against the real backend", () => {
         await chat.waitForAnswerDone();
         const assistant = chat.lastAssistant();
         await assistant.getByTestId("thinking-block").waitFor();
-        if (await assistant.getByTestId("thinking-content").isHidden())
-            await assistant.getByTestId("thinking-toggle").click();
+        if (await assistant.getByTestId("thinking-content").isHidden()) await assistant.getByTestId("thinking-toggle").click();
         // The thinking holds words the user never typed; take one from it.
         const thought = (await assistant.getByTestId("thinking-content").textContent())!;
         // A whole word at the start of a token (the index splits at anything that is not a letter or a digit).
@@ -119,11 +130,15 @@ describe("messages in Chromium against the real backend", () => {
 
         await chat.newConversation();
         // Once the new conversation is open (its composer focused), search from the sidebar.
-        await expect.poll(() => page.evaluate(() => document.activeElement?.getAttribute("data-testid")), {timeout: 30_000}).toBe("composer-input");
+        await expect
+            .poll(() => page.evaluate(() => document.activeElement?.getAttribute("data-testid")), {timeout: 30_000})
+            .toBe("composer-input");
         await chat.byId("conversation-search").fill(word!);
         const hit = chat.byId("search-hit").first();
         await chat.byId("search-results").waitFor();
-        await expect.poll(() => chat.byId("search-hit").count(), {timeout: 10_000, message: `no hit for "${word}" in: ${thought}`}).toBeGreaterThan(0);
+        await expect
+            .poll(() => chat.byId("search-hit").count(), {timeout: 10_000, message: `no hit for "${word}" in: ${thought}`})
+            .toBeGreaterThan(0);
         expect(await hit.locator("mark").first().textContent()).toMatch(new RegExp(word!, "i"));
         expect(await hit.textContent()).toMatch(/Tell me about colours · thinking/);
         await page.screenshot({path: app.artifact("search.png")});
@@ -192,7 +207,9 @@ describe("messages in Chromium against the real backend", () => {
         await chat.send("Third question");
         await chat.waitForAnswerDone();
         expect(await chat.byId("message-user").allTextContents()).toEqual([
-            expect.stringContaining("First question"), expect.stringContaining("Second question"), expect.stringContaining("Third question")
+            expect.stringContaining("First question"),
+            expect.stringContaining("Second question"),
+            expect.stringContaining("Third question")
         ]);
         await page.screenshot({path: app.artifact("branch-versions.png"), fullPage: true});
         await page.close();
@@ -214,11 +231,18 @@ describe("messages in Chromium against the real backend", () => {
         expect(await chat.lastAssistant().getByTestId("answer-content").textContent()).toBe(firstAnswer);
         await chat.send("Walrus question");
         await chat.waitForAnswerDone();
-        expect(await chat.byId("message-user").allTextContents()).toEqual([expect.stringContaining("Zebra"), expect.stringContaining("Walrus")]);
+        expect(await chat.byId("message-user").allTextContents()).toEqual([
+            expect.stringContaining("Zebra"),
+            expect.stringContaining("Walrus")
+        ]);
         await page.screenshot({path: app.artifact("forked.png"), fullPage: true});
 
         // Back in the original, nothing changed; delete the second question (asked to confirm): its answer goes too.
-        await chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Zebra question", {exact: true})}).first().click();
+        await chat
+            .conversationItems()
+            .filter({has: page.getByTestId("conversation-title").getByText("Zebra question", {exact: true})})
+            .first()
+            .click();
         await expect.poll(() => chat.byId("message-user").count()).toBe(2);
         const second = chat.byId("message-user").nth(1);
         await second.hover();
@@ -227,7 +251,11 @@ describe("messages in Chromium against the real backend", () => {
         await expect.poll(() => chat.byId("message-user").count()).toBe(1);
         expect(await chat.byId("message-assistant").count()).toBe(1);
         await page.reload();
-        await chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Zebra question", {exact: true})}).first().click();
+        await chat
+            .conversationItems()
+            .filter({has: page.getByTestId("conversation-title").getByText("Zebra question", {exact: true})})
+            .first()
+            .click();
         await chat.byId("message-user").first().waitFor();
         expect(await chat.byId("message-user").count()).toBe(1);
         expect(await chat.byId("message-assistant").count()).toBe(1);
@@ -242,7 +270,10 @@ describe("messages in Chromium against the real backend", () => {
         await chat.waitForAnswerDone();
         const answer = (await chat.lastAssistant().getByTestId("answer-content").textContent())!;
 
-        const row = chat.conversationItems().filter({has: page.getByTestId("conversation-title").getByText("Quokka question", {exact: true})}).first();
+        const row = chat
+            .conversationItems()
+            .filter({has: page.getByTestId("conversation-title").getByText("Quokka question", {exact: true})})
+            .first();
         await row.hover();
         const [download] = await Promise.all([page.waitForEvent("download"), row.getByTestId("export-conversation").click()]);
         const file = app.artifact("exported-conversation.json");
@@ -289,18 +320,22 @@ describe("messages in Chromium against the real backend", () => {
         await chat.send("Ramble on");
         await chat.waitForAnswerDone();
         const assistant = chat.lastAssistant();
-        if (await assistant.getByTestId("thinking-content").isHidden())
-            await assistant.getByTestId("thinking-toggle").click();
+        if (await assistant.getByTestId("thinking-content").isHidden()) await assistant.getByTestId("thinking-toggle").click();
         const thought = (await assistant.getByTestId("thinking-content").textContent())!;
         // A word first seen well past the box's first screen (the box holds about 14 lines), between spaces, so that the
         // rendered text and the stored thought split it the same way (markdown may join letters around `*` or a tag).
-        const word = [...thought.matchAll(/(?<=\s)\p{L}{5,}(?=\s)/gu)]
-            .find((match) => match.index > thought.length * 0.6 && thought.toLowerCase().indexOf(match[0].toLowerCase()) === match.index)?.[0];
+        const word = [...thought.matchAll(/(?<=\s)\p{L}{5,}(?=\s)/gu)].find(
+            (match) => match.index > thought.length * 0.6 && thought.toLowerCase().indexOf(match[0].toLowerCase()) === match.index
+        )?.[0];
         expect(word).toBeTruthy();
 
         await chat.newConversation();
         await chat.byId("conversation-search").fill(word!);
-        await expect.poll(() => chat.byId("search-hit").count(), {timeout: 20_000, message: `a search for "${word}" of the thought ${JSON.stringify(thought)}`})
+        await expect
+            .poll(() => chat.byId("search-hit").count(), {
+                timeout: 20_000,
+                message: `a search for "${word}" of the thought ${JSON.stringify(thought)}`
+            })
             .toBeGreaterThan(0);
         // No title matches, but messages do: the list says where the matches are rather than that there are none.
         expect(await chat.byId("conversations-empty").textContent()).toMatch(/matches in messages are below/);

@@ -10,19 +10,21 @@ import type {ChatPage} from "./ChatPage.js";
 describe("what an answer's memory means, and Compare with Full KV", () => {
     const app = useApp("remembers", {backend: async () => ({model: await getFixtureModel("endless"), seed: 5})});
 
-    async function open(viewport = {width: 1400, height: 900}): Promise<{page: Page, chat: ChatPage, errors: string[]}> {
+    async function open(viewport = {width: 1400, height: 900}): Promise<{page: Page; chat: ChatPage; errors: string[]}> {
         return app.open({viewport, ready: true});
     }
 
     async function setPolicy(chat: ChatPage, policy: string, cells: number): Promise<void> {
-        if (await chat.byId("budget-controller").count() === 0)
-            await chat.byId("memory-button").click();
+        if ((await chat.byId("budget-controller").count()) === 0) await chat.byId("memory-button").click();
         await chat.byId("budget-controller").waitFor();
         await chat.byId("policy-select").selectOption(policy);
         await chat.byId("budget-kind").selectOption("cells");
         await chat.byId("budget-value").fill(String(cells));
         await chat.byId("apply-budget").click();
-        await chat.byId("budget-controller").getByText(/^Applied to this conversation: its next answer runs under/).waitFor();
+        await chat
+            .byId("budget-controller")
+            .getByText(/^Applied to this conversation: its next answer runs under/)
+            .waitFor();
         await chat.page.keyboard.press("Escape");
         await chat.byId("memory-panel").waitFor({state: "detached"});
     }
@@ -32,7 +34,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await chat.byId("generation-panel").waitFor();
         await chat.byId("max-tokens").fill(String(value));
         await chat.byId("apply-generation").click();
-        await chat.byId("generation-panel").getByText(/Applied to this conversation/).waitFor();
+        await chat
+            .byId("generation-panel")
+            .getByText(/Applied to this conversation/)
+            .waitFor();
         await chat.page.keyboard.press("Escape");
         await chat.byId("generation-panel").waitFor({state: "detached"});
     }
@@ -50,8 +55,9 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(line).toMatch(/^Used [\d.]+ MiB of memory, \d+% less than a full cache \([\d.]+ MiB\)$/);
         expect(line).not.toMatch(/forced|prune|round|dropped|combine/i);
         // 300 tokens in 128 cells under Lethe: the budget was full and freed tokens the policy would have kept.
-        expect(await answer.getByTestId("message-may-differ").textContent())
-            .toBe("The memory budget was full, so this answer may differ from the one a full cache gives.");
+        expect(await answer.getByTestId("message-may-differ").textContent()).toBe(
+            "The memory budget was full, so this answer may differ from the one a full cache gives."
+        );
 
         // The jargon is one keyboard press away, not in the line.
         const advanced = answer.getByTestId("message-advanced");
@@ -60,7 +66,9 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await page.keyboard.press("Enter");
         expect(await advanced.evaluate((element) => (element as HTMLDetailsElement).open)).toBe(true);
         const jargon = (await advanced.textContent())!;
-        expect(jargon).toMatch(/\d[\d,]* prune rounds · [\d,]+ evicted · [1-9][\d,]* forced drops \(freed by the full budget, not chosen by the policy\)/);
+        expect(jargon).toMatch(
+            /\d[\d,]* prune rounds · [\d,]+ evicted · [1-9][\d,]* forced drops \(freed by the full budget, not chosen by the policy\)/
+        );
         expect(jargon).toMatch(/layers combined by/);
         await page.screenshot({path: app.artifact("remembers-words-1400.png")});
         await page.setViewportSize({width: 1024, height: 700});
@@ -81,8 +89,12 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await chat.send("Think about this for a long while");
         const strip = chat.byId("remember-strip");
         // While the model thinks: the strip follows, and what the budget evicted shows as it goes.
-        await expect.poll(async () => await strip.getAttribute("data-live") === "true" && (await strip.getAttribute("data-evicted"))!.length > 0,
-            {timeout: 60_000}).toBe(true);
+        await expect
+            .poll(
+                async () => (await strip.getAttribute("data-live")) === "true" && (await strip.getAttribute("data-evicted"))!.length > 0,
+                {timeout: 60_000}
+            )
+            .toBe(true);
         const liveTokens = Number(await strip.getAttribute("data-tokens"));
         await expect.poll(async () => Number(await strip.getAttribute("data-tokens")), {timeout: 60_000}).toBeGreaterThan(liveTokens);
         await page.screenshot({path: app.artifact("remembers-strip-live-1400.png")});
@@ -93,15 +105,18 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         const evicted = (await strip.getAttribute("data-evicted"))!.split(",").map(Number);
         // 128 cells hold at most 128 of the tokens: the rest were evicted, in ranges the strip draws pale.
         let forgotten = 0;
-        for (let i = 0; i < evicted.length; i += 2)
-            forgotten += evicted[i + 1]! - evicted[i]!;
+        for (let i = 0; i < evicted.length; i += 2) forgotten += evicted[i + 1]! - evicted[i]!;
         expect(tokens - forgotten).toBeLessThanOrEqual(128);
-        expect(await chat.byId("remember-readout").textContent()).toMatch(new RegExp(`^Remembers ${(tokens - forgotten).toLocaleString("en-US")} of ${tokens.toLocaleString("en-US")} tokens: `));
+        expect(await chat.byId("remember-readout").textContent()).toMatch(
+            new RegExp(`^Remembers ${(tokens - forgotten).toLocaleString("en-US")} of ${tokens.toLocaleString("en-US")} tokens: `)
+        );
 
         // The keyboard walks the tokens: End is the newest (still in memory), Home the oldest.
         await strip.focus();
         await page.keyboard.press("End");
-        expect(await chat.byId("remember-readout").textContent()).toMatch(new RegExp(`^Token ${tokens.toLocaleString("en-US")} of [\\d,]+, in the answer · 0 tokens old · still in memory$`));
+        expect(await chat.byId("remember-readout").textContent()).toMatch(
+            new RegExp(`^Token ${tokens.toLocaleString("en-US")} of [\\d,]+, in the answer · 0 tokens old · still in memory$`)
+        );
         await page.keyboard.press("Home");
         expect(await chat.byId("remember-readout").textContent()).toMatch(/^Token 1 of [\d,]+, in the prompt · [\d,]+ tokens old · /);
         // The pointer: the middle of the longest evicted range.
@@ -136,7 +151,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(await content.locator("[data-forgotten]").count()).toBe(0);
         expect(await content.textContent()).toBe(whole);
         await page.keyboard.press("Enter");
-        await content.evaluate((element) => element.scrollTop = element.scrollHeight / 2);
+        await content.evaluate((element) => (element.scrollTop = element.scrollHeight / 2));
         await page.screenshot({path: app.artifact("remembers-forgotten-1024.png")});
         await page.setViewportSize({width: 1400, height: 900});
         await page.screenshot({path: app.artifact("remembers-forgotten-1400.png")});
@@ -170,7 +185,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(await readout.textContent()).toMatch(/^Token 1 of [\d,]+, in the prompt · [\d,]+ tokens old · still in memory$/);
         const first = (await detail.textContent())!;
         expect(await strip.getAttribute("aria-valuetext")).toContain(first);
-        const lastRound = /^Lethe's score \(attention received\) [\d.e+-]+ at round ([\d,]+) of ([\d,]+) · layers whose own ranking would keep it: (all \d+|none|[\d, –]+ \(\d+ of \d+\))$/.exec(first);
+        const lastRound =
+            /^Lethe's score \(attention received\) [\d.e+-]+ at round ([\d,]+) of ([\d,]+) · layers whose own ranking would keep it: (all \d+|none|[\d, –]+ \(\d+ of \d+\))$/.exec(
+                first
+            );
         expect(lastRound, first).not.toBeNull();
         expect(lastRound![1]).toBe(lastRound![2]);
         const rounds = Number(lastRound![2]!.replace(/,/g, ""));
@@ -195,10 +213,12 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         expect(await scrubber.inputValue()).toBe(String(rounds));
         expect(await roundReadout.textContent()).toBe(`At the end of the answer, after all ${rounds} prune rounds`);
         const forgotten = async () => {
-            const ranges = (await strip.getAttribute("data-evicted"))!.split(",").filter((part) => part !== "").map(Number);
+            const ranges = (await strip.getAttribute("data-evicted"))!
+                .split(",")
+                .filter((part) => part !== "")
+                .map(Number);
             let sum = 0;
-            for (let i = 0; i < ranges.length; i += 2)
-                sum += ranges[i + 1]! - ranges[i]!;
+            for (let i = 0; i < ranges.length; i += 2) sum += ranges[i + 1]! - ranges[i]!;
             return {tokens: Number(await strip.getAttribute("data-tokens")), forgotten: sum};
         };
         await scrubber.focus();
@@ -234,7 +254,9 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await chat.byId("memory-button").click();
         await chat.byId("budget-controller").waitFor();
         expect(await chat.byId("policy-select").inputValue()).toBe("full");
-        expect(await chat.byId("calibrate-hint").textContent()).toMatch(/needs retention gates for this model: calibrate its retention in\s+the model's details/);
+        expect(await chat.byId("calibrate-hint").textContent()).toMatch(
+            /needs retention gates for this model: calibrate its retention in\s+the model's details/
+        );
         await chat.byId("budget-controller").screenshot({path: app.artifact("remembers-calibrate-hint.png")});
         expect(errors).toEqual([]);
         await page.close();
@@ -266,8 +288,10 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         const comparison = full.getByTestId("version-comparison");
         await comparison.waitFor();
         const verdict = (await full.getByTestId("comparison-verdict").textContent())!;
-        expect(await full.getByTestId("comparison-memory").textContent()).toMatch(/^\s*Memory at the end: Lethe [\d.]+ MiB · Full KV [\d.]+ MiB\s*$/);
-        if (await comparison.getAttribute("data-same") === "true")
+        expect(await full.getByTestId("comparison-memory").textContent()).toMatch(
+            /^\s*Memory at the end: Lethe [\d.]+ MiB · Full KV [\d.]+ MiB\s*$/
+        );
+        if ((await comparison.getAttribute("data-same")) === "true")
             expect(verdict).toBe("Same answer and same thought as under Lethe: nothing it dropped changed the answer.");
         else {
             expect(verdict).toMatch(/part at the word marked below/);
@@ -276,7 +300,8 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
             const fullSide = full.getByTestId("comparison-full");
             expect(await full.getByTestId("parting-pruned").count()).toBe(1);
             expect(await full.getByTestId("parting-full").count()).toBe(1);
-            const before = async (side: typeof pruned) => (await side.locator("p").evaluate((element) => element.firstChild?.textContent ?? ""));
+            const before = async (side: typeof pruned) =>
+                await side.locator("p").evaluate((element) => element.firstChild?.textContent ?? "");
             expect(await before(pruned)).toBe(await before(fullSide));
             // Where they part, the two differ (a different word, or the same word followed by something else).
             const rendered = async (side: typeof pruned) => (await side.locator("p").textContent())!;

@@ -30,7 +30,9 @@ describe("RPC servers", () => {
         const input = app.byId("rpc-endpoint");
 
         await input.fill("10.0.0.5:50052");
-        await expect(app.byId("rpc-servers").textContent()).resolves.toMatch(/10\.0\.0\.5 is another machine: its rpc-server has no authentication/);
+        await expect(app.byId("rpc-servers").textContent()).resolves.toMatch(
+            /10\.0\.0\.5 is another machine: its rpc-server has no authentication/
+        );
 
         const enginePid = ponder.backend.enginePid();
         await input.fill(`127.0.0.1:${port}`);
@@ -38,8 +40,14 @@ describe("RPC servers", () => {
         await input.press("Enter");
         const entry = app.byId("rpc-server-list").locator(`li[data-endpoint="127.0.0.1:${port}"]`);
         await entry.waitFor({timeout: 60_000});
-        await page.waitForFunction((endpoint) => /in use by the engine · protocol \d+\.\d+\.\d+ · 1 device/.test(
-            document.querySelector(`[data-endpoint="${endpoint}"] [data-testid=rpc-server-check]`)?.textContent ?? ""), `127.0.0.1:${port}`, {timeout: 60_000});
+        await page.waitForFunction(
+            (endpoint) =>
+                /in use by the engine · protocol \d+\.\d+\.\d+ · 1 device/.test(
+                    document.querySelector(`[data-endpoint="${endpoint}"] [data-testid=rpc-server-check]`)?.textContent ?? ""
+                ),
+            `127.0.0.1:${port}`,
+            {timeout: 60_000}
+        );
         await expect(entry.getByRole("checkbox").isChecked()).resolves.toBe(true);
         expect(ponder.backend.enginePid()).not.toBe(enginePid);
         await app.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
@@ -56,8 +64,13 @@ describe("RPC servers", () => {
 
         // Dropping it restarts the engine without it; the layers come back to this machine.
         await entry.getByRole("checkbox").uncheck();
-        await page.waitForFunction((endpoint) => !document.querySelector<HTMLInputElement>(`[data-endpoint="${endpoint}"] input[type=checkbox]`)?.checked &&
-            document.querySelector("[data-testid=engine-state]")?.textContent === "ready", `127.0.0.1:${port}`, {timeout: 60_000});
+        await page.waitForFunction(
+            (endpoint) =>
+                !document.querySelector<HTMLInputElement>(`[data-endpoint="${endpoint}"] input[type=checkbox]`)?.checked &&
+                document.querySelector("[data-testid=engine-state]")?.textContent === "ready",
+            `127.0.0.1:${port}`,
+            {timeout: 60_000}
+        );
         await expect(placement.count()).resolves.toBe(0);
         expect(errors).toEqual([]);
     });

@@ -25,11 +25,9 @@ describe("the API server from the Server panel", () => {
         browser = await launchChromium();
     });
     afterAll(async () => {
-        for (const backend of backends)
-            await backend.stop();
+        for (const backend of backends) await backend.stop();
         await browser?.close();
-        for (const dir of dataDirs)
-            fs.rmSync(dir, {recursive: true, force: true});
+        for (const dir of dataDirs) fs.rmSync(dir, {recursive: true, force: true});
     });
 
     function dataDir(): string {
@@ -63,7 +61,9 @@ describe("the API server from the Server panel", () => {
         const client = new OpenAI({baseURL: url, apiKey: "local", maxRetries: 0});
         const problem = heldOutDemoProblems(1, {minSteps: 40, maxSteps: 45}, 900)[0]!;
         const completion = await client.chat.completions.create({
-            model: "ponder-demo", messages: [{role: "user", content: problem.question}], temperature: 0,
+            model: "ponder-demo",
+            messages: [{role: "user", content: problem.question}],
+            temperature: 0,
             ponder: {policy: "lethe", budget: {cells: 320}}
         } as OpenAI.ChatCompletionCreateParamsNonStreaming);
         expect(completion.choices[0]!.finish_reason).toBe("stop");

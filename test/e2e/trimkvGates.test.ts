@@ -28,10 +28,19 @@ const served = new Map<string, Buffer>();
 const savedEndpoint = process.env.HF_ENDPOINT;
 
 /** config.json as the authors write it, for a model of this shape. */
-const config = (layers: number, width: number, kvHeads: number, memorySize: number, gate = "rg") => Buffer.from(JSON.stringify({
-    retention_gate: gate, hidden_act: "silu", memory_size: memorySize, num_hidden_layers: layers, hidden_size: width, num_key_value_heads: kvHeads,
-    base_model: "Qwen/Qwen3-1.7B", torch_dtype: "bfloat16"
-}));
+const config = (layers: number, width: number, kvHeads: number, memorySize: number, gate = "rg") =>
+    Buffer.from(
+        JSON.stringify({
+            retention_gate: gate,
+            hidden_act: "silu",
+            memory_size: memorySize,
+            num_hidden_layers: layers,
+            hidden_size: width,
+            num_key_value_heads: kvHeads,
+            base_model: "Qwen/Qwen3-1.7B",
+            torch_dtype: "bfloat16"
+        })
+    );
 
 beforeAll(async () => {
     const dataDir = app.dataDir;
@@ -39,12 +48,21 @@ beforeAll(async () => {
     fs.mkdirSync(own);
     // A model with Qwen3-1.7B's shape and name: its header only (no weights), enough for its details and the gates.
     qwenShaped = path.join(own, "Qwen3-1.7B-Q4_K_M.gguf");
-    await writeGguf(qwenShaped, {tensors: [], metadata: [
-        ["general.architecture", gguf.string("qwen3")], ["general.name", gguf.string("Qwen3 1.7B")],
-        ["qwen3.context_length", gguf.u32(40960)], ["qwen3.block_count", gguf.u32(28)], ["qwen3.embedding_length", gguf.u32(2048)],
-        ["qwen3.feed_forward_length", gguf.u32(6144)], ["qwen3.attention.head_count", gguf.u32(16)], ["qwen3.attention.head_count_kv", gguf.u32(8)],
-        ["qwen3.attention.key_length", gguf.u32(128)], ["qwen3.attention.value_length", gguf.u32(128)]
-    ]});
+    await writeGguf(qwenShaped, {
+        tensors: [],
+        metadata: [
+            ["general.architecture", gguf.string("qwen3")],
+            ["general.name", gguf.string("Qwen3 1.7B")],
+            ["qwen3.context_length", gguf.u32(40960)],
+            ["qwen3.block_count", gguf.u32(28)],
+            ["qwen3.embedding_length", gguf.u32(2048)],
+            ["qwen3.feed_forward_length", gguf.u32(6144)],
+            ["qwen3.attention.head_count", gguf.u32(16)],
+            ["qwen3.attention.head_count_kv", gguf.u32(8)],
+            ["qwen3.attention.key_length", gguf.u32(128)],
+            ["qwen3.attention.value_length", gguf.u32(128)]
+        ]
+    });
     // The tiny model the app loads, with gates converted from a checkpoint whose config.json says memory_size 384.
     const tiny = await getFixtureModelInfo("tiny-qwen3");
     tinyModel = path.join(own, "tiny-qwen3.gguf");
@@ -53,9 +71,16 @@ beforeAll(async () => {
         {job: "trimkv", model: tinyModel, hidden: 16, out: path.join(own, "trimkv_weights.pth"), seed: 3, dtype: "bf16"},
         {job: "trimkv", model: qwenShaped, hidden: 8, out: path.join(dataDir, "qwen3-1.7b.pth"), seed: 4, dtype: "bf16"}
     ];
-    execFileSync(torchPython(), [path.join(root, "test/fixtures/torchCheckpoints.py"), JSON.stringify(jobs)], {encoding: "utf8", timeout: 240_000});
+    execFileSync(torchPython(), [path.join(root, "test/fixtures/torchCheckpoints.py"), JSON.stringify(jobs)], {
+        encoding: "utf8",
+        timeout: 240_000
+    });
     fs.writeFileSync(path.join(own, "config.json"), config(4, tiny.spec.nEmbd, tiny.spec.nHeadKv, 384));
-    await convertTrimkvCheckpoint({weights: path.join(own, "trimkv_weights.pth"), config: path.join(own, "config.json"), modelPath: tinyModel});
+    await convertTrimkvCheckpoint({
+        weights: path.join(own, "trimkv_weights.pth"),
+        config: path.join(own, "config.json"),
+        modelPath: tinyModel
+    });
 
     served.set(`/${repo}/resolve/main/config.json`, config(28, 2048, 8, 512, "rg2"));
     served.set(`/${repo}/resolve/main/trimkv_weights.pth`, fs.readFileSync(path.join(dataDir, "qwen3-1.7b.pth")));
@@ -74,11 +99,9 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-    await new Promise<void>((resolve) => server == null ? resolve() : server.close(() => resolve()));
-    if (savedEndpoint === undefined)
-        delete process.env.HF_ENDPOINT;
-    else
-        process.env.HF_ENDPOINT = savedEndpoint;
+    await new Promise<void>((resolve) => (server == null ? resolve() : server.close(() => resolve())));
+    if (savedEndpoint === undefined) delete process.env.HF_ENDPOINT;
+    else process.env.HF_ENDPOINT = savedEndpoint;
 });
 
 it("gets the authors' gates for a model of a released shape from its details: an rg2 config refused in words, then the rg gates installed", async () => {
@@ -93,20 +116,25 @@ it("gets the authors' gates for a model of a released shape from its details: an
     const button = details.getByTestId("model-trimkv-release");
     await button.waitFor({timeout: 15_000});
     expect(await button.getAttribute("data-repo")).toBe(repo);
-    expect(await details.getByTestId("model-trimkv-releases").textContent())
-        .toMatch(/from ngocbh\/TrimKV-Qwen3-1\.7B-Math: the authors' gates for Qwen\/Qwen3-1\.7B, trained with 512 cells/);
+    expect(await details.getByTestId("model-trimkv-releases").textContent()).toMatch(
+        /from ngocbh\/TrimKV-Qwen3-1\.7B-Math: the authors' gates for Qwen\/Qwen3-1\.7B, trained with 512 cells/
+    );
     expect(await details.getByTestId("model-retention").textContent()).toMatch(/TRIM-KV unavailable/);
 
     await button.click();
     const result = details.getByTestId("model-trimkv-download");
-    await expect.poll(() => result.textContent(), {timeout: 60_000})
+    await expect
+        .poll(() => result.textContent(), {timeout: 60_000})
         .toMatch(/Not installed: The TRIM-KV gates could not be converted: config\.json says retention_gate "rg2"/);
     expect(fs.existsSync(qwenShaped.replace(/\.gguf$/, ".retention.gguf"))).toBe(false);
 
     served.set(`/${repo}/resolve/main/config.json`, config(28, 2048, 8, 512));
     await button.click();
-    await expect.poll(() => result.textContent(), {timeout: 60_000})
-        .toMatch(/✓ Installed the gates from ngocbh\/TrimKV-Qwen3-1\.7B-Math: 28 layers \(hidden 8\), trained with 512 cells on Qwen\/Qwen3-1\.7B/);
+    await expect
+        .poll(() => result.textContent(), {timeout: 60_000})
+        .toMatch(
+            /✓ Installed the gates from ngocbh\/TrimKV-Qwen3-1\.7B-Math: 28 layers \(hidden 8\), trained with 512 cells on Qwen\/Qwen3-1\.7B/
+        );
     await expect.poll(() => details.getByTestId("model-retention").textContent(), {timeout: 15_000}).toMatch(/✓ TRIM-KV gates/);
     expect(fs.existsSync(qwenShaped.replace(/\.gguf$/, ".retention.gguf"))).toBe(true);
     await page.screenshot({path: app.artifact("trimkv-gates-installed.png")});
@@ -130,8 +158,11 @@ it("offers the gates' trained budget (memory_size in their config.json) when TRI
     await page.waitForTimeout(600);
     expect(await chat.byId("trained-budget").count()).toBe(0);
     await chat.byId("policy-select").selectOption("trimkv");
-    await expect.poll(() => chat.byId("trained-budget").textContent(), {timeout: 15_000})
-        .toMatch(/These TRIM-KV gates were trained with 384 cells: memory_size in the config\.json of the authors' released gates\.\s*Use 384 cells/);
+    await expect
+        .poll(() => chat.byId("trained-budget").textContent(), {timeout: 15_000})
+        .toMatch(
+            /These TRIM-KV gates were trained with 384 cells: memory_size in the config\.json of the authors' released gates\.\s*Use 384 cells/
+        );
     await chat.byId("use-trained-budget").click();
     expect(await chat.byId("budget-kind").inputValue()).toBe("cells");
     expect(await chat.byId("budget-value").inputValue()).toBe("384");

@@ -10,7 +10,7 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
 describe("the bench's decode run (endless: tiny-qwen2's shape, no end)", () => {
     let model: LlamaModel;
-    const prompt = Array.from({length: 32}, (_, i) => ((i * 31) % 200 + 10) as Token);
+    const prompt = Array.from({length: 32}, (_, i) => (((i * 31) % 200) + 10) as Token);
     const cells = 128;
     const length = 384;
 
@@ -22,9 +22,15 @@ describe("the bench's decode run (endless: tiny-qwen2's shape, no end)", () => {
         await model?.dispose();
     });
 
-    const run = (policy: PolicyId) => decodeRun(model, {
-        prompt, length, cells, window: 64, threads: 1, compression: {...defaultCompressionSettings, policy, pruneEvery: 16}
-    });
+    const run = (policy: PolicyId) =>
+        decodeRun(model, {
+            prompt,
+            length,
+            cells,
+            window: 64,
+            threads: 1,
+            compression: {...defaultCompressionSettings, policy, pruneEvery: 16}
+        });
 
     it("runs LAVa with its value norms and its window's rows scored, within the budget", async () => {
         const lava = await run("lava");

@@ -11,7 +11,17 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
 const mib = 1024 * 1024;
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 describe("the engine's checks before a context is made", () => {
     let free = 64 * 1024 * mib;
@@ -29,8 +39,16 @@ describe("the engine's checks before a context is made", () => {
     });
 
     function request(cells: number): GenerateRequest {
-        return {history: [{role: "user", text: "hello"}], systemPrompt: "", temperature: 0, maxTokens: 2, seed: 1, signal: new AbortController().signal,
-            kv: {compression: defaultCompressionSettings, cells}, onChunk() {}};
+        return {
+            history: [{role: "user", text: "hello"}],
+            systemPrompt: "",
+            temperature: 0,
+            maxTokens: 2,
+            seed: 1,
+            signal: new AbortController().signal,
+            kv: {compression: defaultCompressionSettings, cells},
+            onChunk() {}
+        };
     }
 
     it("refuses a budget above the model's context with its code and the cap in words, without asking llama.cpp", async () => {
@@ -38,7 +56,8 @@ describe("the engine's checks before a context is made", () => {
         createContext.mockClear();
         for (const cells of [1_048_576, 4097]) {
             await expect(engine.generate(request(cells))).rejects.toMatchObject({
-                code: "BUDGET_ABOVE_CONTEXT", message: expect.stringMatching(/more than tiny-qwen3 can use: at most 4,096 cells, the model's context/)
+                code: "BUDGET_ABOVE_CONTEXT",
+                message: expect.stringMatching(/more than tiny-qwen3 can use: at most 4,096 cells, the model's context/)
             });
         }
         expect(createContext).not.toHaveBeenCalled();
@@ -55,7 +74,10 @@ describe("the engine's checks before a context is made", () => {
         free = estimate.neededBytes - 1;
         createContext.mockClear();
         await expect(engine.generate(request(2048))).rejects.toMatchObject({
-            code: "BUDGET_DOES_NOT_FIT", message: expect.stringMatching(/A KV cache of 2,048 cells \(f16 KV\) with llama\.cpp's compute buffer needs [\d.]+ MiB, and [\d.]+ MiB is free/)
+            code: "BUDGET_DOES_NOT_FIT",
+            message: expect.stringMatching(
+                /A KV cache of 2,048 cells \(f16 KV\) with llama\.cpp's compute buffer needs [\d.]+ MiB, and [\d.]+ MiB is free/
+            )
         });
         expect(createContext).not.toHaveBeenCalled();
         free = estimate.neededBytes;

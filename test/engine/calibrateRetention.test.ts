@@ -48,7 +48,7 @@ afterAll(async () => {
 
 /** The gate tensors of a sidecar: its last `weightBytes` bytes (the metadata before them holds dates and times). */
 async function tensorBytes(file: string): Promise<Buffer> {
-    const found = await findRetentionGates({...await inspectModel(modelCopy), path: modelCopy});
+    const found = await findRetentionGates({...(await inspectModel(modelCopy)), path: modelCopy});
     expect(found.available).toBe(true);
     const bytes = await fs.readFile(file);
     return bytes.subarray(bytes.length - (found.available ? found.info.weightBytes : 0));
@@ -60,8 +60,11 @@ describe("calibrating the demo model's retention gates", () => {
         const context = await model.createContext({contextSize: 1024, flashAttention: false, threads: 2});
         const kv = new NativeKv(context);
         try {
-            const data = await collectCalibrationData({model, chatWrapper: resolveChatWrapper(model), sequence: context.getSequence(), kv},
-                [{user: problem.question}], {maxTokens: 600, maxSamples: 16});
+            const data = await collectCalibrationData(
+                {model, chatWrapper: resolveChatWrapper(model), sequence: context.getSequence(), kv},
+                [{user: problem.question}],
+                {maxTokens: 600, maxSamples: 16}
+            );
             const text = data.texts[0]!;
             expect(text.stop).toBe("eog");
             const written = model.detokenize(Array.from(text.tokens.subarray(text.promptTokens)) as Token[], true);
@@ -77,37 +80,72 @@ describe("calibrating the demo model's retention gates", () => {
         const prompts = calibrationPrompts("demo", 2, 0, true).map((p) => p.user);
         const random = path.join(dir, "random.retention.gguf");
         // gates of random weights: they keep and drop cells without regard to what the thought reads
-        await writeRetentionSidecar(random, {modelPath: modelCopy, architecture: "llama", layers: 4, width: 128, kvHeads: 4, hidden: 16, seed: 3,
-            biasRange: [-2, 2], weightScale: 1});
+        await writeRetentionSidecar(random, {
+            modelPath: modelCopy,
+            architecture: "llama",
+            layers: 4,
+            width: 128,
+            kvHeads: 4,
+            hidden: 16,
+            seed: 3,
+            biasRange: [-2, 2],
+            weightScale: 1
+        });
         const bad = await validateGates({model, prompts, gates: random, maxTokens: 3000, threads: 2});
         expect(bad.prompts).toBe(2);
         expect(bad.passed).toBe(false);
         const good = await validateGates({model, prompts, gates: shippedGates, maxTokens: 3000, threads: 2});
         expect(good.passed).toBe(true);
-        for (const point of good.points)
-            expect(point.gates).toBeGreaterThan(bad.points.find((p) => p.share === point.share)!.gates);
+        for (const point of good.points) expect(point.gates).toBeGreaterThan(bad.points.find((p) => p.share === point.share)!.gates);
     });
 
     test("a cancelled calibration goes on from the prompts it kept and makes the gates an uninterrupted run makes", async () => {
-        const whole = await calibrateRetention({model, modelPath: modelCopy, promptSet: "demo", ...quick, out: path.join(dir, "whole.gguf"), workDir: path.join(dir, "work-a"), threads: 2});
+        const whole = await calibrateRetention({
+            model,
+            modelPath: modelCopy,
+            promptSet: "demo",
+            ...quick,
+            out: path.join(dir, "whole.gguf"),
+            workDir: path.join(dir, "work-a"),
+            threads: 2
+        });
         expect(whole.validation.prompts).toBe(2);
 
         const workDir = path.join(dir, "work-b");
         const out = path.join(dir, "resumed.gguf");
         const controller = new AbortController();
         const first: CalibrationJobProgress[] = [];
-        await expect(calibrateRetention({model, modelPath: modelCopy, promptSet: "demo", ...quick, out, workDir, threads: 2, signal: controller.signal,
-            onProgress(p) {
-                first.push(p);
-                if (p.stage === "thinking" && p.done >= 2)
-                    controller.abort(new Error("cancelled"));
-            }})).rejects.toThrow("cancelled");
+        await expect(
+            calibrateRetention({
+                model,
+                modelPath: modelCopy,
+                promptSet: "demo",
+                ...quick,
+                out,
+                workDir,
+                threads: 2,
+                signal: controller.signal,
+                onProgress(p) {
+                    first.push(p);
+                    if (p.stage === "thinking" && p.done >= 2) controller.abort(new Error("cancelled"));
+                }
+            })
+        ).rejects.toThrow("cancelled");
         await expect(fs.access(out)).rejects.toThrow();
         const [job] = await fs.readdir(workDir);
         expect((await fs.readdir(path.join(workDir, job!))).filter((name) => name.endsWith(".cal"))).toHaveLength(2);
 
         const second: CalibrationJobProgress[] = [];
-        const resumed = await calibrateRetention({model, modelPath: modelCopy, promptSet: "demo", ...quick, out, workDir, threads: 2, onProgress: (p) => second.push(p)});
+        const resumed = await calibrateRetention({
+            model,
+            modelPath: modelCopy,
+            promptSet: "demo",
+            ...quick,
+            out,
+            workDir,
+            threads: 2,
+            onProgress: (p) => second.push(p)
+        });
         expect(second[0]!.resumed).toBe(2);
         expect(second.filter((p) => p.stage === "thinking").every((p) => p.done >= 2)).toBe(true);
         expect(resumed.tokensSeen).toBe(whole.tokensSeen);
@@ -124,24 +162,44 @@ describe("calibrating the demo model's retention gates", () => {
     test("npm run calibrate leaves the gates beside the model as they were when its gates do worse than Lethe, and replaces them (kept as .previous) when they do better", async () => {
         const sidecar = retentionSidecarPath(modelCopy);
         await fs.copyFile(shippedGates, sidecar);
-        const cli = (args: string[]) => promisify(execFile)("npx", ["tsx", "scripts/calibrate.ts", "--model", modelCopy, "--validation", "2",
-            "--work-dir", path.join(dir, "work-cli"), "--threads", "2", ...args], {cwd: REPO_ROOT});
+        const cli = (args: string[]) =>
+            promisify(execFile)(
+                "npx",
+                [
+                    "tsx",
+                    "scripts/calibrate.ts",
+                    "--model",
+                    modelCopy,
+                    "--validation",
+                    "2",
+                    "--work-dir",
+                    path.join(dir, "work-cli"),
+                    "--threads",
+                    "2",
+                    ...args
+                ],
+                {cwd: REPO_ROOT}
+            );
 
         // gates that barely trained (one width-1 layer, one pass over 64 tokens) rank cells by age alone
-        const refused = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "1"]).then(() => null, (err: {code: number, stdout: string}) => err);
+        const refused = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "1"]).then(
+            () => null,
+            (err: {code: number; stdout: string}) => err
+        );
         expect(refused?.code).toBe(2);
-        expect((JSON.parse(refused!.stdout) as {installed: boolean, refusal: string}).refusal).toMatch(/less than Lethe does on 2 held-out prompts \(at 25%: 0\.\d+, Lethe 0\.\d+/);
+        expect((JSON.parse(refused!.stdout) as {installed: boolean; refusal: string}).refusal).toMatch(
+            /less than Lethe does on 2 held-out prompts \(at 25%: 0\.\d+, Lethe 0\.\d+/
+        );
         expect((await fs.readFile(sidecar)).equals(await fs.readFile(shippedGates))).toBe(true);
 
         const {stdout} = await cli(["--prompts", "8", "--tokens", "16384"]);
-        const result = JSON.parse(stdout) as {installed: boolean, prompts: number, tokensSeen: number, out: string, backup: string};
+        const result = JSON.parse(stdout) as {installed: boolean; prompts: number; tokensSeen: number; out: string; backup: string};
         expect(result.installed).toBe(true);
         expect(result.out).toBe(sidecar);
         expect((await fs.readFile(result.backup)).equals(await fs.readFile(shippedGates))).toBe(true);
-        const found = await findRetentionGates({...await inspectModel(modelCopy), path: modelCopy});
+        const found = await findRetentionGates({...(await inspectModel(modelCopy)), path: modelCopy});
         expect(found.available).toBe(true);
-        if (!found.available)
-            return;
+        if (!found.available) return;
         expect(found.info.source).toMatch(/^ponder calibrate: 8 demo-task prompts/);
         expect(found.info.calibration?.promptSet).toBe("demo");
         expect(found.info.calibration?.prompts).toBe(8);

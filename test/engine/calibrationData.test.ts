@@ -28,14 +28,20 @@ async function readGates(filePath: string, layers: number): Promise<GateLayer[]>
         const f16 = Number(tensor.ggmlType) === 1;
         const bytes = Buffer.alloc(count * (f16 ? 2 : 4));
         await handle.read(bytes, 0, bytes.length, Number(tensor.fileOffset));
-        return Float32Array.from({length: count}, (_, i) => f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4));
+        return Float32Array.from({length: count}, (_, i) =>
+            f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4)
+        );
     };
     try {
         const gates: GateLayer[] = [];
         for (let layer = 0; layer < layers; layer++) {
             const prefix = `blk.${layer}.retention.`;
-            gates.push({fc1: await read(prefix + "fc1.weight"), fc1Bias: await read(prefix + "fc1.bias"), fc2: await read(prefix + "fc2.weight"),
-                bias: await read(prefix + "bias")});
+            gates.push({
+                fc1: await read(prefix + "fc1.weight"),
+                fc1Bias: await read(prefix + "fc1.bias"),
+                fc2: await read(prefix + "fc2.weight"),
+                bias: await read(prefix + "bias")
+            });
         }
         return gates;
     } finally {
@@ -54,8 +60,7 @@ describe("calibration data on the demo model", () => {
         const kv = new NativeKv(context);
         const sequence = context.getSequence();
         try {
-            if (withGates)
-                await kv.configureRetention(demoGates);
+            if (withGates) await kv.configureRetention(demoGates);
             const dataset = await collectCalibrationData({model, chatWrapper, sequence, kv}, prompts, {maxTokens: 96, maxSamples, seed});
             return {dataset, context, kv, sequence};
         } catch (err) {
@@ -79,7 +84,13 @@ describe("calibration data on the demo model", () => {
         const {dataset, context, kv, sequence} = await collect(3, 40, true);
         try {
             const {layers} = await kv.stats();
-            expect(dataset).toMatchObject({layers, embeddingLength: model.embeddingVectorSize, readThreshold: 0.5, minWatched: 16, seed: 3});
+            expect(dataset).toMatchObject({
+                layers,
+                embeddingLength: model.embeddingVectorSize,
+                readThreshold: 0.5,
+                minWatched: 16,
+                seed: 3
+            });
             expect(dataset.texts).toHaveLength(2);
             const written = dataset.texts.reduce((acc, text) => acc + text.promptTokens + text.generatedTokens, 0);
             expect(dataset.tokensSeen).toBe(written);
@@ -110,8 +121,7 @@ describe("calibration data on the demo model", () => {
 
                 let samples = 0;
                 for (let i = 0; i < dataset.tokens; i++) {
-                    if (dataset.text[i] !== textIndex)
-                        continue;
+                    if (dataset.text[i] !== textIndex) continue;
                     samples++;
                     const position = dataset.positions[i]!;
                     const j = cellOf.get(position)!;
@@ -123,7 +133,9 @@ describe("calibration data on the demo model", () => {
                         const expected = gateLogits(gates[layer]!, row);
                         for (let h = 0; h < retention.heads; h++) {
                             const engine = retention.logits[layer]![h * n + j]!;
-                            expect(Math.abs(engine - expected[h]!), `sample ${i}, layer ${layer}, head ${h}`).toBeLessThan(2e-2 * Math.max(1, Math.abs(expected[h]!)));
+                            expect(Math.abs(engine - expected[h]!), `sample ${i}, layer ${layer}, head ${h}`).toBeLessThan(
+                                2e-2 * Math.max(1, Math.abs(expected[h]!))
+                            );
                             const last = horizon.last[layer]![h * n + j]!;
                             expect(dataset.horizons[(i * layers + layer) * nKv + h]).toBe(Math.max(0, last - position));
                         }
@@ -135,7 +147,12 @@ describe("calibration data on the demo model", () => {
             expect(Math.max(...dataset.horizons)).toBeGreaterThan(4);
             let observed = 0;
             for (let i = 0; i < dataset.tokens; i++)
-                observed += isHorizonObserved(dataset.followers[i]!, Math.max(...dataset.horizons.subarray(i * layers * nKv, (i + 1) * layers * nKv))) ? 1 : 0;
+                observed += isHorizonObserved(
+                    dataset.followers[i]!,
+                    Math.max(...dataset.horizons.subarray(i * layers * nKv, (i + 1) * layers * nKv))
+                )
+                    ? 1
+                    : 0;
             expect(observed).toBeGreaterThan(0);
             expect(await kv.stats()).toMatchObject({readHorizon: false, attnNormCapture: false});
         } finally {

@@ -8,7 +8,17 @@ import type {ChatTurn, GenerateRequest} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 describe("counting a message before it is sent", () => {
     const engine = new Engine({threads: 1, loadLlama: loadRuntime});
@@ -25,8 +35,16 @@ describe("counting a message before it is sent", () => {
     });
 
     function request(history: ChatTurn[], cells: number): GenerateRequest {
-        return {history, systemPrompt: "", temperature: 0, maxTokens: 1, seed: 1, signal: new AbortController().signal,
-            kv: {compression: defaultCompressionSettings, cells}, onChunk() {}};
+        return {
+            history,
+            systemPrompt: "",
+            temperature: 0,
+            maxTokens: 1,
+            seed: 1,
+            signal: new AbortController().signal,
+            kv: {compression: defaultCompressionSettings, cells},
+            onChunk() {}
+        };
     }
 
     it("counts the whole prompt as Full KV's refusal does: refused one cell short of it, read at the budget it names", async () => {
@@ -38,7 +56,8 @@ describe("counting a message before it is sent", () => {
         const refused = engine.generate(request(history, counted.promptTokens + 15));
         await expect(refused).rejects.toBeInstanceOf(AppError);
         await expect(refused).rejects.toMatchObject({
-            code: "KV_BUDGET_EXCEEDED", message: expect.stringContaining(`This conversation is ${counted.promptTokens.toLocaleString("en-US")} tokens long`)
+            code: "KV_BUDGET_EXCEEDED",
+            message: expect.stringContaining(`This conversation is ${counted.promptTokens.toLocaleString("en-US")} tokens long`)
         });
         const answered = await engine.generate(request(history, counted.promptTokens + 16));
         expect(answered.promptLength).toBe(counted.promptTokens);
@@ -47,7 +66,9 @@ describe("counting a message before it is sent", () => {
     it("gives the message's own share of a longer conversation: its turn, at least its text, less than the whole prompt", async () => {
         const alone = (await engine.countTokens({history: [{role: "user", text: question}], systemPrompt: ""}))!;
         const history: ChatTurn[] = [
-            {role: "user", text: "What is 2 + 2?"}, {role: "assistant", text: "4", thinking: "Two and two make four."}, {role: "user", text: question}
+            {role: "user", text: "What is 2 + 2?"},
+            {role: "assistant", text: "4", thinking: "Two and two make four."},
+            {role: "user", text: question}
         ];
         const later = (await engine.countTokens({history, systemPrompt: "You are terse."}))!;
         expect(later.promptTokens).toBeGreaterThan(alone.promptTokens);
@@ -55,11 +76,16 @@ describe("counting a message before it is sent", () => {
         // The same message's turn, within a few tokens of its count alone (which also holds the prompt's start).
         expect(Math.abs(later.messageTokens - alone.messageTokens)).toBeLessThanOrEqual(4);
         // A longer message counts more.
-        const longer = (await engine.countTokens({history: [...history.slice(0, -1), {role: "user", text: question.repeat(2)}], systemPrompt: "You are terse."}))!;
+        const longer = (await engine.countTokens({
+            history: [...history.slice(0, -1), {role: "user", text: question.repeat(2)}],
+            systemPrompt: "You are terse."
+        }))!;
         expect(longer.messageTokens - later.messageTokens).toBeGreaterThan(later.messageTokens / 2);
     });
 
     it("refuses a count of a conversation that does not end with a user message", async () => {
-        await expect(engine.countTokens({history: [{role: "assistant", text: "4", thinking: ""}], systemPrompt: ""})).rejects.toMatchObject({code: "BAD_REQUEST"});
+        await expect(engine.countTokens({history: [{role: "assistant", text: "4", thinking: ""}], systemPrompt: ""})).rejects.toMatchObject(
+            {code: "BAD_REQUEST"}
+        );
     });
 });

@@ -29,10 +29,13 @@ describe("the demo model", () => {
         const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-demo-"));
         const done: MessageDto[] = [];
         const app = createApp({
-            dataDir, version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: demoModel, chat: {flushIntervalMs: 0},
+            dataDir,
+            version: "test",
+            engine: {spawn: spawnTestEngine()},
+            bundledModelPath: demoModel,
+            chat: {flushIntervalMs: 0},
             emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
-                if (channel === "chat:done")
-                    done.push((payload as Events["chat:done"]).message);
+                if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
             }
         });
         try {
@@ -65,12 +68,15 @@ describe("the demo model", () => {
             let text = "";
             let tokens = 0;
             const result = await engine.generate({
-                history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 2048, signal: new AbortController().signal,
+                history: [{role: "user", text: question}],
+                systemPrompt: "",
+                temperature: 0,
+                maxTokens: 2048,
+                signal: new AbortController().signal,
                 kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
                 onChunk(chunk) {
                     tokens += chunk.tokens;
-                    if (chunk.segment === "answer")
-                        text += chunk.text;
+                    if (chunk.segment === "answer") text += chunk.text;
                 }
             });
             return {answer: extractDemoAnswer(text), used: result.promptTokens + tokens + 4};
@@ -82,8 +88,7 @@ describe("the demo model", () => {
             for (const problem of problems) {
                 const run = await solve(problem.question, "full", 4096);
                 fullCells.push(run.used);
-                if (isDemoAnswerCorrect(problem, run.answer))
-                    correct++;
+                if (isDemoAnswerCorrect(problem, run.answer)) correct++;
             }
             expect(correct).toBeGreaterThanOrEqual(problems.length - 1);
         });
@@ -94,7 +99,11 @@ describe("the demo model", () => {
             const rebuild: number[] = [];
             const cells = 300;
             const result = await engine.generate({
-                history: [{role: "user", text: long.question}], systemPrompt: "", temperature: 0, maxTokens: 64, signal: new AbortController().signal,
+                history: [{role: "user", text: long.question}],
+                systemPrompt: "",
+                temperature: 0,
+                maxTokens: 64,
+                signal: new AbortController().signal,
                 kv: {compression: {...defaultCompressionSettings, policy: "lethe", pruneEvery: 8}, cells},
                 onChunk() {},
                 onSample: (sample) => samples.push(sample),
@@ -109,20 +118,22 @@ describe("the demo model", () => {
             expect(result.promptTokens).toBeGreaterThanOrEqual(questionTokens - 4);
             expect(result.stopReason).toBe("maxTokens");
             expect(rebuild.at(-1)).toBe(1);
-            for (const sample of samples)
-                expect(sample.cellsLive).toBeLessThanOrEqual(cells);
+            for (const sample of samples) expect(sample.cellsLive).toBeLessThanOrEqual(cells);
 
             await expect(solve(long.question, "full", cells)).rejects.toThrow(/more than the KV budget of 300 cells/);
         });
 
         it("answers a question that nearly fills the budget without running out of cells (default cadence)", async () => {
-            if (engine.inspection == null)
-                await engine.loadModel(demoModel, null);
+            if (engine.inspection == null) await engine.loadModel(demoModel, null);
             const long = heldOutDemoProblems(1, {minSteps: 112, maxSteps: 116}, 1000)[0]!;
             const cells = 512;
             const samples: KvSample[] = [];
             const result = await engine.generate({
-                history: [{role: "user", text: long.question}], systemPrompt: "", temperature: 0, maxTokens: 256, signal: new AbortController().signal,
+                history: [{role: "user", text: long.question}],
+                systemPrompt: "",
+                temperature: 0,
+                maxTokens: 256,
+                signal: new AbortController().signal,
                 kv: {compression: {...defaultCompressionSettings, policy: "lethe"}, cells},
                 onChunk() {},
                 onSample: (sample) => samples.push(sample)
@@ -131,8 +142,7 @@ describe("the demo model", () => {
             expect(questionTokens).toBeGreaterThan(cells - 64);
             expect(result.stopReason).toBe("maxTokens");
             expect(samples.at(-1)!.step).toBeGreaterThanOrEqual(250);
-            for (const sample of samples)
-                expect(sample.cellsLive).toBeLessThanOrEqual(cells);
+            for (const sample of samples) expect(sample.cellsLive).toBeLessThanOrEqual(cells);
         });
 
         it("loses the answers under StreamingLLM at half the cells: the task needs distant tokens", async () => {
@@ -140,8 +150,7 @@ describe("the demo model", () => {
             let correct = 0;
             for (const [index, problem] of problems.entries()) {
                 const run = await solve(problem.question, "streamingllm", Math.round(fullCells[index]! / 2));
-                if (isDemoAnswerCorrect(problem, run.answer))
-                    correct++;
+                if (isDemoAnswerCorrect(problem, run.answer)) correct++;
             }
             expect(correct).toBeLessThanOrEqual(2);
         });

@@ -26,11 +26,12 @@ async function slowServer(file: string) {
         }
         const slow = gets <= 2;
         res.writeHead(range != null ? 206 : 200, {
-            "content-type": "application/octet-stream", "accept-ranges": "bytes", "content-length": end - start + 1,
+            "content-type": "application/octet-stream",
+            "accept-ranges": "bytes",
+            "content-length": end - start + 1,
             ...(range != null ? {"content-range": `bytes ${start}-${end}/${body.length}`} : {})
         });
-        if (req.method === "HEAD")
-            return void res.end();
+        if (req.method === "HEAD") return void res.end();
         let offset = start;
         const timer = setInterval(() => {
             if (offset > end || res.destroyed) {
@@ -45,7 +46,11 @@ async function slowServer(file: string) {
         res.on("close", () => clearInterval(timer));
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    return {url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/big.gguf`, ranges, close: () => new Promise<void>((r) => server.close(() => r()))};
+    return {
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/big.gguf`,
+        ranges,
+        close: () => new Promise<void>((r) => server.close(() => r()))
+    };
 }
 
 describe("model downloads", () => {
@@ -61,14 +66,19 @@ describe("model downloads", () => {
         await generateModel(source, {arch: "llama", name: "resumable", nEmbd: 384, nHead: 6, nHeadKv: 2, nFf: 1536, seed: 8});
         const server = await slowServer(source);
         const events: DownloadStatus[] = [];
-        const services = new AppServices(new AppDatabase(":memory:"), new Engine({loadLlama: loadRuntime}), <C extends EventChannel>(channel: C, payload: Events[C]) => {
-            if (channel === "models:download")
-                events.push(payload as DownloadStatus);
-        }, {version: "t", modelsDir: dir});
+        const services = new AppServices(
+            new AppDatabase(":memory:"),
+            new Engine({loadLlama: loadRuntime}),
+            <C extends EventChannel>(channel: C, payload: Events[C]) => {
+                if (channel === "models:download") events.push(payload as DownloadStatus);
+            },
+            {version: "t", modelsDir: dir}
+        );
         try {
             const first = await services.downloads.start(server.url);
             expect(first.totalBytes).toBe(fs.statSync(source).size);
-            await expect.poll(() => events.filter((e) => e.downloadId === first.downloadId).at(-1)?.downloadedBytes ?? 0, {timeout: 30_000})
+            await expect
+                .poll(() => events.filter((e) => e.downloadId === first.downloadId).at(-1)?.downloadedBytes ?? 0, {timeout: 30_000})
                 .toBeGreaterThan(11 * 1024 * 1024);
             await services.downloads.cancel(first.downloadId);
             const cancelled = events.filter((e) => e.downloadId === first.downloadId).at(-1)!;
@@ -90,7 +100,10 @@ describe("model downloads", () => {
     });
 
     it("refuses something that is not a URL or a Hugging Face URI", async () => {
-        const services = new AppServices(new AppDatabase(":memory:"), new Engine({loadLlama: loadRuntime}), () => {}, {version: "t", modelsDir: dir});
+        const services = new AppServices(new AppDatabase(":memory:"), new Engine({loadLlama: loadRuntime}), () => {}, {
+            version: "t",
+            modelsDir: dir
+        });
         await expect(services.downloads.start("file:///etc/passwd")).rejects.toThrow(/http\(s\) URL or a Hugging Face URI/);
         await services.dispose();
     });

@@ -11,20 +11,28 @@ import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import {AppServices} from "../../main/services/AppServices.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
-type Route = {body: Buffer, /** Size announced instead of the body's. */ announced?: number, headDelayMs?: number, /** Bytes per 20 ms. */ rate?: number};
+type Route = {
+    body: Buffer;
+    /** Size announced instead of the body's. */ announced?: number;
+    headDelayMs?: number;
+    /** Bytes per 20 ms. */ rate?: number;
+};
 
 /** A model host with one route per path, honouring Range requests. */
 async function host(routes: Record<string, Route>) {
     const server = http.createServer((req, res) => {
         const route = routes[req.url ?? ""];
-        if (route == null)
-            return void res.writeHead(404).end();
+        if (route == null) return void res.writeHead(404).end();
         const size = route.announced ?? route.body.length;
         const range = /bytes=(\d+)-(\d*)/.exec(req.headers.range ?? "");
         const start = range != null ? Number(range[1]) : 0;
         const end = range != null && range[2] !== "" ? Number(range[2]) : size - 1;
-        const headers = {"content-type": "application/octet-stream", "accept-ranges": "bytes", "content-length": end - start + 1,
-            ...(range != null ? {"content-range": `bytes ${start}-${end}/${size}`} : {})};
+        const headers = {
+            "content-type": "application/octet-stream",
+            "accept-ranges": "bytes",
+            "content-length": end - start + 1,
+            ...(range != null ? {"content-range": `bytes ${start}-${end}/${size}`} : {})
+        };
         if (req.method === "HEAD")
             return void setTimeout(() => res.writeHead(range != null ? 206 : 200, headers).end(), route.headDelayMs ?? 0);
         let offset = start;
@@ -34,8 +42,7 @@ async function host(routes: Record<string, Route>) {
                 clearInterval(timer);
                 return void res.end();
             }
-            if (!res.headersSent)
-                return;
+            if (!res.headersSent) return;
             const step = route.rate ?? 4 * 1024 * 1024;
             res.write(route.body.subarray(offset, Math.min(end + 1, offset + step, route.body.length)));
             offset += step;
@@ -44,15 +51,22 @@ async function host(routes: Record<string, Route>) {
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    return {base, close: () => new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-    })};
+    return {
+        base,
+        close: () =>
+            new Promise<void>((resolve) => {
+                server.close(() => resolve());
+                server.closeAllConnections();
+            })
+    };
 }
 
 function files(dir: string): string[] {
-    return fs.readdirSync(dir, {recursive: true, withFileTypes: true}).filter((entry) => entry.isFile())
-        .map((entry) => path.relative(dir, path.join(entry.parentPath, entry.name))).sort();
+    return fs
+        .readdirSync(dir, {recursive: true, withFileTypes: true})
+        .filter((entry) => entry.isFile())
+        .map((entry) => path.relative(dir, path.join(entry.parentPath, entry.name)))
+        .sort();
 }
 
 describe("model downloads, safely", () => {
@@ -68,10 +82,14 @@ describe("model downloads, safely", () => {
         const dir = path.join(root, name);
         fs.mkdirSync(dir);
         const events: DownloadStatus[] = [];
-        const services = new AppServices(new AppDatabase(":memory:"), new Engine({loadLlama: loadRuntime}), <C extends EventChannel>(channel: C, payload: Events[C]) => {
-            if (channel === "models:download")
-                events.push(payload as DownloadStatus);
-        }, {version: "t", modelsDir: dir});
+        const services = new AppServices(
+            new AppDatabase(":memory:"),
+            new Engine({loadLlama: loadRuntime}),
+            <C extends EventChannel>(channel: C, payload: Events[C]) => {
+                if (channel === "models:download") events.push(payload as DownloadStatus);
+            },
+            {version: "t", modelsDir: dir}
+        );
         const last = (id: string) => events.filter((event) => event.downloadId === id).at(-1);
         return {dir, events, services, last};
     }

@@ -12,10 +12,21 @@ const fullKv = {compression: defaultCompressionSettings, cells: 2048};
 import {writeCorruptModels} from "../fixtures/gguf/corruptModels.js";
 import {getFixtureModel, writeCorruptFixtures} from "../fixtures/gguf/fixtures.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
-type CollectOptions = {seed?: number, maxTokens?: number, abortAfter?: number, continueLast?: boolean} &
-    Partial<Pick<GenerateRequest, "topK" | "topP" | "minP" | "repeatPenalty" | "thinking" | "temperature">>;
+type CollectOptions = {seed?: number; maxTokens?: number; abortAfter?: number; continueLast?: boolean} & Partial<
+    Pick<GenerateRequest, "topK" | "topP" | "minP" | "repeatPenalty" | "thinking" | "temperature">
+>;
 
 async function collect(engine: Engine, history: ChatTurn[], options: CollectOptions = {}) {
     const chunks: GenerationChunk[] = [];
@@ -36,13 +47,24 @@ async function collect(engine: Engine, history: ChatTurn[], options: CollectOpti
         kv: fullKv,
         onChunk(chunk) {
             chunks.push(chunk);
-            if (options.abortAfter != null && chunks.length >= options.abortAfter)
-                abort.abort();
+            if (options.abortAfter != null && chunks.length >= options.abortAfter) abort.abort();
         }
     });
-    const text = (segment: GenerationChunk["segment"]) => chunks.filter((c) => c.segment === segment).map((c) => c.text).join("");
-    const tokens = (segment: GenerationChunk["segment"]) => chunks.filter((c) => c.segment === segment).reduce((sum, c) => sum + c.tokens, 0);
-    return {result, chunks, thought: text("thought"), answer: text("answer"), thoughtTokens: tokens("thought"), answerTokens: tokens("answer")};
+    const text = (segment: GenerationChunk["segment"]) =>
+        chunks
+            .filter((c) => c.segment === segment)
+            .map((c) => c.text)
+            .join("");
+    const tokens = (segment: GenerationChunk["segment"]) =>
+        chunks.filter((c) => c.segment === segment).reduce((sum, c) => sum + c.tokens, 0);
+    return {
+        result,
+        chunks,
+        thought: text("thought"),
+        answer: text("answer"),
+        thoughtTokens: tokens("thought"),
+        answerTokens: tokens("answer")
+    };
 }
 
 describe("Engine on generated models", () => {
@@ -100,11 +122,15 @@ describe("Engine on generated models", () => {
 
     it("continues a conversation across turns", async () => {
         const first = await collect(engine, [{role: "user", text: "Remember the number 42."}], {seed: 4});
-        const second = await collect(engine, [
-            {role: "user", text: "Remember the number 42."},
-            {role: "assistant", text: first.answer, thinking: first.thought},
-            {role: "user", text: "Which number?"}
-        ], {seed: 4});
+        const second = await collect(
+            engine,
+            [
+                {role: "user", text: "Remember the number 42."},
+                {role: "assistant", text: first.answer, thinking: first.thought},
+                {role: "user", text: "Which number?"}
+            ],
+            {seed: 4}
+        );
         expect(second.thoughtTokens + second.answerTokens).toBeGreaterThan(0);
     });
 
@@ -127,7 +153,11 @@ describe("Engine on generated models", () => {
 
         // A cut inside the answer goes on as answer.
         const answerCut = await collect(engine, [question], {seed: 5, maxTokens: 400});
-        const inAnswer = await collect(engine, [question, {role: "assistant", thinking: answerCut.thought, text: answerCut.answer.slice(0, 3)}], {seed: 5, continueLast: true});
+        const inAnswer = await collect(
+            engine,
+            [question, {role: "assistant", thinking: answerCut.thought, text: answerCut.answer.slice(0, 3)}],
+            {seed: 5, continueLast: true}
+        );
         expect(inAnswer.thoughtTokens).toBe(0);
         expect(inAnswer.answerTokens).toBeGreaterThan(0);
 
@@ -145,7 +175,10 @@ describe("Engine on generated models", () => {
     });
 
     it("leaves the thought out with thinking off, on a template with thought segments", async () => {
-        const run = await collect(engine, [{role: "user", text: "What is 12 times 7?"}], {seed: 3, thinking: {enabled: false, budget: null}});
+        const run = await collect(engine, [{role: "user", text: "What is 12 times 7?"}], {
+            seed: 3,
+            thinking: {enabled: false, budget: null}
+        });
         expect(run.result.stopReason).toBe("eogToken");
         expect(run.thoughtTokens).toBe(0);
         expect(run.chunks.every((chunk) => chunk.segment === "answer")).toBe(true);
@@ -160,7 +193,11 @@ describe("Engine on generated models", () => {
             const free = await collect(engine, [{role: "user", text: "Think"}], {seed: 5, maxTokens: 120});
             expect(free.result.stopReason).toBe("maxTokens");
             expect(free.answerTokens).toBe(0);
-            const run = await collect(engine, [{role: "user", text: "Think"}], {seed: 5, maxTokens: 300, thinking: {enabled: true, budget: 30}});
+            const run = await collect(engine, [{role: "user", text: "Think"}], {
+                seed: 5,
+                maxTokens: 300,
+                thinking: {enabled: true, budget: 30}
+            });
             expect(run.thoughtTokens).toBeGreaterThan(20);
             expect(run.thoughtTokens).toBeLessThanOrEqual(30);
             expect(run.answerTokens).toBeGreaterThan(0);
@@ -172,47 +209,65 @@ describe("Engine on generated models", () => {
 
     // node-llama-cpp closes the thought by erasing the tokens after the thought's end and writing them again; when the
     // cells just before them were evicted, the batch starts after a gap in the positions (native/patches/0011)
-    it.each(["lethe", "streamingllm", "h2o"] as const)("closes the thought at the thinking budget while %s prunes, then answers", async (policy) => {
-        const endless = await getFixtureModel("endless");
-        await engine.loadModel(endless, modelInfo(endless));
-        try {
-            let thoughtTokens = 0;
-            let answerTokens = 0;
-            let evicted = 0;
-            const result = await engine.generate({
-                history: [{role: "user", text: "Think"}], systemPrompt: "", temperature: 0.8, maxTokens: 300, seed: 5,
-                thinking: {enabled: true, budget: 120}, signal: new AbortController().signal,
-                kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 16}, cells: 64},
-                onChunk(chunk) {
-                    if (chunk.segment === "thought")
-                        thoughtTokens += chunk.tokens;
-                    else
-                        answerTokens += chunk.tokens;
-                },
-                onSample(sample) {
-                    evicted = Math.max(evicted, sample.tokensEvicted);
-                }
-            });
-            expect(["eogToken", "maxTokens"]).toContain(result.stopReason);
-            expect(thoughtTokens).toBeGreaterThan(100);
-            expect(thoughtTokens).toBeLessThanOrEqual(120);
-            expect(answerTokens).toBeGreaterThan(0);
-            expect(evicted).toBeGreaterThan(100);
-        } finally {
-            const qwen = await getFixtureModel("tiny-qwen2");
-            await engine.loadModel(qwen, modelInfo(qwen));
+    it.each(["lethe", "streamingllm", "h2o"] as const)(
+        "closes the thought at the thinking budget while %s prunes, then answers",
+        async (policy) => {
+            const endless = await getFixtureModel("endless");
+            await engine.loadModel(endless, modelInfo(endless));
+            try {
+                let thoughtTokens = 0;
+                let answerTokens = 0;
+                let evicted = 0;
+                const result = await engine.generate({
+                    history: [{role: "user", text: "Think"}],
+                    systemPrompt: "",
+                    temperature: 0.8,
+                    maxTokens: 300,
+                    seed: 5,
+                    thinking: {enabled: true, budget: 120},
+                    signal: new AbortController().signal,
+                    kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 16}, cells: 64},
+                    onChunk(chunk) {
+                        if (chunk.segment === "thought") thoughtTokens += chunk.tokens;
+                        else answerTokens += chunk.tokens;
+                    },
+                    onSample(sample) {
+                        evicted = Math.max(evicted, sample.tokensEvicted);
+                    }
+                });
+                expect(["eogToken", "maxTokens"]).toContain(result.stopReason);
+                expect(thoughtTokens).toBeGreaterThan(100);
+                expect(thoughtTokens).toBeLessThanOrEqual(120);
+                expect(answerTokens).toBeGreaterThan(0);
+                expect(evicted).toBeGreaterThan(100);
+            } finally {
+                const qwen = await getFixtureModel("tiny-qwen2");
+                await engine.loadModel(qwen, modelInfo(qwen));
+            }
         }
-    });
+    );
 
     it("refuses a cache type llama.cpp cannot make for the model in words, before llama.cpp fails, and still answers", async () => {
-        const ask = (kvType: "q8_0" | "q4_0", flashAttention: boolean) => engine.generate({
-            history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: new AbortController().signal,
-            kv: {...fullKv, compression: {...fullKv.compression, kvType, kvTypeV: kvType, flashAttention}}, onChunk() {}
-        });
+        const ask = (kvType: "q8_0" | "q4_0", flashAttention: boolean) =>
+            engine.generate({
+                history: [{role: "user", text: "a"}],
+                systemPrompt: "",
+                temperature: 0.8,
+                maxTokens: 5,
+                signal: new AbortController().signal,
+                kv: {...fullKv, compression: {...fullKv.compression, kvType, kvTypeV: kvType, flashAttention}},
+                onChunk() {}
+            });
         // tiny-qwen2 is loaded: 16-value heads, not whole 32-value blocks.
         for (const kvType of ["q8_0", "q4_0"] as const) {
-            await expect(ask(kvType, false)).rejects.toMatchObject({code: "BAD_REQUEST", message: expect.stringMatching(/needs flash attention/)});
-            await expect(ask(kvType, true)).rejects.toMatchObject({code: "BAD_REQUEST", message: expect.stringMatching(/heads are 16 values wide.*blocks of 32/)});
+            await expect(ask(kvType, false)).rejects.toMatchObject({
+                code: "BAD_REQUEST",
+                message: expect.stringMatching(/needs flash attention/)
+            });
+            await expect(ask(kvType, true)).rejects.toMatchObject({
+                code: "BAD_REQUEST",
+                message: expect.stringMatching(/heads are 16 values wide.*blocks of 32/)
+            });
         }
         const wide = await getFixtureModel("tiny-qwen3");
         const previous = engine.status.model!;
@@ -229,9 +284,26 @@ describe("Engine on generated models", () => {
 
     it("refuses a second generation while one runs", async () => {
         const abort = new AbortController();
-        const running = engine.generate({history: [{role: "user", text: "a"}], systemPrompt: "", temperature: 0.8, maxTokens: 50, signal: abort.signal, kv: fullKv, onChunk() {}});
-        await expect(engine.generate({history: [{role: "user", text: "b"}], systemPrompt: "", temperature: 0.8, maxTokens: 5, signal: abort.signal, kv: fullKv, onChunk() {}}))
-            .rejects.toMatchObject({code: "BUSY"});
+        const running = engine.generate({
+            history: [{role: "user", text: "a"}],
+            systemPrompt: "",
+            temperature: 0.8,
+            maxTokens: 50,
+            signal: abort.signal,
+            kv: fullKv,
+            onChunk() {}
+        });
+        await expect(
+            engine.generate({
+                history: [{role: "user", text: "b"}],
+                systemPrompt: "",
+                temperature: 0.8,
+                maxTokens: 5,
+                signal: abort.signal,
+                kv: fullKv,
+                onChunk() {}
+            })
+        ).rejects.toMatchObject({code: "BUSY"});
         abort.abort();
         await running;
     });

@@ -33,12 +33,21 @@ describe("the engine build", () => {
             const model = await getFixtureModel("tiny-qwen2");
             await engine.loadModel(model, null);
             const build = await engine.restart({build: "metal"});
-            expect(build).toMatchObject({gpu: false, requested: "metal", fallback: "No Metal build is present: running the CPU build instead."});
+            expect(build).toMatchObject({
+                gpu: false,
+                requested: "metal",
+                fallback: "No Metal build is present: running the CPU build instead."
+            });
             expect(engine.status).toMatchObject({state: "ready", build: {requested: "metal"}, message: build.fallback});
             expect(engine.inspection?.path).toBe(model);
             const result = await engine.generate({
-                history: [{role: "user", text: "hi"}], systemPrompt: "", temperature: 0, maxTokens: 4, signal: new AbortController().signal,
-                kv: {compression: defaultCompressionSettings, cells: 256}, onChunk: () => {}
+                history: [{role: "user", text: "hi"}],
+                systemPrompt: "",
+                temperature: 0,
+                maxTokens: 4,
+                signal: new AbortController().signal,
+                kv: {compression: defaultCompressionSettings, cells: 256},
+                onChunk: () => {}
             });
             expect(result.stopReason).not.toBe("abort");
         } finally {
@@ -54,13 +63,22 @@ describe("the engine build", () => {
             const firstPid = proxy.pid;
 
             const build = await proxy.restart({build: "vulkan"});
-            expect(build).toMatchObject({gpu: false, patched: true, requested: "vulkan", fallback: "No Vulkan build is present: running the CPU build instead."});
+            expect(build).toMatchObject({
+                gpu: false,
+                patched: true,
+                requested: "vulkan",
+                fallback: "No Vulkan build is present: running the CPU build instead."
+            });
             expect(proxy.pid).not.toBe(firstPid);
             expect(proxy.status).toMatchObject({state: "ready", build: {requested: "vulkan"}, message: build.fallback});
             expect(proxy.inspection?.path).toBe(demoModel);
 
             await proxy.restart({build: "auto"});
-            expect(proxy.status).toMatchObject({state: "ready", build: {gpu: false, requested: "auto", fallback: null}, message: "The engine now runs the CPU build (patched)."});
+            expect(proxy.status).toMatchObject({
+                state: "ready",
+                build: {gpu: false, requested: "auto", fallback: null},
+                message: "The engine now runs the CPU build (patched)."
+            });
         } finally {
             await proxy.dispose();
         }

@@ -12,7 +12,17 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {writeGguf, gguf} from "../fixtures/gguf/writeGguf.js";
 
 const fullKv = {compression: defaultCompressionSettings, cells: 1024};
-const modelInfo = (p: string) => ({id: path.basename(p), path: p, name: path.basename(p), sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: path.basename(p),
+    path: p,
+    name: path.basename(p),
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 describe("Engine loads and sends, one at a time", () => {
     /** Every model the runtime loaded, to tell which are still held, and the GPU layers each was asked for. */
@@ -50,7 +60,13 @@ describe("Engine loads and sends, one at a time", () => {
     function generate(text: string, maxTokens = 30) {
         const chunks: GenerationChunk[] = [];
         const result = engine.generate({
-            history: [{role: "user", text}], systemPrompt: "", temperature: 0.8, maxTokens, seed: 1, signal: new AbortController().signal, kv: fullKv,
+            history: [{role: "user", text}],
+            systemPrompt: "",
+            temperature: 0.8,
+            maxTokens,
+            seed: 1,
+            signal: new AbortController().signal,
+            kv: fullKv,
             onChunk: (chunk) => chunks.push(chunk)
         });
         return {chunks, result};
@@ -67,11 +83,21 @@ describe("Engine loads and sends, one at a time", () => {
         await engine.loadModel(qwen, modelInfo(qwen));
         // A valid header with no weights: it passes the header check and fails inside llama.cpp.
         const broken = path.join(dir, "no-weights.gguf");
-        await writeGguf(broken, {metadata: [["general.architecture", gguf.string("llama")], ["general.name", gguf.string("no weights")]], tensors: []});
+        await writeGguf(broken, {
+            metadata: [
+                ["general.architecture", gguf.string("llama")],
+                ["general.name", gguf.string("no weights")]
+            ],
+            tensors: []
+        });
         const error = await engine.loadModel(broken, modelInfo(broken)).catch((err: unknown) => err);
         expect(error).toBeInstanceOf(AppError);
         expect((error as AppError).code).toBe("MODEL_INVALID");
-        expect(engine.status).toMatchObject({state: "ready", model: {path: qwen}, message: expect.stringMatching(/Could not load no weights.*tiny-qwen2 is loaded again/)});
+        expect(engine.status).toMatchObject({
+            state: "ready",
+            model: {path: qwen},
+            message: expect.stringMatching(/Could not load no weights.*tiny-qwen2 is loaded again/)
+        });
         expect(live()).toBe(1);
         const {chunks, result} = generate("still there?");
         expect((await result).stopReason).not.toBe("abort");
@@ -90,7 +116,13 @@ describe("Engine loads and sends, one at a time", () => {
         }
         await engine.loadModel(qwen, modelInfo(qwen), {gpuLayers: 0});
         const broken = path.join(dir, "no-weights-gpu.gguf");
-        await writeGguf(broken, {metadata: [["general.architecture", gguf.string("llama")], ["general.name", gguf.string("no weights")]], tensors: []});
+        await writeGguf(broken, {
+            metadata: [
+                ["general.architecture", gguf.string("llama")],
+                ["general.name", gguf.string("no weights")]
+            ],
+            tensors: []
+        });
         await expect(engine.loadModel(broken, modelInfo(broken), {gpuLayers: "max"})).rejects.toThrow(/Could not load/);
         expect(gpuLayersAsked.slice(-2)).toEqual(["max", 0]);
         expect(engine.status).toMatchObject({state: "ready", model: {path: qwen}});

@@ -44,10 +44,13 @@ describe("the engine process", () => {
         const statuses: string[] = [];
         let tokens = 0;
         const app = createApp({
-            dataDir, version: "test", engine: {spawn: spawnTestEngine({faults: true})}, bundledModelPath: demoModel, chat: {flushIntervalMs: 50},
+            dataDir,
+            version: "test",
+            engine: {spawn: spawnTestEngine({faults: true})},
+            bundledModelPath: demoModel,
+            chat: {flushIntervalMs: 50},
             emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
-                if (channel === "engine:status")
-                    statuses.push((payload as Events["engine:status"]).message ?? "");
+                if (channel === "engine:status") statuses.push((payload as Events["engine:status"]).message ?? "");
                 if (channel === "chat:delta") {
                     const delta = payload as Events["chat:delta"];
                     tokens = delta.thinkingTokens + delta.answerTokens;
@@ -71,15 +74,11 @@ describe("the engine process", () => {
                 // Anywhere from reading the question (a quarter of the rounds) to deep in the thought (these answers think
                 // for 400 tokens or more).
                 const at = next();
-                if (at < 0.25)
-                    await new Promise((resolve) => setTimeout(resolve, at * 40));
-                else
-                    await until(() => tokens >= Math.round((at - 0.25) * 400), 60_000, "the answer's tokens");
+                if (at < 0.25) await new Promise((resolve) => setTimeout(resolve, at * 40));
+                else await until(() => tokens >= Math.round((at - 0.25) * 400), 60_000, "the answer's tokens");
                 const signal = round % 2 === 0 ? "SIGKILL" : "SIGABRT";
-                if (signal === "SIGKILL")
-                    process.kill(pid, "SIGKILL");
-                else
-                    engine.injectFault("abort");
+                if (signal === "SIGKILL") process.kill(pid, "SIGKILL");
+                else engine.injectFault("abort");
                 await app.chat.idle();
 
                 // Everything saved before is there, unchanged; the answer keeps what it had and says why it stopped.
@@ -113,14 +112,20 @@ describe("the engine process", () => {
     it("refuses every model of the corrupt-model suite, added and loaded as a person would, in the same engine process", async () => {
         const corrupt = await writeCorruptModels(path.join(dataDir, "corrupt"), await getFixtureModel("tiny-qwen2"));
         expect(corrupt.length).toBeGreaterThanOrEqual(25);
-        const app = createApp({dataDir: path.join(dataDir, "corrupt-app"), version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: demoModel, emit: () => {}});
+        const app = createApp({
+            dataDir: path.join(dataDir, "corrupt-app"),
+            version: "test",
+            engine: {spawn: spawnTestEngine()},
+            bundledModelPath: demoModel,
+            emit: () => {}
+        });
         const engine = app.engine as EngineProxy;
         try {
             await app.restoreLastModel();
             const pid = engine.pid;
             const loaded = app.status().engine.model;
             for (const model of corrupt) {
-                const error = await app.models.add(model.path).catch((err: unknown) => err) as {code?: string, message?: string};
+                const error = (await app.models.add(model.path).catch((err: unknown) => err)) as {code?: string; message?: string};
                 expect(error.code, model.name).toBe("MODEL_INVALID");
                 expect(error.message, model.name).toMatch(model.error);
             }
@@ -138,7 +143,13 @@ describe("the engine process", () => {
 
     it("marks a model whose loading stops the engine, puts back the one that worked, and does not load it at start-up", async () => {
         const other = await getFixtureModel("tiny-qwen2");
-        const app = createApp({dataDir, version: "test", engine: {spawn: spawnTestEngine({faults: true})}, bundledModelPath: demoModel, emit: () => {}});
+        const app = createApp({
+            dataDir,
+            version: "test",
+            engine: {spawn: spawnTestEngine({faults: true})},
+            bundledModelPath: demoModel,
+            emit: () => {}
+        });
         const engine = app.engine as EngineProxy;
         let otherId: string;
         try {
@@ -146,7 +157,7 @@ describe("the engine process", () => {
             const demo = app.status().engine.model!;
             otherId = (await app.models.add(other)).id;
             engine.injectFault("abortOnLoad");
-            const error = await app.models.load(otherId).catch((err: unknown) => err) as {code?: string, message?: string};
+            const error = (await app.models.load(otherId).catch((err: unknown) => err)) as {code?: string; message?: string};
             expect(error.code).toBe("MODEL_INVALID");
             expect(error.message).toMatch(/stopped the engine \(The engine process aborted \(SIGABRT/);
             await until(() => app.status().engine.state === "ready", 60_000, "the restart");
@@ -159,7 +170,13 @@ describe("the engine process", () => {
             await app.dispose();
         }
 
-        const again = createApp({dataDir, version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: demoModel, emit: () => {}});
+        const again = createApp({
+            dataDir,
+            version: "test",
+            engine: {spawn: spawnTestEngine()},
+            bundledModelPath: demoModel,
+            emit: () => {}
+        });
         try {
             await again.restoreLastModel();
             expect(again.status().engine.model).toBeNull();

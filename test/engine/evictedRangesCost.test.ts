@@ -8,7 +8,17 @@ import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {generateRun} from "./generateRun.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "endless", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "endless",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 let engine: Engine;
 
 beforeAll(async () => {
@@ -30,8 +40,7 @@ it("costs decoding under 2% of its time", async () => {
         const positions: number[] = [];
         const ranges = sample.evicted ?? [];
         for (let i = 0; i + 1 < ranges.length; i += 2)
-            for (let position = ranges[i]!; position < ranges[i + 1]!; position++)
-                positions.push(position);
+            for (let position = ranges[i]!; position < ranges[i + 1]!; position++) positions.push(position);
         return Int32Array.from(positions.sort(() => 0.5 - Math.random()));
     });
     const evicted = rounds.reduce((sum, round) => sum + round.length, 0);
@@ -46,7 +55,9 @@ it("costs decoding under 2% of its time", async () => {
     }
     const addedMs = (performance.now() - replay) / repeats;
     const share = addedMs / runMs;
-    console.log(`evicted ranges: ${tokens} tokens in ${runMs.toFixed(0)} ms, ${evicted} positions evicted over ${samples.length} samples; ` +
-        `added work ${addedMs.toFixed(2)} ms = ${(share * 100).toFixed(3)}% of the run`);
+    console.log(
+        `evicted ranges: ${tokens} tokens in ${runMs.toFixed(0)} ms, ${evicted} positions evicted over ${samples.length} samples; ` +
+            `added work ${addedMs.toFixed(2)} ms = ${(share * 100).toFixed(3)}% of the run`
+    );
     expect(share).toBeLessThan(0.02);
 });

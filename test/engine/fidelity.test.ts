@@ -9,7 +9,7 @@ import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 describe("fidelity against the full cache", () => {
     let engine: Engine;
     let model: LlamaModel;
-    const prompt = Array.from({length: 40}, (_, i) => ((i * 37) % 500 + 10) as Token);
+    const prompt = Array.from({length: 40}, (_, i) => (((i * 37) % 500) + 10) as Token);
 
     beforeAll(async () => {
         engine = new Engine({loadLlama: loadRuntime});
@@ -32,7 +32,14 @@ describe("fidelity against the full cache", () => {
 
     it("finds a cache large enough never to prune identical to the full run", async () => {
         const reference = await fullTrace(model, prompt, 60);
-        const report = await measureFidelity({model, prompt, steps: 60, reference, cells: 256, compression: {...defaultCompressionSettings, policy: "h2o"}});
+        const report = await measureFidelity({
+            model,
+            prompt,
+            steps: 60,
+            reference,
+            cells: 256,
+            compression: {...defaultCompressionSettings, policy: "h2o"}
+        });
         expect(report.top1Agreement).toBe(1);
         expect(report.meanKl).toBeLessThan(1e-4);
         expect(report.firstDivergence).toBeNull();
@@ -43,7 +50,11 @@ describe("fidelity against the full cache", () => {
     it("sees a small pruned cache depart from the full run", async () => {
         const reference = await fullTrace(model, prompt, 120);
         const report = await measureFidelity({
-            model, prompt, steps: 120, reference, cells: 64,
+            model,
+            prompt,
+            steps: 120,
+            reference,
+            cells: 64,
             compression: {...defaultCompressionSettings, policy: "streamingllm", pruneEvery: 8}
         });
         expect(report.finalSample.tokensEvicted).toBeGreaterThan(50);

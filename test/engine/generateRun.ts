@@ -9,7 +9,11 @@ export async function generateRun(engine: Engine, compression: Partial<Compressi
     const samples: KvSample[] = [];
     let tokens = 0;
     const result = await engine.generate({
-        history: [{role: "user", text: "Think for a long time."}], systemPrompt: "", temperature: 0.8, maxTokens, seed: 5,
+        history: [{role: "user", text: "Think for a long time."}],
+        systemPrompt: "",
+        temperature: 0.8,
+        maxTokens,
+        seed: 5,
         signal: new AbortController().signal,
         kv: {compression: {...defaultCompressionSettings, pruneEvery: 16, ...compression}, cells},
         onChunk: (chunk) => void (tokens += chunk.tokens),

@@ -10,7 +10,17 @@ import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {getFixtureModel, getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
 import {generateRun} from "./generateRun.js";
 
-const modelInfo = (p: string) => ({id: p, path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: p,
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 const tokens = (count: number, seed: number) => Array.from({length: count}, (_, i) => (40 + ((i * 7919 + seed * 104_729) % 210)) as Token);
 
 describe("value norms in the patched engine (tiny-qwen2: 4 layers, 2 KV heads)", () => {
@@ -63,8 +73,7 @@ describe("value norms in the patched engine (tiny-qwen2: 4 layers, 2 KV heads)",
         const n = read.positions.length;
         const at = (position: number, h: number) => read.norms[0]![h * n + read.positions.indexOf(position)]!;
         for (let h = 0; h < read.heads; h++) {
-            for (let i = 0; i < 12; i++)
-                expect(at(i + 12, h)).toBeCloseTo(at(i, h), 3);
+            for (let i = 0; i < 12; i++) expect(at(i + 12, h)).toBeCloseTo(at(i, h), 3);
         }
     });
 
@@ -89,7 +98,8 @@ describe("LAVa through the engine", () => {
     afterAll(() => engine.dispose());
     const budget = 128;
 
-    const generate = (compression: Partial<CompressionSettings>, cells: number, maxTokens: number) => generateRun(engine, compression, cells, maxTokens);
+    const generate = (compression: Partial<CompressionSettings>, cells: number, maxTokens: number) =>
+        generateRun(engine, compression, cells, maxTokens);
 
     it("loads the endless fixture", async () => {
         // "endless" never closes its thought: every answer runs to its token limit.

@@ -12,7 +12,17 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {generateRun} from "./generateRun.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 describe("K and V cache types and LeanKV on a generated model", () => {
     const engine = new Engine({loadLlama: loadRuntime, threads: 1});
@@ -25,9 +35,13 @@ describe("K and V cache types and LeanKV on a generated model", () => {
         expect(inspection.keyLength).toBe(64);
     });
 
-    const run = (compression: Partial<CompressionSettings>, cells: number, maxTokens: number) => generateRun(engine, compression, cells, maxTokens);
+    const run = (compression: Partial<CompressionSettings>, cells: number, maxTokens: number) =>
+        generateRun(engine, compression, cells, maxTokens);
 
-    const pairs: [KvCacheType, KvCacheType][] = [["q8_0", "q4_0"], ["q4_0", "q8_0"]];
+    const pairs: [KvCacheType, KvCacheType][] = [
+        ["q8_0", "q4_0"],
+        ["q4_0", "q8_0"]
+    ];
     const policies: PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv"];
     for (const [kvType, kvTypeV] of pairs) {
         for (const policy of policies) {
@@ -41,8 +55,7 @@ describe("K and V cache types and LeanKV on a generated model", () => {
                 expect(last.bytesPerCell).toBe(bytesPerCell);
                 expect(last.allocatedBytes).toBe(last.cellsAllocated * bytesPerCell);
                 expect(last.liveBytes).toBe(last.cellsLive * bytesPerCell);
-                for (const sample of samples)
-                    expect(sample.cellsLive).toBeLessThanOrEqual(cells);
+                for (const sample of samples) expect(sample.cellsLive).toBeLessThanOrEqual(cells);
                 if (policy === "full") {
                     expect(result.stopReason).toBe("budget");
                     return;
@@ -66,22 +79,45 @@ describe("K and V cache types and LeanKV on a generated model", () => {
 
     it("refuses quantized values without flash attention in words, before llama.cpp is asked", async () => {
         await expect(run({policy: "leankv", kvType: "q8_0", kvTypeV: "q4_0", flashAttention: false}, 256, 8)).rejects.toMatchObject({
-            code: "BAD_REQUEST", message: "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16."
+            code: "BAD_REQUEST",
+            message: "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16."
         });
     });
 
     it("LeanKV with a budget that never binds prunes by its rule alone, and alpha = 0 prunes nothing", async () => {
         // A high alpha on random weights: the rule frees cells long before 4,096 cells would.
-        const pruned = await run({policy: "leankv", kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true, params: {
-            ...defaultCompressionSettings.params, leankv: {alpha: 2, window: 64}
-        }}, 4096, 400);
+        const pruned = await run(
+            {
+                policy: "leankv",
+                kvType: "q8_0",
+                kvTypeV: "q4_0",
+                flashAttention: true,
+                params: {
+                    ...defaultCompressionSettings.params,
+                    leankv: {alpha: 2, window: 64}
+                }
+            },
+            4096,
+            400
+        );
         expect(pruned.tokens).toBeGreaterThan(390);
         expect(pruned.last.tokensEvicted).toBeGreaterThan(0);
         expect(pruned.last.forcedDrops).toBe(0);
         expect(pruned.last.cellsLive).toBeLessThan(pruned.last.tokensSeen);
-        const kept = await run({policy: "leankv", kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true, params: {
-            ...defaultCompressionSettings.params, leankv: {alpha: 0, window: 64}
-        }}, 4000, 200);
+        const kept = await run(
+            {
+                policy: "leankv",
+                kvType: "q8_0",
+                kvTypeV: "q4_0",
+                flashAttention: true,
+                params: {
+                    ...defaultCompressionSettings.params,
+                    leankv: {alpha: 0, window: 64}
+                }
+            },
+            4000,
+            200
+        );
         expect(kept.last.pruneRounds).toBeGreaterThan(0);
         expect(kept.last.tokensEvicted).toBe(0);
     });

@@ -14,36 +14,47 @@ import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {generateModel, type ModelSpec} from "../fixtures/gguf/generateModel.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "shape", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "shape",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 type Shape = Pick<ModelSpec, "arch" | "nLayer" | "nHead" | "nHeadKv" | "nEmbd" | "seed"> & {headDim: number};
 type Case = {
-    shape: Shape,
-    policy: "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv",
-    combine: CompressionSettings["combine"],
-    cells: number,
-    pruneEvery: number,
-    promptRepeats: number,
-    flashAttention: boolean
+    shape: Shape;
+    policy: "streamingllm" | "h2o" | "lethe" | "refreekv" | "leankv";
+    combine: CompressionSettings["combine"];
+    cells: number;
+    pruneEvery: number;
+    promptRepeats: number;
+    flashAttention: boolean;
 };
 
-const shapeArbitrary: fc.Arbitrary<Shape> = fc.record({
-    arch: fc.constantFrom("llama" as const, "qwen2" as const, "qwen3" as const),
-    nLayer: fc.integer({min: 1, max: 6}),
-    nHeadKv: fc.integer({min: 1, max: 4}),
-    // 1: MHA; more: GQA, or MQA with one KV head
-    group: fc.constantFrom(1, 2, 4),
-    headDim: fc.integer({min: 2, max: 48}).map((half) => 2 * half),
-    qwen3Embd: fc.constantFrom(32, 64, 96),
-    seed: fc.integer({min: 1, max: 10_000})
-}).map(({arch, nLayer, nHeadKv, group, headDim, qwen3Embd, seed}) => {
-    const nHead = nHeadKv * group;
-    if (arch === "qwen3")
-        return {arch, nLayer, nHead, nHeadKv, headDim, nEmbd: qwen3Embd, seed};
-    // llama and qwen2 heads are embedding / heads wide; the generator needs 8 free dimensions beside its 6 reserved.
-    const width = Math.min(Math.max(headDim, 4, 2 * Math.ceil(8 / nHead)), Math.max(4, 2 * Math.floor(128 / nHead)));
-    return {arch, nLayer, nHead, nHeadKv, headDim: width, nEmbd: nHead * width, seed};
-});
+const shapeArbitrary: fc.Arbitrary<Shape> = fc
+    .record({
+        arch: fc.constantFrom("llama" as const, "qwen2" as const, "qwen3" as const),
+        nLayer: fc.integer({min: 1, max: 6}),
+        nHeadKv: fc.integer({min: 1, max: 4}),
+        // 1: MHA; more: GQA, or MQA with one KV head
+        group: fc.constantFrom(1, 2, 4),
+        headDim: fc.integer({min: 2, max: 48}).map((half) => 2 * half),
+        qwen3Embd: fc.constantFrom(32, 64, 96),
+        seed: fc.integer({min: 1, max: 10_000})
+    })
+    .map(({arch, nLayer, nHeadKv, group, headDim, qwen3Embd, seed}) => {
+        const nHead = nHeadKv * group;
+        if (arch === "qwen3") return {arch, nLayer, nHead, nHeadKv, headDim, nEmbd: qwen3Embd, seed};
+        // llama and qwen2 heads are embedding / heads wide; the generator needs 8 free dimensions beside its 6 reserved.
+        const width = Math.min(Math.max(headDim, 4, 2 * Math.ceil(8 / nHead)), Math.max(4, 2 * Math.floor(128 / nHead)));
+        return {arch, nLayer, nHead, nHeadKv, headDim: width, nEmbd: nHead * width, seed};
+    });
 
 const caseArbitrary: fc.Arbitrary<Case> = fc.record({
     shape: shapeArbitrary,
@@ -58,7 +69,12 @@ const caseArbitrary: fc.Arbitrary<Case> = fc.record({
 /** The shape of the report: qwen3, 5 layers, q/k norms, 80-wide heads, 128 cells. */
 const reported: Case[] = (["lethe", "refreekv"] as const).map((policy) => ({
     shape: {arch: "qwen3", nLayer: 5, nHead: 4, nHeadKv: 2, headDim: 80, nEmbd: 64, seed: 21},
-    policy, combine: "aggregate", cells: 128, pruneEvery: 16, promptRepeats: 12, flashAttention: false
+    policy,
+    combine: "aggregate",
+    cells: 128,
+    pruneEvery: 16,
+    promptRepeats: 12,
+    flashAttention: false
 }));
 
 describe("the KV budget caps live cells exactly", () => {
@@ -82,15 +98,25 @@ describe("the KV budget caps live cells exactly", () => {
         await generateModel(file, {...spec, ...(shape.arch === "qwen3" ? {headDim} : {}), name: "shape", nFf: 64, logitBias: {".\n": -30}});
         await engine.loadModel(file, modelInfo(file));
         try {
-            const compression: CompressionSettings = {...defaultCompressionSettings, policy, combine: testCase.combine,
-                pruneEvery: testCase.pruneEvery, flashAttention: testCase.flashAttention};
+            const compression: CompressionSettings = {
+                ...defaultCompressionSettings,
+                policy,
+                combine: testCase.combine,
+                pruneEvery: testCase.pruneEvery,
+                flashAttention: testCase.flashAttention
+            };
             const samples: KvSample[] = [];
             let tokens = 0;
             const maxTokens = 2 * cells + 24;
             const result = await engine.generate({
                 history: [{role: "user", text: "Count the sheep: one, two, three, four. ".repeat(testCase.promptRepeats)}],
-                systemPrompt: "", temperature: 0.8, seed: shape.seed, maxTokens, signal: new AbortController().signal,
-                kv: {compression, cells}, sampleEvery: 1,
+                systemPrompt: "",
+                temperature: 0.8,
+                seed: shape.seed,
+                maxTokens,
+                signal: new AbortController().signal,
+                kv: {compression, cells},
+                sampleEvery: 1,
                 onChunk: (chunk) => void (tokens += chunk.tokens),
                 onSample: (sample) => void samples.push(sample)
             });

@@ -37,11 +37,13 @@ describe("the merge model", () => {
         const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-merge-"));
         const done: MessageDto[] = [];
         const app = createApp({
-            dataDir, version: "test", engine: {spawn: spawnTestEngine()}, bundledModelPath: path.join(models, "ponder-demo.gguf"),
+            dataDir,
+            version: "test",
+            engine: {spawn: spawnTestEngine()},
+            bundledModelPath: path.join(models, "ponder-demo.gguf"),
             chat: {flushIntervalMs: 0},
             emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
-                if (channel === "chat:done")
-                    done.push((payload as Events["chat:done"]).message);
+                if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
             }
         });
         try {
@@ -60,7 +62,8 @@ describe("the merge model", () => {
             const conversation = app.conversations.create("merge");
             // Full KV with room for the whole answer (the automatic budget of a model without gates may be smaller).
             app.conversations.updateSettings(conversation.id, {
-                temperature: 0, compression: {...defaultCompressionSettings, policy: "full", budget: {kind: "cells", cells: 2048}}
+                temperature: 0,
+                compression: {...defaultCompressionSettings, policy: "full", budget: {kind: "cells", cells: 2048}}
             });
             app.chat.send(conversation.id, sample.question);
             await app.chat.idle();
@@ -86,14 +89,16 @@ describe("the merge model", () => {
             let answer = "";
             let tokens = 0;
             const result = await engine.generate({
-                history: [{role: "user", text: question}], systemPrompt: "", temperature: 0, maxTokens: 2048, signal: new AbortController().signal,
+                history: [{role: "user", text: question}],
+                systemPrompt: "",
+                temperature: 0,
+                maxTokens: 2048,
+                signal: new AbortController().signal,
                 kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
                 onChunk(chunk) {
                     tokens += chunk.tokens;
-                    if (chunk.segment === "thought")
-                        thought += chunk.text;
-                    else
-                        answer += chunk.text;
+                    if (chunk.segment === "thought") thought += chunk.text;
+                    else answer += chunk.text;
                 }
             });
             return {thought: thought.trim(), answer, used: result.promptTokens + tokens + 4};
@@ -106,10 +111,8 @@ describe("the merge model", () => {
             for (const problem of problems) {
                 const run = await solve(problem.question, "full", 4096);
                 fullCells.push(run.used);
-                if (run.thought === problem.thinking)
-                    exact++;
-                if (isDemoAnswerCorrect(problem, run.answer))
-                    right++;
+                if (run.thought === problem.thinking) exact++;
+                if (isDemoAnswerCorrect(problem, run.answer)) right++;
             }
             expect(exact).toBeGreaterThanOrEqual(problems.length - 1);
             expect(right).toBe(problems.length);
@@ -122,10 +125,8 @@ describe("the merge model", () => {
             const rightLines: number[] = [];
             for (const [index, problem] of problems.entries()) {
                 const run = await solve(problem.question, "streamingllm", Math.round(fullCells[index]! / 2));
-                if (run.thought === problem.thinking)
-                    exact++;
-                if (isDemoAnswerCorrect(problem, run.answer))
-                    right++;
+                if (run.thought === problem.thinking) exact++;
+                if (isDemoAnswerCorrect(problem, run.answer)) right++;
                 rightLines.push(demoThinkingPrefixLines(problem, run.thought) / problem.items);
             }
             expect(exact).toBe(0);

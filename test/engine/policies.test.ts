@@ -7,7 +7,17 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
 const budget = 128;
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 async function run(engine: Engine, policy: PolicyId, history: ChatTurn[], maxTokens: number, cells = budget) {
     const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};
@@ -16,14 +26,17 @@ async function run(engine: Engine, policy: PolicyId, history: ChatTurn[], maxTok
     let thought = "";
     let answer = "";
     const result = await engine.generate({
-        history, systemPrompt: "", temperature: 0.8, maxTokens, seed: 9, signal: new AbortController().signal,
+        history,
+        systemPrompt: "",
+        temperature: 0.8,
+        maxTokens,
+        seed: 9,
+        signal: new AbortController().signal,
         kv: {compression, cells},
         onChunk(chunk) {
             tokens += chunk.tokens;
-            if (chunk.segment === "thought")
-                thought += chunk.text;
-            else
-                answer += chunk.text;
+            if (chunk.segment === "thought") thought += chunk.text;
+            else answer += chunk.text;
         },
         onSample(sample) {
             samples.push(sample);
@@ -55,7 +68,13 @@ describe("compression policies on a generated model", () => {
         it(`${policy}: generates 4 x the budget without exceeding it, with consistent stats`, async () => {
             // A fresh context per policy (the cell count differs by one) so the counters start at zero.
             const cells = budget + ["streamingllm", "h2o", "lethe", "refreekv", "leankv"].indexOf(policy) + 1;
-            const {result, samples, tokens} = await run(engine, policy, [{role: "user", text: "Think for a long time."}], 4 * budget + 40, cells);
+            const {result, samples, tokens} = await run(
+                engine,
+                policy,
+                [{role: "user", text: "Think for a long time."}],
+                4 * budget + 40,
+                cells
+            );
             expect(result.stopReason).toBe("maxTokens");
             expect(tokens).toBeGreaterThanOrEqual(4 * budget);
             expect(samples.length).toBeGreaterThan(10);
@@ -77,8 +96,10 @@ describe("compression policies on a generated model", () => {
     it("rebuilds a stored conversation longer than the budget into a new context, with progress", async () => {
         const long = "The quick brown fox jumps over the lazy dog while counting primes. ".repeat(40);
         const history: ChatTurn[] = [
-            {role: "user", text: "Tell me a story."}, {role: "assistant", text: long, thinking: long},
-            {role: "user", text: "Again."}, {role: "assistant", text: long, thinking: ""},
+            {role: "user", text: "Tell me a story."},
+            {role: "assistant", text: long, thinking: long},
+            {role: "user", text: "Again."},
+            {role: "assistant", text: long, thinking: ""},
             {role: "user", text: "Once more, shorter."}
         ];
         const progress: number[] = [];
@@ -86,7 +107,12 @@ describe("compression policies on a generated model", () => {
         const samples: KvSample[] = [];
         let tokens = 0;
         await engine.generate({
-            history, systemPrompt: "", temperature: 0.8, maxTokens: 40, seed: 3, signal: new AbortController().signal,
+            history,
+            systemPrompt: "",
+            temperature: 0.8,
+            maxTokens: 40,
+            seed: 3,
+            signal: new AbortController().signal,
             kv: {compression, cells: 256},
             onChunk: (chunk) => void (tokens += chunk.tokens),
             onSample: (sample) => void samples.push(sample),
@@ -97,14 +123,20 @@ describe("compression policies on a generated model", () => {
         expect(progress.length).toBeGreaterThan(3);
         expect(tokens).toBeGreaterThan(0);
         expect(samples.at(-1)!.tokensSeen).toBeGreaterThan(600);
-        for (const sample of samples)
-            expect(sample.cellsLive).toBeLessThanOrEqual(256);
+        for (const sample of samples) expect(sample.cellsLive).toBeLessThanOrEqual(256);
 
         // Full KV cannot hold it: a clear refusal, not a crash.
-        await expect(engine.generate({
-            history, systemPrompt: "", temperature: 0.8, maxTokens: 40, signal: new AbortController().signal,
-            kv: {compression: {...compression, policy: "full"}, cells: 300}, onChunk() {}
-        })).rejects.toThrow(/more than the KV budget of 300 cells/);
+        await expect(
+            engine.generate({
+                history,
+                systemPrompt: "",
+                temperature: 0.8,
+                maxTokens: 40,
+                signal: new AbortController().signal,
+                kv: {compression: {...compression, policy: "full"}, cells: 300},
+                onChunk() {}
+            })
+        ).rejects.toThrow(/more than the KV budget of 300 cells/);
     });
 
     it("reports each answer's own evictions and rounds, not what earlier answers in the same context did", async () => {
@@ -120,8 +152,7 @@ describe("compression policies on a generated model", () => {
         expect(last.tokensSeen).toBeLessThan(100);
         expect(last.tokensEvicted).toBe(0);
         expect(last.liveBytes).toBe(last.fullBytes);
-        for (const sample of short.samples)
-            expect(sample.tokensEvicted).toBeLessThanOrEqual(sample.tokensSeen);
+        for (const sample of short.samples) expect(sample.tokensEvicted).toBeLessThanOrEqual(sample.tokensSeen);
 
         // Again a long one: its count is its own, not added to the first's.
         const again = await run(engine, "lethe", [{role: "user", text: "Think for a long time."}], 3 * cells, cells);
@@ -138,13 +169,17 @@ describe("compression policies on a generated model", () => {
     it("continues a conversation in turn two after pruning in turn one", async () => {
         const first = await run(engine, "lethe", [{role: "user", text: "Think for a long time."}], 300);
         expect(first.samples.at(-1)!.tokensEvicted).toBeGreaterThan(0);
-        const second = await run(engine, "lethe", [
-            {role: "user", text: "Think for a long time."},
-            {role: "assistant", text: first.answer, thinking: first.thought},
-            {role: "user", text: "And now?"}
-        ], 200);
+        const second = await run(
+            engine,
+            "lethe",
+            [
+                {role: "user", text: "Think for a long time."},
+                {role: "assistant", text: first.answer, thinking: first.thought},
+                {role: "user", text: "And now?"}
+            ],
+            200
+        );
         expect(second.tokens).toBeGreaterThan(50);
-        for (const sample of second.samples)
-            expect(sample.cellsLive).toBeLessThanOrEqual(budget);
+        for (const sample of second.samples) expect(sample.cellsLive).toBeLessThanOrEqual(budget);
     });
 });

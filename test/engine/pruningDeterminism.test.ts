@@ -9,7 +9,17 @@ import type {ChatTurn, GenerationChunk} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 /** A question longer than the budget: it is pruned while it is read. */
 const question: ChatTurn[] = [
@@ -18,7 +28,7 @@ const question: ChatTurn[] = [
 const other: ChatTurn[] = [{role: "user", text: "Something else entirely, to leave another context behind. ".repeat(4)}];
 const short: ChatTurn[] = [{role: "user", text: "Hello there."}];
 
-type Run = {chunks: string[], tokens: number, promptTokens: number, last: KvSample};
+type Run = {chunks: string[]; tokens: number; promptTokens: number; last: KvSample};
 
 async function run(engine: Engine, policy: PolicyId, history: ChatTurn[], cells: number, maxTokens = 200): Promise<Run> {
     const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};
@@ -26,7 +36,12 @@ async function run(engine: Engine, policy: PolicyId, history: ChatTurn[], cells:
     const samples: KvSample[] = [];
     let tokens = 0;
     const result = await engine.generate({
-        history, systemPrompt: "", temperature: 0, seed: 1, maxTokens, signal: new AbortController().signal,
+        history,
+        systemPrompt: "",
+        temperature: 0,
+        seed: 1,
+        maxTokens,
+        signal: new AbortController().signal,
         kv: {compression, cells},
         onChunk(chunk: GenerationChunk) {
             chunks.push(`${chunk.segment}:${chunk.text}`);
@@ -63,7 +78,11 @@ describe("pruned generation is deterministic", () => {
     });
     afterAll(() => engine.dispose());
 
-    for (const [policy, cells] of [["lethe", 128], ["h2o", 100], ["refreekv", 96]] as const) {
+    for (const [policy, cells] of [
+        ["lethe", 128],
+        ["h2o", 100],
+        ["refreekv", 96]
+    ] as const) {
         it(`${policy} at ${cells} cells: the same tokens on a fresh context, again, after another request and under load`, async () => {
             // A fresh context: another budget first makes the engine create one.
             await run(engine, policy, other, cells + 1, 8);

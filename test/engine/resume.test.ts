@@ -13,16 +13,38 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
-const modelInfo = (p: string) => ({id: "m", path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: "m",
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 const question = "Think about the numbers one two three four five six seven eight nine ten. ".repeat(12);
 const cellsOf: Record<string, number> = {full: 1024, streamingllm: 160, h2o: 160, lethe: 160, trimkv: 160, lava: 160};
 
-async function answer(engine: Engine, policy: PolicyId, history: ChatTurn[], states?: StateFiles, maxTokens = 40): Promise<{text: string, result: GenerationResult}> {
+async function answer(
+    engine: Engine,
+    policy: PolicyId,
+    history: ChatTurn[],
+    states?: StateFiles,
+    maxTokens = 40
+): Promise<{text: string; result: GenerationResult}> {
     const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};
     let text = "";
     const result = await engine.generate({
-        history, systemPrompt: "", temperature: 0, seed: 1, maxTokens, signal: new AbortController().signal,
-        kv: {compression, cells: cellsOf[policy]!}, states,
+        history,
+        systemPrompt: "",
+        temperature: 0,
+        seed: 1,
+        maxTokens,
+        signal: new AbortController().signal,
+        kv: {compression, cells: cellsOf[policy]!},
+        states,
         onChunk: (chunk) => void (text += `${chunk.segment}:${chunk.text}|`)
     });
     return {text, result};
@@ -65,11 +87,12 @@ describe("conversation state on disk", () => {
             expect(turn1.result.states?.saved?.path).toBe(file);
             expect(fs.existsSync(file)).toBe(true);
             const saved = turn1.result.states!.saved!;
-            if (policy !== "full")
-                expect(saved.liveBytes).toBeLessThan(saved.fullBytes);
+            if (policy !== "full") expect(saved.liveBytes).toBeLessThan(saved.fullBytes);
 
             const history: ChatTurn[] = [
-                {role: "user", text: question}, {role: "assistant", text: turn1.text.slice(0, 40), thinking: ""}, {role: "user", text: "And then?"}
+                {role: "user", text: question},
+                {role: "assistant", text: turn1.text.slice(0, 40), thinking: ""},
+                {role: "user", text: "And then?"}
             ];
             const rebuilt = await answer(await fresh(), policy, history);
             const resumedEngine = await fresh();
@@ -110,13 +133,21 @@ describe("conversation state on disk", () => {
         expect(settled).toEqual([{path: fileA, saved: expect.objectContaining({path: fileA, tokens: expect.any(Number)}), note: null}]);
         expect(fs.existsSync(fileA)).toBe(true);
         // The next turn of b continues it: b's state is superseded by b2's, never written.
-        const history: ChatTurn[] = [{role: "user", text: otherQuestion}, {role: "assistant", text: b.text.slice(0, 20), thinking: ""}, {role: "user", text: "And then?"}];
+        const history: ChatTurn[] = [
+            {role: "user", text: otherQuestion},
+            {role: "assistant", text: b.text.slice(0, 20), thinking: ""},
+            {role: "user", text: "And then?"}
+        ];
         const b2 = await answer(engine, "full", history, {load: [fileB], save: fileB2}, 8);
         expect(settled.at(-1)).toEqual({path: fileB, saved: null, note: null, superseded: true});
         expect(fs.existsSync(fileB)).toBe(false);
         expect(b2.result.states?.pending).toBe(fileB2);
         // a again, from its state on disk: what a fresh engine answers from it.
-        const aHistory: ChatTurn[] = [{role: "user", text: question}, {role: "assistant", text: a.text.slice(0, 20), thinking: ""}, {role: "user", text: "More."}];
+        const aHistory: ChatTurn[] = [
+            {role: "user", text: question},
+            {role: "assistant", text: a.text.slice(0, 20), thinking: ""},
+            {role: "user", text: "More."}
+        ];
         const resumed = await answer(engine, "full", aHistory, {load: [fileA]}, 8);
         expect(resumed.result.states?.restored?.path).toBe(fileA);
         expect(fs.existsSync(fileB2)).toBe(true);
@@ -128,11 +159,21 @@ describe("conversation state on disk", () => {
         const short = path.join(dir, "short.state");
         const long = path.join(dir, "long.state");
         // Shares the opening words of the question, then goes elsewhere.
-        await answer(engine, "full", [{role: "user", text: "Think about the numbers one two three. Then stop."}], {load: [], save: short}, 4);
+        await answer(
+            engine,
+            "full",
+            [{role: "user", text: "Think about the numbers one two three. Then stop."}],
+            {load: [], save: short},
+            4
+        );
         await answer(engine, "full", [{role: "user", text: question}], {load: [], save: long}, 8);
         await engine.saveState();
         await answer(engine, "full", [{role: "user", text: "Something else."}], undefined, 2);
-        const history: ChatTurn[] = [{role: "user", text: question}, {role: "assistant", text: "ok", thinking: ""}, {role: "user", text: "Next?"}];
+        const history: ChatTurn[] = [
+            {role: "user", text: question},
+            {role: "assistant", text: "ok", thinking: ""},
+            {role: "user", text: "Next?"}
+        ];
         const resumed = await answer(engine, "full", history, {load: [short, long]}, 4);
         expect(fs.existsSync(short)).toBe(true);
         expect(resumed.result.states?.restored?.path).toBe(long);
@@ -143,13 +184,16 @@ describe("conversation state on disk", () => {
         const file = path.join(dir, "good.state");
         const turn1 = await answer(engine, "full", [{role: "user", text: question}], {load: [], save: file}, 8);
         await engine.saveState();
-        const history: ChatTurn[] = [{role: "user", text: question}, {role: "assistant", text: turn1.text.slice(0, 20), thinking: ""}, {role: "user", text: "More."}];
+        const history: ChatTurn[] = [
+            {role: "user", text: question},
+            {role: "assistant", text: turn1.text.slice(0, 20), thinking: ""},
+            {role: "user", text: "More."}
+        ];
         const reference = await answer(await fresh(), "full", history, undefined, 8);
         const good = fs.readFileSync(file);
         const bad = path.join(dir, "bad.state");
         const variants: [string, Buffer][] = [];
-        for (let k = 0; k < 16; k++)
-            variants.push([`truncated at ${k}/16`, good.subarray(0, Math.floor((good.byteLength * k) / 16))]);
+        for (let k = 0; k < 16; k++) variants.push([`truncated at ${k}/16`, good.subarray(0, Math.floor((good.byteLength * k) / 16))]);
         for (const at of [3, 20, 100, Math.floor(good.byteLength / 2), good.byteLength - 1]) {
             const flipped = Buffer.from(good);
             flipped[at] = flipped[at]! ^ 0x55;
@@ -172,8 +216,7 @@ describe("conversation state on disk", () => {
             const result = await answer(engine, "full", history, {load: [bad]}, 8);
             expect(result.result.states?.restored, label).toBeNull();
             expect(result.text, label).toBe(reference.text);
-            if (bytes.byteLength > 0)
-                expect(result.result.states?.note, label).toMatch(/Reading the conversation again/);
+            if (bytes.byteLength > 0) expect(result.result.states?.note, label).toMatch(/Reading the conversation again/);
         }
         // The good file still loads after all that.
         await answer(engine, "full", [{role: "user", text: "Something else."}], undefined, 2);

@@ -22,7 +22,11 @@ async function answer(engine: EngineProxy, policy: PolicyId, cells: number, onCh
     let text = "";
     let tokens = 0;
     const result = await engine.generate({
-        history: [{role: "user", text: problem.question}], systemPrompt: "", temperature: 0, maxTokens: 1024, signal: new AbortController().signal,
+        history: [{role: "user", text: problem.question}],
+        systemPrompt: "",
+        temperature: 0,
+        maxTokens: 1024,
+        signal: new AbortController().signal,
         kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
         onChunk(chunk) {
             text += chunk.text;
@@ -44,8 +48,7 @@ describe("a model split across two rpc-servers", () => {
     });
     afterAll(async () => {
         await Promise.all(engines.map((engine) => engine.dispose()));
-        for (const server of servers)
-            server.child.kill("SIGKILL");
+        for (const server of servers) server.child.kill("SIGKILL");
     });
 
     function engine(rpcServers: string[]): EngineProxy {
@@ -64,7 +67,9 @@ describe("a model split across two rpc-servers", () => {
 
         const split = engine(servers.map((server) => server.endpoint));
         const build = await split.start();
-        expect(build.rpc?.servers.map((server) => [server.endpoint, server.connected])).toEqual(servers.map((server) => [server.endpoint, true]));
+        expect(build.rpc?.servers.map((server) => [server.endpoint, server.connected])).toEqual(
+            servers.map((server) => [server.endpoint, true])
+        );
         expect(build.rpc?.protocol).toMatch(/^\d+\.\d+\.\d+$/);
         // llama.cpp offloads the last n of the repeating layers plus the output layer: the first two layers stay here.
         await split.loadModel(demoModel, null, {gpuLayers: layers - 1});
@@ -74,7 +79,11 @@ describe("a model split across two rpc-servers", () => {
         expect(placement.layers.slice(0, 2)).toEqual(["CPU", "CPU"]);
         const remote = new Set(placement.devices.filter((device) => device.where != null).map((device) => device.where));
         expect(remote).toEqual(new Set(servers.map((server) => server.endpoint)));
-        expect([...placement.layers.slice(2), placement.output].every((name) => placement.devices.find((device) => device.name === name)?.where != null)).toBe(true);
+        expect(
+            [...placement.layers.slice(2), placement.output].every(
+                (name) => placement.devices.find((device) => device.name === name)?.where != null
+            )
+        ).toBe(true);
 
         // The pruning policies' scores and retention gates come back from the remote layers: the same evictions, the same thought.
         expect(await answer(split, "lethe", cells)).toEqual(pruned);
@@ -90,8 +99,7 @@ describe("a model split across two rpc-servers", () => {
         let chunks = 0;
         const lost = servers[1]!;
         const pending = answer(split, "full", 4096, () => {
-            if (++chunks === 20)
-                lost.child.kill("SIGKILL");
+            if (++chunks === 20) lost.child.kill("SIGKILL");
         });
         await expect(pending).rejects.toMatchObject({
             code: "ENGINE_STOPPED",
@@ -99,7 +107,10 @@ describe("a model split across two rpc-servers", () => {
         });
         await until(() => split.status.state === "ready" && split.inspection != null, 120_000, "the engine to come back");
         const build = split.status.build!;
-        expect(build.rpc?.servers.find((server) => server.endpoint === lost.endpoint)).toMatchObject({connected: false, error: expect.stringMatching(/connection refused/)});
+        expect(build.rpc?.servers.find((server) => server.endpoint === lost.endpoint)).toMatchObject({
+            connected: false,
+            error: expect.stringMatching(/connection refused/)
+        });
         expect(statuses.some((status) => status.message?.includes(`RPC server not used: ${lost.endpoint}`))).toBe(true);
         // It answers again, on this machine and the server left, as the local model does.
         const again = await answer(split, "full", 4096);
@@ -110,8 +121,11 @@ describe("a model split across two rpc-servers", () => {
     it("npm run rpc-server starts the engine build's rpc-server on loopback, and stops it with a signal", async () => {
         const port = await freePort();
         const output: string[] = [];
-        const script = spawn(process.execPath, [path.join(REPO_ROOT, "native", "rpcServer.mjs"), "--port", String(port), "--threads", "1"],
-            {stdio: ["ignore", "pipe", "pipe"]});
+        const script = spawn(
+            process.execPath,
+            [path.join(REPO_ROOT, "native", "rpcServer.mjs"), "--port", String(port), "--threads", "1"],
+            {stdio: ["ignore", "pipe", "pipe"]}
+        );
         script.stdout!.on("data", (chunk: Buffer) => output.push(chunk.toString()));
         script.stderr!.on("data", (chunk: Buffer) => output.push(chunk.toString()));
         const exited = new Promise<number | null>((resolve) => script.on("exit", (code) => resolve(code)));
@@ -127,7 +141,9 @@ describe("a model split across two rpc-servers", () => {
         const after = await probeRpcServer(`127.0.0.1:${port}`, {timeoutMs: 500});
         expect(after.ok).toBe(false);
 
-        const bad = spawn(process.execPath, [path.join(REPO_ROOT, "native", "rpcServer.mjs"), "--port", "99999"], {stdio: ["ignore", "pipe", "pipe"]});
+        const bad = spawn(process.execPath, [path.join(REPO_ROOT, "native", "rpcServer.mjs"), "--port", "99999"], {
+            stdio: ["ignore", "pipe", "pipe"]
+        });
         const said: string[] = [];
         bad.stderr!.on("data", (chunk: Buffer) => said.push(chunk.toString()));
         expect(await new Promise((resolve) => bad.on("exit", resolve))).toBe(2);

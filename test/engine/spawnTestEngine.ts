@@ -4,7 +4,7 @@ import type {SpawnEngine} from "../../main/engine/process/EngineProxy.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 
 /** The engine process as the app starts it, from the sources (through tsx): one thread, faults allowed when asked. */
-export function spawnTestEngine(options: {threads?: number, faults?: boolean} = {}): SpawnEngine {
+export function spawnTestEngine(options: {threads?: number; faults?: boolean} = {}): SpawnEngine {
     return forkEngine({
         entry: path.join(REPO_ROOT, "main", "engineProcess.ts"),
         execArgv: ["--import", "tsx"],
@@ -17,8 +17,7 @@ export function spawnTestEngine(options: {threads?: number, faults?: boolean} = 
 export async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
     const end = Date.now() + ms;
     while (!condition()) {
-        if (Date.now() > end)
-            throw new Error(`Timed out waiting for ${what}`);
+        if (Date.now() > end) throw new Error(`Timed out waiting for ${what}`);
         await new Promise((resolve) => setTimeout(resolve, 20));
     }
 }

@@ -11,13 +11,32 @@ describe("Stop during a prefill", () => {
 
     beforeAll(async () => {
         const file = await getFixtureModel("bench-1.5b-shape");
-        await engine.loadModel(file, {id: "b", path: file, name: "b", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+        await engine.loadModel(file, {
+            id: "b",
+            path: file,
+            name: "b",
+            sizeBytes: 0,
+            architecture: null,
+            contextLength: null,
+            addedAt: 0,
+            lastUsedAt: null,
+            crashedAt: null
+        });
     });
     afterAll(() => engine.dispose());
 
     function request(text: string, signal: AbortSignal, extra: Partial<GenerateRequest> = {}): GenerateRequest {
-        return {history: [{role: "user", text}], systemPrompt: "", temperature: 0.8, maxTokens: 4, seed: 1, signal,
-            kv: {compression: defaultCompressionSettings, cells: 8192}, onChunk() {}, ...extra};
+        return {
+            history: [{role: "user", text}],
+            systemPrompt: "",
+            temperature: 0.8,
+            maxTokens: 4,
+            seed: 1,
+            signal,
+            kv: {compression: defaultCompressionSettings, cells: 8192},
+            onChunk() {},
+            ...extra
+        };
     }
 
     for (const policy of ["full", "lethe"] as const) {
@@ -34,14 +53,15 @@ describe("Stop during a prefill", () => {
             // Stopped once the prompt is partly read (or after a second, whichever comes first).
             const timer = setTimeout(stop, 1000);
             let progress = 0;
-            const result = await engine.generate(request("one two three four five six seven eight nine ten ".repeat(200), abort.signal, {
-                kv,
-                onRebuild: (value) => {
-                    progress = value;
-                    if (value > 0.05)
-                        stop();
-                }
-            }));
+            const result = await engine.generate(
+                request("one two three four five six seven eight nine ten ".repeat(200), abort.signal, {
+                    kv,
+                    onRebuild: (value) => {
+                        progress = value;
+                        if (value > 0.05) stop();
+                    }
+                })
+            );
             const latency = performance.now() - stoppedAt;
             clearTimeout(timer);
             expect(result.stopReason).toBe("abort");

@@ -19,7 +19,17 @@ import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
 import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
 import {generateRun} from "./generateRun.js";
 
-const modelInfo = (p: string) => ({id: p, path: p, name: "fixture", sizeBytes: 0, architecture: null, contextLength: null, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const modelInfo = (p: string) => ({
+    id: p,
+    path: p,
+    name: "fixture",
+    sizeBytes: 0,
+    architecture: null,
+    contextLength: null,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 let dir: string;
 beforeAll(async () => {
@@ -43,8 +53,12 @@ describe("TRIM-KV for a model without valid gates (any patched build)", () => {
         await engine.loadModel(modelPath, modelInfo(modelPath));
         const refused = await generate(engine, {policy: "trimkv"}, 256, 16).catch((err: unknown) => err);
         expect(refused).toBeInstanceOf(AppError);
-        expect(refused).toMatchObject({code: "POLICY_UNAVAILABLE", message: `TRIM-KV needs retention gates trained for this model: no retention ` +
-            `gates beside this model (expected ${path.join(dir, "bare.retention.gguf")})`});
+        expect(refused).toMatchObject({
+            code: "POLICY_UNAVAILABLE",
+            message:
+                `TRIM-KV needs retention gates trained for this model: no retention ` +
+                `gates beside this model (expected ${path.join(dir, "bare.retention.gguf")})`
+        });
         expect((await generate(engine, {policy: "lethe"}, 256, 16)).result.stopReason).toBe("maxTokens");
     });
 
@@ -52,14 +66,18 @@ describe("TRIM-KV for a model without valid gates (any patched build)", () => {
         const broken = await writeFixtureWithGates("endless", path.join(dir, "broken"), {omit: ["blk.2.retention.bias"]});
         await engine.loadModel(broken.modelPath, modelInfo(broken.modelPath));
         await expect(generate(engine, {policy: "trimkv"}, 256, 16)).rejects.toMatchObject({
-            code: "POLICY_UNAVAILABLE", message: /corrupt: .*the tensor blk\.2\.retention\.bias is missing/
+            code: "POLICY_UNAVAILABLE",
+            message: /corrupt: .*the tensor blk\.2\.retention\.bias is missing/
         });
 
         const garbage = await writeFixtureWithGates("endless", path.join(dir, "garbage"));
         await fs.writeFile(garbage.sidecarPath, Buffer.alloc(4096, 0x5a));
         await engine.loadModel(garbage.modelPath, modelInfo(garbage.modelPath));
         expect((await generate(engine, {policy: "streamingllm"}, 256, 16)).result.stopReason).toBe("maxTokens");
-        await expect(generate(engine, {policy: "trimkv"}, 256, 16)).rejects.toMatchObject({code: "POLICY_UNAVAILABLE", message: /corrupt: /});
+        await expect(generate(engine, {policy: "trimkv"}, 256, 16)).rejects.toMatchObject({
+            code: "POLICY_UNAVAILABLE",
+            message: /corrupt: /
+        });
 
         // Gates of another model: tiny-llama's, copied beside a copy of endless.
         const other = await writeFixtureWithGates("tiny-llama", path.join(dir, "other"));
@@ -69,17 +87,21 @@ describe("TRIM-KV for a model without valid gates (any patched build)", () => {
         await fs.copyFile(other.sidecarPath, foreignModel.replace(/\.gguf$/, ".retention.gguf"));
         await engine.loadModel(foreignModel, modelInfo(foreignModel));
         await expect(generate(engine, {policy: "trimkv"}, 256, 16)).rejects.toMatchObject({
-            code: "POLICY_UNAVAILABLE", message: /the gates were trained for another model file/
+            code: "POLICY_UNAVAILABLE",
+            message: /the gates were trained for another model file/
         });
     });
 
     it("refuses TRIM-KV on gates with a NaN weight, naming the tensor, and answers under the other policies", async () => {
-        const nan = await writeFixtureWithGates("endless", path.join(dir, "nan"), {edit: (gates) => {
-            gates[2]!.fc2[5] = NaN;
-        }});
+        const nan = await writeFixtureWithGates("endless", path.join(dir, "nan"), {
+            edit: (gates) => {
+                gates[2]!.fc2[5] = NaN;
+            }
+        });
         await engine.loadModel(nan.modelPath, modelInfo(nan.modelPath));
         await expect(generate(engine, {policy: "trimkv"}, 256, 16)).rejects.toMatchObject({
-            code: "POLICY_UNAVAILABLE", message: /cannot run: the tensor blk\.2\.retention\.fc2\.weight holds NaN at \[0, 5\]$/
+            code: "POLICY_UNAVAILABLE",
+            message: /cannot run: the tensor blk\.2\.retention\.fc2\.weight holds NaN at \[0, 5\]$/
         });
         expect((await generate(engine, {policy: "streamingllm"}, 256, 16)).result.stopReason).toBe("maxTokens");
     });
@@ -97,8 +119,9 @@ describe("TRIM-KV's gates in the engine", () => {
         gates = await writeFixtureWithGates("tiny-qwen2", path.join(dir, "native"), {seed: 3, hidden: 16});
         // fc1 and fc2 all zero: every cell's logit is its layer's per-head bias, whatever the hidden state.
         zeroGates = await writeFixtureWithGates("tiny-qwen2", path.join(dir, "native-zero"), {seed: 4, hidden: 16, weightScale: 0});
-        expect(await findRetentionGates({path: gates.modelPath, architecture: "qwen2", layers: 4, embeddingLength: 64, headCountKv: 2}))
-            .toMatchObject({available: true});
+        expect(
+            await findRetentionGates({path: gates.modelPath, architecture: "qwen2", layers: 4, embeddingLength: 64, headCountKv: 2})
+        ).toMatchObject({available: true});
         const llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
         model = await llama.loadModel({modelPath: gates.modelPath});
     });
@@ -116,13 +139,20 @@ describe("TRIM-KV's gates in the engine", () => {
         return kv;
     }
 
-    const tokens = (count: number, seed: number) => Array.from({length: count}, (_, i) => (40 + ((i * 7919 + seed * 104_729) % 210)) as Token);
+    const tokens = (count: number, seed: number) =>
+        Array.from({length: count}, (_, i) => (40 + ((i * 7919 + seed * 104_729) % 210)) as Token);
 
     it("loads the gates, saying their layers, KV heads and device bytes (weights and 4 bytes per cell, layer and KV head)", async () => {
         const native = await freshContext();
         const loaded = await native.configureRetention(gates.sidecarPath);
         expect(loaded).toMatchObject({path: gates.sidecarPath, layers: 4, heads: 2});
-        const weights = (await findRetentionGates({path: gates.modelPath, architecture: "qwen2", layers: 4, embeddingLength: 64, headCountKv: 2}));
+        const weights = await findRetentionGates({
+            path: gates.modelPath,
+            architecture: "qwen2",
+            layers: 4,
+            embeddingLength: 64,
+            headCountKv: 2
+        });
         const weightBytes = weights.available ? weights.info.weightBytes : 0;
         expect(loaded!.bytes).toBeGreaterThanOrEqual(weightBytes + 4 * 4 * 2 * contextSize);
         // The same file again keeps them; off frees them, and reading them then throws.
@@ -144,8 +174,7 @@ describe("TRIM-KV's gates in the engine", () => {
         for (let l = 0; l < 4; l++) {
             expect(read.logits[l]).toHaveLength(2 * n);
             for (let h = 0; h < 2; h++) {
-                for (let j = 0; j < n; j++)
-                    expect(read.logits[l]![h * n + j]).toBeCloseTo(zeroGates.gates[l]!.bias[h]!, 4);
+                for (let j = 0; j < n; j++) expect(read.logits[l]![h * n + j]).toBeCloseTo(zeroGates.gates[l]!.bias[h]!, 4);
             }
         }
     });
@@ -159,8 +188,7 @@ describe("TRIM-KV's gates in the engine", () => {
         const n = read.positions.length;
         const at = (position: number, h: number) => read.logits[0]![h * n + read.positions.indexOf(position)]!;
         for (let i = 0; i < 12; i++) {
-            for (let h = 0; h < 2; h++)
-                expect(at(i, h)).toBeCloseTo(at(i + 12, h), 3);
+            for (let h = 0; h < 2; h++) expect(at(i, h)).toBeCloseTo(at(i + 12, h), 3);
         }
         // Not all alike: the gates read the hidden state.
         expect(new Set(Array.from({length: 12}, (_, i) => at(i, 0).toFixed(3))).size).toBeGreaterThan(1);
@@ -179,8 +207,7 @@ describe("TRIM-KV's gates in the engine", () => {
             for (let l = 0; l < 4; l++) {
                 const logit = read.logits[l]![j]!;
                 expect(logit > 1e38).toBe(before);
-                if (before)
-                    expect(logSigmoid(logit) === 0).toBe(true);
+                if (before) expect(logSigmoid(logit) === 0).toBe(true);
             }
         }
     });
@@ -203,8 +230,7 @@ describe("TRIM-KV's gates in the engine", () => {
                 const cells = 160;
                 const {result, samples, last} = await generate(engine, {policy: "trimkv", combine}, cells, 3 * cells);
                 expect(result.stopReason).toBe("maxTokens");
-                for (const sample of samples)
-                    expect(sample.cellsLive).toBeLessThanOrEqual(cells);
+                for (const sample of samples) expect(sample.cellsLive).toBeLessThanOrEqual(cells);
                 expect(last.pruneRounds).toBeGreaterThan(0);
                 expect(last.cellsLive + last.tokensEvicted).toBe(last.tokensSeen);
                 expect(last.retentionBytes).toBeGreaterThan(4 * 4 * 2 * cells);

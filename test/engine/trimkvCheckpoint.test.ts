@@ -28,14 +28,25 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
     let python: string;
     let modelPath: string;
     let info: GeneratedModelInfo;
-    let values: Record<string, {shape: number[], values: number[]}>;
+    let values: Record<string, {shape: number[]; values: number[]}>;
     const file = (name: string) => path.join(dir, name);
 
     /** Runs the fixture writer on these jobs; returns its output lines as JSON. */
-    const torchJobs = (jobs: object[]): unknown[] => execFileSync(python, [path.join(root, "test/fixtures/torchCheckpoints.py"), JSON.stringify(jobs)],
-        {encoding: "utf8", timeout: 240_000}).split("\n").filter((line) => line !== "").map((line) => JSON.parse(line) as unknown);
-    const pythonConvert = (args: string[]) => spawnSync(python, [path.join(root, "scripts/retention/convertTrimkv.py"), ...args], {encoding: "utf8", timeout: 120_000});
-    const refusal = (promise: Promise<unknown>) => promise.then(() => "converted", (err: Error) => err.message);
+    const torchJobs = (jobs: object[]): unknown[] =>
+        execFileSync(python, [path.join(root, "test/fixtures/torchCheckpoints.py"), JSON.stringify(jobs)], {
+            encoding: "utf8",
+            timeout: 240_000
+        })
+            .split("\n")
+            .filter((line) => line !== "")
+            .map((line) => JSON.parse(line) as unknown);
+    const pythonConvert = (args: string[]) =>
+        spawnSync(python, [path.join(root, "scripts/retention/convertTrimkv.py"), ...args], {encoding: "utf8", timeout: 120_000});
+    const refusal = (promise: Promise<unknown>) =>
+        promise.then(
+            () => "converted",
+            (err: Error) => err.message
+        );
 
     beforeAll(async () => {
         python = torchPython();
@@ -53,23 +64,35 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
             {...trimkv, out: file("no-linear2.pth"), seed: 5, dtype: "bf16", drop_key: `${gatePrefix}linear2.weight`},
             {job: "evil", out: file("evil.pth"), marker: file("evil-ran")},
             {job: "crafted", out: file("past-storage.pth"), tensors: [{...tensor, offset: 1}], storages: {0: 24}},
-            {job: "crafted", out: file("short-storage.pth"), tensors: [{...tensor, numel: 600, size: [20, 30], stride: [30, 1]}], storages: {0: 24}},
+            {
+                job: "crafted",
+                out: file("short-storage.pth"),
+                tensors: [{...tensor, numel: 600, size: [20, 30], stride: [30, 1]}],
+                storages: {0: 24}
+            },
             {job: "crafted", out: file("huge-stride.pth"), tensors: [{...tensor, stride: [2 ** 40, 1]}], storages: {0: 24}},
             {job: "crafted", out: file("huge-numel.pth"), tensors: [{...tensor, numel: 2 ** 40}], storages: {0: 24}},
             {job: "values", out: file("values.pth")}
-        ]) as [Record<string, {shape: number[], values: number[]}>];
+        ]) as [Record<string, {shape: number[]; values: number[]}>];
         const configs: Record<string, object> = {
-            "rg": {retention_gate: "rg", hidden_act: "silu", memory_size: 512, retention_gate_intermediate_size: 48, num_hidden_layers: 4,
-                hidden_size: 160, num_key_value_heads: 2, base_model: "Qwen/Qwen3-1.7B"},
-            "rg2": {retention_gate: "rg2", hidden_act: "silu", memory_size: 512},
-            "rg3": {retention_gate: "rg3", hidden_act: "silu", memory_size: 512},
-            "gelu": {retention_gate: "rg", hidden_act: "gelu", memory_size: 512},
+            rg: {
+                retention_gate: "rg",
+                hidden_act: "silu",
+                memory_size: 512,
+                retention_gate_intermediate_size: 48,
+                num_hidden_layers: 4,
+                hidden_size: 160,
+                num_key_value_heads: 2,
+                base_model: "Qwen/Qwen3-1.7B"
+            },
+            rg2: {retention_gate: "rg2", hidden_act: "silu", memory_size: 512},
+            rg3: {retention_gate: "rg3", hidden_act: "silu", memory_size: 512},
+            gelu: {retention_gate: "rg", hidden_act: "gelu", memory_size: 512},
             "other-model": {retention_gate: "rg", hidden_act: "silu", memory_size: 512, num_hidden_layers: 28},
             "other-hidden": {retention_gate: "rg", hidden_act: "silu", memory_size: 512, retention_gate_intermediate_size: 512},
             "bad-budget": {retention_gate: "rg", hidden_act: "silu", memory_size: -3}
         };
-        for (const [name, config] of Object.entries(configs))
-            await fs.writeFile(file(`${name}.json`), JSON.stringify(config));
+        for (const [name, config] of Object.entries(configs)) await fs.writeFile(file(`${name}.json`), JSON.stringify(config));
     }, 300_000);
 
     afterAll(async () => {
@@ -96,33 +119,66 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
                 expect(result.status, result.stderr).toBe(0);
                 const ours = file(`ts-${weights}-${type}.gguf`);
                 const written = await convertTrimkvCheckpoint({weights: file(weights), modelPath, out: ours, type});
-                expect(written).toMatchObject({path: ours, layers: 4, embeddingLength: 160, headCountKv: 2, hidden: 48, budget: null, matrixType: type,
-                    source: `converted from ${weights}`});
+                expect(written).toMatchObject({
+                    path: ours,
+                    layers: 4,
+                    embeddingLength: 160,
+                    headCountKv: 2,
+                    hidden: 48,
+                    budget: null,
+                    matrixType: type,
+                    source: `converted from ${weights}`
+                });
                 expect(Buffer.compare(await fs.readFile(ours), await fs.readFile(reference)), `${weights} as ${type}`).toBe(0);
             }
         }
     }, 300_000);
 
     test("npm run convert:trimkv: the TypeScript tool writes the sidecar beside the model with config.json's budget, and the app accepts it", async () => {
-        const result = spawnSync("npx", ["tsx", "scripts/retention/convertTrimkv.ts", "--weights", file("bf16.pth"), "--config", file("rg.json"),
-            "--model", modelPath], {cwd: root, encoding: "utf8", timeout: 120_000});
+        const result = spawnSync(
+            "npx",
+            ["tsx", "scripts/retention/convertTrimkv.ts", "--weights", file("bf16.pth"), "--config", file("rg.json"), "--model", modelPath],
+            {cwd: root, encoding: "utf8", timeout: 120_000}
+        );
         expect(result.status, result.stderr).toBe(0);
         expect(result.stdout).toMatch(/wrote .*tiny-qwen3\.retention\.gguf: 4 layers, d 160, hidden 48, 2 KV heads; trained budget 512/);
         const found = await findRetentionGates({path: modelPath, architecture: "qwen3", layers: 4, embeddingLength: 160, headCountKv: 2});
-        expect(found).toMatchObject({available: true, info: {hidden: 48, budget: 512, reduction: "per-head", source: "converted from bf16.pth"}});
-        const refused = spawnSync("npx", ["tsx", "scripts/retention/convertTrimkv.ts", "--weights", file("bf16.pth"), "--config", file("rg2.json"),
-            "--model", modelPath, "--out", file("never.gguf")], {cwd: root, encoding: "utf8", timeout: 120_000});
+        expect(found).toMatchObject({
+            available: true,
+            info: {hidden: 48, budget: 512, reduction: "per-head", source: "converted from bf16.pth"}
+        });
+        const refused = spawnSync(
+            "npx",
+            [
+                "tsx",
+                "scripts/retention/convertTrimkv.ts",
+                "--weights",
+                file("bf16.pth"),
+                "--config",
+                file("rg2.json"),
+                "--model",
+                modelPath,
+                "--out",
+                file("never.gguf")
+            ],
+            {cwd: root, encoding: "utf8", timeout: 120_000}
+        );
         expect(refused.status).toBe(1);
         expect(refused.stderr).toMatch(/^error: config\.json says retention_gate "rg2"/m);
         await expect(fs.access(file("never.gguf"))).rejects.toThrow();
     }, 300_000);
 
     test("config.json: rg2, another gate, another activation, another model's shape or gate width, a bad budget are refused in words", async () => {
-        const convert = (config: string) => refusal(convertTrimkvCheckpoint({weights: file("f32.pth"), config: file(config), modelPath, out: file("never.gguf")}));
-        expect(await convert("rg2.json")).toMatch(/retention_gate "rg2": these gates read each head's keys and values after RoPE, not the layer's attention input/);
+        const convert = (config: string) =>
+            refusal(convertTrimkvCheckpoint({weights: file("f32.pth"), config: file(config), modelPath, out: file("never.gguf")}));
+        expect(await convert("rg2.json")).toMatch(
+            /retention_gate "rg2": these gates read each head's keys and values after RoPE, not the layer's attention input/
+        );
         expect(await convert("rg3.json")).toMatch(/retention_gate "rg3"; only the "rg" gate .* can be converted/);
         expect(await convert("gelu.json")).toMatch(/hidden_act "gelu"; the gate runs SiLU only/);
-        expect(await convert("other-model.json")).toMatch(/config\.json is for a model with 28 layers \(num_hidden_layers\); this model has 4/);
+        expect(await convert("other-model.json")).toMatch(
+            /config\.json is for a model with 28 layers \(num_hidden_layers\); this model has 4/
+        );
         expect(await convert("other-hidden.json")).toMatch(/retention_gate_intermediate_size 512, but the gates are 48 wide/);
         expect(await convert("bad-budget.json")).toMatch(/memory_size -3 is not a number of cells/);
         expect(await convert("missing.json")).toMatch(/missing\.json does not exist/);
@@ -143,21 +199,26 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
         }
         // another model: the gates' width and KV heads differ
         const llama = await getFixtureModelInfo("tiny-llama");
-        expect(await refusal(convertTrimkvCheckpoint({weights: file("f32.pth"), modelPath: llama.path, out: file("never.gguf")})))
-            .toMatch(/layer 0: retention_gate\.linear1\.weight has shape \[48, 160\], expected \[48, 64\]/);
+        expect(await refusal(convertTrimkvCheckpoint({weights: file("f32.pth"), modelPath: llama.path, out: file("never.gguf")}))).toMatch(
+            /layer 0: retention_gate\.linear1\.weight has shape \[48, 160\], expected \[48, 64\]/
+        );
         await expect(fs.access(file("never.gguf"))).rejects.toThrow();
     });
 
     test("a truncated, damaged or foreign file is refused with the reason", async () => {
         const whole = await fs.readFile(file("f32.pth"));
         await fs.writeFile(file("truncated.pth"), whole.subarray(0, Math.floor(whole.length * 0.6)));
-        expect(await refusal(readTorchStateDict(file("truncated.pth")))).toMatch(/truncated\.pth is not a PyTorch checkpoint: not a whole zip archive .*a download cut short/);
+        expect(await refusal(readTorchStateDict(file("truncated.pth")))).toMatch(
+            /truncated\.pth is not a PyTorch checkpoint: not a whole zip archive .*a download cut short/
+        );
         // one byte of a storage changed: its CRC-32 no longer matches
         const damaged = Buffer.from(whole);
         const at = damaged.indexOf(Buffer.from("f32/data/1")) + 200;
         damaged[at] = damaged[at]! ^ 0xff;
         await fs.writeFile(file("damaged.pth"), damaged);
-        expect(await refusal(readTorchStateDict(file("damaged.pth")))).toMatch(/damaged\.pth: f32\/data\/\d+ is damaged \(its CRC-32 does not match\)/);
+        expect(await refusal(readTorchStateDict(file("damaged.pth")))).toMatch(
+            /damaged\.pth: f32\/data\/\d+ is damaged \(its CRC-32 does not match\)/
+        );
         await fs.writeFile(file("text.pth"), "not a checkpoint at all\n".repeat(10));
         expect(await refusal(readTorchStateDict(file("text.pth")))).toMatch(/text\.pth is not a PyTorch checkpoint/);
         expect(await refusal(readTorchStateDict(modelPath))).toMatch(/tiny-qwen3\.gguf is not a PyTorch checkpoint/);
@@ -165,8 +226,12 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
     });
 
     test("hostile sizes: a view past its storage, a storage shorter than its element count, huge strides and counts", async () => {
-        expect(await refusal(readTorchStateDict(file("past-storage.pth")))).toMatch(/tensor w \(size \[2, 3\], stride \[3, 1\], offset 1\) reads past its storage of 6 elements/);
-        expect(await refusal(readTorchStateDict(file("short-storage.pth")))).toMatch(/archive\/data\/0 is 24 bytes; its tensors' storage needs 2400/);
+        expect(await refusal(readTorchStateDict(file("past-storage.pth")))).toMatch(
+            /tensor w \(size \[2, 3\], stride \[3, 1\], offset 1\) reads past its storage of 6 elements/
+        );
+        expect(await refusal(readTorchStateDict(file("short-storage.pth")))).toMatch(
+            /archive\/data\/0 is 24 bytes; its tensors' storage needs 2400/
+        );
         expect(await refusal(readTorchStateDict(file("huge-stride.pth")))).toMatch(/tensor w .* reads past its storage of 6 elements/);
         expect(await refusal(readTorchStateDict(file("huge-numel.pth")))).toMatch(/its storages hold more than \d+ bytes or \d+ elements/);
         // an end-of-directory record claiming 2^31 entries (the zip reader would make a slot for each before reading one)
@@ -177,14 +242,22 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
         whole.writeUInt16LE(0xffff, eocd + 10);
         whole.writeBigUInt64LE(2n ** 31n, zip64 + 32);
         await fs.writeFile(file("many-entries.pth"), whole);
-        expect(await refusal(readTorchStateDict(file("many-entries.pth")))).toMatch(/the archive claims 2147483648 entries, more than the 100000 read/);
-        expect(await refusal(readTorchStateDict(file("f32.pth"), {pickleBytes: 100}))).toMatch(/data\.pkl is \d+ bytes, more than the 100 read/);
+        expect(await refusal(readTorchStateDict(file("many-entries.pth")))).toMatch(
+            /the archive claims 2147483648 entries, more than the 100000 read/
+        );
+        expect(await refusal(readTorchStateDict(file("f32.pth"), {pickleBytes: 100}))).toMatch(
+            /data\.pkl is \d+ bytes, more than the 100 read/
+        );
         expect(await refusal(readTorchStateDict(file("f32.pth"), {elements: 1000}))).toMatch(/more than .*1000 elements/);
     });
 
     test("a pickle that would run a command is refused by name, and nothing runs", async () => {
-        expect(await refusal(readTorchStateDict(file("evil.pth")))).toMatch(/the global posix\.system, which a state_dict of tensors does not need; it was refused and nothing was run/);
-        expect(await refusal(convertTrimkvCheckpoint({weights: file("evil.pth"), modelPath, out: file("never.gguf")}))).toMatch(/posix\.system/);
+        expect(await refusal(readTorchStateDict(file("evil.pth")))).toMatch(
+            /the global posix\.system, which a state_dict of tensors does not need; it was refused and nothing was run/
+        );
+        expect(await refusal(convertTrimkvCheckpoint({weights: file("evil.pth"), modelPath, out: file("never.gguf")}))).toMatch(
+            /posix\.system/
+        );
         await expect(fs.access(file("evil-ran"))).rejects.toThrow();
         // the file is real: torch.load (weights_only=False, as torch 1.x loads by default) runs the command
         torchJobs([{job: "load", path: file("evil.pth")}]);
@@ -194,29 +267,49 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
     test("in the app: a model's details offer TRIM-KV once its gates are converted from a picked file; a refused file changes nothing", async () => {
         const appModel = file("app-model.gguf");
         await fs.copyFile(info.path, appModel);
-        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "test", modelsDir: dir, chat: {flushIntervalMs: 0}});
-        let picked: {weights: string, config: string | null} | null = {weights: file("bf16.pth"), config: file("rg2.json")};
-        const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null, pickTrimkvFiles: async () => picked}));
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {
+            version: "test",
+            modelsDir: dir,
+            chat: {flushIntervalMs: 0}
+        });
+        let picked: {weights: string; config: string | null} | null = {weights: file("bf16.pth"), config: file("rg2.json")};
+        const dispatch = createDispatch(
+            createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null, pickTrimkvFiles: async () => picked})
+        );
         try {
             const added = await dispatch("models:add", {path: appModel});
-            if (!added.ok)
-                throw new Error(added.error.message);
+            if (!added.ok) throw new Error(added.error.message);
             const id = (added.value as {id: string}).id;
-            expect(await dispatch("models:details", {id})).toMatchObject({ok: true, value: {retention: {available: false, reason: /^no retention gates beside this model/}}});
+            expect(await dispatch("models:details", {id})).toMatchObject({
+                ok: true,
+                value: {retention: {available: false, reason: /^no retention gates beside this model/}}
+            });
 
             const rg2 = await dispatch("models:pickTrimkv", undefined);
             expect(rg2).toEqual({ok: true, value: picked});
-            expect(await dispatch("models:convertTrimkv", {id, weights: file("bf16.pth"), config: file("rg2.json")})).toMatchObject({ok: false,
-                error: {code: "BAD_REQUEST", message: /^The TRIM-KV gates could not be converted: config\.json says retention_gate "rg2"/}});
-            expect(await dispatch("models:convertTrimkv", {id, weights: file("evil.pth")})).toMatchObject({ok: false,
-                error: {code: "BAD_REQUEST", message: /global posix\.system/}});
+            expect(await dispatch("models:convertTrimkv", {id, weights: file("bf16.pth"), config: file("rg2.json")})).toMatchObject({
+                ok: false,
+                error: {code: "BAD_REQUEST", message: /^The TRIM-KV gates could not be converted: config\.json says retention_gate "rg2"/}
+            });
+            expect(await dispatch("models:convertTrimkv", {id, weights: file("evil.pth")})).toMatchObject({
+                ok: false,
+                error: {code: "BAD_REQUEST", message: /global posix\.system/}
+            });
             expect(await dispatch("models:details", {id})).toMatchObject({ok: true, value: {retention: {available: false}}});
 
             picked = {weights: file("bf16.pth"), config: file("rg.json")};
-            expect(await dispatch("models:convertTrimkv", {id, weights: picked.weights, config: picked.config})).toEqual({ok: true,
-                value: {layers: 4, hidden: 48, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from bf16.pth"}});
+            expect(await dispatch("models:convertTrimkv", {id, weights: picked.weights, config: picked.config})).toEqual({
+                ok: true,
+                value: {layers: 4, hidden: 48, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from bf16.pth"}
+            });
             expect(await dispatch("models:details", {id})).toMatchObject({ok: true, value: {retention: {available: true, reason: null}}});
-            const found = await findRetentionGates({path: appModel, architecture: "qwen3", layers: 4, embeddingLength: 160, headCountKv: 2});
+            const found = await findRetentionGates({
+                path: appModel,
+                architecture: "qwen3",
+                layers: 4,
+                embeddingLength: 160,
+                headCountKv: 2
+            });
             expect(found).toMatchObject({available: true, info: {budget: 512, reduction: "per-head"}});
         } finally {
             await services.dispose();

@@ -23,7 +23,8 @@ describe("TRIM-KV's released gates, converted", () => {
     let modelPath: string;
     let info: GeneratedModelInfo;
 
-    const run = (script: string, args: string[]) => execFileSync(python, [path.join(scripts, script), ...args], {encoding: "utf8", timeout: 120_000});
+    const run = (script: string, args: string[]) =>
+        execFileSync(python, [path.join(scripts, script), ...args], {encoding: "utf8", timeout: 120_000});
 
     beforeAll(async () => {
         python = torchPython();
@@ -44,8 +45,9 @@ describe("TRIM-KV's released gates, converted", () => {
         run("convertTrimkv.py", ["--weights", weights, "--model", modelPath, "--out", sidecar]);
 
         const tokens = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 65, 66, 67, 68] as Token[];
-        const reference = JSON.parse(run("referenceBeta.py", ["--model", modelPath, "--weights", weights, "--tokens", tokens.join(",")])) as
-            {layers: number[][][]};
+        const reference = JSON.parse(
+            run("referenceBeta.py", ["--model", modelPath, "--weights", weights, "--tokens", tokens.join(",")])
+        ) as {layers: number[][][]};
 
         const llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
         const model = await llama.loadModel({modelPath});
@@ -64,7 +66,9 @@ describe("TRIM-KV's released gates, converted", () => {
                     const row = expected[snapshot.positions[j]!]!;
                     for (let h = 0; h < snapshot.heads; h++) {
                         const engine = snapshot.logits[layer]![h * n + j]!;
-                        expect(Math.abs(engine - row[h]!), `layer ${layer}, position ${snapshot.positions[j]}, head ${h}`).toBeLessThan(2e-2);
+                        expect(Math.abs(engine - row[h]!), `layer ${layer}, position ${snapshot.positions[j]}, head ${h}`).toBeLessThan(
+                            2e-2
+                        );
                         spread = Math.max(spread, Math.abs(row[h]! - expected[0]![h]!));
                     }
                 }
@@ -80,13 +84,44 @@ describe("TRIM-KV's released gates, converted", () => {
 
     test("train:retention trains gates on the model's own continuations and writes a sidecar the app accepts and the engine loads", async () => {
         const prompts = path.join(dir, "prompts.jsonl");
-        await fs.writeFile(prompts, [[72, 101, 108, 108, 111], [65, 66, 67, 68, 69, 70]].map((tokens) => JSON.stringify({tokens})).join("\n") + "\n");
+        await fs.writeFile(
+            prompts,
+            [
+                [72, 101, 108, 108, 111],
+                [65, 66, 67, 68, 69, 70]
+            ]
+                .map((tokens) => JSON.stringify({tokens}))
+                .join("\n") + "\n"
+        );
         // where the app looks for it: beside the model (replacing the converted gates of the first test)
         const sidecar = path.join(dir, "tiny-llama.retention.gguf");
-        run("train.py", ["--model", modelPath, "--prompts", prompts, "--out", sidecar, "--steps", "3", "--hidden", "16", "--max-new", "24",
-            "--budget", "8", "--cache-dir", path.join(dir, "cache"), "--log-every", "1"]);
-        const found = await findRetentionGates({path: modelPath, architecture: "llama", layers: info.spec.nLayer, embeddingLength: info.spec.nEmbd,
-            headCountKv: info.spec.nHeadKv});
+        run("train.py", [
+            "--model",
+            modelPath,
+            "--prompts",
+            prompts,
+            "--out",
+            sidecar,
+            "--steps",
+            "3",
+            "--hidden",
+            "16",
+            "--max-new",
+            "24",
+            "--budget",
+            "8",
+            "--cache-dir",
+            path.join(dir, "cache"),
+            "--log-every",
+            "1"
+        ]);
+        const found = await findRetentionGates({
+            path: modelPath,
+            architecture: "llama",
+            layers: info.spec.nLayer,
+            embeddingLength: info.spec.nEmbd,
+            headCountKv: info.spec.nHeadKv
+        });
         expect(found).toMatchObject({available: true, info: {hidden: 16, budget: 8, reduction: "shared"}});
         const llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
         const model = await llama.loadModel({modelPath});
@@ -103,24 +138,52 @@ describe("TRIM-KV's released gates, converted", () => {
 
     test("train:retention --seeds trains one set of gates per seed and keeps the best on prompts held out of training", async () => {
         const prompts = path.join(dir, "prompts-seeds.jsonl");
-        const rows = [[72, 101, 108, 108, 111], [65, 66, 67, 68, 69, 70], [49, 50, 51], [87, 104, 121]];
+        const rows = [
+            [72, 101, 108, 108, 111],
+            [65, 66, 67, 68, 69, 70],
+            [49, 50, 51],
+            [87, 104, 121]
+        ];
         await fs.writeFile(prompts, rows.map((tokens) => JSON.stringify({tokens})).join("\n") + "\n");
         const out = path.join(dir, "tiny-llama.retention.gguf"); // beside the model, where the app reads it
-        const common = ["--model", modelPath, "--prompts", prompts, "--out", out, "--steps", "2", "--hidden", "16", "--max-new", "24",
-            "--budget", "8", "--cache-dir", path.join(dir, "cache"), "--log-every", "1"];
+        const common = [
+            "--model",
+            modelPath,
+            "--prompts",
+            prompts,
+            "--out",
+            out,
+            "--steps",
+            "2",
+            "--hidden",
+            "16",
+            "--max-new",
+            "24",
+            "--budget",
+            "8",
+            "--cache-dir",
+            path.join(dir, "cache"),
+            "--log-every",
+            "1"
+        ];
         const log = run("train.py", [...common, "--seeds", "3,4", "--validation-count", "1"]);
         expect(log).toMatch(/seed 3: validation at 0\.25 of each length: \{"identical": [\d.]+, "agreement": [\d.]+\}/);
         expect(log).toMatch(/seed 4: validation at 0\.25/);
         expect(log).toMatch(/kept seed [34], best of seeds 3,4 on 1 validation prompts/);
-        const found = await findRetentionGates({path: modelPath, architecture: "llama", layers: info.spec.nLayer, embeddingLength: info.spec.nEmbd,
-            headCountKv: info.spec.nHeadKv});
+        const found = await findRetentionGates({
+            path: modelPath,
+            architecture: "llama",
+            layers: info.spec.nLayer,
+            embeddingLength: info.spec.nEmbd,
+            headCountKv: info.spec.nHeadKv
+        });
         expect(found.available && found.info.source).toMatch(/3 JSONL training problems, .*best of seeds 3,4 on 1 validation prompts/);
         // every prompt held out would leave nothing to train on
         let message = "";
         try {
             run("train.py", [...common, "--seeds", "3,4", "--validation-count", "4"]);
         } catch (err) {
-            message = String((err as {stderr?: string, stdout?: string}).stderr ?? "") + String((err as {stdout?: string}).stdout ?? "");
+            message = String((err as {stderr?: string; stdout?: string}).stderr ?? "") + String((err as {stdout?: string}).stdout ?? "");
         }
         expect(message).toMatch(/holds the last 4 prompts out for validation, but .* has 4/);
     }, 300_000);
@@ -143,25 +206,72 @@ expected = torch.nn.functional.smooth_l1_loss(-torch.log(-off[0, :2]), torch.log
 print(json.dumps({"h": h[0].tolist(), "exact": float(horizon_loss(exact, h, min_seen=0)), "off": float(horizon_loss(off, h, min_seen=0)),
     "watched": float(horizon_loss(off, h, min_seen=10)), "expected": float(expected)}))
 `;
-        const result = JSON.parse(execFileSync(python, ["-c", check], {encoding: "utf8", timeout: 120_000})) as Record<string, number | number[]>;
+        const result = JSON.parse(execFileSync(python, ["-c", check], {encoding: "utf8", timeout: 120_000})) as Record<
+            string,
+            number | number[]
+        >;
         expect(result.h).toEqual([0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
         expect(result.exact).toBeCloseTo(0, 6);
         expect(result.off).toBeGreaterThan(0.1);
         expect(result.watched).toBeCloseTo(result.expected as number, 6);
 
         const prompts = path.join(dir, "prompts-horizon.jsonl");
-        await fs.writeFile(prompts, [[72, 101, 108, 108, 111], [65, 66, 67, 68, 69, 70]].map((tokens) => JSON.stringify({tokens})).join("\n") + "\n");
+        await fs.writeFile(
+            prompts,
+            [
+                [72, 101, 108, 108, 111],
+                [65, 66, 67, 68, 69, 70]
+            ]
+                .map((tokens) => JSON.stringify({tokens}))
+                .join("\n") + "\n"
+        );
         const out = path.join(dir, "tiny-llama.retention.gguf");
-        const log = run("train.py", ["--model", modelPath, "--prompts", prompts, "--out", out, "--steps", "2", "--hidden", "16", "--max-new", "24",
-            "--budget", "8", "--cache-dir", path.join(dir, "cache"), "--log-every", "1", "--horizon-weight", "0.25"]);
+        const log = run("train.py", [
+            "--model",
+            modelPath,
+            "--prompts",
+            prompts,
+            "--out",
+            out,
+            "--steps",
+            "2",
+            "--hidden",
+            "16",
+            "--max-new",
+            "24",
+            "--budget",
+            "8",
+            "--cache-dir",
+            path.join(dir, "cache"),
+            "--log-every",
+            "1",
+            "--horizon-weight",
+            "0.25"
+        ]);
         expect(log).toMatch(/step 2\/2 .* hor [1-9]\d*\.\d+|step 2\/2 .* hor 0\.\d*[1-9]/);
-        const found = await findRetentionGates({path: modelPath, architecture: "llama", layers: info.spec.nLayer, embeddingLength: info.spec.nEmbd,
-            headCountKv: info.spec.nHeadKv});
+        const found = await findRetentionGates({
+            path: modelPath,
+            architecture: "llama",
+            layers: info.spec.nLayer,
+            embeddingLength: info.spec.nEmbd,
+            headCountKv: info.spec.nHeadKv
+        });
         expect(found.available && found.info.source).toMatch(/capacity weight 1, horizon weight 0\.25 at read 0\.5, shared/);
         // a read is a share of one head's attention: outside (0, 1] it is refused before anything loads
         let message = "";
         try {
-            run("train.py", ["--model", modelPath, "--prompts", prompts, "--out", out, "--horizon-weight", "0.25", "--read-threshold", "1.5"]);
+            run("train.py", [
+                "--model",
+                modelPath,
+                "--prompts",
+                prompts,
+                "--out",
+                out,
+                "--horizon-weight",
+                "0.25",
+                "--read-threshold",
+                "1.5"
+            ]);
         } catch (err) {
             message = String((err as {stderr?: string}).stderr ?? "");
         }
@@ -172,7 +282,10 @@ print(json.dumps({"h": h[0].tolist(), "exact": float(horizon_loss(exact, h, min_
         const weights = path.join(dir, "wrong.pth");
         run("makeFakeTrimkv.py", ["--model", modelPath, "--out", weights, "--seed", "4", "--hidden", "16"]);
         // drop one layer's gate: the converter names the missing key
-        execFileSync(python, ["-c", `import torch; sd = torch.load(${JSON.stringify(weights)}); del sd["model.layers.1.self_attn.retention_gate.linear2.weight"]; torch.save(sd, ${JSON.stringify(weights)})`]);
+        execFileSync(python, [
+            "-c",
+            `import torch; sd = torch.load(${JSON.stringify(weights)}); del sd["model.layers.1.self_attn.retention_gate.linear2.weight"]; torch.save(sd, ${JSON.stringify(weights)})`
+        ]);
         let message = "";
         try {
             run("convertTrimkv.py", ["--weights", weights, "--model", modelPath, "--out", path.join(dir, "never.retention.gguf")]);

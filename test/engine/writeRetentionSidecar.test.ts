@@ -53,7 +53,7 @@ describe("writeRetentionSidecar", () => {
         await fs.rm(dir, {recursive: true, force: true});
     });
 
-    async function referenceGates(matrix: "f32" | "f16"): Promise<{reference: Buffer, layers: RetentionGateLayer[]}> {
+    async function referenceGates(matrix: "f32" | "f16"): Promise<{reference: Buffer; layers: RetentionGateLayer[]}> {
         const out = path.join(dir, `reference-${matrix}.gguf`);
         const raw = path.join(dir, `reference-${matrix}.bin`);
         execFileSync(python, ["-c", pythonWriter, scripts, modelPath, out, raw, matrix], {timeout: 120_000});
@@ -79,7 +79,11 @@ describe("writeRetentionSidecar", () => {
         expect(written.equals(reference)).toBe(true);
 
         const found = await findRetentionGates({
-            path: modelPath, architecture: info.spec.arch, layers: info.spec.nLayer, embeddingLength: info.spec.nEmbd, headCountKv: info.spec.nHeadKv
+            path: modelPath,
+            architecture: info.spec.arch,
+            layers: info.spec.nLayer,
+            embeddingLength: info.spec.nEmbd,
+            headCountKv: info.spec.nHeadKv
         });
         expect(found).toMatchObject({available: true, info: {budget: 512, reduction: "per-head", hidden: 24, source: "test gates"}});
     });
@@ -90,14 +94,17 @@ describe("writeRetentionSidecar", () => {
         await writeRetentionSidecar(out, {modelPath, layers, budget: 0, reduction: "shared", source: "first"});
         const before = await fs.readFile(out);
 
-        await expect(writeRetentionSidecar(out, {modelPath, layers: layers.slice(1), budget: 0, reduction: "shared", source: "short"}))
-            .rejects.toThrow(`${info.spec.nLayer - 1} layers of gates; the model has ${info.spec.nLayer} layers`);
+        await expect(
+            writeRetentionSidecar(out, {modelPath, layers: layers.slice(1), budget: 0, reduction: "shared", source: "short"})
+        ).rejects.toThrow(`${info.spec.nLayer - 1} layers of gates; the model has ${info.spec.nLayer} layers`);
         const poisoned = layers.map((gate) => ({...gate, fc2: gate.fc2.slice()}));
         poisoned[1]!.fc2[3] = Number.NaN;
-        await expect(writeRetentionSidecar(out, {modelPath, layers: poisoned, budget: 0, reduction: "shared", source: "nan"}))
-            .rejects.toThrow("layer 1: retention.fc2.weight holds a non-finite value (NaN) at 3");
-        await expect(writeRetentionSidecar(out, {modelPath, layers, budget: -1, reduction: "shared", source: "budget"}))
-            .rejects.toThrow("budget");
+        await expect(
+            writeRetentionSidecar(out, {modelPath, layers: poisoned, budget: 0, reduction: "shared", source: "nan"})
+        ).rejects.toThrow("layer 1: retention.fc2.weight holds a non-finite value (NaN) at 3");
+        await expect(writeRetentionSidecar(out, {modelPath, layers, budget: -1, reduction: "shared", source: "budget"})).rejects.toThrow(
+            "budget"
+        );
 
         expect((await fs.readFile(out)).equals(before)).toBe(true);
         expect((await fs.readdir(dir)).filter((name) => name.endsWith(".tmp"))).toEqual([]);

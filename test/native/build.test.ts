@@ -27,7 +27,9 @@ test("a build of another patch series is refused as stale", async () => {
     const error = await loadPatchedLlama({gpu: false, expectedSeriesHash: "0000000000000000"}).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(PatchedBuildError);
     expect((error as PatchedBuildError).code).toBe("PATCHED_BUILD_STALE");
-    expect((error as PatchedBuildError).message).toMatch(/^Ponder's patched llama\.cpp build is missing or stale: run npm run build:native/);
+    expect((error as PatchedBuildError).message).toMatch(
+        /^Ponder's patched llama\.cpp build is missing or stale: run npm run build:native/
+    );
 });
 
 test("a missing build is refused, with no fallback to the prebuilt binaries", async () => {

@@ -26,7 +26,12 @@ async function readF32Tensors(filePath: string, names: string[]): Promise<Map<st
             const f16 = Number(tensor.ggmlType) === 1;
             const bytes = Buffer.alloc(count * (f16 ? 2 : 4));
             await handle.read(bytes, 0, bytes.length, Number(tensor.fileOffset));
-            out.set(name, Float32Array.from({length: count}, (_, i) => f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4)));
+            out.set(
+                name,
+                Float32Array.from({length: count}, (_, i) =>
+                    f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4)
+                )
+            );
         }
         return out;
     } finally {
@@ -50,7 +55,12 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
         dir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-capture-"));
         sidecar = path.join(dir, "gates.retention.gguf");
         gates = await writeRetentionSidecar(sidecar, {
-            modelPath: info.path, architecture: info.spec.arch, layers: info.spec.nLayer, width: info.spec.nEmbd, kvHeads: info.spec.nHeadKv, seed: 5
+            modelPath: info.path,
+            architecture: info.spec.arch,
+            layers: info.spec.nLayer,
+            width: info.spec.nEmbd,
+            kvHeads: info.spec.nHeadKv,
+            seed: 5
         });
         const tensors = await readF32Tensors(info.path, ["token_embd.weight", "blk.0.attn_norm.weight"]);
         embedding = tensors.get("token_embd.weight")!;
@@ -63,61 +73,74 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
         await fs.rm(dir, {recursive: true, force: true});
     });
 
-    test.each([false, true])("the captured attn_norm rows are the gates' input, in every layer (flash attention %s)", async (flashAttention) => {
-        const t = await createTestContext(model, {flashAttention});
-        try {
-            await t.kv.configureRetention(sidecar);
-            await t.kv.configureNormCapture(true);
-            const tokens = randomTokens(20, 3);
-            await t.sequence.evaluateWithoutGeneratingNewTokens(tokens); // prefill, one ubatch
-            const prefill = await t.kv.takeCapturedNorms();
-            const more = randomTokens(4, 4);
-            const decoded: CapturedNorms[] = [];
-            for (const token of more) { // decode, one token per ubatch
-                tokens.push(token);
-                await t.sequence.evaluateWithoutGeneratingNewTokens([token]);
-                decoded.push(await t.kv.takeCapturedNorms());
-            }
-            const {nLayer, nEmbd} = info.spec;
-            expect(prefill).toMatchObject({tokens: 20, layers: nLayer, width: nEmbd});
-            expect(Array.from(prefill.positions)).toEqual(Array.from({length: 20}, (_, i) => i));
-            expect(prefill.rows).toHaveLength(20 * nLayer * nEmbd);
-            expect(decoded.map((d) => [d.tokens, ...d.positions])).toEqual([[1, 20], [1, 21], [1, 22], [1, 23]]);
-            expect((await t.kv.takeCapturedNorms()).tokens).toBe(0); // taken: forgotten
-
-            const rowOf = (position: number, layer: number): Float32Array => {
-                const source = position < 20 ? prefill : decoded[position - 20]!;
-                const i = position < 20 ? position : 0;
-                const from = (i * nLayer + layer) * nEmbd;
-                return Float32Array.from(source.rows.subarray(from, from + nEmbd), float16BitsToFloat32);
-            };
-
-            // layer 0 reads RMSNorm(embedding) * weight
-            for (let position = 0; position < 24; position++) {
-                const row = embedding.subarray(tokens[position]! * nEmbd, (tokens[position]! + 1) * nEmbd);
-                const scale = 1 / Math.sqrt(row.reduce((acc, v) => acc + v * v, 0) / nEmbd + info.spec.rmsEps);
-                const captured = rowOf(position, 0);
-                for (let k = 0; k < nEmbd; k++)
-                    expect(Math.abs(captured[k]! - row[k]! * scale * norm[k]!)).toBeLessThan(2e-3 * Math.max(1, Math.abs(row[k]! * scale * norm[k]!)));
-            }
-
-            // every layer: the gate on the captured row is the engine's gate logit of the cell (F16 rows: 1e-2)
-            const retention = await t.kv.retention(0);
-            const n = retention.positions.length;
-            expect(n).toBe(24);
-            for (let layer = 0; layer < nLayer; layer++) {
-                for (let j = 0; j < n; j++) {
-                    const expected = gateLogits(gates[layer]!, rowOf(retention.positions[j]!, layer));
-                    for (let h = 0; h < retention.heads; h++)
-                        expect(Math.abs(retention.logits[layer]![h * n + j]! - expected[h]!)).toBeLessThan(1e-2 * Math.max(1, Math.abs(expected[h]!)));
+    test.each([false, true])(
+        "the captured attn_norm rows are the gates' input, in every layer (flash attention %s)",
+        async (flashAttention) => {
+            const t = await createTestContext(model, {flashAttention});
+            try {
+                await t.kv.configureRetention(sidecar);
+                await t.kv.configureNormCapture(true);
+                const tokens = randomTokens(20, 3);
+                await t.sequence.evaluateWithoutGeneratingNewTokens(tokens); // prefill, one ubatch
+                const prefill = await t.kv.takeCapturedNorms();
+                const more = randomTokens(4, 4);
+                const decoded: CapturedNorms[] = [];
+                for (const token of more) {
+                    // decode, one token per ubatch
+                    tokens.push(token);
+                    await t.sequence.evaluateWithoutGeneratingNewTokens([token]);
+                    decoded.push(await t.kv.takeCapturedNorms());
                 }
+                const {nLayer, nEmbd} = info.spec;
+                expect(prefill).toMatchObject({tokens: 20, layers: nLayer, width: nEmbd});
+                expect(Array.from(prefill.positions)).toEqual(Array.from({length: 20}, (_, i) => i));
+                expect(prefill.rows).toHaveLength(20 * nLayer * nEmbd);
+                expect(decoded.map((d) => [d.tokens, ...d.positions])).toEqual([
+                    [1, 20],
+                    [1, 21],
+                    [1, 22],
+                    [1, 23]
+                ]);
+                expect((await t.kv.takeCapturedNorms()).tokens).toBe(0); // taken: forgotten
+
+                const rowOf = (position: number, layer: number): Float32Array => {
+                    const source = position < 20 ? prefill : decoded[position - 20]!;
+                    const i = position < 20 ? position : 0;
+                    const from = (i * nLayer + layer) * nEmbd;
+                    return Float32Array.from(source.rows.subarray(from, from + nEmbd), float16BitsToFloat32);
+                };
+
+                // layer 0 reads RMSNorm(embedding) * weight
+                for (let position = 0; position < 24; position++) {
+                    const row = embedding.subarray(tokens[position]! * nEmbd, (tokens[position]! + 1) * nEmbd);
+                    const scale = 1 / Math.sqrt(row.reduce((acc, v) => acc + v * v, 0) / nEmbd + info.spec.rmsEps);
+                    const captured = rowOf(position, 0);
+                    for (let k = 0; k < nEmbd; k++)
+                        expect(Math.abs(captured[k]! - row[k]! * scale * norm[k]!)).toBeLessThan(
+                            2e-3 * Math.max(1, Math.abs(row[k]! * scale * norm[k]!))
+                        );
+                }
+
+                // every layer: the gate on the captured row is the engine's gate logit of the cell (F16 rows: 1e-2)
+                const retention = await t.kv.retention(0);
+                const n = retention.positions.length;
+                expect(n).toBe(24);
+                for (let layer = 0; layer < nLayer; layer++) {
+                    for (let j = 0; j < n; j++) {
+                        const expected = gateLogits(gates[layer]!, rowOf(retention.positions[j]!, layer));
+                        for (let h = 0; h < retention.heads; h++)
+                            expect(Math.abs(retention.logits[layer]![h * n + j]! - expected[h]!)).toBeLessThan(
+                                1e-2 * Math.max(1, Math.abs(expected[h]!))
+                            );
+                    }
+                }
+                // deeper layers capture other rows than layer 0
+                expect(rowOf(5, 1)).not.toEqual(rowOf(5, 0));
+            } finally {
+                await t.dispose();
             }
-            // deeper layers capture other rows than layer 0
-            expect(rowOf(5, 1)).not.toEqual(rowOf(5, 0));
-        } finally {
-            await t.dispose();
         }
-    });
+    );
 
     test("capture off keeps nothing and changes no logit", async () => {
         const t = await createTestContext(model);
@@ -151,7 +174,8 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
         return {weights, positions, heads};
     }
 
-    test.each([false, true])("the read horizon is the last query reading a cell at the threshold, over the KV head's group (flash attention %s)",
+    test.each([false, true])(
+        "the read horizon is the last query reading a cell at the threshold, over the KV head's group (flash attention %s)",
         async (flashAttention) => {
             const reference = await createTestContext(model, {flashAttention});
             const t = await createTestContext(model, {flashAttention});
@@ -172,7 +196,8 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
                     await t.sequence.clearHistory();
                     await t.kv.configureReadHorizon(threshold);
                     await t.sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(0, 24)); // every row of one ubatch
-                    for (const token of tokens.slice(24)) // then one row per ubatch, merged with what is kept
+                    for (const token of tokens.slice(24))
+                        // then one row per ubatch, merged with what is kept
                         await t.sequence.evaluateWithoutGeneratingNewTokens([token]);
                     const horizon = await t.kv.readHorizon(0);
                     const n = horizon.positions.length;
@@ -194,18 +219,17 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
                                     const nCells = step[layer]!.length / nHead;
                                     for (let g = 0; g < group; g++) {
                                         const w = cell < nCells ? step[layer]![(kvHead * group + g) * nCells + cell]! : 0;
-                                        if (Math.abs(w - threshold) < 1e-3)
-                                            ambiguous = true;
-                                        if (w >= threshold)
-                                            last = Math.max(last, query);
+                                        if (Math.abs(w - threshold) < 1e-3) ambiguous = true;
+                                        if (w >= threshold) last = Math.max(last, query);
                                     }
                                 });
-                                if (ambiguous)
-                                    continue;
+                                if (ambiguous) continue;
                                 compared++;
-                                if (last > position)
-                                    readLater++;
-                                expect(horizon.last[layer]![kvHead * n + j], `layer ${layer}, KV head ${kvHead}, position ${position}`).toBe(last);
+                                if (last > position) readLater++;
+                                expect(
+                                    horizon.last[layer]![kvHead * n + j],
+                                    `layer ${layer}, KV head ${kvHead}, position ${position}`
+                                ).toBe(last);
                             }
                         }
                     }
@@ -216,7 +240,8 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
                 await reference.dispose();
                 await t.dispose();
             }
-        });
+        }
+    );
 
     test("read horizons refuse a threshold outside (0, 1] and are off by default", async () => {
         const t = await createTestContext(model);

@@ -44,7 +44,9 @@ describe.each(shapes)("eviction, %s model", (shape) => {
             await evaluateForLogits(t.sequence, randomTokens(24, 5));
             await t.kv.evict(0, [4, 5, 9]);
             const snapshot = await t.kv.scores(0);
-            expect([...snapshot.positions].sort((a, b) => a - b)).toEqual(Array.from({length: 24}, (_, i) => i).filter((p) => ![4, 5, 9].includes(p)));
+            expect([...snapshot.positions].sort((a, b) => a - b)).toEqual(
+                Array.from({length: 24}, (_, i) => i).filter((p) => ![4, 5, 9].includes(p))
+            );
             expect((await t.kv.stats()).scoring).toBe(false);
             expect(snapshot.heads).toBeGreaterThan(0);
             for (const layer of snapshot.layers) {

@@ -35,8 +35,16 @@ test("the archive fits what a device run carries (64 MiB)", () => {
 });
 
 test("it holds the harness, run.sh, the CPU reference, the demo model and its gates", () => {
-    for (const file of ["run.sh", "README.md", "PACK.txt", "cpu-reference.tsv", "harness/CMakeLists.txt", "harness/harness.cpp",
-        "models/ponder-demo.gguf", "models/ponder-demo.retention.gguf"])
+    for (const file of [
+        "run.sh",
+        "README.md",
+        "PACK.txt",
+        "cpu-reference.tsv",
+        "harness/CMakeLists.txt",
+        "harness/harness.cpp",
+        "models/ponder-demo.gguf",
+        "models/ponder-demo.retention.gguf"
+    ])
         expect(entries).toContain(`ponder-gpu/${file}`);
     const demo = fs.statSync(path.join(repoRoot, "resources/models/ponder-demo.gguf")).size;
     const unpacked = spawnSync("tar", ["-xzf", archive, "-C", dir, "ponder-gpu/models/ponder-demo.gguf"]);
@@ -47,8 +55,13 @@ test("it holds the harness, run.sh, the CPU reference, the demo model and its ga
 test("the llama.cpp in it is patched: the series' new files and API are there", () => {
     expect(entries).toContain("ponder-gpu/llama.cpp/src/llama-retention.cpp"); // added by 0007
     const header = spawnSync("tar", ["-xzOf", archive, "ponder-gpu/llama.cpp/src/llama-ext.h"], {encoding: "utf8"});
-    for (const api of ["llama_memory_seq_rm_pos", "llama_set_attn_score", "llama_set_retention_gates", "llama_set_value_norms",
-        "llama_set_attn_score_cells"])
+    for (const api of [
+        "llama_memory_seq_rm_pos",
+        "llama_set_attn_score",
+        "llama_set_retention_gates",
+        "llama_set_value_norms",
+        "llama_set_attn_score_cells"
+    ])
         expect(header.stdout).toContain(api);
     const pack = spawnSync("tar", ["-xzOf", archive, "ponder-gpu/PACK.txt"], {encoding: "utf8"}).stdout;
     expect(pack).toContain("0001-kv-cache-batched-position-removal.patch");
@@ -67,40 +80,76 @@ test("it keeps the CPU and CUDA backends and leaves out docs, models, tests, too
 });
 
 test("the CPU reference holds every policy with flash attention off and on, for the demo model", () => {
-    const rows = fs.readFileSync(path.join(repoRoot, "native/gpu/cpu-reference.tsv"), "utf8").trim().split("\n").slice(1)
+    const rows = fs
+        .readFileSync(path.join(repoRoot, "native/gpu/cpu-reference.tsv"), "utf8")
+        .trim()
+        .split("\n")
+        .slice(1)
         .map((line) => line.split("\t"));
     for (const flash of ["off", "on"]) {
         const demo = rows.filter((row) => row[0] === "ponder-demo" && row[3] === flash);
         expect(demo.map((row) => row[4])).toEqual(policies);
         for (const row of demo) {
             expect(row[13]!.split(",")).toHaveLength(256); // every generated token id
-            if (row[4] !== "full")
-                expect(Number(row[6])).toBeLessThanOrEqual(128); // live cells within the budget
+            if (row[4] !== "full") expect(Number(row[6])).toBeLessThanOrEqual(128); // live cells within the budget
         }
     }
 });
 
 describe.runIf(process.env.PONDER_GPU_PACK_BUILD === "1")("run.sh --cpu (PONDER_GPU_PACK_BUILD=1)", () => {
-    test("builds the pack with CMake on the CPU, runs every policy and matches the CPU reference", () => {
-        const out = path.join(dir, "results");
-        const work = path.join(dir, "work");
-        const started = Date.now();
-        const run = spawnSync("nice", ["-n", "10", "bash", path.join(repoRoot, "native/gpu/run.sh"), "--archive", archive, "--cpu", "--quick",
-            "--work", work, "--out", out, "--jobs", "2"], {encoding: "utf8", maxBuffer: 64 * 1024 * 1024});
-        console.log(`run.sh --cpu: ${((Date.now() - started) / 1000).toFixed(0)} s\n${fs.readFileSync(path.join(out, "timings.txt"), "utf8")}`);
-        expect(run.status, run.stdout.slice(-4000) + run.stderr.slice(-4000)).toBe(0);
-        const results = fs.readFileSync(path.join(out, "results.tsv"), "utf8").trim().split("\n").slice(1).map((line) => line.split("\t"));
-        expect(results.filter((row) => row[0] === "ponder-demo").map((row) => `${row[3]} ${row[4]}`))
-            .toEqual(["off", "on"].flatMap((flash) => policies.map((policy) => `${flash} ${policy}`)));
-        // the table's last column: every run as the reference, token for token; on the demo model the state restored
-        // halfway goes on with H2O's very tokens (the random-weight shape may part from them: its greedy tokens turn on
-        // rounding, and a restored state's cells lie elsewhere)
-        const table = run.stdout.split("\n").filter((line) => /^\| (ponder-demo|bench-1\.5b-shape) \|/.test(line)).map((line) => line.split("|"));
-        expect(table).toHaveLength(results.length);
-        for (const row of table)
-            expect(row.at(-2)!.trim(), row.join("|")).toMatch(/^same tokens/);
-        expect(table.filter((row) => row[1]!.trim() === "ponder-demo" && row[4]!.trim() === "h2o@state").map((row) => row.at(-2)!.trim()))
-            .toEqual(["same tokens; restored at token 128, same tokens as h2o", "same tokens; restored at token 128, same tokens as h2o"]);
-        expect(run.stdout).toMatch(/\| ponder-demo \| 320 \| on \| leankv \| q8_0\/q4_0 \|/);
-    }, 60 * 60 * 1000);
+    test(
+        "builds the pack with CMake on the CPU, runs every policy and matches the CPU reference",
+        () => {
+            const out = path.join(dir, "results");
+            const work = path.join(dir, "work");
+            const started = Date.now();
+            const run = spawnSync(
+                "nice",
+                [
+                    "-n",
+                    "10",
+                    "bash",
+                    path.join(repoRoot, "native/gpu/run.sh"),
+                    "--archive",
+                    archive,
+                    "--cpu",
+                    "--quick",
+                    "--work",
+                    work,
+                    "--out",
+                    out,
+                    "--jobs",
+                    "2"
+                ],
+                {encoding: "utf8", maxBuffer: 64 * 1024 * 1024}
+            );
+            console.log(
+                `run.sh --cpu: ${((Date.now() - started) / 1000).toFixed(0)} s\n${fs.readFileSync(path.join(out, "timings.txt"), "utf8")}`
+            );
+            expect(run.status, run.stdout.slice(-4000) + run.stderr.slice(-4000)).toBe(0);
+            const results = fs
+                .readFileSync(path.join(out, "results.tsv"), "utf8")
+                .trim()
+                .split("\n")
+                .slice(1)
+                .map((line) => line.split("\t"));
+            expect(results.filter((row) => row[0] === "ponder-demo").map((row) => `${row[3]} ${row[4]}`)).toEqual(
+                ["off", "on"].flatMap((flash) => policies.map((policy) => `${flash} ${policy}`))
+            );
+            // the table's last column: every run as the reference, token for token; on the demo model the state restored
+            // halfway goes on with H2O's very tokens (the random-weight shape may part from them: its greedy tokens turn on
+            // rounding, and a restored state's cells lie elsewhere)
+            const table = run.stdout
+                .split("\n")
+                .filter((line) => /^\| (ponder-demo|bench-1\.5b-shape) \|/.test(line))
+                .map((line) => line.split("|"));
+            expect(table).toHaveLength(results.length);
+            for (const row of table) expect(row.at(-2)!.trim(), row.join("|")).toMatch(/^same tokens/);
+            expect(
+                table.filter((row) => row[1]!.trim() === "ponder-demo" && row[4]!.trim() === "h2o@state").map((row) => row.at(-2)!.trim())
+            ).toEqual(["same tokens; restored at token 128, same tokens as h2o", "same tokens; restored at token 128, same tokens as h2o"]);
+            expect(run.stdout).toMatch(/\| ponder-demo \| 320 \| on \| leankv \| q8_0\/q4_0 \|/);
+        },
+        60 * 60 * 1000
+    );
 });

@@ -22,8 +22,7 @@ test("scoring adds graph nodes only while it is on", async () => {
         llamaOptions: {
             logger(level, message) {
                 const match = /graph(?: \([^)]*\))?: nodes = (\d+)/.exec(message);
-                if (match != null && level !== LlamaLogLevel.debug)
-                    nodeCounts.push(Number(match[1]));
+                if (match != null && level !== LlamaLogLevel.debug) nodeCounts.push(Number(match[1]));
             }
         }
     });

@@ -33,9 +33,9 @@ test("generating 4x the context's cells with eviction stays within the allocated
         let maxUsed = 0;
 
         while (generated < toGenerate) {
-            const items: ControlledEvaluateInputItem[] = input.map((token, index) => (
+            const items: ControlledEvaluateInputItem[] = input.map((token, index) =>
                 index === input.length - 1 ? [token, {generateNext: {token: true}}] : token
-            ));
+            );
             const outputs = await t.sequence.controlledEvaluate(items);
             const token = outputs[input.length - 1]?.next.token;
             expect(token).toBeTypeOf("number");

@@ -27,14 +27,15 @@ export async function loadTestModel(shape: ModelShape): Promise<LlamaModel> {
 }
 
 export type TestContext = {
-    context: LlamaContext,
-    sequence: LlamaContextSequence,
-    kv: NativeKv,
-    dispose(): Promise<void>
+    context: LlamaContext;
+    sequence: LlamaContextSequence;
+    kv: NativeKv;
+    dispose(): Promise<void>;
 };
 
 export async function createTestContext(
-    model: LlamaModel, {contextSize = 256, flashAttention = false, batchSize}: {contextSize?: number, flashAttention?: boolean, batchSize?: number} = {}
+    model: LlamaModel,
+    {contextSize = 256, flashAttention = false, batchSize}: {contextSize?: number; flashAttention?: boolean; batchSize?: number} = {}
 ): Promise<TestContext> {
     const context = await model.createContext({contextSize, flashAttention, batchSize, threads: 2});
     const sequence = context.getSequence();
@@ -56,39 +57,34 @@ export function randomTokens(count: number, seed: number): Token[] {
     const tokens: Token[] = [];
     for (let i = 0; i < count; i++) {
         state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-        tokens.push((40 + (state >>> 8) % 210) as Token);
+        tokens.push((40 + ((state >>> 8) % 210)) as Token);
     }
     return tokens;
 }
 
 /** Evaluates `tokens` and returns the raw logits after the last one, dense over the vocabulary. */
 export async function evaluateForLogits(sequence: LlamaContextSequence, tokens: Token[]): Promise<Float32Array> {
-    const input: ControlledEvaluateInputItem[] = tokens.map((token, index) => (
+    const input: ControlledEvaluateInputItem[] = tokens.map((token, index) =>
         index === tokens.length - 1 ? [token, {generateNext: {logits: true}}] : token
-    ));
+    );
     const outputs = await sequence.controlledEvaluate(input);
     const logits = outputs[tokens.length - 1]?.next.logits;
-    if (logits == null)
-        throw new Error("no logits returned");
+    if (logits == null) throw new Error("no logits returned");
 
     const dense = new Float32Array(Math.max(...logits.keys()) + 1);
-    for (const [token, value] of logits)
-        dense[token] = value;
+    for (const [token, value] of logits) dense[token] = value;
     return dense;
 }
 
 export function sum(values: ArrayLike<number>): number {
     let total = 0;
-    for (let i = 0; i < values.length; i++)
-        total += values[i]!;
+    for (let i = 0; i < values.length; i++) total += values[i]!;
     return total;
 }
 
 export function maxAbsDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
-    if (a.length !== b.length)
-        throw new Error(`length mismatch: ${a.length} vs ${b.length}`);
+    if (a.length !== b.length) throw new Error(`length mismatch: ${a.length} vs ${b.length}`);
     let max = 0;
-    for (let i = 0; i < a.length; i++)
-        max = Math.max(max, Math.abs(a[i]! - b[i]!));
+    for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i]! - b[i]!));
     return max;
 }

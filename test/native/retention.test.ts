@@ -24,13 +24,17 @@ async function readTensors(filePath: string, names: string[]): Promise<Map<strin
         const out = new Map<string, Float32Array>();
         for (const name of names) {
             const tensor = info.tensorInfo?.find((candidate) => candidate.name === name);
-            if (tensor == null)
-                throw new Error(`no tensor ${name} in ${filePath}`);
+            if (tensor == null) throw new Error(`no tensor ${name} in ${filePath}`);
             const count = tensor.dimensions.reduce((product: number, dim) => product * Number(dim), 1);
             const f16 = Number(tensor.ggmlType) === 1;
             const bytes = Buffer.alloc(count * (f16 ? 2 : 4));
             await handle.read(bytes, 0, bytes.length, Number(tensor.fileOffset));
-            out.set(name, Float32Array.from({length: count}, (_, i) => f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4)));
+            out.set(
+                name,
+                Float32Array.from({length: count}, (_, i) =>
+                    f16 ? float16BitsToFloat32(bytes.readUInt16LE(i * 2)) : bytes.readFloatLE(i * 4)
+                )
+            );
         }
         return out;
     } finally {
@@ -42,8 +46,7 @@ async function readTensors(filePath: string, names: string[]): Promise<Map<strin
 function layer0Input(embedding: Float32Array, norm: Float32Array, width: number, token: number, eps: number): Float64Array {
     const row = embedding.subarray(token * width, (token + 1) * width);
     let meanSquare = 0;
-    for (const value of row)
-        meanSquare += value * value;
+    for (const value of row) meanSquare += value * value;
     const scale = 1 / Math.sqrt(meanSquare / width + eps);
     return Float64Array.from(row, (value, i) => value * scale * norm[i]!);
 }
@@ -74,8 +77,12 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
         dir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-retention-"));
         sidecar = path.join(dir, "gates.retention.gguf");
         spec = {
-            modelPath: info.path, architecture: info.spec.arch, layers: info.spec.nLayer, width: info.spec.nEmbd,
-            kvHeads: info.spec.nHeadKv, seed: 11
+            modelPath: info.path,
+            architecture: info.spec.arch,
+            layers: info.spec.nLayer,
+            width: info.spec.nEmbd,
+            kvHeads: info.spec.nHeadKv,
+            seed: 11
         };
         gates = await writeRetentionSidecar(sidecar, spec);
         const tensors = await readTensors(info.path, ["token_embd.weight", "blk.0.attn_norm.weight"]);
@@ -90,37 +97,40 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
         await fs.rm(dir, {recursive: true, force: true});
     });
 
-    test.each([false, true])("each written cell holds the gate of its token's attention input (flash attention %s)", async (flashAttention) => {
-        const t = await createTestContext(model, {flashAttention});
-        try {
-            const loaded = await t.kv.configureRetention(sidecar);
-            expect(loaded).toMatchObject({layers: info.spec.nLayer, heads: info.spec.nHeadKv});
-            expect(loaded!.bytes).toBeGreaterThan(0);
+    test.each([false, true])(
+        "each written cell holds the gate of its token's attention input (flash attention %s)",
+        async (flashAttention) => {
+            const t = await createTestContext(model, {flashAttention});
+            try {
+                const loaded = await t.kv.configureRetention(sidecar);
+                expect(loaded).toMatchObject({layers: info.spec.nLayer, heads: info.spec.nHeadKv});
+                expect(loaded!.bytes).toBeGreaterThan(0);
 
-            const tokens = randomTokens(20, 3);
-            await evaluateForLogits(t.sequence, tokens); // prefill, one ubatch
-            for (const token of randomTokens(4, 4)) { // decode, one token per ubatch
-                tokens.push(token);
-                await evaluateForLogits(t.sequence, [token]);
-            }
+                const tokens = randomTokens(20, 3);
+                await evaluateForLogits(t.sequence, tokens); // prefill, one ubatch
+                for (const token of randomTokens(4, 4)) {
+                    // decode, one token per ubatch
+                    tokens.push(token);
+                    await evaluateForLogits(t.sequence, [token]);
+                }
 
-            const snapshot = await t.kv.retention(0);
-            const n = snapshot.positions.length;
-            expect(n).toBe(24);
-            expect(snapshot.heads).toBe(info.spec.nHeadKv);
-            expect(snapshot.logits).toHaveLength(info.spec.nLayer);
-            expectLayer0(snapshot.logits[0]!, snapshot.heads, (j) => tokens[snapshot.positions[j]!]!, n);
-            for (const layer of snapshot.logits) {
-                expect(layer).toHaveLength(snapshot.heads * n);
-                for (const value of layer)
-                    expect(Number.isFinite(value) && Math.abs(value) < 1e4).toBe(true);
+                const snapshot = await t.kv.retention(0);
+                const n = snapshot.positions.length;
+                expect(n).toBe(24);
+                expect(snapshot.heads).toBe(info.spec.nHeadKv);
+                expect(snapshot.logits).toHaveLength(info.spec.nLayer);
+                expectLayer0(snapshot.logits[0]!, snapshot.heads, (j) => tokens[snapshot.positions[j]!]!, n);
+                for (const layer of snapshot.logits) {
+                    expect(layer).toHaveLength(snapshot.heads * n);
+                    for (const value of layer) expect(Number.isFinite(value) && Math.abs(value) < 1e4).toBe(true);
+                }
+                // deeper layers see other inputs: their logits differ from layer 0's gate applied to the embedding
+                expect(maxAbsDifference(snapshot.logits[0]!, snapshot.logits[1]!)).toBeGreaterThan(1e-3);
+            } finally {
+                await t.dispose();
             }
-            // deeper layers see other inputs: their logits differ from layer 0's gate applied to the embedding
-            expect(maxAbsDifference(snapshot.logits[0]!, snapshot.logits[1]!)).toBeGreaterThan(1e-3);
-        } finally {
-            await t.dispose();
         }
-    });
+    );
 
     test("the gates change no logit of the model", async () => {
         const plain = await createTestContext(model);
@@ -147,12 +157,11 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
             await evaluateForLogits(t.sequence, after);
 
             let snapshot = await t.kv.retention(0);
-            const tokenAt = (position: number) => position < 8 ? before[position]! : after[position - 8]!;
+            const tokenAt = (position: number) => (position < 8 ? before[position]! : after[position - 8]!);
             let n = snapshot.positions.length;
             for (let j = 0; j < n; j++) {
                 if (snapshot.positions[j]! < 8) {
-                    for (const layer of snapshot.logits)
-                        expect(layer[j]).toBeGreaterThan(NEVER_FORGOTTEN);
+                    for (const layer of snapshot.logits) expect(layer[j]).toBeGreaterThan(NEVER_FORGOTTEN);
                 }
             }
 
@@ -163,11 +172,16 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
             snapshot = await t.kv.retention(0);
             n = snapshot.positions.length;
             expect(n).toBe(12);
-            const allTokens = (position: number) => position < 12 ? tokenAt(position) : more[position - 12]!;
-            const fresh = Array.from(snapshot.positions).map((position, j) => ({position, j})).filter(({position}) => position >= 8);
+            const allTokens = (position: number) => (position < 12 ? tokenAt(position) : more[position - 12]!);
+            const fresh = Array.from(snapshot.positions)
+                .map((position, j) => ({position, j}))
+                .filter(({position}) => position >= 8);
             const layer0 = snapshot.logits[0]!;
             for (const {position, j} of fresh) {
-                const expected = gateLogits(gates[0]!, layer0Input(embedding, norm, info.spec.nEmbd, allTokens(position), info.spec.rmsEps));
+                const expected = gateLogits(
+                    gates[0]!,
+                    layer0Input(embedding, norm, info.spec.nEmbd, allTokens(position), info.spec.rmsEps)
+                );
                 for (let h = 0; h < snapshot.heads; h++)
                     expect(Math.abs(layer0[h * n + j]! - expected[h]!)).toBeLessThan(2e-3 * Math.max(1, Math.abs(expected[h]!)));
             }
@@ -184,17 +198,22 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
             await evaluateForLogits(t.sequence, randomTokens(12, 9));
             const snapshot = await t.kv.retention(0);
             const n = snapshot.positions.length;
-            const written = snapshot.logits.map((_, layer) => Float32Array.from({length: snapshot.heads * n}, (__, i) => layer * 100 + i * 0.5));
+            const written = snapshot.logits.map((_, layer) =>
+                Float32Array.from({length: snapshot.heads * n}, (__, i) => layer * 100 + i * 0.5)
+            );
             expect(await t.kv.restoreRetention(0, snapshot.positions, snapshot.heads, written)).toBe(n);
             const back = await t.kv.retention(0);
             for (let layer = 0; layer < written.length; layer++)
                 expect(Array.from(back.logits[layer]!)).toEqual(Array.from(written[layer]!));
 
             const scores = await t.kv.scores(0);
-            const layers = scores.layers.map((layer, index) => [
-                Float32Array.from(layer.accumulated, (_, i) => index + i * 0.25),
-                Float32Array.from(layer.last, (_, i) => index - i * 0.125)
-            ] as [Float32Array, Float32Array]);
+            const layers = scores.layers.map(
+                (layer, index) =>
+                    [
+                        Float32Array.from(layer.accumulated, (_, i) => index + i * 0.25),
+                        Float32Array.from(layer.last, (_, i) => index - i * 0.125)
+                    ] as [Float32Array, Float32Array]
+            );
             expect(await t.kv.restoreScores(0, scores.positions, scores.heads, layers)).toBe(n);
             const scoresBack = await t.kv.scores(0);
             scoresBack.layers.forEach((layer, index) => {
@@ -212,19 +231,22 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
         ["a missing tensor", {omit: ["blk.1.retention.fc2.weight"]}, /missing tensor blk\.1\.retention\.fc2\.weight/],
         ["another gate", {overrides: {"ponder.retention.gate": gguf.string("trimkv-rg3")}}, /unsupported gate type/],
         ["the wrong number of KV heads", {kvHeads: 3}, /shape/]
-    ] as [string, Partial<SidecarSpec>, RegExp][])("a file with %s is refused with the reason, and the context goes on", async (_, change, reason) => {
-        const bad = path.join(dir, `bad-${Math.random().toString(36).slice(2)}.gguf`);
-        await writeRetentionSidecar(bad, {...spec, ...change});
-        const t = await createTestContext(model);
-        try {
-            await expect(t.kv.configureRetention(bad)).rejects.toThrow(reason);
-            await expect(t.kv.retention(0)).rejects.toThrow(/No retention gates are loaded/);
-            await evaluateForLogits(t.sequence, randomTokens(8, 10));
-            expect((await t.kv.stats()).cellsUsed).toBe(8);
-        } finally {
-            await t.dispose();
+    ] as [string, Partial<SidecarSpec>, RegExp][])(
+        "a file with %s is refused with the reason, and the context goes on",
+        async (_, change, reason) => {
+            const bad = path.join(dir, `bad-${Math.random().toString(36).slice(2)}.gguf`);
+            await writeRetentionSidecar(bad, {...spec, ...change});
+            const t = await createTestContext(model);
+            try {
+                await expect(t.kv.configureRetention(bad)).rejects.toThrow(reason);
+                await expect(t.kv.retention(0)).rejects.toThrow(/No retention gates are loaded/);
+                await evaluateForLogits(t.sequence, randomTokens(8, 10));
+                expect((await t.kv.stats()).cellsUsed).toBe(8);
+            } finally {
+                await t.dispose();
+            }
         }
-    });
+    );
 
     test("a truncated or garbage file is refused, not read past its end", async () => {
         const full = await fs.readFile(sidecar);
@@ -255,8 +277,10 @@ describe.each(shapes)("value norms (LAVa), %s", (fixture) => {
     beforeAll(async () => {
         info = await getFixtureModelInfo(fixture);
         const names = ["token_embd.weight", "blk.0.attn_norm.weight", "blk.0.attn_v.weight"];
-        const bias = (await readGgufFileInfo(info.path, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"})).tensorInfo
-            ?.some((tensor) => tensor.name === "blk.0.attn_v.bias") === true;
+        const bias =
+            (await readGgufFileInfo(info.path, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"})).tensorInfo?.some(
+                (tensor) => tensor.name === "blk.0.attn_v.bias"
+            ) === true;
         tensors = await readTensors(info.path, bias ? [...names, "blk.0.attn_v.bias"] : names);
         model = await (await getTestLlama()).loadModel({modelPath: info.path});
     });
@@ -276,46 +300,50 @@ describe.each(shapes)("value norms (LAVa), %s", (fixture) => {
         const norms = new Array<number>(nHeadKv).fill(0);
         for (let o = 0; o < width; o++) {
             let value = bias?.[o] ?? 0;
-            for (let k = 0; k < nEmbd; k++)
-                value += weight[o * nEmbd + k]! * x[k]!;
+            for (let k = 0; k < nEmbd; k++) value += weight[o * nEmbd + k]! * x[k]!;
             norms[Math.floor(o / headDim)]! += Math.abs(value);
         }
         return norms;
     }
 
-    test.each([false, true])("each written cell holds its value vector's L1 norm per KV head; flash attention %s", async (flashAttention) => {
-        const t = await createTestContext(model, {flashAttention});
-        try {
-            const before = randomTokens(4, 21);
-            await evaluateForLogits(t.sequence, before);
-            await t.kv.configureValueNorms(true);
-            const tokens = randomTokens(12, 22);
-            await evaluateForLogits(t.sequence, tokens.slice(0, 8));
-            for (const token of tokens.slice(8))
-                await evaluateForLogits(t.sequence, [token]);
+    test.each([false, true])(
+        "each written cell holds its value vector's L1 norm per KV head; flash attention %s",
+        async (flashAttention) => {
+            const t = await createTestContext(model, {flashAttention});
+            try {
+                const before = randomTokens(4, 21);
+                await evaluateForLogits(t.sequence, before);
+                await t.kv.configureValueNorms(true);
+                const tokens = randomTokens(12, 22);
+                await evaluateForLogits(t.sequence, tokens.slice(0, 8));
+                for (const token of tokens.slice(8)) await evaluateForLogits(t.sequence, [token]);
 
-            const snapshot = await t.kv.valueNorms(0);
-            const n = snapshot.positions.length;
-            expect(n).toBe(16);
-            expect(snapshot.heads).toBe(info.spec.nHeadKv);
-            const layer0 = snapshot.norms[0]!;
-            for (let j = 0; j < n; j++) {
-                const position = snapshot.positions[j]!;
-                const expected = position < 4 ? new Array<number>(snapshot.heads).fill(0) : layer0Norms(tokens[position - 4]!);
-                for (let h = 0; h < snapshot.heads; h++)
-                    expect(Math.abs(layer0[h * n + j]! - expected[h]!)).toBeLessThan(2e-3 * Math.max(1, expected[h]!));
+                const snapshot = await t.kv.valueNorms(0);
+                const n = snapshot.positions.length;
+                expect(n).toBe(16);
+                expect(snapshot.heads).toBe(info.spec.nHeadKv);
+                const layer0 = snapshot.norms[0]!;
+                for (let j = 0; j < n; j++) {
+                    const position = snapshot.positions[j]!;
+                    const expected = position < 4 ? new Array<number>(snapshot.heads).fill(0) : layer0Norms(tokens[position - 4]!);
+                    for (let h = 0; h < snapshot.heads; h++)
+                        expect(Math.abs(layer0[h * n + j]! - expected[h]!)).toBeLessThan(2e-3 * Math.max(1, expected[h]!));
+                }
+                for (const layer of snapshot.norms.slice(1)) expect(Math.max(...layer)).toBeGreaterThan(0);
+
+                const written = snapshot.norms.map((_, layer) =>
+                    Float32Array.from({length: snapshot.heads * n}, (__, i) => layer + i * 0.5)
+                );
+                expect(await t.kv.restoreValueNorms(0, snapshot.positions, snapshot.heads, written)).toBe(n);
+                expect((await t.kv.valueNorms(0)).norms.map((layer) => Array.from(layer))).toEqual(
+                    written.map((layer) => Array.from(layer))
+                );
+
+                await t.kv.configureValueNorms(false);
+                await expect(t.kv.valueNorms(0)).rejects.toThrow(/Value norms are off/);
+            } finally {
+                await t.dispose();
             }
-            for (const layer of snapshot.norms.slice(1))
-                expect(Math.max(...layer)).toBeGreaterThan(0);
-
-            const written = snapshot.norms.map((_, layer) => Float32Array.from({length: snapshot.heads * n}, (__, i) => layer + i * 0.5));
-            expect(await t.kv.restoreValueNorms(0, snapshot.positions, snapshot.heads, written)).toBe(n);
-            expect((await t.kv.valueNorms(0)).norms.map((layer) => Array.from(layer))).toEqual(written.map((layer) => Array.from(layer)));
-
-            await t.kv.configureValueNorms(false);
-            await expect(t.kv.valueNorms(0)).rejects.toThrow(/Value norms are off/);
-        } finally {
-            await t.dispose();
         }
-    });
+    );
 });

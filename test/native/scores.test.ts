@@ -6,7 +6,14 @@ import type {LlamaModel} from "node-llama-cpp";
 import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
 import type {LayerScores, ScoreSnapshot} from "../../main/engine/native/types.js";
 import {
-    createTestContext, evaluateForLogits, loadTestModel, maxAbsDifference, MODEL_SHAPES, randomTokens, sum, type ModelShape
+    createTestContext,
+    evaluateForLogits,
+    loadTestModel,
+    maxAbsDifference,
+    MODEL_SHAPES,
+    randomTokens,
+    sum,
+    type ModelShape
 } from "./nativeTestUtils.js";
 
 const shapes: ModelShape[] = ["gqa", "mqa"];
@@ -54,8 +61,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
                 expect(layer.heads).toBe(nHead);
                 expect(layer.last).toHaveLength(nHead * 24);
                 expect(layer.accumulated).toHaveLength(nHead * 24);
-                for (const headSum of headSums(layer, "last"))
-                    expect(headSum).toBeCloseTo(rows, 5);
+                for (const headSum of headSums(layer, "last")) expect(headSum).toBeCloseTo(rows, 5);
                 expect(sum(layer.last)).toBeCloseTo(nHead * rows, 4);
             }
 
@@ -68,11 +74,9 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
                 await evaluateForLogits(t.sequence, randomTokens(1, 100 + step));
                 snapshot = await t.kv.scores(0);
                 for (const layer of snapshot.layers) {
-                    for (const headSum of headSums(layer, "last"))
-                        expect(headSum).toBeCloseTo(1, 5);
+                    for (const headSum of headSums(layer, "last")) expect(headSum).toBeCloseTo(1, 5);
                     // gamma = 1: each head's accumulator holds the whole mass it gave so far
-                    for (const headSum of headSums(layer, "accumulated"))
-                        expect(headSum).toBeCloseTo(rows + step + 1, 4);
+                    for (const headSum of headSums(layer, "accumulated")) expect(headSum).toBeCloseTo(rows + step + 1, 4);
                     expect(sum(layer.accumulated)).toBeCloseTo(nHead * (rows + step + 1), 3);
                 }
             }
@@ -89,14 +93,12 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
             const snapshot = await t.kv.scores(0);
             expect(snapshot.positions).toHaveLength(300);
             for (const layer of snapshot.layers) {
-                for (const headSum of headSums(layer, "last"))
-                    expect(headSum).toBeCloseTo(300, 2);
+                for (const headSum of headSums(layer, "last")) expect(headSum).toBeCloseTo(300, 2);
                 expect(sum(layer.accumulated)).toBeCloseTo(nHead * 300, 1);
                 // causal attention: the first cell is seen by all 300 rows, and with weight 1 by the first row
                 const n = layer.positions.length;
                 const first = layer.positions.indexOf(0);
-                for (let h = 0; h < nHead; h++)
-                    expect(layer.last[h * n + first]).toBeGreaterThanOrEqual(1 - 1e-5);
+                for (let h = 0; h < nHead; h++) expect(layer.last[h * n + first]).toBeGreaterThanOrEqual(1 - 1e-5);
             }
         } finally {
             await t.dispose();
@@ -116,8 +118,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
                     expect(mass).toBeGreaterThanOrEqual(1 / n - 1e-6);
                     expect(mass).toBeLessThanOrEqual(1 + 1e-6);
                 }
-                for (const value of layer.last)
-                    expect(value).toBeGreaterThanOrEqual(0);
+                for (const value of layer.last) expect(value).toBeGreaterThanOrEqual(0);
             }
         } finally {
             await t.dispose();
@@ -198,8 +199,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
             expect(Array.from(on[step]!.positions)).toEqual(Array.from(off[step]!.positions));
             for (let layer = 0; layer < nLayer; layer++) {
                 const [layerOn, layerOff] = [on[step]!.layers[layer]!, off[step]!.layers[layer]!];
-                for (const headSum of headSums(layerOn, "last"))
-                    expect(headSum).toBeCloseTo(scoredRows[step]!, 3);
+                for (const headSum of headSums(layerOn, "last")) expect(headSum).toBeCloseTo(scoredRows[step]!, 3);
                 for (let i = 0; i < layerOff.last.length; i++) {
                     const reference = layerOff.last[i]!;
                     const tolerance = (layer > 0 ? 2e-2 : step === 0 ? 1e-3 : 1e-6) * Math.max(1, Math.abs(reference));
@@ -219,12 +219,17 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
             // every step's raw score per layer, head and position
             const history: Map<number, Float32Array>[][] = [];
             const record = (snapshot: ScoreSnapshot) => {
-                history.push(snapshot.layers.map((layer) => {
-                    const n = layer.positions.length;
-                    return new Map(Array.from(layer.positions, (pos, i) => [
-                        pos, Float32Array.from({length: layer.heads}, (_, h) => layer.last[h * n + i]!)
-                    ]));
-                }));
+                history.push(
+                    snapshot.layers.map((layer) => {
+                        const n = layer.positions.length;
+                        return new Map(
+                            Array.from(layer.positions, (pos, i) => [
+                                pos,
+                                Float32Array.from({length: layer.heads}, (_, h) => layer.last[h * n + i]!)
+                            ])
+                        );
+                    })
+                );
             };
 
             await evaluateForLogits(t.sequence, randomTokens(10, 4));
@@ -243,8 +248,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
                     const pos = final.positions[i]!;
                     for (let h = 0; h < layer.heads; h++) {
                         let expected = 0;
-                        for (const step of history)
-                            expected = gamma * expected + (step[layer.layer]!.get(pos)?.[h] ?? 0);
+                        for (const step of history) expected = gamma * expected + (step[layer.layer]!.get(pos)?.[h] ?? 0);
                         expect(layer.accumulated[h * n + i]).toBeCloseTo(expected, 5);
                     }
                 }
@@ -259,8 +263,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
         try {
             await t.kv.configureScoring({enabled: true, rows: 1, gamma: 1});
             await evaluateForLogits(t.sequence, randomTokens(20, 7));
-            for (let step = 0; step < 8; step++)
-                await evaluateForLogits(t.sequence, randomTokens(1, 400 + step));
+            for (let step = 0; step < 8; step++) await evaluateForLogits(t.sequence, randomTokens(1, 400 + step));
 
             // position 5 has collected attention for 9 steps; evict it, and the next token takes its cell
             const before = await t.kv.scores(0);
@@ -291,8 +294,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
         try {
             await t.kv.configureScoring({enabled: true, rows: 1, gamma: 1});
             await evaluateForLogits(t.sequence, randomTokens(16, 8));
-            for (let step = 0; step < 4; step++)
-                await evaluateForLogits(t.sequence, randomTokens(1, 600 + step));
+            for (let step = 0; step < 4; step++) await evaluateForLogits(t.sequence, randomTokens(1, 600 + step));
             const kept = await t.kv.scores(0);
 
             await t.kv.configureScoring({enabled: true, rows: 2, gamma: 0.5});
@@ -307,8 +309,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
             for (let layer = 0; layer < nLayer; layer++) {
                 const [a, s0, s1] = [next.layers[layer]!.last, kept.layers[layer]!.accumulated, next.layers[layer]!.accumulated];
                 for (let h = 0; h < nHead; h++) {
-                    for (let i = 0; i < n0; i++)
-                        expect(s1[h * n1 + i]).toBeCloseTo(0.5 * s0[h * n0 + i]! + a[h * n1 + i]!, 5);
+                    for (let i = 0; i < n0; i++) expect(s1[h * n1 + i]).toBeCloseTo(0.5 * s0[h * n0 + i]! + a[h * n1 + i]!, 5);
                 }
             }
 
@@ -335,8 +336,7 @@ describe.each(shapes)("attention scores, %s model", (shape) => {
         for (const enabled of [false, true]) {
             const t = await createTestContext(model);
             try {
-                if (enabled)
-                    await t.kv.configureScoring({enabled: true, rows: 4});
+                if (enabled) await t.kv.configureScoring({enabled: true, rows: 4});
                 results.push(await evaluateForLogits(t.sequence, tokens));
             } finally {
                 await t.dispose();

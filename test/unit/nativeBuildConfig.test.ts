@@ -17,8 +17,7 @@ test("the portable build is node-llama-cpp's CI mode (--ciMode, honoured only wi
 });
 
 test("every configuration builds the RPC backend and llama.cpp's rpc-server (native/patches/0009)", () => {
-    for (const config of ["portable", "native"] as const)
-        expect(sourceBuildInvocation("false", config, {}).env).toMatchObject(rpcOptions);
+    for (const config of ["portable", "native"] as const) expect(sourceBuildInvocation("false", config, {}).env).toMatchObject(rpcOptions);
     expect(rpcServerFileName("linux")).toBe("ggml-rpc-server");
     expect(rpcServerFileName("win32")).toBe("ggml-rpc-server.exe");
 });
@@ -27,13 +26,20 @@ test("the native build is node-llama-cpp's source-build default, even inside a C
     const {args, env} = sourceBuildInvocation("cuda", "native", {PATH: "/usr/bin", CI: "true"});
     expect(args).toEqual(["source", "build", "--gpu", "cuda", "--noUsageExample"]);
     expect(env.CI).toBe("false");
-    expect(Object.keys(env).filter((key) => key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_")).sort()).toEqual(Object.keys(rpcOptions).sort());
+    expect(
+        Object.keys(env)
+            .filter((key) => key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_"))
+            .sort()
+    ).toEqual(Object.keys(rpcOptions).sort());
 });
 
 test("CMake options from the environment do not leak into the build", () => {
     const {env} = sourceBuildInvocation("false", "portable", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON", HOME: "/root"});
     expect(env).toEqual({HOME: "/root", CI: "true", ...rpcOptions, NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "ON"});
-    expect(sourceBuildInvocation("false", "native", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "OFF"}).env).toEqual({CI: "false", ...rpcOptions});
+    expect(sourceBuildInvocation("false", "native", {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: "OFF"}).env).toEqual({
+        CI: "false",
+        ...rpcOptions
+    });
 });
 
 test("a build with custom options moves to the folder getLlama looks for", () => {

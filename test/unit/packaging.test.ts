@@ -42,12 +42,24 @@ test("the package carries the patched engine's binaries, not node-llama-cpp's so
     const patterns = (config.files as string[]).filter((pattern) => pattern.startsWith("!"));
     const excluded = (file: string) => patterns.some((pattern) => minimatch(file, pattern.slice(1), {dot: true}));
     const build = "node_modules/node-llama-cpp/llama/localBuilds/linux-x64";
-    for (const kept of [`${build}/Release/llama-addon.node`, `${build}/Release/libggml-cpu-haswell.so`, `${build}/buildDone.status`,
-        `${build}/ponder-native.json`, "node_modules/node-llama-cpp/llama/lastBuild.json", "node_modules/node-llama-cpp/dist/index.js",
-        "node_modules/better-sqlite3/build/Release/better_sqlite3.node"])
+    for (const kept of [
+        `${build}/Release/llama-addon.node`,
+        `${build}/Release/libggml-cpu-haswell.so`,
+        `${build}/buildDone.status`,
+        `${build}/ponder-native.json`,
+        "node_modules/node-llama-cpp/llama/lastBuild.json",
+        "node_modules/node-llama-cpp/dist/index.js",
+        "node_modules/better-sqlite3/build/Release/better_sqlite3.node"
+    ])
         expect(excluded(kept), kept).toBe(false);
-    for (const dropped of ["node_modules/@node-llama-cpp/linux-x64-cuda/bins/linux-x64-cuda/libggml-cuda.so",
-        "node_modules/node-llama-cpp/llama/llama.cpp/src/llama.cpp", "node_modules/node-llama-cpp/llama/gitRelease.bundle",
-        `${build}/CMakeFiles/llama-addon.dir/addon/addon.cpp.o`, `${build}/bin/libggml-base.so`, `${build}/build.ninja`, `${build}/.ninja_log`])
+    for (const dropped of [
+        "node_modules/@node-llama-cpp/linux-x64-cuda/bins/linux-x64-cuda/libggml-cuda.so",
+        "node_modules/node-llama-cpp/llama/llama.cpp/src/llama.cpp",
+        "node_modules/node-llama-cpp/llama/gitRelease.bundle",
+        `${build}/CMakeFiles/llama-addon.dir/addon/addon.cpp.o`,
+        `${build}/bin/libggml-base.so`,
+        `${build}/build.ninja`,
+        `${build}/.ninja_log`
+    ])
         expect(excluded(dropped), dropped).toBe(true);
 });

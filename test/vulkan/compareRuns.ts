@@ -5,9 +5,9 @@ import type {GenerationChunk} from "../../main/engine/types.js";
 
 /** One generation as a comparison needs it: the chunks written and the memory samples. */
 export type RecordedRun = {
-    chunks: GenerationChunk[],
-    samples: KvSample[],
-    stopReason: string
+    chunks: GenerationChunk[];
+    samples: KvSample[];
+    stopReason: string;
 };
 
 export type RunComparison = {
@@ -17,15 +17,15 @@ export type RunComparison = {
      * the count is of the tokens in chunks that end before that character in both runs, so it is exact where the chunk
      * holding it has one token and a lower bound otherwise.
      */
-    firstDivergence: number | null,
+    firstDivergence: number | null;
     /** The character where the texts part (in the concatenated text), or `null`. */
-    firstDivergentChar: number | null,
+    firstDivergentChar: number | null;
     /** Tokens the shorter run wrote. */
-    compared: number,
+    compared: number;
     /** The last sample of each run taken before the first divergence (the last of each when none). */
-    before: {a: KvSample | null, b: KvSample | null},
+    before: {a: KvSample | null; b: KvSample | null};
     /** Samples before the first divergence whose live cells, evictions or prune rounds differ between the runs. */
-    countersDiffer: number
+    countersDiffer: number;
 };
 
 /** A run's text, each segment opened by a marker, so that the same text in the thought and in the answer differs. */
@@ -53,8 +53,7 @@ function tokensBefore(run: RecordedRun, at: number): number {
             end += `\u0000${segment}\u0000`.length;
         }
         end += chunk.text.length;
-        if (end > at)
-            break;
+        if (end > at) break;
         tokens += chunk.tokens;
     }
     return tokens;
@@ -68,11 +67,11 @@ export function compareRuns(a: RecordedRun, b: RecordedRun): RunComparison {
     let firstDivergentChar: number | null = null;
     if (textA !== textB) {
         let i = 0;
-        while (i < textA.length && i < textB.length && textA[i] === textB[i])
-            i++;
+        while (i < textA.length && i < textB.length && textA[i] === textB[i]) i++;
         firstDivergentChar = i;
     }
-    const firstDivergence = firstDivergentChar == null ? null : Math.min(tokensBefore(a, firstDivergentChar), tokensBefore(b, firstDivergentChar));
+    const firstDivergence =
+        firstDivergentChar == null ? null : Math.min(tokensBefore(a, firstDivergentChar), tokensBefore(b, firstDivergentChar));
     // A sample at step s was taken after s tokens of the answer.
     const upTo = firstDivergence ?? Number.POSITIVE_INFINITY;
     const beforeA = a.samples.filter((sample) => sample.step <= upTo);
@@ -81,9 +80,12 @@ export function compareRuns(a: RecordedRun, b: RecordedRun): RunComparison {
     let countersDiffer = 0;
     for (const sample of beforeA) {
         const other = byStep.get(sample.step);
-        if (other == null)
-            continue;
-        if (other.cellsLive !== sample.cellsLive || other.tokensEvicted !== sample.tokensEvicted || other.pruneRounds !== sample.pruneRounds)
+        if (other == null) continue;
+        if (
+            other.cellsLive !== sample.cellsLive ||
+            other.tokensEvicted !== sample.tokensEvicted ||
+            other.pruneRounds !== sample.pruneRounds
+        )
             countersDiffer++;
     }
     return {firstDivergence, firstDivergentChar, compared, before: {a: beforeA.at(-1) ?? null, b: beforeB.at(-1) ?? null}, countersDiffer};

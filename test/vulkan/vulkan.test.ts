@@ -30,28 +30,51 @@ const maxTokens = 192;
 /** Tokens that the Vulkan build's answers with flash attention agree with the CPU build's at least. */
 const flashPrefix = 32;
 /** Cells per policy: under the prompt plus the answer for every pruning policy, so that each one evicts. */
-const cellsOf = (policy: PolicyId) => policy === "full" ? 1024 : 160;
+const cellsOf = (policy: PolicyId) => (policy === "full" ? 1024 : 160);
 
 /** One generation's settings; `cells` (the policy's budget by default) other than the cases' gives it a context of its own. */
-type Case = {policy: PolicyId, flashAttention: boolean, kvType: KvCacheType, kvTypeV: KvCacheType, cells?: number};
+type Case = {policy: PolicyId; flashAttention: boolean; kvType: KvCacheType; kvTypeV: KvCacheType; cells?: number};
 const policies: PolicyId[] = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava", "trimkv"];
 // LeanKV with K8V4 (q8_0 keys, q4_0 values); quantized values need flash attention, so without it the values stay F16.
-const cases: Case[] = policies.flatMap((policy) => [true, false].map((flashAttention) => ({
-    policy, flashAttention,
-    kvType: policy === "leankv" ? "q8_0" : "f16",
-    kvTypeV: policy === "leankv" && flashAttention ? "q4_0" : "f16"
-} satisfies Case)));
-const caseName = (c: Case) => `${c.policy}, flash attention ${c.flashAttention ? "on" : "off"}${c.kvType !== "f16" ? `, K ${c.kvType} V ${c.kvTypeV}` : ""}`;
+const cases: Case[] = policies.flatMap((policy) =>
+    [true, false].map(
+        (flashAttention) =>
+            ({
+                policy,
+                flashAttention,
+                kvType: policy === "leankv" ? "q8_0" : "f16",
+                kvTypeV: policy === "leankv" && flashAttention ? "q4_0" : "f16"
+            }) satisfies Case
+    )
+);
+const caseName = (c: Case) =>
+    `${c.policy}, flash attention ${c.flashAttention ? "on" : "off"}${c.kvType !== "f16" ? `, K ${c.kvType} V ${c.kvTypeV}` : ""}`;
 
-async function record(engine: EngineProxy, c: Case, history: ChatTurn[], states?: StateFiles): Promise<RecordedRun & {result: GenerationResult}> {
+async function record(
+    engine: EngineProxy,
+    c: Case,
+    history: ChatTurn[],
+    states?: StateFiles
+): Promise<RecordedRun & {result: GenerationResult}> {
     const compression: CompressionSettings = {
-        ...defaultCompressionSettings, policy: c.policy, flashAttention: c.flashAttention, kvType: c.kvType, kvTypeV: c.kvTypeV, pruneEvery: 16
+        ...defaultCompressionSettings,
+        policy: c.policy,
+        flashAttention: c.flashAttention,
+        kvType: c.kvType,
+        kvTypeV: c.kvTypeV,
+        pruneEvery: 16
     };
     const chunks: GenerationChunk[] = [];
     const samples: KvSample[] = [];
     const result = await engine.generate({
-        history, systemPrompt: "", temperature: 0, seed: 1, maxTokens, signal: new AbortController().signal,
-        kv: {compression, cells: c.cells ?? cellsOf(c.policy)}, states,
+        history,
+        systemPrompt: "",
+        temperature: 0,
+        seed: 1,
+        maxTokens,
+        signal: new AbortController().signal,
+        kv: {compression, cells: c.cells ?? cellsOf(c.policy)},
+        states,
         onChunk: (chunk) => void chunks.push(chunk),
         onSample: (sample) => void samples.push(sample)
     });
@@ -60,14 +83,22 @@ async function record(engine: EngineProxy, c: Case, history: ChatTurn[], states?
 
 /** Where the texts part: a few characters of each run from there, or nothing when they do not. */
 function divergenceText(a: RecordedRun, b: RecordedRun, comparison: RunComparison): string {
-    if (comparison.firstDivergentChar == null)
-        return "";
+    if (comparison.firstDivergentChar == null) return "";
     const at = comparison.firstDivergentChar;
-    const excerpt = (run: RecordedRun) => JSON.stringify(transcript(run).slice(at, at + 16).replaceAll("\u0000", "|"));
+    const excerpt = (run: RecordedRun) =>
+        JSON.stringify(
+            transcript(run)
+                .slice(at, at + 16)
+                .replaceAll("\u0000", "|")
+        );
     return ` (at ${excerpt(a)} / ${excerpt(b)})`;
 }
 
-const answerOf = (run: RecordedRun) => run.chunks.filter((chunk) => chunk.segment === "answer").map((chunk) => chunk.text).join("");
+const answerOf = (run: RecordedRun) =>
+    run.chunks
+        .filter((chunk) => chunk.segment === "answer")
+        .map((chunk) => chunk.text)
+        .join("");
 
 describe("the Vulkan build against the CPU build", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-vulkan-"));
@@ -78,7 +109,9 @@ describe("the Vulkan build against the CPU build", () => {
     beforeAll(async () => {
         const [build] = await Promise.all([vulkan.start(), cpu.start()]);
         if (build.gpu !== "vulkan")
-            throw new Error(`the Vulkan build does not run (${build.fallback ?? "another build loaded"}); build it with npm run build:native -- --gpu vulkan`);
+            throw new Error(
+                `the Vulkan build does not run (${build.fallback ?? "another build loaded"}); build it with npm run build:native -- --gpu vulkan`
+            );
         await Promise.all([vulkan.loadModel(demoModel, null, {gpuLayers: "max"}), cpu.loadModel(demoModel, null)]);
     });
     afterAll(async () => {
@@ -115,14 +148,15 @@ describe("the Vulkan build against the CPU build", () => {
             const [onVulkan, onCpu] = await Promise.all([record(vulkan, c, history), record(cpu, c, history)]);
             const comparison = compareRuns(onVulkan, onCpu);
             const last = (run: RecordedRun) => run.samples.at(-1)!;
-            report.push(`${caseName(c).padEnd(44)} first divergence ${String(comparison.firstDivergence ?? "none").padStart(4)} of ` +
-                `${comparison.compared}${divergenceText(onVulkan, onCpu, comparison)}; live cells ${last(onVulkan).cellsLive}/${last(onCpu).cellsLive}, evicted ` +
-                `${last(onVulkan).tokensEvicted}/${last(onCpu).tokensEvicted}, prune rounds ${last(onVulkan).pruneRounds}/${last(onCpu).pruneRounds} ` +
-                `(Vulkan/CPU); counters differ at ${comparison.countersDiffer} samples before it`);
+            report.push(
+                `${caseName(c).padEnd(44)} first divergence ${String(comparison.firstDivergence ?? "none").padStart(4)} of ` +
+                    `${comparison.compared}${divergenceText(onVulkan, onCpu, comparison)}; live cells ${last(onVulkan).cellsLive}/${last(onCpu).cellsLive}, evicted ` +
+                    `${last(onVulkan).tokensEvicted}/${last(onCpu).tokensEvicted}, prune rounds ${last(onVulkan).pruneRounds}/${last(onCpu).pruneRounds} ` +
+                    `(Vulkan/CPU); counters differ at ${comparison.countersDiffer} samples before it`
+            );
 
             // Within the budget, and every token seen is live or evicted, on the Vulkan build as on the CPU.
-            for (const sample of onVulkan.samples)
-                expect(sample.cellsLive).toBeLessThanOrEqual(cellsOf(c.policy));
+            for (const sample of onVulkan.samples) expect(sample.cellsLive).toBeLessThanOrEqual(cellsOf(c.policy));
             expect(last(onVulkan).cellsLive + last(onVulkan).tokensEvicted).toBe(last(onVulkan).tokensSeen);
             if (c.policy !== "full") {
                 expect(last(onVulkan).pruneRounds).toBeGreaterThan(0);
@@ -135,11 +169,9 @@ describe("the Vulkan build against the CPU build", () => {
             const divergence = "the first token where the Vulkan build's answer parts from the CPU build's";
             if (c.flashAttention)
                 expect(comparison.firstDivergence ?? Number.POSITIVE_INFINITY, divergence).toBeGreaterThanOrEqual(flashPrefix);
-            else
-                expect(comparison.firstDivergence, divergence).toBeNull();
+            else expect(comparison.firstDivergence, divergence).toBeNull();
             expect(comparison.countersDiffer).toBe(0);
-            if (comparison.firstDivergence == null)
-                expect(onVulkan.stopReason).toBe(onCpu.stopReason);
+            if (comparison.firstDivergence == null) expect(onVulkan.stopReason).toBe(onCpu.stopReason);
         });
     }
 
@@ -152,7 +184,8 @@ describe("the Vulkan build against the CPU build", () => {
             const files = {vulkan: path.join(dir, `${policy}.vulkan.state`), cpu: path.join(dir, `${policy}.cpu.state`)};
             const first: ChatTurn[] = [{role: "user", text: question}];
             const [turnV, turnC] = await Promise.all([
-                record(vulkan, c, first, {load: [], save: files.vulkan}), record(cpu, c, first, {load: [], save: files.cpu})
+                record(vulkan, c, first, {load: [], save: files.vulkan}),
+                record(cpu, c, first, {load: [], save: files.cpu})
             ]);
             for (const turn of [turnV, turnC]) {
                 const saved = turn.result.states!.saved!;
@@ -160,16 +193,25 @@ describe("the Vulkan build against the CPU build", () => {
             }
             // Each state holds the first prompt as read (a pruning policy's state is written while its prompt is read): the
             // next turn continues the CPU build's first answer on all four.
-            const history: ChatTurn[] = [...first, {role: "assistant", text: answerOf(turnC), thinking: ""}, {role: "user", text: "And then?"}];
+            const history: ChatTurn[] = [
+                ...first,
+                {role: "assistant", text: answerOf(turnC), thinking: ""},
+                {role: "user", text: "And then?"}
+            ];
             const onCpuFromVulkan = await record(cpu, c, history, {load: [files.vulkan]});
             const onCpuFromCpu = await record(cpu, c, history, {load: [files.cpu]});
             const onVulkanFromCpu = await record(vulkan, c, history, {load: [files.cpu]});
             const onVulkanFromVulkan = await record(vulkan, c, history, {load: [files.vulkan]});
-            const across = [[onCpuFromVulkan, onCpuFromCpu, "CPU from Vulkan's state"], [onVulkanFromCpu, onVulkanFromVulkan, "Vulkan from the CPU's state"]] as const;
+            const across = [
+                [onCpuFromVulkan, onCpuFromCpu, "CPU from Vulkan's state"],
+                [onVulkanFromCpu, onVulkanFromVulkan, "Vulkan from the CPU's state"]
+            ] as const;
             for (const [resumed, own, label] of across) {
-                report.push(`${policy} resumed on ${label}: restored ${resumed.result.states?.restored?.tokens ?? "nothing"} tokens ` +
-                    `(${resumed.result.states?.note ?? "no note"}), first divergence from its own build's state ` +
-                    `${compareRuns(resumed, own).firstDivergence ?? "none"} of ${compareRuns(resumed, own).compared}`);
+                report.push(
+                    `${policy} resumed on ${label}: restored ${resumed.result.states?.restored?.tokens ?? "nothing"} tokens ` +
+                        `(${resumed.result.states?.note ?? "no note"}), first divergence from its own build's state ` +
+                        `${compareRuns(resumed, own).firstDivergence ?? "none"} of ${compareRuns(resumed, own).compared}`
+                );
                 expect(resumed.result.states?.restored, label).not.toBeNull();
                 expect(resumed.result.states?.restored?.tokens, label).toBe(own.result.states?.restored?.tokens);
                 expect(resumed.result.promptTokens, label).toBe(own.result.promptTokens);
@@ -188,8 +230,10 @@ describe("the Vulkan build against the CPU build", () => {
             const c: Case = {policy, flashAttention: false, kvType: "f16", kvTypeV: "f16", cells: 240};
             const [onVulkan, onCpu] = await Promise.all([record(vulkan, c, history), record(cpu, c, history)]);
             const comparison = compareRuns(onVulkan, onCpu);
-            report.push(`switch to ${policy.padEnd(12)} at one budget: first divergence ${comparison.firstDivergence ?? "none"} of ${comparison.compared}; ` +
-                `counters differ at ${comparison.countersDiffer} samples before it`);
+            report.push(
+                `switch to ${policy.padEnd(12)} at one budget: first divergence ${comparison.firstDivergence ?? "none"} of ${comparison.compared}; ` +
+                    `counters differ at ${comparison.countersDiffer} samples before it`
+            );
             expect(comparison.countersDiffer, policy).toBe(0);
         }
     });

@@ -9,8 +9,7 @@ import type {PromptSet} from "./prompts.js";
  * other model.
  */
 export async function choosePromptSet(modelPath: string, bundledModelPath: string | null): Promise<PromptSet> {
-    if (bundledModelPath == null)
-        return "english";
+    if (bundledModelPath == null) return "english";
     const [own, demo, merge] = await Promise.all([
         modelFingerprint(modelPath),
         modelFingerprint(bundledModelPath).catch(() => null),

@@ -11,11 +11,11 @@ import {halfToFloat} from "./halfToFloat.js";
 import type {CalibrationDataset, CalibrationPrompt, CalibrationText, CollectCalibrationOptions} from "./types.js";
 
 export type CalibrationEngine = {
-    model: LlamaModel,
-    chatWrapper: ChatWrapper,
+    model: LlamaModel;
+    chatWrapper: ChatWrapper;
     /** A sequence of the context `kv` drives, with room for the longest prompt plus `maxTokens`; it is cleared before each prompt. */
-    sequence: LlamaContextSequence,
-    kv: NativeKv
+    sequence: LlamaContextSequence;
+    kv: NativeKv;
 };
 
 /** Bytes a sample's features take in the dataset. */
@@ -33,19 +33,25 @@ export function featureBytesPerSample(layers: number, embeddingLength: number): 
  * clears the sequence when it ends, however it ends.
  */
 export async function collectCalibrationData(
-    engine: CalibrationEngine, prompts: CalibrationPrompt[], options: CollectCalibrationOptions = {}
+    engine: CalibrationEngine,
+    prompts: CalibrationPrompt[],
+    options: CollectCalibrationOptions = {}
 ): Promise<CalibrationDataset> {
-    const {maxTokens = 1024, maxSamples = 8192, maxFeatureBytes = 256 * 1024 * 1024, readThreshold = 0.5, minWatched = 16, seed = 1,
-        signal, onProgress} = options;
+    const {
+        maxTokens = 1024,
+        maxSamples = 8192,
+        maxFeatureBytes = 256 * 1024 * 1024,
+        readThreshold = 0.5,
+        minWatched = 16,
+        seed = 1,
+        signal,
+        onProgress
+    } = options;
     const {model, chatWrapper, sequence, kv} = engine;
-    if (!Number.isInteger(maxTokens) || maxTokens < 1)
-        throw new RangeError(`maxTokens must be a positive integer, got ${maxTokens}`);
-    if (!Number.isInteger(maxSamples) || maxSamples < 1)
-        throw new RangeError(`maxSamples must be a positive integer, got ${maxSamples}`);
-    if (!(readThreshold > 0 && readThreshold <= 1))
-        throw new RangeError(`readThreshold must be within (0, 1], got ${readThreshold}`);
-    if (sequence.context !== kv.context)
-        throw new Error("the sequence is not of the context the NativeKv drives");
+    if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${maxTokens}`);
+    if (!Number.isInteger(maxSamples) || maxSamples < 1) throw new RangeError(`maxSamples must be a positive integer, got ${maxSamples}`);
+    if (!(readThreshold > 0 && readThreshold <= 1)) throw new RangeError(`readThreshold must be within (0, 1], got ${readThreshold}`);
+    if (sequence.context !== kv.context) throw new Error("the sequence is not of the context the NativeKv drives");
 
     const {layers} = await kv.stats();
     const embeddingLength = model.embeddingVectorSize;
@@ -54,8 +60,11 @@ export async function collectCalibrationData(
     const rendered = prompts.map((prompt) => renderPrompt(model, chatWrapper, prompt));
     const longest = Math.max(0, ...rendered.map((tokens) => tokens.length));
     if (longest + maxTokens > sequence.context.contextSize)
-        throw new AppError("BAD_REQUEST", `Calibration needs a context of ${longest + maxTokens} cells (the longest prompt, ${longest} tokens, ` +
-            `and ${maxTokens} generated), the context has ${sequence.context.contextSize}.`);
+        throw new AppError(
+            "BAD_REQUEST",
+            `Calibration needs a context of ${longest + maxTokens} cells (the longest prompt, ${longest} tokens, ` +
+                `and ${maxTokens} generated), the context has ${sequence.context.contextSize}.`
+        );
 
     const reservoir = new Reservoir(cap, rowLength, seed);
     const texts: CalibrationText[] = [];
@@ -82,8 +91,12 @@ export async function collectCalibrationData(
                     const position = captured.positions[i]!;
                     const slot = reservoir.offer();
                     if (slot >= 0)
-                        reservoir.fill(slot, captured, i, {text: textIndex, position, token: textTokens[position] ?? -1,
-                            generated: position >= promptTokens.length});
+                        reservoir.fill(slot, captured, i, {
+                            text: textIndex,
+                            position,
+                            token: textTokens[position] ?? -1,
+                            generated: position >= promptTokens.length
+                        });
                 }
                 written += captured.tokens;
                 tokensSeen += captured.tokens;
@@ -100,8 +113,7 @@ export async function collectCalibrationData(
                         stop = "eog";
                         break;
                     }
-                    if (generated >= maxTokens)
-                        break;
+                    if (generated >= maxTokens) break;
                     throwIfAborted(signal);
                     textTokens.push(token);
                 }
@@ -114,16 +126,19 @@ export async function collectCalibrationData(
             const horizon = await kv.readHorizon(sequenceIdOf(sequence));
             headCountKv = Math.max(headCountKv, horizon.heads);
             reservoir.finalize(textIndex, horizon, written - 1);
-            if (textTokens.length !== written)
-                throw new Error(`the engine wrote ${written} tokens of a text of ${textTokens.length}`);
-            texts.push({prompt: promptIndex, promptTokens: promptTokens.length, generatedTokens: written - promptTokens.length, stop,
-                tokens: Int32Array.from(textTokens)});
+            if (textTokens.length !== written) throw new Error(`the engine wrote ${written} tokens of a text of ${textTokens.length}`);
+            texts.push({
+                prompt: promptIndex,
+                promptTokens: promptTokens.length,
+                generatedTokens: written - promptTokens.length,
+                stop,
+                tokens: Int32Array.from(textTokens)
+            });
         }
     } finally {
         await kv.configureNormCapture(false);
         await kv.configureReadHorizon(null);
-        if (!sequence.disposed)
-            await sequence.clearHistory();
+        if (!sequence.disposed) await sequence.clearHistory();
     }
 
     return reservoir.toDataset({layers, embeddingLength, headCountKv, readThreshold, minWatched, tokensSeen, texts, seed});
@@ -131,37 +146,39 @@ export async function collectCalibrationData(
 
 function renderPrompt(model: LlamaModel, chatWrapper: ChatWrapper, prompt: CalibrationPrompt): Token[] {
     const chatHistory: ChatHistoryItem[] = [];
-    if ((prompt.system ?? "") !== "")
-        chatHistory.push({type: "system", text: prompt.system!});
+    if ((prompt.system ?? "") !== "") chatHistory.push({type: "system", text: prompt.system!});
     // The thought opened as an answer opens it (LlamaChat adds the template's thought prefix to an answer it writes):
     // without it a model trained to think after that prefix writes something else (the demo model: wrong program lines).
-    const opening: ChatModelResponse["response"] = chatWrapper.settings.segments?.thought != null
-        ? [{type: "segment", segmentType: "thought", text: "", ended: false}]
-        : [];
+    const opening: ChatModelResponse["response"] =
+        chatWrapper.settings.segments?.thought != null ? [{type: "segment", segmentType: "thought", text: "", ended: false}] : [];
     chatHistory.push({type: "user", text: prompt.user}, {type: "model", response: opening});
     return chatWrapper.generateContextState({chatHistory}).contextText.tokenize(model.tokenizer);
 }
 
 function checkCaptured(captured: CapturedNorms, layers: number, embeddingLength: number): void {
-    if (captured.tokens === 0)
-        return;
+    if (captured.tokens === 0) return;
     if (captured.layers !== layers || captured.width !== embeddingLength)
-        throw new Error(`the engine captured rows of ${captured.layers} x ${captured.width}, the model has ${layers} layers of ${embeddingLength}`);
+        throw new Error(
+            `the engine captured rows of ${captured.layers} x ${captured.width}, the model has ${layers} layers of ${embeddingLength}`
+        );
     const rowLength = layers * embeddingLength;
     for (let layer = 0; layer < layers; layer++) {
-        if (Number.isNaN(halfToFloat(captured.rows[layer * embeddingLength]!)) &&
-            Number.isNaN(halfToFloat(captured.rows[(captured.tokens - 1) * rowLength + layer * embeddingLength]!)))
-            throw new AppError("MODEL_INVALID", `This model's graph has no attn_norm in layer ${layer} that the retention gates could read: ` +
-                "it cannot be calibrated.");
+        if (
+            Number.isNaN(halfToFloat(captured.rows[layer * embeddingLength]!)) &&
+            Number.isNaN(halfToFloat(captured.rows[(captured.tokens - 1) * rowLength + layer * embeddingLength]!))
+        )
+            throw new AppError(
+                "MODEL_INVALID",
+                `This model's graph has no attn_norm in layer ${layer} that the retention gates could read: ` + "it cannot be calibrated."
+            );
     }
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
-    if (signal?.aborted)
-        throw signal.reason ?? new Error("calibration cancelled");
+    if (signal?.aborted) throw signal.reason ?? new Error("calibration cancelled");
 }
 
-type SampleInfo = {text: number, position: number, token: number, generated: boolean};
+type SampleInfo = {text: number; position: number; token: number; generated: boolean};
 
 /** Algorithm R over every token written, seeded; slots hold their features at once and their labels when their text ends. */
 class Reservoir {
@@ -184,8 +201,7 @@ class Reservoir {
     /** The slot the next token goes to, or -1 when it is not sampled. */
     public offer(): number {
         const index = this._seen++;
-        if (index < this._cap)
-            return index;
+        if (index < this._cap) return index;
         const slot = Math.floor(this._random() * (index + 1));
         return slot < this._cap ? slot : -1;
     }
@@ -203,26 +219,23 @@ class Reservoir {
         const source = captured.rows;
         const from = token * this._rowLength;
         const to = slot * this._rowLength;
-        for (let i = 0; i < this._rowLength; i++)
-            this._features[to + i] = halfToFloat(source[from + i]!);
+        for (let i = 0; i < this._rowLength; i++) this._features[to + i] = halfToFloat(source[from + i]!);
         this._info[slot] = info;
         this._horizons[slot] = null;
         this._followers[slot] = 0;
     }
 
     /** Labels of the samples of `text`: horizons from the cells' last strong reads, followers up to `lastPosition`. */
-    public finalize(text: number, horizon: {positions: Int32Array, heads: number, last: Float32Array[]}, lastPosition: number): void {
+    public finalize(text: number, horizon: {positions: Int32Array; heads: number; last: Float32Array[]}, lastPosition: number): void {
         const cellOf = new Map<number, number>();
         horizon.positions.forEach((position, cell) => cellOf.set(position, cell));
         const n = horizon.positions.length;
         const layers = horizon.last.length;
         for (let slot = 0; slot < this._size; slot++) {
             const info = this._info[slot]!;
-            if (info.text !== text)
-                continue;
+            if (info.text !== text) continue;
             const cell = cellOf.get(info.position);
-            if (cell == null)
-                throw new Error(`the cell of position ${info.position} is gone: calibration needs Full KV`);
+            if (cell == null) throw new Error(`the cell of position ${info.position} is gone: calibration needs Full KV`);
             const values = new Float32Array(layers * horizon.heads);
             for (let layer = 0; layer < layers; layer++) {
                 for (let head = 0; head < horizon.heads; head++)
@@ -233,13 +246,19 @@ class Reservoir {
         }
     }
 
-    public toDataset(meta: Omit<CalibrationDataset, "tokens" | "features" | "horizons" | "followers" | "positions" | "text" | "tokenIds" | "generated"> & {
-        headCountKv: number
-    }): CalibrationDataset {
+    public toDataset(
+        meta: Omit<
+            CalibrationDataset,
+            "tokens" | "features" | "horizons" | "followers" | "positions" | "text" | "tokenIds" | "generated"
+        > & {
+            headCountKv: number;
+        }
+    ): CalibrationDataset {
         const {layers, headCountKv} = meta;
         // in text and position order
-        const order = Array.from({length: this._size}, (_, slot) => slot)
-            .sort((a, b) => this._info[a]!.text - this._info[b]!.text || this._info[a]!.position - this._info[b]!.position);
+        const order = Array.from({length: this._size}, (_, slot) => slot).sort(
+            (a, b) => this._info[a]!.text - this._info[b]!.text || this._info[a]!.position - this._info[b]!.position
+        );
         const n = order.length;
         const features = new Float32Array(n * this._rowLength);
         const horizons = new Float32Array(n * layers * headCountKv);
@@ -252,8 +271,7 @@ class Reservoir {
             const info = this._info[slot]!;
             features.set(this._features.subarray(slot * this._rowLength, (slot + 1) * this._rowLength), i * this._rowLength);
             const values = this._horizons[slot];
-            if (values == null)
-                throw new Error(`sample ${slot} has no horizon: its text never ended`);
+            if (values == null) throw new Error(`sample ${slot} has no horizon: its text never ended`);
             const heads = values.length / layers;
             for (let layer = 0; layer < layers; layer++)
                 horizons.set(values.subarray(layer * heads, (layer + 1) * heads), (i * layers + layer) * headCountKv);

@@ -9,20 +9,32 @@ import type {CalibrationDataset} from "./types.js";
 
 const magic = "PONDCAL1";
 const arrays = ["features", "horizons", "followers", "positions", "text", "tokenIds", "generated"] as const;
-type ArrayKey = typeof arrays[number];
-const kinds = {features: Float32Array, horizons: Float32Array, followers: Int32Array, positions: Int32Array, text: Int32Array, tokenIds: Int32Array, generated: Uint8Array};
+type ArrayKey = (typeof arrays)[number];
+const kinds = {
+    features: Float32Array,
+    horizons: Float32Array,
+    followers: Int32Array,
+    positions: Int32Array,
+    text: Int32Array,
+    tokenIds: Int32Array,
+    generated: Uint8Array
+};
 
 export async function writeDatasetFile(file: string, data: CalibrationDataset): Promise<void> {
     const scalars: Record<string, unknown> = {};
     for (const [key, value] of Object.entries(data)) {
-        if (!(arrays as readonly string[]).includes(key))
-            scalars[key] = value;
+        if (!(arrays as readonly string[]).includes(key)) scalars[key] = value;
     }
     scalars.texts = data.texts.map((text) => ({...text, tokens: Array.from(text.tokens)}));
     const header = Buffer.from(JSON.stringify(scalars), "utf8");
     const length = Buffer.alloc(4);
     length.writeUInt32LE(header.length);
-    const parts = [Buffer.from(magic, "latin1"), length, header, ...arrays.map((key) => Buffer.from(data[key].buffer, data[key].byteOffset, data[key].byteLength))];
+    const parts = [
+        Buffer.from(magic, "latin1"),
+        length,
+        header,
+        ...arrays.map((key) => Buffer.from(data[key].buffer, data[key].byteOffset, data[key].byteLength))
+    ];
     const temp = path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(4).toString("hex")}.tmp`);
     try {
         await fs.writeFile(temp, Buffer.concat(parts), {flag: "wx"});
@@ -36,36 +48,38 @@ export async function writeDatasetFile(file: string, data: CalibrationDataset): 
 /** Reads a file `writeDatasetFile` wrote; throws in words on anything else, or a file cut short. */
 export async function readDatasetFile(file: string): Promise<CalibrationDataset> {
     const bytes = await fs.readFile(file);
-    if (bytes.length < 12 || bytes.toString("latin1", 0, 8) !== magic)
-        throw new Error(`${file} is not calibration data`);
+    if (bytes.length < 12 || bytes.toString("latin1", 0, 8) !== magic) throw new Error(`${file} is not calibration data`);
     const headerLength = bytes.readUInt32LE(8);
     const scalars = JSON.parse(bytes.toString("utf8", 12, 12 + headerLength)) as Omit<CalibrationDataset, ArrayKey>;
     scalars.texts = scalars.texts.map((text) => ({...text, tokens: Int32Array.from(text.tokens as unknown as number[])}));
     const {tokens: n, layers, embeddingLength, headCountKv} = scalars;
     const lengths: Record<ArrayKey, number> = {
-        features: n * layers * embeddingLength, horizons: n * layers * headCountKv, followers: n, positions: n, text: n, tokenIds: n, generated: n
+        features: n * layers * embeddingLength,
+        horizons: n * layers * headCountKv,
+        followers: n,
+        positions: n,
+        text: n,
+        tokenIds: n,
+        generated: n
     };
     let offset = 12 + headerLength;
     const out: Partial<Record<ArrayKey, ArrayLike<number>>> = {};
     for (const key of arrays) {
         const Kind = kinds[key];
         const byteLength = lengths[key] * Kind.BYTES_PER_ELEMENT;
-        if (offset + byteLength > bytes.length)
-            throw new Error(`${file} is cut short`);
+        if (offset + byteLength > bytes.length) throw new Error(`${file} is cut short`);
         // copied: a Buffer's offset need not be aligned for the typed array
         out[key] = new Kind(bytes.buffer.slice(bytes.byteOffset + offset, bytes.byteOffset + offset + byteLength));
         offset += byteLength;
     }
-    if (offset !== bytes.length)
-        throw new Error(`${file} has bytes past its data`);
+    if (offset !== bytes.length) throw new Error(`${file} has bytes past its data`);
     return {...scalars, ...out} as CalibrationDataset;
 }
 
 /** The samples of several runs as one dataset: texts in order, each sample's text index moved past the earlier runs'. */
 export function concatDatasets(parts: CalibrationDataset[]): CalibrationDataset {
     const first = parts[0];
-    if (first == null)
-        throw new Error("No calibration data to join");
+    if (first == null) throw new Error("No calibration data to join");
     for (const part of parts) {
         if (part.layers !== first.layers || part.embeddingLength !== first.embeddingLength || part.headCountKv !== first.headCountKv)
             throw new Error("Calibration data of different models cannot be joined");
@@ -84,8 +98,7 @@ export function concatDatasets(parts: CalibrationDataset[]): CalibrationDataset 
     let at = 0;
     let texts = 0;
     for (const part of parts) {
-        for (let i = 0; i < part.tokens; i++)
-            text[at + i] = part.text[i]! + texts;
+        for (let i = 0; i < part.tokens; i++) text[at + i] = part.text[i]! + texts;
         at += part.tokens;
         texts += part.texts.length;
     }

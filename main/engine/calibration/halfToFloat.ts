@@ -12,12 +12,9 @@ function buildTable(): Float32Array {
         const sign = bits & 0x8000 ? -1 : 1;
         const exponent = (bits >> 10) & 0x1f;
         const fraction = bits & 0x3ff;
-        if (exponent === 0)
-            out[bits] = sign * fraction * 2 ** -24;
-        else if (exponent === 31)
-            out[bits] = fraction === 0 ? sign * Infinity : NaN;
-        else
-            out[bits] = sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+        if (exponent === 0) out[bits] = sign * fraction * 2 ** -24;
+        else if (exponent === 31) out[bits] = fraction === 0 ? sign * Infinity : NaN;
+        else out[bits] = sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
     }
     return out;
 }

@@ -13,75 +13,78 @@ import type {CalibrationDataset, CalibrationText} from "./types.js";
  * What the trainer reads of the calibration data: per sampled token, each layer's gate input, each layer's and KV head's
  * read horizon, and how many tokens followed it (censoring).
  */
-export type GateTrainingData = Pick<CalibrationDataset, "layers" | "embeddingLength" | "headCountKv" | "tokens" | "features" | "horizons" | "followers">
-    & Partial<Pick<CalibrationDataset, "minWatched" | "text">> & {texts?: readonly Pick<CalibrationText, "stop">[]};
+export type GateTrainingData = Pick<
+    CalibrationDataset,
+    "layers" | "embeddingLength" | "headCountKv" | "tokens" | "features" | "horizons" | "followers"
+> &
+    Partial<Pick<CalibrationDataset, "minWatched" | "text">> & {texts?: readonly Pick<CalibrationText, "stop">[]};
 
 /** One layer's gate, in the sidecar's (torch) layout. */
 export type GateLayerWeights = {
     /** [hidden, width], row-major. */
-    fc1: Float32Array,
-    fc1Bias: Float32Array,
+    fc1: Float32Array;
+    fc1Bias: Float32Array;
     /** [kvHeads, hidden], row-major. */
-    fc2: Float32Array,
+    fc2: Float32Array;
     /** Per KV head. */
-    bias: Float32Array
+    bias: Float32Array;
 };
 
 export type TrainedGates = {
-    layers: number,
-    width: number,
-    hidden: number,
-    kvHeads: number,
-    gates: GateLayerWeights[]
+    layers: number;
+    width: number;
+    hidden: number;
+    kvHeads: number;
+    gates: GateLayerWeights[];
 };
 
 export type TrainGatesOptions = {
     /** Width of the gate's hidden layer. Defaults to `64`. */
-    hidden?: number,
+    hidden?: number;
     /** Passes over the tokens. Defaults to `12`. */
-    epochs?: number,
+    epochs?: number;
     /** Tokens per optimizer step. Defaults to `128`. */
-    batch?: number,
+    batch?: number;
     /** AdamW's learning rate (linear warm-up over the first 5% of the steps, then cosine to 10%). Defaults to `3e-3`. */
-    learningRate?: number,
+    learningRate?: number;
     /** AdamW's decoupled weight decay on the two weight matrices. Defaults to `1e-4`. */
-    weightDecay?: number,
+    weightDecay?: number;
     /**
      * The per-head bias at the start: a number (the authors' `retention_gate_bias_init` is 8, an e-folding age near
      * 3,000 tokens), or `"data"`: the bias whose e-folding age is the mean target of the layer's tokens. Defaults to `"data"`.
      */
-    biasInit?: number | "data",
+    biasInit?: number | "data";
     /** Standard deviation of the initial weights (the authors' 0.02). Defaults to `0.02`. */
-    initStd?: number,
+    initStd?: number;
     /**
      * Tokens count only when watched at least max(minSeen, 2 x horizon) tokens after writing (train.py). Defaults to the
      * data's `minWatched`, else `16`.
      */
-    minSeen?: number,
+    minSeen?: number;
     /**
      * What each gate learns: `"head"`, its own layer's and KV head's read horizon; `"shared"`, the longest over every
      * layer and KV head (what the engine's shared ranking, the max over layers and heads of log beta, needs of a cell).
      * Measured on the demo model (16 held-out problems, answers right at 25% / 50% of the cells): head 0.69 / 1.00,
      * shared 0.31 / 1.00. Defaults to `"head"`.
      */
-    target?: "head" | "shared",
+    target?: "head" | "shared";
     /** Seed of the initial weights and of the token order. Defaults to `1`. */
-    seed?: number,
+    seed?: number;
     /** After each epoch of each layer. */
-    onProgress?: (progress: TrainProgress) => void,
+    onProgress?: (progress: TrainProgress) => void;
     /** Stops between steps with an `AbortError`. */
-    signal?: AbortSignal
+    signal?: AbortSignal;
 };
 
-export type TrainProgress = {layer: number, layers: number, epoch: number, epochs: number, loss: number};
+export type TrainProgress = {layer: number; layers: number; epoch: number; epochs: number; loss: number};
 
 export type TrainReport = {
-    gates: TrainedGates,
+    gates: TrainedGates;
     /** Per layer, the mean horizon loss of the last epoch. */
-    loss: number[],
+    loss: number[];
     /** Per layer, the (token, KV head) pairs the loss counted (censored ones are skipped). */
-    counted: number[],
-    seconds: number
+    counted: number[];
+    seconds: number;
 };
 
 /** Training that produced a non-finite loss or weight: nothing it made may be used. */
@@ -101,8 +104,7 @@ export function gateLogits(gate: GateLayerWeights, x: Float32Array, width: numbe
     const a = new Float32Array(hidden);
     for (let i = 0; i < n; i++) {
         forwardRow(gate, x, i * width, width, hidden, a, null);
-        for (let o = 0; o < kvHeads; o++)
-            out[i * kvHeads + o] = headLogit(gate, a, o, hidden);
+        for (let o = 0; o < kvHeads; o++) out[i * kvHeads + o] = headLogit(gate, a, o, hidden);
     }
     return out;
 }
@@ -119,7 +121,11 @@ export async function trainGates(data: GateTrainingData, options: TrainGatesOpti
     const minSeen = options.minSeen ?? data.minWatched ?? 16;
     const seed = options.seed ?? 1;
     const {layers, embeddingLength: width, headCountKv: kvHeads, tokens: count} = data;
-    if (data.features.length !== count * layers * width || data.horizons.length !== count * layers * kvHeads || data.followers.length !== count)
+    if (
+        data.features.length !== count * layers * width ||
+        data.horizons.length !== count * layers * kvHeads ||
+        data.followers.length !== count
+    )
         throw new RangeError("The calibration data's arrays do not match its layers, width, KV heads and token count");
     if (!(hidden >= 1 && epochs >= 1 && batch >= 1 && learningRate > 0))
         throw new RangeError("hidden, epochs and batch must be at least 1, the learning rate above 0");
@@ -161,8 +167,7 @@ export async function trainGates(data: GateTrainingData, options: TrainGatesOpti
                     da.fill(0);
                     for (let o = 0; o < kvHeads; o++) {
                         const target = set.target[row * kvHeads + o]!;
-                        if (Number.isNaN(target))
-                            continue;
+                        if (Number.isNaN(target)) continue;
                         const g = headLogit(gate, a, o, hidden);
                         const [value, slope] = horizonTerm(g, target);
                         batchLoss += value;
@@ -176,14 +181,12 @@ export async function trainGates(data: GateTrainingData, options: TrainGatesOpti
                     }
                     for (let j = 0; j < hidden; j++) {
                         const dz = da[j]! * siluSlope(z[j]!);
-                        if (dz === 0)
-                            continue;
+                        if (dz === 0) continue;
                         grad.fc1Bias[j]! += dz;
                         const w1 = j * width;
                         const g1 = grad.fc1;
                         const x = set.x;
-                        for (let c = 0; c < width; c++)
-                            g1[w1 + c]! += dz * x[offset + c]!;
+                        for (let c = 0; c < width; c++) g1[w1 + c]! += dz * x[offset + c]!;
                     }
                 }
                 if (!Number.isFinite(batchLoss))
@@ -225,11 +228,10 @@ export function horizonTerm(g: number, target: number): [number, number] {
     const diff = predicted - target;
     const abs = Math.abs(diff);
     const value = abs < 1 ? 0.5 * diff * diff : abs - 0.5;
-    if (clamped)
-        return [value, 0];
+    if (clamped) return [value, 0];
     const dLoss = abs < 1 ? diff : Math.sign(diff);
     const sigmoidNeg = g >= 0 ? Math.exp(-g) / (1 + Math.exp(-g)) : 1 / (1 + Math.exp(g));
-    return [value, dLoss * sigmoidNeg / softplus];
+    return [value, (dLoss * sigmoidNeg) / softplus];
 }
 
 /** Per token, the longest read horizon over every layer and KV head. */
@@ -238,8 +240,7 @@ function sharedHorizons(data: GateTrainingData): Float32Array {
     const out = new Float32Array(data.tokens);
     for (let i = 0; i < data.tokens; i++) {
         let best = 0;
-        for (let k = 0; k < per; k++)
-            best = Math.max(best, data.horizons[i * per + k]!);
+        for (let k = 0; k < per; k++) best = Math.max(best, data.horizons[i * per + k]!);
         out[i] = best;
     }
     return out;
@@ -254,7 +255,8 @@ function layerSet(data: GateTrainingData, layer: number, minSeen: number, shared
     // A text the model ended itself has no future beyond its end: every read was seen. Only a text the token limit cut
     // hides reads, so only its samples are censored (train.py's rule).
     const ended = data.text != null && data.texts != null ? data.texts.map((t) => t.stop === "eog") : null;
-    const observed = (i: number, horizon: number) => ended?.[data.text![i]!] === true || isHorizonObserved(data.followers[i]!, horizon, minSeen);
+    const observed = (i: number, horizon: number) =>
+        ended?.[data.text![i]!] === true || isHorizonObserved(data.followers[i]!, horizon, minSeen);
     const horizonOf = (i: number, h: number) => (shared != null ? shared[i]! : data.horizons[(i * layers + layer) * kvHeads + h]!);
     const keep: number[] = [];
     for (let i = 0; i < count; i++) {
@@ -284,8 +286,15 @@ function layerSet(data: GateTrainingData, layer: number, minSeen: number, shared
     return {rows: keep.length, x, target, pairs, meanTarget: pairs > 0 ? targetSum / pairs : 0};
 }
 
-function initialGate(width: number, hidden: number, kvHeads: number, std: number, random: ReturnType<typeof mulberry32>,
-    set: {meanTarget: number}, biasInit: number | "data"): GateLayerWeights {
+function initialGate(
+    width: number,
+    hidden: number,
+    kvHeads: number,
+    std: number,
+    random: ReturnType<typeof mulberry32>,
+    set: {meanTarget: number},
+    biasInit: number | "data"
+): GateLayerWeights {
     const gate = zeroGate(width, hidden, kvHeads);
     const normal = () => {
         // Box-Muller on two uniforms in (0, 1]
@@ -293,10 +302,8 @@ function initialGate(width: number, hidden: number, kvHeads: number, std: number
         const v = random.uniform();
         return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v);
     };
-    for (let k = 0; k < gate.fc1.length; k++)
-        gate.fc1[k] = normal() * std;
-    for (let k = 0; k < gate.fc2.length; k++)
-        gate.fc2[k] = normal() * std;
+    for (let k = 0; k < gate.fc1.length; k++) gate.fc1[k] = normal() * std;
+    for (let k = 0; k < gate.fc2.length; k++) gate.fc2[k] = normal() * std;
     gate.bias.fill(biasInit === "data" ? logitForAge(set.meanTarget) : biasInit);
     return gate;
 }
@@ -307,7 +314,12 @@ function logitForAge(logAge: number): number {
 }
 
 function zeroGate(width: number, hidden: number, kvHeads: number): GateLayerWeights {
-    return {fc1: new Float32Array(hidden * width), fc1Bias: new Float32Array(hidden), fc2: new Float32Array(kvHeads * hidden), bias: new Float32Array(kvHeads)};
+    return {
+        fc1: new Float32Array(hidden * width),
+        fc1Bias: new Float32Array(hidden),
+        fc2: new Float32Array(kvHeads * hidden),
+        bias: new Float32Array(kvHeads)
+    };
 }
 
 function clearGate(gate: GateLayerWeights): void {
@@ -318,7 +330,15 @@ function clearGate(gate: GateLayerWeights): void {
 }
 
 /** a = silu(fc1 @ x + b1) for the row at `offset`; z (pre-activation) kept when given. */
-function forwardRow(gate: GateLayerWeights, x: Float32Array, offset: number, width: number, hidden: number, a: Float32Array, z: Float32Array | null): void {
+function forwardRow(
+    gate: GateLayerWeights,
+    x: Float32Array,
+    offset: number,
+    width: number,
+    hidden: number,
+    a: Float32Array,
+    z: Float32Array | null
+): void {
     const w = gate.fc1;
     for (let j = 0; j < hidden; j++) {
         const row = j * width;
@@ -333,11 +353,9 @@ function forwardRow(gate: GateLayerWeights, x: Float32Array, offset: number, wid
             s2 += w[row + c + 2]! * x[offset + c + 2]!;
             s3 += w[row + c + 3]! * x[offset + c + 3]!;
         }
-        for (; c < width; c++)
-            s0 += w[row + c]! * x[offset + c]!;
+        for (; c < width; c++) s0 += w[row + c]! * x[offset + c]!;
         const pre = gate.fc1Bias[j]! + (s0 + s1) + (s2 + s3);
-        if (z != null)
-            z[j] = pre;
+        if (z != null) z[j] = pre;
         a[j] = pre / (1 + Math.exp(-pre));
     }
 }
@@ -345,8 +363,7 @@ function forwardRow(gate: GateLayerWeights, x: Float32Array, offset: number, wid
 function headLogit(gate: GateLayerWeights, a: Float32Array, o: number, hidden: number): number {
     let g = gate.bias[o]!;
     const row = o * hidden;
-    for (let j = 0; j < hidden; j++)
-        g += gate.fc2[row + j]! * a[j]!;
+    for (let j = 0; j < hidden; j++) g += gate.fc2[row + j]! * a[j]!;
     return g;
 }
 
@@ -368,8 +385,7 @@ function shuffle(order: Uint32Array, random: ReturnType<typeof mulberry32>): voi
 function firstNonFinite(gate: GateLayerWeights): string | null {
     for (const [name, values] of Object.entries(gate) as [string, Float32Array][]) {
         for (const v of values) {
-            if (!Number.isFinite(v))
-                return name;
+            if (!Number.isFinite(v)) return name;
         }
     }
     return null;
@@ -381,7 +397,11 @@ class AdamW {
     private readonly _v: GateLayerWeights;
     private _t = 0;
 
-    constructor(private readonly _gate: GateLayerWeights, _rate: number, private readonly _decay: number) {
+    constructor(
+        private readonly _gate: GateLayerWeights,
+        _rate: number,
+        private readonly _decay: number
+    ) {
         const width = _gate.fc1.length / _gate.fc1Bias.length;
         this._m = zeroGate(width, _gate.fc1Bias.length, _gate.bias.length);
         this._v = zeroGate(width, _gate.fc1Bias.length, _gate.bias.length);
@@ -405,7 +425,7 @@ class AdamW {
                 const vk = b2 * v[k]! + (1 - b2) * gk * gk;
                 m[k] = mk;
                 v[k] = vk;
-                p[k] = p[k]! * decay - rate * (mk / c1) / (Math.sqrt(vk / c2) + 1e-8);
+                p[k] = p[k]! * decay - (rate * (mk / c1)) / (Math.sqrt(vk / c2) + 1e-8);
             }
         }
     }

@@ -2,8 +2,16 @@ import {withLock} from "lifecycle-utils";
 import type {LlamaContext} from "node-llama-cpp";
 import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
 import {ponderContextOf, setLogicalContextSize, type PonderAddonContext} from "./ponderAddon.js";
-import type {CapturedNorms, KvStats, ReadHorizonSnapshot, RetentionGates, RetentionSnapshot, ScoreSnapshot, ScoringOptions, ValueNormSnapshot} from "./types.js";
-
+import type {
+    CapturedNorms,
+    KvStats,
+    ReadHorizonSnapshot,
+    RetentionGates,
+    RetentionSnapshot,
+    ScoreSnapshot,
+    ScoringOptions,
+    ValueNormSnapshot
+} from "./types.js";
 
 /**
  * Ponder's native KV API on one LlamaContext: attention scoring, batched eviction that keeps the positions of the
@@ -24,8 +32,7 @@ export class NativeKv {
 
     public constructor(context: LlamaContext) {
         const addon = ponderContextOf(context);
-        if (addon == null)
-            throw new Error(`${PATCHED_BUILD_MESSAGE} (this context's binary has no Ponder KV API)`);
+        if (addon == null) throw new Error(`${PATCHED_BUILD_MESSAGE} (this context's binary has no Ponder KV API)`);
 
         this._context = context;
         this._addon = addon;
@@ -49,10 +56,8 @@ export class NativeKv {
      */
     public async configureScoring(options: ScoringOptions): Promise<void> {
         const {enabled, gamma = 1, rows = 1, squared = false} = options;
-        if (!Number.isFinite(gamma) || gamma < 0 || gamma > 1)
-            throw new RangeError(`gamma must be within [0, 1], got ${gamma}`);
-        if (!Number.isInteger(rows) || rows < 1)
-            throw new RangeError(`rows must be a positive integer, got ${rows}`);
+        if (!Number.isFinite(gamma) || gamma < 0 || gamma > 1) throw new RangeError(`gamma must be within [0, 1], got ${gamma}`);
+        if (!Number.isInteger(rows) || rows < 1) throw new RangeError(`rows must be a positive integer, got ${rows}`);
 
         await this._withContextLock(() => this._addon.ponderSetAttnScore(enabled, rows, squared, gamma));
     }
@@ -68,8 +73,7 @@ export class NativeKv {
      * keeps the gates loaded. Throws when the engine refuses the file (its message says why); the context is unchanged then.
      */
     public async configureRetention(path: string | null): Promise<RetentionGates | null> {
-        if (path === (this._retention?.path ?? null))
-            return this._retention;
+        if (path === (this._retention?.path ?? null)) return this._retention;
         const loaded = await this._withContextLock(() => this._addon.ponderSetRetentionGates(path));
         this._retention = path == null ? null : {path, layers: loaded.layers, heads: loaded.heads, bytes: loaded.bytes};
         return this._retention;
@@ -105,8 +109,7 @@ export class NativeKv {
      * the engine cannot (its message says why); the context is unchanged then.
      */
     public async configureValueNorms(enabled: boolean): Promise<void> {
-        if (enabled === this._valueNorms)
-            return;
+        if (enabled === this._valueNorms) return;
         await this._withContextLock(() => this._addon.ponderSetValueNorms(enabled));
         this._valueNorms = enabled;
     }
@@ -140,8 +143,7 @@ export class NativeKv {
      * them. A new threshold keeps what was kept. Throws when the engine cannot (its message says why).
      */
     public async configureReadHorizon(threshold: number | null): Promise<void> {
-        if (threshold === this._readThreshold)
-            return;
+        if (threshold === this._readThreshold) return;
         if (threshold != null && !(threshold > 0 && threshold <= 1))
             throw new RangeError(`the read threshold must be within (0, 1], got ${threshold}`);
         await this._withContextLock(() => this._addon.ponderSetReadHorizon(threshold != null, threshold ?? 0.5));
@@ -165,8 +167,7 @@ export class NativeKv {
      * to bound the memory (tokens x layers x width x 2 bytes). Off frees them.
      */
     public async configureNormCapture(enabled: boolean): Promise<void> {
-        if (enabled === this._normCapture)
-            return;
+        if (enabled === this._normCapture) return;
         await this._withContextLock(() => this._addon.ponderSetAttnNormCapture(enabled));
         this._normCapture = enabled;
     }
@@ -184,8 +185,7 @@ export class NativeKv {
      */
     public async evict(sequenceId: number, positions: Iterable<number>): Promise<number> {
         const list = positions instanceof Int32Array ? positions : Int32Array.from(positions);
-        if (list.length === 0)
-            return 0;
+        if (list.length === 0) return 0;
 
         return await this._withContextLock(() => this._addon.ponderEvict(sequenceId, list));
     }
@@ -226,9 +226,21 @@ export class NativeKv {
      * Writes back the accumulated and last scores of the live cells of `sequenceId` found at `positions` (the layout of
      * `scores()`), for a state loaded from disk, whose cells llama.cpp restores with zero scores. Scoring must be on.
      */
-    public async restoreScores(sequenceId: number, positions: Int32Array, heads: number, layers: [Float32Array, Float32Array][]): Promise<number> {
-        return await this._withContextLock(() => this._addon.ponderSetAttnScores(sequenceId, positions, heads, layers.map(([accumulated]) => accumulated),
-            layers.map(([, last]) => last)));
+    public async restoreScores(
+        sequenceId: number,
+        positions: Int32Array,
+        heads: number,
+        layers: [Float32Array, Float32Array][]
+    ): Promise<number> {
+        return await this._withContextLock(() =>
+            this._addon.ponderSetAttnScores(
+                sequenceId,
+                positions,
+                heads,
+                layers.map(([accumulated]) => accumulated),
+                layers.map(([, last]) => last)
+            )
+        );
     }
 
     /**
@@ -246,9 +258,10 @@ export class NativeKv {
 
     public setPositionLimit(limit: number): void {
         if (!Number.isInteger(limit) || limit < this._originalContextSize)
-            throw new RangeError(`the position limit must be an integer of at least the context size (${this._originalContextSize}), got ${limit}`);
-        if (this.disposed)
-            throw new Error("NativeKv is disposed");
+            throw new RangeError(
+                `the position limit must be an integer of at least the context size (${this._originalContextSize}), got ${limit}`
+            );
+        if (this.disposed) throw new Error("NativeKv is disposed");
 
         setLogicalContextSize(this._context, limit);
     }
@@ -258,24 +271,18 @@ export class NativeKv {
      * off and the position limit restored; later calls throw.
      */
     public async dispose(): Promise<void> {
-        if (this._disposed)
-            return;
+        if (this._disposed) return;
 
         this._disposed = true;
         setLogicalContextSize(this._context, this._originalContextSize);
         if (!this._context.disposed) {
             await withLock([this._context, "context"], () => {
-                if (this._context.disposed)
-                    return;
+                if (this._context.disposed) return;
                 this._addon.ponderSetAttnScore(false, 1, false, 1);
-                if (this._retention != null)
-                    this._addon.ponderSetRetentionGates(null);
-                if (this._valueNorms)
-                    this._addon.ponderSetValueNorms(false);
-                if (this._readThreshold != null)
-                    this._addon.ponderSetReadHorizon(false, 0.5);
-                if (this._normCapture)
-                    this._addon.ponderSetAttnNormCapture(false);
+                if (this._retention != null) this._addon.ponderSetRetentionGates(null);
+                if (this._valueNorms) this._addon.ponderSetValueNorms(false);
+                if (this._readThreshold != null) this._addon.ponderSetReadHorizon(false, 0.5);
+                if (this._normCapture) this._addon.ponderSetAttnNormCapture(false);
             });
             this._retention = null;
             this._valueNorms = false;
@@ -285,12 +292,10 @@ export class NativeKv {
     }
 
     private async _withContextLock<T>(fn: () => T): Promise<T> {
-        if (this.disposed)
-            throw new Error("NativeKv is disposed");
+        if (this.disposed) throw new Error("NativeKv is disposed");
 
         return await withLock([this._context, "context"], () => {
-            if (this.disposed)
-                throw new Error("NativeKv is disposed");
+            if (this.disposed) throw new Error("NativeKv is disposed");
             return fn();
         });
     }

@@ -20,13 +20,11 @@ export function currentSeriesHash(): Promise<string | null> {
 }
 
 async function computeCurrent(): Promise<string | null> {
-    if (typeof __PONDER_SERIES_HASH__ === "string")
-        return __PONDER_SERIES_HASH__;
+    if (typeof __PONDER_SERIES_HASH__ === "string") return __PONDER_SERIES_HASH__;
     const script = path.resolve(import.meta.dirname, "../../../native/seriesHash.mjs");
-    if (!fs.existsSync(script))
-        return null;
+    if (!fs.existsSync(script)) return null;
     // A path made at run time: the bundler leaves it alone (a built app has the hash above).
-    const {computeSeriesHash} = await import(/* @vite-ignore */ pathToFileURL(script).href) as SeriesHashModule;
+    const {computeSeriesHash} = (await import(/* @vite-ignore */ pathToFileURL(script).href)) as SeriesHashModule;
     const packageJson = path.join(path.dirname(createRequire(import.meta.url).resolve("node-llama-cpp")), "..", "package.json");
     return computeSeriesHash((JSON.parse(fs.readFileSync(packageJson, "utf8")) as {version: string}).version);
 }

@@ -6,19 +6,19 @@ export function autoBackendOrder(platform: NodeJS.Platform): EngineBackend[] {
 }
 
 export type EngineBuildOrderOptions = {
-    platform: NodeJS.Platform,
+    platform: NodeJS.Platform;
     /**
      * The GPU backends this machine has drivers for (node-llama-cpp's detection); auto passes over builds of others
      * without trying them. `null` tries every build present. Defaults to `null`.
      */
-    supported?: readonly EngineBackend[] | null
+    supported?: readonly EngineBackend[] | null;
 };
 
 export type EngineBuildPlan = {
     /** The usable builds to try, in order: the chosen one first, then auto's order. */
-    candidates: EngineBuild[],
+    candidates: EngineBuild[];
     /** Why the chosen backend is not the first candidate (missing, unusable); `null` when it is, or with auto. */
-    problem: string | null
+    problem: string | null;
 };
 
 /**
@@ -26,28 +26,30 @@ export type EngineBuildPlan = {
  * {@link autoBackendOrder} (GPU builds without a driver left out); with one backend, that backend's build, then the others
  * in auto's order as fallbacks, which the loader reports as such. Pure: the listing and the detection come in.
  */
-export function engineBuildOrder(builds: readonly EngineBuild[], choice: EngineBuildChoice, options: EngineBuildOrderOptions): EngineBuildPlan {
+export function engineBuildOrder(
+    builds: readonly EngineBuild[],
+    choice: EngineBuildChoice,
+    options: EngineBuildOrderOptions
+): EngineBuildPlan {
     const usable = (backend: EngineBackend) => builds.find((build) => build.backend === backend && build.usable);
     const supported = options.supported ?? null;
     const auto = autoBackendOrder(options.platform).flatMap((backend) => {
         const build = usable(backend);
-        if (build == null || (backend !== "cpu" && supported != null && !supported.includes(backend)))
-            return [];
+        if (build == null || (backend !== "cpu" && supported != null && !supported.includes(backend))) return [];
         return [build];
     });
-    if (choice === "auto")
-        return {candidates: auto, problem: null};
+    if (choice === "auto") return {candidates: auto, problem: null};
 
     const chosen = usable(choice);
     const rest = auto.filter((build) => build.backend !== choice);
-    if (chosen != null)
-        return {candidates: [chosen, ...rest], problem: null};
+    if (chosen != null) return {candidates: [chosen, ...rest], problem: null};
     const present = builds.find((build) => build.backend === choice);
     return {
         candidates: rest,
-        problem: present != null
-            ? `The ${backendName(choice)} build cannot be used: ${lowerFirst(present.reason ?? "unusable")}`
-            : `No ${backendName(choice)} build is present`
+        problem:
+            present != null
+                ? `The ${backendName(choice)} build cannot be used: ${lowerFirst(present.reason ?? "unusable")}`
+                : `No ${backendName(choice)} build is present`
     };
 }
 

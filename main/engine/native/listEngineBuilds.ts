@@ -14,13 +14,13 @@ export type ListEngineBuildsOptions = {
      * node-llama-cpp's local builds folder, where getLlama looks. Defaults to the installed package's `llama/localBuilds`,
      * in a packaged app the copy outside the asar archive (`app.asar.unpacked`), as node-llama-cpp itself resolves it.
      */
-    root?: string,
+    root?: string;
     /** The patch series this code needs (native/seriesHash.mjs): a build stamped with another one is stale. `null` skips the check. */
-    seriesHash: string | null,
+    seriesHash: string | null;
     /** Defaults to `process.platform`. */
-    platform?: NodeJS.Platform,
+    platform?: NodeJS.Platform;
     /** Defaults to `process.arch`. */
-    arch?: string
+    arch?: string;
 };
 
 /**
@@ -44,7 +44,10 @@ export function listEngineBuilds(options: ListEngineBuildsOptions): EngineBuild[
         return build == null ? [] : [build];
     });
     const order = [...autoBackendOrder(platform), ...backends.filter((backend) => !autoBackendOrder(platform).includes(backend))];
-    return builds.sort((a, b) => order.indexOf(a.backend) - order.indexOf(b.backend) || Number(b.usable) - Number(a.usable) || a.folder.localeCompare(b.folder));
+    return builds.sort(
+        (a, b) =>
+            order.indexOf(a.backend) - order.indexOf(b.backend) || Number(b.usable) - Number(a.usable) || a.folder.localeCompare(b.folder)
+    );
 }
 
 /** node-llama-cpp's folder name for a build (getBuildFolderNameForBuildOptions, without custom CMake options). */
@@ -61,14 +64,19 @@ export function defaultLocalBuildsRoot(): string {
     return unpacked !== root && fs.existsSync(unpacked) ? unpacked : root;
 }
 
-function inspectFolder(dir: string, folder: string, seriesHash: string | null, platform: NodeJS.Platform, arch: string): EngineBuild | null {
+function inspectFolder(
+    dir: string,
+    folder: string,
+    seriesHash: string | null,
+    platform: NodeJS.Platform,
+    arch: string
+): EngineBuild | null {
     const stamp = readJson(path.join(dir, stampFileName));
     const metadata = readJson(path.join(dir, "Release", "_nlcBuildMetadata.json"));
-    const stampValue = stamp.kind === "read" ? stamp.value as Record<string, unknown> : null;
+    const stampValue = stamp.kind === "read" ? (stamp.value as Record<string, unknown>) : null;
     const buildOptions = metadata.kind === "read" ? (metadata.value as {buildOptions?: {gpu?: unknown}}).buildOptions : undefined;
     const backend = toBackend(stampValue?.gpu) ?? toBackend(buildOptions?.gpu) ?? backendFromFolder(folder);
-    if (backend == null)
-        return null;
+    if (backend == null) return null;
 
     const build: EngineBuild = {
         backend,
@@ -79,8 +87,7 @@ function inspectFolder(dir: string, folder: string, seriesHash: string | null, p
         builtAt: typeof stampValue?.builtAt === "string" ? stampValue.builtAt : null
     };
     const expected = buildFolderName(backend, platform, arch);
-    if (backend === "metal" && platform !== "darwin")
-        build.reason = "Metal runs on macOS only";
+    if (backend === "metal" && platform !== "darwin") build.reason = "Metal runs on macOS only";
     else if (folder !== expected)
         build.reason = `Built for another platform or with other build options: on this machine the ${backendName(backend)} build is ${expected}`;
     else if (!fs.existsSync(path.join(dir, "Release", "llama-addon.node")))
@@ -97,7 +104,7 @@ function inspectFolder(dir: string, folder: string, seriesHash: string | null, p
     return build;
 }
 
-type JsonRead = {kind: "read", value: unknown} | {kind: "missing"} | {kind: "unreadable"};
+type JsonRead = {kind: "read"; value: unknown} | {kind: "missing"} | {kind: "unreadable"};
 
 function readJson(file: string): JsonRead {
     let text: string;
@@ -115,16 +122,14 @@ function readJson(file: string): JsonRead {
 }
 
 function toBackend(gpu: unknown): EngineBackend | null {
-    if (gpu === false)
-        return "cpu";
+    if (gpu === false) return "cpu";
     return gpu === "cuda" || gpu === "vulkan" || gpu === "metal" ? gpu : null;
 }
 
 /** The backend a folder name says (`linux-x64`, `linux-x64-cuda`, `mac-arm64-metal`, with a CMake-options hash after it). */
 function backendFromFolder(folder: string): EngineBackend | null {
     const parts = folder.split("-");
-    if (parts.length < 2 || !["linux", "mac", "win"].includes(parts[0]!))
-        return null;
+    if (parts.length < 2 || !["linux", "mac", "win"].includes(parts[0]!)) return null;
     return toBackend(parts[2]) ?? "cpu";
 }
 

@@ -21,13 +21,13 @@ export class PatchedBuildError extends Error {
 
 export type LoadPatchedLlamaOptions = {
     /** GPU backend of the local build to load; `"auto"` takes the best one present. Defaults to `"auto"`. */
-    gpu?: NativeGpu,
+    gpu?: NativeGpu;
     /** node-llama-cpp's log level. Defaults to `"warn"`. */
-    logLevel?: LlamaLogLevel | `${LlamaLogLevel}`,
+    logLevel?: LlamaLogLevel | `${LlamaLogLevel}`;
     /** When set, a build made from another patch series counts as stale (see native/seriesHash.mjs). Defaults to `undefined`. */
-    expectedSeriesHash?: string,
+    expectedSeriesHash?: string;
     /** Other getLlama options (threads, logger...). `build`, `usePrebuiltBinaries` and `gpu` are fixed here. */
-    llamaOptions?: Omit<LlamaOptions, "build" | "usePrebuiltBinaries" | "gpu" | "logLevel">
+    llamaOptions?: Omit<LlamaOptions, "build" | "usePrebuiltBinaries" | "gpu" | "logLevel">;
 };
 
 /**
@@ -56,12 +56,13 @@ export async function loadPatchedLlama(options: LoadPatchedLlamaOptions = {}): P
 
     const buildInfo = getNativeBuildInfo(llama);
     let problem: [PatchedBuildErrorCode, string] | null = null;
-    if (buildInfo.kind !== "local")
-        problem = ["PATCHED_BUILD_MISSING", `loaded a ${buildInfo.kind} binary instead of a local build`];
-    else if (buildInfo.patchVersion == null)
-        problem = ["PATCHED_BUILD_MISSING", "the local build is unpatched"];
+    if (buildInfo.kind !== "local") problem = ["PATCHED_BUILD_MISSING", `loaded a ${buildInfo.kind} binary instead of a local build`];
+    else if (buildInfo.patchVersion == null) problem = ["PATCHED_BUILD_MISSING", "the local build is unpatched"];
     else if (buildInfo.patchVersion < PONDER_PATCH_VERSION)
-        problem = ["PATCHED_BUILD_STALE", `the build has native API version ${buildInfo.patchVersion}, this code needs ${PONDER_PATCH_VERSION} or later`];
+        problem = [
+            "PATCHED_BUILD_STALE",
+            `the build has native API version ${buildInfo.patchVersion}, this code needs ${PONDER_PATCH_VERSION} or later`
+        ];
     else if (expectedSeriesHash != null && buildInfo.seriesHash !== expectedSeriesHash)
         problem = ["PATCHED_BUILD_STALE", `the build is of patch series ${buildInfo.seriesHash}, the source has ${expectedSeriesHash}`];
 
@@ -82,9 +83,10 @@ export function getNativeBuildInfo(llama: Llama): NativeBuildInfo {
         gpu: llama.gpu,
         patched: patchVersion != null && patchVersion >= PONDER_PATCH_VERSION,
         llamaCppRelease: llama.llamaCppRelease.release,
-        seriesHash: patchVersion != null && typeof bindings.ponderSeriesHash === "string" && bindings.ponderSeriesHash !== ""
-            ? bindings.ponderSeriesHash
-            : null,
+        seriesHash:
+            patchVersion != null && typeof bindings.ponderSeriesHash === "string" && bindings.ponderSeriesHash !== ""
+                ? bindings.ponderSeriesHash
+                : null,
         patchVersion
     };
 }

@@ -13,152 +13,158 @@ import type {Llama, LlamaContext, LlamaContextSequence} from "node-llama-cpp";
 export const PONDER_PATCH_VERSION = 6;
 
 export type PonderBindings = {
-    ponderPatchVersion?: number,
-    ponderSeriesHash?: string,
+    ponderPatchVersion?: number;
+    ponderSeriesHash?: string;
     /** The RPC protocol the build speaks; `null` without an RPC backend (patch 0010). */
-    ponderRpcProtocol?: () => {major: number, minor: number, patch: number} | null,
+    ponderRpcProtocol?: () => {major: number; minor: number; patch: number} | null;
     /**
      * Connects to an rpc-server ("host:port") and registers its devices for models loaded afterwards; aborts the process
      * (ggml) when it cannot be reached: check it first (main/engine/rpc/probeRpcServer.ts). Patch 0010.
      */
-    ponderRpcAddServer?: (endpoint: string) => PonderRpcDevice[],
+    ponderRpcAddServer?: (endpoint: string) => PonderRpcDevice[];
     /** Every registered device, local and remote, in llama.cpp's order (patch 0010). */
-    ponderListDevices?: () => PonderRpcDevice[]
+    ponderListDevices?: () => PonderRpcDevice[];
 };
 
 export type PonderRpcDevice = {
-    name: string,
-    description: string,
-    type: "cpu" | "gpu" | "igpu" | "accel" | "unknown",
+    name: string;
+    description: string;
+    type: "cpu" | "gpu" | "igpu" | "accel" | "unknown";
     /** The ggml backend registry it belongs to ("CPU", "CUDA", "RPC[host:port]"). */
-    backend: string,
-    freeBytes: number,
-    totalBytes: number
+    backend: string;
+    freeBytes: number;
+    totalBytes: number;
 };
 
 export type PonderAddonKvStats = {
-    cellsAllocated: number,
-    cellsUsed: number,
-    bytesPerCell: number,
-    layers: number,
-    tokensEvicted: number,
-    pruneCalls: number,
-    scoring: boolean
+    cellsAllocated: number;
+    cellsUsed: number;
+    bytesPerCell: number;
+    layers: number;
+    tokensEvicted: number;
+    pruneCalls: number;
+    scoring: boolean;
 };
 
 export type PonderAddonScores = {
     /** Position of each live cell of the sequence, in cell order (`n` cells). */
-    positions: Int32Array,
+    positions: Int32Array;
     /** Heads of the scores (the query heads; the most of any layer). */
-    heads: number,
+    heads: number;
     /** Per layer, `heads * n` floats, head-major: `[h * n + j]` is head h's score of cell j. */
-    accumulated: Float32Array[],
+    accumulated: Float32Array[];
     /** Same layout as `accumulated`: the scores of the last decode. */
-    last: Float32Array[]
+    last: Float32Array[];
 };
 
 export type PonderAddonRetentionGates = {
     /** Layers with gates. */
-    layers: number,
+    layers: number;
     /** KV heads of the gates' output: the most of any layer. */
-    heads: number,
+    heads: number;
     /** Device bytes of the gate weights and their per-cell storage (4 bytes per cell, layer and KV head). */
-    bytes: number
+    bytes: number;
 };
 
 export type PonderAddonRetention = {
     /** Position of each live cell of the sequence, in cell order (`n` cells). */
-    positions: Int32Array,
+    positions: Int32Array;
     /** KV heads of the logits (the most of any layer). */
-    heads: number,
+    heads: number;
     /**
      * Per layer, `heads * n` gate logits g, head-major: `[h * n + j]` for cell j; log beta = logsigmoid(g). A cell written
      * while the gates were off, or restored from a state, holds a huge positive logit (~3.4e38: never forgotten).
      */
-    logits: Float32Array[]
+    logits: Float32Array[];
 };
 
 export type PonderAddonValueNorms = {
     /** Position of each live cell of the sequence, in cell order (`n` cells). */
-    positions: Int32Array,
+    positions: Int32Array;
     /** KV heads of the norms (the most of any layer). */
-    heads: number,
+    heads: number;
     /**
      * Per layer, `heads * n` value L1 norms ||V_{l,h}[k]||_1, head-major: `[h * n + j]` for cell j. A cell written while the
      * norms were off, or restored from a state, holds 0.
      */
-    norms: Float32Array[]
+    norms: Float32Array[];
 };
 
 export type PonderAddonReadHorizon = {
     /** Position of each live cell of the sequence, in cell order (`n` cells). */
-    positions: Int32Array,
+    positions: Int32Array;
     /** KV heads (the most of any layer). */
-    heads: number,
+    heads: number;
     /**
      * Per layer, `heads * n` positions, head-major: `[h * n + j]` is the last position whose query put at least the threshold
      * of one query head of KV head h's group on cell j; -1 when none has (yet), and for the padding of a layer with fewer heads.
      */
-    last: Float32Array[]
+    last: Float32Array[];
 };
 
 export type PonderAddonCapturedNorms = {
     /** Tokens decoded since the last take (`n`). */
-    tokens: number,
-    layers: number,
+    tokens: number;
+    layers: number;
     /** Width of a row: the model's embedding length. */
-    width: number,
+    width: number;
     /** Position of each token, in decode order. */
-    positions: Int32Array,
+    positions: Int32Array;
     /** F16 bits, `[n][layers][width]`: each layer's attn_norm row of each token; NaN rows for a layer whose graph has no attn_norm. */
-    rows: Uint16Array
+    rows: Uint16Array;
 };
 
 export type PonderAddonContext = {
-    ponderEvict(sequenceId: number, positions: Int32Array): number,
-    ponderGetKvStats(): PonderAddonKvStats,
-    ponderSetAttnScore(enabled: boolean, rows: number, squared: boolean, gamma: number): void,
-    ponderGetAttnScores(sequenceId: number): PonderAddonScores,
+    ponderEvict(sequenceId: number, positions: Int32Array): number;
+    ponderGetKvStats(): PonderAddonKvStats;
+    ponderSetAttnScore(enabled: boolean, rows: number, squared: boolean, gamma: number): void;
+    ponderGetAttnScores(sequenceId: number): PonderAddonScores;
     /**
      * Writes the scores of the live cells of a sequence back (a restored state's cells start from zero): for each cell at
      * one of `positions`, its accumulated and last scores, laid out as `ponderGetAttnScores` reads them. Returns the
      * cells written. Added by native/patches 0007-0008.
      */
-    ponderSetAttnScores(sequenceId: number, positions: Int32Array, heads: number, accumulated: Float32Array[], last: Float32Array[]): number,
+    ponderSetAttnScores(
+        sequenceId: number,
+        positions: Int32Array,
+        heads: number,
+        accumulated: Float32Array[],
+        last: Float32Array[]
+    ): number;
     /**
      * Loads a retention gate file's tensors into the context (checked against the model's shapes; throws an Error saying
      * why not) so every token written gets a gate logit per layer and KV head, computed in the graph from the layer's
      * `attn_norm`; `null` turns them off and frees them. Added by native/patches 0008.
      */
-    ponderSetRetentionGates(path: string | null): PonderAddonRetentionGates,
+    ponderSetRetentionGates(path: string | null): PonderAddonRetentionGates;
     /** The gate logits of the live cells of a sequence. Throws when the gates are off. Added by native/patches 0008. */
-    ponderGetRetention(sequenceId: number): PonderAddonRetention,
+    ponderGetRetention(sequenceId: number): PonderAddonRetention;
     /** Writes gate logits back at positions, in `ponderGetRetention`'s layout; returns the cells written (patch 0008). */
-    ponderSetRetention(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): number,
+    ponderSetRetention(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): number;
     /**
      * While on, every token written gets, per layer and KV head, the L1 norm of its value vector (computed in the graph from
      * the layer's V before it is stored), kept per cell; off frees them. Throws an Error with the reason when unsupported.
      * Added by native/patches 0007-0008 (LAVa).
      */
-    ponderSetValueNorms(enabled: boolean): void,
+    ponderSetValueNorms(enabled: boolean): void;
     /** The value norms of the live cells of a sequence. Throws when they are off. */
-    ponderGetValueNorms(sequenceId: number): PonderAddonValueNorms,
+    ponderGetValueNorms(sequenceId: number): PonderAddonValueNorms;
     /** Writes value norms back at positions, in `ponderGetValueNorms`' layout; returns the cells written. */
-    ponderSetValueNormCells(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): number,
+    ponderSetValueNormCells(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): number;
     /**
      * While on, every decode keeps per cell, layer and KV head the last position whose query put at least `threshold` (in
      * (0, 1]) of one query head's attention on the cell, the most over the KV head's query heads; off frees them. Throws an
      * Error with the reason when unsupported. Added by native/patches 0012-0013.
      */
-    ponderSetReadHorizon(enabled: boolean, threshold: number): void,
+    ponderSetReadHorizon(enabled: boolean, threshold: number): void;
     /** The read horizons of the live cells of a sequence. Throws when they are off (patch 0013). */
-    ponderGetReadHorizon(sequenceId: number): PonderAddonReadHorizon,
+    ponderGetReadHorizon(sequenceId: number): PonderAddonReadHorizon;
     /** While on, every decode keeps each layer's attn_norm row of each decoded token (F16, host memory) until taken (patch 0013). */
-    ponderSetAttnNormCapture(enabled: boolean): void,
+    ponderSetAttnNormCapture(enabled: boolean): void;
     /** The attn_norm rows captured since the last take; forgets them (patch 0013). */
-    ponderTakeCapturedNorms(): PonderAddonCapturedNorms,
+    ponderTakeCapturedNorms(): PonderAddonCapturedNorms;
     /** The device of each repeating layer of the model (weights, and KV cache when offloaded) and of the output layer (patch 0010). */
-    ponderLayerDevices?(): {layers: string[], output: string}
+    ponderLayerDevices?(): {layers: string[]; output: string};
 };
 
 type WithBindings = {_bindings?: PonderBindings};
@@ -171,12 +177,10 @@ export function ponderBindingsOf(llama: Llama): PonderBindings {
 /** The AddonContext of `context` with Ponder's methods, or `null` when the loaded binary does not have them. */
 export function ponderContextOf(context: LlamaContext): PonderAddonContext | null {
     const addonContext = (context as unknown as WithAddonContext)._ctx;
-    if (addonContext == null)
-        return null;
+    if (addonContext == null) return null;
 
     const methods = ["ponderEvict", "ponderGetKvStats", "ponderSetAttnScore", "ponderGetAttnScores"] as const;
-    if (!methods.every((method) => typeof addonContext[method] === "function"))
-        return null;
+    if (!methods.every((method) => typeof addonContext[method] === "function")) return null;
 
     return addonContext as PonderAddonContext;
 }
@@ -198,8 +202,14 @@ export function setLogicalContextSize(context: LlamaContext, size: number): void
  */
 export type DecodeGate = (count: number, first: boolean) => number | Promise<number>;
 
-type DecodeTokens = (tokens: number[], logits: (boolean | undefined)[], evaluationPriority: unknown, tokenMeter: unknown,
-    contextShiftOptions: unknown, logitDataMapper: (batchLogitIndex: number, tokenIndex: number) => unknown, afterBatchAction?: unknown
+type DecodeTokens = (
+    tokens: number[],
+    logits: (boolean | undefined)[],
+    evaluationPriority: unknown,
+    tokenMeter: unknown,
+    contextShiftOptions: unknown,
+    logitDataMapper: (batchLogitIndex: number, tokenIndex: number) => unknown,
+    afterBatchAction?: unknown
 ) => Promise<unknown[]>;
 type WithDecodeTokens = {_decodeTokens?: DecodeTokens};
 
@@ -225,8 +235,15 @@ export function gateSequenceDecodes(sequence: LlamaContextSequence, gate: Decode
             const count = Math.max(1, Math.min(tokens.length - done, Math.floor(allowed)));
             const offset = done;
             const mapper = (batchLogitIndex: number, tokenIndex: number) => logitDataMapper(batchLogitIndex, tokenIndex + offset);
-            const part = await original(tokens.slice(offset, offset + count), logits.slice(offset, offset + count), priority, meter, shift,
-                mapper, afterBatchAction);
+            const part = await original(
+                tokens.slice(offset, offset + count),
+                logits.slice(offset, offset + count),
+                priority,
+                meter,
+                shift,
+                mapper,
+                afterBatchAction
+            );
             part.forEach((value, index) => {
                 results[offset + index] = value;
             });
@@ -235,10 +252,8 @@ export function gateSequenceDecodes(sequence: LlamaContextSequence, gate: Decode
         return results;
     };
     return () => {
-        if (own)
-            internal._decodeTokens = decodeTokens;
-        else
-            delete internal._decodeTokens;
+        if (own) internal._decodeTokens = decodeTokens;
+        else delete internal._decodeTokens;
     };
 }
 

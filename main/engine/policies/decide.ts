@@ -29,16 +29,30 @@ export function decide<Params, State>(
     const aggregated = aggregateNormalised(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include);
     const aggregatedLast = aggregateNormalised(snapshot.last, snapshot.layers, snapshot.heads, n, include);
     // The retention gates' aggregate: per cell the max of log beta over layers and heads (TRIM-KV's global ranking).
-    const retention = snapshot.retention == null ? undefined : maxLogBeta(snapshot.retention, snapshot.layers, snapshot.retentionHeads ?? 1, n, include);
+    const retention =
+        snapshot.retention == null ? undefined : maxLogBeta(snapshot.retention, snapshot.layers, snapshot.retentionHeads ?? 1, n, include);
 
     let choices: SelectorChoice[];
     let aggregateState = state.aggregate;
     let policyProtects = perLayer.protect;
     if (combine === "aggregate") {
-        const accumulated = policy.aggregate?.(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include, snapshot, params)
-            ?? aggregated;
-        const single = policy.select({positions: snapshot.positions, layers: 1, heads: 1, accumulated, last: aggregatedLast, aggregated: true,
-            retention, retentionHeads: retention == null ? undefined : 1}, params, state.aggregate, target);
+        const accumulated =
+            policy.aggregate?.(snapshot.accumulated, snapshot.layers, snapshot.heads, n, include, snapshot, params) ?? aggregated;
+        const single = policy.select(
+            {
+                positions: snapshot.positions,
+                layers: 1,
+                heads: 1,
+                accumulated,
+                last: aggregatedLast,
+                aggregated: true,
+                retention,
+                retentionHeads: retention == null ? undefined : 1
+            },
+            params,
+            state.aggregate,
+            target
+        );
         choices = single.selectors;
         aggregateState = single.state;
         policyProtects = single.protect;
@@ -50,16 +64,13 @@ export function decide<Params, State>(
     // wants each new position to follow the newest live one, also after node-llama-cpp rewinds a few tokens.
     const byPosition = orderByPosition(snapshot.positions);
     const protectedCells = new Uint8Array(n);
-    if (n > 0)
-        protectedCells[byPosition[0]!] = 1;
+    if (n > 0) protectedCells[byPosition[0]!] = 1;
     const newestKept = Math.max(1, Math.min(protectNewest, target.maxKeep - 1));
-    for (let i = Math.max(0, n - newestKept); i < n; i++)
-        protectedCells[byPosition[i]!] = 1;
+    for (let i = Math.max(0, n - newestKept); i < n; i++) protectedCells[byPosition[i]!] = 1;
     // Then what the policy protects, oldest first, as far as the budget goes.
     let protectedCount = protectedCells.reduce((sum, v) => sum + v, 0);
     for (const j of [...(policyProtects ?? [])].sort((a, b) => snapshot.positions[a]! - snapshot.positions[b]!)) {
-        if (protectedCount >= target.maxKeep)
-            break;
+        if (protectedCount >= target.maxKeep) break;
         if (protectedCells[j] === 0) {
             protectedCells[j] = 1;
             protectedCount++;
@@ -75,8 +86,7 @@ export function decide<Params, State>(
         for (let r = 0; r < quota; r++) {
             const j = choice.order[r]!;
             level[j] = Math.min(level[j]!, (r + 1) / quota);
-            if (r < choice.structural)
-                structural[j] = 1;
+            if (r < choice.structural) structural[j] = 1;
         }
     }
 
@@ -97,13 +107,10 @@ export function decide<Params, State>(
         priority = decayedRetention(retention, 0, snapshot.positions, retentionStep(snapshot.positions, target.tokensSeen));
     } else {
         priority = new Float32Array(n);
-        for (let j = 0; j < n; j++)
-            priority[j] = aggregated[j]! + aggregatedLast[j]!;
+        for (let j = 0; j < n; j++) priority[j] = aggregated[j]! + aggregatedLast[j]!;
     }
-    if (combine === "union")
-        candidates.sort((a, b) => (structural[b]! - structural[a]!) || (priority[b]! - priority[a]!) || (a - b));
-    else
-        candidates.sort((a, b) => (level[a]! - level[b]!) || (priority[b]! - priority[a]!) || (a - b));
+    if (combine === "union") candidates.sort((a, b) => structural[b]! - structural[a]! || priority[b]! - priority[a]! || a - b);
+    else candidates.sort((a, b) => level[a]! - level[b]! || priority[b]! - priority[a]! || a - b);
     const room = Math.max(0, target.maxKeep - kept);
     for (const j of candidates.slice(0, room)) {
         keep[j] = 1;
@@ -121,26 +128,28 @@ export function decide<Params, State>(
         sparsityPerLayer[l] = hoyerSparsity(headSums, l * n, n);
         const own = keptByLayer.subarray(l * n, (l + 1) * n);
         for (const choice of perLayer.selectors) {
-            if (choice.layer !== l && choice.layer !== null)
-                continue;
-            for (let r = 0; r < Math.min(choice.quota, choice.order.length); r++)
-                own[choice.order[r]!] = 1;
+            if (choice.layer !== l && choice.layer !== null) continue;
+            for (let r = 0; r < Math.min(choice.quota, choice.order.length); r++) own[choice.order[r]!] = 1;
         }
     }
 
     const evict: number[] = [];
     for (let j = 0; j < n; j++) {
-        if (keep[j] === 0)
-            evict.push(snapshot.positions[j]!);
+        if (keep[j] === 0) evict.push(snapshot.positions[j]!);
     }
     evict.sort((a, b) => a - b);
     // What a person is shown of each cell: its retention beta^(t - pos) under the gates, else the attention it received.
     const cellScores = new Float32Array(n);
-    for (let j = 0; j < n; j++)
-        cellScores[j] = retention != null ? Math.exp(priority[j]!) : aggregated[j]!;
+    for (let j = 0; j < n; j++) cellScores[j] = retention != null ? Math.exp(priority[j]!) : aggregated[j]!;
     return {
-        evict: Int32Array.from(evict), keptCells: kept, keptShare: seen > 0 ? kept / seen : 1, forcedDrops, keptByLayer, cellScores,
-        sparsityPerLayer, state: {perLayer: perLayer.state, aggregate: aggregateState}
+        evict: Int32Array.from(evict),
+        keptCells: kept,
+        keptShare: seen > 0 ? kept / seen : 1,
+        forcedDrops,
+        keptByLayer,
+        cellScores,
+        sparsityPerLayer,
+        state: {perLayer: perLayer.state, aggregate: aggregateState}
     };
 }
 
@@ -152,19 +161,15 @@ export type CombineSetting = CombineMode | "auto";
  * from how its gates were trained (`trimKvCombine`; `reduction` is needed then), `aggregate` for every other policy.
  */
 export function resolveCombine(setting: CombineSetting, policy: PolicyId, reduction?: GateReduction): CombineMode {
-    if (setting !== "auto")
-        return setting;
-    if (policy !== "trimkv")
-        return "aggregate";
-    if (reduction == null)
-        throw new Error("TRIM-KV's combine mode follows how its gates were trained, and no gate file was read");
+    if (setting !== "auto") return setting;
+    if (policy !== "trimkv") return "aggregate";
+    if (reduction == null) throw new Error("TRIM-KV's combine mode follows how its gates were trained, and no gate file was read");
     return trimKvCombine(reduction);
 }
 
 /** A policy's state for its per-layer run (always made, for the per-layer read-outs) and its aggregated run. */
-export type DecideState<State> = {perLayer: State, aggregate: State};
+export type DecideState<State> = {perLayer: State; aggregate: State};
 
 export function initialDecideState<Params, State>(policy: Policy<Params, State>, params: Params, budget: number): DecideState<State> {
     return {perLayer: policy.initialState(params, budget), aggregate: policy.initialState(params, budget)};
 }
-

@@ -11,6 +11,9 @@ export const fullPolicy: Policy<FullParams, null> = {
     needs: () => ({gamma: null, allRows: false, scores: false}),
     select(snapshot) {
         const n = snapshot.positions.length;
-        return {selectors: [{order: orderByPosition(snapshot.positions).reverse(), quota: n, structural: n, layer: null, voting: true}], state: null};
+        return {
+            selectors: [{order: orderByPosition(snapshot.positions).reverse(), quota: n, structural: n, layer: null, voting: true}],
+            state: null
+        };
     }
 };

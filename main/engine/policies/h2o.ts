@@ -4,7 +4,7 @@ import type {Policy, SelectorChoice} from "./types.js";
 
 export type H2oParams = {
     /** Share of the budget given to heavy hitters; the rest is the recent window. Defaults to `0.5`. */
-    heavyRatio: number
+    heavyRatio: number;
 };
 
 /**

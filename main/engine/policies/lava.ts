@@ -4,9 +4,9 @@ import type {Policy, ScoreSnapshot, SelectorChoice} from "./types.js";
 
 export type LavaParams = {
     /** w: the recent window, never evicted, and the last queries whose attention is averaged (SnapKV's window). Defaults to `32`. */
-    window: number,
+    window: number;
     /** Width of the max-pooling over positions that smooths the scores (odd; `1`: none). Defaults to `7` (LAVa §5.1). */
-    kernel: number
+    kernel: number;
 };
 
 /**
@@ -68,11 +68,10 @@ export function windowGamma(window: number): number {
  * the KV head's query heads (§4.3) and V̄_{l,h} the largest value L1 norm of the head's live cells. A layer whose norms
  * are all 0 (cells written before they were on) weighs its heads alike. Returns `layers * kvHeads * n`.
  */
-export function lavaScores(snapshot: ScoreSnapshot, window: number): {scores: Float32Array, kvHeads: number} {
+export function lavaScores(snapshot: ScoreSnapshot, window: number): {scores: Float32Array; kvHeads: number} {
     const n = snapshot.positions.length;
     const norms = snapshot.valueNorms;
-    if (norms == null)
-        throw new Error("LAVa needs the cells' value norms, and this round read none");
+    if (norms == null) throw new Error("LAVa needs the cells' value norms, and this round read none");
     const kvHeads = snapshot.valueHeads ?? 1;
     if (norms.length !== snapshot.layers * kvHeads * n)
         throw new Error(`the value norms hold ${norms.length} values, not ${snapshot.layers} layers x ${kvHeads} heads x ${n} cells`);
@@ -82,8 +81,7 @@ export function lavaScores(snapshot: ScoreSnapshot, window: number): {scores: Fl
     for (let l = 0; l < snapshot.layers; l++) {
         vMax.fill(0);
         for (let g = 0; g < kvHeads; g++) {
-            for (let j = 0; j < n; j++)
-                vMax[g] = Math.max(vMax[g]!, norms[(l * kvHeads + g) * n + j]!);
+            for (let j = 0; j < n; j++) vMax[g] = Math.max(vMax[g]!, norms[(l * kvHeads + g) * n + j]!);
         }
         const known = vMax.some((v) => v > 0);
         for (let q = 0; q < heads; q++) {
@@ -92,8 +90,7 @@ export function lavaScores(snapshot: ScoreSnapshot, window: number): {scores: Fl
             const weight = (known ? vMax[g]! : 1) / Math.max(1, window); // Eq. 5: max_k ||V_{l,h}[k]||_1 / w
             const from = (l * heads + q) * n;
             const to = (l * kvHeads + g) * n;
-            for (let j = 0; j < n; j++)
-                scores[to + j] = Math.max(scores[to + j]!, weight * snapshot.accumulated[from + j]!); // §4.3: max over the group
+            for (let j = 0; j < n; j++) scores[to + j] = Math.max(scores[to + j]!, weight * snapshot.accumulated[from + j]!); // §4.3: max over the group
         }
     }
     return {scores, kvHeads};
@@ -109,8 +106,7 @@ export function maxPoolByPosition(values: ArrayLike<number>, start: number, byPo
     const radius = Math.max(0, Math.floor(kernel / 2));
     for (let i = 0; i < n; i++) {
         let best = -Infinity;
-        for (let k = Math.max(0, i - radius); k <= Math.min(n - 1, i + radius); k++)
-            best = Math.max(best, values[start + byPosition[k]!]!);
+        for (let k = Math.max(0, i - radius); k <= Math.min(n - 1, i + radius); k++) best = Math.max(best, values[start + byPosition[k]!]!);
         out[byPosition[i]!] = best;
     }
     return out;
@@ -131,14 +127,12 @@ export function layerEntropy(scores: ArrayLike<number>, start: number, kvHeads: 
             }
         }
     }
-    if (!(total > 0) || count === 0)
-        return 0;
+    if (!(total > 0) || count === 0) return 0;
     let entropy = 0;
     for (let h = 0; h < kvHeads; h++) {
         for (let j = 0; j < n; j++) {
             const p = candidate[j] === 1 ? scores[start + h * n + j]! / total : 0; // Eq. 6
-            if (p > 0)
-                entropy -= p * Math.log(p);
+            if (p > 0) entropy -= p * Math.log(p);
         }
     }
     return entropy / count; // Eq. 7: / (H x N)
@@ -160,8 +154,7 @@ export function lavaLayers(snapshot: ScoreSnapshot, params: LavaParams) {
     const {scores, kvHeads} = lavaScores(snapshot, params.window);
     const window = Math.min(n, Math.max(0, params.window));
     const candidate = new Uint8Array(n);
-    for (let i = 0; i < n - window; i++)
-        candidate[byPosition[i]!] = 1;
+    for (let i = 0; i < n - window; i++) candidate[byPosition[i]!] = 1;
     const pooled = new Float32Array(scores.length);
     const cellScores = new Float32Array(snapshot.layers * n);
     const entropy = new Float64Array(snapshot.layers);
@@ -169,8 +162,7 @@ export function lavaLayers(snapshot: ScoreSnapshot, params: LavaParams) {
         for (let g = 0; g < kvHeads; g++) {
             const row = (l * kvHeads + g) * n;
             pooled.set(maxPoolByPosition(scores, row, byPosition, params.kernel), row);
-            for (let j = 0; j < n; j++)
-                cellScores[l * n + j] = Math.max(cellScores[l * n + j]!, pooled[row + j]!); // Algorithm 1: heads ranked together
+            for (let j = 0; j < n; j++) cellScores[l * n + j] = Math.max(cellScores[l * n + j]!, pooled[row + j]!); // Algorithm 1: heads ranked together
         }
         entropy[l] = layerEntropy(pooled, l * kvHeads * n, kvHeads, n, candidate);
     }
@@ -184,18 +176,17 @@ export function lavaLayers(snapshot: ScoreSnapshot, params: LavaParams) {
 export function lavaAggregate(snapshot: ScoreSnapshot, params: LavaParams, include: (layer: number) => boolean): Float32Array {
     const n = snapshot.positions.length;
     const {cellScores, entropy} = lavaLayers(snapshot, params);
-    const shares = layerBudgets(entropy.map((e, l) => (include(l) ? e : 0)), 1);
+    const shares = layerBudgets(
+        entropy.map((e, l) => (include(l) ? e : 0)),
+        1
+    );
     const out = new Float32Array(n);
     for (let l = 0; l < snapshot.layers; l++) {
-        if (!include(l))
-            continue;
+        if (!include(l)) continue;
         let total = 0;
-        for (let j = 0; j < n; j++)
-            total += cellScores[l * n + j]!;
-        if (!(total > 0))
-            continue;
-        for (let j = 0; j < n; j++)
-            out[j] = out[j]! + (shares[l]! * cellScores[l * n + j]!) / total;
+        for (let j = 0; j < n; j++) total += cellScores[l * n + j]!;
+        if (!(total > 0)) continue;
+        for (let j = 0; j < n; j++) out[j] = out[j]! + (shares[l]! * cellScores[l * n + j]!) / total;
     }
     return out;
 }

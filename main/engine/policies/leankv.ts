@@ -9,9 +9,9 @@ export type LeanKvParams = {
      * problems of the demo task as §7.2 calibrates it (the most accurate alpha, then the largest): `npm run bench --
      * --suites calibrate-leankv --calibration-problems 16 --alphas 0,0.5,1,1.1,1.2,1.3,1.5,2,3,4 --threads 2`.
      */
-    alpha: number,
+    alpha: number;
     /** W, the newest tokens always kept. Defaults to `64` (LeanKV §4). */
-    window: number
+    window: number;
 };
 
 /**
@@ -46,12 +46,12 @@ export const leanKvPolicy: Policy<LeanKvParams, null> = {
         for (let l = 0; l < snapshot.layers; l++) {
             // §4: a KV head's query heads aggregated by their max (here all of the layer's heads).
             const best = maxOverRows(snapshot.accumulated, snapshot.layers, snapshot.heads, n, (layer) => layer === l);
-            for (let j = 0; j < n; j++)
-                relative[j] = significance(best[j]!, snapshot.positions[j]!, scale.length) * scale.of(j);
+            for (let j = 0; j < n; j++) relative[j] = significance(best[j]!, snapshot.positions[j]!, scale.length) * scale.of(j);
             const {order, structural} = structuredOrder(byPosition, 0, params.window, relative);
             let quota = structural;
             for (let r = structural; r < n; r++) {
-                if (relative[order[r]!]! >= params.alpha) // §4: pruned below alpha_l / i (prompt), alpha_l / N (Algorithm 1)
+                if (relative[order[r]!]! >= params.alpha)
+                    // §4: pruned below alpha_l / i (prompt), alpha_l / N (Algorithm 1)
                     quota++;
             }
             selectors.push({order, quota, structural, layer: l, voting: true});
@@ -76,8 +76,7 @@ export function significance(accumulated: number, position: number, length: numb
  */
 export function averageScale(positions: Int32Array, target: Pick<PruneTarget, "phase">) {
     let newest = -1;
-    for (const position of positions)
-        newest = Math.max(newest, position);
+    for (const position of positions) newest = Math.max(newest, position);
     const length = newest + 1;
     const prompt = target.phase !== "decode";
     return {length, of: (j: number) => (prompt ? positions[j]! + 1 : length)};

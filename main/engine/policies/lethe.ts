@@ -4,27 +4,27 @@ import type {Policy, PruneTarget, SelectorChoice} from "./types.js";
 
 export type LetheParams = {
     /** tau: the largest ratio of the top score to a segment's score still counted as salient. Defaults to `400` (Lethe §5 ablation). */
-    sparseRatio: number,
+    sparseRatio: number;
     /** Share of the current cache kept as the recent window r (our reading: of the cache length K). Defaults to `0.3`. */
-    recentRatio: number,
+    recentRatio: number;
     /** D, the number of segments the sorted scores are cut into. Defaults to `8` (the paper gives none). */
-    segments: number,
+    segments: number;
     /** s_len, attention sinks always kept. Defaults to `4` (the paper gives none). */
-    sinks: number,
+    sinks: number;
     /** gamma of RASR's decay. Defaults to `0.95` (the paper gives none). */
-    gamma: number,
+    gamma: number;
     /** First L_evict as a share of the budget. Defaults to `0.5` (the paper gives none). */
-    initialEvictRatio: number,
+    initialEvictRatio: number;
     /**
      * Keep the turn's input (the question, earlier turns) whole while it takes at most this share of the budget; `0`
      * never. Defaults to `0.5`. Not in the paper: see `protectedInput`.
      */
-    keepInput: number
+    keepInput: number;
 };
 
 export type LetheState = {
     /** L_evict per layer: a layer prunes only when the cache is longer. */
-    evictThreshold: Float64Array
+    evictThreshold: Float64Array;
 };
 
 /**
@@ -41,9 +41,10 @@ export const lethePolicy: Policy<LetheParams, LetheState> = {
         const n = snapshot.positions.length;
         const byPosition = orderByPosition(snapshot.positions);
         const scores = sumHeads(snapshot.accumulated, snapshot.layers, snapshot.heads, n);
-        const thresholds = state.evictThreshold.length === snapshot.layers
-            ? Float64Array.from(state.evictThreshold)
-            : new Float64Array(snapshot.layers).fill(Math.max(1, Math.floor(target.maxKeep * params.initialEvictRatio)));
+        const thresholds =
+            state.evictThreshold.length === snapshot.layers
+                ? Float64Array.from(state.evictThreshold)
+                : new Float64Array(snapshot.layers).fill(Math.max(1, Math.floor(target.maxKeep * params.initialEvictRatio)));
 
         const selectors: SelectorChoice[] = [];
         for (let l = 0; l < snapshot.layers; l++) {
@@ -78,12 +79,10 @@ export const lethePolicy: Policy<LetheParams, LetheState> = {
  */
 export function protectedInput(positions: Int32Array, target: PruneTarget, share: number): Int32Array | undefined {
     const end = target.inputEnd;
-    if (end == null || !(share > 0))
-        return undefined;
+    if (end == null || !(share > 0)) return undefined;
     const cells: number[] = [];
     for (let j = 0; j < positions.length; j++) {
-        if (positions[j]! < end)
-            cells.push(j);
+        if (positions[j]! < end) cells.push(j);
     }
     return cells.length > 0 && cells.length <= share * target.maxKeep ? Int32Array.from(cells) : undefined;
 }
@@ -93,8 +92,7 @@ function countOutside(top: Int32Array, count: number, order: Int32Array, structu
     const inStructure = new Set(order.subarray(0, structural));
     let outside = 0;
     for (let i = 0; i < count; i++) {
-        if (!inStructure.has(top[i]!))
-            outside++;
+        if (!inStructure.has(top[i]!)) outside++;
     }
     return outside;
 }
@@ -105,7 +103,12 @@ function countOutside(top: Int32Array, count: number, order: Int32Array, structu
  * `<= tau`, but the prose (a larger sparse_ratio prunes more conservatively; no breakpoint delays pruning)
  * only holds for `> tau`, so we follow the prose.
  */
-export function segmentedShrink(scores: ArrayLike<number>, start: number, n: number, params: Pick<LetheParams, "sparseRatio" | "recentRatio" | "segments">) {
+export function segmentedShrink(
+    scores: ArrayLike<number>,
+    start: number,
+    n: number,
+    params: Pick<LetheParams, "sparseRatio" | "recentRatio" | "segments">
+) {
     const order = rankDescending(scores, start, n);
     const recent = Math.floor(params.recentRatio * n);
     const head = scores[start + order[0]!]!;
@@ -122,4 +125,3 @@ export function segmentedShrink(scores: ArrayLike<number>, start: number, n: num
     }
     return {order, breakpoint, recent};
 }
-

@@ -4,17 +4,17 @@ import type {Policy, SelectorChoice} from "./types.js";
 
 export type RefreeKvParams = {
     /** T, the largest relative loss of the attention norm. Defaults to `0.01` (ReFreeKV §2.2, universal). */
-    threshold: number,
+    threshold: number;
     /** m, the first positions ranked ahead of all others. Defaults to `4` (ReFreeKV §3.1). */
-    firstM: number,
+    firstM: number;
     /** Leading layers kept whole. Defaults to `2` (ReFreeKV Appendix B). */
-    wholeLayers: number,
+    wholeLayers: number;
     /**
      * `"once"`: the paper's method, one pruning after prefill (Appendix A); later the budget alone evicts, by the same
      * position ranking. `"rounds"`: our extension, the 1% test at every prune round against the pruned cache. Defaults
      * to `"once"`.
      */
-    mode: "once" | "rounds"
+    mode: "once" | "rounds";
 };
 
 /**
@@ -56,8 +56,7 @@ export function positionRank(positions: Int32Array, firstM: number): Int32Array 
     const m = Math.min(firstM, n);
     const ranked = new Int32Array(n);
     ranked.set(byPosition.subarray(0, m));
-    for (let i = 0; i < n - m; i++)
-        ranked[m + i] = byPosition[n - 1 - i]!;
+    for (let i = 0; i < n - m; i++) ranked[m + i] = byPosition[n - 1 - i]!;
     return ranked;
 }
 
@@ -67,16 +66,13 @@ export function positionRank(positions: Int32Array, firstM: number): Int32Array 
  */
 export function normPrefixLength(attention: ArrayLike<number>, start: number, ranked: Int32Array, threshold: number): number {
     let total = 0;
-    for (const j of ranked)
-        total += attention[start + j]! ** 2;
-    if (total <= 0)
-        return ranked.length;
+    for (const j of ranked) total += attention[start + j]! ** 2;
+    if (total <= 0) return ranked.length;
     const norm = Math.sqrt(total);
     let cumulative = 0;
     for (let i = 0; i < ranked.length; i++) {
         cumulative += attention[start + ranked[i]!]! ** 2;
-        if (1 - Math.sqrt(cumulative) / norm < threshold)
-            return i + 1;
+        if (1 - Math.sqrt(cumulative) / norm < threshold) return i + 1;
     }
     return ranked.length;
 }

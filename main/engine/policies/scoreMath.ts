@@ -1,7 +1,6 @@
 /** Hoyer sparsity of a non-negative vector: (sqrt(n) - |a|_1/|a|_2) / (sqrt(n) - 1). Lethe Eq. 1. */
 export function hoyerSparsity(values: ArrayLike<number>, start = 0, length = values.length - start): number {
-    if (length <= 1)
-        return 0;
+    if (length <= 1) return 0;
     let l1 = 0;
     let l2 = 0;
     for (let i = start; i < start + length; i++) {
@@ -9,8 +8,7 @@ export function hoyerSparsity(values: ArrayLike<number>, start = 0, length = val
         l1 += v;
         l2 += v * v;
     }
-    if (l2 === 0)
-        return 0;
+    if (l2 === 0) return 0;
     const root = Math.sqrt(length);
     return (root - l1 / Math.sqrt(l2)) / (root - 1);
 }
@@ -18,40 +16,39 @@ export function hoyerSparsity(values: ArrayLike<number>, start = 0, length = val
 /** Indices of `values[start..start+n)` sorted by value, highest first (ties: lower index first). */
 export function rankDescending(values: ArrayLike<number>, start: number, n: number): Int32Array {
     const order = new Int32Array(n);
-    for (let i = 0; i < n; i++)
-        order[i] = i;
-    order.sort((a, b) => (values[start + b]! - values[start + a]!) || (a - b));
+    for (let i = 0; i < n; i++) order[i] = i;
+    order.sort((a, b) => values[start + b]! - values[start + a]! || a - b);
     return order;
 }
 
 /** Cell indices ordered by position (oldest first). */
 export function orderByPosition(positions: Int32Array): Int32Array {
     const order = new Int32Array(positions.length);
-    for (let i = 0; i < order.length; i++)
-        order[i] = i;
+    for (let i = 0; i < order.length; i++) order[i] = i;
     order.sort((a, b) => positions[a]! - positions[b]!);
     return order;
 }
-
 
 /**
  * Each (layer, head) row of scores divided by its total, summed over the rows whose layer is included: one comparable
  * vector. `scores` is `layers * heads * n`.
  */
-export function aggregateNormalised(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array {
+export function aggregateNormalised(
+    scores: Float32Array,
+    layers: number,
+    heads: number,
+    n: number,
+    include: (layer: number) => boolean
+): Float32Array {
     const out = new Float32Array(n);
     for (let l = 0; l < layers; l++) {
-        if (!include(l))
-            continue;
+        if (!include(l)) continue;
         for (let h = 0; h < heads; h++) {
             const base = (l * heads + h) * n;
             let total = 0;
-            for (let j = 0; j < n; j++)
-                total += scores[base + j]!;
-            if (total <= 0)
-                continue;
-            for (let j = 0; j < n; j++)
-                out[j] = out[j]! + scores[base + j]! / total;
+            for (let j = 0; j < n; j++) total += scores[base + j]!;
+            if (total <= 0) continue;
+            for (let j = 0; j < n; j++) out[j] = out[j]! + scores[base + j]! / total;
         }
     }
     return out;
@@ -61,19 +58,30 @@ export function aggregateNormalised(scores: Float32Array, layers: number, heads:
  * Per cell, the largest score over the (layer, head) rows whose layer is included: one vector kept by a cell's best head
  * (LeanKV §4 aggregates a KV head's query heads by their maximum). `scores` is `layers * heads * n`.
  */
-export function maxOverRows(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean): Float32Array {
+export function maxOverRows(
+    scores: Float32Array,
+    layers: number,
+    heads: number,
+    n: number,
+    include: (layer: number) => boolean
+): Float32Array {
     return rowMax(scores, layers, heads, n, include, 0);
 }
 
-function rowMax(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean, floor: number): Float32Array {
+function rowMax(
+    scores: Float32Array,
+    layers: number,
+    heads: number,
+    n: number,
+    include: (layer: number) => boolean,
+    floor: number
+): Float32Array {
     const out = new Float32Array(n).fill(floor);
     for (let l = 0; l < layers; l++) {
-        if (!include(l))
-            continue;
+        if (!include(l)) continue;
         for (let h = 0; h < heads; h++) {
             const base = (l * heads + h) * n;
-            for (let j = 0; j < n; j++)
-                out[j] = Math.max(out[j]!, scores[base + j]!);
+            for (let j = 0; j < n; j++) out[j] = Math.max(out[j]!, scores[base + j]!);
         }
     }
     return out;
@@ -81,14 +89,12 @@ function rowMax(scores: Float32Array, layers: number, heads: number, n: number, 
 
 /** Per layer, the scores summed over heads: `layers * n` from `layers * heads * n` (Lethe Eq. 2's head sum). */
 export function sumHeads(scores: Float32Array, layers: number, heads: number, n: number): Float32Array {
-    if (heads === 1)
-        return scores;
+    if (heads === 1) return scores;
     const out = new Float32Array(layers * n);
     for (let l = 0; l < layers; l++) {
         for (let h = 0; h < heads; h++) {
             const base = (l * heads + h) * n;
-            for (let j = 0; j < n; j++)
-                out[l * n + j] = out[l * n + j]! + scores[base + j]!;
+            for (let j = 0; j < n; j++) out[l * n + j] = out[l * n + j]! + scores[base + j]!;
         }
     }
     return out;
@@ -117,8 +123,7 @@ export function structuredOrder(byPosition: Int32Array, sinks: number, recent: n
     const structural = k;
     const rest = scores == null ? byPosition.slice().reverse() : rankDescending(scores, start, n);
     for (const j of rest) {
-        if (taken[j] === 0)
-            order[k++] = j;
+        if (taken[j] === 0) order[k++] = j;
     }
     return {order, structural};
 }
@@ -137,8 +142,7 @@ export function logSigmoid(g: number): number {
  */
 export function retentionStep(positions: Int32Array, tokensSeen: number | undefined): number {
     let newest = -1;
-    for (const position of positions)
-        newest = Math.max(newest, position);
+    for (const position of positions) newest = Math.max(newest, position);
     // TRIM-KV's age as the authors count it (papers/001; `ngocbh/trimkv` TrimKVCache.compress): q_idx - pos, q_idx = seen + 1.
     return Math.max(newest + 1, tokensSeen ?? 0) + 1;
 }
@@ -158,6 +162,12 @@ export function decayedRetention(logBeta: Float32Array, start: number, positions
  * every row, so ranking by it ranks by the max over layers and heads of `(t - pos) * log beta`: TRIM-KV's global
  * ranking on llama.cpp's shared cells (a cell stays while any head still retains it). `logBeta` is `layers * heads * n`.
  */
-export function maxLogBeta(logBeta: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean = () => true): Float32Array {
+export function maxLogBeta(
+    logBeta: Float32Array,
+    layers: number,
+    heads: number,
+    n: number,
+    include: (layer: number) => boolean = () => true
+): Float32Array {
     return rowMax(logBeta, layers, heads, n, include, -Infinity);
 }

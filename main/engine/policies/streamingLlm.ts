@@ -4,7 +4,7 @@ import type {Policy} from "./types.js";
 
 export type StreamingLlmParams = {
     /** Attention sinks: the first positions, always kept. Defaults to `4`. */
-    sinks: number
+    sinks: number;
 };
 
 /** StreamingLLM (Xiao et al.): the sinks plus the most recent window filling the rest of the budget. Same for every layer. */

@@ -40,11 +40,12 @@ export const trimKvPolicy: Policy<TrimKvParams, null> = {
     select(snapshot, _params, _state, target) {
         const n = snapshot.positions.length;
         const logBeta = snapshot.retention;
-        if (logBeta == null)
-            throw new Error("TRIM-KV needs the retention gates' log beta, and this round read none");
+        if (logBeta == null) throw new Error("TRIM-KV needs the retention gates' log beta, and this round read none");
         const heads = snapshot.retentionHeads ?? 1;
         if (logBeta.length !== snapshot.layers * heads * n)
-            throw new Error(`the retention read holds ${logBeta.length} values, not ${snapshot.layers} layers x ${heads} heads x ${n} cells`);
+            throw new Error(
+                `the retention read holds ${logBeta.length} values, not ${snapshot.layers} layers x ${heads} heads x ${n} cells`
+            );
         const t = retentionStep(snapshot.positions, target.tokensSeen);
         const quota = Math.min(n, target.maxKeep);
         const selectors: SelectorChoice[] = [];

@@ -7,52 +7,52 @@ import type {PolicyId} from "../../../preload/policyCatalogue.js";
  */
 export type ScoreSnapshot = {
     /** Original position of each live cell. */
-    positions: Int32Array,
-    layers: number,
+    positions: Int32Array;
+    layers: number;
     /** Query heads per layer (1 when the scores were already summed over heads). */
-    heads: number,
+    heads: number;
     /** Decayed accumulated attention received, per head (RASR, Lethe Eq. 5; H2O with gamma = 1). */
-    accumulated: Float32Array,
+    accumulated: Float32Array;
     /** Attention received from the scored query rows of the last decode, per head (ReFreeKV's last row, k = 1). */
-    last: Float32Array,
+    last: Float32Array;
     /** Whether this is one selection on scores aggregated over layers and heads (no layer is "layer 0"). */
-    aggregated?: boolean,
+    aggregated?: boolean;
     /**
      * log beta of each cell from the learned retention gates (TRIM-KV), per layer and KV head: `layers * retentionHeads * n`,
      * laid out `(layer * retentionHeads + head) * n + j`; each at most 0 (0: never forgotten). Absent unless the policy
      * needs it (`ScoreNeeds.retention`).
      */
-    retention?: Float32Array,
+    retention?: Float32Array;
     /** KV heads of `retention` (1 once aggregated). */
-    retentionHeads?: number,
+    retentionHeads?: number;
     /**
      * L1 norm of each cell's value vector ||V_{l,h}[k]||_1, per layer and KV head: `layers * valueHeads * n`, laid out
      * `(layer * valueHeads + head) * n + j`; 0 for a cell written while they were off (LAVa). Absent unless the policy
      * needs them (`ScoreNeeds.valueNorms`).
      */
-    valueNorms?: Float32Array,
+    valueNorms?: Float32Array;
     /** KV heads of `valueNorms`. */
-    valueHeads?: number
+    valueHeads?: number;
 };
 
 export type PruneTarget = {
     /** Hard cap on live cells after this round. */
-    maxKeep: number,
+    maxKeep: number;
     /**
      * When the round runs: between chunks of a long prompt, right after a prompt was read (the first generated token:
      * where ReFreeKV's paper prunes), or while decoding.
      */
-    phase: "prefill-chunk" | "after-prefill" | "decode",
+    phase: "prefill-chunk" | "after-prefill" | "decode";
     /**
      * Positions below this one are the turn's input (system prompt, earlier turns, the new message); unset while the
      * input is still being read.
      */
-    inputEnd?: number,
+    inputEnd?: number;
     /**
      * Tokens in the sequence so far, kept or not: what the per-layer read-outs are shares of. Defaults to the newest
      * live position + 1.
      */
-    tokensSeen?: number
+    tokensSeen?: number;
 };
 
 /**
@@ -61,60 +61,67 @@ export type PruneTarget = {
  * (layer, head) pair for the per-head policies. Cells the ranking leaves out are never kept by this selector.
  */
 export type SelectorChoice = {
-    order: Int32Array,
-    quota: number,
+    order: Int32Array;
+    quota: number;
     /** How many cells at the head of `order` are the policy's structure (sinks, recent window): dropped last. */
-    structural: number,
+    structural: number;
     /** The layer the selector belongs to (for the per-layer read-outs); `null` for a selection shared by all layers. */
-    layer: number | null,
+    layer: number | null;
     /** Whether the selector takes part when selections are combined (ReFreeKV's whole layers 0 and 1 do not). */
-    voting: boolean
+    voting: boolean;
 };
 
 export type PolicySelection<State> = {
-    selectors: SelectorChoice[],
-    state: State,
+    selectors: SelectorChoice[];
+    state: State;
     /** Cells the policy keeps whatever the selectors say (within the budget, like position 0 and the newest cells). */
-    protect?: Int32Array
+    protect?: Int32Array;
 };
 
 export type ScoreNeeds = {
     /** Decay of the accumulated score; `null` when the policy needs no accumulation. */
-    gamma: number | null,
+    gamma: number | null;
     /** Whether prompts are scored by every query row (sums over queries, Eq. 2/5) or by the last row only (ReFreeKV k = 1). */
-    allRows: boolean,
+    allRows: boolean;
     /**
      * Whether every row must be scored with flash attention too, where the others take a prompt's last rows only (a
      * mean over the rows that read a cell needs them all, LeanKV). Defaults to `false`.
      */
-    everyRow?: boolean,
+    everyRow?: boolean;
     /** Whether the policy reads attention scores at all; `false` leaves scoring off (positions are read without it). Defaults to `true`. */
-    scores?: boolean,
+    scores?: boolean;
     /** Whether the policy reads the learned retention gates' log beta (`ScoreSnapshot.retention`, TRIM-KV). Defaults to `false`. */
-    retention?: boolean,
+    retention?: boolean;
     /**
      * Query rows scored per ubatch of a prompt, in place of the count `allRows` chooses (bounded as it is: a ubatch, or
      * fewer with flash attention). LAVa scores the last w rows (its window). Defaults to `allRows`' choice.
      */
-    rows?: number,
+    rows?: number;
     /** Whether the policy reads the cells' value L1 norms (`ScoreSnapshot.valueNorms`, LAVa). Defaults to `false`. */
-    valueNorms?: boolean
+    valueNorms?: boolean;
 };
 
 export type Policy<Params, State> = {
-    readonly id: PolicyId,
-    readonly defaults: Params,
-    initialState(params: Params, budget: number): State,
-    needs(params: Params): ScoreNeeds,
+    readonly id: PolicyId;
+    readonly defaults: Params;
+    initialState(params: Params, budget: number): State;
+    needs(params: Params): ScoreNeeds;
     /** Pure: typed arrays in, one ranking and quota per selector out. */
-    select(snapshot: ScoreSnapshot, params: Params, state: State, target: PruneTarget): PolicySelection<State>,
+    select(snapshot: ScoreSnapshot, params: Params, state: State, target: PruneTarget): PolicySelection<State>;
     /**
      * How `aggregate` mode folds the layers' and heads' accumulated scores (`layers * heads * n`) into the one row it
      * selects on; `include` names the voting layers. Defaults to every row divided by its total, summed
      * (`aggregateNormalised`). `snapshot` is the whole round's (LAVa weighs the rows by its value norms).
      */
-    aggregate?(scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean, snapshot: ScoreSnapshot,
-        params: Params): Float32Array
+    aggregate?(
+        scores: Float32Array,
+        layers: number,
+        heads: number,
+        n: number,
+        include: (layer: number) => boolean,
+        snapshot: ScoreSnapshot,
+        params: Params
+    ): Float32Array;
 };
 
 export type {PolicyId};
@@ -132,24 +139,24 @@ export type CombineMode = "quota" | "union" | "aggregate";
 
 export type PruneDecision<State> = {
     /** Positions to free. */
-    evict: Int32Array,
-    keptCells: number,
+    evict: Int32Array;
+    keptCells: number;
     /** The shared cells kept, as a share of the tokens seen (`keptCells / tokensSeen`). */
-    keptShare: number,
+    keptShare: number;
     /** Cells the selectors wanted to keep but the budget did not allow. */
-    forcedDrops: number,
+    forcedDrops: number;
     /**
      * Per layer l and live cell j (`l * n + j`): 1 where layer l's own selection (its selectors' top cells up to their
      * quotas, before the layers are combined) keeps the cell.
      */
-    keptByLayer: Uint8Array,
+    keptByLayer: Uint8Array;
     /**
      * Per live cell, what the round knew of it: with the retention gates its retention at this step, beta^(t - pos) (its max
      * over the voting layers and heads, 0..1); otherwise the attention it received, each (layer, head) row normalised to 1
      * and summed over the voting ones (0 when no scores were read).
      */
-    cellScores: Float32Array,
+    cellScores: Float32Array;
     /** Per layer, Hoyer sparsity of its accumulated scores summed over heads (Lethe Eq. 1). */
-    sparsityPerLayer: Float32Array,
-    state: State
+    sparsityPerLayer: Float32Array;
+    state: State;
 };

@@ -6,16 +6,16 @@ import type {EngineCalls, EngineMethod, FromEngine, ToEngine} from "./protocol.j
 
 /** A call waiting for the engine process's answer. */
 export type PendingCall = {
-    resolve(value: unknown): void,
-    reject(err: Error): void,
+    resolve(value: unknown): void;
+    reject(err: Error): void;
     /** The error a caller gets when the engine stops while this call runs. */
-    stopped(reason: string): Error,
+    stopped(reason: string): Error;
     /** Settles the call instead, when the proxy itself ended the engine for it (a stop the engine did not honour). */
-    endedForIt?: () => void,
-    onChunks?(chunks: GenerationChunk[]): void,
-    onSample?: GenerateRequest["onSample"],
-    onRebuild?: GenerateRequest["onRebuild"],
-    onCalibration?(progress: CalibrationJobProgress): void
+    endedForIt?: () => void;
+    onChunks?(chunks: GenerationChunk[]): void;
+    onSample?: GenerateRequest["onSample"];
+    onRebuild?: GenerateRequest["onRebuild"];
+    onCalibration?(progress: CalibrationJobProgress): void;
 };
 
 /** The messages of the engine process that answer a call, or stream one's events. */
@@ -56,7 +56,12 @@ export class CallTable {
      * Posts a call to `child` and waits for its result. `stopped`: the error when the engine stops meanwhile. Defaults to
      * `ENGINE_STOPPED`, saying the engine restarts.
      */
-    call<M extends EngineMethod>(child: Poster, method: M, args: EngineCalls[M]["args"], stopped?: (reason: string) => Error): Promise<EngineCalls[M]["res"]> {
+    call<M extends EngineMethod>(
+        child: Poster,
+        method: M,
+        args: EngineCalls[M]["args"],
+        stopped?: (reason: string) => Error
+    ): Promise<EngineCalls[M]["res"]> {
         const id = this.nextId();
         return new Promise((resolve, reject) => {
             this._pending.set(id, {
@@ -74,10 +79,8 @@ export class CallTable {
             case "result": {
                 const pending = this._pending.get(message.id);
                 this._pending.delete(message.id);
-                if (message.ok)
-                    pending?.resolve(message.value);
-                else
-                    pending?.reject(new AppError(message.error.code, message.error.message));
+                if (message.ok) pending?.resolve(message.value);
+                else pending?.reject(new AppError(message.error.code, message.error.message));
                 return;
             }
             case "chunks":
@@ -97,8 +100,7 @@ export class CallTable {
 
     /** Fails every call with `err` (the proxy ended the process on purpose). */
     rejectAll(err: Error): void {
-        for (const call of this._takeAll())
-            call.reject(err);
+        for (const call of this._takeAll()) call.reject(err);
     }
 
     /**
@@ -107,12 +109,9 @@ export class CallTable {
      */
     settleStopped(reason: string, killedBecause: string | null, shutDown: boolean): void {
         for (const call of this._takeAll()) {
-            if (shutDown)
-                call.reject(new AppError("ENGINE_STOPPED", engineWording.shutDown));
-            else if (killedBecause != null && call.endedForIt != null)
-                call.endedForIt();
-            else
-                call.reject(call.stopped(reason));
+            if (shutDown) call.reject(new AppError("ENGINE_STOPPED", engineWording.shutDown));
+            else if (killedBecause != null && call.endedForIt != null) call.endedForIt();
+            else call.reject(call.stopped(reason));
         }
     }
 

@@ -14,21 +14,21 @@ export type {EngineChild, EngineExit, SpawnEngine} from "./EngineSupervisor.js";
 export {engineArgs} from "./engineArgs.js";
 
 export type EngineProxyOptions = {
-    spawn: SpawnEngine,
+    spawn: SpawnEngine;
     /** The runtime every engine process starts with, until `restart` changes it. Defaults to `{build: "auto"}`. */
-    runtime?: RuntimeOptions,
+    runtime?: RuntimeOptions;
     /** Loading this model stopped the engine: it is not loaded again automatically (at start-up or on a restart). */
-    onModelCrashed?: (model: ModelInfo) => void,
+    onModelCrashed?: (model: ModelInfo) => void;
     /** Milliseconds the engine process has to dispose before it is killed. Defaults to `5000`. */
-    disposeTimeoutMs?: number,
+    disposeTimeoutMs?: number;
     /**
      * Milliseconds a generation has to end after its stop before the engine process is killed (and restarted), so that
      * a stop always stops, even in an engine stuck in native code. Defaults to `5000`.
      */
-    stopGraceMs?: number,
-    now?: () => number,
+    stopGraceMs?: number;
+    now?: () => number;
     /** Checks an rpc-server after the engine process ended while using it. Defaults to `probeRpcServer` over TCP (tests pass their own). */
-    probeRpcServer?: (endpoint: string) => Promise<RpcProbe>
+    probeRpcServer?: (endpoint: string) => Promise<RpcProbe>;
 };
 
 /**
@@ -113,7 +113,11 @@ export class EngineProxy implements EngineApi {
 
     async inspect(modelPath: string): Promise<ModelInspection> {
         await this._supervisor.settled();
-        return this._call("inspect", [modelPath], (reason) => new AppError("MODEL_INVALID", engineWording.inspectStopped(modelPath, reason)));
+        return this._call(
+            "inspect",
+            [modelPath],
+            (reason) => new AppError("MODEL_INVALID", engineWording.inspectStopped(modelPath, reason))
+        );
     }
 
     async loadModel(modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions): Promise<ModelInspection> {
@@ -125,16 +129,14 @@ export class EngineProxy implements EngineApi {
     /** `null` without asking the engine process while no model is loaded (none is started for a count). */
     async countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null> {
         await this._supervisor.settled();
-        if (this._inspection == null || !this._supervisor.running)
-            return null;
+        if (this._inspection == null || !this._supervisor.running) return null;
         return this._call("countTokens", [request]);
     }
 
     /** `null` without asking when no engine process runs (a state kept in one that ended is gone with it). */
     async saveState(path?: string): Promise<StateSave | null> {
         await this._supervisor.settled();
-        if (!this._supervisor.running)
-            return null;
+        if (!this._supervisor.running) return null;
         return this._call("saveState", [path]);
     }
 
@@ -145,22 +147,19 @@ export class EngineProxy implements EngineApi {
 
     async generate(request: GenerateRequest): Promise<GenerationResult> {
         await this._supervisor.settled();
-        if (request.signal.aborted)
-            return {stopReason: "abort", promptTokens: 0};
+        if (request.signal.aborted) return {stopReason: "abort", promptTokens: 0};
         this._note = null;
         const {signal, onChunk, onSample, onRebuild, ...rest} = request;
         const child = this._supervisor.spawned();
         const id = this._calls.nextId();
         let grace: NodeJS.Timeout | undefined;
         const abort = () => {
-            if (!this._supervisor.isCurrent(child))
-                return;
+            if (!this._supervisor.isCurrent(child)) return;
             child.post({type: "abort", id});
             // A stop always stops: an engine that does not end the generation in time is ended with it.
             const graceMs = this._options.stopGraceMs ?? 5000;
             grace = setTimeout(() => {
-                if (this._calls.has(id))
-                    this._supervisor.endFor(child, engineWording.stopIgnored(graceMs));
+                if (this._calls.has(id)) this._supervisor.endFor(child, engineWording.stopIgnored(graceMs));
             }, graceMs);
         };
         signal.addEventListener("abort", abort);
@@ -172,8 +171,7 @@ export class EngineProxy implements EngineApi {
                     stopped: (reason) => new AppError("ENGINE_STOPPED", engineWording.answerStopped(reason)),
                     endedForIt: () => resolve({stopReason: "abort", promptTokens: 0}),
                     onChunks: (chunks) => {
-                        for (const chunk of chunks)
-                            onChunk(chunk);
+                        for (const chunk of chunks) onChunk(chunk);
                     },
                     onSample,
                     onRebuild
@@ -193,14 +191,12 @@ export class EngineProxy implements EngineApi {
      */
     async calibrateRetention(request: CalibrateRequest): Promise<CalibrationResult | null> {
         await this._supervisor.settled();
-        if (request.signal.aborted)
-            return null;
+        if (request.signal.aborted) return null;
         const {signal, onProgress, ...rest} = request;
         const child = this._supervisor.spawned();
         const id = this._calls.nextId();
         const abort = () => {
-            if (this._supervisor.isCurrent(child))
-                child.post({type: "abort", id});
+            if (this._supervisor.isCurrent(child)) child.post({type: "abort", id});
         };
         signal.addEventListener("abort", abort);
         try {
@@ -225,8 +221,7 @@ export class EngineProxy implements EngineApi {
      */
     async restart(options: RuntimeOptions): Promise<BuildInfo> {
         await this._supervisor.settled();
-        if (this._calls.generating)
-            throw new AppError("BUSY", engineWording.busyRestarting);
+        if (this._calls.generating) throw new AppError("BUSY", engineWording.busyRestarting);
         const target = this._supervisor.loaded;
         this._note = engineWording.switching(options, target);
         this._setStatus({state: "loading", build: null, progress: null, model: target?.info ?? null, message: this._note, placement: null});
@@ -235,8 +230,7 @@ export class EngineProxy implements EngineApi {
 
     /** Makes the engine process inject a fault into itself (tests; the process refuses unless started to allow it). */
     injectFault(fault: EngineFault): void {
-        if (this._supervisor.running)
-            this._supervisor.spawned().post({type: "fault", fault});
+        if (this._supervisor.running) this._supervisor.spawned().post({type: "fault", fault});
     }
 
     /** Kills the engine process outright, as the system's out-of-memory killer would (tests). */
@@ -254,13 +248,22 @@ export class EngineProxy implements EngineApi {
     }
 
     private async _load(model: ModelRef): Promise<ModelInspection> {
-        const inspection = await this._supervisor.whileLoading(model, () => this._call("loadModel", [model.path, model.info, model.options],
-            (reason) => new AppError("MODEL_INVALID", engineWording.loadStopped(model, reason))));
+        const inspection = await this._supervisor.whileLoading(model, () =>
+            this._call(
+                "loadModel",
+                [model.path, model.info, model.options],
+                (reason) => new AppError("MODEL_INVALID", engineWording.loadStopped(model, reason))
+            )
+        );
         this._inspection = inspection;
         return inspection;
     }
 
-    private _call<M extends EngineMethod>(method: M, args: EngineCalls[M]["args"], stopped?: (reason: string) => Error): Promise<EngineCalls[M]["res"]> {
+    private _call<M extends EngineMethod>(
+        method: M,
+        args: EngineCalls[M]["args"],
+        stopped?: (reason: string) => Error
+    ): Promise<EngineCalls[M]["res"]> {
         return this._calls.call(this._supervisor.spawned(), method, args, stopped);
     }
 
@@ -290,7 +293,6 @@ export class EngineProxy implements EngineApi {
 
     private _setStatus(patch: Partial<EngineStatus>): void {
         this._status = {...this._status, ...patch};
-        for (const listener of this._listeners)
-            listener(this._status);
+        for (const listener of this._listeners) listener(this._status);
     }
 }

@@ -12,42 +12,42 @@ export type {EngineExit};
 
 /** A running engine process, as `EngineProxy` sees it (Electron's `utilityProcess` or Node's `fork`). */
 export type EngineChild = {
-    readonly pid: number | undefined,
-    post(message: ToEngine): void,
-    onMessage(listener: (message: FromEngine) => void): void,
-    onExit(listener: (exit: EngineExit) => void): void,
-    kill(): void
+    readonly pid: number | undefined;
+    post(message: ToEngine): void;
+    onMessage(listener: (message: FromEngine) => void): void;
+    onExit(listener: (exit: EngineExit) => void): void;
+    kill(): void;
 };
 
 /** Starts an engine process that loads the runtime `runtime` asks for (the engine build). */
 export type SpawnEngine = (runtime: RuntimeOptions) => EngineChild;
 
 /** A model the engine loads, and loads again after a restart. */
-export type ModelRef = {path: string, info: ModelInfo | null, options?: LoadOptions};
+export type ModelRef = {path: string; info: ModelInfo | null; options?: LoadOptions};
 
 export type EngineSupervisorOptions = {
-    spawn: SpawnEngine,
+    spawn: SpawnEngine;
     /** The runtime every engine process starts with, until a restart on purpose changes it. */
-    runtime: RuntimeOptions,
+    runtime: RuntimeOptions;
     /** The calls in flight, settled when the process stops. */
-    calls: CallTable,
+    calls: CallTable;
     /** Milliseconds the engine process has to dispose before it is killed. */
-    disposeTimeoutMs: number,
-    now: () => number,
+    disposeTimeoutMs: number;
+    now: () => number;
     /** Checks an rpc-server after the engine process ended while using it. */
-    probeRpcServer: (endpoint: string) => Promise<RpcProbe>,
+    probeRpcServer: (endpoint: string) => Promise<RpcProbe>;
     /** Loading this model stopped the engine: it is not loaded again automatically. */
-    onModelCrashed?: (model: ModelInfo) => void,
+    onModelCrashed?: (model: ModelInfo) => void;
     /** Each message of the engine process running now. */
-    onMessage(message: FromEngine): void,
+    onMessage(message: FromEngine): void;
     /** The engine process ended, on purpose or not: what it held (the loaded model's inspection) is gone with it. */
-    onGone(): void,
+    onGone(): void;
     /** Loads the runtime in the process (through `whileStarting`). */
-    start(): Promise<BuildInfo>,
+    start(): Promise<BuildInfo>;
     /** Loads a model in the process (through `whileLoading`). */
-    load(model: ModelRef): Promise<ModelInspection>,
+    load(model: ModelRef): Promise<ModelInspection>;
     /** Says in the status what happens: `note` is its message, kept while the engine has none of its own. */
-    report(note: string, patch: Partial<EngineStatus>): void
+    report(note: string, patch: Partial<EngineStatus>): void;
 };
 
 /** Restarts in a row that may fail (the engine stopping again while it comes back) before the proxy gives up. */
@@ -105,17 +105,14 @@ export class EngineSupervisor {
 
     /** The process running now, started when none runs. */
     spawned(): EngineChild {
-        if (this._child != null)
-            return this._child;
+        if (this._child != null) return this._child;
         const child = this._options.spawn(this.runtime);
         this._child = child;
         child.onMessage((message) => {
-            if (this._child === child)
-                this._options.onMessage(message);
+            if (this._child === child) this._options.onMessage(message);
         });
         child.onExit((exit) => {
-            if (this._child === child)
-                this._onExit(exit);
+            if (this._child === child) this._onExit(exit);
         });
         return child;
     }
@@ -132,8 +129,7 @@ export class EngineSupervisor {
         try {
             return await start();
         } finally {
-            if (this._starting === starting)
-                this._starting = null;
+            if (this._starting === starting) this._starting = null;
         }
     }
 
@@ -145,27 +141,23 @@ export class EngineSupervisor {
             this._loaded = {path: inspection.path, info: model.info, options: model.options};
             return inspection;
         } finally {
-            if (this._loading === model)
-                this._loading = null;
+            if (this._loading === model) this._loading = null;
         }
     }
 
     /** Waits for a restart in progress (and any that follows it), so a call goes to the engine with its model back. */
     async settled(): Promise<void> {
-        if (this._disposed)
-            throw new AppError("ENGINE_STOPPED", engineWording.shutDown);
+        if (this._disposed) throw new AppError("ENGINE_STOPPED", engineWording.shutDown);
         let restoring: Promise<void> | null;
         while ((restoring = this._restoring) != null) {
             await restoring.catch(() => {});
-            if (this._restoring === restoring)
-                break;
+            if (this._restoring === restoring) break;
         }
     }
 
     /** Ends `child`, when it still runs, because it did not do what `reason` says (its calls end as ended for them). */
     endFor(child: EngineChild, reason: string): void {
-        if (this._child !== child)
-            return;
+        if (this._child !== child) return;
         this._killedBecause = reason;
         child.kill();
     }
@@ -186,17 +178,19 @@ export class EngineSupervisor {
             // A state an answer left in the old process is written before that process ends; the restart waits 3 s at most.
             if (this._child != null) {
                 let timer: NodeJS.Timeout | undefined;
-                await Promise.race([beforeEnd().catch(() => null), new Promise((resolve) => timer = setTimeout(resolve, 3000))]);
+                await Promise.race([beforeEnd().catch(() => null), new Promise((resolve) => (timer = setTimeout(resolve, 3000)))]);
                 clearTimeout(timer);
             }
             await this._retire(engineWording.retiring);
             this._started = true;
             const build = await this._options.start();
-            if (target != null)
-                await this._options.load(target);
+            if (target != null) await this._options.load(target);
             return build;
         })();
-        const settled = restarting.then(() => {}, () => {});
+        const settled = restarting.then(
+            () => {},
+            () => {}
+        );
         this._restoring = settled;
         try {
             const build = await restarting;
@@ -208,25 +202,28 @@ export class EngineSupervisor {
                 this._options.report(engineWording.switchFailed(runtime, err as Error), {state: "error", progress: null});
             throw err;
         } finally {
-            if (this._restoring === settled)
-                this._restoring = null;
+            if (this._restoring === settled) this._restoring = null;
         }
     }
 
     /** Ends the engine for good: `dispose` asks the process to free the model and the runtime; one that hangs is killed. */
     async shutDown(dispose: () => Promise<unknown>): Promise<void> {
-        if (this._disposed)
-            return;
+        if (this._disposed) return;
         this._disposed = true;
         await this._restoring?.catch(() => {});
         const child = this._child;
-        if (child == null)
-            return;
+        if (child == null) return;
         const exited = new Promise<void>((resolve) => child.onExit(() => resolve()));
         let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<void>((resolve) => timer = setTimeout(resolve, this._options.disposeTimeoutMs));
+        const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, this._options.disposeTimeoutMs)));
         // The engine frees the model and the runtime, then exits; one that hangs is killed.
-        await Promise.race([dispose().then(() => exited, () => exited), timeout]);
+        await Promise.race([
+            dispose().then(
+                () => exited,
+                () => exited
+            ),
+            timeout
+        ]);
         clearTimeout(timer);
         if (this._child === child) {
             child.kill();
@@ -240,19 +237,20 @@ export class EngineSupervisor {
      */
     private async _retire(reason: string): Promise<void> {
         const child = this._child;
-        if (child == null)
-            return;
+        if (child == null) return;
         this._child = null;
         this._options.onGone();
         this._options.calls.rejectAll(new AppError("ENGINE_STOPPED", reason));
         let exited = false;
-        const exit = new Promise<void>((resolve) => child.onExit(() => {
-            exited = true;
-            resolve();
-        }));
+        const exit = new Promise<void>((resolve) =>
+            child.onExit(() => {
+                exited = true;
+                resolve();
+            })
+        );
         child.post({type: "call", id: this._options.calls.nextId(), method: "dispose", args: []});
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([exit, new Promise((resolve) => timer = setTimeout(resolve, this._options.disposeTimeoutMs))]);
+        await Promise.race([exit, new Promise((resolve) => (timer = setTimeout(resolve, this._options.disposeTimeoutMs)))]);
         clearTimeout(timer);
         if (!exited) {
             child.kill();
@@ -279,26 +277,23 @@ export class EngineSupervisor {
         this._restoring = naming;
     }
 
-    private async _findLostRpcServers(servers: readonly string[]): Promise<{endpoint: string, error: string}[]> {
+    private async _findLostRpcServers(servers: readonly string[]): Promise<{endpoint: string; error: string}[]> {
         const probes = await Promise.all(servers.map((endpoint) => this._options.probeRpcServer(endpoint)));
-        return probes.flatMap((probed) => probed.ok ? [] : [{endpoint: probed.endpoint, error: probed.error}]);
+        return probes.flatMap((probed) => (probed.ok ? [] : [{endpoint: probed.endpoint, error: probed.error}]));
     }
 
     /** `rpcLost`: an rpc-server stopped answering, which ended the process: a model loading then is not what stopped it. */
     private _afterExit(reason: string, killedBecause: string | null, rpcLost: boolean): void {
         this._options.calls.settleStopped(reason, killedBecause, this._disposed);
-        if (this._disposed)
-            return;
+        if (this._disposed) return;
 
         const interruptedLoad = this._loading;
         this._loading = null;
         const crashedLoad = rpcLost ? null : interruptedLoad;
         if (crashedLoad != null) {
             // Loading it stopped the engine: not again by itself, even when it is the model that was loaded before.
-            if (this._loaded?.path === crashedLoad.path)
-                this._loaded = null;
-            if (crashedLoad.info != null)
-                this._options.onModelCrashed?.(crashedLoad.info);
+            if (this._loaded?.path === crashedLoad.path) this._loaded = null;
+            if (crashedLoad.info != null) this._options.onModelCrashed?.(crashedLoad.info);
         }
         if (this._failedRestarts >= maxFailedRestarts) {
             this._restoring = null;
@@ -312,28 +307,32 @@ export class EngineSupervisor {
         const crashedStart = this._starting != null;
         this._starting = null;
         const what = engineWording.crash(reason, {load: crashedLoad, start: crashedStart ? this.runtime : null});
-        this._options.report(engineWording.restarting(what, target), {state: "loading", model: target?.info ?? null, progress: null, placement: null});
+        this._options.report(engineWording.restarting(what, target), {
+            state: "loading",
+            model: target?.info ?? null,
+            progress: null,
+            placement: null
+        });
         const started = this._options.now();
         const restoring = (async () => {
-            if (this._started)
-                await this._options.start();
-            if (target != null)
-                await this._options.load(target);
+            if (this._started) await this._options.start();
+            if (target != null) await this._options.load(target);
             this._failedRestarts = 0;
             this.restarts++;
             this.lastRestartMs = this._options.now() - started;
             this._options.report(engineWording.restarted(what, this.lastRestartMs, target), {});
         })();
         this._restoring = restoring;
-        restoring.then(() => {
-            if (this._restoring === restoring)
+        restoring.then(
+            () => {
+                if (this._restoring === restoring) this._restoring = null;
+            },
+            (err: unknown) => {
+                // A newer restart took over (the engine stopped again), or the proxy gave up and said so.
+                if (this._restoring !== restoring) return;
                 this._restoring = null;
-        }, (err: unknown) => {
-            // A newer restart took over (the engine stopped again), or the proxy gave up and said so.
-            if (this._restoring !== restoring)
-                return;
-            this._restoring = null;
-            this._options.report(engineWording.restartFailed(what, err as Error), {state: "error", progress: null});
-        });
+                this._options.report(engineWording.restartFailed(what, err as Error), {state: "error", progress: null});
+            }
+        );
     }
 }

@@ -5,9 +5,9 @@ import type {RuntimeOptions} from "../EngineApi.js";
 import {backendName} from "../native/engineBuildOrder.js";
 
 /** How the engine process ended: an exit code, or the signal that ended it. */
-export type EngineExit = {code: number | null, signal: string | null};
+export type EngineExit = {code: number | null; signal: string | null};
 
-type Model = {path: string, info: ModelInfo | null};
+type Model = {path: string; info: ModelInfo | null};
 
 /** With the model the engine comes back with, when there is one: " with qwen3". */
 function withModel(target: Model | null): string {
@@ -31,19 +31,18 @@ export const engineWording = {
 
     /** How an engine process ended, for a person. */
     exit({code, signal}: EngineExit): string {
-        if (signal === "SIGKILL")
-            return "The engine process was killed (SIGKILL: out of memory, or ended from outside)";
-        if (signal === "SIGABRT")
-            return "The engine process aborted (SIGABRT: llama.cpp stopped on a failed check)";
-        if (signal != null)
-            return `The engine process crashed (${signal})`;
+        if (signal === "SIGKILL") return "The engine process was killed (SIGKILL: out of memory, or ended from outside)";
+        if (signal === "SIGABRT") return "The engine process aborted (SIGABRT: llama.cpp stopped on a failed check)";
+        if (signal != null) return `The engine process crashed (${signal})`;
         return `The engine process exited unexpectedly (code ${code})`;
     },
 
     /** Why the process ended when rpc-servers it used stopped answering. */
-    lostRpcServers(lost: readonly {endpoint: string, error: string}[], exit: EngineExit): string {
-        return `${lost.map(({endpoint, error}) => `The RPC server ${endpoint} stopped answering (${error})`).join("; ")}, which ended the engine process ` +
-            `(${engineWording.exit(exit)})`;
+    lostRpcServers(lost: readonly {endpoint: string; error: string}[], exit: EngineExit): string {
+        return (
+            `${lost.map(({endpoint, error}) => `The RPC server ${endpoint} stopped answering (${error})`).join("; ")}, which ended the engine process ` +
+            `(${engineWording.exit(exit)})`
+        );
     },
 
     /** Why the proxy ended the process itself: a generation did not end within `graceMs` of its stop. */
@@ -83,11 +82,9 @@ export const engineWording = {
     retiring: "The engine is restarting with another build",
 
     /** What stopped the engine, for the restart's note: a model's load, the build's start, or `reason` itself. */
-    crash(reason: string, cause: {load: Model | null, start: RuntimeOptions | null}): string {
-        if (cause.load != null)
-            return `Loading ${engineWording.model(cause.load)} stopped the engine (${reason})`;
-        if (cause.start != null)
-            return `Starting the engine on ${engineWording.choice(cause.start)} stopped it (${reason})`;
+    crash(reason: string, cause: {load: Model | null; start: RuntimeOptions | null}): string {
+        if (cause.load != null) return `Loading ${engineWording.model(cause.load)} stopped the engine (${reason})`;
+        if (cause.start != null) return `Starting the engine on ${engineWording.choice(cause.start)} stopped it (${reason})`;
         return reason;
     },
 

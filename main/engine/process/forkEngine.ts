@@ -5,16 +5,16 @@ import type {FromEngine} from "./protocol.js";
 
 export type ForkEngineOptions = {
     /** The engine process's script (`out/main/engineProcess.js`, or `main/engineProcess.ts` with tsx). */
-    entry: string,
-    args?: string[],
-    execArgv?: string[],
-    env?: NodeJS.ProcessEnv
+    entry: string;
+    args?: string[];
+    execArgv?: string[];
+    env?: NodeJS.ProcessEnv;
 };
 
 /** The engine as a forked Node process (headless mode, tests): messages as structured clones over its IPC channel. */
 export function forkEngine(options: ForkEngineOptions): SpawnEngine {
     return (runtime): EngineChild => {
-        const child = fork(options.entry, [...options.args ?? [], ...engineArgs(runtime)], {
+        const child = fork(options.entry, [...(options.args ?? []), ...engineArgs(runtime)], {
             execArgv: options.execArgv ?? [],
             env: options.env ?? process.env,
             serialization: "advanced",
@@ -25,17 +25,14 @@ export function forkEngine(options: ForkEngineOptions): SpawnEngine {
         return {
             pid: child.pid,
             post(message) {
-                if (child.connected)
-                    child.send(message, (err) => void err);
+                if (child.connected) child.send(message, (err) => void err);
             },
             onMessage(listener) {
                 child.on("message", (message) => listener(message as FromEngine));
             },
             onExit(listener) {
-                if (child.exitCode != null || child.signalCode != null)
-                    listener({code: child.exitCode, signal: child.signalCode});
-                else
-                    child.once("exit", (code, signal) => listener({code, signal}));
+                if (child.exitCode != null || child.signalCode != null) listener({code: child.exitCode, signal: child.signalCode});
+                else child.once("exit", (code, signal) => listener({code, signal}));
             },
             kill() {
                 child.kill("SIGKILL");

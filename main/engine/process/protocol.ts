@@ -4,7 +4,15 @@ import type {ErrorInfo} from "../../../preload/contract/errors.js";
 import type {ModelInfo} from "../../../preload/contract/models.js";
 import type {CalibrateRequest, CalibrationJobProgress} from "../calibrateLoadedModel.js";
 import type {LoadOptions} from "../EngineApi.js";
-import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";
+import type {
+    CountTokensRequest,
+    GenerateRequest,
+    GenerationChunk,
+    GenerationResult,
+    ModelInspection,
+    PromptTokenCount,
+    StateSave
+} from "../types.js";
 
 /**
  * The messages between the main process and the engine process (`EngineProxy` and `serveEngine`), in the
@@ -12,20 +20,20 @@ import type {CountTokensRequest, GenerateRequest, GenerationChunk, GenerationRes
  * structured clones (Electron's `utilityProcess` ports, Node's `fork` with advanced serialisation).
  */
 export type EngineCalls = {
-    start: {args: [], res: BuildInfo},
-    freeMemory: {args: [], res: number},
-    inspect: {args: [modelPath: string], res: ModelInspection},
-    loadModel: {args: [modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions], res: ModelInspection},
-    countTokens: {args: [request: CountTokensRequest], res: PromptTokenCount | null},
-    saveState: {args: [path?: string], res: StateSave | null},
-    dispose: {args: [], res: void}
+    start: {args: []; res: BuildInfo};
+    freeMemory: {args: []; res: number};
+    inspect: {args: [modelPath: string]; res: ModelInspection};
+    loadModel: {args: [modelPath: string, modelInfo: ModelInfo | null, options?: LoadOptions]; res: ModelInspection};
+    countTokens: {args: [request: CountTokensRequest]; res: PromptTokenCount | null};
+    saveState: {args: [path?: string]; res: StateSave | null};
+    dispose: {args: []; res: void};
 };
 export type EngineMethod = keyof EngineCalls;
 
 /** A generation request without its callbacks and signal: those stay in the main process. */
 export type WireGenerateRequest = Omit<GenerateRequest, "signal" | "onChunk" | "onSample" | "onRebuild"> & {
-    samples: boolean,
-    rebuild: boolean
+    samples: boolean;
+    rebuild: boolean;
 };
 
 /** A calibration request without its signal and progress callback: those stay in the main process. */
@@ -35,27 +43,27 @@ export type WireCalibrateRequest = Omit<CalibrateRequest, "signal" | "onProgress
 export type EngineFault = "abort" | "exit" | "abortOnLoad";
 
 export type ToEngine =
-    | {[M in EngineMethod]: {type: "call", id: number, method: M, args: EngineCalls[M]["args"]}}[EngineMethod]
-    | {type: "generate", id: number, request: WireGenerateRequest}
-    | {type: "calibrate", id: number, request: WireCalibrateRequest}
-    | {type: "abort", id: number}
-    | {type: "fault", fault: EngineFault};
+    | {[M in EngineMethod]: {type: "call"; id: number; method: M; args: EngineCalls[M]["args"]}}[EngineMethod]
+    | {type: "generate"; id: number; request: WireGenerateRequest}
+    | {type: "calibrate"; id: number; request: WireCalibrateRequest}
+    | {type: "abort"; id: number}
+    | {type: "fault"; fault: EngineFault};
 
 export type FromEngine =
-    | {type: "ready", pid: number}
-    | {type: "status", status: EngineStatus, inspection: ModelInspection | null}
-    | {type: "result", id: number, ok: true, value: unknown}
-    | {type: "result", id: number, ok: false, error: ErrorInfo}
-    | {type: "chunks", id: number, chunks: GenerationChunk[]}
-    | {type: "sample", id: number, sample: KvSample}
-    | {type: "rebuild", id: number, progress: number, reason: ReadReason}
-    | {type: "calibration", id: number, progress: CalibrationJobProgress}
-    | {type: "stateSettled", save: StateSave};
+    | {type: "ready"; pid: number}
+    | {type: "status"; status: EngineStatus; inspection: ModelInspection | null}
+    | {type: "result"; id: number; ok: true; value: unknown}
+    | {type: "result"; id: number; ok: false; error: ErrorInfo}
+    | {type: "chunks"; id: number; chunks: GenerationChunk[]}
+    | {type: "sample"; id: number; sample: KvSample}
+    | {type: "rebuild"; id: number; progress: number; reason: ReadReason}
+    | {type: "calibration"; id: number; progress: CalibrationJobProgress}
+    | {type: "stateSettled"; save: StateSave};
 
 export type GenerateAnswer = GenerationResult;
 
 /** One end of the channel: how the engine process (or the main process) sends and hears. */
 export type Channel<Out, In> = {
-    post(message: Out): void,
-    onMessage(listener: (message: In) => void): void
+    post(message: Out): void;
+    onMessage(listener: (message: In) => void): void;
 };

@@ -8,13 +8,13 @@ export type ServeEngineOptions = {
      * Milliseconds between a calibration's progress messages (a stage's first and last step, and each new estimate of
      * the time left, go at once). Defaults to `250`.
      */
-    calibrationProgressMs?: number,
+    calibrationProgressMs?: number;
     /** Milliseconds a generation's chunks gather before they are sent together (the first goes at once). Defaults to `16`. */
-    flushMs?: number,
+    flushMs?: number;
     /** Carries out a fault a test asked for; faults are refused when absent. */
-    injectFault?: (fault: EngineFault) => void,
+    injectFault?: (fault: EngineFault) => void;
     /** Called once `dispose` has been answered: the process may end. */
-    onDisposed?: () => void
+    onDisposed?: () => void;
 };
 
 /**
@@ -26,10 +26,12 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
     const aborts = new Map<number, AbortController>();
     const send = (message: FromEngine) => channel.post(message);
     const answer = (id: number, work: () => Promise<unknown>, then?: () => void) => {
-        work().then(
-            (value) => send({type: "result", id, ok: true, value: value ?? null}),
-            (err: unknown) => send({type: "result", id, ok: false, error: toErrorInfo(err)})
-        ).finally(then);
+        work()
+            .then(
+                (value) => send({type: "result", id, ok: true, value: value ?? null}),
+                (err: unknown) => send({type: "result", id, ok: false, error: toErrorInfo(err)})
+            )
+            .finally(then);
     };
 
     engine.onStatus((status) => send({type: "status", status, inspection: engine.inspection}));
@@ -52,18 +54,27 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
                 aborts.set(id, abort);
                 const everyMs = options.calibrationProgressMs ?? 250;
                 let last = {stage: "", at: -Infinity};
-                answer(id, () => engine.calibrateRetention({
-                    ...request,
-                    signal: abort.signal,
-                    onProgress(progress) {
-                        const now = performance.now();
-                        // a new estimate of the time left always goes (the steps within a prompt have none)
-                        if (progress.stage === last.stage && progress.done < progress.total && progress.remaining == null && now - last.at < everyMs)
-                            return;
-                        last = {stage: progress.stage, at: now};
-                        send({type: "calibration", id, progress});
-                    }
-                }).finally(() => aborts.delete(id)));
+                answer(id, () =>
+                    engine
+                        .calibrateRetention({
+                            ...request,
+                            signal: abort.signal,
+                            onProgress(progress) {
+                                const now = performance.now();
+                                // a new estimate of the time left always goes (the steps within a prompt have none)
+                                if (
+                                    progress.stage === last.stage &&
+                                    progress.done < progress.total &&
+                                    progress.remaining == null &&
+                                    now - last.at < everyMs
+                                )
+                                    return;
+                                last = {stage: progress.stage, at: now};
+                                send({type: "calibration", id, progress});
+                            }
+                        })
+                        .finally(() => aborts.delete(id))
+                );
                 return;
             }
             case "generate": {
@@ -75,11 +86,9 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
                 // The first chunk goes at once: batching must not delay the time to the first token.
                 let sentAny = false;
                 const flush = () => {
-                    if (timer != null)
-                        clearTimeout(timer);
+                    if (timer != null) clearTimeout(timer);
                     timer = null;
-                    if (pending.length > 0)
-                        send({type: "chunks", id, chunks: pending});
+                    if (pending.length > 0) send({type: "chunks", id, chunks: pending});
                     pending = [];
                 };
                 answer(id, async () => {
@@ -91,19 +100,23 @@ export function serveEngine(channel: Channel<FromEngine, ToEngine>, engine: Engi
                             onChunk(chunk) {
                                 const last = pending.at(-1);
                                 if (last != null && last.segment === chunk.segment)
-                                    pending[pending.length - 1] = {segment: last.segment, text: last.text + chunk.text, tokens: last.tokens + chunk.tokens};
-                                else
-                                    pending.push(chunk);
+                                    pending[pending.length - 1] = {
+                                        segment: last.segment,
+                                        text: last.text + chunk.text,
+                                        tokens: last.tokens + chunk.tokens
+                                    };
+                                else pending.push(chunk);
                                 if (!sentAny) {
                                     sentAny = true;
                                     flush();
-                                } else
-                                    timer ??= setTimeout(flush, flushMs);
+                                } else timer ??= setTimeout(flush, flushMs);
                             },
-                            onSample: samples ? (sample) => {
-                                flush();
-                                send({type: "sample", id, sample});
-                            } : undefined,
+                            onSample: samples
+                                ? (sample) => {
+                                      flush();
+                                      send({type: "sample", id, sample});
+                                  }
+                                : undefined,
                             onRebuild: rebuild ? (progress, reason) => send({type: "rebuild", id, progress, reason}) : undefined
                         });
                     } finally {

@@ -42,8 +42,7 @@ async function checkFile(file: string, header: GgufHeader, info: RetentionInfo):
     const tensors = new Map((header.tensors ?? []).map((tensor) => [tensor.name, tensor]));
     const tensor = (name: string) => {
         const found = tensors.get(name);
-        if (found == null)
-            throw new Error(`the tensor ${name} is missing`);
+        if (found == null) throw new Error(`the tensor ${name} is missing`);
         return found;
     };
     const width = info.embeddingLength;
@@ -54,8 +53,7 @@ async function checkFile(file: string, header: GgufHeader, info: RetentionInfo):
     try {
         const read = async (t: GgufTensorInfo, start: number, target: Uint8Array, bytes: number) => {
             const {bytesRead} = await handle.read(target, 0, bytes, header.dataOffset + t.offset + start);
-            if (bytesRead !== bytes)
-                throw new Error(`${file} ended inside the tensor ${t.name}: it changed while it was read`);
+            if (bytesRead !== bytes) throw new Error(`${file} ended inside the tensor ${t.name}: it changed while it was read`);
         };
         const readVector = async (t: GgufTensorInfo, count: number) => {
             const out = new Float32Array(count);
@@ -69,10 +67,12 @@ async function checkFile(file: string, header: GgufHeader, info: RetentionInfo):
             const [fc1, fc1Bias, fc2, bias] = names.map(tensor) as [GgufTensorInfo, GgufTensorInfo, GgufTensorInfo, GgufTensorInfo];
             const b1 = await readVector(fc1Bias, hidden);
             const b2 = await readVector(bias, heads);
-            for (const [t, values] of [[fc1Bias, b1], [bias, b2]] as const) {
+            for (const [t, values] of [
+                [fc1Bias, b1],
+                [bias, b2]
+            ] as const) {
                 const bad = firstNonFinite(values);
-                if (bad != null)
-                    return holds(t.name, `[${bad}]`, values[bad]!);
+                if (bad != null) return holds(t.name, `[${bad}]`, values[bad]!);
             }
 
             // fc1 @ probe, row by row (a row: one hidden unit's weights over the width). The zero probe gives fc1.bias,
@@ -82,20 +82,17 @@ async function checkFile(file: string, header: GgufHeader, info: RetentionInfo):
                 const rows = Math.min(rowsPerChunk, hidden - row);
                 const values = await readMatrix(fc1, row * width, rows * width, chunk, read);
                 const bad = firstNonFinite(values);
-                if (bad != null)
-                    return holds(fc1.name, `[${row + Math.floor(bad / width)}, ${bad % width}]`, values[bad]!);
+                if (bad != null) return holds(fc1.name, `[${row + Math.floor(bad / width)}, ${bad % width}]`, values[bad]!);
                 for (let r = 0; r < rows; r++) {
                     let dot = 0;
                     const base = r * width;
-                    for (let k = 0; k < width; k++)
-                        dot += values[base + k]! * probe[k]!;
+                    for (let k = 0; k < width; k++) dot += values[base + k]! * probe[k]!;
                     dots[row + r] = dot;
                 }
             }
             const fc2Values = Float32Array.from(await readMatrix(fc2, 0, heads * hidden, new Uint8Array(heads * hidden * 4), read));
             const badFc2 = firstNonFinite(fc2Values);
-            if (badFc2 != null)
-                return holds(fc2.name, `[${Math.floor(badFc2 / hidden)}, ${badFc2 % hidden}]`, fc2Values[badFc2]!);
+            if (badFc2 != null) return holds(fc2.name, `[${Math.floor(badFc2 / hidden)}, ${badFc2 % hidden}]`, fc2Values[badFc2]!);
 
             for (const [p, scale] of [0, ...probeScales].entries()) {
                 const activation = new Float64Array(hidden);
@@ -107,8 +104,7 @@ async function checkFile(file: string, header: GgufHeader, info: RetentionInfo):
                 }
                 for (let h = 0; h < heads; h++) {
                     let g = b2[h]!;
-                    for (let i = 0; i < hidden; i++)
-                        g += fc2Values[h * hidden + i]! * activation[i]!;
+                    for (let i = 0; i < hidden; i++) g += fc2Values[h * hidden + i]! * activation[i]!;
                     if (!(Math.abs(g) <= f32Max))
                         return `layer ${layer}'s gate gives a non-finite logit for KV head ${h} on ${gateProbes[p]}`;
                 }
@@ -121,8 +117,13 @@ async function checkFile(file: string, header: GgufHeader, info: RetentionInfo):
 }
 
 /** `count` elements of an F32 or F16 matrix from element `start`, as F32, read into `buffer` (F16 is widened). */
-async function readMatrix(t: GgufTensorInfo, start: number, count: number, buffer: Uint8Array,
-    read: (t: GgufTensorInfo, start: number, target: Uint8Array, bytes: number) => Promise<void>): Promise<Float32Array> {
+async function readMatrix(
+    t: GgufTensorInfo,
+    start: number,
+    count: number,
+    buffer: Uint8Array,
+    read: (t: GgufTensorInfo, start: number, target: Uint8Array, bytes: number) => Promise<void>
+): Promise<Float32Array> {
     if (t.type === "F32") {
         await read(t, start * 4, buffer, count * 4);
         return new Float32Array(buffer.buffer, 0, count);
@@ -131,8 +132,7 @@ async function readMatrix(t: GgufTensorInfo, start: number, count: number, buffe
     const halves = new Uint16Array(buffer.buffer, 0, count);
     const table = halfTable();
     const out = new Float32Array(count);
-    for (let i = 0; i < count; i++)
-        out[i] = table[halves[i]!]!;
+    for (let i = 0; i < count; i++) out[i] = table[halves[i]!]!;
     return out;
 }
 
@@ -145,8 +145,7 @@ function firstNonFinite(values: Float32Array): number | null {
     for (let i = 0; i < values.length; i++) {
         // v - v is 0 for a finite v, NaN for NaN and the infinities.
         const v = values[i]!;
-        if (v - v !== 0)
-            return i;
+        if (v - v !== 0) return i;
     }
     return null;
 }
@@ -164,8 +163,7 @@ function seededProbe(width: number): Float64Array {
         sum += out[k]! * out[k]!;
     }
     const rms = Math.sqrt(sum / width);
-    for (let k = 0; k < width; k++)
-        out[k] = out[k]! / rms;
+    for (let k = 0; k < width; k++) out[k] = out[k]! / rms;
     return out;
 }
 
@@ -173,16 +171,20 @@ let halves: Float32Array | null = null;
 
 /** Every F16 bit pattern as its F32 value (IEEE half: 1 sign, 5 exponent, 10 mantissa bits). */
 function halfTable(): Float32Array {
-    if (halves != null)
-        return halves;
+    if (halves != null) return halves;
     halves = new Float32Array(65536);
     for (let bits = 0; bits < 65536; bits++) {
         const sign = bits & 0x8000 ? -1 : 1;
         const exponent = (bits >> 10) & 0x1f;
         const mantissa = bits & 0x3ff;
-        halves[bits] = exponent === 0 ? sign * mantissa * 2 ** -24
-            : exponent === 0x1f ? (mantissa === 0 ? sign * Infinity : NaN)
-                : sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
+        halves[bits] =
+            exponent === 0
+                ? sign * mantissa * 2 ** -24
+                : exponent === 0x1f
+                  ? mantissa === 0
+                      ? sign * Infinity
+                      : NaN
+                  : sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
     }
     return halves;
 }

@@ -28,10 +28,8 @@ export function retentionSidecarPath(modelPath: string): string {
 export async function findRetentionGates(model: RetentionModel): Promise<RetentionAvailability> {
     const sidecar = retentionSidecarPath(model.path);
     const stat = await fs.stat(sidecar).catch(() => null);
-    if (stat == null)
-        return {available: false, reason: `no retention gates beside this model (expected ${sidecar})`};
-    if (!stat.isFile())
-        return {available: false, reason: `corrupt: ${sidecar} is not a file`};
+    if (stat == null) return {available: false, reason: `no retention gates beside this model (expected ${sidecar})`};
+    if (!stat.isFile()) return {available: false, reason: `corrupt: ${sidecar} is not a file`};
 
     let header: GgufHeader;
     try {
@@ -42,24 +40,19 @@ export async function findRetentionGates(model: RetentionModel): Promise<Retenti
     try {
         const info = readInfo(header);
         const mismatch = shapeMismatch(info, model);
-        if (mismatch != null)
-            return {available: false, reason: `the gates were trained for another model file (${mismatch})`};
+        if (mismatch != null) return {available: false, reason: `the gates were trained for another model file (${mismatch})`};
         checkTensors(header, info);
         const recorded = text(header, "ponder.retention.model.fingerprint");
-        if (!/^[0-9a-f]{64}$/.test(recorded))
-            throw new SidecarError(`ponder.retention.model.fingerprint is not a lowercase hex SHA-256`);
+        if (!/^[0-9a-f]{64}$/.test(recorded)) throw new SidecarError(`ponder.retention.model.fingerprint is not a lowercase hex SHA-256`);
         const actual = await modelFingerprint(model.path).catch(() => null);
-        if (actual == null)
-            return {available: false, reason: `the model file ${model.path} cannot be read to check the gates against it`};
+        if (actual == null) return {available: false, reason: `the model file ${model.path} cannot be read to check the gates against it`};
         if (actual !== recorded)
             return {available: false, reason: "the gates were trained for another model file (its fingerprint differs)"};
         const problem = await checkGateValues(sidecar, header, info);
-        if (problem != null)
-            return {available: false, reason: `the gates in ${path.basename(sidecar)} cannot run: ${problem}`};
+        if (problem != null) return {available: false, reason: `the gates in ${path.basename(sidecar)} cannot run: ${problem}`};
         return {available: true, path: sidecar, info};
     } catch (err) {
-        if (err instanceof SidecarError)
-            return {available: false, reason: `corrupt: ${path.basename(sidecar)}: ${err.message}`};
+        if (err instanceof SidecarError) return {available: false, reason: `corrupt: ${path.basename(sidecar)}: ${err.message}`};
         return {available: false, reason: `the gates could not be checked: ${(err as Error).message}`};
     }
 }
@@ -81,22 +74,19 @@ class SidecarError extends Error {}
 
 function value(header: GgufHeader, key: string): GgufScalar {
     const found = header.values?.get(key);
-    if (found == null)
-        throw new SidecarError(`${key} is missing`);
+    if (found == null) throw new SidecarError(`${key} is missing`);
     return found;
 }
 
 function text(header: GgufHeader, key: string): string {
     const found = value(header, key);
-    if (typeof found !== "string")
-        throw new SidecarError(`${key} is not a string`);
+    if (typeof found !== "string") throw new SidecarError(`${key} is not a string`);
     return found;
 }
 
 function count(header: GgufHeader, key: string): number {
     const found = value(header, key);
-    if (typeof found !== "number" || !Number.isInteger(found) || found < 0)
-        throw new SidecarError(`${key} is not an unsigned integer`);
+    if (typeof found !== "number" || !Number.isInteger(found) || found < 0) throw new SidecarError(`${key} is not an unsigned integer`);
     return found;
 }
 
@@ -108,20 +98,19 @@ function readInfo(header: GgufHeader): RetentionInfo {
     if (version !== retentionSidecarVersion)
         throw new SidecarError(`format version ${version}; this Ponder reads version ${retentionSidecarVersion}`);
     const gate = text(header, "ponder.retention.gate");
-    if (gate !== "trimkv-rg")
-        throw new SidecarError(`unknown gate "${gate}" (this Ponder runs "trimkv-rg")`);
+    if (gate !== "trimkv-rg") throw new SidecarError(`unknown gate "${gate}" (this Ponder runs "trimkv-rg")`);
     const activation = text(header, "ponder.retention.activation");
-    if (activation !== "silu")
-        throw new SidecarError(`unknown activation "${activation}" (this Ponder runs "silu")`);
+    if (activation !== "silu") throw new SidecarError(`unknown activation "${activation}" (this Ponder runs "silu")`);
     const reduction = text(header, "ponder.retention.reduction");
     if (reduction !== "shared" && reduction !== "per-head")
         throw new SidecarError(`unknown reduction "${reduction}" (expected "shared" or "per-head")`);
     const hidden = count(header, "ponder.retention.hidden");
-    if (hidden === 0)
-        throw new SidecarError("ponder.retention.hidden is 0");
+    if (hidden === 0) throw new SidecarError("ponder.retention.hidden is 0");
     const budget = count(header, "ponder.retention.budget");
     return {
-        version, gate, activation,
+        version,
+        gate,
+        activation,
         modelArchitecture: text(header, "ponder.retention.model.architecture"),
         layers: count(header, "ponder.retention.model.block_count"),
         embeddingLength: count(header, "ponder.retention.model.embedding_length"),
@@ -138,9 +127,8 @@ function readInfo(header: GgufHeader): RetentionInfo {
 /** The calibration's provenance keys, when the gates have them (all of them, with their types); else `null`. */
 function readCalibration(header: GgufHeader): RetentionCalibration | null {
     const key = "ponder.retention.calibration.";
-    if (header.values?.get(key + "prompt_set") == null)
-        return null;
-    const points: {share: number, gates: number, lethe: number}[] = [];
+    if (header.values?.get(key + "prompt_set") == null) return null;
+    const points: {share: number; gates: number; lethe: number}[] = [];
     for (const [name, found] of header.values) {
         const share = /^ponder\.retention\.calibration\.validation\.agreement_(\d+)$/.exec(name)?.[1];
         if (share != null && typeof found === "number")
@@ -148,10 +136,19 @@ function readCalibration(header: GgufHeader): RetentionCalibration | null {
     }
     const validated = header.values.get(key + "validation.prompts") != null;
     return {
-        promptSet: text(header, key + "prompt_set"), prompts: count(header, key + "prompts"), tokens: count(header, key + "tokens"),
-        samples: count(header, key + "samples"), seconds: count(header, key + "seconds"), date: text(header, key + "date"),
-        validation: validated ? {prompts: count(header, key + "validation.prompts"), tokens: count(header, key + "validation.tokens"),
-            points: points.sort((a, b) => a.share - b.share)} : null
+        promptSet: text(header, key + "prompt_set"),
+        prompts: count(header, key + "prompts"),
+        tokens: count(header, key + "tokens"),
+        samples: count(header, key + "samples"),
+        seconds: count(header, key + "seconds"),
+        date: text(header, key + "date"),
+        validation: validated
+            ? {
+                  prompts: count(header, key + "validation.prompts"),
+                  tokens: count(header, key + "validation.tokens"),
+                  points: points.sort((a, b) => a.share - b.share)
+              }
+            : null
     };
 }
 
@@ -165,10 +162,8 @@ function shapeMismatch(info: RetentionInfo, model: RetentionModel): string | nul
         ["KV heads", info.headCountKv, model.headCountKv]
     ] as const;
     for (const [what, trained, own] of shape) {
-        if (own == null)
-            return `this model does not declare its ${what}`;
-        if (trained !== own)
-            return `${trained} ${what}; this model has ${own}`;
+        if (own == null) return `this model does not declare its ${what}`;
+        if (trained !== own) return `${trained} ${what}; this model has ${own}`;
     }
     return null;
 }
@@ -188,8 +183,7 @@ function checkTensors(header: GgufHeader, info: RetentionInfo): void {
         ] as const;
         for (const [name, dims, weight] of expected) {
             const tensor = tensors.get(name);
-            if (tensor == null)
-                throw new SidecarError(`the tensor ${name} is missing`);
+            if (tensor == null) throw new SidecarError(`the tensor ${name} is missing`);
             if (tensor.dims.length !== dims.length || tensor.dims.some((dim, k) => dim !== dims[k]))
                 throw new SidecarError(`the tensor ${name} is [${tensor.dims.join(", ")}], expected [${dims.join(", ")}]`);
             if (tensor.type !== "F32" && !(weight && tensor.type === "F16"))

@@ -26,10 +26,12 @@ export async function modelFingerprint(filePath: string): Promise<string> {
 async function hashEnds(filePath: string, size: number): Promise<string> {
     const hash = createHash("sha256");
     hash.update(`${size}\n`, "latin1");
-    const ranges: [number, number][] = [[0, Math.min(size, fingerprintSpan)], [Math.max(0, size - fingerprintSpan), size]];
+    const ranges: [number, number][] = [
+        [0, Math.min(size, fingerprintSpan)],
+        [Math.max(0, size - fingerprintSpan), size]
+    ];
     for (const [start, end] of ranges) {
-        if (end <= start)
-            continue;
+        if (end <= start) continue;
         // createReadStream's `end` is inclusive.
         for await (const chunk of fs.createReadStream(filePath, {start, end: end - 1, highWaterMark: 1 << 20}))
             hash.update(chunk as Buffer);

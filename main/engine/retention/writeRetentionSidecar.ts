@@ -10,33 +10,33 @@ import type {RetentionInfo} from "./types.js";
 /** One layer's TRIM-KV retention gate ("rg"): g = fc2 @ silu(fc1 @ x + fc1Bias) + bias, one logit per KV head. */
 export type RetentionGateLayer = {
     /** fc1 weight, `hidden` rows of the model's width (torch layout [hidden, width], row-major). */
-    fc1: Float32Array,
+    fc1: Float32Array;
     /** fc1 bias, `hidden` values. */
-    fc1Bias: Float32Array,
+    fc1Bias: Float32Array;
     /** fc2 weight, one row of `hidden` per KV head (torch layout [kvHeads, hidden]). */
-    fc2: Float32Array,
+    fc2: Float32Array;
     /** The per-KV-head bias added last. */
-    bias: Float32Array
+    bias: Float32Array;
 };
 
 export type RetentionSidecarContent = {
     /** The GGUF model the gates belong to: its shape is checked and its fingerprint recorded. */
-    modelPath: string,
+    modelPath: string;
     /** One gate per layer of the model. */
-    layers: readonly RetentionGateLayer[],
+    layers: readonly RetentionGateLayer[];
     /** The cell budget M the gates were trained at; 0 when unknown. */
-    budget: number,
-    reduction: RetentionInfo["reduction"],
+    budget: number;
+    reduction: RetentionInfo["reduction"];
     /** Where the gates came from, in words. */
-    source: string,
+    source: string;
     /** Storage of the two weight matrices. Defaults to `"f16"` for models wider than 1,024, else `"f32"`. */
-    matrixType?: "f32" | "f16",
+    matrixType?: "f32" | "f16";
     /** Extra metadata written after the format's keys, e.g. `ponder.retention.calibration.*` provenance. */
-    extra?: ReadonlyArray<readonly [key: string, value: GgufValue]>
+    extra?: ReadonlyArray<readonly [key: string, value: GgufValue]>;
 };
 
 /** The model shape the sidecar records, read from the model's own GGUF metadata. */
-type ModelSummary = {architecture: string, name: string, layers: number, width: number, kvHeads: number};
+type ModelSummary = {architecture: string; name: string; layers: number; width: number; kvHeads: number};
 
 /**
  * Writes a model's retention sidecar (the format of scripts/retention/sidecar.py, byte for byte: same keys in the same
@@ -93,8 +93,7 @@ async function readModelSummary(modelPath: string): Promise<ModelSummary> {
     const header = await checkGgufHeader(modelPath, {collect: true});
     const values = header.values ?? new Map<string, GgufScalar>();
     const architecture = values.get("general.architecture");
-    if (typeof architecture !== "string")
-        throw new Error(`${modelPath} has no general.architecture: not a GGUF model`);
+    if (typeof architecture !== "string") throw new Error(`${modelPath} has no general.architecture: not a GGUF model`);
     const count = (name: string, fallback?: string): number => {
         const found = values.get(`${architecture}.${name}`) ?? (fallback == null ? undefined : values.get(`${architecture}.${fallback}`));
         if (typeof found !== "number" || !Number.isInteger(found) || found <= 0)
@@ -112,10 +111,8 @@ async function readModelSummary(modelPath: string): Promise<ModelSummary> {
 }
 
 function checkGates(layers: readonly RetentionGateLayer[], model: ModelSummary, hidden: number): void {
-    if (layers.length !== model.layers)
-        throw new Error(`${layers.length} layers of gates; the model has ${model.layers} layers`);
-    if (hidden <= 0)
-        throw new Error("the gates' hidden width is 0");
+    if (layers.length !== model.layers) throw new Error(`${layers.length} layers of gates; the model has ${model.layers} layers`);
+    if (hidden <= 0) throw new Error("the gates' hidden width is 0");
     layers.forEach((gate, i) => {
         const expected = [
             ["fc1.weight", gate.fc1, hidden * model.width],

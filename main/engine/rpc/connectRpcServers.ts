@@ -5,7 +5,7 @@ import {formatProtocol, probeRpcServer, type RpcProbe, type RpcProtocol} from ".
 
 export type ConnectRpcOptions = {
     /** Defaults to `probeRpcServer`; tests pass their own. */
-    probe?: (endpoint: string, expected: RpcProtocol | null) => Promise<RpcProbe>
+    probe?: (endpoint: string, expected: RpcProtocol | null) => Promise<RpcProbe>;
 };
 
 /**
@@ -22,7 +22,12 @@ export async function connectRpcServers(llama: Llama, endpoints: readonly string
     const servers: RpcServerState[] = [];
     for (const endpoint of new Set(endpoints)) {
         if (protocol == null || bindings.ponderRpcAddServer == null) {
-            servers.push({endpoint, connected: false, error: "this engine build has no RPC backend (rebuild it: npm run build:native)", devices: []});
+            servers.push({
+                endpoint,
+                connected: false,
+                error: "this engine build has no RPC backend (rebuild it: npm run build:native)",
+                devices: []
+            });
             continue;
         }
         const checked = await probe(endpoint, protocol);
@@ -43,8 +48,7 @@ export async function connectRpcServers(llama: Llama, endpoints: readonly string
 /** What the status says about servers that could not be used, or `null` when every one is connected. */
 export function describeRpcProblems(rpc: RpcRuntime): string | null {
     const failed = rpc.servers.filter((server) => !server.connected);
-    if (failed.length === 0)
-        return null;
+    if (failed.length === 0) return null;
     const list = failed.map((server) => `${server.endpoint} (${server.error})`).join("; ");
     return `RPC server${failed.length > 1 ? "s" : ""} not used: ${list}. Models load without ${failed.length > 1 ? "them" : "it"}.`;
 }

@@ -5,19 +5,19 @@
 import net from "node:net";
 import {parseRpcEndpoint, type RpcEndpoint} from "./rpcEndpoint.js";
 
-export type RpcProtocol = {major: number, minor: number, patch: number};
+export type RpcProtocol = {major: number; minor: number; patch: number};
 
-export type RpcRemoteDevice = {index: number, freeBytes: number, totalBytes: number};
+export type RpcRemoteDevice = {index: number; freeBytes: number; totalBytes: number};
 
 export type RpcProbe =
-    | {endpoint: string, ok: true, protocol: RpcProtocol, devices: RpcRemoteDevice[], ms: number}
-    | {endpoint: string, ok: false, protocol: RpcProtocol | null, error: string};
+    | {endpoint: string; ok: true; protocol: RpcProtocol; devices: RpcRemoteDevice[]; ms: number}
+    | {endpoint: string; ok: false; protocol: RpcProtocol | null; error: string};
 
 export type RpcProbeOptions = {
     /** The protocol the engine build speaks (`ponderRpcProtocol`); a server of another major, or a newer minor, is refused. */
-    expected?: RpcProtocol | null,
+    expected?: RpcProtocol | null;
     /** Milliseconds for the whole exchange. Defaults to 3000. */
-    timeoutMs?: number
+    timeoutMs?: number;
 };
 
 const cmdGetDeviceMemory = 11;
@@ -51,8 +51,14 @@ export async function probeRpcServer(endpoint: string, options: RpcProbeOptions 
         answered = protocol;
         const expected = options.expected;
         if (expected != null && (protocol.major !== expected.major || protocol.minor > expected.minor))
-            return {endpoint: name, ok: false, protocol, error: `it speaks RPC protocol ${formatProtocol(protocol)}, this engine ${formatProtocol(expected)}: ` +
-                "run the rpc-server of the same Ponder version (npm run rpc-server)"};
+            return {
+                endpoint: name,
+                ok: false,
+                protocol,
+                error:
+                    `it speaks RPC protocol ${formatProtocol(protocol)}, this engine ${formatProtocol(expected)}: ` +
+                    "run the rpc-server of the same Ponder version (npm run rpc-server)"
+            };
         const count = (await connection.request(cmdDeviceCount, Buffer.alloc(0), 4)).readUInt32LE(0);
         if (count === 0 || count > maxDevices)
             return {endpoint: name, ok: false, protocol, error: count === 0 ? "it has no devices" : `it reports ${count} devices`};
@@ -83,25 +89,35 @@ class RpcConnection {
     private _failure: Error | null = null;
     private readonly _timer: NodeJS.Timeout;
 
-    constructor(private readonly _endpoint: RpcEndpoint, timeoutMs: number) {
+    constructor(
+        private readonly _endpoint: RpcEndpoint,
+        timeoutMs: number
+    ) {
         this._socket.setNoDelay(true);
         this._socket.on("data", (chunk) => {
             this._buffer = Buffer.concat([this._buffer, chunk]);
             this._wake();
         });
         this._socket.on("error", (err: NodeJS.ErrnoException) => this._fail(new Error(describeSocketError(err))));
-        this._socket.on("close", () => this._fail(new Error("it closed the connection (is it an rpc-server of another version, or busy?)")));
-        this._timer = setTimeout(() => this._fail(new Error(
-            `no answer within ${(timeoutMs / 1000).toFixed(1)} s (an rpc-server serves one client at a time: it may be busy with another, or not an rpc-server)`
-        )), timeoutMs);
+        this._socket.on("close", () =>
+            this._fail(new Error("it closed the connection (is it an rpc-server of another version, or busy?)"))
+        );
+        this._timer = setTimeout(
+            () =>
+                this._fail(
+                    new Error(
+                        `no answer within ${(timeoutMs / 1000).toFixed(1)} s (an rpc-server serves one client at a time: it may be busy with another, or not an rpc-server)`
+                    )
+                ),
+            timeoutMs
+        );
     }
 
     open(): Promise<void> {
         return new Promise((resolve, reject) => {
             this._socket.once("connect", () => resolve());
             this._waiter = () => {
-                if (this._failure != null)
-                    reject(this._failure);
+                if (this._failure != null) reject(this._failure);
             };
             this._socket.connect(this._endpoint.port, this._endpoint.host);
         });
@@ -127,9 +143,8 @@ class RpcConnection {
 
     private async _read(size: number): Promise<Buffer> {
         while (this._buffer.length < size) {
-            if (this._failure != null)
-                throw this._failure;
-            await new Promise<void>((resolve) => this._waiter = resolve);
+            if (this._failure != null) throw this._failure;
+            await new Promise<void>((resolve) => (this._waiter = resolve));
         }
         const out = this._buffer.subarray(0, size);
         this._buffer = this._buffer.subarray(size);

@@ -2,7 +2,7 @@ import net from "node:net";
 import type {RpcRuntime} from "../../../preload/contract/engine.js";
 
 /** An rpc-server's address as ggml takes it: "host:port" (ggml-rpc.cpp's parse_endpoint splits at the first colon). */
-export type RpcEndpoint = {host: string, port: number, endpoint: string};
+export type RpcEndpoint = {host: string; port: number; endpoint: string};
 
 /** The port `npm run rpc-server` and the settings suggest (rpc-server's own default). */
 const defaultRpcPort = 50052;
@@ -16,8 +16,7 @@ export function parseRpcEndpoint(text: string): RpcEndpoint {
     if (trimmed.startsWith("[") || trimmed.split(":").length > 2)
         throw new Error(`"${text}": llama.cpp's RPC client takes a host name or an IPv4 address, not IPv6`);
     const colon = trimmed.indexOf(":");
-    if (trimmed === "" || colon <= 0)
-        throw new Error(`"${text}" is not host:port (for example 192.168.1.20:${defaultRpcPort})`);
+    if (trimmed === "" || colon <= 0) throw new Error(`"${text}" is not host:port (for example 192.168.1.20:${defaultRpcPort})`);
     const host = trimmed.slice(0, colon);
     const portText = trimmed.slice(colon + 1);
     if (!/^[A-Za-z0-9.-]{1,253}$/.test(host) || host.startsWith("-") || host.startsWith("."))
@@ -30,17 +29,17 @@ export function parseRpcEndpoint(text: string): RpcEndpoint {
 
 /** Whether `host` names this machine only (127.0.0.0/8, localhost): an rpc-server there is not reachable from the network. */
 export function isLoopbackHost(host: string): boolean {
-    if (host === "localhost" || host.endsWith(".localhost"))
-        return true;
+    if (host === "localhost" || host.endsWith(".localhost")) return true;
     return net.isIPv4(host) && host.startsWith("127.");
 }
 
 /** What to tell a person about an rpc-server at `host`, which has no authentication (its README: never expose it). */
 export function rpcExposureWarning(host: string): string | null {
-    if (isLoopbackHost(host))
-        return null;
-    return `${host} is not this machine: the rpc-server there accepts any client that can reach it (it has no authentication ` +
-        "and runs whatever graphs it is sent). Run it only on a network you trust, never on an open one.";
+    if (isLoopbackHost(host)) return null;
+    return (
+        `${host} is not this machine: the rpc-server there accepts any client that can reach it (it has no authentication ` +
+        "and runs whatever graphs it is sent). Run it only on a network you trust, never on an open one."
+    );
 }
 
 /** Whether the engine places offloaded layers on remote devices: at least one rpc-server is connected. */

@@ -11,15 +11,14 @@ import {getLlama, resolveChatWrapper} from "node-llama-cpp";
 import {compareLogits} from "./logitChecks.js";
 
 type Reference = {
-    texts: Array<{text: string, ids: number[]}>,
-    question: string,
-    promptIds: number[],
-    logitChecks: Array<{ids: number[], logits: number[]}>
+    texts: Array<{text: string; ids: number[]}>;
+    question: string;
+    promptIds: number[];
+    logitChecks: Array<{ids: number[]; logits: number[]}>;
 };
 
 const [refPath, modelPath] = process.argv.slice(2);
-if (refPath == null || modelPath == null)
-    throw new Error("usage: compareLlamaCpp.ts <reference.json> <model.gguf>");
+if (refPath == null || modelPath == null) throw new Error("usage: compareLlamaCpp.ts <reference.json> <model.gguf>");
 const ref = JSON.parse(await readFile(refPath, "utf8")) as Reference;
 
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error" as never});
@@ -32,8 +31,10 @@ for (const {text, ids} of ref.texts) {
     if (got.length !== ids.length || got.some((t, i) => t !== ids[i])) {
         tokenMismatches++;
         const at = got.findIndex((t, i) => t !== ids[i]);
-        console.error(`tokenization mismatch at ${at}: llama.cpp ${JSON.stringify(got.slice(Math.max(0, at - 3), at + 5))}, ` +
-            `training ${JSON.stringify(ids.slice(Math.max(0, at - 3), at + 5))}`);
+        console.error(
+            `tokenization mismatch at ${at}: llama.cpp ${JSON.stringify(got.slice(Math.max(0, at - 3), at + 5))}, ` +
+                `training ${JSON.stringify(ids.slice(Math.max(0, at - 3), at + 5))}`
+        );
     }
     const back = model.detokenize(got, true);
     if (back !== text) {
@@ -45,7 +46,10 @@ result.tokenization = tokenMismatches === 0 ? `ok (${ref.texts.length} texts)` :
 
 const wrapper = resolveChatWrapper(model);
 const {contextText} = wrapper.generateContextState({
-    chatHistory: [{type: "user", text: ref.question}, {type: "model", response: []}]
+    chatHistory: [
+        {type: "user", text: ref.question},
+        {type: "model", response: []}
+    ]
 });
 // node-llama-cpp renders the history up to "<|im_start|>assistant\n" and opens the thought segment itself
 // (prefix "<think>\n", openOnResponseStart) when generation starts.
@@ -56,8 +60,7 @@ const templateOk = rendered.length === ref.promptIds.length && rendered.every((t
 result.chatWrapper = wrapper.wrapperName;
 result.thoughtSegment = wrapper.settings.segments?.thought ?? null;
 result.template = templateOk ? "ok" : "MISMATCH";
-if (!templateOk)
-    console.error("rendered context:", JSON.stringify(contextText.toString()));
+if (!templateOk) console.error("rendered context:", JSON.stringify(contextText.toString()));
 
 const context = await model.createContext({contextSize: 4096, sequences: ref.logitChecks.length});
 const checks = await compareLogits(context, ref.logitChecks);

@@ -13,18 +13,25 @@ import {bytesToUnicode, SPECIAL_TOKENS, tokenizerMetadata, TokenType} from "../.
 
 type Dump = {
     config: {
-        vocab_size: number, n_embd: number, n_layer: number, n_head: number, n_ff: number,
-        rope_freq_base: number, rms_eps: number, context_length: number,
+        vocab_size: number;
+        n_embd: number;
+        n_layer: number;
+        n_head: number;
+        n_ff: number;
+        rope_freq_base: number;
+        rms_eps: number;
+        context_length: number;
         /** "llama" or "qwen3" (absent in older dumps: llama). */
-        arch?: string,
-        n_head_kv: number, n_embd_head: number
-    },
-    name: string,
-    description: string,
+        arch?: string;
+        n_head_kv: number;
+        n_embd_head: number;
+    };
+    name: string;
+    description: string;
     /** Merge rules "a b" in rank order; each adds the token a+b after the 256 byte tokens. */
-    merges: string[],
-    specialTokens: string[],
-    tensors: Array<{name: string, shape: number[], offset: number}>
+    merges: string[];
+    specialTokens: string[];
+    tensors: Array<{name: string; shape: number[]; offset: number}>;
 };
 
 /**
@@ -34,8 +41,7 @@ type Dump = {
 function demoVocabulary(merges: readonly string[], specialTokens: readonly string[]) {
     const tokens = [...bytesToUnicode()];
     for (const merge of merges) {
-        if (!/^[A-Za-z] [A-Za-z]$/.test(merge))
-            throw new Error(`unexpected merge ${JSON.stringify(merge)}`);
+        if (!/^[A-Za-z] [A-Za-z]$/.test(merge)) throw new Error(`unexpected merge ${JSON.stringify(merge)}`);
         tokens.push(merge.replace(" ", ""));
     }
     const tokenTypes: number[] = tokens.map(() => TokenType.NORMAL);
@@ -51,15 +57,13 @@ function demoVocabulary(merges: readonly string[], specialTokens: readonly strin
 
 async function main() {
     const [dumpPath, outPath, typeArg = "f32"] = process.argv.slice(2);
-    if (dumpPath == null || outPath == null)
-        throw new Error("usage: exportGguf.ts <dump.json> <out.gguf> [f32|f16]");
+    if (dumpPath == null || outPath == null) throw new Error("usage: exportGguf.ts <dump.json> <out.gguf> [f32|f16]");
     const dump = JSON.parse(await readFile(dumpPath, "utf8")) as Dump;
     const raw = await readFile(dumpPath.replace(/\.json$/, ".bin"));
     const data = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
     const c = dump.config;
     const vocab = demoVocabulary(dump.merges, dump.specialTokens);
-    if (vocab.tokens.length !== c.vocab_size)
-        throw new Error(`vocabulary has ${vocab.tokens.length} tokens, the model ${c.vocab_size}`);
+    if (vocab.tokens.length !== c.vocab_size) throw new Error(`vocabulary has ${vocab.tokens.length} tokens, the model ${c.vocab_size}`);
     const matrixType = typeArg === "f16" ? GgmlType.F16 : GgmlType.F32;
 
     const tensors: GgufTensor[] = dump.tensors.map((t) => {
@@ -76,12 +80,15 @@ async function main() {
     const endOfText = vocab.idOf("<|endoftext|>");
     const imEnd = vocab.idOf("<|im_end|>");
     const a = c.arch ?? "llama";
-    if (a !== "llama" && a !== "qwen3")
-        throw new Error(`unsupported architecture ${a}`);
+    if (a !== "llama" && a !== "qwen3") throw new Error(`unsupported architecture ${a}`);
     // qwen3 states the head dimension (it need not be n_embd / n_head); llama's is n_embd / n_head.
-    const headDims: Array<[string, GgufValue]> = a === "qwen3"
-        ? [[`${a}.attention.key_length`, gguf.u32(c.n_embd_head)], [`${a}.attention.value_length`, gguf.u32(c.n_embd_head)]]
-        : [];
+    const headDims: Array<[string, GgufValue]> =
+        a === "qwen3"
+            ? [
+                  [`${a}.attention.key_length`, gguf.u32(c.n_embd_head)],
+                  [`${a}.attention.value_length`, gguf.u32(c.n_embd_head)]
+              ]
+            : [];
     const metadata: Array<[string, GgufValue]> = [
         ["general.architecture", gguf.string(a)],
         ["general.type", gguf.string("model")],

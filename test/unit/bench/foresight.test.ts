@@ -23,7 +23,10 @@ describe("the foresight read-out", () => {
         sharpest[90]![4] = 0.8;
         // Generated cell 1 (position 5) is read right after being written, then never again.
         sharpest[2]![5] = 0.7;
-        const into = {question: {needed: [] as number[], notNeeded: [] as number[]}, generated: {needed: [] as number[], notNeeded: [] as number[]}};
+        const into = {
+            question: {needed: [] as number[], notNeeded: [] as number[]},
+            generated: {needed: [] as number[], notNeeded: [] as number[]}
+        };
         collect(sharpest, promptLength, into);
         expect(into.question.needed).toEqual([expect.closeTo(0.01, 6)]);
         expect(into.question.notNeeded).toEqual([expect.closeTo(0.3, 6)]);

@@ -7,7 +7,6 @@ import path from "node:path";
 import {afterEach, beforeEach, expect, test} from "vitest";
 import {DATA_DIR_LOCK_FILE, DataDirLock, DataDirLockedError} from "../../../main/DataDirLock.js";
 
-
 let dataDir: string;
 let holder: ChildProcess | null = null;
 
@@ -24,12 +23,13 @@ afterEach(() => {
 /** Starts a process that holds `dataDir` with an answer streaming; resolves once it is ready. */
 async function startHolder(): Promise<ChildProcess> {
     // node itself (not the tsx launcher, which would be a parent with another pid)
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(import.meta.dirname, "dataDirHolder.ts"), dataDir], {stdio: ["ignore", "pipe", "inherit"]});
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(import.meta.dirname, "dataDirHolder.ts"), dataDir], {
+        stdio: ["ignore", "pipe", "inherit"]
+    });
     holder = child;
     await new Promise<void>((resolve, reject) => {
         child.stdout!.on("data", (chunk: Buffer) => {
-            if (chunk.toString().includes("ready"))
-                resolve();
+            if (chunk.toString().includes("ready")) resolve();
         });
         child.on("exit", (code) => reject(new Error(`the holder exited with code ${code}`)));
     });

@@ -6,14 +6,28 @@ import type {EngineStatus} from "../../../preload/contract.js";
 import type {CalibrateRequest, CalibrationJobProgress, CalibrationResult} from "../../../main/engine/calibrateLoadedModel.js";
 import type {EngineApi, LoadOptions} from "../../../main/engine/EngineApi.js";
 import type {
-    CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateOutcome, StateSave
+    CountTokensRequest,
+    GenerateRequest,
+    GenerationResult,
+    ModelInspection,
+    PromptTokenCount,
+    StateOutcome,
+    StateSave
 } from "../../../main/engine/types.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
 export class FakeEngine {
     inspection: ModelInspection | null = {
-        path: "/m.gguf", name: "fake", sizeBytes: 1, architecture: "llama", contextLength: 4096,
-        layers: 2, headCount: 2, headCountKv: 1, embeddingLength: 8, hasChatTemplate: true
+        path: "/m.gguf",
+        name: "fake",
+        sizeBytes: 1,
+        architecture: "llama",
+        contextLength: 4096,
+        layers: 2,
+        headCount: 2,
+        headCountKv: 1,
+        embeddingLength: 8,
+        hasChatTemplate: true
     };
     status: EngineStatus = {state: "ready", build: null, model: null, progress: null, message: null};
     requests: GenerateRequest[] = [];
@@ -23,7 +37,7 @@ export class FakeEngine {
     /** Full KV "fills its budget" after this many chunks (the engine's `budget` stop). */
     budgetAfter: number | null = null;
     /** The models loaded, with the options each was loaded with. */
-    loads: Array<{path: string, options: LoadOptions | undefined}> = [];
+    loads: Array<{path: string; options: LoadOptions | undefined}> = [];
     /** Free VRAM a GPU build reports (set `status.build` with a `gpu` to use it). */
     freeVramBytes = 0;
     /** What a finished answer reports of its states (loaded, saved), when the request offered any. */
@@ -53,8 +67,24 @@ export class FakeEngine {
     ];
     calibrationStepMs = 5;
     calibrationResult: CalibrationResult = {
-        installed: true, out: "/m.retention.gguf", backup: null, refusal: null, prompts: 2, tokensSeen: 800, samples: 600, seconds: 42,
-        validation: {points: [{share: 0.25, gates: 0.97, lethe: 0.86}, {share: 0.5, gates: 0.99, lethe: 0.95}], prompts: 2, skipped: 0, tokens: 300, passed: true},
+        installed: true,
+        out: "/m.retention.gguf",
+        backup: null,
+        refusal: null,
+        prompts: 2,
+        tokensSeen: 800,
+        samples: 600,
+        seconds: 42,
+        validation: {
+            points: [
+                {share: 0.25, gates: 0.97, lethe: 0.86},
+                {share: 0.5, gates: 0.99, lethe: 0.95}
+            ],
+            prompts: 2,
+            skipped: 0,
+            tokens: 300,
+            passed: true
+        },
         trainLoss: [0.5]
     };
     /** The calibrations asked for. */
@@ -65,15 +95,12 @@ export class FakeEngine {
     async calibrateRetention(request: CalibrateRequest): Promise<CalibrationResult | null> {
         this.calibrations.push(request);
         for (const step of this.calibrationSteps) {
-            if (request.signal.aborted)
-                return null;
+            if (request.signal.aborted) return null;
             request.onProgress?.(step);
             await new Promise((resolve) => setTimeout(resolve, this.calibrationStepMs));
         }
-        if (request.signal.aborted)
-            return null;
-        if (this.failWith != null)
-            throw this.failWith;
+        if (request.signal.aborted) return null;
+        if (this.failWith != null) throw this.failWith;
         return this.calibrationResult;
     }
 
@@ -90,10 +117,8 @@ export class FakeEngine {
     async saveState(path?: string): Promise<StateSave | null> {
         this.saveCalls.push(path);
         const pending = this.pending;
-        if (pending == null || (path != null && path !== pending))
-            return null;
-        if (this.saveMs > 0)
-            await new Promise((resolve) => Number.isFinite(this.saveMs) ? setTimeout(resolve, this.saveMs) : undefined);
+        if (pending == null || (path != null && path !== pending)) return null;
+        if (this.saveMs > 0) await new Promise((resolve) => (Number.isFinite(this.saveMs) ? setTimeout(resolve, this.saveMs) : undefined));
         return this._write();
     }
 
@@ -104,8 +129,7 @@ export class FakeEngine {
 
     private _settle(save: StateSave): StateSave {
         this.settled.push(save);
-        for (const listener of this._stateListeners)
-            listener(save);
+        for (const listener of this._stateListeners) listener(save);
         return save;
     }
 
@@ -117,7 +141,11 @@ export class FakeEngine {
         } catch (err) {
             return this._settle({path: file, saved: null, note: `The KV state could not be saved: ${(err as Error).message}`});
         }
-        return this._settle({path: file, saved: {path: file, bytes: this.stateBytes, tokens: 100, liveCells: 100, liveBytes: 800, fullBytes: 800}, note: null});
+        return this._settle({
+            path: file,
+            saved: {path: file, bytes: this.stateBytes, tokens: 100, liveCells: 100, liveBytes: 800, fullBytes: 800},
+            note: null
+        });
     }
 
     async generate(request: GenerateRequest): Promise<GenerationResult> {
@@ -126,8 +154,7 @@ export class FakeEngine {
             const save = request.states?.save;
             if (save != null && path.dirname(save) === path.dirname(this.pending))
                 this._settle({path: this.pending, saved: null, note: null, superseded: true});
-            else
-                this._write();
+            else this._write();
             this.pending = null;
         }
         const script = [
@@ -139,15 +166,11 @@ export class FakeEngine {
         const done = request.continueLast === true && last?.role === "assistant" ? chunksIn(script, last.thinking, last.text) : 0;
         const chunks = script.slice(done);
         for (const [index, chunk] of chunks.entries()) {
-            if (index >= request.maxTokens)
-                return {stopReason: "maxTokens", promptTokens: 5};
-            if (this.budgetAfter != null && index >= this.budgetAfter)
-                return {stopReason: "budget", promptTokens: 5};
+            if (index >= request.maxTokens) return {stopReason: "maxTokens", promptTokens: 5};
+            if (this.budgetAfter != null && index >= this.budgetAfter) return {stopReason: "budget", promptTokens: 5};
             await new Promise((resolve) => setTimeout(resolve, 1));
-            if (request.signal.aborted)
-                return {stopReason: "abort", promptTokens: 5};
-            if (this.failWith != null && index === 2)
-                throw this.failWith;
+            if (request.signal.aborted) return {stopReason: "abort", promptTokens: 5};
+            if (this.failWith != null && index === 2) throw this.failWith;
             request.onChunk(chunk);
         }
         let states: StateOutcome | undefined = request.states != null && this.stateOutcome != null ? this.stateOutcome : undefined;
@@ -156,7 +179,9 @@ export class FakeEngine {
             states = {restored: null, note: null, saved: null, pending: request.states.save};
         }
         return {
-            stopReason: "eogToken", promptTokens: this.promptTokens, ...(this.promptLength != null ? {promptLength: this.promptLength} : {}),
+            stopReason: "eogToken",
+            promptTokens: this.promptTokens,
+            ...(this.promptLength != null ? {promptLength: this.promptLength} : {}),
             ...(states != null ? {states} : {})
         };
     }
@@ -166,8 +191,7 @@ export class FakeEngine {
 
     /** One token per word, and 4 per turn for its markers; `null` without a model, as the engine. */
     async countTokens(request: CountTokensRequest): Promise<PromptTokenCount | null> {
-        if (this.inspection == null)
-            return null;
+        if (this.inspection == null) return null;
         this.counts.push(request);
         const words = (text: string) => text.split(/\s+/).filter((word) => word !== "").length;
         const turns = request.history.map((turn) => words(turn.text) + (turn.role === "assistant" ? words(turn.thinking) : 0) + 4);
@@ -182,7 +206,9 @@ export class FakeEngine {
     async freeMemory(): Promise<number> {
         const build = this.status.build;
         // As the engine: a GPU build's VRAM, or the connected rpc-servers' free memory, takes the offloaded layers.
-        return build != null && (build.gpu !== false || build.rpc?.servers.some((server) => server.connected) === true) ? this.freeVramBytes : os.freemem();
+        return build != null && (build.gpu !== false || build.rpc?.servers.some((server) => server.connected) === true)
+            ? this.freeVramBytes
+            : os.freemem();
     }
 
     /** Files are read for real: the header check and node-llama-cpp's reader. */
@@ -205,16 +231,13 @@ export class FakeEngine {
     }
 }
 
-function chunksIn(script: Array<{segment: "thought" | "answer", text: string}>, thinking: string, text: string): number {
+function chunksIn(script: Array<{segment: "thought" | "answer"; text: string}>, thinking: string, text: string): number {
     let thought = "";
     let answer = "";
     for (const [index, chunk] of script.entries()) {
-        if (thought === thinking && answer === text)
-            return index;
-        if (chunk.segment === "thought")
-            thought += chunk.text;
-        else
-            answer += chunk.text;
+        if (thought === thinking && answer === text) return index;
+        if (chunk.segment === "thought") thought += chunk.text;
+        else answer += chunk.text;
     }
     return script.length;
 }

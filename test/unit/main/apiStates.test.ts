@@ -14,8 +14,7 @@ import {FakeEngine} from "./FakeEngine.js";
 const dirs: string[] = [];
 const disposers: (() => Promise<void>)[] = [];
 afterEach(async () => {
-    for (const dispose of disposers.splice(0))
-        await dispose();
+    for (const dispose of disposers.splice(0)) await dispose();
     dirs.splice(0).forEach((dir) => fs.rmSync(dir, {recursive: true, force: true}));
 });
 
@@ -25,8 +24,26 @@ async function setup() {
     const states = new StateStore(dir);
     const engine = new FakeEngine();
     engine.deferStates = true;
-    engine.status = {...engine.status, model: {id: "m1", path: "/models/tiny-thinker.gguf", name: "tiny", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null}};
-    const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/ponder-test-models", states, chat: {flushIntervalMs: 0}});
+    engine.status = {
+        ...engine.status,
+        model: {
+            id: "m1",
+            path: "/models/tiny-thinker.gguf",
+            name: "tiny",
+            sizeBytes: 1,
+            architecture: "llama",
+            contextLength: 4096,
+            addedAt: 0,
+            lastUsedAt: null,
+            crashedAt: null
+        }
+    };
+    const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+        version: "t",
+        modelsDir: "/tmp/ponder-test-models",
+        states,
+        chat: {flushIntervalMs: 0}
+    });
     disposers.push(() => services.dispose());
     const status = await services.server.update({enabled: true, port: 0, policy: "full", budget: {kind: "cells", cells: 1024}});
     const client = new OpenAI({baseURL: status.url!, apiKey: "unused-on-loopback", maxRetries: 0});
@@ -84,10 +101,14 @@ describe("the API server's KV states", () => {
         engine.promptTokens = 20; // 100 tokens came from the context or a state on disk
         const reused = await client.chat.completions.create({model: "tiny-thinker", messages});
         expect(reused.usage).toMatchObject({prompt_tokens: 120, prompt_tokens_details: {cached_tokens: 100}});
-        const stream = await client.chat.completions.create({model: "tiny-thinker", messages, stream: true, stream_options: {include_usage: true}});
+        const stream = await client.chat.completions.create({
+            model: "tiny-thinker",
+            messages,
+            stream: true,
+            stream_options: {include_usage: true}
+        });
         let usage: OpenAI.CompletionUsage | null | undefined = null;
-        for await (const chunk of stream)
-            usage = chunk.usage ?? usage;
+        for await (const chunk of stream) usage = chunk.usage ?? usage;
         expect(usage).toMatchObject({prompt_tokens: 120, prompt_tokens_details: {cached_tokens: 100}});
     });
 });

@@ -17,8 +17,15 @@ describe("isAppPage", () => {
     });
 
     test("other hosts, schemes and files are refused", () => {
-        for (const url of ["app://evil/index.html", "app://ponder/other.html", "app://ponder/assets/index.js", "https://ponder/index.html",
-            "http://127.0.0.1:5173/", "not a url", ""])
+        for (const url of [
+            "app://evil/index.html",
+            "app://ponder/other.html",
+            "app://ponder/assets/index.js",
+            "https://ponder/index.html",
+            "http://127.0.0.1:5173/",
+            "not a url",
+            ""
+        ])
             expect(isAppPage(url), url).toBe(false);
     });
 
@@ -54,7 +61,9 @@ describe("resolveAppRequest", () => {
         expect(resolveAppRequest("app://ponder/", posixRoot, path.posix)).toBe(`${posixRoot}/index.html`);
         expect(resolveAppRequest("app://ponder/index.html?x#y", posixRoot, path.posix)).toBe(`${posixRoot}/index.html`);
         expect(resolveAppRequest("app://ponder/assets/index-abc.js", posixRoot, path.posix)).toBe(`${posixRoot}/assets/index-abc.js`);
-        expect(resolveAppRequest("app://ponder/assets/KaTeX%20Main.woff2", posixRoot, path.posix)).toBe(`${posixRoot}/assets/KaTeX Main.woff2`);
+        expect(resolveAppRequest("app://ponder/assets/KaTeX%20Main.woff2", posixRoot, path.posix)).toBe(
+            `${posixRoot}/assets/KaTeX Main.woff2`
+        );
     });
 
     test("maps the page and its assets into the renderer folder (Windows)", () => {
@@ -86,6 +95,8 @@ describe("resolveAppRequest", () => {
         expect(resolveAppRequest("app://ponder/assets/../index.html", posixRoot, path.posix)).toBe(`${posixRoot}/index.html`);
         expect(resolveAppRequest("app://ponder/../../etc/passwd", posixRoot, path.posix)).toBe(`${posixRoot}/etc/passwd`);
         expect(resolveAppRequest("app://ponder/%2e%2e/%2E%2E/main/index.js", posixRoot, path.posix)).toBe(`${posixRoot}/main/index.js`);
-        expect(resolveAppRequest("app://ponder/%2e%2e/%2E%2E/main/index.js", windowsRoot, path.win32)).toBe(`${windowsRoot}\\main\\index.js`);
+        expect(resolveAppRequest("app://ponder/%2e%2e/%2E%2E/main/index.js", windowsRoot, path.win32)).toBe(
+            `${windowsRoot}\\main\\index.js`
+        );
     });
 });

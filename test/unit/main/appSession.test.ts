@@ -11,7 +11,12 @@ import {secureAppSession, type AppSession} from "../../../main/appSession.js";
 type WebContents = {getURL(): string};
 
 type ProtocolHandler = (request: Request) => Promise<Response>;
-type RequestHandler = (contents: WebContents, permission: string, callback: (granted: boolean) => void, details: {requestingUrl: string}) => void;
+type RequestHandler = (
+    contents: WebContents,
+    permission: string,
+    callback: (granted: boolean) => void,
+    details: {requestingUrl: string}
+) => void;
 type CheckHandler = (contents: WebContents | null, permission: string, origin: string, details: {requestingUrl?: string}) => boolean;
 
 let rendererDir: string;
@@ -19,11 +24,11 @@ const appWindow = {getURL: () => APP_PAGE_URL} as unknown as WebContents;
 const otherContents = {getURL: () => APP_PAGE_URL} as unknown as WebContents;
 
 function setUp(devUrl?: string) {
-    const handlers: {scheme?: string, protocol?: ProtocolHandler, request?: RequestHandler, check?: CheckHandler} = {};
+    const handlers: {scheme?: string; protocol?: ProtocolHandler; request?: RequestHandler; check?: CheckHandler} = {};
     const session = {
         protocol: {handle: (scheme: string, handler: ProtocolHandler) => Object.assign(handlers, {scheme, protocol: handler})},
-        setPermissionRequestHandler: (handler: RequestHandler) => handlers.request = handler,
-        setPermissionCheckHandler: (handler: CheckHandler) => handlers.check = handler
+        setPermissionRequestHandler: (handler: RequestHandler) => (handlers.request = handler),
+        setPermissionCheckHandler: (handler: CheckHandler) => (handlers.check = handler)
     } as unknown as AppSession<WebContents>;
     secureAppSession(session, {
         rendererDir,
@@ -34,7 +39,7 @@ function setUp(devUrl?: string) {
     });
     const request = (contents: WebContents, permission: string, requestingUrl: string) => {
         let granted: boolean | null = null;
-        handlers.request!(contents, permission, (value) => granted = value, {requestingUrl});
+        handlers.request!(contents, permission, (value) => (granted = value), {requestingUrl});
         return granted;
     };
     return {handlers, request};
@@ -65,7 +70,12 @@ describe("app://", () => {
 
     test("answers 404 for files outside the folder, other hosts and missing files", async () => {
         const {handlers} = setUp();
-        for (const url of ["app://ponder/..%2fsecret.txt", "app://ponder/assets%5c..%5c..%5csecret.txt", "app://other/index.html", "app://ponder/missing.js"]) {
+        for (const url of [
+            "app://ponder/..%2fsecret.txt",
+            "app://ponder/assets%5c..%5c..%5csecret.txt",
+            "app://other/index.html",
+            "app://ponder/missing.js"
+        ]) {
             const response = await handlers.protocol!({url} as Request);
             expect(response.status, url).toBe(404);
             expect(await response.text(), url).not.toContain("not for the page");

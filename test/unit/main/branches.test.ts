@@ -9,7 +9,11 @@ import {FakeEngine} from "./FakeEngine.js";
 
 function setup() {
     const engine = new FakeEngine();
-    const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x", chat: {flushIntervalMs: 0}});
+    const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+        version: "t",
+        modelsDir: "/tmp/x",
+        chat: {flushIntervalMs: 0}
+    });
     return {engine, services};
 }
 
@@ -38,7 +42,9 @@ describe("message versions and branches", () => {
         await services.chat.idle();
         expect(texts(services, c.id)).toEqual(["q", "First", "and then?", "Third"]);
         expect(engine.requests.at(-1)!.history).toEqual([
-            {role: "user", text: "q"}, {role: "assistant", text: "First", thinking: "Let me think"}, {role: "user", text: "and then?"}
+            {role: "user", text: "q"},
+            {role: "assistant", text: "First", thinking: "Let me think"},
+            {role: "user", text: "and then?"}
         ]);
         // Switching back to the second answer shows its own (empty) continuation.
         expect(services.switchBranch(c.id, shown[1]!.id).messages.map((message) => message.text)).toEqual(["q", "Second"]);
@@ -63,8 +69,12 @@ describe("message versions and branches", () => {
         expect(engine.requests.at(-1)!.history).toEqual([{role: "user", text: "better question"}]);
 
         // The original branch, with everything after it, comes back whole.
-        expect(services.switchBranch(c.id, firstQuestion.id).messages.map((message) => message.text))
-            .toEqual(["first question", "A1", "second question", "A2"]);
+        expect(services.switchBranch(c.id, firstQuestion.id).messages.map((message) => message.text)).toEqual([
+            "first question",
+            "A1",
+            "second question",
+            "A2"
+        ]);
         expect(services.conversations.get(c.id).conversation.messageCount).toBe(6);
     });
 
@@ -99,13 +109,18 @@ describe("message versions and branches", () => {
             const file = path.join(dir, "ponder.db");
             // Migrations 1 and 2 as shipped, then a question with two answers, the older one shown.
             const [first, second] = migrations;
-            const seeded = {...second!, sql: second!.sql + `
+            const seeded = {
+                ...second!,
+                sql:
+                    second!.sql +
+                    `
                 INSERT INTO conversations (id, title, created_at, updated_at) VALUES ('c', 'Old', 1, 1);
                 INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id)
                     VALUES ('q', 'c', 1, 'user', 'q', 'complete', 1, 1, NULL),
                            ('a1', 'c', 2, 'assistant', 'a1', 'complete', 2, 2, 'q'),
                            ('a2', 'c', 3, 'assistant', 'a2', 'complete', 3, 3, 'q');
-                UPDATE conversations SET leaf_id = 'a1' WHERE id = 'c';`};
+                UPDATE conversations SET leaf_id = 'a1' WHERE id = 'c';`
+            };
             new AppDatabase(file, [first!, seeded]).dispose();
             const db = new AppDatabase(file);
             try {
@@ -176,7 +191,10 @@ describe("message versions and branches", () => {
         const fork = services.conversations.fork(c.id, original.messages[1]!.id);
         expect(fork).toMatchObject({title: "Zoo (fork)", messageCount: 2});
         const forked = services.conversations.get(fork.id);
-        expect(forked.messages.map((m) => [m.role, m.text, m.thinking])).toEqual([["user", "q1", ""], ["assistant", "A1", "Let me think"]]);
+        expect(forked.messages.map((m) => [m.role, m.text, m.thinking])).toEqual([
+            ["user", "q1", ""],
+            ["assistant", "A1", "Let me think"]
+        ]);
         expect(forked.messages.every((m) => !original.messages.some((o) => o.id === m.id))).toBe(true);
         expect(forked.settings.temperature).toBe(1.3);
         // It goes on by itself.

@@ -22,11 +22,12 @@ async function setup(configure: (engine: FakeEngine) => void = () => {}) {
     configure(engine);
     const events: CalibrationStatus[] = [];
     const emit = (channel: keyof Events, payload: unknown) => {
-        if (channel === "models:calibration")
-            events.push(payload as CalibrationStatus);
+        if (channel === "models:calibration") events.push(payload as CalibrationStatus);
     };
     const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), emit, {
-        version: "t", modelsDir: "/tmp/x", calibration: {workDir, progressMs: 0}
+        version: "t",
+        modelsDir: "/tmp/x",
+        calibration: {workDir, progressMs: 0}
     });
     const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
     const model = await services.models.add(await getFixtureModel("tiny-qwen3"));
@@ -40,8 +41,11 @@ describe("retention calibration from the app", () => {
         expect(started).toMatchObject({ok: true, value: {modelId: model.id, state: "running"}});
         await until(() => events.at(-1)?.state !== "running");
         expect(engine.loads.map((load) => load.path)).toEqual([model.path]);
-        expect(engine.calibrations[0]).toMatchObject({modelPath: model.path, promptSet: "english",
-            workDir: path.join(workDir, await modelFingerprint(model.path))});
+        expect(engine.calibrations[0]).toMatchObject({
+            modelPath: model.path,
+            promptSet: "english",
+            workDir: path.join(workDir, await modelFingerprint(model.path))
+        });
         expect(events.filter((e) => e.state === "running").map((e) => [e.stage, e.step, e.of, e.etaSeconds, e.message])).toEqual([
             ["starting", 0, 1, null, `Starting the calibration of ${model.name}`],
             ["thinking", 0, 2, null, "Thinking 1/2"],
@@ -51,13 +55,29 @@ describe("retention calibration from the app", () => {
             // a step without an estimate (within a prompt) keeps the last one, less the time since
             ["thinking", 1, 2, 6, "Thinking 2/2"]
         ]);
-        expect(events.at(-1)).toMatchObject({state: "installed", result: {installed: true, prompts: 2, tokens: 800, samples: 600, seconds: 42,
-            validation: {prompts: 2, tokens: 300, points: [{share: 0.25, gates: 0.97, lethe: 0.86}, {share: 0.5, gates: 0.99, lethe: 0.95}]}}});
+        expect(events.at(-1)).toMatchObject({
+            state: "installed",
+            result: {
+                installed: true,
+                prompts: 2,
+                tokens: 800,
+                samples: 600,
+                seconds: 42,
+                validation: {
+                    prompts: 2,
+                    tokens: 300,
+                    points: [
+                        {share: 0.25, gates: 0.97, lethe: 0.86},
+                        {share: 0.5, gates: 0.99, lethe: 0.95}
+                    ]
+                }
+            }
+        });
         expect(await dispatch("models:calibrationStatus", undefined)).toMatchObject({ok: true, value: {state: "installed"}});
     });
 
     it("refuses a second job while one runs, cancels the running one, and then starts again", async () => {
-        const {engine, dispatch, events, model} = await setup((e) => e.calibrationStepMs = 40);
+        const {engine, dispatch, events, model} = await setup((e) => (e.calibrationStepMs = 40));
         expect(await dispatch("models:calibrate", {id: model.id})).toMatchObject({ok: true});
         const second = await dispatch("models:calibrate", {id: model.id});
         expect(second).toMatchObject({ok: false, error: {code: "BUSY"}});
@@ -73,8 +93,9 @@ describe("retention calibration from the app", () => {
     });
 
     it("says in numbers why gates that did worse than Lethe were not installed", async () => {
-        const refusal = "The calibrated gates agree with Full less than Lethe does on 2 held-out prompts (at 25%: 0.610, Lethe 0.860): not installed";
-        const {dispatch, events, model} = await setup((e) => e.calibrationResult = {...e.calibrationResult, installed: false, refusal});
+        const refusal =
+            "The calibrated gates agree with Full less than Lethe does on 2 held-out prompts (at 25%: 0.610, Lethe 0.860): not installed";
+        const {dispatch, events, model} = await setup((e) => (e.calibrationResult = {...e.calibrationResult, installed: false, refusal}));
         await dispatch("models:calibrate", {id: model.id});
         await until(() => events.at(-1)?.state !== "running");
         expect(events.at(-1)).toMatchObject({state: "refused", message: refusal, result: {installed: false}});
@@ -88,16 +109,24 @@ describe("retention calibration from the app", () => {
         expect(refused).toMatchObject({ok: false, error: {code: "CANNOT_CALIBRATE"}});
         expect(!refused.ok && refused.error.message).toMatch(/cannot be calibrated: .*sliding-window attention/);
         expect(await dispatch("models:calibrate", {id: "missing"})).toMatchObject({ok: false, error: {code: "NOT_FOUND"}});
-        expect(await dispatch("models:calibrate", {id: model.id, prompts: 3} as never)).toMatchObject({ok: false, error: {code: "BAD_REQUEST"}});
+        expect(await dispatch("models:calibrate", {id: model.id, prompts: 3} as never)).toMatchObject({
+            ok: false,
+            error: {code: "BAD_REQUEST"}
+        });
         expect(engine.calibrations).toEqual([]);
         expect(engine.loads).toEqual([]);
     });
 
     it("reports a failed job with its reason, and takes another after it", async () => {
-        const {engine, dispatch, events, model} = await setup((e) => e.failWith = new Error("The model wrote nothing on the calibration prompts"));
+        const {engine, dispatch, events, model} = await setup(
+            (e) => (e.failWith = new Error("The model wrote nothing on the calibration prompts"))
+        );
         await dispatch("models:calibrate", {id: model.id});
         await until(() => events.at(-1)?.state !== "running");
-        expect(events.at(-1)).toMatchObject({state: "failed", message: "The calibration failed: The model wrote nothing on the calibration prompts"});
+        expect(events.at(-1)).toMatchObject({
+            state: "failed",
+            message: "The calibration failed: The model wrote nothing on the calibration prompts"
+        });
         engine.failWith = null;
         expect(await dispatch("models:calibrate", {id: model.id})).toMatchObject({ok: true});
     });
@@ -113,8 +142,13 @@ describe("a calibration in the engine process", () => {
         const proxy = new EngineProxy({spawn});
         await proxy.loadModel("/m.gguf", null);
         const progress: string[] = [];
-        const done = await proxy.calibrateRetention({modelPath: "/m.gguf", promptSet: "english", workDir, signal: new AbortController().signal,
-            onProgress: (p) => progress.push(`${p.stage} ${p.done}/${p.total}`)});
+        const done = await proxy.calibrateRetention({
+            modelPath: "/m.gguf",
+            promptSet: "english",
+            workDir,
+            signal: new AbortController().signal,
+            onProgress: (p) => progress.push(`${p.stage} ${p.done}/${p.total}`)
+        });
         expect(done).toMatchObject({installed: true, prompts: 2});
         // a stage's steps 250 ms apart at most, but each new estimate of the time left goes at once
         expect(progress).toEqual(["thinking 0/2", "thinking 1/2", "training 4/8", "validating 1/4"]);

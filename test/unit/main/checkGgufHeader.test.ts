@@ -23,8 +23,10 @@ afterAll(async () => {
 
 describe("GGUF header check", () => {
     it("passes every generated fixture and the shipped demo model, with their architecture and data extent", async () => {
-        const valid = [...await Promise.all(FIXTURE_NAMES.filter((name) => !name.startsWith("bench-")).map(getFixtureModel)),
-            path.join(REPO_ROOT, "resources/models/ponder-demo.gguf")];
+        const valid = [
+            ...(await Promise.all(FIXTURE_NAMES.filter((name) => !name.startsWith("bench-")).map(getFixtureModel))),
+            path.join(REPO_ROOT, "resources/models/ponder-demo.gguf")
+        ];
         const architectures = new Set<string>();
         for (const file of valid) {
             const header = await checkGgufHeader(file);
@@ -38,26 +40,42 @@ describe("GGUF header check", () => {
     it("passes every ggml type it knows, with the file exactly as long as the tensors need", async () => {
         const file = path.join(dir, "types.gguf");
         const data = encodeGguf({
-            metadata: [["general.architecture", gguf.string("llama")], ["general.alignment", gguf.u32(64)]],
-            tensors: [{name: "a", dims: [8, 3], type: GgmlType.F16, data: new Float32Array(24)}, {name: "b", dims: [5], type: GgmlType.F32, data: new Float32Array(5)}]
+            metadata: [
+                ["general.architecture", gguf.string("llama")],
+                ["general.alignment", gguf.u32(64)]
+            ],
+            tensors: [
+                {name: "a", dims: [8, 3], type: GgmlType.F16, data: new Float32Array(24)},
+                {name: "b", dims: [5], type: GgmlType.F32, data: new Float32Array(5)}
+            ]
         });
         await writeFile(file, data);
-        expect(await checkGgufHeader(file)).toMatchObject({version: 3, tensorCount: 2, kvCount: 2, alignment: 64, architecture: "llama", dataBytes: 128});
+        expect(await checkGgufHeader(file)).toMatchObject({
+            version: 3,
+            tensorCount: 2,
+            kvCount: 2,
+            alignment: 64,
+            architecture: "llama",
+            dataBytes: 128
+        });
         expect((await checkGgufHeader(file)).dataOffset + 128).toBe(data.length);
     });
 
     it("counts the parameters and names the type most layer matrices are stored in", async () => {
         const file = path.join(dir, "quantized.gguf");
-        await writeFile(file, encodeGguf({
-            metadata: [["general.architecture", gguf.string("llama")]],
-            tensors: [
-                {name: "token_embd.weight", dims: [64, 10], type: GgmlType.F32, data: new Float32Array(640)},
-                {name: "blk.0.attn_q.weight", dims: [64, 64], type: GgmlType.F16, data: new Float32Array(4096)},
-                {name: "blk.0.ffn_up.weight", dims: [64, 64], type: GgmlType.F16, data: new Float32Array(4096)},
-                {name: "blk.0.attn_k.weight", dims: [64, 32], type: GgmlType.F32, data: new Float32Array(2048)},
-                {name: "blk.0.attn_norm.weight", dims: [64], type: GgmlType.F32, data: new Float32Array(64)}
-            ]
-        }));
+        await writeFile(
+            file,
+            encodeGguf({
+                metadata: [["general.architecture", gguf.string("llama")]],
+                tensors: [
+                    {name: "token_embd.weight", dims: [64, 10], type: GgmlType.F32, data: new Float32Array(640)},
+                    {name: "blk.0.attn_q.weight", dims: [64, 64], type: GgmlType.F16, data: new Float32Array(4096)},
+                    {name: "blk.0.ffn_up.weight", dims: [64, 64], type: GgmlType.F16, data: new Float32Array(4096)},
+                    {name: "blk.0.attn_k.weight", dims: [64, 32], type: GgmlType.F32, data: new Float32Array(2048)},
+                    {name: "blk.0.attn_norm.weight", dims: [64], type: GgmlType.F32, data: new Float32Array(64)}
+                ]
+            })
+        );
         // F16 holds 16 KiB of the layer's matrices, F32 8 KiB; the 1-D norm and the embeddings do not count.
         expect(await checkGgufHeader(file)).toMatchObject({parameterCount: 640 + 4096 * 2 + 2048 + 64, weightType: "F16"});
     });
@@ -76,7 +94,9 @@ describe("GGUF header check", () => {
         const before = process.memoryUsage().rss;
         const start = performance.now();
         for (const name of ["array-count-2-48", "string-array-count-2-48", "kv-count-2-50", "key-length-2-31"])
-            await expect(checkGgufHeader(corrupt.find((model) => model.name === name)!.path)).rejects.toMatchObject({code: "MODEL_INVALID"});
+            await expect(checkGgufHeader(corrupt.find((model) => model.name === name)!.path)).rejects.toMatchObject({
+                code: "MODEL_INVALID"
+            });
         expect(performance.now() - start).toBeLessThan(2000);
         expect(process.memoryUsage().rss - before).toBeLessThan(64 * 1024 * 1024);
     });

@@ -1,7 +1,11 @@
 import {describe, expect, it} from "vitest";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
 import {
-    compressionSettingsSchema, conversationSettingsSchema, defaultCompressionSettings, defaultConversationSettings, mergeConversationSettings
+    compressionSettingsSchema,
+    conversationSettingsSchema,
+    defaultCompressionSettings,
+    defaultConversationSettings,
+    mergeConversationSettings
 } from "../../../main/services/schemas.js";
 import {exportConversation} from "../../../main/services/exportConversation.js";
 import type {ModelInspection} from "../../../main/engine/types.js";
@@ -10,20 +14,38 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 const qwen15b: ModelInspection = {
-    path: "/m.gguf", name: "R1-Distill-Qwen-1.5B", sizeBytes: 1, architecture: "qwen2", contextLength: 131072,
-    layers: 28, headCount: 12, headCountKv: 2, embeddingLength: 1536, hasChatTemplate: true
+    path: "/m.gguf",
+    name: "R1-Distill-Qwen-1.5B",
+    sizeBytes: 1,
+    architecture: "qwen2",
+    contextLength: 131072,
+    layers: 28,
+    headCount: 12,
+    headCountKv: 2,
+    embeddingLength: 1536,
+    hasChatTemplate: true
 };
 
 describe("budget estimate", () => {
     it("turns cells and MiB into bytes with the model's own shape", () => {
         const cells = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
-        expect(cells).toMatchObject({cells: 4096, allocatedCells: 4096, bytesPerCell: 28672, bytes: 4096 * 28672, fits: true, compressionSupported: true});
+        expect(cells).toMatchObject({
+            cells: 4096,
+            allocatedCells: 4096,
+            bytesPerCell: 28672,
+            bytes: 4096 * 28672,
+            fits: true,
+            compressionSupported: true
+        });
         const odd = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "cells", cells: 1000}}, 8 * 2 ** 30);
         expect(odd).toMatchObject({cells: 1000, allocatedCells: 1024, bytes: 1024 * 28672});
         const mib = estimateBudget(qwen15b, {...defaultCompressionSettings, budget: {kind: "mib", mib: 112}}, 8 * 2 ** 30);
         expect(mib.cells).toBe(4096);
-        const q8 = estimateBudget(qwen15b, {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q8_0", flashAttention: true,
-            budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        const q8 = estimateBudget(
+            qwen15b,
+            {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q8_0", flashAttention: true, budget: {kind: "cells", cells: 4096}},
+            8 * 2 ** 30
+        );
         expect(q8.bytes).toBeLessThan(cells.bytes * 0.6);
     });
 
@@ -35,19 +57,35 @@ describe("budget estimate", () => {
         const k4v8 = estimateBudget(qwen15b, {...k8v4, kvType: "q4_0", kvTypeV: "q8_0", budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
         expect(k4v8.bytes).toBe(estimate.bytes);
         // Quantized keys with F16 values: 28 x (144 + 512).
-        const k4 = estimateBudget(qwen15b, {...defaultCompressionSettings, kvType: "q4_0", budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30);
+        const k4 = estimateBudget(
+            qwen15b,
+            {...defaultCompressionSettings, kvType: "q4_0", budget: {kind: "cells", cells: 4096}},
+            8 * 2 ** 30
+        );
         expect(k4).toMatchObject({bytesPerCell: 28 * (8 * 18 + 512)});
         expect(k4.notes.join(" ")).not.toMatch(/flash attention/);
         // 112 MiB of K8V4 is 117,440,512 / 11,648 = 10,082 cells.
         expect(estimateBudget(qwen15b, {...k8v4, budget: {kind: "mib", mib: 112}}, 8 * 2 ** 30).cells).toBe(10_082);
         // A pair llama.cpp cannot make is said in words.
-        expect(estimateBudget(qwen15b, {...k8v4, flashAttention: false, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30).notes)
-            .toContain("A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16.");
+        expect(
+            estimateBudget(qwen15b, {...k8v4, flashAttention: false, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30).notes
+        ).toContain(
+            "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16."
+        );
     });
 
     it("names the policy in its notes as the app does, never by its raw id", () => {
-        for (const [policy, name] of [["lethe", "Lethe"], ["h2o", "H2O"], ["refreekv", "ReFreeKV"], ["streamingllm", "StreamingLLM"]] as const) {
-            const notes = estimateBudget(qwen15b, {...defaultCompressionSettings, policy, budget: {kind: "cells", cells: 4096}}, 8 * 2 ** 30).notes.join(" ");
+        for (const [policy, name] of [
+            ["lethe", "Lethe"],
+            ["h2o", "H2O"],
+            ["refreekv", "ReFreeKV"],
+            ["streamingllm", "StreamingLLM"]
+        ] as const) {
+            const notes = estimateBudget(
+                qwen15b,
+                {...defaultCompressionSettings, policy, budget: {kind: "cells", cells: 4096}},
+                8 * 2 ** 30
+            ).notes.join(" ");
             expect(notes).toContain(`${name} prunes while the model thinks`);
             expect(notes).not.toMatch(new RegExp(`\\b${policy}\\b`));
         }
@@ -91,7 +129,9 @@ describe("budget estimate", () => {
             expect(scored.neededBytes).toBe(scored.bytes + scored.scoresBytes! + scored.computeBytes!);
         }
         // H2O and Lethe score every row of a ubatch: without flash attention that adds the transposed rows.
-        expect(estimateBudget(model, {...budget, policy: "lethe"}, 2 ** 33).computeBytes! - full.computeBytes!).toBeGreaterThanOrEqual(512 * 4096 * 12 * 4);
+        expect(estimateBudget(model, {...budget, policy: "lethe"}, 2 ** 33).computeBytes! - full.computeBytes!).toBeGreaterThanOrEqual(
+            512 * 4096 * 12 * 4
+        );
         expect(estimateBudget(model, {...budget, policy: "streamingllm"}, 2 ** 33).scoresBytes).toBe(0);
     });
 
@@ -110,7 +150,10 @@ describe("compression settings", () => {
         expect(bad({budget: {kind: "mib", mib: -5}}).success).toBe(false);
         expect(bad({budget: {kind: "cells", cells: 100.5}}).success).toBe(false);
         expect(bad({policy: "magic"}).success).toBe(false);
-        expect(bad({params: {...defaultCompressionSettings.params, lethe: {...defaultCompressionSettings.params.lethe, sparseRatio: 0.5}}}).success).toBe(false);
+        expect(
+            bad({params: {...defaultCompressionSettings.params, lethe: {...defaultCompressionSettings.params.lethe, sparseRatio: 0.5}}})
+                .success
+        ).toBe(false);
         expect(bad({budget: {kind: "cells", cells: 2048}}).success).toBe(true);
     });
 
@@ -128,11 +171,20 @@ describe("compression settings", () => {
 
     it("refuses a quantized V cache without flash attention (llama.cpp cannot make that context), in words, and repairs a stored one", () => {
         const parse = (patch: object) => compressionSettingsSchema.safeParse({...defaultCompressionSettings, ...patch});
-        for (const [kvType, kvTypeV] of [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "q4_0"], ["q4_0", "q8_0"], ["f16", "q4_0"]]) {
+        for (const [kvType, kvTypeV] of [
+            ["q8_0", "q8_0"],
+            ["q4_0", "q4_0"],
+            ["q8_0", "q4_0"],
+            ["q4_0", "q8_0"],
+            ["f16", "q4_0"]
+        ]) {
             const refused = parse({kvType, kvTypeV, flashAttention: false});
             expect(refused.success).toBe(false);
-            expect(refused.error?.issues[0]).toMatchObject({path: ["flashAttention"], message:
-                "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16."});
+            expect(refused.error?.issues[0]).toMatchObject({
+                path: ["flashAttention"],
+                message:
+                    "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16."
+            });
             expect(parse({kvType, kvTypeV, flashAttention: true}).success).toBe(true);
         }
         // Quantized keys with F16 values: llama.cpp makes them without flash attention.
@@ -140,15 +192,27 @@ describe("compression settings", () => {
         expect(parse({kvType: "f16", kvTypeV: "f16", flashAttention: false}).success).toBe(true);
         expect(parse({kvType: "q8_0", kvTypeV: "q2_k", flashAttention: true}).success).toBe(false);
 
-        const stored = mergeConversationSettings(defaultConversationSettings, {compression: {policy: "lethe", kvType: "q8_0", flashAttention: false}});
+        const stored = mergeConversationSettings(defaultConversationSettings, {
+            compression: {policy: "lethe", kvType: "q8_0", flashAttention: false}
+        });
         expect(stored.compression).toMatchObject({policy: "lethe", kvType: "f16", kvTypeV: "f16", flashAttention: false});
 
-        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {
+            version: "t",
+            modelsDir: "/tmp/x"
+        });
         const c = services.conversations.create();
-        expect(() => services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q4_0"}}))
-            .toThrow(/V cache .* needs flash attention/);
-        services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true}});
-        expect(services.conversations.get(c.id).settings.compression).toMatchObject({kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true});
+        expect(() =>
+            services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q4_0"}})
+        ).toThrow(/V cache .* needs flash attention/);
+        services.conversations.updateSettings(c.id, {
+            compression: {...defaultCompressionSettings, kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true}
+        });
+        expect(services.conversations.get(c.id).settings.compression).toMatchObject({
+            kvType: "q8_0",
+            kvTypeV: "q4_0",
+            flashAttention: true
+        });
         // A partial update of the keys alone keeps the values' type.
         services.conversations.updateSettings(c.id, {compression: {kvType: "q4_0"} as never});
         expect(services.conversations.get(c.id).settings.compression).toMatchObject({kvType: "q4_0", kvTypeV: "q4_0"});
@@ -156,27 +220,41 @@ describe("compression settings", () => {
 
     it("reads settings stored when one type covered keys and values: that type is both", () => {
         for (const kvType of ["f16", "q8_0", "q4_0"] as const) {
-            const stored = mergeConversationSettings(defaultConversationSettings, {compression: {policy: "h2o", kvType, flashAttention: true}});
+            const stored = mergeConversationSettings(defaultConversationSettings, {
+                compression: {policy: "h2o", kvType, flashAttention: true}
+            });
             expect(stored.compression).toMatchObject({policy: "h2o", kvType, kvTypeV: kvType, flashAttention: true});
             expect(conversationSettingsSchema.safeParse(stored).success).toBe(true);
         }
         // Stored with both: each kept; a damaged value type falls back to the default.
-        expect(mergeConversationSettings(defaultConversationSettings, {compression: {kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true}}).compression)
-            .toMatchObject({kvType: "q8_0", kvTypeV: "q4_0"});
-        expect(mergeConversationSettings(defaultConversationSettings, {compression: {kvType: "q8_0", kvTypeV: "q3", flashAttention: true}}).compression)
-            .toMatchObject({kvType: "q8_0", kvTypeV: "f16"});
+        expect(
+            mergeConversationSettings(defaultConversationSettings, {compression: {kvType: "q8_0", kvTypeV: "q4_0", flashAttention: true}})
+                .compression
+        ).toMatchObject({kvType: "q8_0", kvTypeV: "q4_0"});
+        expect(
+            mergeConversationSettings(defaultConversationSettings, {compression: {kvType: "q8_0", kvTypeV: "q3", flashAttention: true}})
+                .compression
+        ).toMatchObject({kvType: "q8_0", kvTypeV: "f16"});
         // The app's defaults, stored by the old version, load the same way.
         const db = new AppDatabase(":memory:");
         const services = new AppServices(db, new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
         const {kvTypeV: _, ...oldCompression} = {...defaultCompressionSettings, kvType: "q8_0" as const, flashAttention: true};
         db.settings.set("app", {theme: "dark", defaultConversationSettings: {...defaultConversationSettings, compression: oldCompression}});
-        expect(services.settings.get().defaultConversationSettings.compression).toMatchObject({kvType: "q8_0", kvTypeV: "q8_0", flashAttention: true});
+        expect(services.settings.get().defaultConversationSettings.compression).toMatchObject({
+            kvType: "q8_0",
+            kvTypeV: "q8_0",
+            flashAttention: true
+        });
         expect(services.settings.get().theme).toBe("dark");
     });
 
     it("accepts LeanKV with its calibrated defaults and refuses a negative threshold", () => {
-        const parse = (leankv: object) => compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "leankv",
-            params: {...defaultCompressionSettings.params, leankv}});
+        const parse = (leankv: object) =>
+            compressionSettingsSchema.safeParse({
+                ...defaultCompressionSettings,
+                policy: "leankv",
+                params: {...defaultCompressionSettings.params, leankv}
+            });
         expect(defaultCompressionSettings.params.leankv).toEqual({alpha: 1.2, window: 64});
         expect(parse({alpha: 0.5, window: 64}).success).toBe(true);
         expect(parse({alpha: 0, window: 0}).success).toBe(true);
@@ -185,18 +263,31 @@ describe("compression settings", () => {
     });
 
     it("persists a per-conversation policy and budget through the service, refusing invalid ones", () => {
-        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {
+            version: "t",
+            modelsDir: "/tmp/x"
+        });
         const c = services.conversations.create();
-        services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, policy: "refreekv", budget: {kind: "cells", cells: 1024}}});
-        expect(services.conversations.get(c.id).settings.compression).toMatchObject({policy: "refreekv", budget: {kind: "cells", cells: 1024}});
-        expect(() => services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, budget: {kind: "cells", cells: 1}}})).toThrow(/64 cells/);
+        services.conversations.updateSettings(c.id, {
+            compression: {...defaultCompressionSettings, policy: "refreekv", budget: {kind: "cells", cells: 1024}}
+        });
+        expect(services.conversations.get(c.id).settings.compression).toMatchObject({
+            policy: "refreekv",
+            budget: {kind: "cells", cells: 1024}
+        });
+        expect(() =>
+            services.conversations.updateSettings(c.id, {compression: {...defaultCompressionSettings, budget: {kind: "cells", cells: 1}}})
+        ).toThrow(/64 cells/);
         expect(services.conversations.get(c.id).settings.compression.budget).toEqual({kind: "cells", cells: 1024});
     });
 });
 
 describe("export", () => {
     it("writes Markdown with thinking and stats, and JSON that parses back", async () => {
-        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {
+            version: "t",
+            modelsDir: "/tmp/x"
+        });
         const c = services.conversations.create("Sums / primes?");
         services.chat.send(c.id, "2+2?");
         await services.chat.idle();

@@ -51,7 +51,16 @@ describe("GraphAllocator (ggml-alloc.c replayed)", () => {
 
 describe("computeBufferBytes", () => {
     // DeepSeek-R1-Distill-Qwen-1.5B's layers and heads at the bench model's width (test/fixtures: bench-1.5b-shape).
-    const bench = {layers: 28, headCount: 12, headCountKv: 2, embeddingLength: 384, keyLength: 32, valueLength: 32, feedForwardLength: 1024, vocabularySize: 581};
+    const bench = {
+        layers: 28,
+        headCount: 12,
+        headCountKv: 2,
+        embeddingLength: 384,
+        keyLength: 32,
+        valueLength: 32,
+        feedForwardLength: 1024,
+        vocabularySize: 581
+    };
 
     it("with flash attention, grows by the f16 mask only: 2 bytes per cell and ubatch token", () => {
         const at4k = computeBufferBytes(bench, {cells: 4096, flashAttention: true})!;
@@ -77,7 +86,15 @@ describe("computeBufferBytes", () => {
 
     it("counts the logits: f32 per vocabulary entry and output token, which a real vocabulary makes the largest part", () => {
         // Qwen3-0.6B's shape: 151,936 tokens.
-        const qwen3 = {layers: 28, headCount: 16, headCountKv: 8, embeddingLength: 1024, keyLength: 128, valueLength: 128, feedForwardLength: 3072};
+        const qwen3 = {
+            layers: 28,
+            headCount: 16,
+            headCountKv: 8,
+            embeddingLength: 1024,
+            keyLength: 128,
+            valueLength: 128,
+            feedForwardLength: 3072
+        };
         const withoutVocabulary = computeBufferBytes({...qwen3, vocabularySize: 0}, {cells: 4096, flashAttention: true})!;
         const estimate = computeBufferBytes({...qwen3, vocabularySize: 151_936}, {cells: 4096, flashAttention: true})!;
         expect(estimate).toBeGreaterThanOrEqual(151_936 * 512 * 4);
@@ -95,8 +112,16 @@ describe("computeBufferBytes", () => {
     });
 
     // tiny-qwen3 (test/fixtures): 64-wide heads over a 160-wide embedding, GQA 4/2.
-    const tinyQwen3 = {layers: 4, headCount: 4, headCountKv: 2, embeddingLength: 160, keyLength: 64, valueLength: 64, feedForwardLength: 128,
-        vocabularySize: 581};
+    const tinyQwen3 = {
+        layers: 4,
+        headCount: 4,
+        headCountKv: 2,
+        embeddingLength: 160,
+        keyLength: 64,
+        valueLength: 64,
+        feedForwardLength: 128,
+        vocabularySize: 581
+    };
 
     it("copies Q and K once out of their projections: RoPE or a q/k norm reads them reshaped, and no op runs in place on a view", () => {
         // Without flash attention the peak is at a layer's scores, above the inputs, the residual and that copy of Q.

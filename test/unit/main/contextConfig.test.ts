@@ -8,7 +8,11 @@ const under = (policy: PolicyId): CompressionSettings => ({...defaultCompression
 
 describe("the chat context a generation asks for", () => {
     it("is shared by every policy on a CPU build: the read-outs are not part of it", () => {
-        const keys = new Set((["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const).map((policy) => JSON.stringify(contextConfig(512, under(policy), false))));
+        const keys = new Set(
+            (["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const).map((policy) =>
+                JSON.stringify(contextConfig(512, under(policy), false))
+            )
+        );
         expect(keys.size).toBe(1);
     });
 

@@ -13,7 +13,10 @@ import {memoryEngines} from "./memoryEngines.js";
 
 function setup() {
     const engine = new FakeEngine();
-    const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/ponder-test-models"});
+    const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+        version: "t",
+        modelsDir: "/tmp/ponder-test-models"
+    });
     const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
     return {engine, services, dispatch};
 }
@@ -21,7 +24,14 @@ function setup() {
 describe("chat:countTokens", () => {
     it("refuses malformed payloads and a text over 4 MiB as data, in words, before the engine is asked", async () => {
         const {engine, dispatch} = setup();
-        for (const payload of [undefined, {}, {text: 42}, {text: "hi", extra: true}, {conversationId: "", text: "hi"}, {conversationId: 7, text: "hi"}])
+        for (const payload of [
+            undefined,
+            {},
+            {text: 42},
+            {text: "hi", extra: true},
+            {conversationId: "", text: "hi"},
+            {conversationId: 7, text: "hi"}
+        ])
             expect(await dispatch("chat:countTokens", payload)).toMatchObject({ok: false, error: {code: "BAD_REQUEST"}});
         const tooLong = await dispatch("chat:countTokens", {text: "x".repeat(maxCountChars + 1)});
         expect(tooLong).toMatchObject({ok: false, error: {code: "BAD_REQUEST", message: expect.stringContaining("at most 4 MiB")}});
@@ -47,7 +57,12 @@ describe("chat:countTokens", () => {
         const {engine, services, dispatch} = setup();
         const conversation = services.conversations.create("c");
         services.conversations.updateSettings(conversation.id, {
-            systemPrompt: "Be brief", compression: {...services.settings.get().defaultConversationSettings.compression, policy: "lethe", budget: {kind: "cells", cells: 512}}
+            systemPrompt: "Be brief",
+            compression: {
+                ...services.settings.get().defaultConversationSettings.compression,
+                policy: "lethe",
+                budget: {kind: "cells", cells: 512}
+            }
         });
         services.chat.send(conversation.id, "first question here");
         await services.chat.idle();
@@ -63,7 +78,10 @@ describe("chat:countTokens", () => {
 
     it("refuses an unknown conversation with NOT_FOUND", async () => {
         const {dispatch} = setup();
-        expect(await dispatch("chat:countTokens", {conversationId: "missing", text: "hi"})).toMatchObject({ok: false, error: {code: "NOT_FOUND"}});
+        expect(await dispatch("chat:countTokens", {conversationId: "missing", text: "hi"})).toMatchObject({
+            ok: false,
+            error: {code: "NOT_FOUND"}
+        });
     });
 
     it("is answered by the engine process, and without starting one while no model is loaded", async () => {
@@ -72,7 +90,17 @@ describe("chat:countTokens", () => {
         const request = {history: [{role: "user" as const, text: "two words"}], systemPrompt: ""};
         expect(await proxy.countTokens(request)).toBeNull();
         expect(children).toHaveLength(0);
-        const model: ModelInfo = {id: "a", path: "/models/a.gguf", name: "a", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
+        const model: ModelInfo = {
+            id: "a",
+            path: "/models/a.gguf",
+            name: "a",
+            sizeBytes: 1,
+            architecture: "llama",
+            contextLength: 4096,
+            addedAt: 0,
+            lastUsedAt: null,
+            crashedAt: null
+        };
         await proxy.loadModel(model.path, model);
         expect(await proxy.countTokens(request)).toEqual({messageTokens: 6, promptTokens: 6});
         expect(children[0]!.sent.some((message) => message.type === "call" && message.method === "countTokens")).toBe(true);

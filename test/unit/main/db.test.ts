@@ -57,15 +57,38 @@ describe("AppDatabase", () => {
         db.messages.insert({id: "a1", conversation_id: "c1", role: "assistant", text: "", status: "streaming", created_at: 2});
         // Saved in two parts, each with what came since the one before.
         db.messages.appendProgress("a1", {text: "", thinking: "hm", thinking_tokens: 2, answer_tokens: 0, thinking_ms: 10, total_ms: 10});
-        db.messages.appendProgress("a1", {text: "partial", thinking: "m", thinking_tokens: 3, answer_tokens: 1, thinking_ms: 10, total_ms: 20, first_token_ms: 5});
-        expect(db.messages.get("a1")).toMatchObject({status: "streaming", text: "partial", thinking: "hmm", thinking_tokens: 3, total_ms: 20, first_token_ms: 5});
+        db.messages.appendProgress("a1", {
+            text: "partial",
+            thinking: "m",
+            thinking_tokens: 3,
+            answer_tokens: 1,
+            thinking_ms: 10,
+            total_ms: 20,
+            first_token_ms: 5
+        });
+        expect(db.messages.get("a1")).toMatchObject({
+            status: "streaming",
+            text: "partial",
+            thinking: "hmm",
+            thinking_tokens: 3,
+            total_ms: 20,
+            first_token_ms: 5
+        });
         expect(db.messages.listByConversation("c1").at(-1)).toMatchObject({text: "partial", thinking: "hmm"});
         // No finish(), no close(): the process is gone.
 
         const reopened = new AppDatabase(file);
         expect(reopened.messages.markInterrupted(4)).toBe(1);
         const row = reopened.messages.get("a1")!;
-        expect(row).toMatchObject({status: "interrupted", text: "partial", thinking: "hmm", thinking_tokens: 3, answer_tokens: 1, total_ms: 20, first_token_ms: 5});
+        expect(row).toMatchObject({
+            status: "interrupted",
+            text: "partial",
+            thinking: "hmm",
+            thinking_tokens: 3,
+            answer_tokens: 1,
+            total_ms: 20,
+            first_token_ms: 5
+        });
         // The parts are joined into the row, and gone.
         expect(reopened.messages.markInterrupted(5)).toBe(0);
         expect(reopened.messages.get("a1")).toMatchObject({text: "partial", thinking: "hmm"});

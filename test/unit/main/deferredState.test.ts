@@ -10,7 +10,9 @@ function setup() {
     const state = new DeferredState((save) => settled.push(save));
     const context = {};
     const deferred = (path: string, continuedAt = 100, owner: object = context): Deferred => ({
-        path, owner, continuedAt: () => continuedAt,
+        path,
+        owner,
+        continuedAt: () => continuedAt,
         write: async () => {
             writes.push(path);
             return {saved: {path, bytes: 10, tokens: 120, liveCells: 120, liveBytes: 8, fullBytes: 8}, note: null};
@@ -65,7 +67,11 @@ describe("DeferredState", () => {
     it("turns a failed write into a note, and a newer answer's state supersedes one still waiting", async () => {
         const {state, settled, deferred} = setup();
         state.defer({...deferred("/s/a.state"), write: async () => Promise.reject(new Error("ENOSPC: no space left on device"))});
-        expect(await state.flush()).toMatchObject({path: "/s/a.state", saved: null, note: expect.stringMatching(/could not be saved: ENOSPC/)});
+        expect(await state.flush()).toMatchObject({
+            path: "/s/a.state",
+            saved: null,
+            note: expect.stringMatching(/could not be saved: ENOSPC/)
+        });
         state.defer(deferred("/s/b.state"));
         state.defer(deferred("/s/c.state"));
         expect(settled.at(-1)).toEqual({path: "/s/b.state", saved: null, note: null, superseded: true});

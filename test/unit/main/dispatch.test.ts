@@ -9,7 +9,10 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 function dispatcher() {
-    const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/ponder-test-models"});
+    const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {
+        version: "t",
+        modelsDir: "/tmp/ponder-test-models"
+    });
     return createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
 }
 
@@ -37,15 +40,20 @@ describe("IPC dispatch", () => {
         const dispatch = dispatcher();
         const created = await dispatch("conversations:create", {title: "hello"});
         expect(created).toMatchObject({ok: true, value: {title: "hello"}});
-        expect(await dispatch("conversations:get", {id: "missing"})).toEqual({ok: false, error: {code: "NOT_FOUND", message: "Conversation missing does not exist"}});
+        expect(await dispatch("conversations:get", {id: "missing"})).toEqual({
+            ok: false,
+            error: {code: "NOT_FOUND", message: "Conversation missing does not exist"}
+        });
         expect(await dispatch("models:add", {path: "/nope/model.gguf"})).toMatchObject({ok: false, error: {code: "MODEL_INVALID"}});
         expect(await dispatch("app:status", undefined)).toMatchObject({ok: true, value: {version: "t"}});
     });
 
     it("hides nothing of an unexpected error but codes it INTERNAL", async () => {
-        const handlers = {"app:status": () => {
-            throw new TypeError("boom");
-        }} as unknown as Handlers;
+        const handlers = {
+            "app:status": () => {
+                throw new TypeError("boom");
+            }
+        } as unknown as Handlers;
         const logged: string[] = [];
         const dispatch = createDispatch(handlers, (message) => logged.push(message));
         expect(await dispatch("app:status", undefined)).toEqual({ok: false, error: {code: "INTERNAL", message: "boom"}});

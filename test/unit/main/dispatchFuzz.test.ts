@@ -7,28 +7,95 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {mulberry32} from "../../fixtures/gguf/random.js";
 import {FakeEngine} from "./FakeEngine.js";
 
-const codes: readonly ErrorCode[] = ["BAD_REQUEST", "NOT_FOUND", "FORBIDDEN", "MODEL_NOT_LOADED", "MODEL_INVALID", "ENGINE_UNPATCHED", "BUSY", "STORAGE", "ENGINE_STOPPED", "BUDGET_ABOVE_CONTEXT"];
+const codes: readonly ErrorCode[] = [
+    "BAD_REQUEST",
+    "NOT_FOUND",
+    "FORBIDDEN",
+    "MODEL_NOT_LOADED",
+    "MODEL_INVALID",
+    "ENGINE_UNPATCHED",
+    "BUSY",
+    "STORAGE",
+    "ENGINE_STOPPED",
+    "BUDGET_ABOVE_CONTEXT"
+];
 
 /** Random values of every JSON and JavaScript shape a hostile renderer could send, drawn from one seed. */
 function arbitrary(random: ReturnType<typeof mulberry32>, depth = 0): unknown {
-    const keys = ["id", "path", "uri", "url", "title", "text", "query", "conversationId", "downloadId", "modelId", "format", "settings",
-        "compression", "policy", "temperature", "maxTokens", "budget", "__proto__", "constructor", "prototype", "toString"];
-    const strings = ["", " ", "x", "../../etc/passwd", "\u0000", "%", "%E0%A4%A", "\ud800", "🙂".repeat(50), "a".repeat(5000), "markdown", "json",
-        "full", "lethe", "javascript:alert(1)", "file:///etc/passwd", "NaN", "-1", "1e309", "{\"ok\":true}"];
+    const keys = [
+        "id",
+        "path",
+        "uri",
+        "url",
+        "title",
+        "text",
+        "query",
+        "conversationId",
+        "downloadId",
+        "modelId",
+        "format",
+        "settings",
+        "compression",
+        "policy",
+        "temperature",
+        "maxTokens",
+        "budget",
+        "__proto__",
+        "constructor",
+        "prototype",
+        "toString"
+    ];
+    const strings = [
+        "",
+        " ",
+        "x",
+        "../../etc/passwd",
+        "\u0000",
+        "%",
+        "%E0%A4%A",
+        "\ud800",
+        "🙂".repeat(50),
+        "a".repeat(5000),
+        "markdown",
+        "json",
+        "full",
+        "lethe",
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+        "NaN",
+        "-1",
+        "1e309",
+        '{"ok":true}'
+    ];
     switch (random.int(depth > 2 ? 9 : 12)) {
-        case 0: return undefined;
-        case 1: return null;
-        case 2: return random.uniform() < 0.5;
-        case 3: return [0, -1, 1.5, NaN, Infinity, -Infinity, 2 ** 53, -(2 ** 63), Number.MAX_VALUE, Number.MIN_VALUE][random.int(10)];
-        case 4: return 10n ** BigInt(random.int(30));
-        case 5: case 6: return strings[random.int(strings.length)];
-        case 7: return Symbol("s");
-        case 8: return () => 1;
-        case 9: return Array.from({length: random.int(4)}, () => arbitrary(random, depth + 1));
+        case 0:
+            return undefined;
+        case 1:
+            return null;
+        case 2:
+            return random.uniform() < 0.5;
+        case 3:
+            return [0, -1, 1.5, NaN, Infinity, -Infinity, 2 ** 53, -(2 ** 63), Number.MAX_VALUE, Number.MIN_VALUE][random.int(10)];
+        case 4:
+            return 10n ** BigInt(random.int(30));
+        case 5:
+        case 6:
+            return strings[random.int(strings.length)];
+        case 7:
+            return Symbol("s");
+        case 8:
+            return () => 1;
+        case 9:
+            return Array.from({length: random.int(4)}, () => arbitrary(random, depth + 1));
         default: {
-            const object: Record<string, unknown> = random.uniform() < 0.1 ? Object.create(null) as Record<string, unknown> : {};
+            const object: Record<string, unknown> = random.uniform() < 0.1 ? (Object.create(null) as Record<string, unknown>) : {};
             for (let i = random.int(5); i > 0; i--)
-                Object.defineProperty(object, keys[random.int(keys.length)]!, {value: arbitrary(random, depth + 1), enumerable: true, configurable: true, writable: true});
+                Object.defineProperty(object, keys[random.int(keys.length)]!, {
+                    value: arbitrary(random, depth + 1),
+                    enumerable: true,
+                    configurable: true,
+                    writable: true
+                });
             return object;
         }
     }
@@ -37,9 +104,15 @@ function arbitrary(random: ReturnType<typeof mulberry32>, depth = 0): unknown {
 describe("IPC dispatch under random and malformed payloads", () => {
     it("answers every one of 6,000 requests on every channel with a result or a typed refusal, never a crash", async () => {
         const engine = new FakeEngine();
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/ponder-fuzz-models"});
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+            version: "t",
+            modelsDir: "/tmp/ponder-fuzz-models"
+        });
         const unexpected: unknown[] = [];
-        const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}), (_message, err) => unexpected.push(err));
+        const dispatch = createDispatch(
+            createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}),
+            (_message, err) => unexpected.push(err)
+        );
         const conversation = services.conversations.create();
         const random = mulberry32(10);
         const outcomes = new Map<string, number>();
@@ -51,7 +124,10 @@ describe("IPC dispatch under random and malformed payloads", () => {
             "conversations:delete": () => ({id: pick<unknown>("missing-id", arbitrary(random))}),
             "conversations:rename": () => ({id: someId(), title: someText()}),
             "conversations:export": () => ({id: someId(), format: pick<unknown>("markdown", "json", "pdf")}),
-            "conversations:updateSettings": () => ({id: someId(), settings: {temperature: pick<unknown>(0.5, -1, 9, NaN), maxTokens: pick<unknown>(10, 0, 1e12), systemPrompt: someText()}}),
+            "conversations:updateSettings": () => ({
+                id: someId(),
+                settings: {temperature: pick<unknown>(0.5, -1, 9, NaN), maxTokens: pick<unknown>(10, 0, 1e12), systemPrompt: someText()}
+            }),
             "conversations:list": () => ({query: someText()}),
             "conversations:create": () => ({title: someText()}),
             "chat:send": () => ({conversationId: someId(), text: someText()}),

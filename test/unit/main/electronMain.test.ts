@@ -48,5 +48,7 @@ test("the first instance registers app:// as a privileged, secure, standard sche
     void import("../../../main/index.js");
     await vi.waitFor(() => expect(calls).toContain("whenReady"));
     expect(calls.indexOf("requestSingleInstanceLock")).toBeLessThan(calls.indexOf("whenReady"));
-    expect(privileged).toEqual([{scheme: "app", privileges: expect.objectContaining({standard: true, secure: true, supportFetchAPI: true})}]);
+    expect(privileged).toEqual([
+        {scheme: "app", privileges: expect.objectContaining({standard: true, secure: true, supportFetchAPI: true})}
+    ]);
 });

@@ -22,11 +22,15 @@ import {memoryEngines, until} from "./memoryEngines.js";
 const series = "0123456789abcdef";
 const roots: string[] = [];
 afterAll(() => {
-    for (const root of roots)
-        fs.rmSync(root, {recursive: true, force: true});
+    for (const root of roots) fs.rmSync(root, {recursive: true, force: true});
 });
 
-type FakeBuild = {binary?: boolean, done?: boolean, stamp?: "current" | "stale" | "none" | "broken", gpu?: "cuda" | "vulkan" | "metal" | false};
+type FakeBuild = {
+    binary?: boolean;
+    done?: boolean;
+    stamp?: "current" | "stale" | "none" | "broken";
+    gpu?: "cuda" | "vulkan" | "metal" | false;
+};
 
 /** A localBuilds folder as node-llama-cpp and native/build.mjs leave it, with stand-in files. */
 function localBuilds(folders: Record<string, FakeBuild>): string {
@@ -37,16 +41,19 @@ function localBuilds(folders: Record<string, FakeBuild>): string {
         fs.mkdirSync(path.join(dir, "Release"), {recursive: true});
         const backend = gpu ?? (folder.split("-")[2] as "cuda" | "vulkan" | "metal" | undefined) ?? false;
         fs.writeFileSync(path.join(dir, "Release", "_nlcBuildMetadata.json"), JSON.stringify({buildOptions: {gpu: backend}}));
-        if (binary)
-            fs.writeFileSync(path.join(dir, "Release", "llama-addon.node"), "not a real binary");
-        if (done)
-            fs.writeFileSync(path.join(dir, "buildDone.status"), "");
-        if (stamp === "broken")
-            fs.writeFileSync(path.join(dir, "ponder-native.json"), "{\"seriesHash\": ");
+        if (binary) fs.writeFileSync(path.join(dir, "Release", "llama-addon.node"), "not a real binary");
+        if (done) fs.writeFileSync(path.join(dir, "buildDone.status"), "");
+        if (stamp === "broken") fs.writeFileSync(path.join(dir, "ponder-native.json"), '{"seriesHash": ');
         else if (stamp !== "none")
-            fs.writeFileSync(path.join(dir, "ponder-native.json"), JSON.stringify({
-                seriesHash: stamp === "current" ? series : "fedcba9876543210", config: "portable", gpu: backend, builtAt: "2026-11-23T20:12:20.084Z"
-            }));
+            fs.writeFileSync(
+                path.join(dir, "ponder-native.json"),
+                JSON.stringify({
+                    seriesHash: stamp === "current" ? series : "fedcba9876543210",
+                    config: "portable",
+                    gpu: backend,
+                    builtAt: "2026-11-23T20:12:20.084Z"
+                })
+            );
     }
     return root;
 }
@@ -64,15 +71,33 @@ describe("the engine builds present", () => {
         });
         const builds = listEngineBuilds({root, seriesHash: series, platform: "linux", arch: "x64"});
         // Auto's order: CUDA, Vulkan, then CPU; usable ones first within a backend.
-        expect(builds.map((build) => build.folder)).toEqual(["linux-x64-cuda", "linux-x64-cuda-4c3f1a", "linux-x64-vulkan", "linux-x64", "linux-x64-metal"]);
+        expect(builds.map((build) => build.folder)).toEqual([
+            "linux-x64-cuda",
+            "linux-x64-cuda-4c3f1a",
+            "linux-x64-vulkan",
+            "linux-x64",
+            "linux-x64-metal"
+        ]);
         const found = byFolder(builds);
-        expect(found["linux-x64"]).toEqual({backend: "cpu", folder: "linux-x64", usable: true, reason: null, config: "portable", builtAt: "2026-11-23T20:12:20.084Z"});
+        expect(found["linux-x64"]).toEqual({
+            backend: "cpu",
+            folder: "linux-x64",
+            usable: true,
+            reason: null,
+            config: "portable",
+            builtAt: "2026-11-23T20:12:20.084Z"
+        });
         expect(found["linux-x64-cuda"]).toMatchObject({backend: "cuda", usable: true});
         expect(found["linux-x64-vulkan"]).toMatchObject({backend: "vulkan", usable: false});
-        expect(found["linux-x64-vulkan"]!.reason).toBe("Stale: built from patch series fedcba9876543210, this version needs 0123456789abcdef (rebuild with npm run build:native)");
+        expect(found["linux-x64-vulkan"]!.reason).toBe(
+            "Stale: built from patch series fedcba9876543210, this version needs 0123456789abcdef (rebuild with npm run build:native)"
+        );
         // getLlama never loads these: a Metal build on Linux, a build with custom CMake options.
         expect(found["linux-x64-metal"]!.reason).toBe("Metal runs on macOS only");
-        expect(found["linux-x64-cuda-4c3f1a"]).toMatchObject({usable: false, reason: expect.stringMatching(/the CUDA build is linux-x64-cuda$/)});
+        expect(found["linux-x64-cuda-4c3f1a"]).toMatchObject({
+            usable: false,
+            reason: expect.stringMatching(/the CUDA build is linux-x64-cuda$/)
+        });
     });
 
     it("says why an incomplete or unpatched build cannot run", () => {
@@ -84,15 +109,28 @@ describe("the engine builds present", () => {
             [{stamp: "stale"}, /^Stale: /]
         ];
         for (const [build, reason] of cases) {
-            const [listed] = listEngineBuilds({root: localBuilds({"linux-x64-cuda": build}), seriesHash: series, platform: "linux", arch: "x64"});
+            const [listed] = listEngineBuilds({
+                root: localBuilds({"linux-x64-cuda": build}),
+                seriesHash: series,
+                platform: "linux",
+                arch: "x64"
+            });
             expect(listed).toMatchObject({backend: "cuda", usable: false, reason: expect.stringMatching(reason)});
         }
         // Without a known series (no native/ and no build-time hash) the stamp's series is not compared.
-        expect(listEngineBuilds({root: localBuilds({"linux-x64": {stamp: "stale"}}), seriesHash: null, platform: "linux", arch: "x64"})[0]!.usable).toBe(true);
+        expect(
+            listEngineBuilds({root: localBuilds({"linux-x64": {stamp: "stale"}}), seriesHash: null, platform: "linux", arch: "x64"})[0]!
+                .usable
+        ).toBe(true);
     });
 
     it("names the folders as node-llama-cpp does on macOS and Windows, and finds nothing where there is no folder", () => {
-        const root = localBuilds({"mac-arm64-metal": {}, "mac-arm64": {}, "win-x64-cuda": {}, "stray-file-like-folder": {stamp: "none", gpu: undefined}});
+        const root = localBuilds({
+            "mac-arm64-metal": {},
+            "mac-arm64": {},
+            "win-x64-cuda": {},
+            "stray-file-like-folder": {stamp: "none", gpu: undefined}
+        });
         const mac = listEngineBuilds({root, seriesHash: series, platform: "darwin", arch: "arm64"});
         expect(mac.filter((build) => build.usable).map((build) => build.folder)).toEqual(["mac-arm64-metal", "mac-arm64"]);
         const windows = listEngineBuilds({root, seriesHash: series, platform: "win32", arch: "x64"});
@@ -110,10 +148,17 @@ describe("the engine builds present", () => {
 
 describe("the order builds are tried in", () => {
     /** The builds of these folders; a folder ending in `!` is stale. */
-    const builds = (...folders: string[]) => listEngineBuilds({
-        root: localBuilds(Object.fromEntries(folders.map((folder): [string, FakeBuild] => [folder.replace("!", ""), folder.endsWith("!") ? {stamp: "stale"} : {}]))),
-        seriesHash: series, platform: "linux", arch: "x64"
-    });
+    const builds = (...folders: string[]) =>
+        listEngineBuilds({
+            root: localBuilds(
+                Object.fromEntries(
+                    folders.map((folder): [string, FakeBuild] => [folder.replace("!", ""), folder.endsWith("!") ? {stamp: "stale"} : {}])
+                )
+            ),
+            seriesHash: series,
+            platform: "linux",
+            arch: "x64"
+        });
     const backends = (plan: ReturnType<typeof engineBuildOrder>) => plan.candidates.map((build) => build.backend);
 
     it("auto takes CUDA, then Vulkan, then CPU; Metal, then CPU, on macOS", () => {
@@ -121,7 +166,12 @@ describe("the order builds are tried in", () => {
         expect(backends(engineBuildOrder(all, "auto", {platform: "linux"}))).toEqual(["cuda", "vulkan", "cpu"]);
         expect(backends(engineBuildOrder(builds("linux-x64", "linux-x64-vulkan"), "auto", {platform: "linux"}))).toEqual(["vulkan", "cpu"]);
         expect(backends(engineBuildOrder(builds("linux-x64", "linux-x64-cuda!"), "auto", {platform: "linux"}))).toEqual(["cpu"]);
-        const mac = listEngineBuilds({root: localBuilds({"mac-arm64": {}, "mac-arm64-metal": {}}), seriesHash: series, platform: "darwin", arch: "arm64"});
+        const mac = listEngineBuilds({
+            root: localBuilds({"mac-arm64": {}, "mac-arm64-metal": {}}),
+            seriesHash: series,
+            platform: "darwin",
+            arch: "arm64"
+        });
         expect(backends(engineBuildOrder(mac, "auto", {platform: "darwin"}))).toEqual(["metal", "cpu"]);
         expect(engineBuildOrder(all, "auto", {platform: "linux"}).problem).toBeNull();
     });
@@ -144,12 +194,26 @@ describe("the order builds are tried in", () => {
     });
 });
 
-const model: ModelInfo = {id: "m", path: "/models/m.gguf", name: "m", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
+const model: ModelInfo = {
+    id: "m",
+    path: "/models/m.gguf",
+    name: "m",
+    sizeBytes: 1,
+    architecture: "llama",
+    contextLength: 4096,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+};
 
 describe("the engine-build setting", () => {
-    const fakeBuilds = () => listEngineBuilds({
-        root: localBuilds({"linux-x64": {}, "linux-x64-cuda": {stamp: "stale"}, "linux-x64-vulkan": {}}), seriesHash: series, platform: "linux", arch: "x64"
-    });
+    const fakeBuilds = () =>
+        listEngineBuilds({
+            root: localBuilds({"linux-x64": {}, "linux-x64-cuda": {stamp: "stale"}, "linux-x64-vulkan": {}}),
+            seriesHash: series,
+            platform: "linux",
+            arch: "x64"
+        });
 
     it("is stored, restarts the engine process on the chosen build and loads the model again, with the status saying so", async () => {
         const {children, spawn} = memoryEngines();
@@ -158,10 +222,14 @@ describe("the engine-build setting", () => {
         const proxy = new EngineProxy({spawn, runtime: {build: readEngineBuildChoice(db)}});
         const statuses: EngineStatus[] = [];
         const list = fakeBuilds();
-        const services = new AppServices(db, proxy, (channel, payload) => {
-            if (channel === "engine:status")
-                statuses.push(payload as EngineStatus);
-        }, {version: "t", modelsDir: "/tmp/ponder-test-models", engineBuilds: {list: async () => list, platform: "linux"}});
+        const services = new AppServices(
+            db,
+            proxy,
+            (channel, payload) => {
+                if (channel === "engine:status") statuses.push(payload as EngineStatus);
+            },
+            {version: "t", modelsDir: "/tmp/ponder-test-models", engineBuilds: {list: async () => list, platform: "linux"}}
+        );
         await proxy.start();
         await proxy.loadModel(model.path, model);
         expect(children[0]!.runtime).toEqual({build: "auto"});
@@ -176,7 +244,13 @@ describe("the engine-build setting", () => {
         expect(children[1]!.engine.paths).toEqual([model.path]);
         expect(proxy.status).toMatchObject({state: "ready", build: {gpu: "vulkan", requested: "vulkan"}});
         expect(proxy.status.message).toBe("The engine now runs the Vulkan build (patched).");
-        expect(statuses.some((status) => status.state === "loading" && /^Restarting the engine with the Vulkan build and loading m again/.test(status.message ?? ""))).toBe(true);
+        expect(
+            statuses.some(
+                (status) =>
+                    status.state === "loading" &&
+                    /^Restarting the engine with the Vulkan build and loading m again/.test(status.message ?? "")
+            )
+        ).toBe(true);
         expect(readEngineBuildChoice(db)).toBe("vulkan");
         expect((await services.engineBuilds.get()).choice).toBe("vulkan");
 
@@ -192,10 +266,10 @@ describe("the engine-build setting", () => {
     });
 
     it("says so in the status when the chosen build did not load and another patched build runs", async () => {
-        const fallback = "The CUDA build could not be loaded (libcuda.so.1: cannot open shared object file): running the CPU build instead.";
+        const fallback =
+            "The CUDA build could not be loaded (libcuda.so.1: cannot open shared object file): running the CPU build instead.";
         const {children, spawn} = memoryEngines((engine, runtime) => {
-            if (runtime.build === "cuda")
-                engine.status = {...engine.status, build: {...engine.status.build!, gpu: false, fallback}};
+            if (runtime.build === "cuda") engine.status = {...engine.status, build: {...engine.status.build!, gpu: false, fallback}};
         });
         const proxy = new EngineProxy({spawn});
         await proxy.loadModel(model.path, model);
@@ -210,8 +284,7 @@ describe("the engine-build setting", () => {
         let spawned = 0;
         const {children, spawn} = memoryEngines((engine) => {
             // The second process (the first on the CUDA build) dies in llama.cpp while it loads the build.
-            if (++spawned === 2)
-                engine.start = () => new Promise(() => {});
+            if (++spawned === 2) engine.start = () => new Promise(() => {});
         });
         const proxy = new EngineProxy({spawn});
         await proxy.start();
@@ -220,19 +293,26 @@ describe("the engine-build setting", () => {
         children[1]!.die({code: null, signal: "SIGSEGV"});
         await expect(restarting).rejects.toMatchObject({code: "ENGINE_STOPPED"});
         await until(() => children.length === 3 && /so it was restarted/.test(proxy.status.message ?? ""));
-        expect(proxy.status.message).toMatch(/^Starting the engine on the CUDA build stopped it \(The engine process crashed \(SIGSEGV\)\), so it was restarted/);
+        expect(proxy.status.message).toMatch(
+            /^Starting the engine on the CUDA build stopped it \(The engine process crashed \(SIGSEGV\)\), so it was restarted/
+        );
         expect(children[2]!.runtime).toEqual({build: "cuda"});
         await proxy.dispose();
     });
 
     it("refuses to restart the engine under an answer being written", async () => {
-        const {spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 500}, () => " x"));
+        const {spawn} = memoryEngines((engine) => (engine.thought = Array.from({length: 500}, () => " x")));
         const proxy = new EngineProxy({spawn});
         await proxy.loadModel(model.path, model);
         const abort = new AbortController();
         const answer = proxy.generate({
-            history: [{role: "user", text: "?"}], systemPrompt: "", temperature: 0, maxTokens: 1000, signal: abort.signal,
-            kv: {compression: {policy: "full"} as never, cells: 512}, onChunk: () => {}
+            history: [{role: "user", text: "?"}],
+            systemPrompt: "",
+            temperature: 0,
+            maxTokens: 1000,
+            signal: abort.signal,
+            kv: {compression: {policy: "full"} as never, cells: 512},
+            onChunk: () => {}
         });
         await new Promise((resolve) => setTimeout(resolve, 20));
         await expect(proxy.restart({build: "cpu"})).rejects.toMatchObject({code: "BUSY"});
@@ -247,10 +327,19 @@ describe("the engine-build setting", () => {
         const db = new AppDatabase(":memory:");
         const list = fakeBuilds();
         const services = new AppServices(db, engine.asEngine(), () => {}, {
-            version: "t", modelsDir: "/tmp/ponder-test-models", chat: {flushIntervalMs: 0}, engineBuilds: {list: async () => list, platform: "linux"}
+            version: "t",
+            modelsDir: "/tmp/ponder-test-models",
+            chat: {flushIntervalMs: 0},
+            engineBuilds: {list: async () => list, platform: "linux"}
         });
-        await expect(services.engineBuilds.set("cuda")).rejects.toMatchObject({code: "BAD_REQUEST", message: expect.stringMatching(/^The CUDA build cannot be used: stale: .*: it cannot be chosen$/)});
-        await expect(services.engineBuilds.set("metal")).rejects.toMatchObject({code: "BAD_REQUEST", message: "No Metal build is present: it cannot be chosen"});
+        await expect(services.engineBuilds.set("cuda")).rejects.toMatchObject({
+            code: "BAD_REQUEST",
+            message: expect.stringMatching(/^The CUDA build cannot be used: stale: .*: it cannot be chosen$/)
+        });
+        await expect(services.engineBuilds.set("metal")).rejects.toMatchObject({
+            code: "BAD_REQUEST",
+            message: "No Metal build is present: it cannot be chosen"
+        });
         expect(engine.restarts).toEqual([]);
         expect(readEngineBuildChoice(db)).toBe("auto");
 
@@ -277,12 +366,17 @@ describe("the engine-build setting", () => {
         const engine = new FakeEngine();
         const list = fakeBuilds();
         const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
-            version: "t", modelsDir: "/tmp/ponder-test-models", engineBuilds: {list: async () => list, platform: "linux"}
+            version: "t",
+            modelsDir: "/tmp/ponder-test-models",
+            engineBuilds: {list: async () => list, platform: "linux"}
         });
         const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
         for (const payload of [{build: "gpu"}, {build: false}, {build: "cpu", extra: 1}, {}, "cpu", null]) {
             const result = await dispatch("engine:setBuild", payload);
-            expect(result).toMatchObject({ok: false, error: {code: "BAD_REQUEST", message: expect.stringMatching(/^Invalid engine:setBuild request: /)}});
+            expect(result).toMatchObject({
+                ok: false,
+                error: {code: "BAD_REQUEST", message: expect.stringMatching(/^Invalid engine:setBuild request: /)}
+            });
         }
         expect(await dispatch("engine:setBuild", {build: "gpu"})).toMatchObject({
             error: {message: expect.stringContaining("The engine build must be one of auto, cuda, vulkan, metal or cpu")}
@@ -292,7 +386,11 @@ describe("the engine-build setting", () => {
 
         const builds = await dispatch("engine:builds", undefined);
         expect(builds).toMatchObject({ok: true, value: {choice: "auto", autoOrder: ["cuda", "vulkan", "cpu"]}});
-        expect((builds as {value: {builds: EngineBuild[]}}).value.builds.map((build) => [build.backend, build.usable])).toEqual([["cuda", false], ["vulkan", true], ["cpu", true]]);
+        expect((builds as {value: {builds: EngineBuild[]}}).value.builds.map((build) => [build.backend, build.usable])).toEqual([
+            ["cuda", false],
+            ["vulkan", true],
+            ["cpu", true]
+        ]);
         expect(await dispatch("engine:setBuild", {build: "cpu"})).toMatchObject({ok: true, value: {choice: "cpu"}});
         expect(engine.restarts).toEqual([{build: "cpu", rpcServers: []}]);
     });

@@ -8,12 +8,25 @@ import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
 import type {GenerateRequest} from "../../../main/engine/types.js";
 import {memoryEngines, until} from "./memoryEngines.js";
 
-const info = (id: string): ModelInfo => ({id, path: `/models/${id}.gguf`, name: id, sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null});
+const info = (id: string): ModelInfo => ({
+    id,
+    path: `/models/${id}.gguf`,
+    name: id,
+    sizeBytes: 1,
+    architecture: "llama",
+    contextLength: 4096,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+});
 
 function request(overrides: Partial<GenerateRequest> = {}): GenerateRequest & {chunks: string[]} {
     const chunks: string[] = [];
     return {
-        history: [{role: "user", text: "2+2?"}], systemPrompt: "", temperature: 0, maxTokens: 100,
+        history: [{role: "user", text: "2+2?"}],
+        systemPrompt: "",
+        temperature: 0,
+        maxTokens: 100,
         signal: new AbortController().signal,
         kv: {compression: {policy: "full", budget: {kind: "cells", cells: 512}, kvType: "f16", flashAttention: false} as never, cells: 512},
         onChunk: (chunk) => chunks.push(chunk.text),
@@ -48,7 +61,7 @@ describe("the engine behind a process boundary", () => {
     });
 
     it("stops a generation in the engine process when its signal aborts", async () => {
-        const {children, spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 500}, () => " x"));
+        const {children, spawn} = memoryEngines((engine) => (engine.thought = Array.from({length: 500}, () => " x")));
         const proxy = new EngineProxy({spawn});
         await proxy.loadModel("/models/a.gguf", info("a"));
         const abort = new AbortController();
@@ -87,7 +100,7 @@ describe("the engine behind a process boundary", () => {
     });
 
     it("fails an answer with ENGINE_STOPPED when the engine dies under it, keeps what arrived, and restarts with the model", async () => {
-        const {children, spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 500}, () => " x"));
+        const {children, spawn} = memoryEngines((engine) => (engine.thought = Array.from({length: 500}, () => " x")));
         const proxy = new EngineProxy({spawn});
         await proxy.start();
         await proxy.loadModel("/models/a.gguf", info("a"));
@@ -95,7 +108,7 @@ describe("the engine behind a process boundary", () => {
         const pending = proxy.generate(req);
         await until(() => req.chunks.length > 5);
         children[0]!.die({code: null, signal: "SIGABRT"});
-        const error = await pending.catch((err: unknown) => err) as {code?: string, message?: string};
+        const error = (await pending.catch((err: unknown) => err)) as {code?: string; message?: string};
         expect(error.code).toBe("ENGINE_STOPPED");
         expect(error.message).toMatch(/aborted \(SIGABRT/);
         expect(req.chunks.length).toBeGreaterThan(5);
@@ -126,15 +139,17 @@ describe("the engine behind a process boundary", () => {
 
     it("does not load again a model whose loading stopped the engine, and puts back the one that worked", async () => {
         const crashed: string[] = [];
-        const {children, spawn} = memoryEngines((engine) => engine.loadMs = 30);
+        const {children, spawn} = memoryEngines((engine) => (engine.loadMs = 30));
         const proxy = new EngineProxy({spawn, onModelCrashed: (model) => crashed.push(model.id)});
         await proxy.loadModel("/models/good.gguf", info("good"));
         const load = proxy.loadModel("/models/bad.gguf", info("bad"));
         await until(() => children[0]!.engine.paths.length === 2);
         children[0]!.die({code: null, signal: "SIGSEGV"});
-        const error = await load.catch((err: unknown) => err) as {code?: string, message?: string};
+        const error = (await load.catch((err: unknown) => err)) as {code?: string; message?: string};
         expect(error.code).toBe("MODEL_INVALID");
-        expect(error.message).toMatch(/Loading bad stopped the engine \(The engine process crashed \(SIGSEGV\)\): it is not loaded automatically again/);
+        expect(error.message).toMatch(
+            /Loading bad stopped the engine \(The engine process crashed \(SIGSEGV\)\): it is not loaded automatically again/
+        );
         expect(crashed).toEqual(["bad"]);
         await until(() => proxy.status.state === "ready" && proxy.restarts === 1);
         expect(children[1]!.engine.paths).toEqual(["/models/good.gguf"]);
@@ -144,7 +159,7 @@ describe("the engine behind a process boundary", () => {
 
     it("gives up, with a status that says so, when the engine keeps dying while it restarts", async () => {
         const crashed: string[] = [];
-        const {children, spawn} = memoryEngines((engine) => engine.loadMs = 20);
+        const {children, spawn} = memoryEngines((engine) => (engine.loadMs = 20));
         const proxy = new EngineProxy({spawn, onModelCrashed: (model) => crashed.push(model.id)});
         await proxy.start();
         await proxy.loadModel("/models/a.gguf", info("a"));
@@ -169,12 +184,12 @@ describe("the engine behind a process boundary", () => {
 
     it("says which file stopped the engine when reading a header did", async () => {
         // Reading this header never returns: the engine dies in it.
-        const {children, spawn} = memoryEngines((engine) => engine.inspect = () => new Promise(() => {}));
+        const {children, spawn} = memoryEngines((engine) => (engine.inspect = () => new Promise(() => {})));
         const proxy = new EngineProxy({spawn});
         const inspecting = proxy.inspect("/models/hostile.gguf");
         await until(() => children.length === 1 && children[0]!.sent.length === 1);
         children[0]!.die({code: null, signal: "SIGABRT"});
-        const error = await inspecting.catch((err: unknown) => err) as {code?: string, message?: string};
+        const error = (await inspecting.catch((err: unknown) => err)) as {code?: string; message?: string};
         expect(error.code).toBe("MODEL_INVALID");
         expect(error.message).toMatch(/hostile\.gguf could not be read: reading its header stopped the engine/);
         await until(() => proxy.restarts === 1);
@@ -182,7 +197,7 @@ describe("the engine behind a process boundary", () => {
     });
 
     it("writes the state an answer left in the engine process when asked, and relays what became of it", async () => {
-        const {children, spawn} = memoryEngines((engine) => engine.deferStates = true);
+        const {children, spawn} = memoryEngines((engine) => (engine.deferStates = true));
         const proxy = new EngineProxy({spawn});
         const settled: unknown[] = [];
         proxy.onStateSettled((save) => settled.push(save));
@@ -202,7 +217,7 @@ describe("the engine behind a process boundary", () => {
     });
 
     it("writes the state an answer left in the engine process before a restart ends that process", async () => {
-        const {children, spawn} = memoryEngines((engine) => engine.deferStates = true);
+        const {children, spawn} = memoryEngines((engine) => (engine.deferStates = true));
         const proxy = new EngineProxy({spawn});
         const settled: unknown[] = [];
         proxy.onStateSettled((save) => settled.push(save));

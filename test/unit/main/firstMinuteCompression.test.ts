@@ -9,19 +9,35 @@ import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 const info = (budget: number | null): RetentionInfo => ({
-    version: 1, gate: "trimkv-rg", activation: "silu", modelArchitecture: "llama", layers: 4, embeddingLength: 128, headCountKv: 4, hidden: 512,
-    budget, reduction: "shared", source: "test", weightBytes: 1
+    version: 1,
+    gate: "trimkv-rg",
+    activation: "silu",
+    modelArchitecture: "llama",
+    layers: 4,
+    embeddingLength: 128,
+    headCountKv: 4,
+    hidden: 512,
+    budget,
+    reduction: "shared",
+    source: "test",
+    weightBytes: 1
 });
 
 describe("what new conversations start under", () => {
     it("is TRIM-KV with a budget that prunes for a model with gates: half a long sample for the demo, the trained budget otherwise", () => {
         const gates = {available: true as const, path: "/m.retention.gguf", info: info(512)};
-        expect(firstMinuteCompression(defaultCompressionSettings, gates, true))
-            .toEqual({...defaultCompressionSettings, policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}});
+        expect(firstMinuteCompression(defaultCompressionSettings, gates, true)).toEqual({
+            ...defaultCompressionSettings,
+            policy: "trimkv",
+            budget: {kind: "cells", cells: demoFirstBudgetCells}
+        });
         expect(demoFirstBudgetCells).toBe(320);
         expect(firstMinuteCompression(defaultCompressionSettings, gates, false)?.budget).toEqual({kind: "cells", cells: 512});
         // Never below the smallest budget.
-        expect(firstMinuteCompression(defaultCompressionSettings, {...gates, info: info(16)}, false)?.budget).toEqual({kind: "cells", cells: 64});
+        expect(firstMinuteCompression(defaultCompressionSettings, {...gates, info: info(16)}, false)?.budget).toEqual({
+            kind: "cells",
+            cells: 64
+        });
     });
 
     it("keeps the defaults without gates, or when the gates' trained budget is unknown", () => {
@@ -36,17 +52,29 @@ describe("a new conversation", () => {
     it("starts under TRIM-KV at the demo's budget with the demo model (it has gates) until a default is saved", async () => {
         const engine = new FakeEngine();
         engine.inspection = await inspectModel(demo);
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x", bundledModelPath: demo});
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+            version: "t",
+            modelsDir: "/tmp/x",
+            bundledModelPath: demo
+        });
         // What the budget controller is told new conversations start with, before one is made.
-        expect(await services.newConversationCompression())
-            .toMatchObject({source: "gates", compression: {policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}}});
+        expect(await services.newConversationCompression()).toMatchObject({
+            source: "gates",
+            compression: {policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}}
+        });
         const first = await services.createConversation();
-        expect(services.conversations.settingsOf(services.conversations.require(first.id)).compression)
-            .toMatchObject({policy: "trimkv", budget: {kind: "cells", cells: demoFirstBudgetCells}});
+        expect(services.conversations.settingsOf(services.conversations.require(first.id)).compression).toMatchObject({
+            policy: "trimkv",
+            budget: {kind: "cells", cells: demoFirstBudgetCells}
+        });
         expect(first.policy).toBe("trimkv");
         // A saved default wins.
-        services.settings.update({defaultConversationSettings: {...services.settings.get().defaultConversationSettings,
-            compression: {...defaultCompressionSettings, policy: "lethe", budget: {kind: "cells", cells: 256}}}});
+        services.settings.update({
+            defaultConversationSettings: {
+                ...services.settings.get().defaultConversationSettings,
+                compression: {...defaultCompressionSettings, policy: "lethe", budget: {kind: "cells", cells: 256}}
+            }
+        });
         expect((await services.createConversation()).policy).toBe("lethe");
         expect(await services.newConversationCompression()).toMatchObject({source: "default", compression: {policy: "lethe"}});
         await services.dispose();

@@ -6,10 +6,13 @@ describe("the generation queue", () => {
         const queue = new GenerationQueue(2);
         const order: string[] = [];
         let finishFirst!: () => void;
-        const first = queue.run(() => new Promise<void>((resolve) => {
-            order.push("a");
-            finishFirst = resolve;
-        }));
+        const first = queue.run(
+            () =>
+                new Promise<void>((resolve) => {
+                    order.push("a");
+                    finishFirst = resolve;
+                })
+        );
         await Promise.resolve();
         const second = queue.run(async () => void order.push("b"));
         const third = queue.run(async () => void order.push("c"));
@@ -35,9 +38,11 @@ describe("the generation queue", () => {
         release();
         release(); // a second release is ignored
         await expect(next).resolves.toBe("ran");
-        await expect(queue.run(async () => {
-            throw new Error("boom");
-        })).rejects.toThrow("boom");
+        await expect(
+            queue.run(async () => {
+                throw new Error("boom");
+            })
+        ).rejects.toThrow("boom");
         await expect(queue.run(async () => "after")).resolves.toBe("after");
     });
 });

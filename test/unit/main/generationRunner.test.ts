@@ -8,8 +8,16 @@ import {generationFailure, GenerationRunner} from "../../../main/services/Genera
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 
 const model: ModelInspection = {
-    path: "/m.gguf", name: "m", sizeBytes: 1, architecture: "qwen2", contextLength: 4096,
-    layers: 28, headCount: 12, headCountKv: 2, embeddingLength: 1536, hasChatTemplate: true
+    path: "/m.gguf",
+    name: "m",
+    sizeBytes: 1,
+    architecture: "qwen2",
+    contextLength: 4096,
+    layers: 28,
+    headCount: 12,
+    headCountKv: 2,
+    embeddingLength: 1536,
+    hasChatTemplate: true
 };
 const compression = {...defaultCompressionSettings, budget: {kind: "cells" as const, cells: 512}};
 
@@ -23,8 +31,14 @@ function setup(generate: (request: GenerateRequest) => Promise<unknown>) {
             return resolveKv(model, settings, 2 ** 33);
         }
     });
-    const ask = (signal = new AbortController().signal) =>
-        ({history: [], systemPrompt: "", temperature: 0, maxTokens: 1, signal, onChunk: () => {}});
+    const ask = (signal = new AbortController().signal) => ({
+        history: [],
+        systemPrompt: "",
+        temperature: 0,
+        maxTokens: 1,
+        signal,
+        onChunk: () => {}
+    });
     return {queue, resolved, runner, ask};
 }
 
@@ -53,7 +67,8 @@ describe("the generation runner", () => {
             throw new AppError("ENGINE_STOPPED", "The engine stopped");
         });
         const early = resolveKv(model, {...compression, budget: {kind: "cells", cells: 1024}}, 2 ** 33);
-        const failed = await runner.run({signal: new AbortController().signal, kv: {resolved: early}, request: () => ask()})
+        const failed = await runner
+            .run({signal: new AbortController().signal, kv: {resolved: early}, request: () => ask()})
             .catch((err: unknown) => err);
         expect(resolved).toEqual([]);
         expect(generationFailure(failed)).toEqual({status: "interrupted", error: "The engine stopped"});
@@ -68,7 +83,8 @@ describe("the generation runner", () => {
         });
         const held = await queue.acquire();
         const abort = new AbortController();
-        const running = runner.run({signal: abort.signal, kv: {resolve: compression}, request: () => ask(abort.signal)})
+        const running = runner
+            .run({signal: abort.signal, kv: {resolve: compression}, request: () => ask(abort.signal)})
             .catch((err: unknown) => err);
         abort.abort();
         const failed = await running;

@@ -24,7 +24,12 @@ describe("gpuOffload", () => {
     const input = {kvBytes: 400, computeBytes: 50, modelLoaded: false, freeVramBytes: 10_000, freeRamBytes: 10_000};
 
     it("puts each offloaded layer's weights and KV in VRAM, the output layer last, the token embeddings never", () => {
-        expect(gpuOffload(model, {...input, gpuLayers: 0})).toMatchObject({gpuLayers: 0, totalLayers: 5, vramBytes: 0, ramBytes: 1000 + 400 + 50});
+        expect(gpuOffload(model, {...input, gpuLayers: 0})).toMatchObject({
+            gpuLayers: 0,
+            totalLayers: 5,
+            vramBytes: 0,
+            ramBytes: 1000 + 400 + 50
+        });
         expect(gpuOffload(model, {...input, gpuLayers: 2})).toMatchObject({gpuLayers: 2, vramBytes: 400 + 200 + 50, ramBytes: 600 + 200});
         expect(gpuOffload(model, {...input, gpuLayers: 4})).toMatchObject({vramBytes: 800 + 400 + 50, ramBytes: 200});
         expect(gpuOffload(model, {...input, gpuLayers: "max"})).toMatchObject({gpuLayers: 5, vramBytes: 900 + 400 + 50, ramBytes: 100});
@@ -68,16 +73,28 @@ describe("GPU layers setting", () => {
         expect(services.models.setGpuLayers(model.id, 5).gpuLayers).toBe(5);
         const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
         for (const gpuLayers of [-1, 2.5, "half", null, "MAX", 1e9])
-            expect(await dispatch("models:setGpuLayers", {id: model.id, gpuLayers}), String(gpuLayers)).toMatchObject({ok: false, error: {code: "BAD_REQUEST"}});
-        expect(await dispatch("models:setGpuLayers", {id: model.id, gpuLayers: 6})).toMatchObject({ok: false, error: {code: "BAD_REQUEST"}});
+            expect(await dispatch("models:setGpuLayers", {id: model.id, gpuLayers}), String(gpuLayers)).toMatchObject({
+                ok: false,
+                error: {code: "BAD_REQUEST"}
+            });
+        expect(await dispatch("models:setGpuLayers", {id: model.id, gpuLayers: 6})).toMatchObject({
+            ok: false,
+            error: {code: "BAD_REQUEST"}
+        });
         expect(await dispatch("models:setGpuLayers", {id: "missing", gpuLayers: 1})).toMatchObject({ok: false, error: {code: "NOT_FOUND"}});
-        expect(await dispatch("models:setGpuLayers", {id: model.id, gpuLayers: "auto"})).toMatchObject({ok: true, value: {gpuLayers: "auto"}});
+        expect(await dispatch("models:setGpuLayers", {id: model.id, gpuLayers: "auto"})).toMatchObject({
+            ok: true,
+            value: {gpuLayers: "auto"}
+        });
     });
 
     it("moves the fit estimate between VRAM and RAM on a GPU build: with 0 layers the weights use RAM", async () => {
         const {engine, services} = setup();
         const model = await services.models.add(await getFixtureModel("tiny-qwen3"));
-        const compression = {...services.settings.get().defaultConversationSettings.compression, budget: {kind: "cells" as const, cells: 1024}};
+        const compression = {
+            ...services.settings.get().defaultConversationSettings.compression,
+            budget: {kind: "cells" as const, cells: 1024}
+        };
         // A CPU build: everything in RAM, no split.
         expect((await services.compression.estimate(compression, model.id)).offload ?? null).toBeNull();
 
@@ -85,7 +102,12 @@ describe("GPU layers setting", () => {
         engine.freeVramBytes = 8 * 2 ** 30;
         services.models.setGpuLayers(model.id, 0);
         const none = await services.compression.estimate(compression, model.id);
-        expect(none.offload).toMatchObject({gpuLayers: 0, totalLayers: 5, vramBytes: 0, ramBytes: none.weightsBytes! + none.bytes + none.computeBytes!});
+        expect(none.offload).toMatchObject({
+            gpuLayers: 0,
+            totalLayers: 5,
+            vramBytes: 0,
+            ramBytes: none.weightsBytes! + none.bytes + none.computeBytes!
+        });
         expect(none.notes.join(" ")).toMatch(/No layer is on the GPU/);
 
         services.models.setGpuLayers(model.id, "max");
@@ -96,7 +118,11 @@ describe("GPU layers setting", () => {
         expect(inspection.outputWeightsBytes).toBe(581 * 160 * 2 + 160 * 4);
         expect(inspection.weightsBytes! - inspection.layerWeightsBytes! - inspection.outputWeightsBytes!).toBe(581 * 160 * 2);
         expect(inspection.tiedOutputBytes).toBe(0);
-        expect(all.offload).toMatchObject({gpuLayers: 5, target: "the GPU", ramBytes: inspection.weightsBytes! - inspection.layerWeightsBytes! - inspection.outputWeightsBytes!});
+        expect(all.offload).toMatchObject({
+            gpuLayers: 5,
+            target: "the GPU",
+            ramBytes: inspection.weightsBytes! - inspection.layerWeightsBytes! - inspection.outputWeightsBytes!
+        });
         expect(all.offload!.vramBytes + all.offload!.ramBytes).toBe(all.neededBytes + inspection.tiedOutputBytes!);
         expect(all.fits).toBe(true);
 
@@ -112,19 +138,30 @@ describe("GPU layers setting", () => {
     it("counts the connected rpc-servers' free memory where the offloaded layers go on a CPU build", async () => {
         const {engine, services} = setup();
         const model = await services.models.add(await getFixtureModel("tiny-qwen3"));
-        const compression = {...services.settings.get().defaultConversationSettings.compression, budget: {kind: "cells" as const, cells: 1024}};
+        const compression = {
+            ...services.settings.get().defaultConversationSettings.compression,
+            budget: {kind: "cells" as const, cells: 1024}
+        };
         const cpu: BuildInfo = {kind: "local", gpu: false, patched: true, llamaCppRelease: "b1", seriesHash: null};
-        const server = {endpoint: "10.0.0.5:50052", devices: [{name: "RPC0", description: "10.0.0.5:50052", freeBytes: 2 ** 30, totalBytes: 2 ** 31}]};
+        const server = {
+            endpoint: "10.0.0.5:50052",
+            devices: [{name: "RPC0", description: "10.0.0.5:50052", freeBytes: 2 ** 30, totalBytes: 2 ** 31}]
+        };
         engine.freeVramBytes = 2 ** 30;
         services.models.setGpuLayers(model.id, "max");
         // A server that could not be used changes nothing: RAM only.
-        engine.status = {...engine.status, build: {...cpu, rpc: {protocol: "7.0.0", servers: [{...server, connected: false, error: "connection refused", devices: []}]}}};
+        engine.status = {
+            ...engine.status,
+            build: {...cpu, rpc: {protocol: "7.0.0", servers: [{...server, connected: false, error: "connection refused", devices: []}]}}
+        };
         expect((await services.compression.estimate(compression, model.id)).offload ?? null).toBeNull();
         engine.status = {...engine.status, build: {...cpu, rpc: {protocol: "7.0.0", servers: [{...server, connected: true, error: null}]}}};
         const split = await services.compression.estimate(compression, model.id);
         expect(split.offload).toMatchObject({gpuLayers: 5, freeVramBytes: 2 ** 30, target: "the RPC servers"});
         services.models.setGpuLayers(model.id, 2);
-        expect((await services.compression.estimate(compression, model.id)).notes.join(" ")).toMatch(/2 of 5 layers are on the RPC servers/);
+        expect((await services.compression.estimate(compression, model.id)).notes.join(" ")).toMatch(
+            /2 of 5 layers are on the RPC servers/
+        );
         services.models.setGpuLayers(model.id, "max");
         engine.freeVramBytes = split.offload!.vramBytes - 1;
         expect((await services.compression.estimate(compression, model.id)).fits).toBe(false);

@@ -30,7 +30,10 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
     let normsOn = false;
     let normReads = 0;
     // TRIM-KV's gates: one logit per layer, KV head and cell, from its position; multiples of 7 are kept by layer 1 only.
-    const logit = gateLogit ?? ((position: number, layer: number, head: number) => position % 7 === 0 ? (layer === 1 && head === 0 ? 20 : -6) : -1 - (position % 5));
+    const logit =
+        gateLogit ??
+        ((position: number, layer: number, head: number) =>
+            position % 7 === 0 ? (layer === 1 && head === 0 ? 20 : -6) : -1 - (position % 5));
     const kv = {
         disposed: false,
         configureScoring: async (options: ScoringOptions) => void calls.push(options),
@@ -42,11 +45,12 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
             gates = path;
         },
         retention: async () => {
-            if (gates == null)
-                throw new Error("the retention gates are off");
+            if (gates == null) throw new Error("the retention gates are off");
             const positions = Int32Array.from(live).reverse(); // another cell order than the scores'
             const n = positions.length;
-            const logits = [0, 1, 2].map((layer) => Float32Array.from({length: 2 * n}, (_, i) => logit(positions[i % n]!, layer, Math.floor(i / n))));
+            const logits = [0, 1, 2].map((layer) =>
+                Float32Array.from({length: 2 * n}, (_, i) => logit(positions[i % n]!, layer, Math.floor(i / n)))
+            );
             return {sequenceId: 0, positions, heads: 2, logits};
         },
         configureValueNorms: async (enabled: boolean) => {
@@ -54,8 +58,7 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
             normsOn = enabled;
         },
         valueNorms: async () => {
-            if (!normsOn)
-                throw new Error("the value norms are off");
+            if (!normsOn) throw new Error("the value norms are off");
             normReads++;
             const positions = Int32Array.from(live).reverse(); // another cell order than the scores'
             const n = positions.length;
@@ -63,8 +66,15 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
             return {sequenceId: 0, positions, heads: 2, norms};
         },
         stats: async () => ({
-            cellsAllocated: 1 << 12, cellsUsed: live.length, bytesPerCell: 1, bytesAllocated: 1 << 12, bytesUsed: live.length, layers: 3,
-            tokensEvicted: 0, pruneCalls: 0, scoring: true
+            cellsAllocated: 1 << 12,
+            cellsUsed: live.length,
+            bytesPerCell: 1,
+            bytesAllocated: 1 << 12,
+            bytesUsed: live.length,
+            layers: 3,
+            tokensEvicted: 0,
+            pruneCalls: 0,
+            scoring: true
         }),
         scores: async () => {
             const positions = Int32Array.from(live);
@@ -89,7 +99,12 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
         }
     } as unknown as NativeKv;
     return {
-        kv, calls, evicted, gateCalls, normCalls, score,
+        kv,
+        calls,
+        evicted,
+        gateCalls,
+        normCalls,
+        score,
         get normReads() {
             return normReads;
         },
@@ -100,8 +115,7 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
             return next;
         },
         decode(count: number) {
-            for (let i = 0; i < count; i++)
-                live.push(next++);
+            for (let i = 0; i < count; i++) live.push(next++);
         },
         /** node-llama-cpp erasing the sequence (not an eviction). */
         clear() {
@@ -113,11 +127,22 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
 
 type Fake = ReturnType<typeof fakeKv>;
 
-function controller(fake: Fake, compression: Partial<CompressionSettings>, cells = 4096, retentionGates: string | null = null,
-    options: Partial<KvControllerOptions> = {}) {
+function controller(
+    fake: Fake,
+    compression: Partial<CompressionSettings>,
+    cells = 4096,
+    retentionGates: string | null = null,
+    options: Partial<KvControllerOptions> = {}
+) {
     return new KvController({
-        kv: fake.kv, sequenceId: 0, cells, compression: {...defaultCompressionSettings, ...compression},
-        tokensSeen: () => fake.next, now: () => 0, retentionGates, ...options
+        kv: fake.kv,
+        sequenceId: 0,
+        cells,
+        compression: {...defaultCompressionSettings, ...compression},
+        tokensSeen: () => fake.next,
+        now: () => 0,
+        retentionGates,
+        ...options
     });
 }
 
@@ -149,8 +174,7 @@ describe("KvController", () => {
         await c.start();
         c.beginAnswer();
         await evaluate(c, fake, 2);
-        for (let token = 0; token < 200; token++)
-            await evaluate(c, fake, 1);
+        for (let token = 0; token < 200; token++) await evaluate(c, fake, 1);
         const sample = await c.sample(0);
         expect(sample.pruneRounds).toBeGreaterThan(10);
         expect(sample.cellsPeak).toBeLessThanOrEqual(64);
@@ -171,19 +195,21 @@ describe("KvController", () => {
         const samples: KvSample[] = [];
         for (let token = 0; token < 200; token++) {
             await evaluate(c, fake, 1);
-            if (token % 16 === 15)
-                samples.push(await c.sample(0));
+            if (token % 16 === 15) samples.push(await c.sample(0));
         }
         // The clock stands still: the first sample carries the records, the next ones none, the answer's last what is left.
         expect(samples.slice(1).every((sample) => sample.tokens == null)).toBe(true);
         samples.push(await c.sample(0, true));
         // Every round once, in order, with what it evicted (a round that freed nothing, nothing).
         const rounds = samples.flatMap((sample) => sample.rounds ?? []);
-        expect(rounds.map((round) => [round.first, round.last])).toEqual(Array.from({length: samples.at(-1)!.pruneRounds}, (_, i) => [i + 1, i + 1]));
-        expect(rounds.filter((round) => round.evicted.length > 0).map((round) => round.evicted)).toEqual(fake.evicted.map((list) => toRanges(list)));
+        expect(rounds.map((round) => [round.first, round.last])).toEqual(
+            Array.from({length: samples.at(-1)!.pruneRounds}, (_, i) => [i + 1, i + 1])
+        );
+        expect(rounds.filter((round) => round.evicted.length > 0).map((round) => round.evicted)).toEqual(
+            fake.evicted.map((list) => toRanges(list))
+        );
         let tokens: TokenScores | undefined;
-        for (const sample of samples)
-            tokens = sample.tokens != null ? mergeTokenScores(tokens, sample.tokens) : tokens;
+        for (const sample of samples) tokens = sample.tokens != null ? mergeTokenScores(tokens, sample.tokens) : tokens;
         expect(tokens).toMatchObject({kind: "retention", layers: 3});
         // Position 7: a logit of 20 in layer 1's first head only, -6 elsewhere: retained (about 1) by layer 1's ranking alone.
         const seven = tokenScoreAt(tokens, 7)!;
@@ -205,21 +231,21 @@ describe("KvController", () => {
     });
 
     it("records per token the attention received under Lethe, and no score under StreamingLLM, which keeps by position", async () => {
-        for (const [policy, kind] of [["lethe", "attention"], ["streamingllm", "none"]] as const) {
+        for (const [policy, kind] of [
+            ["lethe", "attention"],
+            ["streamingllm", "none"]
+        ] as const) {
             const fake = fakeKv(0);
             const c = controller(fake, {policy, pruneEvery: 8}, 64);
             await c.start();
             c.beginAnswer();
             await evaluate(c, fake, 2);
-            for (let token = 0; token < 100; token++)
-                await evaluate(c, fake, 1);
+            for (let token = 0; token < 100; token++) await evaluate(c, fake, 1);
             const tokens = (await c.sample(0)).tokens!;
             expect(tokens.kind).toBe(kind);
             expect(tokens.positions.length).toBeGreaterThan(64);
-            if (kind === "none")
-                expect(new Set(tokens.scores)).toEqual(new Set([null]));
-            else
-                expect(tokens.scores.every((score) => score != null && score >= 0)).toBe(true);
+            if (kind === "none") expect(new Set(tokens.scores)).toEqual(new Set([null]));
+            else expect(tokens.scores.every((score) => score != null && score >= 0)).toBe(true);
         }
     });
 
@@ -230,8 +256,15 @@ describe("KvController", () => {
             await fs.writeFile(model, "a model's bytes");
             const gates = async (name: string, reduction: "shared" | "per-head") => {
                 const file = path.join(dir, name);
-                await writeRetentionSidecar(file, {modelPath: model, architecture: "llama", layers: 3, width: 8, kvHeads: 2, hidden: 4,
-                    overrides: {"ponder.retention.reduction": gguf.string(reduction)}});
+                await writeRetentionSidecar(file, {
+                    modelPath: model,
+                    architecture: "llama",
+                    layers: 3,
+                    width: 8,
+                    kvHeads: 2,
+                    hidden: 4,
+                    overrides: {"ponder.retention.reduction": gguf.string(reduction)}
+                });
                 return file;
             };
             const perHead = await gates("per-head.retention.gguf", "per-head");
@@ -247,20 +280,21 @@ describe("KvController", () => {
             // A mode the person chose, and every other policy under auto, need no gate file.
             expect(controller(fakeKv(16), {policy: "trimkv", combine: "union"}, 4096, perHead).combine).toBe("union");
             expect(controller(fakeKv(16), {policy: "lethe"}).combine).toBe("aggregate");
-            expect(controller(fakeKv(16), {policy: "trimkv"}, 4096, "/m.retention.gguf", {retentionReduction: "per-head"}).combine).toBe("union");
+            expect(controller(fakeKv(16), {policy: "trimkv"}, 4096, "/m.retention.gguf", {retentionReduction: "per-head"}).combine).toBe(
+                "union"
+            );
 
             // The rounds run under it: per-head gates under auto evict what union does, not what quota does.
             // Heads that disagree: layer 0's first head retains even positions, every other head positions 1 mod 3.
-            const disagree = (position: number, layer: number, head: number) => (layer === 0 && head === 0 ? position % 2 === 0 : position % 3 === 1)
-                ? 4 - (position % 5) : -4 - (position % 5);
+            const disagree = (position: number, layer: number, head: number) =>
+                (layer === 0 && head === 0 ? position % 2 === 0 : position % 3 === 1) ? 4 - (position % 5) : -4 - (position % 5);
             const run = async (compression: Partial<CompressionSettings>) => {
                 const fake = fakeKv(0, disagree);
                 const c = controller(fake, {policy: "trimkv", pruneEvery: 8, ...compression}, 64, perHead);
                 await c.start();
                 c.beginAnswer();
                 await evaluate(c, fake, 2);
-                for (let token = 0; token < 200; token++)
-                    await evaluate(c, fake, 1);
+                for (let token = 0; token < 200; token++) await evaluate(c, fake, 1);
                 return fake.evicted;
             };
             const byAuto = await run({});
@@ -281,7 +315,11 @@ describe("KvController", () => {
 
     it("reads the value norms at each LAVa round and ranks by the head with the larger values", async () => {
         const fake = fakeKv(64);
-        const c = controller(fake, {policy: "lava", combine: "quota", params: {...defaultCompressionSettings.params, lava: {window: 4, kernel: 1}}}, 48);
+        const c = controller(
+            fake,
+            {policy: "lava", combine: "quota", params: {...defaultCompressionSettings.params, lava: {window: 4, kernel: 1}}},
+            48
+        );
         await c.start();
         await evaluate(c, fake, 8);
         expect(fake.normReads).toBe(1);
@@ -295,7 +333,12 @@ describe("KvController", () => {
     });
 
     it("scores prompts by every query row for Lethe and H2O (Eq. 2/5), by the last row for ReFreeKV (k = 1)", async () => {
-        for (const [policy, flash, rows] of [["lethe", false, 512], ["h2o", false, 512], ["lethe", true, 32], ["refreekv", false, 1]] as const) {
+        for (const [policy, flash, rows] of [
+            ["lethe", false, 512],
+            ["h2o", false, 512],
+            ["lethe", true, 32],
+            ["refreekv", false, 1]
+        ] as const) {
             const fake = fakeKv(16);
             await controller(fake, {policy, flashAttention: flash}).start();
             expect(fake.calls[0]).toMatchObject({enabled: true, rows});
@@ -307,8 +350,7 @@ describe("KvController", () => {
         const c = controller(fake, {policy: "lethe", pruneEvery: 2});
         await c.start();
         c.beginAnswer();
-        for (let i = 0; i < 6; i++)
-            await evaluate(c, fake, 1);
+        for (let i = 0; i < 6; i++) await evaluate(c, fake, 1);
         expect(fake.calls.filter((call) => !call.enabled)).toHaveLength(0);
     });
 
@@ -322,8 +364,7 @@ describe("KvController", () => {
         await evaluate(c, fake, 1); // the first generated token waits for the round
         // After the prompt: the first 4 positions and the newest few survive (the 4096-cell budget forces nothing).
         expect(fake.evicted[0]).toEqual(Array.from({length: 100 - 4 - 8}, (_, i) => 4 + i));
-        for (let i = 0; i < 12; i++)
-            await evaluate(c, fake, 1);
+        for (let i = 0; i < 12; i++) await evaluate(c, fake, 1);
         expect(fake.evicted).toHaveLength(1);
         expect((await c.sample(0)).pruneRounds).toBe(4);
     });
@@ -360,7 +401,9 @@ describe("KvController", () => {
             const sample = await c.sample(0);
             // A delta: never a position an earlier sample already sent.
             const before = maskOfRanges(union, 256);
-            expect(maskOfRanges(sample.evicted ?? [], 256).some((evicted, position) => evicted === 1 && before[position] === 1)).toBe(false);
+            expect(maskOfRanges(sample.evicted ?? [], 256).some((evicted, position) => evicted === 1 && before[position] === 1)).toBe(
+                false
+            );
             union = mergeRanges(union, sample.evicted ?? []);
         }
         expect(union).toEqual(toRanges(fake.evicted.flat()));
@@ -371,20 +414,21 @@ describe("KvController", () => {
     it("tells the policy where the answer's input ends: Lethe keeps an unattended question whole when it fits", async () => {
         for (const keepInput of [0.5, 0]) {
             const fake = fakeKv(26);
-            const compression = {...defaultCompressionSettings, policy: "lethe" as const, pruneEvery: 8,
-                params: {...defaultCompressionSettings.params, lethe: {...defaultCompressionSettings.params.lethe, keepInput}}};
+            const compression = {
+                ...defaultCompressionSettings,
+                policy: "lethe" as const,
+                pruneEvery: 8,
+                params: {...defaultCompressionSettings.params, lethe: {...defaultCompressionSettings.params.lethe, keepInput}}
+            };
             const c = new KvController({kv: fake.kv, sequenceId: 0, cells: 100, compression, tokensSeen: () => fake.next, now: () => 0});
             await c.start();
             c.beginAnswer();
             await evaluate(c, fake, 4); // the question ends at position 30
-            for (let i = 0; i < 200; i++)
-                await evaluate(c, fake, 1);
+            for (let i = 0; i < 200; i++) await evaluate(c, fake, 1);
             const questionEvicted = fake.evicted.flat().filter((p) => p < 30).length;
             // Without it, RASR frees the unattended question but for the sinks and the ties ranked first.
-            if (keepInput > 0)
-                expect(questionEvicted).toBe(0);
-            else
-                expect(questionEvicted).toBeGreaterThan(10);
+            if (keepInput > 0) expect(questionEvicted).toBe(0);
+            else expect(questionEvicted).toBeGreaterThan(10);
         }
     });
 
@@ -393,8 +437,7 @@ describe("KvController", () => {
         const first = controller(fake, {policy: "h2o", pruneEvery: 4}, 64);
         first.beginAnswer();
         await evaluate(first, fake, 10);
-        for (let i = 0; i < 200; i++)
-            await evaluate(first, fake, 1);
+        for (let i = 0; i < 200; i++) await evaluate(first, fake, 1);
         expect((await first.sample(0)).tokensEvicted).toBeGreaterThan(100);
 
         fake.clear();
@@ -414,28 +457,37 @@ describe("KvController", () => {
         const cellCounts = fc.integer({min: 16, max: 700});
         const cadence = fc.integer({min: 1, max: 600});
         const prompts = fc.integer({min: 0, max: 1500});
-        await fc.assert(fc.asyncProperty(policy, combine, cellCounts, cadence, prompts, fc.integer({min: 1, max: 40}),
-            fc.array(fc.integer({min: 1, max: 6}), {minLength: 1, maxLength: 300}),
-            async (policyId, combineMode, cells, pruneEvery, promptTokens, tail, generated) => {
-                const run = async () => {
-                    const fake = fakeKv(0);
-                    const c = controller(fake, {policy: policyId, combine: combineMode, pruneEvery}, cells);
-                    let peak = 0;
-                    const onDecode = () => void (peak = Math.max(peak, fake.live));
-                    for (let read = 0; read < promptTokens; read += 128)
-                        await evaluate(c, fake, Math.min(128, promptTokens - read), onDecode);
-                    c.beginAnswer();
-                    await evaluate(c, fake, tail, onDecode);
-                    for (const count of generated)
-                        await evaluate(c, fake, count, onDecode);
-                    const sample = await c.sample(0);
-                    expect(sample.cellsPeak).toBe(peak);
-                    expect(sample.cellsLive + sample.tokensEvicted).toBe(fake.next);
-                    return {peak, evicted: fake.evicted};
-                };
-                const a = await run();
-                expect(a.peak).toBeLessThanOrEqual(cells);
-                expect((await run()).evicted).toEqual(a.evicted);
-            }), {numRuns: 150});
+        await fc.assert(
+            fc.asyncProperty(
+                policy,
+                combine,
+                cellCounts,
+                cadence,
+                prompts,
+                fc.integer({min: 1, max: 40}),
+                fc.array(fc.integer({min: 1, max: 6}), {minLength: 1, maxLength: 300}),
+                async (policyId, combineMode, cells, pruneEvery, promptTokens, tail, generated) => {
+                    const run = async () => {
+                        const fake = fakeKv(0);
+                        const c = controller(fake, {policy: policyId, combine: combineMode, pruneEvery}, cells);
+                        let peak = 0;
+                        const onDecode = () => void (peak = Math.max(peak, fake.live));
+                        for (let read = 0; read < promptTokens; read += 128)
+                            await evaluate(c, fake, Math.min(128, promptTokens - read), onDecode);
+                        c.beginAnswer();
+                        await evaluate(c, fake, tail, onDecode);
+                        for (const count of generated) await evaluate(c, fake, count, onDecode);
+                        const sample = await c.sample(0);
+                        expect(sample.cellsPeak).toBe(peak);
+                        expect(sample.cellsLive + sample.tokensEvicted).toBe(fake.next);
+                        return {peak, evicted: fake.evicted};
+                    };
+                    const a = await run();
+                    expect(a.peak).toBeLessThanOrEqual(cells);
+                    expect((await run()).evicted).toEqual(a.evicted);
+                }
+            ),
+            {numRuns: 150}
+        );
     });
 });

@@ -20,8 +20,12 @@ describe("KV bytes per cell", () => {
         const qwen3medium = {layers: 36, headCount: 32, headCountKv: 8, embeddingLength: 2560, keyLength: 128, valueLength: 128};
         expect(kvBytesPerCell(qwen3medium)! / kvBytesPerCell({...qwen3medium, keyLength: null, valueLength: null})!).toBeCloseTo(1.6, 10);
         // Different K and V sizes, and q8_0 on each.
-        expect(kvBytesPerCell({layers: 2, headCount: 4, headCountKv: 1, embeddingLength: 64, keyLength: 192, valueLength: 128}, {k: "q8_0", v: "f16"}))
-            .toBe(2 * (6 * 34 + 128 * 2));
+        expect(
+            kvBytesPerCell(
+                {layers: 2, headCount: 4, headCountKv: 1, embeddingLength: 64, keyLength: 192, valueLength: 128},
+                {k: "q8_0", v: "f16"}
+            )
+        ).toBe(2 * (6 * 34 + 128 * 2));
     });
 
     it("counts keys and values each at its own type: K8V4 and its mirror K4V8 cost the same, 3/8 of F16 on R1-1.5B's shape", () => {
@@ -51,9 +55,11 @@ describe("cache types llama.cpp cannot make", () => {
         expect(cacheTypeProblem(narrow, types("f16", "f16", true))).toBeNull();
         expect(cacheTypeProblem(qwen3, types("q8_0", "q8_0", true))).toBeNull();
         expect(cacheTypeProblem(qwen3, types("q4_0", "q4_0", false))).toBe(
-            "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16.");
+            "A quantized V cache (q8_0 or q4_0 values) needs flash attention: turn flash attention on, or store the values as F16."
+        );
         expect(cacheTypeProblem(narrow, types("q8_0", "q8_0", true))).toBe(
-            "This model's attention heads are 16 values wide, and a q8_0 K cache stores blocks of 32: choose F16 for K.");
+            "This model's attention heads are 16 values wide, and a q8_0 K cache stores blocks of 32: choose F16 for K."
+        );
         // A declared value length counts on its own.
         expect(cacheTypeProblem({...qwen3, valueLength: 80}, types("q4_0", "q4_0", true))).toMatch(/80 values wide, and a q4_0 V cache/);
         expect(cacheTypeProblem({...qwen3, valueLength: 80}, types("q4_0", "f16", true))).toBeNull();
@@ -63,10 +69,15 @@ describe("cache types llama.cpp cannot make", () => {
         // llama_init_from_model refuses only a quantized V without flash attention (measured in test/engine/leankv.test.ts).
         expect(cacheTypeProblem(qwen3, types("q4_0", "f16", false))).toBeNull();
         expect(cacheTypeProblem(qwen3, types("q8_0", "f16", false))).toBeNull();
-        for (const [k, v] of [["f16", "q4_0"], ["q8_0", "q4_0"], ["q4_0", "q8_0"]] as const)
+        for (const [k, v] of [
+            ["f16", "q4_0"],
+            ["q8_0", "q4_0"],
+            ["q4_0", "q8_0"]
+        ] as const)
             expect(cacheTypeProblem(qwen3, types(k, v, false))).toMatch(/quantized V cache .* needs flash attention/);
         expect(cacheTypeProblem(qwen3, types("q8_0", "q4_0", true))).toBeNull();
         expect(cacheTypeProblem(narrow, types("f16", "q4_0", true))).toBe(
-            "This model's attention heads are 16 values wide, and a q4_0 V cache stores blocks of 32: choose F16 for V.");
+            "This model's attention heads are 16 values wide, and a q4_0 V cache stores blocks of 32: choose F16 for V."
+        );
     });
 });

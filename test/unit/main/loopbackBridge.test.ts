@@ -28,7 +28,13 @@ afterEach(async () => {
 });
 
 async function start(options: Partial<LoopbackBridgeOptions> = {}): Promise<LoopbackBridge> {
-    bridge = await LoopbackBridge.start({dispatch: echo, staticDir, token: "t".repeat(48), log: (message) => logged.push(message), ...options});
+    bridge = await LoopbackBridge.start({
+        dispatch: echo,
+        staticDir,
+        token: "t".repeat(48),
+        log: (message) => logged.push(message),
+        ...options
+    });
     return bridge;
 }
 
@@ -61,7 +67,9 @@ describe("Loopback bridge under hostile requests", () => {
     it("answers a malformed percent-encoding with 400 and keeps serving", async () => {
         const {port} = await start();
         for (const target of ["/%", "/%E0%A4%A", "/assets/%zz.js"])
-            expect(await rawRequest(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`)).toMatch(/^HTTP\/1\.1 400/);
+            expect(await rawRequest(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`)).toMatch(
+                /^HTTP\/1\.1 400/
+            );
         await servesIndex(port);
     });
 
@@ -72,8 +80,12 @@ describe("Loopback bridge under hostile requests", () => {
         expect(await rawRequest(port, upgrade("/elsewhere?token=" + "t".repeat(48)))).toMatch(/^HTTP\/1\.1 403/);
         expect(await rawRequest(port, upgrade("/bridge?token=" + "x".repeat(48)))).toMatch(/^HTTP\/1\.1 403/);
         expect(await rawRequest(port, upgrade("/bridge?token=short"))).toMatch(/^HTTP\/1\.1 403/);
-        expect(await rawRequest(port, upgrade("/bridge?token=" + "t".repeat(48), "Origin: http://evil.example\r\n"))).toMatch(/^HTTP\/1\.1 403/);
-        expect(await rawRequest(port, "GET /bridge HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\u0000\u0001garbage")).toMatch(/^HTTP\/1\.1 (400|403)/);
+        expect(await rawRequest(port, upgrade("/bridge?token=" + "t".repeat(48), "Origin: http://evil.example\r\n"))).toMatch(
+            /^HTTP\/1\.1 403/
+        );
+        expect(await rawRequest(port, "GET /bridge HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\u0000\u0001garbage")).toMatch(
+            /^HTTP\/1\.1 (400|403)/
+        );
         expect(await rawRequest(port, "\u0016\u0003\u0001 not http at all\r\n\r\n")).toMatch(/^HTTP\/1\.1 400|^$/);
         await servesIndex(port);
         const ws = await connect(port, undefined, `http://127.0.0.1:${port}`);
@@ -94,14 +106,14 @@ describe("Loopback bridge under hostile requests", () => {
     });
 
     it("ignores frames that are not requests and survives a dispatch that throws", async () => {
-        const {port} = await start({dispatch: async (channel) => {
-            if (channel === "boom")
-                throw new Error("handler exploded");
-            return {ok: true, value: channel};
-        }});
+        const {port} = await start({
+            dispatch: async (channel) => {
+                if (channel === "boom") throw new Error("handler exploded");
+                return {ok: true, value: channel};
+            }
+        });
         const ws = await connect(port);
-        for (const frame of ["not json", "null", "5", "\"text\"", "[]", "{\"id\":\"1\"}", "{\"id\":3,\"channel\":\"boom\"}"])
-            ws.send(frame);
+        for (const frame of ["not json", "null", "5", '"text"', "[]", '{"id":"1"}', '{"id":3,"channel":"boom"}']) ws.send(frame);
         expect(await request(ws, {id: 4, channel: "app:info"})).toMatchObject({id: 4, result: {ok: true}});
         expect(logged).toContain("Loopback frame failed");
         ws.close();
@@ -112,19 +124,23 @@ describe("Loopback bridge under hostile requests", () => {
         const clients = await Promise.all([0, 1, 2, 3].map(() => connect(port)));
         expect(await rawRequest(port, upgrade("/bridge?token=" + "t".repeat(48)))).toMatch(/^HTTP\/1\.1 503/);
 
-        const flood = await Promise.all(Array.from({length: 200}, () => new Promise<net.Socket>((resolve) => {
-            const socket = net.connect(port, "127.0.0.1");
-            socket.on("error", () => {});
-            socket.once("connect", () => resolve(socket));
-            socket.once("close", () => resolve(socket));
-        })));
-        for (const socket of flood)
-            socket.destroy();
+        const flood = await Promise.all(
+            Array.from(
+                {length: 200},
+                () =>
+                    new Promise<net.Socket>((resolve) => {
+                        const socket = net.connect(port, "127.0.0.1");
+                        socket.on("error", () => {});
+                        socket.once("connect", () => resolve(socket));
+                        socket.once("close", () => resolve(socket));
+                    })
+            )
+        );
+        for (const socket of flood) socket.destroy();
         await new Promise((resolve) => setTimeout(resolve, 100));
 
         expect(await request(clients[0]!, {id: 5, channel: "app:info"})).toMatchObject({id: 5, result: {ok: true}});
-        for (const client of clients)
-            client.close();
+        for (const client of clients) client.close();
         await servesIndex(port);
     });
 });

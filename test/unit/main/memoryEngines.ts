@@ -18,8 +18,7 @@ export class LoadingEngine extends FakeEngine {
     }
     /** Reports the status again, as node-llama-cpp's late load progress does. */
     emitStatus(): void {
-        for (const listener of this._statusListeners)
-            listener(this.status);
+        for (const listener of this._statusListeners) listener(this.status);
     }
 
     override async loadModel(modelPath: string, modelInfo: ModelInfo | null) {
@@ -27,8 +26,7 @@ export class LoadingEngine extends FakeEngine {
         await new Promise((resolve) => setTimeout(resolve, this.loadMs));
         this.inspection = {...this.inspection!, path: modelPath, name: modelInfo?.name ?? "m"};
         this.status = {...this.status, state: "ready", model: modelInfo};
-        for (const listener of this._statusListeners)
-            listener(this.status);
+        for (const listener of this._statusListeners) listener(this.status);
         return this.inspection;
     }
 }
@@ -38,60 +36,75 @@ export class LoadingEngine extends FakeEngine {
  * options ask for (a patched local build of that backend; CPU for auto), unless `configure` says otherwise.
  */
 export function memoryEngines(configure: (engine: LoadingEngine, runtime: RuntimeOptions) => void = () => {}) {
-    const children: Array<{engine: LoadingEngine, runtime: RuntimeOptions, die(exit?: EngineExit): void, sent: ToEngine[], received: FromEngine[], alive: boolean}> = [];
+    const children: Array<{
+        engine: LoadingEngine;
+        runtime: RuntimeOptions;
+        die(exit?: EngineExit): void;
+        sent: ToEngine[];
+        received: FromEngine[];
+        alive: boolean;
+    }> = [];
     const spawn = (runtime: RuntimeOptions): EngineChild => {
         const engine = new LoadingEngine();
         engine.inspection = null;
         const build = runtime.build ?? "auto";
-        engine.status = {...engine.status, build: {
-            kind: "local", gpu: build === "auto" || build === "cpu" ? false : build, patched: true, llamaCppRelease: "v0.5.0", seriesHash: "series",
-            requested: build, fallback: null
-        }};
+        engine.status = {
+            ...engine.status,
+            build: {
+                kind: "local",
+                gpu: build === "auto" || build === "cpu" ? false : build,
+                patched: true,
+                llamaCppRelease: "v0.5.0",
+                seriesHash: "series",
+                requested: build,
+                fallback: null
+            }
+        };
         configure(engine, runtime);
         const toChild = new Set<(message: ToEngine) => void>();
         const toParent = new Set<(message: FromEngine) => void>();
         const exits = new Set<(exit: EngineExit) => void>();
         const record = {
-            engine, runtime, sent: [] as ToEngine[], received: [] as FromEngine[], alive: true,
+            engine,
+            runtime,
+            sent: [] as ToEngine[],
+            received: [] as FromEngine[],
+            alive: true,
             die(exit: EngineExit = {code: null, signal: "SIGKILL"}) {
-                if (!record.alive)
-                    return;
+                if (!record.alive) return;
                 record.alive = false;
-                for (const listener of exits)
-                    listener(exit);
+                for (const listener of exits) listener(exit);
             }
         };
         children.push(record);
-        serveEngine({
-            post: (message) => {
-                const copy = structuredClone(message);
-                queueMicrotask(() => {
-                    if (!record.alive)
-                        return;
-                    record.received.push(copy);
-                    for (const listener of toParent)
-                        listener(copy);
-                });
+        serveEngine(
+            {
+                post: (message) => {
+                    const copy = structuredClone(message);
+                    queueMicrotask(() => {
+                        if (!record.alive) return;
+                        record.received.push(copy);
+                        for (const listener of toParent) listener(copy);
+                    });
+                },
+                onMessage: (listener) => toChild.add(listener)
             },
-            onMessage: (listener) => toChild.add(listener)
-        }, engine, {onDisposed: () => record.die({code: 0, signal: null})});
+            engine,
+            {onDisposed: () => record.die({code: 0, signal: null})}
+        );
         return {
             pid: children.length,
             post(message) {
                 record.sent.push(message);
                 const copy = structuredClone(message);
                 setTimeout(() => {
-                    if (record.alive)
-                        for (const listener of toChild)
-                            listener(copy);
+                    if (record.alive) for (const listener of toChild) listener(copy);
                 });
             },
             onMessage: (listener) => toParent.add(listener),
             onExit(listener) {
-                if (!record.alive)
-                    listener({code: null, signal: "SIGKILL"});
-                else
-                    exits.add(listener);
+                if (!record.alive) listener({code: null, signal: "SIGKILL"});
+                else exits.add(listener);
             },
             kill: () => record.die()
         };
@@ -99,13 +112,11 @@ export function memoryEngines(configure: (engine: LoadingEngine, runtime: Runtim
     return {children, spawn};
 }
 
-
 /** Waits, polling, until `condition` holds; throws after `ms`. */
 export async function until(condition: () => boolean, ms = 2000): Promise<void> {
     const end = Date.now() + ms;
     while (!condition()) {
-        if (Date.now() > end)
-            throw new Error("timed out waiting");
+        if (Date.now() > end) throw new Error("timed out waiting");
         await new Promise((resolve) => setTimeout(resolve, 2));
     }
 }

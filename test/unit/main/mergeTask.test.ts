@@ -6,9 +6,12 @@ describe("the merge task", () => {
     test("gives the problem test/eval/train/mergeTask.py gives for the same seed", () => {
         // python3 test/eval/train/mergeTask.py --seed 2147483655 --count 1 --min-items 6 --max-items 6
         expect(generateMergeProblem(EVAL_SEED_BASE + 7, {minItems: 6, maxItems: 6})).toEqual({
-            seed: 2147483655, question: "a=23,54,61\nb=56,71,82\nk=04?",
+            seed: 2147483655,
+            question: "a=23,54,61\nb=56,71,82\nk=04?",
             thinking: "01:a23b56<23\n02:a54b56<54\n03:a61b56>56\n04?a61b71<61*\n05:a--b71>71\n06:a--b82>82",
-            answer: "61", items: 6, k: 4
+            answer: "61",
+            items: 6,
+            k: 4
         });
         const first = heldOutMergeProblems(1)[0]!;
         expect(first.seed).toBe(2 ** 31);
@@ -22,8 +25,7 @@ describe("the merge task", () => {
             const [a, b, k] = problem.question.split("\n");
             const listA = a!.slice(2).split(",").map(Number);
             const listB = b!.slice(2).split(",").map(Number);
-            for (const list of [listA, listB])
-                expect(list).toEqual([...list].sort((x, y) => x - y));
+            for (const list of [listA, listB]) expect(list).toEqual([...list].sort((x, y) => x - y));
             expect(new Set([...listA, ...listB]).size).toBe(problem.items);
             expect(problem.items).toBeGreaterThanOrEqual(40);
             expect(problem.items).toBeLessThanOrEqual(80);
@@ -31,7 +33,9 @@ describe("the merge task", () => {
             expect(lines).toHaveLength(problem.items);
             const merged = [...listA, ...listB].sort((x, y) => x - y);
             lines.forEach((line, i) => {
-                expect(line).toMatch(i + 1 === problem.k ? /^\d\d\?a(\d\d|--)b(\d\d|--)[<>]\d\d\*$/ : /^\d\d:a(\d\d|--)b(\d\d|--)[<>]\d\d$/);
+                expect(line).toMatch(
+                    i + 1 === problem.k ? /^\d\d\?a(\d\d|--)b(\d\d|--)[<>]\d\d\*$/ : /^\d\d:a(\d\d|--)b(\d\d|--)[<>]\d\d$/
+                );
                 expect(Number(line.slice(0, 2))).toBe(i + 1);
                 expect(Number(line.slice(10, 12))).toBe(merged[i]);
             });

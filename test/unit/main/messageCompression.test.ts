@@ -57,7 +57,10 @@ describe("the compression an answer ran under", () => {
         const full = services.conversations.get(c.id).messages[1]!;
         expect(full.id).not.toBe(checked.id);
         expect(full.siblingIds).toEqual([checked.id, full.id]);
-        expect(engine.requests.at(-1)).toMatchObject({seed, kv: {compression: {policy: "full", budget: {kind: "auto"}, kvType: "q8_0", kvTypeV: "q8_0"}}});
+        expect(engine.requests.at(-1)).toMatchObject({
+            seed,
+            kv: {compression: {policy: "full", budget: {kind: "auto"}, kvType: "q8_0", kvTypeV: "q8_0"}}
+        });
         expect(full.compression).toMatchObject({policy: "full", seed, comparison: {messageId: checked.id, policy: "lethe"}});
         const comparison = full.compression!.comparison!;
         expect(comparison.sameAnswer).toBe(full.text === checked.text);
@@ -84,16 +87,16 @@ describe("the compression an answer ran under", () => {
         expect(copy.messages[1]!.compression).toEqual(recorded);
         const fork = services.conversations.get(services.conversations.fork(c.id, original.messages[1]!.id).id);
         expect(fork.messages[1]!.compression).toEqual(recorded);
-        expect(exportConversation(original, "markdown").content)
-            .toContain("Ran under lethe · 512 cells (budget 512 cells) · KV K f16, V f16.");
+        expect(exportConversation(original, "markdown").content).toContain(
+            "Ran under lethe · 512 cells (budget 512 cells) · KV K f16, V f16."
+        );
 
         // A damaged record in a file is dropped, not refused (its stats' policy and cells stand in); one on a question is ignored.
         const file = JSON.parse(exportConversation(original, "json").content) as {messages: Array<Record<string, unknown>>};
         file.messages[0]!.compression = recorded;
         file.messages[1]!.compression = {policy: "magic", budgetCells: 1};
         const damaged = services.conversations.get(services.conversations.importFile(JSON.stringify(file)).id);
-        expect(damaged.messages.map((message) => message.compression))
-            .toEqual([null, {policy: "lethe", budgetCells: 512, settings: null}]);
+        expect(damaged.messages.map((message) => message.compression)).toEqual([null, {policy: "lethe", budgetCells: 512, settings: null}]);
         // A file from before answers recorded it: what the stats knew, as for answers stored before.
         delete file.messages[1]!.compression;
         const older = services.conversations.get(services.conversations.importFile(JSON.stringify(file)).id);
@@ -107,11 +110,15 @@ describe("the compression an answer ran under", () => {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-compression-"));
         try {
             const file = path.join(dir, "db.sqlite");
-            const before = new AppDatabase(file, migrations.filter((migration) => migration.id < 7));
+            const before = new AppDatabase(
+                file,
+                migrations.filter((migration) => migration.id < 7)
+            );
             before.conversations.insert({id: "c1", title: "Old", settings: "{}", now: 1});
             before.dispose();
             const raw = new Database(file);
-            const insert = raw.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, stats, parent_id, created_at, updated_at)
+            const insert =
+                raw.prepare(`INSERT INTO messages (id, conversation_id, seq, role, text, status, stats, parent_id, created_at, updated_at)
                 VALUES (?, 'c1', ?, ?, 'x', 'complete', ?, ?, 1, 1)`);
             insert.run("m1", 1, "user", "{}", null);
             insert.run("m2", 2, "assistant", JSON.stringify({policy: "h2o", budgetCells: 256, samples: []}), "m1");
@@ -121,7 +128,8 @@ describe("the compression an answer ran under", () => {
 
             const after = setup(new AppDatabase(file));
             expect(after.services.conversations.get("c1").messages.map((message) => message.compression)).toEqual([
-                null, {policy: "h2o", budgetCells: 256, settings: null}
+                null,
+                {policy: "h2o", budgetCells: 256, settings: null}
             ]);
             expect(after.services.switchBranch("c1", "m3").messages[1]!.compression).toBeNull();
             after.db.dispose();

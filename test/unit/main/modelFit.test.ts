@@ -32,7 +32,10 @@ describe("model details and fit before loading", () => {
         app.db.models.upsert({...row, metadata: JSON.stringify(old)});
         expect(app.models.inspectionOf(model.id).weightsBytes).toBeUndefined();
 
-        const estimate = await app.compression.estimate({...app.settings.get().defaultConversationSettings.compression, budget: {kind: "cells", cells: 1024}}, model.id);
+        const estimate = await app.compression.estimate(
+            {...app.settings.get().defaultConversationSettings.compression, budget: {kind: "cells", cells: 1024}},
+            model.id
+        );
         expect(estimate.bytesPerCell).toBe(4 * 1 * (64 + 64) * 2);
         expect(estimate.weightsBytes).toBeGreaterThan(1_000_000);
         expect(app.models.inspectionOf(model.id).keyLength).toBe(64);

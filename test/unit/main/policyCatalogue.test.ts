@@ -7,7 +7,13 @@ import type {ScoreNeeds} from "../../../main/engine/policies/types.js";
 import {compressionSettingsSchema, defaultCompressionSettings} from "../../../main/services/schemas.js";
 import {ponderExtensionSchema} from "../../../main/server/openaiSchemas.js";
 import {
-    defaultPolicyParams, isNumberParam, policyCatalogue, policyEntry, policyIds, tunablePolicyIds, type NumberParam
+    defaultPolicyParams,
+    isNumberParam,
+    policyCatalogue,
+    policyEntry,
+    policyIds,
+    tunablePolicyIds,
+    type NumberParam
 } from "../../../preload/policyCatalogue.js";
 
 const root = join(import.meta.dirname, "../../..");
@@ -25,14 +31,14 @@ function sources(folder: string): string[] {
 const isId = (node: ts.Node) => (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) && ids.has(node.text);
 const nameIsId = (name: ts.PropertyName | undefined) =>
     name != null && (ts.isIdentifier(name) || ts.isStringLiteral(name)) && ids.has(name.text);
-const logical = (node: ts.Node): node is ts.BinaryExpression => ts.isBinaryExpression(node) &&
+const logical = (node: ts.Node): node is ts.BinaryExpression =>
+    ts.isBinaryExpression(node) &&
     (node.operatorToken.kind === ts.SyntaxKind.AmpersandAmpersandToken || node.operatorToken.kind === ts.SyntaxKind.BarBarToken);
 
 /** The node around `node`'s parentheses. */
 function outside(node: ts.Node): ts.Node {
     let parent = node.parent;
-    while (ts.isParenthesizedExpression(parent))
-        parent = parent.parent;
+    while (ts.isParenthesizedExpression(parent)) parent = parent.parent;
     return parent;
 }
 
@@ -40,11 +46,16 @@ function outside(node: ts.Node): ts.Node {
 function comparedIds(node: ts.Node, found: Set<string>): Set<string> {
     if (logical(node) || ts.isParenthesizedExpression(node)) {
         node.forEachChild((child) => void comparedIds(child, found));
-    } else if (ts.isBinaryExpression(node) && [ts.SyntaxKind.EqualsEqualsEqualsToken, ts.SyntaxKind.ExclamationEqualsEqualsToken,
-        ts.SyntaxKind.EqualsEqualsToken, ts.SyntaxKind.ExclamationEqualsToken].includes(node.operatorToken.kind)) {
-        for (const side of [node.left, node.right])
-            if (isId(side))
-                found.add((side as ts.StringLiteral).text);
+    } else if (
+        ts.isBinaryExpression(node) &&
+        [
+            ts.SyntaxKind.EqualsEqualsEqualsToken,
+            ts.SyntaxKind.ExclamationEqualsEqualsToken,
+            ts.SyntaxKind.EqualsEqualsToken,
+            ts.SyntaxKind.ExclamationEqualsToken
+        ].includes(node.operatorToken.kind)
+    ) {
+        for (const side of [node.left, node.right]) if (isId(side)) found.add((side as ts.StringLiteral).text);
     }
     return found;
 }
@@ -59,20 +70,24 @@ function idLists(file: string, code: string): string[] {
     const report = (node: ts.Node, what: string) =>
         lists.push(`${file}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${what} ${node.getText().slice(0, 80)}`);
     const visit = (node: ts.Node): void => {
-        if (ts.isArrayLiteralExpression(node) && node.elements.filter(isId).length >= 2)
-            report(node, "array");
+        if (ts.isArrayLiteralExpression(node) && node.elements.filter(isId).length >= 2) report(node, "array");
         else if (ts.isUnionTypeNode(node) && node.types.filter((type) => ts.isLiteralTypeNode(type) && isId(type.literal)).length >= 2)
             report(node, "union");
-        else if (ts.isEnumDeclaration(node) && node.members.filter((member) => member.initializer != null && isId(member.initializer)).length >= 2)
+        else if (
+            ts.isEnumDeclaration(node) &&
+            node.members.filter((member) => member.initializer != null && isId(member.initializer)).length >= 2
+        )
             report(node, "enum");
-        else if (ts.isSwitchStatement(node) && node.caseBlock.clauses.filter((clause) => ts.isCaseClause(clause) && isId(clause.expression)).length >= 2)
+        else if (
+            ts.isSwitchStatement(node) &&
+            node.caseBlock.clauses.filter((clause) => ts.isCaseClause(clause) && isId(clause.expression)).length >= 2
+        )
             report(node, "switch");
         else if (ts.isObjectLiteralExpression(node) && node.properties.filter((property) => nameIsId(property.name)).length >= 2)
             report(node, "object keyed by");
         else if (ts.isTypeLiteralNode(node) && node.members.filter((member) => nameIsId(member.name)).length >= 2)
             report(node, "type keyed by");
-        else if (logical(node) && !logical(outside(node)) && comparedIds(node, new Set()).size >= 2)
-            report(node, "comparisons with");
+        else if (logical(node) && !logical(outside(node)) && comparedIds(node, new Set()).size >= 2) report(node, "comparisons with");
         node.forEachChild(visit);
     };
     visit(source);
@@ -83,8 +98,9 @@ function idLists(file: string, code: string): string[] {
 function svelteCode(text: string): string[] {
     const scripts = [...text.matchAll(/<script[^>]*>([\s\S]*?)<\/script>/g)].map((match) => match[1]!);
     const markup = text.replace(/<script[^>]*>[\s\S]*?<\/script>|<style[^>]*>[\s\S]*?<\/style>/g, "");
-    const expressions = [...markup.matchAll(/\{[#:/@]?(?:if|else if|each|const|html|key|await)?\s*([^{}]*)\}/g)]
-        .map((match) => `void (${match[1]!.replace(/\sas\s[\s\S]*$/, "")});`);
+    const expressions = [...markup.matchAll(/\{[#:/@]?(?:if|else if|each|const|html|key|await)?\s*([^{}]*)\}/g)].map(
+        (match) => `void (${match[1]!.replace(/\sas\s[\s\S]*$/, "")});`
+    );
     return [...scripts, ...expressions];
 }
 
@@ -103,15 +119,23 @@ describe("the policy catalogue", () => {
 
     test("the scan finds a list in each form it looks for", () => {
         const code = [
-            `const a = ["lethe", "h2o"];`, `type B = "full" | "lava";`, `enum C {x = "full", y = "trimkv"}`,
-            `switch (p) { case "h2o": break; case "lethe": break; }`, `const d = {full: 1, leankv: 2};`, `type E = {refreekv: 1, "lava": 2};`,
+            `const a = ["lethe", "h2o"];`,
+            `type B = "full" | "lava";`,
+            `enum C {x = "full", y = "trimkv"}`,
+            `switch (p) { case "h2o": break; case "lethe": break; }`,
+            `const d = {full: 1, leankv: 2};`,
+            `type E = {refreekv: 1, "lava": 2};`,
             `const f = p !== "full" && (p !== "streamingllm" || q);`
         ];
-        for (const line of code)
-            expect(idLists("sample.ts", line), line).toHaveLength(1);
-        expect(idLists("sample.ts", `const g = p === "full" && q === "full"; const h = ["full", "other"]; type I = "full" | "half";`)).toEqual([]);
-        expect(svelteCode(`<script>let a = 1;</script>{#if policy === "lethe" || policy === "h2o"}x{/if}`).flatMap((code) => idLists("s", code)))
-            .toHaveLength(1);
+        for (const line of code) expect(idLists("sample.ts", line), line).toHaveLength(1);
+        expect(
+            idLists("sample.ts", `const g = p === "full" && q === "full"; const h = ["full", "other"]; type I = "full" | "half";`)
+        ).toEqual([]);
+        expect(
+            svelteCode(`<script>let a = 1;</script>{#if policy === "lethe" || policy === "h2o"}x{/if}`).flatMap((code) =>
+                idLists("s", code)
+            )
+        ).toHaveLength(1);
     });
 
     test("the engine registers one module per policy, under its id, with the catalogue's defaults", () => {
@@ -124,23 +148,24 @@ describe("the policy catalogue", () => {
 
     test("what each policy reads, as the catalogue says, is what its module asks for", () => {
         for (const id of policyIds) {
-            const policy = policies[id] as unknown as {defaults: unknown, needs(params: unknown): ScoreNeeds};
+            const policy = policies[id] as unknown as {defaults: unknown; needs(params: unknown): ScoreNeeds};
             const needs = policy.needs(policy.defaults);
-            expect({scores: needs.scores !== false, gates: needs.retention === true, valueNorms: needs.valueNorms === true}, id)
-                .toEqual(policyEntry(id).reads);
+            expect({scores: needs.scores !== false, gates: needs.retention === true, valueNorms: needs.valueNorms === true}, id).toEqual(
+                policyEntry(id).reads
+            );
         }
     });
 
     test("the settings schema takes each parameter's bounds from the catalogue", () => {
         const params = defaultCompressionSettings.params as Record<string, object>;
         const parse = (id: string, key: string, value: unknown) =>
-            compressionSettingsSchema.safeParse({...defaultCompressionSettings, params: {...params, [id]: {...params[id], [key]: value}}}).success;
+            compressionSettingsSchema.safeParse({...defaultCompressionSettings, params: {...params, [id]: {...params[id], [key]: value}}})
+                .success;
         expect(defaultCompressionSettings.params).toEqual(defaultPolicyParams());
         for (const id of tunablePolicyIds) {
             for (const param of policyEntry(id).params) {
                 if (!isNumberParam(param)) {
-                    for (const option of param.options)
-                        expect(parse(id, param.key, option.id)).toBe(true);
+                    for (const option of param.options) expect(parse(id, param.key, option.id)).toBe(true);
                     expect(parse(id, param.key, "neither")).toBe(false);
                     continue;
                 }
@@ -150,17 +175,14 @@ describe("the policy catalogue", () => {
                 expect(parse(id, spec.key, spec.max), inside(spec.max)).toBe(!spec.maxExclusive && (!spec.odd || spec.max % 2 === 1));
                 expect(parse(id, spec.key, spec.min - 1), inside(spec.min - 1)).toBe(false);
                 expect(parse(id, spec.key, spec.max + 1), inside(spec.max + 1)).toBe(false);
-                if (spec.integer)
-                    expect(parse(id, spec.key, spec.default + 0.5)).toBe(false);
-                if (spec.odd)
-                    expect(parse(id, spec.key, spec.default + 1)).toBe(false);
+                if (spec.integer) expect(parse(id, spec.key, spec.default + 0.5)).toBe(false);
+                if (spec.odd) expect(parse(id, spec.key, spec.default + 1)).toBe(false);
             }
         }
     });
 
     test("the server and the stored records accept exactly the catalogue's ids", () => {
-        for (const entry of policyCatalogue)
-            expect(ponderExtensionSchema.safeParse({policy: entry.id}).success).toBe(true);
+        for (const entry of policyCatalogue) expect(ponderExtensionSchema.safeParse({policy: entry.id}).success).toBe(true);
         expect(ponderExtensionSchema.safeParse({policy: "oracle"}).success).toBe(false);
         expect(compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "oracle"}).success).toBe(false);
     });

@@ -23,8 +23,7 @@ describe("evicted positions as ranges", () => {
 describe("memory samples thinned out", () => {
     it("keep every evicted position: a sample left out hands its ranges to the next one kept", () => {
         const samples: KvSample[] = [];
-        for (let step = 0; step < 9; step++)
-            pushSample(samples, kvSample({step, evicted: [step * 10, step * 10 + 2]}), 8);
+        for (let step = 0; step < 9; step++) pushSample(samples, kvSample({step, evicted: [step * 10, step * 10 + 2]}), 8);
         expect(samples.length).toBeLessThan(9);
         const union = samples.reduce((all, sample) => mergeRanges(all, sample.evicted ?? []), [] as number[]);
         expect(union).toEqual(Array.from({length: 9}, (_, step) => [step * 10, step * 10 + 2]).flat());

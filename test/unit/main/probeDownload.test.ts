@@ -37,10 +37,8 @@ describe("probeDownload", () => {
         let requests = 0;
         const url = await serve((req, res) => {
             requests++;
-            if (req.url === "/model.gguf")
-                res.writeHead(200, {"content-length": "1234"}).end(Buffer.alloc(1234));
-            else
-                res.writeHead(404).end();
+            if (req.url === "/model.gguf") res.writeHead(200, {"content-length": "1234"}).end(Buffer.alloc(1234));
+            else res.writeHead(404).end();
         });
         expect(await probeDownload(url)).toBe(1234);
         requests = 0;
@@ -52,10 +50,8 @@ describe("probeDownload", () => {
         let requests = 0;
         const url = await serve((_req, res) => {
             requests++;
-            if (requests < 3)
-                res.writeHead(503).end();
-            else
-                res.writeHead(200, {"content-length": "10"}).end(Buffer.alloc(10));
+            if (requests < 3) res.writeHead(503).end();
+            else res.writeHead(200, {"content-length": "10"}).end(Buffer.alloc(10));
         });
         expect(await probeDownload(url, {backoffMs: 1})).toBe(10);
         expect(requests).toBe(3);

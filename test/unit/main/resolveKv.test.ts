@@ -13,8 +13,16 @@ import {budgetLimits} from "../../../renderer/lib/policies.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 const qwen15b: ModelInspection = {
-    path: "/m.gguf", name: "R1-Distill-Qwen-1.5B", sizeBytes: 1, architecture: "qwen2", contextLength: 4096,
-    layers: 28, headCount: 12, headCountKv: 2, embeddingLength: 1536, hasChatTemplate: true
+    path: "/m.gguf",
+    name: "R1-Distill-Qwen-1.5B",
+    sizeBytes: 1,
+    architecture: "qwen2",
+    contextLength: 4096,
+    layers: 28,
+    headCount: 12,
+    headCountKv: 2,
+    embeddingLength: 1536,
+    hasChatTemplate: true
 };
 const gib = 2 ** 30;
 
@@ -22,7 +30,13 @@ describe("a generation's KV settings resolved once", () => {
     it("turns each kind of budget into cells on the model, capped, and is frozen", () => {
         const at = (budget: typeof defaultCompressionSettings.budget, free = 8 * gib) =>
             resolveKv(qwen15b, {...defaultCompressionSettings, budget}, free);
-        expect(at({kind: "cells", cells: 1000})).toMatchObject({cells: 1000, bytesPerCell: 28_672, maxCells: 4096, aboveCap: null, cappedByMemory: false});
+        expect(at({kind: "cells", cells: 1000})).toMatchObject({
+            cells: 1000,
+            bytesPerCell: 28_672,
+            maxCells: 4096,
+            aboveCap: null,
+            cappedByMemory: false
+        });
         expect(at({kind: "mib", mib: 56}).cells).toBe(2048);
         expect(at({kind: "auto"}).cells).toBe(4096);
         // Auto within half the free memory, in steps of 1,024 cells: 64 MiB free holds 1,170 cells of 28,672 bytes at half.
@@ -35,31 +49,51 @@ describe("a generation's KV settings resolved once", () => {
     });
 
     it("refuses a budget in MiB that rounds below the smallest budget as too small, naming the smallest", () => {
-        const at = (budget: typeof defaultCompressionSettings.budget) => resolveKv(qwen15b, {...defaultCompressionSettings, budget}, 8 * gib);
+        const at = (budget: typeof defaultCompressionSettings.budget) =>
+            resolveKv(qwen15b, {...defaultCompressionSettings, budget}, 8 * gib);
         // 0.01 MiB is 0 cells of 28,672 bytes; 64 cells are 1.75 MiB.
-        expect(() => assertBudgetAboveMin(at({kind: "mib", mib: 0.01})))
-            .toThrow("A KV budget of 0.01 MiB holds 0 cells of f16 KV, which is below the smallest budget of 1.75 MiB (64 cells): ask for at least that much");
+        expect(() => assertBudgetAboveMin(at({kind: "mib", mib: 0.01}))).toThrow(
+            "A KV budget of 0.01 MiB holds 0 cells of f16 KV, which is below the smallest budget of 1.75 MiB (64 cells): ask for at least that much"
+        );
         expect(() => assertBudgetAboveMin(at({kind: "mib", mib: 0.01}))).not.toThrow(/free memory/);
         expect(() => assertBudgetAboveMin(at({kind: "mib", mib: 1.75}))).not.toThrow();
         expect(() => assertBudgetAboveMin(at({kind: "cells", cells: minBudgetCells}))).not.toThrow();
     });
 
     it("is what the estimate shows", () => {
-        for (const budget of [{kind: "cells", cells: 300}, {kind: "cells", cells: 9000}, {kind: "mib", mib: 100}, {kind: "auto"}] as const) {
+        for (const budget of [
+            {kind: "cells", cells: 300},
+            {kind: "cells", cells: 9000},
+            {kind: "mib", mib: 100},
+            {kind: "auto"}
+        ] as const) {
             for (const free of [32 * 2 ** 20, 8 * gib]) {
                 const compression = {...defaultCompressionSettings, budget};
                 const resolved = resolveKv(qwen15b, compression, free);
                 const estimate = estimateBudget(qwen15b, compression, free);
-                expect({cells: estimate.cells, bytesPerCell: estimate.bytesPerCell, maxCells: estimate.maxCells, aboveCap: estimate.aboveCap})
-                    .toEqual({cells: resolved.cells, bytesPerCell: resolved.bytesPerCell, maxCells: resolved.maxCells, aboveCap: resolved.aboveCap});
+                expect({
+                    cells: estimate.cells,
+                    bytesPerCell: estimate.bytesPerCell,
+                    maxCells: estimate.maxCells,
+                    aboveCap: estimate.aboveCap
+                }).toEqual({
+                    cells: resolved.cells,
+                    bytesPerCell: resolved.bytesPerCell,
+                    maxCells: resolved.maxCells,
+                    aboveCap: resolved.aboveCap
+                });
             }
         }
     });
 
     it("gives chat its cells without the estimate", async () => {
         const engine = new FakeEngine();
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), <C extends keyof Events>(_channel: C, _payload: Events[C]) => {},
-            {version: "test", modelsDir: "/tmp/ponder-test-models", chat: {flushIntervalMs: 0}});
+        const services = new AppServices(
+            new AppDatabase(":memory:"),
+            engine.asEngine(),
+            <C extends keyof Events>(_channel: C, _payload: Events[C]) => {},
+            {version: "test", modelsDir: "/tmp/ponder-test-models", chat: {flushIntervalMs: 0}}
+        );
         const estimate = vi.spyOn(services.compression, "estimate");
         const conversation = services.conversations.create();
         const compression = {...defaultCompressionSettings, policy: "lethe" as const, budget: {kind: "cells" as const, cells: 512}};
@@ -72,24 +106,38 @@ describe("a generation's KV settings resolved once", () => {
 
     it("gives completions their cells and fit without the estimate, as the estimate would show them", async () => {
         const engine = new FakeEngine();
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(),
-            <C extends keyof Events>(_channel: C, _payload: Events[C]) => {}, {version: "test", modelsDir: "/tmp/ponder-test-models"});
+        const services = new AppServices(
+            new AppDatabase(":memory:"),
+            engine.asEngine(),
+            <C extends keyof Events>(_channel: C, _payload: Events[C]) => {},
+            {version: "test", modelsDir: "/tmp/ponder-test-models"}
+        );
         const lethe = {...defaultCompressionSettings, policy: "lethe" as const, budget: {kind: "cells" as const, cells: 768}};
         const shown = await services.compression.estimate(lethe);
         const estimate = vi.spyOn(services.compression, "estimate");
         const resolve = vi.spyOn(services.compression, "resolve");
         const result = await services.completions.complete({
-            history: [{role: "user", text: "hi"}], systemPrompt: "", temperature: 0, maxTokens: 10, policy: "lethe",
-            budget: {kind: "cells", cells: 768}, signal: new AbortController().signal, onChunk: () => {}
+            history: [{role: "user", text: "hi"}],
+            systemPrompt: "",
+            temperature: 0,
+            maxTokens: 10,
+            policy: "lethe",
+            budget: {kind: "cells", cells: 768},
+            signal: new AbortController().signal,
+            onChunk: () => {}
         });
         expect(estimate).not.toHaveBeenCalled();
         expect(resolve).toHaveBeenCalledTimes(1);
-        const resolved = await resolve.mock.results[0]!.value as Awaited<ReturnType<typeof services.compression.resolve>>;
+        const resolved = (await resolve.mock.results[0]!.value) as Awaited<ReturnType<typeof services.compression.resolve>>;
         expect(engine.requests.at(-1)?.kv).toEqual({compression: resolved.compression, cells: 768});
         expect(result.budgetCells).toBe(768);
         const {bytes, computeBytes, scoresBytes} = resolved.fit;
-        expect({fits: resolved.fits, bytes, computeBytes, scoresBytes})
-            .toEqual({fits: shown.fits, bytes: shown.bytes, computeBytes: shown.computeBytes, scoresBytes: shown.scoresBytes});
+        expect({fits: resolved.fits, bytes, computeBytes, scoresBytes}).toEqual({
+            fits: shown.fits,
+            bytes: shown.bytes,
+            computeBytes: shown.computeBytes,
+            scoresBytes: shown.scoresBytes
+        });
         expect(resolved.fit.scoresBytes).toBeGreaterThan(0);
     });
 });
@@ -98,7 +146,8 @@ describe("the bounds of a KV budget", () => {
     it("are written once, and each check reads them", () => {
         expect([minBudgetCells, maxBudgetCells]).toEqual([kvBounds.minCells, kvBounds.maxCells]);
         expect(budgetLimits).toMatchObject(kvBounds);
-        const settings = (budget: object, pruneEvery = 16) => compressionSettingsSchema.safeParse({...defaultCompressionSettings, budget, pruneEvery}).success;
+        const settings = (budget: object, pruneEvery = 16) =>
+            compressionSettingsSchema.safeParse({...defaultCompressionSettings, budget, pruneEvery}).success;
         expect(settings({kind: "mib", mib: kvBounds.maxMib})).toBe(true);
         expect(settings({kind: "mib", mib: kvBounds.maxMib + 1})).toBe(false);
         expect(settings({kind: "cells", cells: kvBounds.minCells})).toBe(true);

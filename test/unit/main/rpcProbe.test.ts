@@ -6,7 +6,7 @@ import {afterEach, describe, expect, it} from "vitest";
 import {probeRpcServer} from "../../../main/engine/rpc/probeRpcServer.js";
 import {isLoopbackHost, parseRpcEndpoint, rpcExposureWarning} from "../../../main/engine/rpc/rpcEndpoint.js";
 
-type Behaviour = {version?: [number, number, number], devices?: {free: bigint, total: bigint}[], silent?: boolean, garbage?: boolean};
+type Behaviour = {version?: [number, number, number]; devices?: {free: bigint; total: bigint}[]; silent?: boolean; garbage?: boolean};
 
 const servers: net.Server[] = [];
 afterEach(async () => {
@@ -14,15 +14,14 @@ afterEach(async () => {
 });
 
 /** A TCP server answering HELLO, DEVICE_COUNT and GET_DEVICE_MEMORY as ggml-rpc.cpp's rpc_serve_client does. */
-async function fakeRpcServer(behaviour: Behaviour): Promise<{endpoint: string, commands: number[]}> {
+async function fakeRpcServer(behaviour: Behaviour): Promise<{endpoint: string; commands: number[]}> {
     const commands: number[] = [];
     const server = net.createServer((socket) => {
         let buffer = Buffer.alloc(0);
         socket.on("error", () => {});
         socket.on("data", (chunk) => {
             buffer = Buffer.concat([buffer, chunk]);
-            if (behaviour.silent)
-                return;
+            if (behaviour.silent) return;
             if (behaviour.garbage) {
                 socket.end("HTTP/1.1 400 Bad Request\r\n\r\n");
                 return;
@@ -30,8 +29,7 @@ async function fakeRpcServer(behaviour: Behaviour): Promise<{endpoint: string, c
             while (buffer.length >= 9) {
                 const cmd = buffer.readUInt8(0);
                 const size = Number(buffer.readBigUInt64LE(1));
-                if (buffer.length < 9 + size)
-                    return;
+                if (buffer.length < 9 + size) return;
                 const payload = buffer.subarray(9, 9 + size);
                 buffer = buffer.subarray(9 + size);
                 commands.push(cmd);
@@ -58,8 +56,7 @@ async function fakeRpcServer(behaviour: Behaviour): Promise<{endpoint: string, c
                     body.writeBigUInt64LE(device.free, 0);
                     body.writeBigUInt64LE(device.total, 8);
                     reply(body);
-                } else
-                    socket.destroy();
+                } else socket.destroy();
             }
         });
     });
@@ -70,11 +67,23 @@ async function fakeRpcServer(behaviour: Behaviour): Promise<{endpoint: string, c
 
 describe("probeRpcServer", () => {
     it("reads the protocol and every device's memory from an rpc-server", async () => {
-        const {endpoint, commands} = await fakeRpcServer({version: [7, 0, 3], devices: [{free: 5n << 30n, total: 8n << 30n}, {free: 1n << 20n, total: 2n << 20n}]});
+        const {endpoint, commands} = await fakeRpcServer({
+            version: [7, 0, 3],
+            devices: [
+                {free: 5n << 30n, total: 8n << 30n},
+                {free: 1n << 20n, total: 2n << 20n}
+            ]
+        });
         const probe = await probeRpcServer(endpoint, {expected: {major: 7, minor: 0, patch: 0}});
-        expect(probe).toMatchObject({ok: true, endpoint, protocol: {major: 7, minor: 0, patch: 3}, devices: [
-            {index: 0, freeBytes: 5 * 2 ** 30, totalBytes: 8 * 2 ** 30}, {index: 1, freeBytes: 2 ** 20, totalBytes: 2 * 2 ** 20}
-        ]});
+        expect(probe).toMatchObject({
+            ok: true,
+            endpoint,
+            protocol: {major: 7, minor: 0, patch: 3},
+            devices: [
+                {index: 0, freeBytes: 5 * 2 ** 30, totalBytes: 8 * 2 ** 30},
+                {index: 1, freeBytes: 2 ** 20, totalBytes: 2 * 2 ** 20}
+            ]
+        });
         expect(commands).toEqual([14, 15, 11, 11]);
     });
 

@@ -13,7 +13,17 @@ import {readRuntimeOptions} from "../../../main/services/RpcServerService.js";
 import type {GenerateRequest} from "../../../main/engine/types.js";
 import {memoryEngines, until} from "./memoryEngines.js";
 
-const model: ModelInfo = {id: "m", path: "/models/m.gguf", name: "m", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
+const model: ModelInfo = {
+    id: "m",
+    path: "/models/m.gguf",
+    name: "m",
+    sizeBytes: 1,
+    architecture: "llama",
+    contextLength: 4096,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
+};
 
 /** Servers that answer (`up`) or refuse the connection; every probe is recorded. */
 function fakeNetwork(up: Set<string>) {
@@ -21,7 +31,13 @@ function fakeNetwork(up: Set<string>) {
     const probe = async (endpoint: string): Promise<RpcProbe> => {
         probed.push(endpoint);
         return up.has(endpoint)
-            ? {endpoint, ok: true, protocol: {major: 7, minor: 0, patch: 0}, devices: [{index: 0, freeBytes: 4 << 30, totalBytes: 8 << 30}], ms: 1}
+            ? {
+                  endpoint,
+                  ok: true,
+                  protocol: {major: 7, minor: 0, patch: 0},
+                  devices: [{index: 0, freeBytes: 4 << 30, totalBytes: 8 << 30}],
+                  ms: 1
+              }
             : {endpoint, ok: false, protocol: null, error: "connection refused (no rpc-server listens there)"};
     };
     return {probe, probed};
@@ -33,8 +49,13 @@ function setup(up: Set<string>) {
     const db = new AppDatabase(":memory:");
     const proxy = new EngineProxy({spawn, runtime: readRuntimeOptions(db), probeRpcServer: network.probe});
     const services = new AppServices(db, proxy, () => {}, {
-        version: "t", modelsDir: "/tmp/ponder-test-models", rpcServers: {probe: network.probe},
-        engineBuilds: {list: async () => [{backend: "cpu", folder: "linux-x64", usable: true, reason: null, config: "portable", builtAt: null}], platform: "linux"}
+        version: "t",
+        modelsDir: "/tmp/ponder-test-models",
+        rpcServers: {probe: network.probe},
+        engineBuilds: {
+            list: async () => [{backend: "cpu", folder: "linux-x64", usable: true, reason: null, config: "portable", builtAt: null}],
+            platform: "linux"
+        }
     });
     return {children, db, proxy, services, network};
 }
@@ -48,7 +69,14 @@ describe("the RPC servers setting", () => {
 
         const added = await services.rpcServers.add(" 127.0.0.1:50052 ");
         expect(network.probed).toEqual(["127.0.0.1:50052"]);
-        expect(added.servers).toMatchObject([{endpoint: "127.0.0.1:50052", enabled: true, warning: null, check: {ok: true, protocol: "7.0.0", devices: [{freeBytes: 4 << 30}]}}]);
+        expect(added.servers).toMatchObject([
+            {
+                endpoint: "127.0.0.1:50052",
+                enabled: true,
+                warning: null,
+                check: {ok: true, protocol: "7.0.0", devices: [{freeBytes: 4 << 30}]}
+            }
+        ]);
         expect(children).toHaveLength(2);
         expect(children[0]!.alive).toBe(false);
         expect(children[1]!.runtime).toEqual({build: "auto", rpcServers: ["127.0.0.1:50052"]});
@@ -71,11 +99,19 @@ describe("the RPC servers setting", () => {
         const {children, proxy, services} = setup(up);
         await proxy.start();
         const added = await services.rpcServers.add("10.1.2.3:50052");
-        expect(added.servers).toMatchObject([{endpoint: "10.1.2.3:50052", enabled: false, check: {ok: false, error: expect.stringMatching(/connection refused/)}}]);
+        expect(added.servers).toMatchObject([
+            {endpoint: "10.1.2.3:50052", enabled: false, check: {ok: false, error: expect.stringMatching(/connection refused/)}}
+        ]);
         expect(added.servers[0]!.warning).toMatch(/no authentication/);
         expect(children).toHaveLength(1);
-        await expect(services.rpcServers.setEnabled("10.1.2.3:50052", true)).rejects.toMatchObject({code: "BAD_REQUEST", message: expect.stringMatching(/cannot be used: connection refused/)});
-        await expect(services.rpcServers.add("10.1.2.3:50052")).rejects.toMatchObject({code: "BAD_REQUEST", message: expect.stringMatching(/already in the list/)});
+        await expect(services.rpcServers.setEnabled("10.1.2.3:50052", true)).rejects.toMatchObject({
+            code: "BAD_REQUEST",
+            message: expect.stringMatching(/cannot be used: connection refused/)
+        });
+        await expect(services.rpcServers.add("10.1.2.3:50052")).rejects.toMatchObject({
+            code: "BAD_REQUEST",
+            message: expect.stringMatching(/already in the list/)
+        });
         up.add("10.1.2.3:50052");
         expect((await services.rpcServers.check("10.1.2.3:50052")).servers[0]!.check).toMatchObject({ok: true});
         await services.rpcServers.setEnabled("10.1.2.3:50052", true);
@@ -86,8 +122,14 @@ describe("the RPC servers setting", () => {
     it("refuses malformed requests with a clear error, and a damaged stored list reads as none", async () => {
         const {db, services} = setup(new Set());
         const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
-        for (const [channel, payload] of [["rpc:add", {}], ["rpc:add", {endpoint: 5}], ["rpc:add", {endpoint: "x".repeat(400)}], ["rpc:setEnabled", {endpoint: "a:1"}],
-            ["rpc:remove", "a:1"], ["rpc:list", {extra: 1}]] as const) {
+        for (const [channel, payload] of [
+            ["rpc:add", {}],
+            ["rpc:add", {endpoint: 5}],
+            ["rpc:add", {endpoint: "x".repeat(400)}],
+            ["rpc:setEnabled", {endpoint: "a:1"}],
+            ["rpc:remove", "a:1"],
+            ["rpc:list", {extra: 1}]
+        ] as const) {
             expect(await dispatch(channel, payload as never), channel).toMatchObject({ok: false, error: {code: "BAD_REQUEST"}});
         }
         for (const endpoint of ["nohost", "a:99999", "[::1]:50052", "a b:1"])
@@ -95,7 +137,12 @@ describe("the RPC servers setting", () => {
         expect(await dispatch("rpc:list", undefined)).toMatchObject({ok: true, value: {servers: []}});
         db.settings.set("rpcServers", {servers: "everything"});
         expect(readRuntimeOptions(db).rpcServers).toEqual([]);
-        db.settings.set("rpcServers", {servers: [{endpoint: "not an endpoint", enabled: true}, {endpoint: "192.168.0.9:50052", enabled: true}]});
+        db.settings.set("rpcServers", {
+            servers: [
+                {endpoint: "not an endpoint", enabled: true},
+                {endpoint: "192.168.0.9:50052", enabled: true}
+            ]
+        });
         expect(readRuntimeOptions(db).rpcServers).toEqual(["192.168.0.9:50052"]);
         await services.dispose();
     });
@@ -105,21 +152,32 @@ describe("an engine process that ends while it uses rpc-servers", () => {
     it("names the server that stopped in the answer's error, and restarts with the model", async () => {
         const up = new Set(["127.0.0.1:50052", "127.0.0.1:50053"]);
         const network = fakeNetwork(up);
-        const {children, spawn} = memoryEngines((engine) => engine.thought = Array.from({length: 400}, () => " x"));
+        const {children, spawn} = memoryEngines((engine) => (engine.thought = Array.from({length: 400}, () => " x")));
         const proxy = new EngineProxy({spawn, runtime: {build: "auto", rpcServers: [...up]}, probeRpcServer: network.probe});
         await proxy.loadModel(model.path, model);
         const chunks: string[] = [];
         const request: GenerateRequest = {
-            history: [{role: "user", text: "2+2?"}], systemPrompt: "", temperature: 0, maxTokens: 1000, signal: new AbortController().signal,
-            kv: {compression: {policy: "full", budget: {kind: "cells", cells: 512}, kvType: "f16", flashAttention: false} as never, cells: 512},
+            history: [{role: "user", text: "2+2?"}],
+            systemPrompt: "",
+            temperature: 0,
+            maxTokens: 1000,
+            signal: new AbortController().signal,
+            kv: {
+                compression: {policy: "full", budget: {kind: "cells", cells: 512}, kvType: "f16", flashAttention: false} as never,
+                cells: 512
+            },
             onChunk: (chunk) => chunks.push(chunk.text)
         };
         const answer = proxy.generate(request);
         await until(() => chunks.length > 2);
         up.delete("127.0.0.1:50053");
         children[0]!.die({code: null, signal: "SIGABRT"});
-        await expect(answer).rejects.toMatchObject({code: "ENGINE_STOPPED",
-            message: expect.stringMatching(/^The RPC server 127\.0\.0\.1:50053 stopped answering \(connection refused.*\), which ended the engine process \(The engine process aborted/)});
+        await expect(answer).rejects.toMatchObject({
+            code: "ENGINE_STOPPED",
+            message: expect.stringMatching(
+                /^The RPC server 127\.0\.0\.1:50053 stopped answering \(connection refused.*\), which ended the engine process \(The engine process aborted/
+            )
+        });
         expect(network.probed).toEqual(expect.arrayContaining(["127.0.0.1:50052", "127.0.0.1:50053"]));
         await until(() => children.length === 2 && proxy.status.state === "ready");
         expect(children[1]!.engine.paths).toEqual([model.path]);
@@ -131,8 +189,13 @@ describe("an engine process that ends while it uses rpc-servers", () => {
         const up = new Set(["127.0.0.1:50052"]);
         const network = fakeNetwork(up);
         const crashed: string[] = [];
-        const {children, spawn} = memoryEngines((engine) => engine.loadMs = 200);
-        const proxy = new EngineProxy({spawn, runtime: {rpcServers: [...up]}, probeRpcServer: network.probe, onModelCrashed: (info) => crashed.push(info.id)});
+        const {children, spawn} = memoryEngines((engine) => (engine.loadMs = 200));
+        const proxy = new EngineProxy({
+            spawn,
+            runtime: {rpcServers: [...up]},
+            probeRpcServer: network.probe,
+            onModelCrashed: (info) => crashed.push(info.id)
+        });
         const loading = proxy.loadModel(model.path, model);
         await until(() => children[0]?.engine.paths.length === 1);
         up.clear();

@@ -31,7 +31,13 @@ describe("full-text search over messages", () => {
 
         const inThinking = services.conversations.searchMessages("eratos");
         expect(inThinking).toHaveLength(1);
-        expect(inThinking[0]).toMatchObject({conversationId: primes.id, conversationTitle: "Primes", role: "assistant", field: "thinking", terms: ["eratos"]});
+        expect(inThinking[0]).toMatchObject({
+            conversationId: primes.id,
+            conversationTitle: "Primes",
+            role: "assistant",
+            field: "thinking",
+            terms: ["eratos"]
+        });
         expect(inThinking[0]!.snippet).toContain("\u0002Eratosthenes\u0003");
 
         const inText = services.conversations.searchMessages("PRIMES below");
@@ -55,14 +61,35 @@ describe("full-text search over messages", () => {
         const {db, services} = setup();
         const c = services.conversations.create();
         const row = db.messages.insert({id: "m1", conversation_id: c.id, role: "assistant", text: "", status: "streaming", created_at: 1});
-        db.messages.appendProgress(row.id, {text: "halfway there", thinking: "", thinking_tokens: 0, answer_tokens: 2, thinking_ms: 0, total_ms: 1});
+        db.messages.appendProgress(row.id, {
+            text: "halfway there",
+            thinking: "",
+            thinking_tokens: 0,
+            answer_tokens: 2,
+            thinking_ms: 0,
+            total_ms: 1
+        });
         expect(services.conversations.searchMessages("halfway")).toEqual([]);
         db.messages.markInterrupted(3);
         expect(services.conversations.searchMessages("halfway")).toHaveLength(1);
-        db.messages.finish(row.id, {
-            text: "all the way", thinking: "", thinking_tokens: 0, answer_tokens: 3, thinking_ms: 0, total_ms: 1, status: "complete",
-            prompt_tokens: 0, error: null, stats: "{}", cut_reason: null, cut_tokens: null
-        }, 4);
+        db.messages.finish(
+            row.id,
+            {
+                text: "all the way",
+                thinking: "",
+                thinking_tokens: 0,
+                answer_tokens: 3,
+                thinking_ms: 0,
+                total_ms: 1,
+                status: "complete",
+                prompt_tokens: 0,
+                error: null,
+                stats: "{}",
+                cut_reason: null,
+                cut_tokens: null
+            },
+            4
+        );
         expect(services.conversations.searchMessages("halfway")).toEqual([]);
         expect(services.conversations.searchMessages("way")).toHaveLength(1);
         await services.deleteConversation(c.id);
@@ -75,11 +102,16 @@ describe("full-text search over messages", () => {
             const file = path.join(dir, "ponder.db");
             // The first migration as shipped, with a conversation written by the version before this one.
             const first = migrations.find((migration) => migration.id === 1)!;
-            const seeded = {...first, sql: first.sql + `
+            const seeded = {
+                ...first,
+                sql:
+                    first.sql +
+                    `
                 INSERT INTO conversations (id, title, created_at, updated_at) VALUES ('c', 'Old', 1, 1);
                 INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at)
                     VALUES ('m1', 'c', 1, 'user', 'an ancient question', 'complete', 1, 1),
-                           ('m2', 'c', 2, 'assistant', 'an old answer', 'complete', 2, 2);`};
+                           ('m2', 'c', 2, 'assistant', 'an old answer', 'complete', 2, 2);`
+            };
             new AppDatabase(file, [seeded]).dispose();
             const after = new AppDatabase(file);
             const services = new AppServices(after, new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: dir});

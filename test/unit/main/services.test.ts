@@ -8,11 +8,16 @@ import {FakeEngine} from "./FakeEngine.js";
 
 function setup() {
     const engine = new FakeEngine();
-    const events: {channel: EventChannel, payload: unknown}[] = [];
+    const events: {channel: EventChannel; payload: unknown}[] = [];
     const db = new AppDatabase(":memory:");
-    const services = new AppServices(db, engine.asEngine(), <C extends EventChannel>(channel: C, payload: Events[C]) => {
-        events.push({channel, payload});
-    }, {version: "test", modelsDir: "/tmp/ponder-test-models", chat: {flushIntervalMs: 0}});
+    const services = new AppServices(
+        db,
+        engine.asEngine(),
+        <C extends EventChannel>(channel: C, payload: Events[C]) => {
+            events.push({channel, payload});
+        },
+        {version: "test", modelsDir: "/tmp/ponder-test-models", chat: {flushIntervalMs: 0}}
+    );
     return {engine, events, db, services};
 }
 
@@ -35,7 +40,7 @@ describe("conversations", () => {
         const c = services.conversations.create();
         expect(services.conversations.updateSettings(c.id, {temperature: 1.1}).temperature).toBe(1.1);
         expect(() => services.conversations.updateSettings(c.id, {temperature: 7})).toThrow();
-        db.conversations.updateSettings(c.id, "{\"temperature\": \"hot\", \"maxTokens\": 77}", 1);
+        db.conversations.updateSettings(c.id, '{"temperature": "hot", "maxTokens": 77}', 1);
         const settings = services.conversations.get(c.id).settings;
         expect(settings.temperature).toBe(0.6);
         expect(settings.maxTokens).toBe(77);
@@ -53,7 +58,15 @@ describe("chat", () => {
         const detail = services.conversations.get(c.id);
         expect(detail.conversation.title).toBe("What is 2 + 2?");
         const answer = detail.messages[1]!;
-        expect(answer).toMatchObject({role: "assistant", status: "complete", thinking: "Let me think", text: "The answer is 4", thinkingTokens: 3, answerTokens: 4, promptTokens: 5});
+        expect(answer).toMatchObject({
+            role: "assistant",
+            status: "complete",
+            thinking: "Let me think",
+            text: "The answer is 4",
+            thinkingTokens: 3,
+            answerTokens: 4,
+            promptTokens: 5
+        });
 
         const deltas = events.filter((e) => e.channel === "chat:delta").map((e) => e.payload as Events["chat:delta"]);
         expect(deltas.map((d) => d.text).join("")).toBe("Let me thinkThe answer is 4");
@@ -81,10 +94,13 @@ describe("chat", () => {
         services.chat.send(c.id, "go");
         expect(() => services.chat.send(c.id, "again")).toThrow(/already being generated/);
         // Stop once something is written (not after a fixed delay: a busy machine may not have started the answer yet).
-        await vi.waitFor(() => {
-            const written = services.conversations.get(c.id).messages[1];
-            expect((written?.thinking.length ?? 0) + (written?.text.length ?? 0)).toBeGreaterThan(0);
-        }, {timeout: 5000, interval: 2});
+        await vi.waitFor(
+            () => {
+                const written = services.conversations.get(c.id).messages[1];
+                expect((written?.thinking.length ?? 0) + (written?.text.length ?? 0)).toBeGreaterThan(0);
+            },
+            {timeout: 5000, interval: 2}
+        );
         await services.chat.stop(c.id);
         const answer = services.conversations.get(c.id).messages[1]!;
         expect(answer.status).toBe("stopped");
@@ -122,15 +138,33 @@ describe("chat", () => {
         services.chat.continue(c.id);
         await services.chat.idle();
         answer = services.conversations.get(c.id).messages[1]!;
-        expect(answer).toMatchObject({status: "stopped", thinking: "Let me think", text: "The answer", cut: {reason: "maxTokens", tokens: 5}});
-        expect(engine.requests[1]).toMatchObject({continueLast: true, history: [{role: "user", text: "q"}, {role: "assistant", thinking: "Let me", text: ""}]});
+        expect(answer).toMatchObject({
+            status: "stopped",
+            thinking: "Let me think",
+            text: "The answer",
+            cut: {reason: "maxTokens", tokens: 5}
+        });
+        expect(engine.requests[1]).toMatchObject({
+            continueLast: true,
+            history: [
+                {role: "user", text: "q"},
+                {role: "assistant", thinking: "Let me", text: ""}
+            ]
+        });
 
         services.conversations.updateSettings(c.id, {maxTokens: 100});
         services.chat.continue(c.id);
         await services.chat.idle();
         const messages = services.conversations.get(c.id).messages;
         expect(messages).toHaveLength(2);
-        expect(messages[1]).toMatchObject({status: "complete", thinking: "Let me think", text: "The answer is 4", cut: null, thinkingTokens: 3, answerTokens: 4});
+        expect(messages[1]).toMatchObject({
+            status: "complete",
+            thinking: "Let me think",
+            text: "The answer is 4",
+            cut: null,
+            thinkingTokens: 3,
+            answerTokens: 4
+        });
         // The wait for the first token is the first request's, kept through continuations.
         expect(messages[1]!.firstTokenMs).toBe(firstTokenMs);
         expect(() => services.chat.continue(c.id)).toThrow(/complete: there is nothing to continue/);
@@ -146,13 +180,19 @@ describe("chat", () => {
         expect(services.conversations.get(c.id).messages[1]!.status).toBe("stopped");
         services.chat.continue(c.id);
         await services.chat.idle();
-        expect(services.conversations.get(c.id).messages[1]).toMatchObject({status: "complete", thinking: "Let me think", text: "The answer is 4"});
+        expect(services.conversations.get(c.id).messages[1]).toMatchObject({
+            status: "complete",
+            thinking: "Let me think",
+            text: "The answer is 4"
+        });
     });
 
     it("does not continue an answer Full KV stopped at its budget until the budget or the policy changes", async () => {
         const {services, engine} = setup();
         const c = services.conversations.create();
-        services.conversations.updateSettings(c.id, {compression: {...services.conversations.get(c.id).settings.compression, policy: "full", budget: {kind: "cells", cells: 512}}});
+        services.conversations.updateSettings(c.id, {
+            compression: {...services.conversations.get(c.id).settings.compression, policy: "full", budget: {kind: "cells", cells: 512}}
+        });
         engine.budgetAfter = 2;
         services.chat.send(c.id, "q");
         await services.chat.idle();
@@ -162,7 +202,9 @@ describe("chat", () => {
         expect(() => services.chat.continue(c.id)).toThrow(/Full KV filled 512 cells: raise the KV budget or choose a compression policy/);
         // A larger budget: Continue goes on, and the answer is no longer marked as stopped by the budget.
         engine.budgetAfter = null;
-        services.conversations.updateSettings(c.id, {compression: {...services.conversations.get(c.id).settings.compression, budget: {kind: "cells", cells: 1024}}});
+        services.conversations.updateSettings(c.id, {
+            compression: {...services.conversations.get(c.id).settings.compression, budget: {kind: "cells", cells: 1024}}
+        });
         services.chat.continue(c.id);
         await services.chat.idle();
         const done = services.conversations.get(c.id).messages[1]!;
@@ -199,13 +241,25 @@ describe("chat", () => {
 
             expect(unhandled).toEqual([]);
             expect(engine.requests[1]!.signal.aborted).toBe(true);
-            const done = events.filter((e) => e.channel === "chat:done").map((e) => e.payload as Events["chat:done"]).at(-1)!;
-            expect(done.message).toMatchObject({id: assistantMessage.id, status: "error", error: expect.stringMatching(/disk is full.*everything saved before is kept/)});
+            const done = events
+                .filter((e) => e.channel === "chat:done")
+                .map((e) => e.payload as Events["chat:done"])
+                .at(-1)!;
+            expect(done.message).toMatchObject({
+                id: assistantMessage.id,
+                status: "error",
+                error: expect.stringMatching(/disk is full.*everything saved before is kept/)
+            });
 
             sqlite.pragma("max_page_count = 1073741823");
             expect(services.chat.recoverInterrupted()).toBe(1);
             const messages = services.conversations.get(c.id).messages;
-            expect(messages.map((m) => [m.role, m.status])).toEqual([["user", "complete"], ["assistant", "complete"], ["user", "complete"], ["assistant", "interrupted"]]);
+            expect(messages.map((m) => [m.role, m.status])).toEqual([
+                ["user", "complete"],
+                ["assistant", "complete"],
+                ["user", "complete"],
+                ["assistant", "interrupted"]
+            ]);
             expect(messages[1]!.text).toBe("The answer is 4");
             expect(messages[2]!.text).toBe("second");
         } finally {
@@ -223,11 +277,18 @@ describe("chat", () => {
 
     it("marks an answer interrupted, with the reason and what it had, when the engine process stops under it", async () => {
         const {services, engine} = setup();
-        engine.failWith = new AppError("ENGINE_STOPPED", "The engine process was killed (SIGKILL: out of memory, or ended from outside). The answer is kept up to where it stopped: Continue resumes it.");
+        engine.failWith = new AppError(
+            "ENGINE_STOPPED",
+            "The engine process was killed (SIGKILL: out of memory, or ended from outside). The answer is kept up to where it stopped: Continue resumes it."
+        );
         const c = services.conversations.create();
         services.chat.send(c.id, "q");
         await services.chat.idle();
-        expect(services.conversations.get(c.id).messages[1]).toMatchObject({status: "interrupted", thinking: "Let me", error: expect.stringMatching(/SIGKILL.*Continue resumes it/)});
+        expect(services.conversations.get(c.id).messages[1]).toMatchObject({
+            status: "interrupted",
+            thinking: "Let me",
+            error: expect.stringMatching(/SIGKILL.*Continue resumes it/)
+        });
     });
 
     it("says the model is loading, not missing, while the engine restarts", () => {
@@ -244,9 +305,23 @@ describe("the shipped models' sample problems", () => {
         const {generateDemoProblem, EVAL_SEED_BASE} = await import("../../../main/demo/demoTask.js");
         const engine = new FakeEngine();
         const bundled = "/app/resources/models/ponder-demo.gguf";
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x", bundledModelPath: bundled});
+        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+            version: "t",
+            modelsDir: "/tmp/x",
+            bundledModelPath: bundled
+        });
         expect(services.demoSample()).toBeNull();
-        const info = {id: "m1", path: "/models/other.gguf", name: "other", sizeBytes: 1, architecture: "llama", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
+        const info = {
+            id: "m1",
+            path: "/models/other.gguf",
+            name: "other",
+            sizeBytes: 1,
+            architecture: "llama",
+            contextLength: 4096,
+            addedAt: 0,
+            lastUsedAt: null,
+            crashedAt: null
+        };
         engine.status = {...engine.status, model: info};
         expect(services.demoSample()).toBeNull();
         // Another model in the shipped folder, or a shipped model's copy elsewhere, is not recognised.
@@ -258,7 +333,13 @@ describe("the shipped models' sample problems", () => {
         const sample = services.demoSample()!;
         expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);
         const problem = generateDemoProblem(sample.seed, demoSampleSteps);
-        expect(sample).toMatchObject({task: "demo", question: problem.question, answer: problem.answer, answerMeaning: "the value of ZZ", size: `${problem.steps} steps`});
+        expect(sample).toMatchObject({
+            task: "demo",
+            question: problem.question,
+            answer: problem.answer,
+            answerMeaning: "the value of ZZ",
+            size: `${problem.steps} steps`
+        });
         expect(problem.steps).toBeGreaterThanOrEqual(24);
         expect(problem.steps).toBeLessThanOrEqual(30);
         expect(sample.about).toMatch(/modulo 10/);
@@ -270,9 +351,21 @@ describe("the shipped models' sample problems", () => {
         const {EVAL_SEED_BASE} = await import("../../../main/demo/demoTask.js");
         const engine = new FakeEngine();
         const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
-            version: "t", modelsDir: "/tmp/x", bundledModelPath: "/app/resources/models/ponder-demo.gguf"
+            version: "t",
+            modelsDir: "/tmp/x",
+            bundledModelPath: "/app/resources/models/ponder-demo.gguf"
         });
-        const info = {id: "m2", path: "/app/resources/models/ponder-merge.gguf", name: "Ponder Merge Reasoner", sizeBytes: 1, architecture: "qwen3", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null};
+        const info = {
+            id: "m2",
+            path: "/app/resources/models/ponder-merge.gguf",
+            name: "Ponder Merge Reasoner",
+            sizeBytes: 1,
+            architecture: "qwen3",
+            contextLength: 4096,
+            addedAt: 0,
+            lastUsedAt: null,
+            crashedAt: null
+        };
         engine.status = {...engine.status, model: info};
         const sample = services.demoSample()!;
         expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);

@@ -20,7 +20,12 @@ function setup(db = new AppDatabase(":memory:")) {
     dirs.push(dir);
     const states = new StateStore(dir);
     const engine = new FakeEngine();
-    const services = new AppServices(db, engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/ponder-test-models", states, chat: {flushIntervalMs: 0}});
+    const services = new AppServices(db, engine.asEngine(), () => {}, {
+        version: "t",
+        modelsDir: "/tmp/ponder-test-models",
+        states,
+        chat: {flushIntervalMs: 0}
+    });
     const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
     const write = (conversation: string, message: string, bytes: number, mtime: number) => {
         const file = states.prepare(conversation, message);

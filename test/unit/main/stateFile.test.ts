@@ -1,22 +1,54 @@
 import {describe, expect, it} from "vitest";
 import {unpackScores, packScores} from "../../../main/engine/SequenceStates.js";
 import {
-    checkStateHeader, decodeTokens, encodeStateFile, encodeTokens, hashSettings, hashTokens, readStateHeader, reviveTyped, StateFileError,
-    tagTyped, verifyStatePayload, type StateExpectation
+    checkStateHeader,
+    decodeTokens,
+    encodeStateFile,
+    encodeTokens,
+    hashSettings,
+    hashTokens,
+    readStateHeader,
+    reviveTyped,
+    StateFileError,
+    tagTyped,
+    verifyStatePayload,
+    type StateExpectation
 } from "../../../main/engine/stateFile.js";
 
 const expectation: StateExpectation = {
-    model: {path: "/m.gguf", size: 1000, mtimeMs: 5}, kvType: "f16", kvTypeV: "f16", flashAttention: false, policy: "h2o", cells: 512,
+    model: {path: "/m.gguf", size: 1000, mtimeMs: 5},
+    kvType: "f16",
+    kvTypeV: "f16",
+    flashAttention: false,
+    policy: "h2o",
+    cells: 512,
     settingsHash: hashSettings({policy: "h2o", a: 1})
 };
 const tokens = [1, 2, 3, 70000];
 
 function file(llama = Buffer.from("llama-state-bytes"), scores = Buffer.from([1, 2, 3, 4])): Buffer {
-    return Buffer.concat(encodeStateFile({
-        kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
-        bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 0, retentionHeads: 0, valueNormLayers: 0, valueNormHeads: 0,
-        controller: tagTyped({state: {t: new Float64Array([1.5, 2])}})
-    }, llama, scores));
+    return Buffer.concat(
+        encodeStateFile(
+            {
+                kind: "prompt",
+                ...expectation,
+                pathHash: hashTokens(tokens),
+                tokens: encodeTokens(tokens),
+                tokenCount: tokens.length,
+                liveCells: 3,
+                bytesPerCell: 10,
+                scoreLayers: 0,
+                scoreHeads: 0,
+                retentionLayers: 0,
+                retentionHeads: 0,
+                valueNormLayers: 0,
+                valueNormHeads: 0,
+                controller: tagTyped({state: {t: new Float64Array([1.5, 2])}})
+            },
+            llama,
+            scores
+        )
+    );
 }
 
 /** The whole check a reader makes before llama.cpp sees a file: header, then the payload's checksum. */
@@ -79,15 +111,40 @@ describe("state file", () => {
         const positions = Int32Array.from([0, 5, 9]);
         const logits = [[Float32Array.from([1.5, -2, 3e38, 4, 5, 6])], [Float32Array.from([7, 8, 9, 10, 11, 12])]];
         const retention = packScores(positions, 2, logits);
-        const bytes = Buffer.concat(encodeStateFile({
-            kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
-            bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 2, retentionHeads: 2, valueNormLayers: 0, valueNormHeads: 0, controller: null
-        }, Buffer.from("llama"), new Uint8Array(0), retention));
+        const bytes = Buffer.concat(
+            encodeStateFile(
+                {
+                    kind: "prompt",
+                    ...expectation,
+                    pathHash: hashTokens(tokens),
+                    tokens: encodeTokens(tokens),
+                    tokenCount: tokens.length,
+                    liveCells: 3,
+                    bytesPerCell: 10,
+                    scoreLayers: 0,
+                    scoreHeads: 0,
+                    retentionLayers: 2,
+                    retentionHeads: 2,
+                    valueNormLayers: 0,
+                    valueNormHeads: 0,
+                    controller: null
+                },
+                Buffer.from("llama"),
+                new Uint8Array(0),
+                retention
+            )
+        );
         const {header, payloadOffset} = readStateHeader(bytes, bytes.byteLength);
         expect(header.retentionBytes).toBe(retention.byteLength);
         const payload = bytes.subarray(payloadOffset);
         expect(() => verifyStatePayload(header, payload)).not.toThrow();
-        const back = unpackScores(payload.subarray(header.llamaBytes + header.scoreBytes), 3, header.retentionHeads, header.retentionLayers, 1);
+        const back = unpackScores(
+            payload.subarray(header.llamaBytes + header.scoreBytes),
+            3,
+            header.retentionHeads,
+            header.retentionLayers,
+            1
+        );
         expect(back.positions).toEqual(positions);
         expect(back.layers).toEqual(logits);
         expect(() => check(bytes.subarray(0, bytes.byteLength - 4))).toThrow(/truncated/);
@@ -99,10 +156,30 @@ describe("state file", () => {
         const norms = [[Float32Array.from([10, 20, 30, 40, 50, 60])], [Float32Array.from([7, 8, 9, 10, 11, 12])]];
         const retention = packScores(positions, 1, logits);
         const valueNorms = packScores(positions, 2, norms);
-        const bytes = Buffer.concat(encodeStateFile({
-            kind: "prompt", ...expectation, pathHash: hashTokens(tokens), tokens: encodeTokens(tokens), tokenCount: tokens.length, liveCells: 3,
-            bytesPerCell: 10, scoreLayers: 0, scoreHeads: 0, retentionLayers: 1, retentionHeads: 1, valueNormLayers: 2, valueNormHeads: 2, controller: null
-        }, Buffer.from("llama"), new Uint8Array(0), retention, valueNorms));
+        const bytes = Buffer.concat(
+            encodeStateFile(
+                {
+                    kind: "prompt",
+                    ...expectation,
+                    pathHash: hashTokens(tokens),
+                    tokens: encodeTokens(tokens),
+                    tokenCount: tokens.length,
+                    liveCells: 3,
+                    bytesPerCell: 10,
+                    scoreLayers: 0,
+                    scoreHeads: 0,
+                    retentionLayers: 1,
+                    retentionHeads: 1,
+                    valueNormLayers: 2,
+                    valueNormHeads: 2,
+                    controller: null
+                },
+                Buffer.from("llama"),
+                new Uint8Array(0),
+                retention,
+                valueNorms
+            )
+        );
         const {header, payloadOffset} = readStateHeader(bytes, bytes.byteLength);
         expect(header.valueNormBytes).toBe(valueNorms.byteLength);
         const payload = bytes.subarray(payloadOffset);

@@ -5,7 +5,7 @@ import {afterEach, describe, expect, it} from "vitest";
 import {StateStore} from "../../../main/services/StateStore.js";
 
 const dirs: string[] = [];
-function store(budgetBytes: number): {store: StateStore, dir: string} {
+function store(budgetBytes: number): {store: StateStore; dir: string} {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-states-"));
     dirs.push(dir);
     return {store: new StateStore(dir, {budgetBytes}), dir};

@@ -16,8 +16,7 @@ import {FakeEngine} from "./FakeEngine.js";
 const dirs: string[] = [];
 const disposers: (() => Promise<void>)[] = [];
 afterEach(async () => {
-    for (const dispose of disposers.splice(0))
-        await dispose();
+    for (const dispose of disposers.splice(0)) await dispose();
     dirs.splice(0).forEach((dir) => fs.rmSync(dir, {recursive: true, force: true}));
 });
 
@@ -29,22 +28,29 @@ function setup(options: {quitSaveMs?: number} = {}) {
     engine.deferStates = true;
     const done: MessageDto[] = [];
     const logs: string[] = [];
-    const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), <C extends EventChannel>(channel: C, payload: Events[C]) => {
-        if (channel === "chat:done")
-            done.push((payload as Events["chat:done"]).message);
-    }, {version: "t", modelsDir: "/tmp/ponder-test-models", states, chat: {flushIntervalMs: 0, quitSaveMs: options.quitSaveMs, log: (line) => logs.push(line)}});
+    const services = new AppServices(
+        new AppDatabase(":memory:"),
+        engine.asEngine(),
+        <C extends EventChannel>(channel: C, payload: Events[C]) => {
+            if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
+        },
+        {
+            version: "t",
+            modelsDir: "/tmp/ponder-test-models",
+            states,
+            chat: {flushIntervalMs: 0, quitSaveMs: options.quitSaveMs, log: (line) => logs.push(line)}
+        }
+    );
     let disposed = false;
     const dispose = async () => {
-        if (!disposed)
-            await services.dispose();
+        if (!disposed) await services.dispose();
         disposed = true;
     };
     disposers.push(dispose);
     const dispatch = createDispatch(createHandlers(services, {openExternal: async () => {}, pickModelFile: async () => null}));
     const open = async (id: string): Promise<ConversationDetail> => {
         const result = await dispatch("conversations:get", {id});
-        if (!result.ok)
-            throw new Error(result.error.message);
+        if (!result.ok) throw new Error(result.error.message);
         return result.value as ConversationDetail;
     };
     const answer = async (conversationId: string, text = "What is 2 + 2?") => {
@@ -122,8 +128,14 @@ describe("an answer's KV state written off the answer's path", () => {
         services.deleteMessage(a.id, userMessage);
         // The engine still holds it; a later request writes it before taking the context.
         await services.completions.complete({
-            history: [{role: "user", text: "hi"}], systemPrompt: "", temperature: 0, maxTokens: 10, policy: "full",
-            budget: {kind: "cells", cells: 512}, signal: new AbortController().signal, onChunk: () => {}
+            history: [{role: "user", text: "hi"}],
+            systemPrompt: "",
+            temperature: 0,
+            maxTokens: 10,
+            policy: "full",
+            budget: {kind: "cells", cells: 512},
+            signal: new AbortController().signal,
+            onChunk: () => {}
         });
         expect(engine.settled[0]?.path).toBe(states.pathOf(a.id, first));
         expect(engine.settled[0]?.saved).not.toBeNull();
@@ -159,9 +171,12 @@ describe("an answer's KV state written off the answer's path", () => {
         const state = store.prepare("c1", "m1");
         fs.writeFileSync(state, "state");
         const leftovers = [`${state}.a1b2c3.tmp`, `${state}.a1b2c3.tmp.llama`, `${state}.0f0f0f.load.tmp`];
-        for (const file of leftovers)
-            fs.writeFileSync(file, "partial");
-        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x", states: store});
+        for (const file of leftovers) fs.writeFileSync(file, "partial");
+        const services = new AppServices(new AppDatabase(":memory:"), new FakeEngine().asEngine(), () => {}, {
+            version: "t",
+            modelsDir: "/tmp/x",
+            states: store
+        });
         disposers.push(() => services.dispose());
         expect(leftovers.map((file) => fs.existsSync(file))).toEqual([false, false, false]);
         expect(fs.readFileSync(state, "utf8")).toBe("state");

@@ -55,7 +55,9 @@ describe.runIf(fs.existsSync("/proc/self/io"))("saving a streaming answer", () =
                 expect(answer.status).toBe("complete");
                 expect(answer.thinking).toBe(tokenText.repeat(tokens));
                 expect(answer.thinkingTokens).toBe(tokens);
-                console.log(`${tokens}-token answer (${(tokens * tokenText.length / 1024).toFixed(0)} KiB): ${(written.get(tokens)! / 2 ** 20).toFixed(1)} MiB written`);
+                console.log(
+                    `${tokens}-token answer (${((tokens * tokenText.length) / 1024).toFixed(0)} KiB): ${(written.get(tokens)! / 2 ** 20).toFixed(1)} MiB written`
+                );
             }
             // Four times the answer (and the saves), about four times the bytes: rewriting it each time would be sixteen.
             expect(written.get(32_768)! / written.get(8192)!).toBeLessThan(6);

@@ -5,10 +5,23 @@ import {evictedThrough, hexOfLayers, layersOfHex, mergeTokenScores, pushRound, t
 import {kvSample} from "../renderer/fakeBridge.js";
 
 function record(positions: number[], round: number, kind: TokenScores["kind"] = "attention"): TokenScores {
-    return {kind, layers: 5, positions, scores: positions.map((position) => position / 10), rounds: positions.map(() => round), keptBy: positions.map(() => "11")};
+    return {
+        kind,
+        layers: 5,
+        positions,
+        scores: positions.map((position) => position / 10),
+        rounds: positions.map(() => round),
+        keptBy: positions.map(() => "11")
+    };
 }
 
-const round = (n: number, evicted: number[] = [n * 10, n * 10 + 5]): PruneRound => ({first: n, last: n, step: n * 8, tokensSeen: 100 + n * 8, evicted});
+const round = (n: number, evicted: number[] = [n * 10, n * 10 + 5]): PruneRound => ({
+    first: n,
+    last: n,
+    step: n * 8,
+    tokensSeen: 100 + n * 8,
+    evicted
+});
 
 describe("what prune rounds record of tokens", () => {
     it("writes and reads which layers kept a cell as hex, the first digit for layers 0-3", () => {
@@ -36,15 +49,15 @@ describe("what prune rounds record of tokens", () => {
 
     it("keeps at most the cap of rounds, merging neighbours and their evictions, and knows what was evicted through each", () => {
         const rounds: PruneRound[] = [];
-        for (let n = 1; n <= 9; n++)
-            pushRound(rounds, round(n), 4);
+        for (let n = 1; n <= 9; n++) pushRound(rounds, round(n), 4);
         expect(rounds.length).toBeLessThanOrEqual(4);
         expect(rounds[0]!.first).toBe(1);
         expect(rounds.at(-1)!.last).toBe(9);
         // Every round is still counted once, in order.
-        for (let i = 1; i < rounds.length; i++)
-            expect(rounds[i]!.first).toBe(rounds[i - 1]!.last + 1);
-        expect(evictedThrough(rounds, rounds.length - 1)).toEqual(Array.from({length: 9}, (_, i) => [(i + 1) * 10, (i + 1) * 10 + 5]).flat());
+        for (let i = 1; i < rounds.length; i++) expect(rounds[i]!.first).toBe(rounds[i - 1]!.last + 1);
+        expect(evictedThrough(rounds, rounds.length - 1)).toEqual(
+            Array.from({length: 9}, (_, i) => [(i + 1) * 10, (i + 1) * 10 + 5]).flat()
+        );
         expect(evictedThrough([round(1, [0, 4]), round(2, [4, 9])], 0)).toEqual([0, 4]);
         expect(evictedThrough([round(1, [0, 4]), round(2, [4, 9])], 1)).toEqual([0, 9]);
     });
@@ -54,7 +67,11 @@ describe("what prune rounds record of tokens", () => {
         recordSample(stats, kvSample({step: 8, tokens: record([1, 2], 1), rounds: [round(1)]}), 400);
         recordSample(stats, kvSample({step: 16}), 400);
         recordSample(stats, kvSample({step: 24, tokens: record([2, 3], 2), rounds: [round(2), round(3)]}), 400);
-        expect(stats.samples.map((sample) => [sample.step, "tokens" in sample, "rounds" in sample])).toEqual([[8, false, false], [16, false, false], [24, false, false]]);
+        expect(stats.samples.map((sample) => [sample.step, "tokens" in sample, "rounds" in sample])).toEqual([
+            [8, false, false],
+            [16, false, false],
+            [24, false, false]
+        ]);
         expect(stats.tokens?.positions).toEqual([1, 2, 3]);
         expect(stats.tokens?.rounds).toEqual([1, 2, 2]);
         expect(stats.rounds?.map((r) => r.first)).toEqual([1, 2, 3]);

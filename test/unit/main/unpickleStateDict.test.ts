@@ -8,14 +8,12 @@ class Pickle {
     private readonly bytes: number[] = [0x80, 2];
 
     op(...bytes: number[]): this {
-        for (const byte of bytes)
-            this.bytes.push(byte);
+        for (const byte of bytes) this.bytes.push(byte);
         return this;
     }
 
     repeat(byte: number, count: number): this {
-        for (let i = 0; i < count; i++)
-            this.bytes.push(byte);
+        for (let i = 0; i < count; i++) this.bytes.push(byte);
         return this;
     }
 
@@ -49,8 +47,7 @@ class Pickle {
     /** An OrderedDict of the named tensors (each `[type, key, numel, offset, size, stride]`), then STOP. */
     stateDict(tensors: Array<[string, Parameters<Pickle["tensor"]>]>): Uint8Array {
         this.global("collections", "OrderedDict").op(0x71, 0, 0x29, 0x52, 0x28); // BINPUT 0, EMPTY_TUPLE, REDUCE, MARK
-        for (const [name, args] of tensors)
-            this.str(name).tensor(...args);
+        for (const [name, args] of tensors) this.str(name).tensor(...args);
         return this.op(0x75, 0x2e).done(); // SETITEMS STOP
     }
 
@@ -76,25 +73,42 @@ describe("unpickleStateDict", () => {
     });
 
     test("a {'state_dict': ...} wrapper is unwrapped; a state_dict's _metadata (BUILD) is left out", () => {
-        const pickle = new Pickle().op(0x7d).str("state_dict") // EMPTY_DICT 'state_dict'
-            .global("collections", "OrderedDict").op(0x29, 0x52, 0x28).str("w").tensor("FloatStorage", "0", 2, 0, [2], [1]).op(0x75) // OrderedDict, SETITEMS
-            .op(0x7d).str("_metadata").global("collections", "OrderedDict").op(0x29, 0x52).op(0x73, 0x62) // {'_metadata': OrderedDict()} BUILD
-            .op(0x73, 0x2e).done(); // SETITEM STOP
+        const pickle = new Pickle()
+            .op(0x7d)
+            .str("state_dict") // EMPTY_DICT 'state_dict'
+            .global("collections", "OrderedDict")
+            .op(0x29, 0x52, 0x28)
+            .str("w")
+            .tensor("FloatStorage", "0", 2, 0, [2], [1])
+            .op(0x75) // OrderedDict, SETITEMS
+            .op(0x7d)
+            .str("_metadata")
+            .global("collections", "OrderedDict")
+            .op(0x29, 0x52)
+            .op(0x73, 0x62) // {'_metadata': OrderedDict()} BUILD
+            .op(0x73, 0x2e)
+            .done(); // SETITEM STOP
         expect([...unpickleStateDict(pickle).keys()]).toEqual(["w"]);
     });
 
     test("a global outside the state_dict's few is refused by name before anything is called", () => {
         // what pickle writes for os.system("...") through __reduce__ on Linux
         const system = new Pickle().global("posix", "system").str("touch /tmp/never").op(0x85, 0x52, 0x2e).done();
-        expect(() => unpickleStateDict(system)).toThrow(/the global posix\.system, which a state_dict of tensors does not need; it was refused and nothing was run/);
+        expect(() => unpickleStateDict(system)).toThrow(
+            /the global posix\.system, which a state_dict of tensors does not need; it was refused and nothing was run/
+        );
         expect(() => unpickleStateDict(new Pickle().global("builtins", "eval").done())).toThrow(/global builtins\.eval/);
         expect(() => unpickleStateDict(new Pickle().global("torch", "DoubleStorage").done())).toThrow(/global torch\.DoubleStorage/);
-        expect(() => unpickleStateDict(new Pickle().global("torch._utils", "_rebuild_tensor_v2 ").done())).toThrow(/global torch\._utils\._rebuild_tensor_v2 /);
+        expect(() => unpickleStateDict(new Pickle().global("torch._utils", "_rebuild_tensor_v2 ").done())).toThrow(
+            /global torch\._utils\._rebuild_tensor_v2 /
+        );
     });
 
     test("an opcode a state_dict does not need is refused by name", () => {
         // protocol 4's STACK_GLOBAL would name a global from strings on the stack
-        expect(() => unpickleStateDict(new Pickle().str("os").str("system").op(0x93).done())).toThrow(/the opcode STACK_GLOBAL at byte \d+/);
+        expect(() => unpickleStateDict(new Pickle().str("os").str("system").op(0x93).done())).toThrow(
+            /the opcode STACK_GLOBAL at byte \d+/
+        );
         expect(() => unpickleStateDict(new Pickle().op(0x69).done())).toThrow(/the opcode INST/);
         expect(() => unpickleStateDict(new Pickle().op(0x81).done())).toThrow(/the opcode NEWOBJ/);
         expect(() => unpickleStateDict(new Pickle().op(0xff).done())).toThrow(/the opcode 0xff/);
@@ -112,7 +126,10 @@ describe("unpickleStateDict", () => {
         expect(() => unpickleStateDict(notStorage)).toThrow(/persistent object that is not \('storage'/);
         const badKey = new Pickle().stateDict([["w", ["FloatStorage", "../../etc/passwd", 2, 0, [2], [1]]]]);
         expect(() => unpickleStateDict(badKey)).toThrow(/storage whose key is not a short name/);
-        const twice = new Pickle().stateDict([["w", ["FloatStorage", "0", 2, 0, [2], [1]]], ["v", ["HalfStorage", "0", 2, 0, [2], [1]]]]);
+        const twice = new Pickle().stateDict([
+            ["w", ["FloatStorage", "0", 2, 0, [2], [1]]],
+            ["v", ["HalfStorage", "0", 2, 0, [2], [1]]]
+        ]);
         expect(() => unpickleStateDict(twice)).toThrow(/names storage 0 twice with different types or sizes/);
     });
 
@@ -141,7 +158,9 @@ describe("unpickleStateDict", () => {
     test("a pickle cut short, or holding something other than a dict of tensors, is refused", () => {
         const whole = new Pickle().stateDict([["w", ["FloatStorage", "0", 2, 0, [2], [1]]]]);
         for (const cut of [1, 10, 40, whole.length - 1])
-            expect(() => unpickleStateDict(whole.subarray(0, cut))).toThrow(/ends in the middle of an opcode|has a GLOBAL without a short module or name line/);
+            expect(() => unpickleStateDict(whole.subarray(0, cut))).toThrow(
+                /ends in the middle of an opcode|has a GLOBAL without a short module or name line/
+            );
         const longString = new Pickle().op(0x58, 0xff, 0xff, 0xff, 0x7f).done();
         expect(() => unpickleStateDict(longString)).toThrow(/ends in the middle of an opcode/);
         expect(() => unpickleStateDict(new Pickle().op(0x5d, 0x2e).done())).toThrow(/holds a list, not a state_dict/);

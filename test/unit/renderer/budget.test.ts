@@ -10,14 +10,30 @@ const bytesPerCell = 131_072;
 
 /** As the backend estimates, on a model of `context` tokens: a budget above it is capped, and says why. */
 function estimateOf(compression: CompressionSettings, context = 4096): BudgetEstimate {
-    const asked = compression.budget.kind === "cells" ? compression.budget.cells
-        : compression.budget.kind === "mib" ? Math.floor((compression.budget.mib * 1024 * 1024) / bytesPerCell) : context;
+    const asked =
+        compression.budget.kind === "cells"
+            ? compression.budget.cells
+            : compression.budget.kind === "mib"
+              ? Math.floor((compression.budget.mib * 1024 * 1024) / bytesPerCell)
+              : context;
     const cells = Math.min(asked, context);
     return {
-        cells, allocatedCells: cells, bytesPerCell, bytes: cells * bytesPerCell, fullContextBytes: context * bytesPerCell, modelContextLength: context,
-        maxCells: context, aboveCap: asked > context ? {code: "BUDGET_ABOVE_CONTEXT", message: "more than the model can use"} : null,
-        freeMemoryBytes: 2 ** 30, weightsBytes: 2 ** 20, computeBytes: 2 ** 20, modelLoaded: true, neededBytes: cells * bytesPerCell + 2 ** 20,
-        fits: cells * bytesPerCell + 2 ** 20 <= 2 ** 30, compressionSupported: true, notes: []
+        cells,
+        allocatedCells: cells,
+        bytesPerCell,
+        bytes: cells * bytesPerCell,
+        fullContextBytes: context * bytesPerCell,
+        modelContextLength: context,
+        maxCells: context,
+        aboveCap: asked > context ? {code: "BUDGET_ABOVE_CONTEXT", message: "more than the model can use"} : null,
+        freeMemoryBytes: 2 ** 30,
+        weightsBytes: 2 ** 20,
+        computeBytes: 2 ** 20,
+        modelLoaded: true,
+        neededBytes: cells * bytesPerCell + 2 ** 20,
+        fits: cells * bytesPerCell + 2 ** 20 <= 2 ** 30,
+        compressionSupported: true,
+        notes: []
     };
 }
 
@@ -78,8 +94,11 @@ describe("budget controller state", () => {
         const {bridge, budget} = setup();
         await vi.advanceTimersByTimeAsync(0);
         const pending: (() => void)[] = [];
-        bridge.handle("compression:estimate", ({compression}) => new Promise<Result<BudgetEstimate>>((resolve) =>
-            pending.push(() => resolve({ok: true, value: estimateOf(compression)}))));
+        bridge.handle(
+            "compression:estimate",
+            ({compression}) =>
+                new Promise<Result<BudgetEstimate>>((resolve) => pending.push(() => resolve({ok: true, value: estimateOf(compression)})))
+        );
         budget.setBudgetKind("cells");
         budget.setBudgetValue(1000);
         await vi.advanceTimersByTimeAsync(300);
@@ -153,16 +172,23 @@ describe("budget controller state", () => {
         expect(budget.valid).toBe(false);
         // Estimated all the same: the estimate shows the capped cells (and a later, larger model can lift the error).
         await vi.advanceTimersByTimeAsync(300);
-        expect((estimates().at(-1)?.payload as {compression: CompressionSettings}).compression.budget).toEqual({kind: "cells", cells: 8000});
+        expect((estimates().at(-1)?.payload as {compression: CompressionSettings}).compression.budget).toEqual({
+            kind: "cells",
+            cells: 8000
+        });
         expect(budget.state.estimate?.cells).toBe(4096);
         expect(await budget.apply()).toBe(false);
         expect(await budget.saveAsDefault()).toBe(false);
-        expect(bridge.calls.some((call) => call.channel === "conversations:updateSettings" || call.channel === "settings:update")).toBe(false);
+        expect(bridge.calls.some((call) => call.channel === "conversations:updateSettings" || call.channel === "settings:update")).toBe(
+            false
+        );
 
         // A MiB budget is turned into cells of the cache type first: 1,024 MiB at 128 KiB a cell is 8,192 cells.
         budget.setBudgetKind("mib");
         budget.setBudgetValue(1024);
-        expect(budget.errors.budget).toBe("1,024 MiB is more than this model can use. At most 512 MiB of f16 KV (4,096 cells): the model's context.");
+        expect(budget.errors.budget).toBe(
+            "1,024 MiB is more than this model can use. At most 512 MiB of f16 KV (4,096 cells): the model's context."
+        );
         budget.setBudgetValue(512);
         expect(budget.errors.budget).toBeUndefined();
         expect(budget.capHint).toBe("At most 512 MiB of f16 KV (4,096 cells): the model's context.");
@@ -193,12 +219,16 @@ describe("budget controller state", () => {
         expect(budget.historyNote).toBeNull();
         budget.setBudgetKind("cells");
         budget.setBudgetValue(1010);
-        expect(budget.historyNote).toBe("This conversation is already about 1,000 tokens: with Full KV 1,010 cells cannot hold it and an answer, so the next " +
-            "message (or a continuation) is refused. Raise the budget or choose a compression policy.");
+        expect(budget.historyNote).toBe(
+            "This conversation is already about 1,000 tokens: with Full KV 1,010 cells cannot hold it and an answer, so the next " +
+                "message (or a continuation) is refused. Raise the budget or choose a compression policy."
+        );
         budget.setPolicy("lethe");
         expect(budget.historyNote).toBeNull();
         budget.setBudgetValue(512);
-        expect(budget.historyNote).toBe("This conversation is already about 1,000 tokens, more than 512 cells: it is pruned as it is read, so parts of it can be lost.");
+        expect(budget.historyNote).toBe(
+            "This conversation is already about 1,000 tokens, more than 512 cells: it is pruned as it is read, so parts of it can be lost."
+        );
         // A warning, not an error: the budget can still be applied.
         expect(budget.valid).toBe(true);
         tokens = null;
@@ -229,7 +259,10 @@ describe("budget controller state", () => {
         await vi.advanceTimersByTimeAsync(0);
         expect(budget.unavailable).toEqual({});
         const reason = "no retention gates beside this model (expected /models/m.retention.gguf)";
-        bridge.handle("compression:estimate", ({compression}) => ({ok: true, value: {...estimateOf(compression), unavailablePolicies: [{policy: "trimkv", reason}]}}));
+        bridge.handle("compression:estimate", ({compression}) => ({
+            ok: true,
+            value: {...estimateOf(compression), unavailablePolicies: [{policy: "trimkv", reason}]}
+        }));
         budget.setPolicy("trimkv");
         await vi.advanceTimersByTimeAsync(300);
         expect(budget.unavailable).toEqual({trimkv: reason});
@@ -247,8 +280,10 @@ describe("budget controller state", () => {
         expect(budget.trainedBudget).toBeNull();
         budget.setPolicy("trimkv");
         await vi.advanceTimersByTimeAsync(300);
-        expect(budget.trainedBudget).toEqual({cells: 512,
-            line: "These TRIM-KV gates were trained with 512 cells: memory_size in the config.json of the authors' released gates."});
+        expect(budget.trainedBudget).toEqual({
+            cells: 512,
+            line: "These TRIM-KV gates were trained with 512 cells: memory_size in the config.json of the authors' released gates."
+        });
         budget.useTrainedBudget();
         expect(budget.state.form).toMatchObject({policy: "trimkv", budgetKind: "cells", cells: 512});
         // Taken: no longer offered.
@@ -259,8 +294,9 @@ describe("budget controller state", () => {
         bridge.handle("compression:estimate", ({compression}) => ({ok: true, value: {...estimateOf(compression), trainedBudget: null}}));
         await vi.advanceTimersByTimeAsync(300);
         expect(budget.trainedBudget).toBeNull();
-        expect(describeTrainedBudget({cells: 4096, source: "calibrated on 38 thoughts"}))
-            .toBe("These TRIM-KV gates were trained with 4,096 cells: the budget recorded with the gates (calibrated on 38 thoughts).");
+        expect(describeTrainedBudget({cells: 4096, source: "calibrated on 38 thoughts"})).toBe(
+            "These TRIM-KV gates were trained with 4,096 cells: the budget recorded with the gates (calibrated on 38 thoughts)."
+        );
     });
 
     test("K8V4, LeanKV's pair, in one step: Q8_0 keys, Q4_0 values, flash attention on", () => {
@@ -282,7 +318,8 @@ describe("budget controller state", () => {
     test("apply stores the draft as the conversation's settings", async () => {
         const {bridge, conversations, budget} = setup();
         bridge.handle("conversations:updateSettings", ({settings}) => ({
-            ok: true, value: conversationSettings({compression: settings.compression as CompressionSettings})
+            ok: true,
+            value: conversationSettings({compression: settings.compression as CompressionSettings})
         }));
         conversations.state.items = [{id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0, policy: "full"}];
         budget.setPolicy("refreekv");
@@ -298,8 +335,10 @@ describe("budget controller state", () => {
         expect(conversations.state.items[0]?.policy).toBe("refreekv");
         expect(budget.dirty).toBe(false);
         // It says which conversations it affects: this one, from its next answer; not the others, not new ones.
-        expect(budget.state.notice).toBe("Applied to this conversation: its next answer runs under ReFreeKV, 256 MiB. " +
-            "Other conversations keep their own settings, and new ones start with the defaults.");
+        expect(budget.state.notice).toBe(
+            "Applied to this conversation: its next answer runs under ReFreeKV, 256 MiB. " +
+                "Other conversations keep their own settings, and new ones start with the defaults."
+        );
         // Loading the same (now stored) settings again keeps the form and its notice.
         budget.load("c1", conversations.state.settings);
         expect(budget.state.notice).not.toBeNull();
@@ -333,49 +372,82 @@ describe("budget controller state", () => {
     test("says that new conversations start under TRIM-KV when the model has retention gates and no default was saved", async () => {
         const {bridge, conversations, settings, budget} = setup();
         const defaults = conversationSettings();
-        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: [], stateDiskBudgetMib: 4096});
+        bridge.reply("settings:get", {
+            theme: "dark",
+            defaultModelId: null,
+            defaultConversationSettings: defaults,
+            samplingPresets: [],
+            stateDiskBudgetMib: 4096
+        });
         await settings.load();
         const gates = {...defaults.compression, policy: "trimkv" as const, budget: {kind: "cells" as const, cells: 320}};
         bridge.reply("compression:newConversation", {compression: gates, source: "gates"});
         await budget.estimate();
         await vi.advanceTimersByTimeAsync(0);
-        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations with this model start with " +
-            "TRIM-KV, 320 cells (it has retention gates, and no default was saved); Save as default to change that.");
+        expect(budget.scope).toBe(
+            "Apply changes this conversation only, from its next answer. New conversations with this model start with " +
+                "TRIM-KV, 320 cells (it has retention gates, and no default was saved); Save as default to change that."
+        );
         // A conversation that started so: the same settings.
         conversations.state.settings = conversationSettings({compression: gates});
         budget.load("c2", conversations.state.settings);
-        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations with this model start with " +
-            "these settings too (it has retention gates, and no default was saved).");
+        expect(budget.scope).toBe(
+            "Apply changes this conversation only, from its next answer. New conversations with this model start with " +
+                "these settings too (it has retention gates, and no default was saved)."
+        );
         // Once a default is saved, it is what new conversations start with.
         bridge.reply("compression:newConversation", {compression: defaults.compression, source: "default"});
         await budget.estimate();
         await vi.advanceTimersByTimeAsync(0);
-        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. New conversations start with Full KV, auto budget; " +
-            "Save as default to change that.");
+        expect(budget.scope).toBe(
+            "Apply changes this conversation only, from its next answer. New conversations start with Full KV, auto budget; " +
+                "Save as default to change that."
+        );
     });
 
     test("save as default changes the settings of new conversations only", async () => {
         const {bridge, settings, budget} = setup();
         const defaults = conversationSettings({temperature: 0.3});
-        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: [], stateDiskBudgetMib: 4096});
+        bridge.reply("settings:get", {
+            theme: "dark",
+            defaultModelId: null,
+            defaultConversationSettings: defaults,
+            samplingPresets: [],
+            stateDiskBudgetMib: 4096
+        });
         bridge.handle("settings:update", (patch) => ({
-            ok: true, value: {theme: "dark", defaultModelId: null, defaultConversationSettings: patch.defaultConversationSettings ?? defaults, samplingPresets: [], stateDiskBudgetMib: 4096}
+            ok: true,
+            value: {
+                theme: "dark",
+                defaultModelId: null,
+                defaultConversationSettings: patch.defaultConversationSettings ?? defaults,
+                samplingPresets: [],
+                stateDiskBudgetMib: 4096
+            }
         }));
         budget.setPolicy("streamingllm");
         budget.setParam("streamingllm", "sinks", 8);
         expect(await budget.saveAsDefault()).toBe(true);
-        const update = bridge.calls.find((call) => call.channel === "settings:update")?.payload as {defaultConversationSettings: typeof defaults};
+        const update = bridge.calls.find((call) => call.channel === "settings:update")?.payload as {
+            defaultConversationSettings: typeof defaults;
+        };
         expect(update.defaultConversationSettings.temperature).toBe(0.3);
         expect(update.defaultConversationSettings.compression.policy).toBe("streamingllm");
         expect(update.defaultConversationSettings.compression.params.streamingllm.sinks).toBe(8);
         expect(settings.state.conversationDefaults?.compression.policy).toBe("streamingllm");
-        expect(budget.state.notice).toBe("Saved: new conversations start with StreamingLLM, auto budget. Existing conversations keep their own " +
-            "settings; Apply to this conversation to use it here too.");
-        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. " +
-            "New conversations start with these settings too (the saved default).");
+        expect(budget.state.notice).toBe(
+            "Saved: new conversations start with StreamingLLM, auto budget. Existing conversations keep their own " +
+                "settings; Apply to this conversation to use it here too."
+        );
+        expect(budget.scope).toBe(
+            "Apply changes this conversation only, from its next answer. " +
+                "New conversations start with these settings too (the saved default)."
+        );
         budget.setPolicy("h2o");
-        expect(budget.scope).toBe("Apply changes this conversation only, from its next answer. " +
-            "New conversations start with StreamingLLM, auto budget; Save as default to change that.");
+        expect(budget.scope).toBe(
+            "Apply changes this conversation only, from its next answer. " +
+                "New conversations start with StreamingLLM, auto budget; Save as default to change that."
+        );
         expect(bridge.calls.some((call) => call.channel === "conversations:updateSettings")).toBe(false);
 
         bridge.fail("settings:update", "STORAGE", "disk full");

@@ -58,13 +58,16 @@ describe("policies and the budget form", () => {
     test("the cap is checked in the cache type the estimate gave it for; MiB wait for an estimate of the form's type", () => {
         const cap = {maxCells: 4096, modelContextLength: 4096, bytesPerCell: 1024, kvType: "f16" as const, kvTypeV: "f16" as const};
         const form = toForm({...conversationSettings().compression, budget: {kind: "mib", mib: 5}});
-        expect(checkBudgetCap(form, cap)).toBe("5 MiB is more than this model can use. At most 4 MiB of f16 KV (4,096 cells): the model's context.");
+        expect(checkBudgetCap(form, cap)).toBe(
+            "5 MiB is more than this model can use. At most 4 MiB of f16 KV (4,096 cells): the model's context."
+        );
         form.kvTypeV = "q8_0";
         form.flashAttention = true;
         expect(checkBudgetCap(form, cap)).toBeNull();
         // An estimate of the K8V4 pair names it.
-        expect(checkBudgetCap({...form, kvType: "q8_0", kvTypeV: "q4_0"}, {...cap, bytesPerCell: 416, kvType: "q8_0", kvTypeV: "q4_0"}))
-            .toBe("5 MiB is more than this model can use. At most 1.62 MiB of q8_0 K / q4_0 V (4,096 cells): the model's context.");
+        expect(
+            checkBudgetCap({...form, kvType: "q8_0", kvTypeV: "q4_0"}, {...cap, bytesPerCell: 416, kvType: "q8_0", kvTypeV: "q4_0"})
+        ).toBe("5 MiB is more than this model can use. At most 1.62 MiB of q8_0 K / q4_0 V (4,096 cells): the model's context.");
         form.kvType = "q8_0";
         expect(checkBudgetCap(form, null)).toBeNull();
         form.budgetKind = "cells";
@@ -72,16 +75,26 @@ describe("policies and the budget form", () => {
         expect(checkBudgetCap(form, cap)).toBe("4,097 cells is more than this model can use. At most 4,096 cells: the model's context.");
         // A model that declares no context: the cap is the most Ponder allocates.
         form.cells = 2_000_000;
-        expect(checkBudgetCap(form, {...cap, maxCells: 1_048_576, modelContextLength: null})).toMatch(/At most 1,048,576 cells: the most Ponder allocates\.$/);
+        expect(checkBudgetCap(form, {...cap, maxCells: 1_048_576, modelContextLength: null})).toMatch(
+            /At most 1,048,576 cells: the most Ponder allocates\.$/
+        );
     });
 
     test("a conversation's length is its latest answer's last reading", () => {
-        const stats = (tokensSeen: number) => ({policy: "full" as const, budgetCells: 2048, samples: [kvSample({tokensSeen: 1}), kvSample({tokensSeen})]});
+        const stats = (tokensSeen: number) => ({
+            policy: "full" as const,
+            budgetCells: 2048,
+            samples: [kvSample({tokensSeen: 1}), kvSample({tokensSeen})]
+        });
         expect(conversationTokens([])).toBeNull();
         expect(conversationTokens([message({id: "a", role: "assistant"})])).toBeNull();
-        expect(conversationTokens([
-            message({id: "a", role: "assistant", stats: stats(700)}), message({id: "u", role: "user"}), message({id: "b", role: "assistant", stats: stats(900)}),
-            message({id: "c", role: "assistant"})
-        ])).toBe(900);
+        expect(
+            conversationTokens([
+                message({id: "a", role: "assistant", stats: stats(700)}),
+                message({id: "u", role: "user"}),
+                message({id: "b", role: "assistant", stats: stats(900)}),
+                message({id: "c", role: "assistant"})
+            ])
+        ).toBe(900);
     });
 });

@@ -5,11 +5,32 @@ import {createModels} from "../../../renderer/state/models.svelte.js";
 import {createFakeBridge} from "./fakeBridge.js";
 
 const running = (overrides: Partial<CalibrationStatus> = {}): CalibrationStatus => ({
-    modelId: "m1", state: "running", stage: "thinking", step: 2, of: 8, etaSeconds: 250, message: "Thinking 3/8", resumed: 0, result: null, ...overrides
+    modelId: "m1",
+    state: "running",
+    stage: "thinking",
+    step: 2,
+    of: 8,
+    etaSeconds: 250,
+    message: "Thinking 3/8",
+    resumed: 0,
+    result: null,
+    ...overrides
 });
 const provenance = {
-    promptSet: "english", prompts: 38, tokens: 51_200, samples: 40_000, seconds: 540, date: "2026-11-27T02:00:00.000Z",
-    validation: {prompts: 4, tokens: 2000, points: [{share: 0.25, gates: 0.97, lethe: 0.86}, {share: 0.5, gates: 0.99, lethe: 0.95}]}
+    promptSet: "english",
+    prompts: 38,
+    tokens: 51_200,
+    samples: 40_000,
+    seconds: 540,
+    date: "2026-11-27T02:00:00.000Z",
+    validation: {
+        prompts: 4,
+        tokens: 2000,
+        points: [
+            {share: 0.25, gates: 0.97, lethe: 0.86},
+            {share: 0.5, gates: 0.99, lethe: 0.95}
+        ]
+    }
 };
 
 describe("calibration state", () => {
@@ -26,19 +47,35 @@ describe("calibration state", () => {
         bridge.emit("models:calibration", running());
         expect(describeCalibrationProgress(models.state.calibration!)).toBe("Thinking 3/8 · about 4 min left");
         expect(calibrationFraction(models.state.calibration!)).toBeCloseTo(2 / 8 / 3);
-        bridge.emit("models:calibration", running({stage: "validating", step: 1, of: 4, etaSeconds: 40, message: "Validating against Lethe 1/4", resumed: 5}));
-        expect(describeCalibrationProgress(models.state.calibration!)).toBe("Validating against Lethe 1/4 · about 40 s left · went on from 5 prompts thought before");
+        bridge.emit(
+            "models:calibration",
+            running({stage: "validating", step: 1, of: 4, etaSeconds: 40, message: "Validating against Lethe 1/4", resumed: 5})
+        );
+        expect(describeCalibrationProgress(models.state.calibration!)).toBe(
+            "Validating against Lethe 1/4 · about 40 s left · went on from 5 prompts thought before"
+        );
         expect(calibrationFraction(models.state.calibration!)).toBeCloseTo((2 + 1 / 4) / 3);
         expect(installed).toEqual([]);
 
-        bridge.emit("models:calibration", running({state: "installed", stage: "writing", step: 1, of: 1, etaSeconds: 0, message: "installed",
-            result: {...provenance, installed: true}}));
+        bridge.emit(
+            "models:calibration",
+            running({
+                state: "installed",
+                stage: "writing",
+                step: 1,
+                of: 1,
+                etaSeconds: 0,
+                message: "installed",
+                result: {...provenance, installed: true}
+            })
+        );
         await new Promise((resolve) => setTimeout(resolve, 0));
         expect(bridge.calls.at(-1)).toEqual({channel: "models:details", payload: {id: "m1"}});
         expect(models.state.details.m1?.retention?.calibration).toEqual(provenance);
         expect(installed).toEqual(["m1"]);
-        expect(describeCalibrationResult(models.state.details.m1!.retention!.calibration!))
-            .toBe("Calibrated on 38 thoughts, 51,200 tokens, 9 min; held-out agreement at 25%: 0.97, Lethe 0.86; at 50%: 0.99, Lethe 0.95");
+        expect(describeCalibrationResult(models.state.details.m1!.retention!.calibration!)).toBe(
+            "Calibrated on 38 thoughts, 51,200 tokens, 9 min; held-out agreement at 25%: 0.97, Lethe 0.86; at 50%: 0.99, Lethe 0.95"
+        );
     });
 
     test("a refused start is said for its model; cancel asks the backend; a refusal by the validation offers nothing", async () => {
@@ -49,7 +86,10 @@ describe("calibration state", () => {
         bridge.reply("models:details", {retention: {available: false, reason: "no gates"}} as never);
         const models = createModels(bridge.api, {onGatesInstalled: (id) => installed.push(id)});
         expect(await models.calibrate("m2")).toBe(false);
-        expect(models.state.calibrationError).toEqual({id: "m2", text: "Could not calibrate: A calibration of tiny is already running: cancel it or wait for it to end"});
+        expect(models.state.calibrationError).toEqual({
+            id: "m2",
+            text: "Could not calibrate: A calibration of tiny is already running: cancel it or wait for it to end"
+        });
         await models.cancelCalibration();
         expect(bridge.calls.at(-1)).toEqual({channel: "models:calibrateCancel", payload: undefined});
 

@@ -7,7 +7,7 @@ function setup() {
     let clock = 1000;
     const chat = createChat(bridge.api, {now: () => clock});
     chat.open("c1", [message({id: "u0", role: "user", text: "Earlier"}), message({id: "a0", role: "assistant", text: "Earlier answer"})]);
-    const advance = (ms: number) => clock += ms;
+    const advance = (ms: number) => (clock += ms);
     return {bridge, chat, advance};
 }
 
@@ -21,8 +21,15 @@ function replyToSend(bridge: ReturnType<typeof createFakeBridge>) {
     }));
 }
 
-const delta = (segment: "thought" | "answer", text: string, thinkingTokens: number, answerTokens: number, elapsedMs: number) =>
-    ({conversationId: "c1", messageId: "a1", segment, text, thinkingTokens, answerTokens, elapsedMs});
+const delta = (segment: "thought" | "answer", text: string, thinkingTokens: number, answerTokens: number, elapsedMs: number) => ({
+    conversationId: "c1",
+    messageId: "a1",
+    segment,
+    text,
+    thinkingTokens,
+    answerTokens,
+    elapsedMs
+});
 
 describe("chat state", () => {
     test("sending adds both messages and marks the chat as generating", async () => {
@@ -67,7 +74,13 @@ describe("chat state", () => {
         await chat.send("Question");
         bridge.emit("chat:delta", delta("answer", "Partial", 0, 1, 100));
         const final = message({
-            id: "a1", role: "assistant", text: "Final answer", thinking: "Thought", status: "complete", answerTokens: 2, totalMs: 400
+            id: "a1",
+            role: "assistant",
+            text: "Final answer",
+            thinking: "Thought",
+            status: "complete",
+            answerTokens: 2,
+            totalMs: 400
         });
         bridge.emit("chat:done", {conversationId: "c1", message: final});
         expect(chat.state.messages.at(-1)).toEqual(final);
@@ -117,7 +130,14 @@ describe("chat state", () => {
     test("continue grows a cut answer in place; deltas may come before the response", async () => {
         const bridge = createFakeBridge();
         const chat = createChat(bridge.api, {now: () => 0});
-        const cut = message({id: "a1", role: "assistant", thinking: "Let me", status: "stopped", thinkingTokens: 2, cut: {reason: "maxTokens", tokens: 2}});
+        const cut = message({
+            id: "a1",
+            role: "assistant",
+            thinking: "Let me",
+            status: "stopped",
+            thinkingTokens: 2,
+            cut: {reason: "maxTokens", tokens: 2}
+        });
         chat.open("c1", [message({id: "u1", role: "user", text: "q"}), cut]);
         expect(chat.canContinue).toBe(true);
         expect(chat.canRegenerate).toBe(true);
@@ -129,7 +149,10 @@ describe("chat state", () => {
         expect(chat.state.messages).toHaveLength(2);
         expect(chat.state.messages[1]).toMatchObject({id: "a1", thinking: "Let me think", status: "streaming", cut: null});
         expect(chat.canContinue).toBe(false);
-        bridge.emit("chat:done", {conversationId: "c1", message: message({id: "a1", role: "assistant", thinking: "Let me think", text: "4"})});
+        bridge.emit("chat:done", {
+            conversationId: "c1",
+            message: message({id: "a1", role: "assistant", thinking: "Let me think", text: "4"})
+        });
         expect(chat.canContinue).toBe(false);
         expect(await chat.continueAnswer()).toBe(false);
     });
@@ -137,8 +160,14 @@ describe("chat state", () => {
     test("a refused continue puts the answer back as it was, with the reason", async () => {
         const bridge = createFakeBridge();
         const chat = createChat(bridge.api, {now: () => 0});
-        chat.open("c1", [message({id: "u1", role: "user", text: "q"}), message({id: "a1", role: "assistant", text: "Part", status: "interrupted"})]);
-        bridge.handle("chat:continue", () => ({ok: false, error: {code: "MODEL_NOT_LOADED", message: "No model is loaded: open a model first"}}));
+        chat.open("c1", [
+            message({id: "u1", role: "user", text: "q"}),
+            message({id: "a1", role: "assistant", text: "Part", status: "interrupted"})
+        ]);
+        bridge.handle("chat:continue", () => ({
+            ok: false,
+            error: {code: "MODEL_NOT_LOADED", message: "No model is loaded: open a model first"}
+        }));
         expect(await chat.continueAnswer()).toBe(false);
         expect(chat.state.messages[1]).toMatchObject({status: "interrupted", text: "Part"});
         expect(chat.state.error).toMatch(/Could not continue the answer.*No model is loaded/);
@@ -166,8 +195,12 @@ describe("chat state", () => {
         bridge.handle("conversations:switchBranch", ({id}) => ({
             ok: true,
             value: {
-                conversation: {id, title: "t", createdAt: 0, updatedAt: 0, messageCount: 4, policy: "full"}, settings: conversationSettings(),
-                messages: [message({id: "u0", role: "user"}), message({id: "a7", role: "assistant", text: "Older", siblingIds: ["a7", "a0"]})]
+                conversation: {id, title: "t", createdAt: 0, updatedAt: 0, messageCount: 4, policy: "full"},
+                settings: conversationSettings(),
+                messages: [
+                    message({id: "u0", role: "user"}),
+                    message({id: "a7", role: "assistant", text: "Older", siblingIds: ["a7", "a0"]})
+                ]
             }
         }));
         expect(await chat.showVersion("a7")).toBe(true);
@@ -181,7 +214,9 @@ describe("chat state", () => {
     test("deleting a message shows what the conversation holds then", async () => {
         const {bridge, chat} = setup();
         bridge.reply("conversations:deleteMessage", {
-            conversation: {id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0, policy: "full"}, settings: conversationSettings(), messages: []
+            conversation: {id: "c1", title: "t", createdAt: 0, updatedAt: 0, messageCount: 0, policy: "full"},
+            settings: conversationSettings(),
+            messages: []
         });
         expect(await chat.deleteMessage("u0")).toBe(true);
         expect(bridge.calls.at(-1)).toEqual({channel: "conversations:deleteMessage", payload: {id: "c1", messageId: "u0"}});

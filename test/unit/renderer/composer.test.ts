@@ -21,8 +21,7 @@ beforeEach(() => {
     target = document.body.appendChild(document.createElement("div"));
 });
 afterEach(async () => {
-    if (component != null)
-        await unmount(component);
+    if (component != null) await unmount(component);
     component = null;
     ponder?.dispose();
     ponder = null;
@@ -76,8 +75,10 @@ describe("the composer's KV budget hint", () => {
         expect(input.getAttribute("aria-describedby")).toBe(hint.id);
         type(input, "a very long question");
         await settle();
-        expect(hint.textContent).toBe("This message is 1,532 tokens and exceeds Full KV's budget of 1,024 cells (16 of them are kept for the " +
-            "answer's first tokens): raise the KV budget or choose a pruning policy (Memory) to send it.");
+        expect(hint.textContent).toBe(
+            "This message is 1,532 tokens and exceeds Full KV's budget of 1,024 cells (16 of them are kept for the " +
+                "answer's first tokens): raise the KV budget or choose a pruning policy (Memory) to send it."
+        );
         expect(hint.classList.contains("block")).toBe(true);
         expect(send().disabled).toBe(true);
         expect(input.getAttribute("aria-invalid")).toBe("true");
@@ -90,8 +91,10 @@ describe("the composer's KV budget hint", () => {
         const {input, hint, send, sends} = setup(() => ({ok: true, value: letheTooLong}));
         type(input, "a very long question");
         await settle();
-        expect(hint.textContent).toBe("This message is 1,532 tokens; the KV budget is 1,024 cells: Lethe will prune the question while reading it, " +
-            "so parts of it can be lost.");
+        expect(hint.textContent).toBe(
+            "This message is 1,532 tokens; the KV budget is 1,024 cells: Lethe will prune the question while reading it, " +
+                "so parts of it can be lost."
+        );
         expect(hint.classList.contains("prune")).toBe(true);
         expect(send().disabled).toBe(false);
         pressEnter(input);
@@ -101,9 +104,11 @@ describe("the composer's KV budget hint", () => {
 
     test("counts once typing pauses (300 ms), with the latest text; an answer to an older request is dropped", async () => {
         let release: (() => void) | null = null;
-        const {input, hint, send, counts} = setup((text) => text.startsWith("long")
-            ? new Promise((resolve) => release = () => resolve({ok: true, value: fullKvTooLong}))
-            : {ok: true, value: fits});
+        const {input, hint, send, counts} = setup((text) =>
+            text.startsWith("long")
+                ? new Promise((resolve) => (release = () => resolve({ok: true, value: fullKvTooLong})))
+                : {ok: true, value: fits}
+        );
         type(input, "l");
         await settle(100);
         type(input, "long question");
@@ -135,9 +140,11 @@ describe("the composer's KV budget hint", () => {
     });
 
     test("no model loaded (a null count) or a refused count: no hint, and sending is left to the send", async () => {
-        const {input, hint, send} = setup((text) => text === "refused"
-            ? {ok: false, error: {code: "BAD_REQUEST", message: "A text to count is at most 4 MiB"}}
-            : {ok: true, value: null});
+        const {input, hint, send} = setup((text) =>
+            text === "refused"
+                ? {ok: false, error: {code: "BAD_REQUEST", message: "A text to count is at most 4 MiB"}}
+                : {ok: true, value: null}
+        );
         type(input, "hello");
         await settle();
         expect(hint.textContent).toBe("");

@@ -3,13 +3,21 @@ import type {ConversationSummary} from "../../../preload/contract.js";
 import {createConversations} from "../../../renderer/state/conversations.svelte.js";
 import {createFakeBridge, message, conversationSettings} from "./fakeBridge.js";
 
-const summary = (id: string, title: string, updatedAt: number): ConversationSummary =>
-    ({id, title, createdAt: 0, updatedAt, messageCount: 0, policy: "full"});
+const summary = (id: string, title: string, updatedAt: number): ConversationSummary => ({
+    id,
+    title,
+    createdAt: 0,
+    updatedAt,
+    messageCount: 0,
+    policy: "full"
+});
 
 async function setup() {
     const bridge = createFakeBridge();
     bridge.reply("conversations:list", [
-        summary("a", "Prime numbers", 1), summary("b", "Sky colour", 3), summary("c", "Prime factorisation", 2)
+        summary("a", "Prime numbers", 1),
+        summary("b", "Sky colour", 3),
+        summary("c", "Prime factorisation", 2)
     ]);
     const conversations = createConversations(bridge.api);
     await conversations.refresh();
@@ -45,9 +53,13 @@ describe("conversations state", () => {
     test("create keeps a search typed while the conversation was being created", async () => {
         const {bridge, conversations} = await setup();
         let answer!: () => void;
-        bridge.handle("conversations:create", () => new Promise((resolve) => {
-            answer = () => resolve({ok: true, value: summary("d", "New conversation", 9)});
-        }));
+        bridge.handle(
+            "conversations:create",
+            () =>
+                new Promise((resolve) => {
+                    answer = () => resolve({ok: true, value: summary("d", "New conversation", 9)});
+                })
+        );
         const creating = conversations.create();
         conversations.state.query = "colour";
         answer();
@@ -92,13 +104,15 @@ describe("conversations state", () => {
     test("a slow selection overtaken by a newer one is dropped", async () => {
         const {bridge, conversations} = await setup();
         let release: () => void = () => {};
-        bridge.handle("conversations:get", ({id}) => new Promise((resolve) => {
-            const value = {conversation: summary(id, id, 1), settings: conversationSettings(), messages: []};
-            if (id === "a")
-                release = () => resolve({ok: true, value});
-            else
-                resolve({ok: true, value});
-        }));
+        bridge.handle(
+            "conversations:get",
+            ({id}) =>
+                new Promise((resolve) => {
+                    const value = {conversation: summary(id, id, 1), settings: conversationSettings(), messages: []};
+                    if (id === "a") release = () => resolve({ok: true, value});
+                    else resolve({ok: true, value});
+                })
+        );
         const first = conversations.select("a");
         await conversations.select("c");
         release();

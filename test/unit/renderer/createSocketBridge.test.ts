@@ -27,7 +27,10 @@ class FakeSocket {
 
 function setup() {
     const bridge = createSocketBridge({
-        url: "ws://127.0.0.1:5173/bridge?token=t0k", WebSocket: FakeSocket as unknown as typeof WebSocket, minDelayMs: 100, maxDelayMs: 400
+        url: "ws://127.0.0.1:5173/bridge?token=t0k",
+        WebSocket: FakeSocket as unknown as typeof WebSocket,
+        minDelayMs: 100,
+        maxDelayMs: 400
     });
     return {bridge, socket: () => FakeSocket.instances.at(-1)!};
 }

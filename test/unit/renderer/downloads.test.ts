@@ -7,11 +7,25 @@ import {createFakeBridge} from "./fakeBridge.js";
 
 const uri = "hf:bartowski/QwQ-32B-GGUF:Q4_K_M";
 const status = (overrides: Partial<DownloadStatus> = {}): DownloadStatus => ({
-    downloadId: "d1", uri, state: "downloading", downloadedBytes: 0, totalBytes: 1000, error: null, model: null, ...overrides
+    downloadId: "d1",
+    uri,
+    state: "downloading",
+    downloadedBytes: 0,
+    totalBytes: 1000,
+    error: null,
+    model: null,
+    ...overrides
 });
 const model: ModelInfo = {
-    id: "m9", path: "/models/QwQ-32B-Q4_K_M.gguf", name: "QwQ-32B-Q4_K_M", sizeBytes: 1000, architecture: "qwen2", contextLength: 32768,
-    addedAt: 0, lastUsedAt: null, crashedAt: null
+    id: "m9",
+    path: "/models/QwQ-32B-Q4_K_M.gguf",
+    name: "QwQ-32B-Q4_K_M",
+    sizeBytes: 1000,
+    architecture: "qwen2",
+    contextLength: 32768,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
 };
 
 function setup() {
@@ -78,7 +92,10 @@ describe("downloads state", () => {
         bridge.emit("models:download", status({downloadedBytes: 310}));
         expect(downloads.state.items[0]).toMatchObject({state: "cancelled", downloadedBytes: 300});
 
-        bridge.handle("models:download", ({uri: wanted}) => ({ok: true, value: status({downloadId: "d2", uri: wanted, downloadedBytes: 300})}));
+        bridge.handle("models:download", ({uri: wanted}) => ({
+            ok: true,
+            value: status({downloadId: "d2", uri: wanted, downloadedBytes: 300})
+        }));
         expect(await downloads.resume("d1")).toBe(true);
         expect(bridge.calls.at(-1)).toEqual({channel: "models:download", payload: {uri}});
         // The resumed download replaces the cancelled one.
@@ -130,17 +147,31 @@ describe("downloads state", () => {
         expect(bridge.calls.at(-1)).toEqual({channel: "models:getTrimkvGates", payload: {id: "m9", repo}});
 
         const converted = {layers: 28, hidden: 512, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from trimkv_weights.pth"};
-        bridge.emit("models:download", {...gates, downloadId: "g2", state: "done", downloadedBytes: 1000, gates: {modelId: "m9", repo, converted}});
+        bridge.emit("models:download", {
+            ...gates,
+            downloadId: "g2",
+            state: "done",
+            downloadedBytes: 1000,
+            gates: {modelId: "m9", repo, converted}
+        });
         expect(bridge.calls.at(-1)).toEqual({channel: "models:details", payload: {id: "m9"}});
         expect(models.state.models).toEqual([]);
-        expect(describeGatesDownload(downloads.gatesOf("m9")!)).toBe("✓ Installed the gates from ngocbh/TrimKV-Qwen3-1.7B-Math: 28 layers (hidden 512), " +
-            "trained with 512 cells on Qwen/Qwen3-1.7B. TRIM-KV is offered for this model from now on.");
+        expect(describeGatesDownload(downloads.gatesOf("m9")!)).toBe(
+            "✓ Installed the gates from ngocbh/TrimKV-Qwen3-1.7B-Math: 28 layers (hidden 512), " +
+                "trained with 512 cells on Qwen/Qwen3-1.7B. TRIM-KV is offered for this model from now on."
+        );
 
-        bridge.handle("models:getTrimkvGates", () => ({ok: false, error: {code: "BAD_REQUEST", message: "someone/else is not one of the TRIM-KV gates the authors released"}}));
+        bridge.handle("models:getTrimkvGates", () => ({
+            ok: false,
+            error: {code: "BAD_REQUEST", message: "someone/else is not one of the TRIM-KV gates the authors released"}
+        }));
         expect(await downloads.startGates("m9", "someone/else")).toBe(false);
-        expect(downloads.state.gatesError).toEqual({modelId: "m9",
-            text: expect.stringMatching(/Could not start the download of the TRIM-KV gates.*someone\/else is not one of/) as string});
-        expect(describeGatesDownload({...gates, state: "error", error: "Cannot download x: config.json: the server answered 404 Not Found"}))
-            .toBe("Not installed: Cannot download x: config.json: the server answered 404 Not Found");
+        expect(downloads.state.gatesError).toEqual({
+            modelId: "m9",
+            text: expect.stringMatching(/Could not start the download of the TRIM-KV gates.*someone\/else is not one of/) as string
+        });
+        expect(
+            describeGatesDownload({...gates, state: "error", error: "Cannot download x: config.json: the server answered 404 Not Found"})
+        ).toBe("Not installed: Cannot download x: config.json: the server answered 404 Not Found");
     });
 });

@@ -1,6 +1,15 @@
 import {describe, expect, test} from "vitest";
 import {
-    describeAnswerMemory, describeFootprint, describeSampleDetail, describeSavings, formatMemory, formatPercent, formatPerToken, lastSample, savingsOf, splitMemory
+    describeAnswerMemory,
+    describeFootprint,
+    describeSampleDetail,
+    describeSavings,
+    formatMemory,
+    formatPercent,
+    formatPerToken,
+    lastSample,
+    savingsOf,
+    splitMemory
 } from "../../../renderer/lib/formatMemory.js";
 import {kvSample} from "./fakeBridge.js";
 
@@ -62,12 +71,16 @@ describe("an answer's memory in words", () => {
         expect(plain.line).toBe("Used 12.3 MiB of memory, 62% less than a full cache (32.4 MiB)");
         expect(plain.mayDiffer).toBeNull();
         expect(describeAnswerMemory(kvSample({liveBytes: MiB, fullBytes: 0})).line).toBe("Used 1.00 MiB of memory");
-        const forced = describeAnswerMemory(kvSample({forcedDrops: 457, pruneRounds: 12, tokensEvicted: 900, cellsLive: 128, tokensSeen: 1028, cellsAllocated: 256}));
+        const forced = describeAnswerMemory(
+            kvSample({forcedDrops: 457, pruneRounds: 12, tokensEvicted: 900, cellsLive: 128, tokensSeen: 1028, cellsAllocated: 256})
+        );
         expect(forced.mayDiffer).toBe("The memory budget was full, so this answer may differ from the one a full cache gives.");
         // The jargon is in the advanced line only.
         expect(forced.line).not.toMatch(/forced|prune|round/);
-        expect(forced.advanced).toBe("128 of 1,028 tokens kept in 256 cells · 12 prune rounds · 900 evicted · " +
-            "457 forced drops (freed by the full budget, not chosen by the policy)");
+        expect(forced.advanced).toBe(
+            "128 of 1,028 tokens kept in 256 cells · 12 prune rounds · 900 evicted · " +
+                "457 forced drops (freed by the full budget, not chosen by the policy)"
+        );
     });
 });
 

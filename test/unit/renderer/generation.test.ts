@@ -14,7 +14,10 @@ function setup() {
     conversations.state.selectedId = "c1";
     conversations.state.settings = conversationSettings();
     generation.load("c1", conversations.state.settings);
-    bridge.handle("conversations:updateSettings", ({settings: patch}) => ({ok: true, value: {...conversationSettings(), ...patch} as ConversationSettings}));
+    bridge.handle("conversations:updateSettings", ({settings: patch}) => ({
+        ok: true,
+        value: {...conversationSettings(), ...patch} as ConversationSettings
+    }));
     return {bridge, conversations, settings, generation};
 }
 
@@ -22,7 +25,16 @@ describe("generation settings state", () => {
     test("shows the conversation's settings, not dirty until edited", () => {
         const {generation} = setup();
         expect(generation.state.form).toEqual({
-            systemPrompt: "", temperature: 0.6, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1, maxTokens: 4096, seed: null, thinking: true, thinkingBudget: null
+            systemPrompt: "",
+            temperature: 0.6,
+            topP: 0.95,
+            topK: 20,
+            minP: 0,
+            repeatPenalty: 1,
+            maxTokens: 4096,
+            seed: null,
+            thinking: true,
+            thinkingBudget: null
         });
         expect(generation.dirty).toBe(false);
         generation.set("temperature", 0);
@@ -41,8 +53,11 @@ describe("generation settings state", () => {
         expect(bridge.calls.filter((call) => call.channel === "conversations:updateSettings")).toHaveLength(0);
         const form = {...generation.state.form!, temperature: 1, maxTokens: 10};
         expect(validateGenerationForm({...form, systemPrompt: "x".repeat(20_001)}).systemPrompt).toMatch(/at most 20,000/);
-        expect(Object.keys(validateGenerationForm({...form, topP: 0, topK: 1.5, minP: -1, repeatPenalty: 0.9, seed: -3, thinkingBudget: 0})).sort())
-            .toEqual(["minP", "repeatPenalty", "seed", "thinkingBudget", "topK", "topP"]);
+        expect(
+            Object.keys(
+                validateGenerationForm({...form, topP: 0, topK: 1.5, minP: -1, repeatPenalty: 0.9, seed: -3, thinkingBudget: 0})
+            ).sort()
+        ).toEqual(["minP", "repeatPenalty", "seed", "thinkingBudget", "topK", "topP"]);
         // Empty seed and thinking budget mean "a new seed each time" and "no limit".
         expect(validateGenerationForm({...form, seed: null, thinkingBudget: null})).toEqual({});
     });
@@ -79,7 +94,18 @@ describe("generation settings state", () => {
         const call = bridge.calls.find((entry) => entry.channel === "conversations:updateSettings")!;
         expect(call.payload).toEqual({
             id: "c1",
-            settings: {systemPrompt: "Be brief.", temperature: 0, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1, maxTokens: 512, seed: null, thinking: true, thinkingBudget: null}
+            settings: {
+                systemPrompt: "Be brief.",
+                temperature: 0,
+                topP: 0.95,
+                topK: 20,
+                minP: 0,
+                repeatPenalty: 1,
+                maxTokens: 512,
+                seed: null,
+                thinking: true,
+                thinkingBudget: null
+            }
         });
         expect(conversations.state.settings?.temperature).toBe(0);
         expect(generation.dirty).toBe(false);
@@ -115,18 +141,33 @@ describe("generation settings state", () => {
     test("recommended values and presets fill the draft's sampling fields only", async () => {
         const {bridge, settings, generation} = setup();
         const qwen3 = {temperature: 0.6, topP: 0.95, topK: 20, minP: 0, repeatPenalty: 1};
-        bridge.reply("generation:capabilities", {thinkingToggle: true, recommended: {source: "family", label: "Qwen3 model card", thinking: qwen3, nonThinking: null}});
+        bridge.reply("generation:capabilities", {
+            thinkingToggle: true,
+            recommended: {source: "family", label: "Qwen3 model card", thinking: qwen3, nonThinking: null}
+        });
         await generation.refreshCapabilities();
         expect(generation.state.capabilities?.recommended?.label).toBe("Qwen3 model card");
         generation.set("maxTokens", 999);
         generation.useSampling({temperature: 1.1, topP: 0.8, topK: 5, minP: 0.1, repeatPenalty: 1.2});
         expect(generation.state.form).toMatchObject({temperature: 1.1, topP: 0.8, topK: 5, minP: 0.1, repeatPenalty: 1.2, maxTokens: 999});
 
-        let stored: unknown[] = [{name: "Old", ...qwen3}, {name: "Creative", ...qwen3}];
+        let stored: unknown[] = [
+            {name: "Old", ...qwen3},
+            {name: "Creative", ...qwen3}
+        ];
         settings.state.samplingPresets = stored as typeof settings.state.samplingPresets;
         bridge.handle("settings:update", (patch) => {
             stored = patch.samplingPresets ?? stored;
-            return {ok: true, value: {theme: "system", defaultModelId: null, defaultConversationSettings: conversationSettings(), samplingPresets: stored as never, stateDiskBudgetMib: 4096}};
+            return {
+                ok: true,
+                value: {
+                    theme: "system",
+                    defaultModelId: null,
+                    defaultConversationSettings: conversationSettings(),
+                    samplingPresets: stored as never,
+                    stateDiskBudgetMib: 4096
+                }
+            };
         });
         expect(await generation.savePreset("  ")).toBe(false);
         expect(generation.state.error).toMatch(/Name the preset/);

@@ -10,9 +10,12 @@ function setup(options: MemoryOptions = {}) {
     const chat = createChat(bridge.api, {now: () => Date.now()});
     const memory = createMemory(bridge.api, chat, {throttleMs: 250, ...options});
     chat.open("c1", [message({id: "u1", role: "user", text: "Q"}), message({id: "a1", role: "assistant", status: "streaming"})]);
-    const reading = (step: number, overrides: Partial<KvSample> = {}) => bridge.emit("chat:memory", {
-        conversationId: "c1", messageId: "a1", sample: kvSample({step, tokensSeen: 100 + step, ...overrides})
-    });
+    const reading = (step: number, overrides: Partial<KvSample> = {}) =>
+        bridge.emit("chat:memory", {
+            conversationId: "c1",
+            messageId: "a1",
+            sample: kvSample({step, tokensSeen: 100 + step, ...overrides})
+        });
     return {bridge, chat, memory, reading};
 }
 
@@ -32,8 +35,7 @@ describe("memory state", () => {
         expect(memory.current).toMatchObject({messageId: "a1", live: true});
         expect(memory.current?.sample.step).toBe(1);
         const version = memory.version;
-        for (let step = 2; step <= 40; step++)
-            reading(step);
+        for (let step = 2; step <= 40; step++) reading(step);
         // 39 events, no update yet: nothing re-renders per token.
         expect(memory.version).toBe(version);
         expect(memory.current?.sample.step).toBe(1);
@@ -52,26 +54,44 @@ describe("memory state", () => {
 
     test("the chart stays bounded on a very long answer", async () => {
         const {memory, reading} = setup();
-        for (let step = 1; step <= 20_000; step++)
-            reading(step);
+        for (let step = 1; step <= 20_000; step++) reading(step);
         await vi.advanceTimersByTimeAsync(250);
         expect(memory.points.length).toBeLessThanOrEqual(400);
     });
 
     test("the strip gathers what the live rounds recorded of each token; a finished answer shows its stored record and rounds", async () => {
         const {bridge, memory, reading} = setup();
-        const scores = (positions: number[], round: number) => ({kind: "attention" as const, layers: 3, positions, scores: positions.map(() => round / 10),
-            rounds: positions.map(() => round), keptBy: positions.map(() => "5")});
+        const scores = (positions: number[], round: number) => ({
+            kind: "attention" as const,
+            layers: 3,
+            positions,
+            scores: positions.map(() => round / 10),
+            rounds: positions.map(() => round),
+            keptBy: positions.map(() => "5")
+        });
         reading(1, {tokens: scores([0, 1, 2], 1)});
         reading(2, {tokens: scores([0, 2, 3], 2)});
         await vi.advanceTimersByTimeAsync(250);
         // The later round's record wins where both saw a token; the earlier one's stays for a token only it saw.
-        expect(memory.remembered?.scores).toEqual({kind: "attention", layers: 3, positions: [0, 1, 2, 3], scores: [0.2, 0.1, 0.2, 0.2],
-            rounds: [2, 1, 2, 2], keptBy: ["5", "5", "5", "5"]});
+        expect(memory.remembered?.scores).toEqual({
+            kind: "attention",
+            layers: 3,
+            positions: [0, 1, 2, 3],
+            scores: [0.2, 0.1, 0.2, 0.2],
+            rounds: [2, 1, 2, 2],
+            keptBy: ["5", "5", "5", "5"]
+        });
         expect(memory.remembered?.rounds).toEqual([]);
         const rounds = [{first: 1, last: 1, step: 4, tokensSeen: 104, evicted: [5, 9]}];
-        bridge.emit("chat:done", {conversationId: "c1", message: message({id: "a1", role: "assistant", status: "complete",
-            stats: {policy: "lethe", budgetCells: 64, samples: [kvSample({step: 20, tokensSeen: 120})], tokens: scores([7], 3), rounds}})});
+        bridge.emit("chat:done", {
+            conversationId: "c1",
+            message: message({
+                id: "a1",
+                role: "assistant",
+                status: "complete",
+                stats: {policy: "lethe", budgetCells: 64, samples: [kvSample({step: 20, tokensSeen: 120})], tokens: scores([7], 3), rounds}
+            })
+        });
         expect(memory.remembered).toMatchObject({live: false, rounds, scores: scores([7], 3)});
     });
 
@@ -102,12 +122,17 @@ describe("memory state", () => {
     test("the conversation's chart joins every answer's samples in order", () => {
         const {bridge, chat, memory} = setup();
         const stats = (from: number) => ({
-            policy: "h2o" as const, budgetCells: 512, samples: [kvSample({tokensSeen: from}), kvSample({tokensSeen: from + 50})]
+            policy: "h2o" as const,
+            budgetCells: 512,
+            samples: [kvSample({tokensSeen: from}), kvSample({tokensSeen: from + 50})]
         });
         chat.open("c1", [
-            message({id: "u1", role: "user"}), message({id: "a1", role: "assistant", stats: stats(100)}),
-            message({id: "u2", role: "user"}), message({id: "a2", role: "assistant", stats: stats(300)}),
-            message({id: "u3", role: "user"}), message({id: "a3", role: "assistant", status: "streaming"})
+            message({id: "u1", role: "user"}),
+            message({id: "a1", role: "assistant", stats: stats(100)}),
+            message({id: "u2", role: "user"}),
+            message({id: "a2", role: "assistant", stats: stats(300)}),
+            message({id: "u3", role: "user"}),
+            message({id: "a3", role: "assistant", status: "streaming"})
         ]);
         bridge.emit("chat:memory", {conversationId: "c1", messageId: "a3", sample: kvSample({tokensSeen: 500})});
         expect(memory.points.map((point) => point.tokens)).toEqual([100, 150, 300, 350, 500]);

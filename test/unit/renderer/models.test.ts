@@ -4,10 +4,21 @@ import {createModels} from "../../../renderer/state/models.svelte.js";
 import {createFakeBridge} from "./fakeBridge.js";
 
 const model = (id: string, path: string): ModelInfo => ({
-    id, path, name: path.split("/").at(-1)!, sizeBytes: 1024, architecture: "qwen2", contextLength: 4096, addedAt: 0, lastUsedAt: null, crashedAt: null
+    id,
+    path,
+    name: path.split("/").at(-1)!,
+    sizeBytes: 1024,
+    architecture: "qwen2",
+    contextLength: 4096,
+    addedAt: 0,
+    lastUsedAt: null,
+    crashedAt: null
 });
 const status = (state: EngineStatus["state"], loaded: ModelInfo | null = null, progress: number | null = null): EngineStatus => ({
-    state, model: loaded, progress, message: null,
+    state,
+    model: loaded,
+    progress,
+    message: null,
     build: {kind: "local", gpu: false, patched: true, llamaCppRelease: "b6000", seriesHash: "abc"}
 });
 
@@ -46,19 +57,28 @@ describe("models state", () => {
         bridge.reply("models:pickTrimkv", {weights: "/dl/trimkv_weights.pth", config: "/dl/config.json"});
         bridge.handle("models:convertTrimkv", (request) => {
             converted.push(request);
-            return {ok: true, value: {layers: 28, hidden: 512, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from trimkv_weights.pth"}};
+            return {
+                ok: true,
+                value: {layers: 28, hidden: 512, budget: 512, baseModel: "Qwen/Qwen3-1.7B", source: "converted from trimkv_weights.pth"}
+            };
         });
         bridge.reply("models:details", {retention: {available: true, reason: null}} as never);
         const models = createModels(bridge.api);
         expect(await models.getTrimkvGates("m1")).toBe(true);
         expect(converted).toEqual([{id: "m1", weights: "/dl/trimkv_weights.pth", config: "/dl/config.json"}]);
-        expect(models.state.trimkvResult).toEqual({id: "m1", ok: true,
-            text: "Converted 28 layers of gates (hidden 512), trained at a budget of 512 cells for Qwen/Qwen3-1.7B"});
+        expect(models.state.trimkvResult).toEqual({
+            id: "m1",
+            ok: true,
+            text: "Converted 28 layers of gates (hidden 512), trained at a budget of 512 cells for Qwen/Qwen3-1.7B"
+        });
         expect(models.state.details.m1?.retention).toEqual({available: true, reason: null});
         expect(models.state.convertingId).toBeNull();
 
         bridge.reply("models:pickTrimkv", {weights: "/dl/rg2.pth", config: null});
-        bridge.handle("models:convertTrimkv", () => ({ok: false, error: {code: "BAD_REQUEST", message: "The TRIM-KV gates could not be converted: config.json says retention_gate \"rg2\""}}));
+        bridge.handle("models:convertTrimkv", () => ({
+            ok: false,
+            error: {code: "BAD_REQUEST", message: 'The TRIM-KV gates could not be converted: config.json says retention_gate "rg2"'}
+        }));
         expect(await models.getTrimkvGates("m1")).toBe(false);
         expect(models.state.trimkvResult).toMatchObject({id: "m1", ok: false, text: expect.stringMatching(/retention_gate "rg2"/)});
 
@@ -81,7 +101,7 @@ describe("models state", () => {
         const bridge = createFakeBridge();
         const m1 = model("m1", "/models/a.gguf");
         let finish: () => void = () => {};
-        bridge.handle("models:load", () => new Promise((resolve) => finish = () => resolve({ok: true, value: status("ready", m1)})));
+        bridge.handle("models:load", () => new Promise((resolve) => (finish = () => resolve({ok: true, value: status("ready", m1)}))));
         const models = createModels(bridge.api);
         const loading = models.load("m1");
         expect(models.busy).toBe(true);
@@ -137,8 +157,19 @@ describe("models state", () => {
         bridge.handle("models:details", ({id}) => ({
             ok: true,
             value: {
-                ...model(id, "/models/a.gguf"), layers: 28, headCount: 28, headCountKv: 4, embeddingLength: 3584, keyLength: 128, kvBytesPerToken: 57_344,
-                weightsBytes: 4_000_000_000, parameterCount: 7_600_000_000, quantization: "Q4_K", compressionSupported: true, compressionNote: null, fit: null
+                ...model(id, "/models/a.gguf"),
+                layers: 28,
+                headCount: 28,
+                headCountKv: 4,
+                embeddingLength: 3584,
+                keyLength: 128,
+                kvBytesPerToken: 57_344,
+                weightsBytes: 4_000_000_000,
+                parameterCount: 7_600_000_000,
+                quantization: "Q4_K",
+                compressionSupported: true,
+                compressionNote: null,
+                fit: null
             }
         }));
         const models = createModels(bridge.api);
@@ -168,8 +199,20 @@ describe("models state", () => {
         bridge.handle("models:details", ({id}) => ({
             ok: true,
             value: {
-                ...model(id, "/models/a.gguf"), gpuLayers: 0, layers: 4, headCount: 4, headCountKv: 2, embeddingLength: 64, keyLength: 16,
-                kvBytesPerToken: 512, weightsBytes: 1000, parameterCount: 250, quantization: "F32", compressionSupported: true, compressionNote: null, fit: null
+                ...model(id, "/models/a.gguf"),
+                gpuLayers: 0,
+                layers: 4,
+                headCount: 4,
+                headCountKv: 2,
+                embeddingLength: 64,
+                keyLength: 16,
+                kvBytesPerToken: 512,
+                weightsBytes: 1000,
+                parameterCount: 250,
+                quantization: "F32",
+                compressionSupported: true,
+                compressionNote: null,
+                fit: null
             }
         }));
         const models = createModels(bridge.api);

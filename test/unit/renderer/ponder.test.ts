@@ -3,7 +3,14 @@ import type {ConversationSummary} from "../../../preload/contract.js";
 import {createPonder} from "../../../renderer/state/ponder.svelte.js";
 import {createFakeBridge, message, conversationSettings} from "./fakeBridge.js";
 
-const summary = (id: string, title: string): ConversationSummary => ({id, title, createdAt: 0, updatedAt: 0, messageCount: 0, policy: "full"});
+const summary = (id: string, title: string): ConversationSummary => ({
+    id,
+    title,
+    createdAt: 0,
+    updatedAt: 0,
+    messageCount: 0,
+    policy: "full"
+});
 
 function setup() {
     const bridge = createFakeBridge();
@@ -35,7 +42,12 @@ describe("ponder (the composed state)", () => {
     test("the demo model's sample problem is sent as a question, and its known answer kept for that conversation", async () => {
         const {bridge, ponder} = setup();
         bridge.reply("demo:sample", {
-            task: "demo", question: "a=1\nZZ=a+a\nZZ?", answer: "2", answerMeaning: "the value of ZZ", size: "1 steps", seed: 2 ** 31,
+            task: "demo",
+            question: "a=1\nZZ=a+a\nZZ?",
+            answer: "2",
+            answerMeaning: "the value of ZZ",
+            size: "1 steps",
+            seed: 2 ** 31,
             about: "A tiny model"
         });
         bridge.reply("models:list", []);
@@ -87,8 +99,10 @@ describe("ponder (the composed state)", () => {
     test("importing a conversation file opens it; a file that is not one says why", async () => {
         const {bridge, ponder} = setup();
         bridge.reply("conversations:import", summary("c7", "Imported"));
-        expect(await ponder.importConversation("{\"format\": \"ponder-conversation\"}")).toBe(true);
-        expect(bridge.calls.find((call) => call.channel === "conversations:import")?.payload).toEqual({content: "{\"format\": \"ponder-conversation\"}"});
+        expect(await ponder.importConversation('{"format": "ponder-conversation"}')).toBe(true);
+        expect(bridge.calls.find((call) => call.channel === "conversations:import")?.payload).toEqual({
+            content: '{"format": "ponder-conversation"}'
+        });
         expect(ponder.chat.state.conversationId).toBe("c7");
         expect(ponder.conversations.state.items.map((item) => item.id)).toContain("c7");
         bridge.fail("conversations:import", "BAD_REQUEST", "The file is not JSON: Unexpected token");
@@ -99,7 +113,15 @@ describe("ponder (the composed state)", () => {
 
     test("a search result opens its conversation and asks for its message to be shown, again on a second click", async () => {
         const {ponder} = setup();
-        const hit = {conversationId: "c0", conversationTitle: "Old", messageId: "m0", role: "user" as const, field: "text" as const, snippet: "x", terms: ["x"]};
+        const hit = {
+            conversationId: "c0",
+            conversationTitle: "Old",
+            messageId: "m0",
+            role: "user" as const,
+            field: "text" as const,
+            snippet: "x",
+            terms: ["x"]
+        };
         await ponder.openSearchHit(hit);
         expect(ponder.chat.state.conversationId).toBe("c0");
         expect(ponder.ui.focus).toMatchObject({messageId: "m0", field: "text", terms: ["x"], nonce: 1});
@@ -114,7 +136,7 @@ describe("ponder (the composed state)", () => {
 
         // Ctrl+N, then Ctrl+K before the conversation exists: the search keeps the focus.
         let finish: () => void = () => {};
-        const created = new Promise<void>((resolve) => finish = resolve);
+        const created = new Promise<void>((resolve) => (finish = resolve));
         bridge.handle("conversations:create", async () => {
             await created;
             return {ok: true, value: summary("c2", "New conversation")};

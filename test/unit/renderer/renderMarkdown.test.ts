@@ -5,17 +5,17 @@ import {renderMarkdown, sanitizeHtml} from "../../../renderer/lib/renderMarkdown
 
 // jsdom gives DOMPurify a DOM, so both layers run here as in the app: marked's renderer (safe on its own, checked by
 // the first tests) and DOMPurify over its output (checked by the last ones, which fail without it).
-const tags = (html: string) => [...html.matchAll(/<([a-z][\w-]*)([^>]*)>/gi)]
-    .map((match) => ({name: match[1]!.toLowerCase(), attributes: match[2]!}));
+const tags = (html: string) =>
+    [...html.matchAll(/<([a-z][\w-]*)([^>]*)>/gi)].map((match) => ({name: match[1]!.toLowerCase(), attributes: match[2]!}));
 
 describe("renderMarkdown", () => {
     test("raw HTML never survives as HTML: scripts and event handlers are inert text", () => {
         for (const payload of [
             "Hi <script>alert(1)</script>",
             "<img src=x onerror=alert(1)>",
-            "<div onclick=\"steal()\">\nblock html\n</div>",
-            "<iframe src=\"https://evil.example\"></iframe>",
-            "<a href=\"javascript:alert(1)\">x</a>"
+            '<div onclick="steal()">\nblock html\n</div>',
+            '<iframe src="https://evil.example"></iframe>',
+            '<a href="javascript:alert(1)">x</a>'
         ]) {
             const html = renderMarkdown(payload);
             const names = tags(html).map((tag) => tag.name);
@@ -48,7 +48,7 @@ describe("renderMarkdown", () => {
 
     test("safe links open outside the app with noopener noreferrer", () => {
         const html = renderMarkdown("See [the docs](https://example.com/a?b=1) or <mailto:me@example.com>.");
-        expect(html).toContain("<a href=\"https://example.com/a?b=1\" target=\"_blank\" rel=\"noopener noreferrer\">the docs</a>");
+        expect(html).toContain('<a href="https://example.com/a?b=1" target="_blank" rel="noopener noreferrer">the docs</a>');
         expect(html).toMatch(/<a href="mailto:me@example.com" target="_blank" rel="noopener noreferrer">/);
     });
 
@@ -60,8 +60,8 @@ describe("renderMarkdown", () => {
 
     test("code is highlighted and escaped", () => {
         const html = renderMarkdown("```ts\nconst answer: number = 42; // <b>\n```");
-        expect(html).toContain("<span class=\"hljs-keyword\">const</span>");
-        expect(html).toContain("class=\"hljs language-ts\"");
+        expect(html).toContain('<span class="hljs-keyword">const</span>');
+        expect(html).toContain('class="hljs language-ts"');
         expect(html).toContain("&lt;b&gt;");
         expect(html).toContain("data-copy-code");
         const plain = renderMarkdown("```\n<script>alert(1)</script>\n```");
@@ -71,12 +71,12 @@ describe("renderMarkdown", () => {
 
     test("$x^2$ renders KaTeX inline, $$...$$ as a display block", () => {
         const inline = renderMarkdown("The area is $x^2$.");
-        expect(inline).toContain("class=\"katex\"");
+        expect(inline).toContain('class="katex"');
         expect(inline).toContain("<msup><mi>x</mi><mn>2</mn></msup>");
         expect(inline).not.toContain("$x^2$");
 
         const display = renderMarkdown("$$\n\\frac{a}{b}\n$$");
-        expect(display).toContain("class=\"math-block\"");
+        expect(display).toContain('class="math-block"');
         expect(display).toContain("katex-display");
         expect(renderMarkdown("\\(a+b\\) and \\[c\\]")).toContain("katex-display");
     });
@@ -97,7 +97,7 @@ describe("renderMarkdown", () => {
         const sanitize = vi.spyOn(DOMPurify, "sanitize");
         try {
             // marked escapes quotes as entities; DOMPurify's DOM serialisation writes them plainly in text.
-            expect(renderMarkdown("It's \"quoted\"")).toBe("<p>It's \"quoted\"</p>\n");
+            expect(renderMarkdown('It\'s "quoted"')).toBe('<p>It\'s "quoted"</p>\n');
             expect(sanitize).toHaveBeenCalledTimes(1);
         } finally {
             sanitize.mockRestore();
@@ -105,24 +105,28 @@ describe("renderMarkdown", () => {
     });
 
     test("the second layer strips what a broken first layer would let through", () => {
-        const html = sanitizeHtml([
-            "<p onclick=\"steal()\">text</p>",
-            "<script>alert(1)</script>",
-            "<img src=x onerror=alert(1)>",
-            "<iframe src=\"https://evil.example\"></iframe>",
-            "<form action=\"https://evil.example\"><button formaction=\"https://evil.example\">go</button></form>",
-            "<style>body{display:none}</style>",
-            "<a href=\"javascript:alert(1)\">js</a>",
-            "<a href=\"data:text/html,x\">data</a>",
-            "<a href=\"https://example.com\">ok</a>",
-            "<svg><a href=\"javascript:alert(1)\"><text>svg link</text></a></svg>"
-        ].join(""));
+        const html = sanitizeHtml(
+            [
+                '<p onclick="steal()">text</p>',
+                "<script>alert(1)</script>",
+                "<img src=x onerror=alert(1)>",
+                '<iframe src="https://evil.example"></iframe>',
+                '<form action="https://evil.example"><button formaction="https://evil.example">go</button></form>',
+                "<style>body{display:none}</style>",
+                '<a href="javascript:alert(1)">js</a>',
+                '<a href="data:text/html,x">data</a>',
+                '<a href="https://example.com">ok</a>',
+                '<svg><a href="javascript:alert(1)"><text>svg link</text></a></svg>'
+            ].join("")
+        );
         const dom = new DOMParser().parseFromString(`<body>${html}</body>`, "text/html").body;
         expect(dom.querySelectorAll("script, img, iframe, form, style, [formaction]").length).toBe(0);
-        expect([...dom.querySelectorAll("*")].some((node) => [...node.attributes].some((attribute) => attribute.name.startsWith("on")))).toBe(false);
+        expect(
+            [...dom.querySelectorAll("*")].some((node) => [...node.attributes].some((attribute) => attribute.name.startsWith("on")))
+        ).toBe(false);
         const hrefs = [...dom.querySelectorAll("a")].map((link) => link.getAttribute("href") ?? link.getAttribute("xlink:href"));
         expect(hrefs.filter((href) => href != null)).toEqual(["https://example.com"]);
-        const safe = dom.querySelector("a[href=\"https://example.com\"]");
+        const safe = dom.querySelector('a[href="https://example.com"]');
         expect(safe?.getAttribute("target")).toBe("_blank");
         expect(safe?.getAttribute("rel")).toBe("noopener noreferrer");
         expect(dom.textContent).toContain("text");

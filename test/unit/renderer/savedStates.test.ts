@@ -16,8 +16,7 @@ describe("the saved states' disk budget as typed", () => {
         expect(parseDiskBudget("512 MiB")).toEqual({ok: true, mib: 512});
         expect(parseDiskBudget("8")).toEqual({ok: true, mib: 8192});
         expect(parseDiskBudget("0")).toEqual({ok: true, mib: 0});
-        for (const bad of ["", "-1 GiB", "lots", "4 TB", "0.0001 MiB", "2000 GiB"])
-            expect(parseDiskBudget(bad).ok).toBe(false);
+        for (const bad of ["", "-1 GiB", "lots", "4 TB", "0.0001 MiB", "2000 GiB"]) expect(parseDiskBudget(bad).ok).toBe(false);
         expect(formatDiskBudget(4096)).toBe("4 GiB");
         expect(formatDiskBudget(1536)).toBe("1.5 GiB");
         expect(formatDiskBudget(512)).toBe("512 MiB");
@@ -27,13 +26,18 @@ describe("the saved states' disk budget as typed", () => {
 describe("saved states state", () => {
     function setup() {
         const bridge = createFakeBridge();
-        let settings: AppSettings = {theme: "system", defaultModelId: null, defaultConversationSettings: conversationSettings(), samplingPresets: [], stateDiskBudgetMib: 4096};
+        let settings: AppSettings = {
+            theme: "system",
+            defaultModelId: null,
+            defaultConversationSettings: conversationSettings(),
+            samplingPresets: [],
+            stateDiskBudgetMib: 4096
+        };
         let usage = {bytes: 300 * mib, files: 3};
         bridge.handle("settings:get", () => ({ok: true, value: settings}));
         bridge.handle("settings:update", (patch) => {
             settings = {...settings, ...patch};
-            if (settings.stateDiskBudgetMib === 0)
-                usage = {bytes: 0, files: 0};
+            if (settings.stateDiskBudgetMib === 0) usage = {bytes: 0, files: 0};
             return {ok: true, value: settings};
         });
         bridge.handle("states:usage", () => ({ok: true, value: usage}));
@@ -93,7 +97,10 @@ describe("the memory panel's saved state", () => {
         });
         expect(describeResumed(4096)).toBe("Resumed from disk (4,096 tokens)");
 
-        chat.open("c2", [message({id: "u9", role: "user", text: "Q"}), message({id: "a9", role: "assistant", stats: {policy: "full", budgetCells: 1, samples: []}})]);
+        chat.open("c2", [
+            message({id: "u9", role: "user", text: "Q"}),
+            message({id: "a9", role: "assistant", stats: {policy: "full", budgetCells: 1, samples: []}})
+        ]);
         expect(memory.savedState).toBeNull();
         expect(memory.resumedTokens).toBeNull();
         memory.dispose();
@@ -104,7 +111,10 @@ describe("the memory panel's saved state", () => {
         const chat = createChat(bridge.api, {now: () => 0});
         const memory = createMemory(bridge.api, chat);
         const stats = {policy: "full" as const, budgetCells: 4096, samples: [kvSample()]};
-        chat.open("c1", [message({id: "u1", role: "user", text: "Q"}), message({id: "a1", role: "assistant", stats: {...stats, statePending: true}})]);
+        chat.open("c1", [
+            message({id: "u1", role: "user", text: "Q"}),
+            message({id: "a1", role: "assistant", stats: {...stats, statePending: true}})
+        ]);
         expect(memory.statePending).toBe(true);
         expect(memory.savedState).toBeNull();
 

@@ -4,13 +4,22 @@ import {createSearch, snippetParts} from "../../../renderer/state/search.svelte.
 import {createFakeBridge} from "./fakeBridge.js";
 
 const hit = (messageId: string): SearchHit => ({
-    conversationId: "c1", conversationTitle: "Primes", messageId, role: "assistant", field: "thinking", snippet: "the \u0002sieve\u0003 of", terms: ["sieve"]
+    conversationId: "c1",
+    conversationTitle: "Primes",
+    messageId,
+    role: "assistant",
+    field: "thinking",
+    snippet: "the \u0002sieve\u0003 of",
+    terms: ["sieve"]
 });
 
 describe("message search state", () => {
     test("cuts a snippet into plain and matched parts", () => {
         expect(snippetParts("…use the \u0002sieve\u0003 of \u0002Erat\u0003osthenes")).toEqual([
-            {text: "…use the ", match: false}, {text: "sieve", match: true}, {text: " of ", match: false}, {text: "Erat", match: true},
+            {text: "…use the ", match: false},
+            {text: "sieve", match: true},
+            {text: " of ", match: false},
+            {text: "Erat", match: true},
             {text: "osthenes", match: false}
         ]);
         expect(snippetParts("\u0002all\u0003")).toEqual([{text: "all", match: true}]);
@@ -20,8 +29,7 @@ describe("message search state", () => {
         const bridge = createFakeBridge();
         const search = createSearch(bridge.api, {debounceMs: 5});
         bridge.handle("search:messages", async ({query}) => {
-            if (query === "si")
-                await new Promise((resolve) => setTimeout(resolve, 30)); // an older, slower answer
+            if (query === "si") await new Promise((resolve) => setTimeout(resolve, 30)); // an older, slower answer
             return {ok: true, value: query === "si" ? [hit("old")] : [hit("new")]};
         });
         const first = search.run("s");

@@ -4,13 +4,42 @@ import {checkAddress, createServer, isLoopbackHost} from "../../../renderer/stat
 import {createFakeBridge} from "./fakeBridge.js";
 
 const status = (overrides: Partial<ServerStatus> = {}): ServerStatus => ({
-    settings: {enabled: false, host: "127.0.0.1", port: 8080, policy: "lethe", budget: {kind: "cells", cells: 4096}, corsOrigins: [], maxQueued: 4},
-    hasKey: false, running: false, url: null, model: "ponder-demo", error: null, ...overrides
+    settings: {
+        enabled: false,
+        host: "127.0.0.1",
+        port: 8080,
+        policy: "lethe",
+        budget: {kind: "cells", cells: 4096},
+        corsOrigins: [],
+        maxQueued: 4
+    },
+    hasKey: false,
+    running: false,
+    url: null,
+    model: "ponder-demo",
+    error: null,
+    ...overrides
 });
 const entry = (overrides: Partial<ServerRequestLog> = {}): ServerRequestLog => ({
-    id: "r1", startedAt: 0, client: "127.0.0.1", method: "POST", path: "/v1/chat/completions", state: "running", httpStatus: null, stream: true,
-    promptTokens: 0, thinkingTokens: 0, answerTokens: 0, tokensPerSecond: null, firstTokenMs: null, totalMs: null, policy: "lethe", budgetCells: 4096,
-    sample: null, error: null, ...overrides
+    id: "r1",
+    startedAt: 0,
+    client: "127.0.0.1",
+    method: "POST",
+    path: "/v1/chat/completions",
+    state: "running",
+    httpStatus: null,
+    stream: true,
+    promptTokens: 0,
+    thinkingTokens: 0,
+    answerTokens: 0,
+    tokensPerSecond: null,
+    firstTokenMs: null,
+    totalMs: null,
+    policy: "lethe",
+    budgetCells: 4096,
+    sample: null,
+    error: null,
+    ...overrides
 });
 
 describe("API server state", () => {
@@ -31,7 +60,10 @@ describe("API server state", () => {
         expect(server.state.status?.running).toBe(false);
         expect(server.state.log).toHaveLength(1);
 
-        bridge.handle("server:update", (patch) => ({ok: true, value: status({settings: {...status().settings, ...patch}, running: true, url: "http://127.0.0.1:8080/v1"})}));
+        bridge.handle("server:update", (patch) => ({
+            ok: true,
+            value: status({settings: {...status().settings, ...patch}, running: true, url: "http://127.0.0.1:8080/v1"})
+        }));
         expect(await server.update({enabled: true})).toBe(true);
         expect(bridge.calls.at(-1)).toEqual({channel: "server:update", payload: {enabled: true}});
         expect(server.state.status?.url).toBe("http://127.0.0.1:8080/v1");
@@ -55,7 +87,10 @@ describe("API server state", () => {
         bridge.emit("server:request", entry({id: "b"}));
         const sample = {liveBytes: 10, fullBytes: 40} as ServerRequestLog["sample"];
         bridge.emit("server:request", entry({id: "a", state: "done", thinkingTokens: 12, sample}));
-        expect(server.state.log.map((e) => [e.id, e.state])).toEqual([["b", "running"], ["a", "done"]]);
+        expect(server.state.log.map((e) => [e.id, e.state])).toEqual([
+            ["b", "running"],
+            ["a", "done"]
+        ]);
         expect(server.selected?.id).toBe("a");
         bridge.emit("server:status", status({running: true}));
         expect(server.state.status?.running).toBe(true);

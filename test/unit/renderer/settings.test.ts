@@ -6,13 +6,26 @@ describe("settings state", () => {
     test("the theme applies at once and reverts when it cannot be saved", async () => {
         const bridge = createFakeBridge();
         const defaults = conversationSettings();
-        bridge.reply("settings:get", {theme: "dark", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: [], stateDiskBudgetMib: 4096});
+        bridge.reply("settings:get", {
+            theme: "dark",
+            defaultModelId: null,
+            defaultConversationSettings: defaults,
+            samplingPresets: [],
+            stateDiskBudgetMib: 4096
+        });
         const settings = createSettings(bridge.api);
         await settings.load();
         expect(settings.state.theme).toBe("dark");
 
         bridge.handle("settings:update", ({theme}) => ({
-            ok: true, value: {theme: theme ?? "system", defaultModelId: null, defaultConversationSettings: defaults, samplingPresets: [], stateDiskBudgetMib: 4096}
+            ok: true,
+            value: {
+                theme: theme ?? "system",
+                defaultModelId: null,
+                defaultConversationSettings: defaults,
+                samplingPresets: [],
+                stateDiskBudgetMib: 4096
+            }
         }));
         await settings.setTheme("light");
         expect(settings.state.theme).toBe("light");

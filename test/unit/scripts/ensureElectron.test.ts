@@ -16,7 +16,8 @@ const script = path.join(repoRoot, "scripts/ensureElectron.mjs");
 const require = createRequire(import.meta.url);
 const realElectronDir = path.dirname(require.resolve("electron/package.json"));
 const electronVersion = (JSON.parse(fs.readFileSync(path.join(realElectronDir, "package.json"), "utf8")) as {version: string}).version;
-const platformPath = process.platform === "win32" ? "electron.exe" : process.platform === "darwin" ? "Electron.app/Contents/MacOS/Electron" : "electron";
+const platformPath =
+    process.platform === "win32" ? "electron.exe" : process.platform === "darwin" ? "Electron.app/Contents/MacOS/Electron" : "electron";
 const archiveName = `electron-v${electronVersion}-${process.platform}-${process.arch}.zip`;
 
 let tmp: string;
@@ -38,7 +39,7 @@ afterEach(() => {
 });
 
 /** A stored (uncompressed) zip archive of `files`, each with Unix mode `mode`. */
-function zipArchive(files: {name: string, data: Buffer, mode: number}[]): Buffer {
+function zipArchive(files: {name: string; data: Buffer; mode: number}[]): Buffer {
     const locals: Buffer[] = [];
     const centrals: Buffer[] = [];
     let offset = 0;
@@ -77,7 +78,7 @@ function zipArchive(files: {name: string, data: Buffer, mode: number}[]): Buffer
 }
 
 /** Serves `archive` where Electron's installer looks for this version's archive under ELECTRON_MIRROR; counts requests. */
-async function startMirror(archive: Buffer): Promise<{url: string, requests: string[], close(): Promise<void>}> {
+async function startMirror(archive: Buffer): Promise<{url: string; requests: string[]; close(): Promise<void>}> {
     const requests: string[] = [];
     const server = http.createServer((request, response) => {
         requests.push(request.url ?? "");
@@ -97,17 +98,23 @@ async function startMirror(archive: Buffer): Promise<{url: string, requests: str
     };
 }
 
-function runScript(env: Record<string, string>): Promise<{code: number | null, stdout: string, stderr: string}> {
+function runScript(env: Record<string, string>): Promise<{code: number | null; stdout: string; stderr: string}> {
     return new Promise((resolve) => {
         const child = spawn(process.execPath, [script, "--electron-dir", electronDir], {
             // the copied install.js finds @electron/get and the zip extractor in the repository's node_modules
-            env: {...process.env, NODE_PATH: path.join(repoRoot, "node_modules"), electron_config_cache: cacheDir, ELECTRON_GET_NO_PROGRESS: "1", ...env},
+            env: {
+                ...process.env,
+                NODE_PATH: path.join(repoRoot, "node_modules"),
+                electron_config_cache: cacheDir,
+                ELECTRON_GET_NO_PROGRESS: "1",
+                ...env
+            },
             stdio: ["ignore", "pipe", "pipe"]
         });
         let stdout = "";
         let stderr = "";
-        child.stdout.on("data", (chunk: Buffer) => stdout += chunk.toString());
-        child.stderr.on("data", (chunk: Buffer) => stderr += chunk.toString());
+        child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
         child.on("close", (code) => resolve({code, stdout, stderr}));
     });
 }
@@ -119,18 +126,22 @@ test("a missing binary is fetched through Electron's own installer, with a progr
         {name: "version", data: Buffer.from(`v${electronVersion}`), mode: 0o644}
     ]);
     // the installer verifies the archive against the package's checksums.json
-    fs.writeFileSync(path.join(electronDir, "checksums.json"), JSON.stringify({[archiveName]: createHash("sha256").update(archive).digest("hex")}));
+    fs.writeFileSync(
+        path.join(electronDir, "checksums.json"),
+        JSON.stringify({[archiveName]: createHash("sha256").update(archive).digest("hex")})
+    );
     const mirror = await startMirror(archive);
     try {
         const result = await runScript({ELECTRON_MIRROR: mirror.url});
         expect(result.stderr).toBe("");
         expect(result.code).toBe(0);
-        expect(result.stdout).toMatch(new RegExp(`Electron ${electronVersion.replaceAll(".", "\\.")} has no binary here yet: downloading it`));
+        expect(result.stdout).toMatch(
+            new RegExp(`Electron ${electronVersion.replaceAll(".", "\\.")} has no binary here yet: downloading it`)
+        );
         expect(mirror.requests).toContain(`/v${electronVersion}/${archiveName}`);
         expect(fs.readFileSync(path.join(electronDir, "path.txt"), "utf8")).toBe(platformPath);
         expect(fs.readFileSync(path.join(electronDir, "dist", platformPath))).toEqual(executable);
-        if (process.platform !== "win32")
-            expect(fs.statSync(path.join(electronDir, "dist", platformPath)).mode & 0o111).not.toBe(0);
+        if (process.platform !== "win32") expect(fs.statSync(path.join(electronDir, "dist", platformPath)).mode & 0o111).not.toBe(0);
 
         // present now: the next start neither downloads nor prints anything
         const again = await runScript({ELECTRON_MIRROR: mirror.url});
@@ -178,7 +189,9 @@ test("an impossible download stops with one sentence that says how to run the ap
     expect(result.code).toBe(1);
     const lines = result.stderr.trim().split("\n");
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^Ponder cannot open its window: Electron's binary is missing and could not be downloaded \(.+\); run the same app in a browser instead with `npm run headless`/);
+    expect(lines[0]).toMatch(
+        /^Ponder cannot open its window: Electron's binary is missing and could not be downloaded \(.+\); run the same app in a browser instead with `npm run headless`/
+    );
     expect(fs.existsSync(path.join(electronDir, "path.txt"))).toBe(false);
 });
 

@@ -4,11 +4,11 @@ import type {GateModelShape} from "./gateLayersFromStateDict.js";
 /** What a TRIM-KV checkpoint's `config.json` tells the conversion. */
 export type TrimkvConfig = {
     /** `memory_size`: the cell budget M the gates were trained at; `null` when the config does not say. */
-    memorySize: number | null,
+    memorySize: number | null;
     /** `retention_gate_intermediate_size`: the gate's hidden width, when the config says. */
-    hidden: number | null,
+    hidden: number | null;
     /** `base_model` (or `_name_or_path`): the model the gates were trained on, when the config says. */
-    baseModel: string | null
+    baseModel: string | null;
 };
 
 /**
@@ -23,11 +23,15 @@ export function checkTrimkvConfig(config: unknown, model: GateModelShape): Trimk
     const fields = config as Record<string, unknown>;
     const gate = fields.retention_gate;
     if (gate === "rg2")
-        throw new CheckpointError("config.json says retention_gate \"rg2\": these gates read each head's keys and values after RoPE, " +
-            "not the layer's attention input that Ponder's gates read; they cannot be converted (only \"rg\" gates can)");
+        throw new CheckpointError(
+            'config.json says retention_gate "rg2": these gates read each head\'s keys and values after RoPE, ' +
+                "not the layer's attention input that Ponder's gates read; they cannot be converted (only \"rg\" gates can)"
+        );
     if (gate !== "rg")
-        throw new CheckpointError(`config.json says retention_gate ${gate === undefined ? "nothing" : JSON.stringify(gate)}; ` +
-            "only the \"rg\" gate (linear1, SiLU, linear2, per-head bias on the attention input) can be converted");
+        throw new CheckpointError(
+            `config.json says retention_gate ${gate === undefined ? "nothing" : JSON.stringify(gate)}; ` +
+                'only the "rg" gate (linear1, SiLU, linear2, per-head bias on the attention input) can be converted'
+        );
     if (fields.hidden_act !== "silu")
         throw new CheckpointError(`config.json says hidden_act ${JSON.stringify(fields.hidden_act ?? null)}; the gate runs SiLU only`);
     const stated = [
@@ -41,7 +45,10 @@ export function checkTrimkvConfig(config: unknown, model: GateModelShape): Trimk
             throw new CheckpointError(`config.json is for a model with ${JSON.stringify(value)} ${what} (${key}); this model has ${own}`);
     }
     const memorySize = fields.memory_size;
-    if (memorySize !== undefined && (typeof memorySize !== "number" || !Number.isInteger(memorySize) || memorySize <= 0 || memorySize > 0xffffffff))
+    if (
+        memorySize !== undefined &&
+        (typeof memorySize !== "number" || !Number.isInteger(memorySize) || memorySize <= 0 || memorySize > 0xffffffff)
+    )
         throw new CheckpointError(`config.json's memory_size ${JSON.stringify(memorySize)} is not a number of cells`);
     const hidden = fields.retention_gate_intermediate_size;
     if (hidden !== undefined && (typeof hidden !== "number" || !Number.isInteger(hidden) || hidden <= 0))

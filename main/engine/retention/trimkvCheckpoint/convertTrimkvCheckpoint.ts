@@ -10,30 +10,30 @@ import {readTorchStateDict} from "./readTorchStateDict.js";
 
 export type ConvertTrimkvOptions = {
     /** The authors' `trimkv_weights.pth` (a `torch.save`d state_dict of the "rg" gates). */
-    weights: string,
+    weights: string;
     /** The checkpoint's `config.json`, checked (`retention_gate` "rg", `hidden_act` silu) and its `memory_size` recorded. Defaults to none: budget 0 (unknown). */
-    config?: string,
+    config?: string;
     /** The GGUF model the gates were trained for. */
-    modelPath: string,
+    modelPath: string;
     /** Where the sidecar goes. Defaults to `<model>.retention.gguf`, beside the model, where the app looks. */
-    out?: string,
+    out?: string;
     /** Storage of the two weight matrices. Defaults to `"f16"` for models wider than 1,024, else `"f32"`. */
-    type?: "f32" | "f16"
+    type?: "f32" | "f16";
 };
 
 /** What was written. */
 export type ConvertedTrimkv = {
-    path: string,
-    layers: number,
-    embeddingLength: number,
-    headCountKv: number,
-    hidden: number,
+    path: string;
+    layers: number;
+    embeddingLength: number;
+    headCountKv: number;
+    hidden: number;
     /** The gates' trained budget (config.json's `memory_size`); `null` when unknown. */
-    budget: number | null,
+    budget: number | null;
     /** The model the config says the gates were trained on, when it says. */
-    baseModel: string | null,
-    source: string,
-    matrixType: "f32" | "f16"
+    baseModel: string | null;
+    source: string;
+    matrixType: "f32" | "f16";
 };
 
 const maxConfigBytes = 1024 * 1024;
@@ -76,10 +76,8 @@ export async function convertTrimkvCheckpoint(options: ConvertTrimkvOptions): Pr
 
 async function readConfig(configPath: string): Promise<unknown> {
     const stat = await fs.stat(configPath).catch(() => null);
-    if (stat == null || !stat.isFile())
-        throw new CheckpointError(`${configPath} does not exist or is not a file`);
-    if (stat.size > maxConfigBytes)
-        throw new CheckpointError(`${configPath} is ${stat.size} bytes; a config.json is a few kilobytes`);
+    if (stat == null || !stat.isFile()) throw new CheckpointError(`${configPath} does not exist or is not a file`);
+    if (stat.size > maxConfigBytes) throw new CheckpointError(`${configPath} is ${stat.size} bytes; a config.json is a few kilobytes`);
     try {
         return JSON.parse(await fs.readFile(configPath, "utf8")) as unknown;
     } catch (err) {
@@ -96,14 +94,16 @@ async function readModelShape(modelPath: string): Promise<GateModelShape> {
         throw new CheckpointError(`the model cannot be read: ${(err as Error).message}`);
     }
     const architecture = values?.get("general.architecture");
-    if (typeof architecture !== "string")
-        throw new CheckpointError(`${modelPath} has no general.architecture: not a GGUF model`);
+    if (typeof architecture !== "string") throw new CheckpointError(`${modelPath} has no general.architecture: not a GGUF model`);
     const count = (key: string, fallback?: string): number => {
         const found = values?.get(`${architecture}.${key}`) ?? (fallback == null ? undefined : values?.get(`${architecture}.${fallback}`));
         if (typeof found !== "number" || !Number.isInteger(found) || found <= 0)
             throw new CheckpointError(`${modelPath} does not declare ${architecture}.${key}`);
         return found;
     };
-    return {layers: count("block_count"), width: count("embedding_length"), kvHeads: count("attention.head_count_kv", "attention.head_count")};
+    return {
+        layers: count("block_count"),
+        width: count("embedding_length"),
+        kvHeads: count("attention.head_count_kv", "attention.head_count")
+    };
 }
-

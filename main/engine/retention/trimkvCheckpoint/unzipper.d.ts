@@ -3,27 +3,27 @@ declare module "unzipper" {
     import type {Readable} from "node:stream";
 
     export type CentralDirectoryEntry = {
-        path: string,
-        type: "File" | "Directory",
-        flags: number,
-        compressionMethod: number,
-        compressedSize: number,
-        uncompressedSize: number,
-        crc32: number,
-        offsetToLocalFileHeader: number,
-        stream(password?: string): Readable
+        path: string;
+        type: "File" | "Directory";
+        flags: number;
+        compressionMethod: number;
+        compressedSize: number;
+        uncompressedSize: number;
+        crc32: number;
+        offsetToLocalFileHeader: number;
+        stream(password?: string): Readable;
     };
 
     export type CentralDirectory = {
-        numberOfRecords: number,
-        offsetToStartOfCentralDirectory: number,
-        files: CentralDirectoryEntry[]
+        numberOfRecords: number;
+        offsetToStartOfCentralDirectory: number;
+        files: CentralDirectoryEntry[];
     };
 
     const unzipper: {
         Open: {
-            file(filePath: string): Promise<CentralDirectory>
-        }
+            file(filePath: string): Promise<CentralDirectory>;
+        };
     };
     export default unzipper;
 }

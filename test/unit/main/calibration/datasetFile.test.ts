@@ -10,7 +10,10 @@ function dataset(n: number, first: number): CalibrationDataset {
     const d = 3;
     const kv = 2;
     return {
-        layers, embeddingLength: d, headCountKv: kv, tokens: n,
+        layers,
+        embeddingLength: d,
+        headCountKv: kv,
+        tokens: n,
         features: Float32Array.from({length: n * layers * d}, (_, i) => first + i / 7),
         horizons: Float32Array.from({length: n * layers * kv}, (_, i) => i % 5),
         followers: Int32Array.from({length: n}, (_, i) => 100 - i),
@@ -18,9 +21,13 @@ function dataset(n: number, first: number): CalibrationDataset {
         text: Int32Array.from({length: n}, (_, i) => (i < n / 2 ? 0 : 1)),
         tokenIds: Int32Array.from({length: n}, (_, i) => 1000 + i),
         generated: Uint8Array.from({length: n}, (_, i) => i % 2),
-        readThreshold: 0.5, minWatched: 16, tokensSeen: n * 3,
-        texts: [{prompt: 0, promptTokens: 5, generatedTokens: 20, stop: "eog", tokens: Int32Array.from({length: 25}, (_, i) => i)},
-            {prompt: 1, promptTokens: 6, generatedTokens: 30, stop: "limit", tokens: Int32Array.from({length: 36}, (_, i) => 7 * i)}],
+        readThreshold: 0.5,
+        minWatched: 16,
+        tokensSeen: n * 3,
+        texts: [
+            {prompt: 0, promptTokens: 5, generatedTokens: 20, stop: "eog", tokens: Int32Array.from({length: 25}, (_, i) => i)},
+            {prompt: 1, promptTokens: 6, generatedTokens: 30, stop: "limit", tokens: Int32Array.from({length: 36}, (_, i) => 7 * i)}
+        ],
         seed: 1
     };
 }

@@ -14,8 +14,7 @@ describe("calibrationPrompts", () => {
 
     it("holds validation prompts out of training", () => {
         const train = new Set(calibrationPrompts("english", 200, 0).map((p) => p.user));
-        for (const p of calibrationPrompts("english", 50, 0, true))
-            expect(train.has(p.user)).toBe(false);
+        for (const p of calibrationPrompts("english", 50, 0, true)) expect(train.has(p.user)).toBe(false);
     });
 
     it("gives the demo model its task's training problems, never the held-out ones the bench grades", () => {

@@ -1,5 +1,12 @@
 import {describe, expect, it} from "vitest";
-import {gateLogits, horizonTerm, trainGates, TrainingDivergedError, type GateLayerWeights, type GateTrainingData} from "../../../../main/engine/calibration/trainGates.js";
+import {
+    gateLogits,
+    horizonTerm,
+    trainGates,
+    TrainingDivergedError,
+    type GateLayerWeights,
+    type GateTrainingData
+} from "../../../../main/engine/calibration/trainGates.js";
 import {mulberry32} from "../../../../main/demo/mulberry32.js";
 
 const layers = 2;
@@ -28,8 +35,7 @@ function dataset(teacher: GateLayerWeights[], count: number, seed: number): Gate
     const horizons = new Float32Array(count * layers * kvHeads);
     for (let l = 0; l < layers; l++) {
         const x = new Float32Array(count * width);
-        for (let i = 0; i < count; i++)
-            x.set(features.subarray((i * layers + l) * width, (i * layers + l + 1) * width), i * width);
+        for (let i = 0; i < count; i++) x.set(features.subarray((i * layers + l) * width, (i * layers + l + 1) * width), i * width);
         const g = gateLogits(teacher[l]!, x, width);
         for (let i = 0; i < count; i++) {
             for (let h = 0; h < kvHeads; h++) {
@@ -93,22 +99,24 @@ describe("trainGates", () => {
         const report = await trainGates(train, {hidden: 16, epochs: 15, batch: 64, learningRate: 1e-2, seed: 3});
         const after = heldOutCorrelation(report.gates.gates, teacher, test);
         expect(Math.max(...before.map(Math.abs))).toBeLessThan(0.6);
-        for (const r of after)
-            expect(r).toBeGreaterThan(0.9);
+        for (const r of after) expect(r).toBeGreaterThan(0.9);
         // censored tokens (the end of each text) were left out of the loss
         expect(report.counted[0]!).toBeLessThan(train.tokens * kvHeads);
         expect(report.counted[0]!).toBeGreaterThan(train.tokens * kvHeads * 0.8);
     });
 
     it("censors only texts the token limit cut: a text the model ended has every read seen", async () => {
-        const texts = [{prompt: 0, promptTokens: 10, generatedTokens: 1990, stop: "eog" as const}, {prompt: 1, promptTokens: 10, generatedTokens: 990, stop: "limit" as const}];
+        const texts = [
+            {prompt: 0, promptTokens: 10, generatedTokens: 1990, stop: "eog" as const},
+            {prompt: 1, promptTokens: 10, generatedTokens: 990, stop: "limit" as const}
+        ];
         const text = Int32Array.from({length: train.tokens}, (_, i) => (i < 2000 ? 0 : 1));
         const report = await trainGates({...train, text, texts}, {hidden: 4, epochs: 1, seed: 1});
         const cut = await trainGates(train, {hidden: 4, epochs: 1, seed: 1});
         let expected = 2000 * kvHeads;
         for (let i = 2000; i < train.tokens; i++) {
             for (let h = 0; h < kvHeads; h++)
-                expected += train.followers[i]! >= Math.max(16, 2 * train.horizons[(i * layers) * kvHeads + h]!) ? 1 : 0;
+                expected += train.followers[i]! >= Math.max(16, 2 * train.horizons[i * layers * kvHeads + h]!) ? 1 : 0;
         }
         expect(report.counted[0]).toBe(expected);
         expect(cut.counted[0]).toBeLessThan(expected);
@@ -119,7 +127,8 @@ describe("trainGates", () => {
         const a = await trainGates(train, options);
         const b = await trainGates(train, options);
         const c = await trainGates(train, {...options, seed: 6});
-        const bytes = (r: typeof a) => Buffer.concat(r.gates.gates.flatMap((g) => [g.fc1, g.fc1Bias, g.fc2, g.bias].map((v) => Buffer.from(v.buffer))));
+        const bytes = (r: typeof a) =>
+            Buffer.concat(r.gates.gates.flatMap((g) => [g.fc1, g.fc1Bias, g.fc2, g.bias].map((v) => Buffer.from(v.buffer))));
         expect(bytes(a).equals(bytes(b))).toBe(true);
         expect(bytes(a).equals(bytes(c))).toBe(false);
     });
@@ -134,7 +143,13 @@ describe("trainGates", () => {
     });
 
     it("the horizon term's slope is its derivative in g", () => {
-        for (const [g, target] of [[-3, 0.5], [0, 2], [4, 1], [9, 5.5], [2, 6]] as const) {
+        for (const [g, target] of [
+            [-3, 0.5],
+            [0, 2],
+            [4, 1],
+            [9, 5.5],
+            [2, 6]
+        ] as const) {
             const [, slope] = horizonTerm(g, target);
             const eps = 1e-5;
             const numeric = (horizonTerm(g + eps, target)[0] - horizonTerm(g - eps, target)[0]) / (2 * eps);

@@ -2,7 +2,14 @@ import {describe, expect, it} from "vitest";
 import {toPolicySnapshot} from "../../../../main/engine/KvController.js";
 import {decide} from "../../../../main/engine/policies/decide.js";
 import {
-    lavaLayers, lavaPolicy, lavaScores, layerBudgets, layerEntropy, maxPoolByPosition, windowGamma, type LavaParams
+    lavaLayers,
+    lavaPolicy,
+    lavaScores,
+    layerBudgets,
+    layerEntropy,
+    maxPoolByPosition,
+    windowGamma,
+    type LavaParams
 } from "../../../../main/engine/policies/lava.js";
 import {orderByPosition} from "../../../../main/engine/policies/scoreMath.js";
 import type {PruneTarget, ScoreSnapshot} from "../../../../main/engine/policies/types.js";
@@ -16,9 +23,13 @@ import {defaultCompressionSettings} from "../../../../main/services/schemas.js";
 function snapshot(accumulated: number[][][], norms: number[][][], positions?: number[]): ScoreSnapshot {
     const n = accumulated[0]![0]!.length;
     return {
-        positions: Int32Array.from(positions ?? Array.from({length: n}, (_, i) => i)), layers: accumulated.length, heads: accumulated[0]!.length,
-        accumulated: Float32Array.from(accumulated.flat(2)), last: new Float32Array(accumulated.flat(2).length),
-        valueNorms: Float32Array.from(norms.flat(2)), valueHeads: norms[0]!.length
+        positions: Int32Array.from(positions ?? Array.from({length: n}, (_, i) => i)),
+        layers: accumulated.length,
+        heads: accumulated[0]!.length,
+        accumulated: Float32Array.from(accumulated.flat(2)),
+        last: new Float32Array(accumulated.flat(2).length),
+        valueNorms: Float32Array.from(norms.flat(2)),
+        valueHeads: norms[0]!.length
     };
 }
 
@@ -30,13 +41,32 @@ describe("LAVa's score (Definition 1, Eq. 5) with GQA (§4.3)", () => {
     //   max(q0, q1)  0.4 0.5 0.2 0.3   V̄_g0 = max(1, 3, 2, 0) = 3: x 3/4 -> 0.3 0.375 0.15 0.225
     //   max(q2, q3)  0.2 0.2 0.8 0.4   V̄_g1 = max(8, 1, 1, 1) = 8: x 8/4 -> 0.4 0.4   1.6  0.8
     // Layer 1 has no norms (written before they were on): its heads weigh alike, 1/w.
-    const s = snapshot([
-        [[0.4, 0.1, 0.2, 0.3], [0.1, 0.5, 0.2, 0.2], [0.2, 0.2, 0.2, 0.4], [0, 0, 0.8, 0.2]],
-        [[0.4, 0.4, 0.4, 0.4], [0.4, 0, 0, 0], [0, 0, 0, 0.8], [0, 0, 0, 0]]
-    ], [
-        [[1, 3, 2, 0], [8, 1, 1, 1]],
-        [[0, 0, 0, 0], [0, 0, 0, 0]]
-    ]);
+    const s = snapshot(
+        [
+            [
+                [0.4, 0.1, 0.2, 0.3],
+                [0.1, 0.5, 0.2, 0.2],
+                [0.2, 0.2, 0.2, 0.4],
+                [0, 0, 0.8, 0.2]
+            ],
+            [
+                [0.4, 0.4, 0.4, 0.4],
+                [0.4, 0, 0, 0],
+                [0, 0, 0, 0.8],
+                [0, 0, 0, 0]
+            ]
+        ],
+        [
+            [
+                [1, 3, 2, 0],
+                [8, 1, 1, 1]
+            ],
+            [
+                [0, 0, 0, 0],
+                [0, 0, 0, 0]
+            ]
+        ]
+    );
 
     it("weights the window's attention by the KV head's largest value norm over w, each KV head the max of its query heads", () => {
         const {scores, kvHeads} = lavaScores(s, 4);
@@ -54,7 +84,20 @@ describe("LAVa's score (Definition 1, Eq. 5) with GQA (§4.3)", () => {
 
     it("ranks a cell a large-valued head attends to above one a small-valued head attends to more (heads compared by V̄)", () => {
         // One layer, two KV heads: head 0 gives cell 1 0.5 with values of norm 1; head 1 gives cell 2 0.4 with values of norm 10.
-        const pair = snapshot([[[0, 0.5, 0, 0, 0], [0, 0, 0.4, 0, 0]]], [[[1, 1, 1, 1, 1], [10, 10, 10, 10, 10]]]);
+        const pair = snapshot(
+            [
+                [
+                    [0, 0.5, 0, 0, 0],
+                    [0, 0, 0.4, 0, 0]
+                ]
+            ],
+            [
+                [
+                    [1, 1, 1, 1, 1],
+                    [10, 10, 10, 10, 10]
+                ]
+            ]
+        );
         const params: LavaParams = {window: 1, kernel: 1};
         const {selectors} = lavaPolicy.select(pair, params, null, target(2));
         expect(selectors[0]!.structural).toBe(1); // the newest cell
@@ -107,15 +150,18 @@ describe("layer budgets from the normalised entropy (Eq. 6-7, Algorithm 2)", () 
     it("gives the layer whose attention is spread more cells: quotas in the entropies' ratio, the window on top", () => {
         // Ten cells, w = 2 (cells 8 and 9), no pooling. Outside the window, layer 0 is uniform over 8 cells (entropy ln 8 / 8),
         // layer 1 split over two (ln 2 / 8): 3 to 1. maxKeep 6: 2 layers x (6 - 2) = 8 cells shared 6 and 2, plus the window.
-        const s = snapshot([
-            [[1, 1, 1, 1, 1, 1, 1, 1, 5, 5]],
-            [[0, 0, 0, 0, 0, 2, 2, 0, 5, 5]]
-        ], [[Array(10).fill(1)], [Array(10).fill(1)]]);
+        const s = snapshot(
+            [[[1, 1, 1, 1, 1, 1, 1, 1, 5, 5]], [[0, 0, 0, 0, 0, 2, 2, 0, 5, 5]]],
+            [[Array(10).fill(1)], [Array(10).fill(1)]]
+        );
         const {entropy} = lavaLayers(s, {window: 2, kernel: 1});
         expect(entropy[0]).toBeCloseTo(Math.log(8) / 8, 6);
         expect(entropy[1]).toBeCloseTo(Math.log(2) / 8, 6);
         const {selectors} = lavaPolicy.select(s, {window: 2, kernel: 1}, null, target(6));
-        expect(selectors.map((choice) => [choice.quota, choice.structural, choice.layer])).toEqual([[8, 2, 0], [4, 2, 1]]);
+        expect(selectors.map((choice) => [choice.quota, choice.structural, choice.layer])).toEqual([
+            [8, 2, 0],
+            [4, 2, 1]
+        ]);
         // The window leads every layer's ranking (Algorithm 1 scores only the cells outside it), newest first.
         expect([...selectors[1]!.order.subarray(0, 4)]).toEqual([9, 8, 5, 6]);
     });
@@ -125,8 +171,16 @@ describe("LAVa through decide", () => {
     // 40 cells, two layers of two heads; head 1 has values ten times larger. w = 4.
     const n = 40;
     const attention = (seed: number) => Array.from({length: n}, (_, j) => ((j * 7919 + seed * 104_729) % 97) / 97);
-    const s = snapshot([[attention(1), attention(2)], [attention(3), attention(4)]],
-        [[Array(n).fill(1), Array(n).fill(10)], [Array(n).fill(2), Array(n).fill(1)]]);
+    const s = snapshot(
+        [
+            [attention(1), attention(2)],
+            [attention(3), attention(4)]
+        ],
+        [
+            [Array(n).fill(1), Array(n).fill(10)],
+            [Array(n).fill(2), Array(n).fill(1)]
+        ]
+    );
     const params: LavaParams = {window: 4, kernel: 7};
 
     for (const combine of ["quota", "aggregate", "union"] as const) {
@@ -134,8 +188,7 @@ describe("LAVa through decide", () => {
             const decision = decide(lavaPolicy, s, params, none, target(16), combine);
             expect(decision.keptCells).toBeLessThanOrEqual(16);
             const evicted = new Set(decision.evict);
-            for (const position of [36, 37, 38, 39, 0])
-                expect(evicted.has(position)).toBe(false);
+            for (const position of [36, 37, 38, 39, 0]) expect(evicted.has(position)).toBe(false);
         });
     }
 
@@ -146,16 +199,29 @@ describe("LAVa through decide", () => {
         // Every kept cell is at the head of some layer's ranking: none is kept that both layers rank lower than an evicted one.
         const evicted = new Set(decision.evict);
         const depth = (j: number) => Math.min(...selectors.map((choice) => choice.order.indexOf(j) / choice.quota));
-        const keptDepth = Math.max(...Array.from({length: n}, (_, j) => j).filter((j) => !evicted.has(j) && j !== 0 && j < n - 8).map(depth));
+        const keptDepth = Math.max(
+            ...Array.from({length: n}, (_, j) => j)
+                .filter((j) => !evicted.has(j) && j !== 0 && j < n - 8)
+                .map(depth)
+        );
         const evictedDepth = Math.min(...[...evicted].map(depth));
         expect(keptDepth).toBeLessThanOrEqual(evictedDepth);
     });
 
     it("reads the value norms into the snapshot in the scores' cell order (matched by position)", () => {
         const positions = Int32Array.from([4, 0, 9]);
-        const scores = {sequenceId: 0, positions, heads: 2, layers: [0].map((layer) => ({
-            layer, positions, heads: 2, accumulated: new Float32Array(6), last: new Float32Array(6)
-        }))};
+        const scores = {
+            sequenceId: 0,
+            positions,
+            heads: 2,
+            layers: [0].map((layer) => ({
+                layer,
+                positions,
+                heads: 2,
+                accumulated: new Float32Array(6),
+                last: new Float32Array(6)
+            }))
+        };
         // The read's cells in another order, and one cell (position 9) it lacks.
         const norms = {sequenceId: 0, positions: Int32Array.from([0, 4]), heads: 1, norms: [Float32Array.from([3, 7])]};
         const policySnapshot = toPolicySnapshot(scores, undefined, norms);
@@ -168,8 +234,13 @@ describe("what LAVa asks of the engine", () => {
     it("accumulates with gamma = 1 - 1/w and scores a prompt's last w rows, within the flash attention bound", () => {
         expect(windowGamma(32)).toBe(1 - 1 / 32);
         expect(lavaPolicy.needs(lavaPolicy.defaults)).toEqual({gamma: 1 - 1 / 32, allRows: true, rows: 32, valueNorms: true});
-        const lava = (window: number, flashAttention: boolean) => scoring({...defaultCompressionSettings, policy: "lava", flashAttention,
-            params: {...defaultCompressionSettings.params, lava: {window, kernel: 7}}});
+        const lava = (window: number, flashAttention: boolean) =>
+            scoring({
+                ...defaultCompressionSettings,
+                policy: "lava",
+                flashAttention,
+                params: {...defaultCompressionSettings.params, lava: {window, kernel: 7}}
+            });
         expect(lava(32, false)).toEqual({rows: 32, gamma: 1 - 1 / 32});
         expect(lava(64, false)).toEqual({rows: 64, gamma: 1 - 1 / 64});
         expect(lava(64, true).rows).toBe(32);

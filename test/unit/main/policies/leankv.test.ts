@@ -10,7 +10,13 @@ import type {PruneTarget, ScoreSnapshot, SelectorChoice} from "../../../../main/
 function snapshot(heads: number[][][]): ScoreSnapshot {
     const n = heads[0]![0]!.length;
     const accumulated = Float32Array.from(heads.flat(2));
-    return {positions: Int32Array.from({length: n}, (_, i) => i), layers: heads.length, heads: heads[0]!.length, accumulated, last: new Float32Array(accumulated.length)};
+    return {
+        positions: Int32Array.from({length: n}, (_, i) => i),
+        layers: heads.length,
+        heads: heads[0]!.length,
+        accumulated,
+        last: new Float32Array(accumulated.length)
+    };
 }
 
 const kept = (choice: SelectorChoice) => [...choice.order.subarray(0, choice.quota)].sort((a, b) => a - b);
@@ -63,7 +69,9 @@ describe("LeanKV's pruning rule", () => {
     it("for a prompt, prunes below alpha / i", () => {
         const {selectors} = leanKvPolicy.select(snapshot([[table]]), params, null, target("prefill-chunk"));
         expect(kept(selectors[0]!)).toEqual([4, 5, 6, 8, 9]);
-        expect(kept(leanKvPolicy.select(snapshot([[table]]), params, null, target("after-prefill")).selectors[0]!)).toEqual([4, 5, 6, 8, 9]);
+        expect(kept(leanKvPolicy.select(snapshot([[table]]), params, null, target("after-prefill")).selectors[0]!)).toEqual([
+            4, 5, 6, 8, 9
+        ]);
     });
 
     it("prunes nothing at alpha = 0", () => {
@@ -82,13 +90,24 @@ describe("LeanKV's pruning rule", () => {
 });
 
 describe("LeanKV on shared cells", () => {
-    const heads = [[[0.1, 0.5, 0, 0, 0.05, 0], [0, 0, 0.4, 0, 0, 0]], [[0, 0, 0, 0.3, 0, 0], [0, 0, 0, 0, 0.1, 0]]];
+    const heads = [
+        [
+            [0.1, 0.5, 0, 0, 0.05, 0],
+            [0, 0, 0.4, 0, 0, 0]
+        ],
+        [
+            [0, 0, 0, 0.3, 0, 0],
+            [0, 0, 0, 0, 0.1, 0]
+        ]
+    ];
 
     it("takes, per cell, the most attention any head gave it (the max over a KV head's query heads, and over layers)", () => {
         expect([...maxOverRows(Float32Array.from(heads.flat(2)), 2, 2, 6, () => true)]).toEqual(
-            [0.1, 0.5, 0.4, 0.3, 0.1, 0].map((v) => Math.fround(v)));
+            [0.1, 0.5, 0.4, 0.3, 0.1, 0].map((v) => Math.fround(v))
+        );
         expect([...maxOverRows(Float32Array.from(heads.flat(2)), 2, 2, 6, (l) => l === 1)]).toEqual(
-            [0, 0, 0, 0.3, 0.1, 0].map((v) => Math.fround(v)));
+            [0, 0, 0, 0.3, 0.1, 0].map((v) => Math.fround(v))
+        );
     });
 
     it("frees a cell only when no head of any layer finds it significant, in every combine mode", () => {
@@ -98,10 +117,16 @@ describe("LeanKV on shared cells", () => {
         // never freed, so 4 to 7 go.
         const n = 16;
         const row = (means: Record<number, number>) => Array.from({length: n}, (_, p) => (means[p] ?? 0) * (n - p));
-        const scores = snapshot([[row({0: 0.01, 1: 0.05, 4: 0.01}), row({2: 0.04})], [row({3: 0.1}), row({4: 0.02})]]);
+        const scores = snapshot([
+            [row({0: 0.01, 1: 0.05, 4: 0.01}), row({2: 0.04})],
+            [row({3: 0.1}), row({4: 0.02})]
+        ]);
         const selectors = leanKvPolicy.select(scores, {alpha: 0.5, window: 1}, null, target("decode")).selectors;
         // One selector per layer, ranking by its heads' max: layer 0 keeps what either of its heads keeps.
-        expect(selectors.map(kept)).toEqual([[1, 2, 15], [3, 15]]);
+        expect(selectors.map(kept)).toEqual([
+            [1, 2, 15],
+            [3, 15]
+        ]);
         for (const combine of ["union", "quota", "aggregate"] as const) {
             const decision = decide(leanKvPolicy, scores, {alpha: 0.5, window: 1}, none, target("decode"), combine);
             expect([...decision.evict]).toEqual([4, 5, 6, 7]);

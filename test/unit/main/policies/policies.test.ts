@@ -10,7 +10,8 @@ import type {PruneTarget, ScoreSnapshot, SelectorChoice} from "../../../../main/
 
 /** A snapshot of cells at positions 0..n-1; `layers[l][h]` is head h of layer l (or `layers[l]` one head). */
 function snapshot(layers: number[][] | number[][][], last?: number[][] | number[][][]): ScoreSnapshot {
-    const perHead = (value: number[][] | number[][][]) => (typeof value[0]![0] === "number" ? (value as number[][]).map((row) => [row]) : value as number[][][]);
+    const perHead = (value: number[][] | number[][][]) =>
+        typeof value[0]![0] === "number" ? (value as number[][]).map((row) => [row]) : (value as number[][][]);
     const acc = perHead(layers);
     const n = acc[0]![0]!.length;
     return {
@@ -32,7 +33,7 @@ function kept(choice: SelectorChoice): number[] {
 const none = {perLayer: null, aggregate: null};
 
 /** Cells layer `layer`'s own selection keeps in a round (`keptByLayer`, `layers x n`). */
-function ownKept(decision: {keptByLayer: Uint8Array, cellScores: Float32Array}, layer: number): number {
+function ownKept(decision: {keptByLayer: Uint8Array; cellScores: Float32Array}, layer: number): number {
     const n = decision.cellScores.length;
     return decision.keptByLayer.subarray(layer * n, (layer + 1) * n).reduce((sum, kept) => sum + kept, 0);
 }
@@ -93,14 +94,12 @@ describe("Lethe Algorithm 1", () => {
 
     it("keeps top[:breakpoint] + sinks + recent, and raises L_evict to breakpoint + r", () => {
         const scores = Array(40).fill(0.001);
-        for (const j of [5, 9, 13, 17])
-            scores[j] = 10;
+        for (const j of [5, 9, 13, 17]) scores[j] = 10;
         // 40 cells, D = 8: first cut at 5, score 0.001: 10 / 0.001 > 400 -> breakpoint 5 (the 4 heavy + the best of the rest)
         const params = {...lethePolicy.defaults, sinks: 2, recentRatio: 0.1, segments: 8};
         const sel = lethePolicy.select(snapshot([scores]), params, {evictThreshold: Float64Array.of(10)}, decode(30));
         const keep = kept(sel.selectors[0]!);
-        for (const j of [0, 1, 5, 9, 13, 17, 36, 37, 38, 39])
-            expect(keep).toContain(j);
+        for (const j of [0, 1, 5, 9, 13, 17, 36, 37, 38, 39]) expect(keep).toContain(j);
         // top[:5] = 5, 9, 13, 17 and, among equal scores, the lowest index 0, already a sink: 2 + 4 + 4 cells.
         expect(keep).toHaveLength(2 + 4 + 4);
         expect(sel.state.evictThreshold[0]).toBe(Math.max(10, 5 + 4));
@@ -133,13 +132,19 @@ describe("Lethe Algorithm 1", () => {
         peaked[20] = 5;
         let state: LetheState = {evictThreshold: Float64Array.of(16)};
         // Several rounds with no breakpoint: L_evict doubles 16 -> 30 (capped at maxKeep), not 16 -> 32 -> 64 -> 128.
-        for (let round = 0; round < 4; round++)
-            state = lethePolicy.select(snapshot([flat]), lethePolicy.defaults, state, decode(30)).state;
+        for (let round = 0; round < 4; round++) state = lethePolicy.select(snapshot([flat]), lethePolicy.defaults, state, decode(30)).state;
         expect(state.evictThreshold[0]).toBe(30);
         // Attention sharpens later in the chain of thought: Algorithm 1 still runs and prunes by itself.
         const later = lethePolicy.select(snapshot([peaked]), lethePolicy.defaults, state, decode(30));
         expect(later.selectors[0]!.quota).toBeLessThan(30);
-        const decision = decide(lethePolicy, snapshot([peaked]), lethePolicy.defaults, {perLayer: state, aggregate: state}, decode(30), "quota");
+        const decision = decide(
+            lethePolicy,
+            snapshot([peaked]),
+            lethePolicy.defaults,
+            {perLayer: state, aggregate: state},
+            decode(30),
+            "quota"
+        );
         expect(decision.forcedDrops).toBe(0);
     });
 
@@ -164,7 +169,9 @@ describe("Lethe Algorithm 1", () => {
         // 20 > 0.5 * 30: it would crowd out the thoughts, so its unattended cells go (the 4 sinks stay).
         expect(questionKept(decide(lethePolicy, snapshot([scores]), lethePolicy.defaults, state(), target(30), "aggregate"))).toBe(4);
         // keepInput 0, or no input known yet (a prompt still being read): RASR alone.
-        expect(questionKept(decide(lethePolicy, snapshot([scores]), {...lethePolicy.defaults, keepInput: 0}, state(), target(40), "aggregate"))).toBe(4);
+        expect(
+            questionKept(decide(lethePolicy, snapshot([scores]), {...lethePolicy.defaults, keepInput: 0}, state(), target(40), "aggregate"))
+        ).toBe(4);
         expect(questionKept(decide(lethePolicy, snapshot([scores]), lethePolicy.defaults, state(), decode(40), "aggregate"))).toBe(4);
     });
 });
@@ -188,7 +195,11 @@ describe("ReFreeKV", () => {
         const n = 64;
         const recentHead = Array.from({length: n}, (_, j) => (j >= n - 4 ? 0.25 : 0));
         const farHead = Array.from({length: n}, (_, j) => (j === 10 ? 0.5 : j >= n - 2 ? 0.25 : 0));
-        const s = snapshot([[recentHead, recentHead], [recentHead, recentHead], [recentHead, farHead]]);
+        const s = snapshot([
+            [recentHead, recentHead],
+            [recentHead, recentHead],
+            [recentHead, farHead]
+        ]);
         const sel = refreeKvPolicy.select(s, refreeKvPolicy.defaults, null, {maxKeep: n, phase: "after-prefill"});
         const quotas = sel.selectors.filter((choice) => choice.layer === 2).map((choice) => choice.quota);
         expect(quotas[0]).toBeLessThanOrEqual(4 + 4);
@@ -246,8 +257,7 @@ describe("combining selections and the budget", () => {
             expect(decision.evict).not.toContain(6);
             expect(decision.keptCells).toBeLessThanOrEqual(12);
             // The newest 8 positions and position 0 are never freed.
-            for (const p of [0, 16, 17, 18, 19, 20, 21, 22, 23])
-                expect(decision.evict).not.toContain(p);
+            for (const p of [0, 16, 17, 18, 19, 20, 21, 22, 23]) expect(decision.evict).not.toContain(p);
         }
     });
 
@@ -299,8 +309,7 @@ describe("combining selections and the budget", () => {
         const scores = Array.from({length: 60}, (_, j) => (j < 50 ? 100 - j : 0));
         for (const combine of ["union", "quota", "aggregate"] as const) {
             const decision = decide(h2oPolicy, snapshot([scores, scores]), {heavyRatio: 0.5}, none, decode(20), combine);
-            for (let p = 50; p < 60; p++)
-                expect(decision.evict).not.toContain(p);
+            for (let p = 50; p < 60; p++) expect(decision.evict).not.toContain(p);
             expect(decision.keptCells).toBe(20);
         }
     });
@@ -317,7 +326,14 @@ describe("combining selections and the budget", () => {
     it("keeps Lethe's L_evict separately for the per-layer and the aggregated selection", () => {
         const flat = Array(40).fill(1);
         const s = snapshot([flat, flat, flat]);
-        const first = decide(lethePolicy, s, lethePolicy.defaults, initialDecideState(lethePolicy, lethePolicy.defaults, 30), decode(30), "aggregate");
+        const first = decide(
+            lethePolicy,
+            s,
+            lethePolicy.defaults,
+            initialDecideState(lethePolicy, lethePolicy.defaults, 30),
+            decode(30),
+            "aggregate"
+        );
         expect(first.state.perLayer.evictThreshold).toHaveLength(3);
         expect(first.state.aggregate.evictThreshold).toHaveLength(1);
         // No breakpoint on flat scores: both double from 15 to 30 (the cap), and the budget forces the drops.

@@ -13,9 +13,13 @@ function snapshot(logBeta: number[][][], positions?: number[]): ScoreSnapshot {
     const n = logBeta[0]![0]!.length;
     const layers = logBeta.length;
     return {
-        positions: Int32Array.from(positions ?? Array.from({length: n}, (_, i) => i)), layers, heads: 1,
-        accumulated: new Float32Array(layers * n), last: new Float32Array(layers * n),
-        retention: Float32Array.from(logBeta.flat(2)), retentionHeads: logBeta[0]!.length
+        positions: Int32Array.from(positions ?? Array.from({length: n}, (_, i) => i)),
+        layers,
+        heads: 1,
+        accumulated: new Float32Array(layers * n),
+        last: new Float32Array(layers * n),
+        retention: Float32Array.from(logBeta.flat(2)),
+        retentionHeads: logBeta[0]!.length
     };
 }
 
@@ -58,20 +62,41 @@ describe("log beta from a gate logit (logsigmoid, in double)", () => {
     });
 
     it("becomes the policies' log beta, matched to the scores' cells by position, NaN and missing cells as never forgotten", () => {
-        const scores = {sequenceId: 0, positions: Int32Array.from([4, 0, 9]), heads: 1, layers: [0, 1].map((layer) => ({
-            layer, positions: Int32Array.from([4, 0, 9]), heads: 1, accumulated: new Float32Array(3), last: new Float32Array(3)
-        }))};
+        const scores = {
+            sequenceId: 0,
+            positions: Int32Array.from([4, 0, 9]),
+            heads: 1,
+            layers: [0, 1].map((layer) => ({
+                layer,
+                positions: Int32Array.from([4, 0, 9]),
+                heads: 1,
+                accumulated: new Float32Array(3),
+                last: new Float32Array(3)
+            }))
+        };
         // The retention read lists the cells in another order, without cell 9; two KV heads.
-        const retention = {sequenceId: 0, positions: Int32Array.from([0, 4]), heads: 2, logits: [
-            Float32Array.from([0, 40, /* head 1 */ -40, NaN]),
-            Float32Array.from([3.4e38, -2, /* head 1 */ 1, 2])
-        ]};
+        const retention = {
+            sequenceId: 0,
+            positions: Int32Array.from([0, 4]),
+            heads: 2,
+            logits: [Float32Array.from([0, 40, /* head 1 */ -40, NaN]), Float32Array.from([3.4e38, -2, /* head 1 */ 1, 2])]
+        };
         const policy = toPolicySnapshot(scores, retention);
         expect(policy.retentionHeads).toBe(2);
         // (layer * heads + head) * n + j with cells in the scores' order: 4, 0, 9.
         const expected = [
-            logSigmoid(40), logSigmoid(0), 0, /* layer 0 head 1 */ 0, -40, 0,
-            logSigmoid(-2), 0, 0, /* layer 1 head 1 */ logSigmoid(2), logSigmoid(1), 0
+            logSigmoid(40),
+            logSigmoid(0),
+            0,
+            /* layer 0 head 1 */ 0,
+            -40,
+            0,
+            logSigmoid(-2),
+            0,
+            0,
+            /* layer 1 head 1 */ logSigmoid(2),
+            logSigmoid(1),
+            0
         ];
         expect([...policy.retention!].map((v, i) => Math.abs(v - Math.fround(expected[i]!)))).toEqual(expected.map(() => 0));
     });
@@ -83,7 +108,10 @@ describe("TRIM-KV's ranking: (t - pos) * log beta per (layer, KV head)", () => {
         expect(selectors).toHaveLength(2);
         expect(ranked(selectors[0]!)).toEqual([7, 5, 0, 2, 4, 3, 1, 6]);
         expect(ranked(selectors[1]!)).toEqual([1, 6, 7, 5, 4, 3, 2, 0]);
-        expect(selectors.map((choice) => [choice.quota, choice.structural, choice.layer])).toEqual([[4, 0, 0], [4, 0, 0]]);
+        expect(selectors.map((choice) => [choice.quota, choice.structural, choice.layer])).toEqual([
+            [4, 0, 0],
+            [4, 0, 0]
+        ]);
         expect(kept(selectors[0]!)).toEqual([0, 2, 5, 7]);
     });
 
@@ -133,7 +161,10 @@ describe("TRIM-KV on shared cells", () => {
         const random = mulberry32(20);
         const n = 40;
         const rows = Array.from({length: 4}, () => Array.from({length: n}, () => -3 * random.uniform() ** 3));
-        const snap = snapshot([[rows[0]!, rows[1]!], [rows[2]!, rows[3]!]]);
+        const snap = snapshot([
+            [rows[0]!, rows[1]!],
+            [rows[2]!, rows[3]!]
+        ]);
         const t = n + 1; // 40 tokens seen: q_idx = 41
         const best = Array.from({length: n}, (_, j) => (t - j) * Math.max(...rows.map((row) => Math.fround(row[j]!))));
         const candidates = Array.from({length: 31}, (_, i) => i + 1).sort((a, b) => best[b]! - best[a]! || a - b);
@@ -197,7 +228,10 @@ describe("TRIM-KV on shared cells", () => {
             const random = mulberry32(seed);
             const n = 60;
             const rows = Array.from({length: 8}, () => Array.from({length: n}, () => -3 * random.uniform() ** 2));
-            const snap = snapshot([[rows[0]!, rows[1]!, rows[2]!, rows[3]!], [rows[4]!, rows[5]!, rows[6]!, rows[7]!]]);
+            const snap = snapshot([
+                [rows[0]!, rows[1]!, rows[2]!, rows[3]!],
+                [rows[4]!, rows[5]!, rows[6]!, rows[7]!]
+            ]);
             for (const maxKeep of [12, 20, 35]) {
                 const union = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "union");
                 const aggregate = decide(trimKvPolicy, snap, {}, none, target(maxKeep), "aggregate");
@@ -214,7 +248,10 @@ describe("TRIM-KV on shared cells", () => {
         const random = mulberry32(7);
         const n = 30;
         const rows = Array.from({length: 4}, () => Array.from({length: n}, () => -2 * random.uniform()));
-        const snap = snapshot([[rows[0]!, rows[1]!], [rows[2]!, rows[3]!]]);
+        const snap = snapshot([
+            [rows[0]!, rows[1]!],
+            [rows[2]!, rows[3]!]
+        ]);
         for (const combine of ["aggregate", "quota", "union"] as CombineMode[]) {
             const decision = decide(trimKvPolicy, snap, {}, none, target(12), combine);
             expect(decision.keptCells).toBe(12);
