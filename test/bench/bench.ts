@@ -3,7 +3,8 @@
 //   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--demo-model resources/models/ponder-demo.gguf] [--merge-model resources/models/ponder-merge.gguf]
-//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--sets demo,local,merge] [--combine aggregate,quota,union]
+//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--models demo,merge] [--sets demo,local,merge]
+//                    [--combine aggregate,quota,union]
 //                    [--quality-combine quota]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
 //                    [--alphas 0,0.25,0.5,1,2,4] [--calibration-problems 16] [--precision-policy lethe] [--precision-share 0.5]
@@ -17,7 +18,14 @@
 // rpc (not in the defaults) splits a model across two rpc-servers on loopback against the same model here.
 //
 // The quality and foresight suites run each problem set on the model trained on its task: the demo and local sets on
-// --demo-model, the merge set on --merge-model.
+// --demo-model, the merge set on --merge-model. --models names the task models (default: demo): without --sets, those
+// suites run every set of the models named (demo: demo and local; merge: merge), and the fidelity suite, instead of its
+// table on a generated random-weights model (the table it prints without --models), runs each named model on the first
+// --fidelity-problems held-out problems of its own task (demo: the demo set; merge: the merge set). The speed,
+// overhead, process and rpc suites measure mechanics on generated models of a real model's shape, which --models
+// does not change; the server, resume, precision and calibrate-leankv suites run the demo model.
+//
+// --help prints this text.
 //
 // Prints Markdown tables and writes results.json, tables.md and SVG plots into the results folder.
 import fs from "node:fs/promises";
@@ -39,6 +47,8 @@ import {table, writeBarChart, writeLineChart} from "./plot.js";
 import {foresightSuite} from "./foresight.js";
 import {calibrateLeanKv, precisionSuite} from "./precision.js";
 import {problemSets, qualitySuite} from "./quality.js";
+import {benchModels, type TaskModel} from "./benchModels.js";
+import {taskFidelitySuite} from "./taskFidelity.js";
 import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import {forkEngine} from "../../main/engine/process/forkEngine.js";
 import {median} from "./median.js";
@@ -62,7 +72,9 @@ const {values} = parseArgs({
         "fidelity-problems": {type: "string", default: "8"},
         combine: {type: "string", default: "aggregate,quota,union"},
         "quality-combine": {type: "string"},
-        sets: {type: "string", default: "demo,local"},
+        models: {type: "string"},
+        sets: {type: "string"},
+        help: {type: "boolean", default: false},
         "server-repeats": {type: "string", default: "10"},
         "server-tokens": {type: "string", default: "384"},
         "process-repeats": {type: "string", default: "6"},
@@ -83,17 +95,31 @@ const {values} = parseArgs({
     }
 });
 
+if (values.help) {
+    const source = await fs.readFile(import.meta.filename, "utf8");
+    const lines = source.split("\n");
+    console.log(
+        lines
+            .slice(
+                0,
+                lines.findIndex((line) => !line.startsWith("//"))
+            )
+            .map((line) => line.replace(/^\/\/ ?/, ""))
+            .join("\n")
+    );
+    process.exit(0);
+}
+
 const suites = new Set(values.suites.split(","));
 const policyList = values.policies.split(",").filter((policy) => policy !== "");
 /** Policies through the engine; "oracle" adds the quality suite's oracle rows (the fidelity suite always has them). */
 const policies = policyList.filter((policy) => policy !== "oracle") as PolicyId[];
 const budgets = values.budgets.split(",").map(Number);
-const sets = values.sets.split(",");
-for (const set of sets) {
-    if (!(set in problemSets)) throw new Error(`Unknown problem set ${set}: ${Object.keys(problemSets).join(", ")}`);
-}
+const {models, sets} = benchModels({models: values.models, sets: values.sets});
+/** The file of a task model. */
+const modelFile = (name: TaskModel) => (name === "merge" ? values["merge-model"] : values["demo-model"]);
 /** The model a problem set runs on: the one trained on its task. */
-const setModel = (set: string) => (problemSets[set]!.model === "merge" ? values["merge-model"] : values["demo-model"]);
+const setModel = (set: string) => modelFile(problemSets[set]!.model);
 const threads = Number(values.threads);
 const out = values.out;
 await fs.mkdir(out, {recursive: true});
@@ -123,7 +149,35 @@ async function loadModel(llamaInstance: Llama, file: string): Promise<LlamaModel
     return llamaInstance.loadModel({modelPath: file});
 }
 
-if (suites.has("fidelity")) {
+for (const {name, set} of suites.has("fidelity") ? (models ?? []) : []) {
+    // Fidelity on a task model's own problems, every policy and combine mode beside the oracle.
+    const report = await taskFidelitySuite({
+        llama,
+        modelPath: modelFile(name),
+        set,
+        policies,
+        combines: values.combine.split(",") as CompressionSettings["combine"][],
+        budgets: budgets.filter((share) => share < 1),
+        problems: Number(values["fidelity-problems"]),
+        threads,
+        oracle: policyList.includes("oracle"),
+        onProgress: (line) => console.error(`  fidelity ${name} ${line}`)
+    });
+    ((results.taskFidelity ??= {}) as Record<string, unknown>)[name] = {
+        model: path.basename(modelFile(name)),
+        set,
+        problems: report.problems,
+        meanFullCells: report.meanFullCells,
+        rows: report.rows
+    };
+    say(
+        `\n## Fidelity vs Full KV on ${report.title} (teacher-forced along Full's greedy thought and answer, ${report.problems} held-out problems, ` +
+            `${path.basename(modelFile(name))}; Full's cache ${report.meanFullCells.toFixed(0)} cells on average; each budget a share of that problem's)\n\n` +
+            report.table
+    );
+}
+
+if (suites.has("fidelity") && models == null) {
     // Mechanics on a generated model: how far each policy's next-token distributions move from Full KV.
     const file = values.model ?? (await getFixtureModel("tiny-qwen2"));
     const model = await loadModel(llama, file);
