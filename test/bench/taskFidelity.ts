@@ -16,7 +16,7 @@ const contextCells = 4096;
 type Sum = {problems: number; cells: number; top1: number; kl: number; regret: number; forcedDrops: number; divergence: (number | null)[]};
 
 /**
- * Fidelity on a task model's own problems (DESIGN §6): per held-out problem, Full's greedy thought and answer to its
+ * Fidelity on a task model's own problems (DESIGN §6): per held-out problem, Full's greedy thought and answer up to its
  * end-of-turn token, with what each step attended to; then each policy under each combine mode, and the oracle, at
  * each share of that trace's cells, teacher-forced along it (top-1 agreement, KL, regret) and run freely once (the
  * first token where it leaves Full's). A budget counts on a problem where the question fits with a prune round to
@@ -77,8 +77,9 @@ export async function taskFidelitySuite(options: {
                 attention: true,
                 stop: (token) => model.isEogToken(token)
             });
-            const steps = reference.tokens.length;
-            const full = prompt.length + steps;
+            // Every token up to the end-of-turn token: the trace attends from each of them (the oracle reads that).
+            const steps = reference.attention!.length;
+            const full = prompt.length + steps + 1;
             fullCells += full;
             for (const share of options.budgets) {
                 const cells = Math.max(32, Math.round(full * share));
