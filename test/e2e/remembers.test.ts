@@ -254,7 +254,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         await chat.byId("memory-button").click();
         await chat.byId("budget-controller").waitFor();
         expect(await chat.byId("policy-select").inputValue()).toBe("full");
-        expect(await chat.byId("calibrate-hint").textContent()).toMatch(
+        expect((await chat.byId("calibrate-hint").textContent())!.replace(/\s+/g, " ")).toMatch(
             /needs retention gates for this model: calibrate its retention in\s+the model's details/
         );
         await chat.byId("budget-controller").screenshot({path: app.artifact("remembers-calibrate-hint.png")});
@@ -288,7 +288,7 @@ describe("what an answer's memory means, and Compare with Full KV", () => {
         const comparison = full.getByTestId("version-comparison");
         await comparison.waitFor();
         const verdict = (await full.getByTestId("comparison-verdict").textContent())!;
-        expect(await full.getByTestId("comparison-memory").textContent()).toMatch(
+        expect((await full.getByTestId("comparison-memory").textContent())!.replace(/\s+/g, " ")).toMatch(
             /^\s*Memory at the end: Lethe [\d.]+ MiB · Full KV [\d.]+ MiB\s*$/
         );
         if ((await comparison.getAttribute("data-same")) === "true")
