@@ -1,5 +1,5 @@
 import {randomInt, randomUUID} from "node:crypto";
-import type {CompressionSettings, MessageCompression, MessageDto, MessageStats, VersionComparison} from "../../preload/contract.js";
+import type {CompressionSettings, MessageCompression, MessageDto, MessageStats} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
@@ -10,10 +10,11 @@ import {AnswerProgress} from "./AnswerProgress.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
 import {parseSamples} from "./pushSample.js";
 import {recordSample} from "./recordSample.js";
-import {toTurn} from "./toTurn.js";
+import {answerHistory} from "./toTurn.js";
+import {stopOutcome, storageFailure} from "./stopOutcome.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
-import {compareVersions} from "./compareVersions.js";
+import {compareRunFor, versionComparison, type CompareRun} from "./compareWithFull.js";
 import {continueBlockedByBudget, parseCompression, toMessageDto} from "./dto.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
 import {generationFailure, GenerationRunner} from "./GenerationRunner.js";
@@ -33,7 +34,6 @@ export type ChatServiceOptions = {
 type Active = {conversationId: string; messageId: string; abort: AbortController; done: Promise<void>};
 
 /** What a Compare with Full KV run changes: Full KV with the checked version's cache types and seed, and which version it checks. */
-type CompareRun = {compression: CompressionSettings; seed: number; comparedWith: string};
 
 /**
  * Sends prompts and streams answers: the user's message and the answer's row are committed first,
@@ -103,7 +103,7 @@ export class ChatService {
         const messages = this._db.messages.listByConversation(conversationId);
         const last = messages.at(-1);
         if (last == null) throw new AppError("BAD_REQUEST", "There is nothing to regenerate in an empty conversation");
-        const compare = options.compareFull === true ? this._compareRun(last) : undefined;
+        const compare = options.compareFull === true ? compareRunFor(last) : undefined;
 
         const now = this._now();
         const assistantRow = this._db.transaction(() => {
@@ -263,34 +263,6 @@ export class ChatService {
         return this._recordCompression(row, null, compression);
     }
 
-    /** How a Full KV version (`full`, its stats) compares with the version `checkedId` it checks; `undefined` when that is gone. */
-    private _comparison(
-        checkedId: string,
-        full: {text: string; thinking: string},
-        stats: MessageStats | null
-    ): VersionComparison | undefined {
-        const checked = this._db.messages.get(checkedId);
-        const record = checked != null ? parseCompression(checked.compression) : null;
-        if (checked == null || record == null) return undefined;
-        return {
-            messageId: checkedId,
-            policy: record.policy,
-            ...compareVersions(checked, full),
-            prunedLiveBytes: parseSamples(checked.stats).at(-1)?.liveBytes ?? null,
-            fullLiveBytes: stats?.samples.at(-1)?.liveBytes ?? null
-        };
-    }
-
-    /** Full KV with `answer`'s cache types and seed: refused for a question, a Full KV answer, or one whose seed was not kept. */
-    private _compareRun(answer: MessageRow): CompareRun {
-        const record = parseCompression(answer.compression);
-        if (answer.role !== "assistant" || record == null || record.policy === "full")
-            throw new AppError("BAD_REQUEST", "Compare with Full KV needs an answer made under a pruning policy");
-        if (record.seed == null || record.settings == null)
-            throw new AppError("BAD_REQUEST", "This answer was made before Ponder kept its seed: regenerate it, then compare");
-        return {compression: {...record.settings, policy: "full", budget: {kind: "auto"}}, seed: record.seed, comparedWith: answer.id};
-    }
-
     /**
      * Records on the answer the compression it runs under: the conversation's settings as it starts (what `_generate`
      * reads), then its cells once the budget is resolved. Returns the row as stored.
@@ -325,11 +297,7 @@ export class ChatService {
         const conversation = this._conversations.require(conversationId);
         const settings = this._conversations.settingsOf(conversation);
         const rows = this._db.messages.listByConversation(conversationId);
-        const history = rows
-            .filter((row) => (continuing ? row.seq <= assistantRow.seq : row.id !== messageId))
-            .flatMap((row) =>
-                row.id === messageId ? [{role: "assistant" as const, text: row.text, thinking: row.thinking}] : toTurn(row)
-            );
+        const history = answerHistory(rows, assistantRow, continuing);
 
         // What arrives is saved as it grows; a continuation goes on from what the answer holds, its times included.
         const progress = new AnswerProgress(
@@ -340,11 +308,11 @@ export class ChatService {
             this._options.flushIntervalMs ?? 250
         );
 
-        let status: MessageRow["status"] = "complete";
+        let status: MessageRow["status"];
         let cutReason: MessageRow["cut_reason"] = null;
         let budgetFull = false;
         let cutTokens: number | null = null;
-        let error: string | null = null;
+        let error: string | null;
         let promptTokens = 0;
         // Set once the turn has come and the budget is resolved (`request` below).
         let stats = null as MessageStats | null;
@@ -428,21 +396,11 @@ export class ChatService {
             // Full KV's state stays in the engine until this conversation is left (or the app quits): no write per answer.
             this._pending.answered(conversationId, messageId, result.states?.pending);
             if (result.states?.restored != null) messageStats.resumedTokens = result.states.restored.tokens;
-            if (result.stopReason === "abort") status = "stopped";
-            else if (result.stopReason === "maxTokens") {
-                status = "stopped";
-                cutReason = "max_tokens";
-                // The engine generated exactly the limit (special tokens such as the thought's end included).
-                cutTokens =
-                    (continuing ? (assistantRow.cut_tokens ?? assistantRow.thinking_tokens + assistantRow.answer_tokens) : 0) +
-                    settings.maxTokens;
-            } else if (result.stopReason === "budget") {
-                status = "stopped";
-                budgetFull = true;
-                error =
-                    `The KV budget of ${kv.cells} cells is full: Full KV keeps every token, so the answer stopped here. ` +
-                    "Raise the budget or choose a compression policy to think longer.";
-            }
+            ({status, cutReason, cutTokens, budgetFull, error} = stopOutcome(result.stopReason, {
+                cells: kv.cells,
+                maxTokens: settings.maxTokens,
+                cutBefore: continuing ? (assistantRow.cut_tokens ?? assistantRow.thinking_tokens + assistantRow.answer_tokens) : 0
+            }));
         } catch (err) {
             ({status, error} = generationFailure(err));
         }
@@ -468,7 +426,10 @@ export class ChatService {
                 this._db.messages.finish(messageId, finish, now);
                 // Full KV stopped at its budget: recorded with the compression it ran under, so Continue can say why not.
                 const record = parseCompression(this._db.messages.get(messageId)?.compression ?? null);
-                const comparison = compare != null && record != null ? this._comparison(compare.comparedWith, finish, stats) : undefined;
+                const comparison =
+                    compare != null && record != null
+                        ? versionComparison(this._db.messages.get(compare.comparedWith), finish, stats)
+                        : undefined;
                 if (record != null && (record.budgetFull !== budgetFull || comparison != null))
                     this._db.messages.setCompression(
                         messageId,
@@ -485,12 +446,4 @@ export class ChatService {
         if (row != null) this._emit("chat:done", {conversationId, message: this._dto({...row, ...finish, updated_at: now})});
         this._pending.finished(conversationId, messageId);
     }
-}
-
-/** What a person reads when saving the answer failed. */
-function storageFailure(err: unknown): string {
-    const code = String((err as {code?: unknown}).code ?? "");
-    if (/SQLITE_FULL|ENOSPC/.test(code) || /database or disk is full/i.test((err as Error).message))
-        return "The disk is full, so the answer stopped here: everything saved before is kept. Free some space and try again.";
-    return `The answer could not be saved, so it stopped here (${(err as Error).message}): everything saved before is kept.`;
 }

@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {toPolicySnapshot} from "../../../../main/engine/KvController.js";
+import {toPolicySnapshot} from "../../../../main/engine/toPolicySnapshot.js";
 import {decide} from "../../../../main/engine/policies/decide.js";
 import {
     lavaLayers,

@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {toPolicySnapshot} from "../../../../main/engine/KvController.js";
+import {toPolicySnapshot} from "../../../../main/engine/toPolicySnapshot.js";
 import {decide, resolveCombine} from "../../../../main/engine/policies/decide.js";
 import {decayedRetention, logSigmoid, maxLogBeta, retentionStep} from "../../../../main/engine/policies/scoreMath.js";
 import {trimKvPolicy} from "../../../../main/engine/policies/trimkv.js";
