@@ -1,7 +1,7 @@
 // `npm run calibrate`: TRIM-KV retention gates for a GGUF model from its own thinking (issue 36), headless.
 //
 //   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
-//                        [--max-tokens N] [--hidden N] [--epochs N] [--work-dir dir] [--threads N] [--prompt-set demo|merge|english]
+//                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weight 1] [--work-dir dir] [--threads N] [--prompt-set demo|merge|english]
 //
 // Progress lines go to stderr, the result (JSON) to stdout. Exit status 0: the gates were written; 2: they did worse
 // than Lethe on the held-out prompts and were not installed (nothing changed); 1: an error; 130: cancelled (Ctrl-C),
@@ -13,6 +13,7 @@ import {calibrateRetention, type CalibrationJobProgress} from "../main/engine/ca
 import {choosePromptSet} from "../main/engine/calibration/choosePromptSet.js";
 import type {PromptSet} from "../main/engine/calibration/prompts.js";
 import {loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
+import {describeCalibrationResult} from "../renderer/lib/describeCalibration.js";
 
 const {values} = parseArgs({
     options: {
@@ -25,6 +26,8 @@ const {values} = parseArgs({
         "max-tokens": {type: "string"},
         hidden: {type: "string"},
         epochs: {type: "string"},
+        "read-thresholds": {type: "string"},
+        "horizon-weight": {type: "string"},
         "work-dir": {type: "string", default: path.join(os.homedir(), ".cache", "ponder", "calibration")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))},
         "prompt-set": {type: "string"}
@@ -36,6 +39,26 @@ function number(name: string, value: string | undefined): number | undefined {
     const parsed = Number(value);
     if (!Number.isInteger(parsed) || parsed < 0) {
         console.error(`error: --${name} must be a whole number, not ${value}`);
+        process.exit(1);
+    }
+    return parsed;
+}
+
+function weight(name: string, value: string | undefined): number | undefined {
+    if (value == null) return undefined;
+    const parsed = Number(value);
+    if (!(parsed >= 0 && parsed <= 4)) {
+        console.error(`error: --${name} must be a number from 0 to 4, not ${value}`);
+        process.exit(1);
+    }
+    return parsed;
+}
+
+function shares(name: string, value: string | undefined): number[] | undefined {
+    if (value == null) return undefined;
+    const parsed = value.split(",").map(Number);
+    if (parsed.some((v) => !(v > 0 && v <= 1))) {
+        console.error(`error: --${name} takes shares above 0 and at most 1, separated by commas, not ${value}`);
         process.exit(1);
     }
     return parsed;
@@ -88,20 +111,24 @@ try {
         maxTokens: number("max-tokens", values["max-tokens"]),
         hidden: number("hidden", values.hidden),
         epochs: number("epochs", values.epochs),
+        readThresholds: shares("read-thresholds", values["read-thresholds"]),
+        horizonWeight: weight("horizon-weight", values["horizon-weight"]),
         workDir: path.resolve(values["work-dir"]),
         threads: Number(values.threads),
         signal: controller.signal,
         onProgress,
         onLog: (line) => console.error(line)
     });
-    const at = (share: number) => result.validation.points.find((p) => Math.abs(p.share - share) < 1e-9);
-    const card =
-        `calibrated on ${result.prompts} thoughts, ${result.tokensSeen.toLocaleString("en")} tokens, ${minutes(result.seconds)}; held-out agreement` +
-        [0.25, 0.5]
-            .map((share) => at(share))
-            .filter((p) => p != null)
-            .map((p) => ` at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(2)}, Lethe ${p.lethe.toFixed(2)}`)
-            .join(";");
+    // the card the app shows for the result
+    const card = describeCalibrationResult({
+        promptSet,
+        prompts: result.prompts,
+        tokens: result.tokensSeen,
+        samples: result.samples,
+        seconds: result.seconds,
+        date: new Date().toISOString(),
+        validation: result.validation
+    });
     console.error(
         result.installed
             ? `${card}\nwrote ${result.out}${result.backup != null ? ` (the earlier gates are in ${result.backup})` : ""}`

@@ -54,6 +54,8 @@ export type FidelityReport = {
     steps: number;
     /** Share of teacher-forced steps whose argmax equals the full cache's token. */
     top1Agreement: number;
+    /** Per teacher-forced step, 1 where its argmax equals the full cache's token, else 0. */
+    agreed: Uint8Array;
     /** Mean KL(full || pruned) of the next-token distributions, in nats. */
     meanKl: number;
     /**
@@ -186,6 +188,7 @@ export async function measureFidelity(options: FidelityOptions): Promise<Fidelit
         throw new Error("The oracle needs a reference trace made with attention: true");
 
     let agree = 0;
+    const agreed = new Uint8Array(steps);
     let klSum = 0;
     let regretSum = 0;
     const forced = await prunedRun(
@@ -193,7 +196,10 @@ export async function measureFidelity(options: FidelityOptions): Promise<Fidelit
         reference,
         async (kv, logits, step) => {
             const predicted = logSoftmax(logits);
-            if (argmax(logits) === reference.tokens[step]) agree++;
+            if (argmax(logits) === reference.tokens[step]) {
+                agree++;
+                agreed[step] = 1;
+            }
             klSum += kl(reference.logProbs[step]!, predicted);
             if (reference.attention != null && step > 0) {
                 // The full run's attention at this step (its query is the token fed at step - 1) to cells freed here.
@@ -232,6 +238,7 @@ export async function measureFidelity(options: FidelityOptions): Promise<Fidelit
     return {
         steps,
         top1Agreement: agree / steps,
+        agreed,
         meanKl: klSum / steps,
         firstDivergence,
         finalSample: forced,

@@ -153,7 +153,7 @@ export class CalibrationService {
             validation: {
                 prompts: result.validation.prompts,
                 tokens: result.validation.tokens,
-                points: result.validation.points.map(({share, gates, lethe}) => ({share, gates, lethe}))
+                points: result.validation.points.map(({share, gates, lethe, answers}) => ({share, gates, lethe, answers}))
             }
         };
         this._set({

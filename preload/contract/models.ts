@@ -106,8 +106,14 @@ export type DemoSample = {
     about: string;
 };
 
+/**
+ * Top-1 agreement with Full KV on held-out prompts at one share of the cells, the calibrated gates' and Lethe's: over
+ * every token, and over the answers' tokens (after the thought; `null` when no held-out answer was reached).
+ */
+export type CalibrationPoint = {share: number; gates: number; lethe: number; answers: {gates: number; lethe: number} | null};
+
 /** Top-1 agreement with Full KV on held-out prompts, per share of the cells: the calibrated gates' and Lethe's. */
-export type CalibrationValidation = {prompts: number; tokens: number; points: {share: number; gates: number; lethe: number}[]};
+export type CalibrationValidation = {prompts: number; tokens: number; points: CalibrationPoint[]};
 
 /** What a calibration recorded in the gates it installed (`ponder.retention.calibration.*`). */
 export type CalibrationProvenance = {

@@ -1,4 +1,4 @@
-import type {CalibrationProvenance, CalibrationStatus} from "../../preload/contract.js";
+import type {CalibrationPoint, CalibrationProvenance, CalibrationStatus} from "../../preload/contract.js";
 import {count} from "./formatMemory.js";
 
 /** A duration for a person: "40 s", "9 min", "1 h 5 min". */
@@ -25,11 +25,14 @@ export function calibrationFraction(status: CalibrationStatus): number {
 
 /**
  * What a calibration made, in numbers: "Calibrated on 38 thoughts, 51,200 tokens, 9 min; held-out agreement at 25%:
- * 0.97, Lethe 0.86; at 50%: 0.99, Lethe 0.95".
+ * 0.97, Lethe 0.86 (answers 0.90, Lethe 0.40); at 50%: 0.99, Lethe 0.95 (answers 1.00, Lethe 0.60)"; the answers' part
+ * only where held-out answers were reached.
  */
 export function describeCalibrationResult(provenance: CalibrationProvenance): string {
     const made = `Calibrated on ${count(provenance.prompts)} thought${provenance.prompts === 1 ? "" : "s"}, ${count(provenance.tokens)} tokens, ${formatDuration(provenance.seconds)}`;
     const points = provenance.validation?.points ?? [];
     if (points.length === 0) return made;
-    return `${made}; held-out agreement ${points.map((p) => `at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(2)}, Lethe ${p.lethe.toFixed(2)}`).join("; ")}`;
+    const answers = (p: CalibrationPoint) =>
+        p.answers == null ? "" : ` (answers ${p.answers.gates.toFixed(2)}, Lethe ${p.answers.lethe.toFixed(2)})`;
+    return `${made}; held-out agreement ${points.map((p) => `at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(2)}, Lethe ${p.lethe.toFixed(2)}${answers(p)}`).join("; ")}`;
 }

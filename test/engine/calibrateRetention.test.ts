@@ -14,7 +14,7 @@ import {collectCalibrationData} from "../../main/engine/calibration/collectCalib
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {calibrateRetention, type CalibrationJobProgress} from "../../main/engine/calibration/calibrateRetention.js";
 import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
-import {validateGates} from "../../main/engine/calibration/validateGates.js";
+import {validateGates, type ValidationReport} from "../../main/engine/calibration/validateGates.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {findRetentionGates, retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
@@ -76,7 +76,7 @@ describe("calibrating the demo model's retention gates", () => {
         }
     });
 
-    test("validation refuses gates that agree with Full less than Lethe does, and passes the shipped ones", async () => {
+    test("validation refuses gates that do worse than Lethe, and passes the shipped ones, scoring the answers apart", async () => {
         const prompts = calibrationPrompts("demo", 2, 0, true).map((p) => p.user);
         const random = path.join(dir, "random.retention.gguf");
         // gates of random weights: they keep and drop cells without regard to what the thought reads
@@ -97,6 +97,10 @@ describe("calibrating the demo model's retention gates", () => {
         const good = await validateGates({model, prompts, gates: shippedGates, maxTokens: 3000, threads: 2});
         expect(good.passed).toBe(true);
         for (const point of good.points) expect(point.gates).toBeGreaterThan(bad.points.find((p) => p.share === point.share)!.gates);
+        // both held-out thoughts end and answer: the answer's tokens are scored apart
+        expect(good.answerTokens).toBeGreaterThan(0);
+        expect(good.answerTokens).toBeLessThan(good.tokens / 10);
+        for (const point of good.points) expect(point.answers?.gates).toBeGreaterThanOrEqual(point.answers!.lethe);
     });
 
     test("a cancelled calibration goes on from the prompts it kept and makes the gates an uninterrupted run makes", async () => {
@@ -150,6 +154,7 @@ describe("calibrating the demo model's retention gates", () => {
         expect(second.filter((p) => p.stage === "thinking").every((p) => p.done >= 2)).toBe(true);
         expect(resumed.tokensSeen).toBe(whole.tokensSeen);
         expect(resumed.trainLoss).toEqual(whole.trainLoss);
+        expect(resumed.readThreshold).toBe(whole.readThreshold);
         expect(resumed.validation.points).toEqual(whole.validation.points);
         if (whole.installed) {
             expect(resumed.installed).toBe(true);
@@ -188,7 +193,7 @@ describe("calibrating the demo model's retention gates", () => {
         );
         expect(refused?.code).toBe(2);
         expect((JSON.parse(refused!.stdout) as {installed: boolean; refusal: string}).refusal).toMatch(
-            /less than Lethe does on 2 held-out prompts \(at 25%: 0\.\d+, Lethe 0\.\d+/
+            /do worse than Lethe on 2 held-out prompts \(top-1 agreement with Full at 25%: 0\.\d+, Lethe 0\.\d+/
         );
         expect((await fs.readFile(sidecar)).equals(await fs.readFile(shippedGates))).toBe(true);
 
@@ -206,7 +211,17 @@ describe("calibrating the demo model's retention gates", () => {
         expect(found.info.calibration?.tokens).toBe(result.tokensSeen);
         const points = found.info.calibration?.validation?.points ?? [];
         expect(points.map((p) => p.share)).toEqual([0.25, 0.5]);
-        const mean = (key: "gates" | "lethe") => points.reduce((sum, p) => sum + p[key], 0) / points.length;
-        expect(mean("gates")).toBeGreaterThanOrEqual(mean("lethe"));
+        for (const point of points) expect(point.answers).toEqual({gates: expect.any(Number), lethe: expect.any(Number)});
+        // the numbers the validation passed them on are the ones recorded
+        const validation = (JSON.parse(stdout) as {validation: ValidationReport}).validation;
+        expect(validation.passed).toBe(true);
+        expect(points).toEqual(
+            validation.points.map((p) => ({
+                ...p,
+                gates: expect.closeTo(p.gates, 6),
+                lethe: expect.closeTo(p.lethe, 6),
+                answers: p.answers && {gates: expect.closeTo(p.answers.gates, 6), lethe: expect.closeTo(p.answers.lethe, 6)}
+            }))
+        );
     });
 });

@@ -55,13 +55,18 @@ describe("calibration data on the demo model", () => {
     let chatWrapper: ChatWrapper;
     const prompts = heldOutDemoProblems(2, {minSteps: 8, maxSteps: 12}).map((problem) => ({user: problem.question}));
 
-    async function collect(seed: number, maxSamples: number, withGates: boolean) {
+    async function collect(seed: number, maxSamples: number, withGates: boolean, moreReadThresholds: number[] = []) {
         const context = await model.createContext({contextSize: 1024, flashAttention: false, threads: 2});
         const kv = new NativeKv(context);
         const sequence = context.getSequence();
         try {
             if (withGates) await kv.configureRetention(demoGates);
-            const dataset = await collectCalibrationData({model, chatWrapper, sequence, kv}, prompts, {maxTokens: 96, maxSamples, seed});
+            const dataset = await collectCalibrationData({model, chatWrapper, sequence, kv}, prompts, {
+                maxTokens: 96,
+                maxSamples,
+                seed,
+                moreReadThresholds
+            });
             return {dataset, context, kv, sequence};
         } catch (err) {
             await kv.dispose();
@@ -158,6 +163,35 @@ describe("calibration data on the demo model", () => {
         } finally {
             await kv.dispose();
             await context.dispose();
+        }
+    });
+
+    test("other read thresholds label the same samples: the same threshold read again gives the same horizons, a lower one longer ones", async () => {
+        const plain = await collect(5, 48, false);
+        const more = await collect(5, 48, false, [0.5, 0.2]);
+        try {
+            const a = plain.dataset;
+            const b = more.dataset;
+            // the text read again changes nothing of the sample, its inputs or its first labels
+            expect(Array.from(b.positions)).toEqual(Array.from(a.positions));
+            expect(Array.from(b.features)).toEqual(Array.from(a.features));
+            expect(Array.from(b.horizons)).toEqual(Array.from(a.horizons));
+            expect(b.texts.map((t) => Array.from(t.tokens))).toEqual(a.texts.map((t) => Array.from(t.tokens)));
+            expect(b.alternatives?.map((alt) => alt.readThreshold)).toEqual([0.5, 0.2]);
+            expect(Array.from(b.alternatives![0]!.horizons)).toEqual(Array.from(a.horizons));
+            const lower = b.alternatives![1]!.horizons;
+            let longer = 0;
+            for (let k = 0; k < lower.length; k++) {
+                expect(lower[k]).toBeGreaterThanOrEqual(a.horizons[k]!);
+                if (lower[k]! > a.horizons[k]!) longer++;
+            }
+            expect(longer).toBeGreaterThan(0);
+            expect(a.alternatives).toEqual([]);
+        } finally {
+            for (const run of [plain, more]) {
+                await run.kv.dispose();
+                await run.context.dispose();
+            }
         }
     });
 

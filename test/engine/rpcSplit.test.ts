@@ -1,7 +1,8 @@
 // A model split across this machine and two llama.cpp rpc-servers on loopback (the rpc-server of the engine build,
 // native/patches/0009), with the engine in its own process as the app runs it: the split model answers token for token
-// as the local one, greedy, under Full and under a pruning policy; a server killed mid-answer ends the answer with an
-// error naming it, and the engine comes back on what is left.
+// as the local one, greedy, under Full and under a pruning policy, for the demo model (llama) and the merge model
+// (qwen3: per-head q/k norm, grouped-query attention); a server killed mid-answer ends the answer with an error naming
+// it, and the engine comes back on what is left.
 import {spawn} from "node:child_process";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
@@ -11,18 +12,27 @@ import {probeRpcServer} from "../../main/engine/rpc/probeRpcServer.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
+import {heldOutMergeProblems} from "../eval/mergeTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {freePort, startRpcServer, type RpcServerProcess} from "../fixtures/rpcServers.js";
 import {spawnTestEngine, until} from "./spawnTestEngine.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
+const mergeModel = path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf");
 const problem = heldOutDemoProblems(1, {minSteps: 20, maxSteps: 30}, 77)[0]!;
+const mergeProblem = heldOutMergeProblems(1, {minItems: 24, maxItems: 30}, 77)[0]!;
 
-async function answer(engine: EngineProxy, policy: PolicyId, cells: number, onChunk: (text: string) => void = () => {}) {
+async function answer(
+    engine: EngineProxy,
+    policy: PolicyId,
+    cells: number,
+    onChunk: (text: string) => void = () => {},
+    question = problem.question
+) {
     let text = "";
     let tokens = 0;
     const result = await engine.generate({
-        history: [{role: "user", text: problem.question}],
+        history: [{role: "user", text: question}],
         systemPrompt: "",
         temperature: 0,
         maxTokens: 1024,
@@ -89,6 +99,29 @@ describe("a model split across two rpc-servers", () => {
         expect(await answer(split, "lethe", cells)).toEqual(pruned);
         const gated = await answer(local, "trimkv", cells);
         expect(await answer(split, "trimkv", cells)).toEqual(gated);
+    });
+
+    it("splits the merge model too (q/k norm, grouped-query attention): the same tokens under Full and Lethe", async () => {
+        const merge = (engine: EngineProxy, policy: PolicyId, cells: number) =>
+            answer(engine, policy, cells, undefined, mergeProblem.question);
+        const local = engine([]);
+        const split = engine(servers.map((server) => server.endpoint));
+        try {
+            await local.loadModel(mergeModel, null);
+            const full = await merge(local, "full", 4096);
+            const cells = Math.ceil(full.used / 2);
+            const pruned = await merge(local, "lethe", cells);
+            expect(pruned.used).toBeGreaterThan(cells);
+            await split.start();
+            const mergeLayers = (await inspectModel(mergeModel)).layers!;
+            await split.loadModel(mergeModel, null, {gpuLayers: mergeLayers - 1});
+            expect(split.status.placement!.layers.slice(0, 2)).toEqual(["CPU", "CPU"]);
+            expect(await merge(split, "full", 4096)).toEqual(full);
+            expect(await merge(split, "lethe", cells)).toEqual(pruned);
+        } finally {
+            engines.splice(engines.indexOf(local), 2);
+            await Promise.all([local.dispose(), split.dispose()]);
+        }
     });
 
     it("ends an answer with an error naming a server killed under it, and comes back on what is left", async () => {

@@ -3,22 +3,26 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import {resolveChatWrapper, type LlamaModel} from "node-llama-cpp";
 import {NativeKv} from "../native/NativeKv.js";
-import {gguf, type GgufValue} from "../gguf/writeGguf.js";
 import {retentionSidecarPath} from "../retention/findRetentionGates.js";
 import {modelFingerprint} from "../retention/modelFingerprint.js";
-import {writeRetentionSidecar} from "../retention/writeRetentionSidecar.js";
 import {collectCalibrationData} from "./collectCalibrationData.js";
 import {concatDatasets, readDatasetFile, writeDatasetFile} from "./datasetFile.js";
+import {readGatesFile, writeGatesFile} from "./gatesFile.js";
 import {calibrationPrompts, type PromptSet} from "./prompts.js";
 import {trainGates, type TrainedGates} from "./trainGates.js";
 import type {CalibrationDataset, CalibrationPrompt, CollectCalibrationOptions} from "./types.js";
-import {validateGates, type ValidationReport} from "./validateGates.js";
+import {validateCandidates, validationScore, type ValidationReport} from "./validateGates.js";
+import {calibrationProvenance, writeCalibratedSidecar, type CalibrationSettings} from "./writeCalibratedSidecar.js";
 
 // A model's retention gates from its own thinking (issue 36): the model thinks with Full KV on calibration prompts
 // (its read horizons and gate inputs recorded natively), the gates are fitted to them (trainGates), measured against
 // Lethe on held-out prompts (validateGates) and, when they do at least as well, written beside the model with their
 // provenance. Each prompt's data is kept in the work folder as soon as it is thought, so a cancelled, killed or crashed
-// calibration goes on from the next prompt with the same settings; the trained candidate is kept there too.
+// calibration goes on from the next prompt with the same settings; the trained candidates are kept there too. The read
+// threshold that makes the labels is chosen per model: one candidate is fitted per threshold (each text is read again
+// at the others, `collectCalibrationData`), and the validation keeps the best. Measured on the two task models (32
+// held-out problems, answers right at 25% / 50% of Full's cells, one threshold each): demo 0.594 / 1.000 at 0.5 and
+// 0.188 / 0.906 at 0.25; merge 0.000 / 0.594 at 0.5 and 0.281 / 0.938 at 0.25 (docs/BENCHMARKS.md).
 
 export type CalibrationStage = "thinking" | "training" | "validating" | "writing";
 
@@ -62,8 +66,15 @@ export type CalibrateRetentionOptions = {
     seed?: number;
     /** Gate hidden width. Defaults to `64`. */
     hidden?: number;
+    /**
+     * Shares of one head's attention that count as a read of a token (the labels' read horizon): one candidate is
+     * trained per threshold and the validation keeps the best. Defaults to `[0.5, 0.25]`.
+     */
+    readThresholds?: number[];
     /** Training passes over the tokens. Defaults to `8`. */
     epochs?: number;
+    /** Each label's weight in the loss is (1 + horizon)^horizonWeight (`trainGates`). Defaults to `1`. */
+    horizonWeight?: number;
     /** Where the sidecar goes. Defaults to `<model>.retention.gguf`, beside the model. */
     out?: string;
     /** Folder of the checkpoints (one subfolder per model and settings). */
@@ -88,6 +99,9 @@ export type CalibrationResult = {
     samples: number;
     /** Seconds of thinking, training and validation, summed over every run of the job. */
     seconds: number;
+    /** The read threshold of the labels the kept (or refused) gates were fitted to: the best candidate's. */
+    readThreshold: number;
+    /** The best candidate's validation. */
     validation: ValidationReport;
     trainLoss: number[];
 };
@@ -104,8 +118,12 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         maxTokens: options.maxTokens ?? (options.promptSet === "demo" ? 3000 : 2048),
         seed: options.seed ?? 0,
         hidden: options.hidden ?? 64,
-        epochs: options.epochs ?? 8
+        epochs: options.epochs ?? 8,
+        horizonWeight: options.horizonWeight ?? 1,
+        readThresholds: options.readThresholds ?? [0.5, 0.25]
     };
+    if (settings.readThresholds.length === 0 || settings.readThresholds.some((t) => !(t > 0 && t <= 1)))
+        throw new RangeError("the read thresholds must be one or more shares within (0, 1]");
     const out = options.out ?? retentionSidecarPath(options.modelPath);
     const log = options.onLog ?? (() => undefined);
     const fingerprint = await modelFingerprint(options.modelPath);
@@ -174,6 +192,8 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
                 const data = await collectCalibrationData(engine, [toPrompt(prompts[index]!.user)], {
                     maxTokens: settings.maxTokens,
                     maxSamples: perPrompt,
+                    readThreshold: settings.readThresholds[0],
+                    moreReadThresholds: settings.readThresholds.slice(1),
                     seed: settings.seed * 100_000 + index,
                     signal: options.signal,
                     onProgress: (p) => progress("thinking", index + p.generated / settings.maxTokens, prompts.length, null)
@@ -206,67 +226,111 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     if (dataset.tokens === 0 || dataset.texts.every((text) => text.generatedTokens === 0))
         throw new Error("The model wrote nothing on the calibration prompts: there is no thinking to calibrate on");
 
-    // Training: the candidate is kept in the work folder, so a resumed job validates it without training again.
-    const candidate = path.join(work, "candidate.retention.gguf");
-    const gatesFile = path.join(work, "gates.f32");
-    let trainLoss: number[] = job.trainLoss ?? [];
-    let gates = trainLoss.length > 0 ? await readGatesFile(gatesFile).catch(() => null) : null;
-    if (
-        gates == null ||
-        !(await fs.access(candidate).then(
-            () => true,
-            () => false
-        ))
-    ) {
+    // Training, one candidate per read threshold, each kept in the work folder: a resumed job validates them without
+    // training again.
+    const thresholds = settings.readThresholds;
+    const candidates = thresholds.map((_, k) => path.join(work, `candidate-${k}.retention.gguf`));
+    const gatesFiles = thresholds.map((_, k) => path.join(work, `gates-${k}.f32`));
+    let trainLoss: number[][] = job.trainLoss ?? [];
+    let trained: TrainedGates[] | null =
+        trainLoss.length === thresholds.length ? await Promise.all(gatesFiles.map((file) => readGatesFile(file))).catch(() => null) : null;
+    const candidatesKept = await Promise.all(
+        candidates.map((file) =>
+            fs.access(file).then(
+                () => true,
+                () => false
+            )
+        )
+    );
+    if (trained == null || candidatesKept.includes(false)) {
         const t0 = performance.now();
-        const report = await trainGates(dataset, {
-            hidden: settings.hidden,
-            epochs: settings.epochs,
-            seed: settings.seed + 1,
-            signal: options.signal,
-            onProgress: (p) => {
-                const done = p.layer * p.epochs + p.epoch;
-                const total = p.layers * p.epochs;
-                const seconds = (performance.now() - t0) / 1000;
-                progress(
-                    "training",
-                    done,
-                    total,
-                    (seconds / done) * (total - done) + settings.validationPrompts * 2 * (thinkingSeconds / Math.max(1, thought) || 10)
-                );
-            }
-        });
-        trainLoss = report.loss;
-        gates = report.gates;
-        await writeGatesFile(gatesFile, gates);
-        log(
-            `trained ${dataset.layers} layers on ${dataset.tokens} tokens in ${report.seconds.toFixed(1)} s; horizon loss per layer ${report.loss.map((l) => l.toFixed(3)).join(", ")}`
-        );
-        await writeSidecar(candidate, options.modelPath, report.gates, settings, provenance(settings, prompts.length, dataset, 0, null));
+        trained = [];
+        trainLoss = [];
+        for (const [k, readThreshold] of thresholds.entries()) {
+            const labels = k === 0 ? dataset : {...dataset, readThreshold, horizons: dataset.alternatives![k - 1]!.horizons};
+            const report = await trainGates(labels, {
+                hidden: settings.hidden,
+                epochs: settings.epochs,
+                horizonWeight: settings.horizonWeight,
+                seed: settings.seed + 1,
+                signal: options.signal,
+                onProgress: (p) => {
+                    const done = (k * p.layers + p.layer) * p.epochs + p.epoch;
+                    const total = thresholds.length * p.layers * p.epochs;
+                    const seconds = (performance.now() - t0) / 1000;
+                    progress(
+                        "training",
+                        done,
+                        total,
+                        (seconds / done) * (total - done) +
+                            settings.validationPrompts * (1 + 2 * (1 + thresholds.length)) * (thinkingSeconds / Math.max(1, thought) || 10)
+                    );
+                }
+            });
+            trained.push(report.gates);
+            trainLoss.push(report.loss);
+            await writeGatesFile(gatesFiles[k]!, report.gates);
+            log(
+                `trained ${dataset.layers} layers on ${dataset.tokens} tokens read at ${readThreshold} in ${report.seconds.toFixed(1)} s; horizon loss per layer ${report.loss.map((l) => l.toFixed(3)).join(", ")}`
+            );
+            await writeCalibratedSidecar(
+                candidates[k]!,
+                options.modelPath,
+                report.gates,
+                settings,
+                calibrationProvenance(settings, prompts.length, dataset, readThreshold, 0, null)
+            );
+        }
         await fs.writeFile(
             path.join(work, "job.json"),
             JSON.stringify({...settings, fingerprint, seconds: spent + (performance.now() - started) / 1000, trainLoss})
         );
     }
 
-    // Validation against Lethe on held-out prompts.
+    // Validation of every candidate against Lethe on held-out prompts; the best one is kept if it beats Lethe.
     const validationStart = performance.now();
-    const validation = await validateGates({
+    const reports = await validateCandidates({
         model: options.model,
         prompts: heldOut.map((p) => p.user),
-        gates: candidate,
+        candidates,
         maxTokens: settings.maxTokens,
         threads: options.threads,
         signal: options.signal,
         onProgress: (done, total) =>
             progress("validating", done, total, ((performance.now() - validationStart) / 1000 / done) * (total - done))
     });
+    const describe = (validation: ValidationReport) =>
+        validation.points
+            .map(
+                (p) =>
+                    `at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(3)}, Lethe ${p.lethe.toFixed(3)}` +
+                    (p.answers == null ? "" : ` (answers ${p.answers.gates.toFixed(3)}, Lethe ${p.answers.lethe.toFixed(3)})`)
+            )
+            .join("; ");
+    const score = (validation: ValidationReport) => validationScore(validation.points, validation.tokens, validation.answerTokens, "gates");
+    let best = 0;
+    for (const [k, validation] of reports.entries()) {
+        log(
+            `validation of the gates read at ${thresholds[k]} on ${validation.prompts} held-out prompts (${validation.tokens} tokens, ${validation.answerTokens} of them answers), top-1 agreement with Full ${describe(validation)}`
+        );
+        if (score(validation) > score(reports[best]!)) best = k;
+    }
+    const validation = reports[best]!;
+    const gates = trained[best]!;
+    const readThreshold = thresholds[best]!;
+    const numbers = describe(validation);
+    if (thresholds.length > 1) log(`kept the gates read at ${readThreshold}`);
     const seconds = spent + (performance.now() - started) / 1000;
-    const numbers = validation.points
-        .map((p) => `at ${Math.round(p.share * 100)}%: ${p.gates.toFixed(3)}, Lethe ${p.lethe.toFixed(3)}`)
-        .join("; ");
-    log(`validation on ${validation.prompts} held-out prompts (${validation.tokens} tokens), top-1 agreement with Full ${numbers}`);
-    const result = {out, prompts: prompts.length, tokensSeen: dataset.tokensSeen, samples: dataset.tokens, seconds, validation, trainLoss};
+    const result = {
+        out,
+        prompts: prompts.length,
+        tokensSeen: dataset.tokensSeen,
+        samples: dataset.tokens,
+        seconds,
+        readThreshold,
+        validation,
+        trainLoss: trainLoss[best]!
+    };
     if (!validation.passed) {
         spent = seconds;
         await fs.rm(work, {recursive: true, force: true});
@@ -274,7 +338,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
             ...result,
             installed: false,
             backup: null,
-            refusal: `The calibrated gates agree with Full less than Lethe does on ${validation.prompts} held-out prompts (${numbers}): not installed`
+            refusal: `The calibrated gates do worse than Lethe on ${validation.prompts} held-out prompts (top-1 agreement with Full ${numbers}): not installed`
         };
     }
 
@@ -287,30 +351,25 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         },
         () => null
     );
-    await writeSidecar(out, options.modelPath, gates, settings, provenance(settings, prompts.length, dataset, seconds, validation));
+    await writeCalibratedSidecar(
+        out,
+        options.modelPath,
+        gates,
+        settings,
+        calibrationProvenance(settings, prompts.length, dataset, readThreshold, seconds, validation)
+    );
     await fs.rm(work, {recursive: true, force: true});
     progress("writing", 1, 1, 0);
     return {...result, installed: true, backup, refusal: null};
 }
 
-type Settings = {
-    promptSet: PromptSet;
-    prompts: number;
-    validationPrompts: number;
-    tokens: number;
-    maxTokens: number;
-    seed: number;
-    hidden: number;
-    epochs: number;
-};
-
 function toPrompt(user: string): CalibrationPrompt {
     return {user};
 }
 
-async function readJob(work: string): Promise<{seconds: number; trainLoss?: number[]}> {
+async function readJob(work: string): Promise<{seconds: number; trainLoss?: number[][]}> {
     try {
-        const job = JSON.parse(await fs.readFile(path.join(work, "job.json"), "utf8")) as {seconds?: number; trainLoss?: number[]};
+        const job = JSON.parse(await fs.readFile(path.join(work, "job.json"), "utf8")) as {seconds?: number; trainLoss?: number[][]};
         return {seconds: job.seconds ?? 0, trainLoss: job.trainLoss};
     } catch {
         return {seconds: 0};
@@ -321,7 +380,7 @@ async function readJob(work: string): Promise<{seconds: number; trainLoss?: numb
  * Seconds to train on as many samples as one prompt's (`sample`) times the prompts: about 4 x layers x width x hidden
  * multiply-adds per sample and epoch (forward and the first layer's gradient) at about 1.5e9 a second (measured here).
  */
-function trainingEstimate(sample: CalibrationDataset, settings: Settings): number {
+function trainingEstimate(sample: CalibrationDataset, settings: CalibrationSettings): number {
     return (
         (Math.min(settings.tokens, sample.tokens * settings.prompts) *
             sample.layers *
@@ -331,87 +390,4 @@ function trainingEstimate(sample: CalibrationDataset, settings: Settings): numbe
             settings.epochs) /
         1.5e9
     );
-}
-
-/** The `ponder.retention.calibration.*` keys: what the gates were made from and how they validated. */
-function provenance(
-    settings: Settings,
-    prompts: number,
-    data: CalibrationDataset,
-    seconds: number,
-    validation: ValidationReport | null
-): [string, GgufValue][] {
-    const key = "ponder.retention.calibration.";
-    const entries: [string, GgufValue][] = [
-        [key + "prompt_set", gguf.string(settings.promptSet)],
-        [key + "prompts", gguf.u32(prompts)],
-        [key + "tokens", gguf.u32(data.tokensSeen)],
-        [key + "samples", gguf.u32(data.tokens)],
-        [key + "seed", gguf.u32(settings.seed)],
-        [key + "read_threshold", gguf.f32(data.readThreshold)],
-        [key + "seconds", gguf.u32(Math.round(seconds))],
-        [key + "date", gguf.string(new Date().toISOString())]
-    ];
-    if (validation != null) {
-        entries.push([key + "validation.prompts", gguf.u32(validation.prompts)], [key + "validation.tokens", gguf.u32(validation.tokens)]);
-        for (const point of validation.points) {
-            const share = String(Math.round(point.share * 100));
-            entries.push(
-                [`${key}validation.agreement_${share}`, gguf.f32(point.gates)],
-                [`${key}validation.lethe_${share}`, gguf.f32(point.lethe)]
-            );
-        }
-    }
-    return entries;
-}
-
-async function writeSidecar(
-    file: string,
-    modelPath: string,
-    gates: TrainedGates,
-    settings: Settings,
-    extra: [string, GgufValue][]
-): Promise<void> {
-    await writeRetentionSidecar(file, {
-        modelPath,
-        layers: gates.gates,
-        budget: 0,
-        reduction: "shared",
-        extra,
-        source:
-            `ponder calibrate: ${settings.prompts} ${settings.promptSet === "english" ? "English" : `${settings.promptSet}-task`} prompts, seed ${settings.seed}, ` +
-            `${settings.tokens} tokens at most, read horizons fitted per layer and KV head (hidden ${settings.hidden}, ${settings.epochs} epochs), ranked by the shared maximum`
-    });
-}
-
-/** The trained gates as F32 bytes behind a JSON line of their shape (the candidate sidecar may hold F16 matrices). */
-async function writeGatesFile(file: string, gates: TrainedGates): Promise<void> {
-    const {layers, width, hidden, kvHeads} = gates;
-    const head = Buffer.from(JSON.stringify({layers, width, hidden, kvHeads}) + "\n", "utf8");
-    const body = gates.gates.flatMap((g) =>
-        [g.fc1, g.fc1Bias, g.fc2, g.bias].map((v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength))
-    );
-    const temp = `${file}.tmp`;
-    await fs.writeFile(temp, Buffer.concat([head, ...body]));
-    await fs.rename(temp, file);
-}
-
-async function readGatesFile(file: string): Promise<TrainedGates> {
-    const bytes = await fs.readFile(file);
-    const newline = bytes.indexOf(10);
-    const {layers, width, hidden, kvHeads} = JSON.parse(bytes.toString("utf8", 0, newline)) as Omit<TrainedGates, "gates">;
-    let at = newline + 1;
-    const take = (n: number) => {
-        const out = new Float32Array(bytes.buffer.slice(bytes.byteOffset + at, bytes.byteOffset + at + n * 4));
-        if (out.length !== n) throw new Error(`${file} is cut short`);
-        at += n * 4;
-        return out;
-    };
-    const gates = Array.from({length: layers}, () => ({
-        fc1: take(hidden * width),
-        fc1Bias: take(hidden),
-        fc2: take(kvHeads * hidden),
-        bias: take(kvHeads)
-    }));
-    return {layers, width, hidden, kvHeads, gates};
 }

@@ -42,6 +42,7 @@ export async function collectCalibrationData(
         maxSamples = 8192,
         maxFeatureBytes = 256 * 1024 * 1024,
         readThreshold = 0.5,
+        moreReadThresholds = [],
         minWatched = 16,
         seed = 1,
         signal,
@@ -50,7 +51,8 @@ export async function collectCalibrationData(
     const {model, chatWrapper, sequence, kv} = engine;
     if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${maxTokens}`);
     if (!Number.isInteger(maxSamples) || maxSamples < 1) throw new RangeError(`maxSamples must be a positive integer, got ${maxSamples}`);
-    if (!(readThreshold > 0 && readThreshold <= 1)) throw new RangeError(`readThreshold must be within (0, 1], got ${readThreshold}`);
+    for (const threshold of [readThreshold, ...moreReadThresholds])
+        if (!(threshold > 0 && threshold <= 1)) throw new RangeError(`a read threshold must be within (0, 1], got ${threshold}`);
     if (sequence.context !== kv.context) throw new Error("the sequence is not of the context the NativeKv drives");
 
     const {layers} = await kv.stats();
@@ -66,7 +68,7 @@ export async function collectCalibrationData(
                 `and ${maxTokens} generated), the context has ${sequence.context.contextSize}.`
         );
 
-    const reservoir = new Reservoir(cap, rowLength, seed);
+    const reservoir = new Reservoir(cap, rowLength, seed, moreReadThresholds.length);
     const texts: CalibrationText[] = [];
     let headCountKv = 0;
     let tokensSeen = 0;
@@ -127,6 +129,19 @@ export async function collectCalibrationData(
             headCountKv = Math.max(headCountKv, horizon.heads);
             reservoir.finalize(textIndex, horizon, written - 1);
             if (textTokens.length !== written) throw new Error(`the engine wrote ${written} tokens of a text of ${textTokens.length}`);
+            // the same text read again in one pass at each other threshold: the same cells, other horizons
+            if (moreReadThresholds.length > 0) {
+                await kv.configureNormCapture(false);
+                for (const [k, threshold] of moreReadThresholds.entries()) {
+                    throwIfAborted(signal);
+                    await sequence.clearHistory();
+                    await kv.configureReadHorizon(threshold);
+                    await sequence.evaluateWithoutGeneratingNewTokens(textTokens);
+                    reservoir.finalize(textIndex, await kv.readHorizon(sequenceIdOf(sequence)), written - 1, k);
+                }
+                await kv.configureReadHorizon(readThreshold);
+                await kv.configureNormCapture(true);
+            }
             texts.push({
                 prompt: promptIndex,
                 promptTokens: promptTokens.length,
@@ -141,7 +156,10 @@ export async function collectCalibrationData(
         if (!sequence.disposed) await sequence.clearHistory();
     }
 
-    return reservoir.toDataset({layers, embeddingLength, headCountKv, readThreshold, minWatched, tokensSeen, texts, seed});
+    return reservoir.toDataset(
+        {layers, embeddingLength, headCountKv, readThreshold, minWatched, tokensSeen, texts, seed},
+        moreReadThresholds
+    );
 }
 
 function renderPrompt(model: LlamaModel, chatWrapper: ChatWrapper, prompt: CalibrationPrompt): Token[] {
@@ -190,12 +208,15 @@ class Reservoir {
     private _features = new Float32Array(0);
     private readonly _info: SampleInfo[] = [];
     private readonly _horizons: (Float32Array | null)[] = [];
+    /** Per other read threshold, per slot. */
+    private readonly _alternatives: (Float32Array | null)[][];
     private readonly _followers: number[] = [];
 
-    public constructor(cap: number, rowLength: number, seed: number) {
+    public constructor(cap: number, rowLength: number, seed: number, alternatives: number) {
         this._cap = cap;
         this._rowLength = rowLength;
         this._random = mulberry32(seed).uniform;
+        this._alternatives = Array.from({length: alternatives}, () => []);
     }
 
     /** The slot the next token goes to, or -1 when it is not sampled. */
@@ -222,11 +243,20 @@ class Reservoir {
         for (let i = 0; i < this._rowLength; i++) this._features[to + i] = halfToFloat(source[from + i]!);
         this._info[slot] = info;
         this._horizons[slot] = null;
+        for (const alternative of this._alternatives) alternative[slot] = null;
         this._followers[slot] = 0;
     }
 
-    /** Labels of the samples of `text`: horizons from the cells' last strong reads, followers up to `lastPosition`. */
-    public finalize(text: number, horizon: {positions: Int32Array; heads: number; last: Float32Array[]}, lastPosition: number): void {
+    /**
+     * Labels of the samples of `text`: horizons from the cells' last strong reads (at the other read threshold
+     * `alternative`, when given), followers up to `lastPosition`.
+     */
+    public finalize(
+        text: number,
+        horizon: {positions: Int32Array; heads: number; last: Float32Array[]},
+        lastPosition: number,
+        alternative: number | null = null
+    ): void {
         const cellOf = new Map<number, number>();
         horizon.positions.forEach((position, cell) => cellOf.set(position, cell));
         const n = horizon.positions.length;
@@ -241,6 +271,10 @@ class Reservoir {
                 for (let head = 0; head < horizon.heads; head++)
                     values[layer * horizon.heads + head] = Math.max(0, horizon.last[layer]![head * n + cell]! - info.position);
             }
+            if (alternative != null) {
+                this._alternatives[alternative]![slot] = values;
+                continue;
+            }
             this._horizons[slot] = values;
             this._followers[slot] = lastPosition - info.position;
         }
@@ -252,7 +286,8 @@ class Reservoir {
             "tokens" | "features" | "horizons" | "followers" | "positions" | "text" | "tokenIds" | "generated"
         > & {
             headCountKv: number;
-        }
+        },
+        moreReadThresholds: number[]
     ): CalibrationDataset {
         const {layers, headCountKv} = meta;
         // in text and position order
@@ -262,6 +297,10 @@ class Reservoir {
         const n = order.length;
         const features = new Float32Array(n * this._rowLength);
         const horizons = new Float32Array(n * layers * headCountKv);
+        const alternatives = moreReadThresholds.map((readThreshold) => ({
+            readThreshold,
+            horizons: new Float32Array(n * layers * headCountKv)
+        }));
         const followers = new Int32Array(n);
         const positions = new Int32Array(n);
         const text = new Int32Array(n);
@@ -270,17 +309,20 @@ class Reservoir {
         order.forEach((slot, i) => {
             const info = this._info[slot]!;
             features.set(this._features.subarray(slot * this._rowLength, (slot + 1) * this._rowLength), i * this._rowLength);
-            const values = this._horizons[slot];
-            if (values == null) throw new Error(`sample ${slot} has no horizon: its text never ended`);
-            const heads = values.length / layers;
-            for (let layer = 0; layer < layers; layer++)
-                horizons.set(values.subarray(layer * heads, (layer + 1) * heads), (i * layers + layer) * headCountKv);
+            const put = (values: Float32Array | null | undefined, into: Float32Array) => {
+                if (values == null) throw new Error(`sample ${slot} has no horizon: its text never ended`);
+                const heads = values.length / layers;
+                for (let layer = 0; layer < layers; layer++)
+                    into.set(values.subarray(layer * heads, (layer + 1) * heads), (i * layers + layer) * headCountKv);
+            };
+            put(this._horizons[slot], horizons);
+            alternatives.forEach((alternative, k) => put(this._alternatives[k]![slot], alternative.horizons));
             followers[i] = this._followers[slot]!;
             positions[i] = info.position;
             text[i] = info.text;
             tokenIds[i] = info.token;
             generated[i] = info.generated ? 1 : 0;
         });
-        return {...meta, tokens: n, features, horizons, followers, positions, text, tokenIds, generated};
+        return {...meta, tokens: n, features, horizons, followers, positions, text, tokenIds, generated, alternatives};
     }
 }

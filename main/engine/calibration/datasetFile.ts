@@ -26,6 +26,7 @@ export async function writeDatasetFile(file: string, data: CalibrationDataset): 
         if (!(arrays as readonly string[]).includes(key)) scalars[key] = value;
     }
     scalars.texts = data.texts.map((text) => ({...text, tokens: Array.from(text.tokens)}));
+    scalars.alternatives = (data.alternatives ?? []).map((alternative) => ({readThreshold: alternative.readThreshold}));
     const header = Buffer.from(JSON.stringify(scalars), "utf8");
     const length = Buffer.alloc(4);
     length.writeUInt32LE(header.length);
@@ -33,7 +34,8 @@ export async function writeDatasetFile(file: string, data: CalibrationDataset): 
         Buffer.from(magic, "latin1"),
         length,
         header,
-        ...arrays.map((key) => Buffer.from(data[key].buffer, data[key].byteOffset, data[key].byteLength))
+        ...arrays.map((key) => Buffer.from(data[key].buffer, data[key].byteOffset, data[key].byteLength)),
+        ...(data.alternatives ?? []).map(({horizons}) => Buffer.from(horizons.buffer, horizons.byteOffset, horizons.byteLength))
     ];
     const temp = path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(4).toString("hex")}.tmp`);
     try {
@@ -50,7 +52,9 @@ export async function readDatasetFile(file: string): Promise<CalibrationDataset>
     const bytes = await fs.readFile(file);
     if (bytes.length < 12 || bytes.toString("latin1", 0, 8) !== magic) throw new Error(`${file} is not calibration data`);
     const headerLength = bytes.readUInt32LE(8);
-    const scalars = JSON.parse(bytes.toString("utf8", 12, 12 + headerLength)) as Omit<CalibrationDataset, ArrayKey>;
+    const scalars = JSON.parse(bytes.toString("utf8", 12, 12 + headerLength)) as Omit<CalibrationDataset, ArrayKey | "alternatives"> & {
+        alternatives?: {readThreshold: number}[];
+    };
     scalars.texts = scalars.texts.map((text) => ({...text, tokens: Int32Array.from(text.tokens as unknown as number[])}));
     const {tokens: n, layers, embeddingLength, headCountKv} = scalars;
     const lengths: Record<ArrayKey, number> = {
@@ -72,8 +76,15 @@ export async function readDatasetFile(file: string): Promise<CalibrationDataset>
         out[key] = new Kind(bytes.buffer.slice(bytes.byteOffset + offset, bytes.byteOffset + offset + byteLength));
         offset += byteLength;
     }
+    const alternatives = (scalars.alternatives ?? []).map(({readThreshold}) => {
+        const byteLength = lengths.horizons * 4;
+        if (offset + byteLength > bytes.length) throw new Error(`${file} is cut short`);
+        const horizons = new Float32Array(bytes.buffer.slice(bytes.byteOffset + offset, bytes.byteOffset + offset + byteLength));
+        offset += byteLength;
+        return {readThreshold, horizons};
+    });
     if (offset !== bytes.length) throw new Error(`${file} has bytes past its data`);
-    return {...scalars, ...out} as CalibrationDataset;
+    return {...scalars, ...out, alternatives} as CalibrationDataset;
 }
 
 /** The samples of several runs as one dataset: texts in order, each sample's text index moved past the earlier runs'. */
@@ -83,6 +94,8 @@ export function concatDatasets(parts: CalibrationDataset[]): CalibrationDataset 
     for (const part of parts) {
         if (part.layers !== first.layers || part.embeddingLength !== first.embeddingLength || part.headCountKv !== first.headCountKv)
             throw new Error("Calibration data of different models cannot be joined");
+        const thresholds = (data: CalibrationDataset) => (data.alternatives ?? []).map((a) => a.readThreshold).join(",");
+        if (thresholds(part) !== thresholds(first)) throw new Error("Calibration data of different read thresholds cannot be joined");
     }
     const n = parts.reduce((sum, part) => sum + part.tokens, 0);
     const joined = (key: ArrayKey) => {
@@ -119,6 +132,15 @@ export function concatDatasets(parts: CalibrationDataset[]): CalibrationDataset 
         tokenIds: joined("tokenIds") as Int32Array,
         generated: joined("generated") as Uint8Array,
         tokensSeen: parts.reduce((sum, part) => sum + part.tokensSeen, 0),
-        texts: allTexts
+        texts: allTexts,
+        alternatives: (first.alternatives ?? []).map(({readThreshold}, k) => {
+            const horizons = new Float32Array(parts.reduce((sum, part) => sum + part.alternatives![k]!.horizons.length, 0));
+            let offset = 0;
+            for (const part of parts) {
+                horizons.set(part.alternatives![k]!.horizons, offset);
+                offset += part.alternatives![k]!.horizons.length;
+            }
+            return {readThreshold, horizons};
+        })
     };
 }

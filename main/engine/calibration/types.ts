@@ -61,6 +61,11 @@ export type CalibrationDataset = {
     generated: Uint8Array;
     /** Share of one head's attention that counts as a read. */
     readThreshold: number;
+    /**
+     * The same samples' horizons at other read thresholds (`horizons`' layout), from the text read again with Full KV
+     * after it was written; none when not asked for.
+     */
+    alternatives?: {readThreshold: number; horizons: Float32Array}[];
     /** The least number of followers a sample needs for its horizon to count (besides twice the horizon). */
     minWatched: number;
     /** Tokens written to the KV cache in the whole run, sampled or not (prompts included). */
@@ -93,6 +98,11 @@ export type CollectCalibrationOptions = {
     maxFeatureBytes?: number;
     /** Share of one head's attention that counts as a read, in (0, 1]. Defaults to `0.5`. */
     readThreshold?: number;
+    /**
+     * Other read thresholds whose horizons are recorded too (`alternatives`): each text, once written, is read again
+     * in one pass (a prompt's evaluation, far cheaper than writing it) at each. Defaults to `[]`.
+     */
+    moreReadThresholds?: number[];
     /** Least number of followers for a horizon to count (recorded in the dataset). Defaults to `16`. */
     minWatched?: number;
     /** Seed of the subsampling. Defaults to `1`. */

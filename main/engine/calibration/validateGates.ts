@@ -1,11 +1,12 @@
-import {resolveChatWrapper, type ChatModelResponse, type LlamaModel, type Token} from "node-llama-cpp";
-import type {CompressionSettings, PolicyId, PolicyParams} from "../../../preload/contract.js";
+import {LlamaText, resolveChatWrapper, type ChatModelResponse, type LlamaModel, type Token} from "node-llama-cpp";
+import type {CalibrationPoint, CompressionSettings, PolicyId, PolicyParams} from "../../../preload/contract.js";
 import {fullTrace, measureFidelity} from "../fidelity.js";
 import {policies} from "../policies/index.js";
 
-// Validation of candidate retention gates before they are kept (issue 36): held-out prompts, Full's greedy thought
-// teacher-forced through a cache pruned to 25% and 50% of its cells, top-1 agreement with Full for TRIM-KV with the
-// candidate gates and for Lethe, the best policy without gates.
+// Validation of candidate retention gates before they are kept (issue 36): held-out prompts, Full's greedy thought and
+// answer teacher-forced through a cache pruned to 25% and 50% of its cells, top-1 agreement with Full for TRIM-KV with
+// the candidate gates and for Lethe, the best policy without gates. The answer (after the thought's closing marker) is
+// scored apart from the thought and weighs as much: it is a few tokens against hundreds, and it is what a person reads.
 
 export type ValidationOptions = {
     model: LlamaModel;
@@ -22,8 +23,11 @@ export type ValidationOptions = {
     onProgress?: (done: number, total: number) => void;
 };
 
-/** Top-1 agreement with Full at one share of the cells, over every teacher-forced token of the prompts. */
-export type ValidationPoint = {share: number; gates: number; lethe: number};
+/**
+ * Top-1 agreement with Full at one share of the cells, over every teacher-forced token of the prompts (`gates`, `lethe`)
+ * and over the tokens after the thought (`answers`; `null` when no prompt's Full run ended its thought).
+ */
+export type ValidationPoint = CalibrationPoint;
 
 export type ValidationReport = {
     points: ValidationPoint[];
@@ -33,7 +37,12 @@ export type ValidationReport = {
     skipped: number;
     /** Tokens teacher-forced per policy and share. */
     tokens: number;
-    /** Whether the gates agree with Full at least as well as Lethe, on the mean over the shares. */
+    /** Of them, tokens after the thought: the answers. */
+    answerTokens: number;
+    /**
+     * Whether the gates do at least as well as Lethe on the mean over the shares of each one's score: the mean of its
+     * agreement on the thought and on the answers, or its agreement on every token where no answer was reached.
+     */
     passed: boolean;
 };
 
@@ -45,16 +54,31 @@ const baselinePolicy: PolicyId = "lethe";
 
 /**
  * Measures the candidate gates against Lethe on the prompts; see the module's comment. Agreement is pooled over tokens
- * (longer thoughts weigh more). The gates pass when their mean agreement over the shares is at least Lethe's.
+ * (longer thoughts weigh more). The gates pass when their score (`validationScore`) is at least Lethe's.
  */
 export async function validateGates(options: ValidationOptions): Promise<ValidationReport> {
+    const {gates, ...rest} = options;
+    return (await validateCandidates({...rest, candidates: [gates]}))[0]!;
+}
+
+/**
+ * `validateGates` for several candidate gate files at once: Full's traces and Lethe's runs are shared. One report per
+ * candidate, in their order.
+ */
+export async function validateCandidates(options: Omit<ValidationOptions, "gates"> & {candidates: string[]}): Promise<ValidationReport[]> {
     const shares = options.shares ?? [0.25, 0.5];
     const maxTokens = options.maxTokens ?? 1024;
     const wrapper = resolveChatWrapper(options.model);
-    const sums = shares.map(() => ({gates: 0, lethe: 0}));
+    // per share: Lethe's sums, then each candidate's
+    const runs = [null, ...options.candidates];
+    const sums = shares.map(() => runs.map(() => ({all: 0, answers: 0})));
+    // the closing marker without the whitespace around it ("\n</think>\n\n" -> "</think>"): a model may space it otherwise
+    const thoughtSuffix = wrapper.settings.segments?.thought?.suffix;
+    const marker = thoughtSuffix == null ? null : LlamaText(thoughtSuffix).toString().trim();
     let counted = 0;
+    let answerTokens = 0;
     let skipped = 0;
-    const total = options.prompts.length * (1 + 2 * shares.length);
+    const total = options.prompts.length * (1 + runs.length * shares.length);
     let done = 0;
     const step = () => {
         done++;
@@ -83,8 +107,9 @@ export async function validateGates(options: ValidationOptions): Promise<Validat
         // a prompt the model answered with nothing at once is left out.
         const budgets = shares.map((share) => Math.max(32, Math.round(length * share)));
         const fits = steps > 1;
+        const answerStart = thoughtEnd(options.model, reference.tokens, marker);
         for (const [k, cells] of budgets.entries()) {
-            for (const policy of [gatesPolicy, baselinePolicy]) {
+            for (const [r, gates] of runs.entries()) {
                 if (fits) {
                     const report = await measureFidelity({
                         model: options.model,
@@ -93,25 +118,87 @@ export async function validateGates(options: ValidationOptions): Promise<Validat
                         reference,
                         cells,
                         threads: options.threads ?? 1,
-                        compression: settings(policy),
-                        retentionGates: policy === gatesPolicy ? options.gates : null,
+                        compression: settings(gates == null ? baselinePolicy : gatesPolicy),
+                        retentionGates: gates,
                         divergence: false
                     });
-                    sums[k]![policy === gatesPolicy ? "gates" : "lethe"] += report.top1Agreement * steps;
+                    const sum = sums[k]![r]!;
+                    sum.all += report.top1Agreement * steps;
+                    sum.answers += report.agreed.subarray(answerStart).reduce((n, a) => n + a, 0);
                 }
                 step();
             }
         }
-        if (fits) counted += steps;
-        else skipped++;
+        if (fits) {
+            counted += steps;
+            answerTokens += steps - answerStart;
+        } else skipped++;
     }
     if (counted === 0)
         throw new Error(
             `The model wrote nothing on the ${options.prompts.length} validation prompts: there is no thinking to validate the gates on`
         );
-    const points = shares.map((share, k) => ({share, gates: sums[k]!.gates / counted, lethe: sums[k]!.lethe / counted}));
-    const mean = (key: "gates" | "lethe") => points.reduce((sum, p) => sum + p[key], 0) / points.length;
-    return {points, prompts: options.prompts.length - skipped, skipped, tokens: counted, passed: mean("gates") >= mean("lethe")};
+    return options.candidates.map((_, c) => {
+        const points: ValidationPoint[] = shares.map((share, k) => {
+            const [lethe, gates] = [sums[k]![0]!, sums[k]![c + 1]!];
+            return {
+                share,
+                gates: gates.all / counted,
+                lethe: lethe.all / counted,
+                answers: answerTokens > 0 ? {gates: gates.answers / answerTokens, lethe: lethe.answers / answerTokens} : null
+            };
+        });
+        return {
+            points,
+            prompts: options.prompts.length - skipped,
+            skipped,
+            tokens: counted,
+            answerTokens,
+            passed: gatesPass(points, counted, answerTokens)
+        };
+    });
+}
+
+/**
+ * The validation's verdict: whether the gates' score, averaged over the shares, is at least Lethe's. A score is the mean
+ * of the agreement on the thought's tokens and on the answers' (`answerTokens` of the `tokens`), or the agreement on
+ * every token where no answer (or no thought) was measured.
+ */
+export function gatesPass(points: readonly ValidationPoint[], tokens: number, answerTokens: number): boolean {
+    return validationScore(points, tokens, answerTokens, "gates") >= validationScore(points, tokens, answerTokens, "lethe");
+}
+
+/** One policy's score in the validation, averaged over the shares; see `gatesPass`. */
+export function validationScore(
+    points: readonly ValidationPoint[],
+    tokens: number,
+    answerTokens: number,
+    policy: "gates" | "lethe"
+): number {
+    const thoughtTokens = tokens - answerTokens;
+    const score = (all: number, answers: number | undefined) =>
+        answers != null && answerTokens > 0 && thoughtTokens > 0
+            ? ((all * tokens - answers * answerTokens) / thoughtTokens + answers) / 2
+            : all;
+    return points.reduce((total, point) => total + score(point[policy], point.answers?.[policy]), 0) / points.length;
+}
+
+/**
+ * Index in `tokens` of the first token after the thought: after the shortest prefix whose text holds the template's
+ * closing marker (`suffix`); `tokens.length` when the thought never closed, `0` when the template has no thought.
+ */
+export function thoughtEnd(model: Pick<LlamaModel, "detokenize">, tokens: readonly Token[], suffix: string | null): number {
+    if (suffix == null || suffix === "") return 0;
+    const closed = (n: number) => model.detokenize(tokens.slice(0, n), true).includes(suffix);
+    if (!closed(tokens.length)) return tokens.length;
+    let low = 0; // not closed
+    let high = tokens.length; // closed
+    while (high - low > 1) {
+        const middle = (low + high) >> 1;
+        if (closed(middle)) high = middle;
+        else low = middle;
+    }
+    return high;
 }
 
 function settings(policy: PolicyId): CompressionSettings {

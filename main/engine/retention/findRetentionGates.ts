@@ -1,5 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
+import type {CalibrationPoint} from "../../../preload/contract.js";
 import {checkGgufHeader, type GgufHeader, type GgufScalar} from "../checkGgufHeader.js";
 import type {ModelInspection} from "../types.js";
 import {checkGateValues} from "./checkGateValues.js";
@@ -128,11 +129,18 @@ function readInfo(header: GgufHeader): RetentionInfo {
 function readCalibration(header: GgufHeader): RetentionCalibration | null {
     const key = "ponder.retention.calibration.";
     if (header.values?.get(key + "prompt_set") == null) return null;
-    const points: {share: number; gates: number; lethe: number}[] = [];
+    const points: CalibrationPoint[] = [];
     for (const [name, found] of header.values) {
         const share = /^ponder\.retention\.calibration\.validation\.agreement_(\d+)$/.exec(name)?.[1];
-        if (share != null && typeof found === "number")
-            points.push({share: Number(share) / 100, gates: found, lethe: Number(header.values.get(`${key}validation.lethe_${share}`))});
+        if (share == null || typeof found !== "number") continue;
+        const answerGates = header.values.get(`${key}validation.answer_agreement_${share}`);
+        const answerLethe = header.values.get(`${key}validation.answer_lethe_${share}`);
+        points.push({
+            share: Number(share) / 100,
+            gates: found,
+            lethe: Number(header.values.get(`${key}validation.lethe_${share}`)),
+            answers: typeof answerGates === "number" && typeof answerLethe === "number" ? {gates: answerGates, lethe: answerLethe} : null
+        });
     }
     const validated = header.values.get(key + "validation.prompts") != null;
     return {

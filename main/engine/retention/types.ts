@@ -1,3 +1,4 @@
+import type {CalibrationValidation} from "../../../preload/contract.js";
 /** What a valid retention gate file (`<model>.retention.gguf`) says about its gates. */
 export type RetentionInfo = {
     /** `ponder.retention.version`: the sidecar format. */
@@ -43,7 +44,7 @@ export type RetentionCalibration = {
     /** When it finished (ISO 8601). */
     date: string;
     /** Top-1 agreement with Full on held-out prompts, per share of the cells, the gates' and Lethe's. */
-    validation: {prompts: number; tokens: number; points: {share: number; gates: number; lethe: number}[]} | null;
+    validation: CalibrationValidation | null;
 };
 
 /** Whether a model has gates the engine can load: the sidecar's path and what it holds, or why not, in plain words. */

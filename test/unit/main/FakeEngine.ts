@@ -75,14 +75,16 @@ export class FakeEngine {
         tokensSeen: 800,
         samples: 600,
         seconds: 42,
+        readThreshold: 0.5,
         validation: {
             points: [
-                {share: 0.25, gates: 0.97, lethe: 0.86},
-                {share: 0.5, gates: 0.99, lethe: 0.95}
+                {share: 0.25, gates: 0.97, lethe: 0.86, answers: {gates: 0.9, lethe: 0.4}},
+                {share: 0.5, gates: 0.99, lethe: 0.95, answers: {gates: 1, lethe: 0.6}}
             ],
             prompts: 2,
             skipped: 0,
             tokens: 300,
+            answerTokens: 12,
             passed: true
         },
         trainLoss: [0.5]

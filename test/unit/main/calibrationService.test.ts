@@ -67,8 +67,8 @@ describe("retention calibration from the app", () => {
                     prompts: 2,
                     tokens: 300,
                     points: [
-                        {share: 0.25, gates: 0.97, lethe: 0.86},
-                        {share: 0.5, gates: 0.99, lethe: 0.95}
+                        {share: 0.25, gates: 0.97, lethe: 0.86, answers: {gates: 0.9, lethe: 0.4}},
+                        {share: 0.5, gates: 0.99, lethe: 0.95, answers: {gates: 1, lethe: 0.6}}
                     ]
                 }
             }
@@ -94,7 +94,7 @@ describe("retention calibration from the app", () => {
 
     it("says in numbers why gates that did worse than Lethe were not installed", async () => {
         const refusal =
-            "The calibrated gates agree with Full less than Lethe does on 2 held-out prompts (at 25%: 0.610, Lethe 0.860): not installed";
+            "The calibrated gates do worse than Lethe on 2 held-out prompts (top-1 agreement with Full at 25%: 0.610, Lethe 0.860): not installed";
         const {dispatch, events, model} = await setup((e) => (e.calibrationResult = {...e.calibrationResult, installed: false, refusal}));
         await dispatch("models:calibrate", {id: model.id});
         await until(() => events.at(-1)?.state !== "running");

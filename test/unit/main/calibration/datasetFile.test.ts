@@ -22,6 +22,7 @@ function dataset(n: number, first: number): CalibrationDataset {
         tokenIds: Int32Array.from({length: n}, (_, i) => 1000 + i),
         generated: Uint8Array.from({length: n}, (_, i) => i % 2),
         readThreshold: 0.5,
+        alternatives: [{readThreshold: 0.25, horizons: Float32Array.from({length: n * layers * kv}, (_, i) => first + (i % 7))}],
         minWatched: 16,
         tokensSeen: n * 3,
         texts: [
@@ -62,5 +63,11 @@ describe("calibration data files", () => {
         expect(joined.texts.map((t) => t.prompt)).toEqual([0, 1, 2, 3]);
         expect(joined.tokensSeen).toBe(30);
         expect(joined.features[4 * 6]).toBe(10);
+        expect(joined.alternatives?.map((a) => a.readThreshold)).toEqual([0.25]);
+        expect(Array.from(joined.alternatives![0]!.horizons)).toEqual([
+            ...dataset(4, 0).alternatives![0]!.horizons,
+            ...dataset(6, 10).alternatives![0]!.horizons
+        ]);
+        expect(() => concatDatasets([dataset(4, 0), {...dataset(6, 10), alternatives: []}])).toThrow(/read thresholds/);
     });
 });

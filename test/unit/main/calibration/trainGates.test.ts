@@ -96,10 +96,14 @@ describe("trainGates", () => {
     it("recovers the ranking of a known gate from the horizons it generates, on tokens it never saw", async () => {
         const untrained = await trainGates(train, {hidden: 16, epochs: 1, learningRate: 1e-12, seed: 3});
         const before = heldOutCorrelation(untrained.gates.gates, teacher, test);
-        const report = await trainGates(train, {hidden: 16, epochs: 15, batch: 64, learningRate: 1e-2, seed: 3});
+        const options = {hidden: 16, epochs: 15, batch: 64, learningRate: 1e-2, seed: 3};
+        const report = await trainGates(train, {...options, horizonWeight: 0});
         const after = heldOutCorrelation(report.gates.gates, teacher, test);
         expect(Math.max(...before.map(Math.abs))).toBeLessThan(0.6);
         for (const r of after) expect(r).toBeGreaterThan(0.9);
+        // weighted by horizon (the default), the fit spends some of its accuracy on the long-read tokens
+        const weighted = heldOutCorrelation((await trainGates(train, options)).gates.gates, teacher, test);
+        for (const r of weighted) expect(r).toBeGreaterThan(0.85);
         // censored tokens (the end of each text) were left out of the loss
         expect(report.counted[0]!).toBeLessThan(train.tokens * kvHeads);
         expect(report.counted[0]!).toBeGreaterThan(train.tokens * kvHeads * 0.8);
@@ -120,6 +124,43 @@ describe("trainGates", () => {
         }
         expect(report.counted[0]).toBe(expected);
         expect(cut.counted[0]).toBeLessThan(expected);
+    });
+
+    it("weighs each token by how long it is read: inputs read far ahead in a few texts keep a long age", async () => {
+        // tokens whose first input is high are read 400 tokens on in one text of five and for 1 token in the others;
+        // the rest for 1 token. Missing a far read costs more than keeping a token too long, so the gate must keep them.
+        const random = mulberry32(21);
+        const count = 3000;
+        const features = Float32Array.from({length: count * layers * width}, () => normal(random));
+        const special = (i: number) => features[i * layers * width]! > 1;
+        const horizons = new Float32Array(count * layers * kvHeads);
+        for (let i = 0; i < count; i++)
+            horizons.fill(special(i) && i % 5 === 0 ? 400 : 1, i * layers * kvHeads, (i + 1) * layers * kvHeads);
+        const data: GateTrainingData = {
+            layers,
+            embeddingLength: width,
+            headCountKv: kvHeads,
+            tokens: count,
+            features,
+            horizons,
+            followers: new Int32Array(count).fill(1000)
+        };
+        const meanAge = async (horizonWeight: number | undefined) => {
+            const report = await trainGates(data, {hidden: 16, epochs: 10, seed: 2, ...(horizonWeight != null ? {horizonWeight} : {})});
+            const x = new Float32Array(count * width);
+            for (let i = 0; i < count; i++) x.set(features.subarray(i * layers * width, i * layers * width + width), i * width);
+            const g = gateLogits(report.gates.gates[0]!, x, width);
+            let sum = 0;
+            let n = 0;
+            for (let i = 0; i < count; i++) {
+                if (!special(i)) continue;
+                sum += 1 / Math.log1p(Math.exp(-g[i * kvHeads]!)); // e-folding age: -1 / log beta
+                n++;
+            }
+            return sum / n;
+        };
+        expect(await meanAge(undefined)).toBeGreaterThan(100);
+        expect(await meanAge(0)).toBeLessThan(10);
     });
 
     it("gives the same bits for the same seed, other bits for another", async () => {

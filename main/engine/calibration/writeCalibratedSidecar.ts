@@ -1,0 +1,79 @@
+import {gguf, type GgufValue} from "../gguf/writeGguf.js";
+import {writeRetentionSidecar} from "../retention/writeRetentionSidecar.js";
+import type {PromptSet} from "./prompts.js";
+import type {TrainedGates} from "./trainGates.js";
+import type {CalibrationDataset} from "./types.js";
+import type {ValidationReport} from "./validateGates.js";
+
+// A calibration's gates as a sidecar beside the model, with their provenance (`ponder.retention.calibration.*`).
+
+/** The settings of a calibration job: what makes its work folder's key. */
+export type CalibrationSettings = {
+    promptSet: PromptSet;
+    prompts: number;
+    validationPrompts: number;
+    tokens: number;
+    maxTokens: number;
+    seed: number;
+    hidden: number;
+    epochs: number;
+    horizonWeight: number;
+    readThresholds: number[];
+};
+
+/** The `ponder.retention.calibration.*` keys: what the gates were made from and how they validated. */
+export function calibrationProvenance(
+    settings: CalibrationSettings,
+    prompts: number,
+    data: CalibrationDataset,
+    readThreshold: number,
+    seconds: number,
+    validation: ValidationReport | null
+): [string, GgufValue][] {
+    const key = "ponder.retention.calibration.";
+    const entries: [string, GgufValue][] = [
+        [key + "prompt_set", gguf.string(settings.promptSet)],
+        [key + "prompts", gguf.u32(prompts)],
+        [key + "tokens", gguf.u32(data.tokensSeen)],
+        [key + "samples", gguf.u32(data.tokens)],
+        [key + "seed", gguf.u32(settings.seed)],
+        [key + "read_threshold", gguf.f32(readThreshold)],
+        [key + "seconds", gguf.u32(Math.round(seconds))],
+        [key + "date", gguf.string(new Date().toISOString())]
+    ];
+    if (validation != null) {
+        entries.push([key + "validation.prompts", gguf.u32(validation.prompts)], [key + "validation.tokens", gguf.u32(validation.tokens)]);
+        for (const point of validation.points) {
+            const share = String(Math.round(point.share * 100));
+            entries.push(
+                [`${key}validation.agreement_${share}`, gguf.f32(point.gates)],
+                [`${key}validation.lethe_${share}`, gguf.f32(point.lethe)]
+            );
+            if (point.answers != null)
+                entries.push(
+                    [`${key}validation.answer_agreement_${share}`, gguf.f32(point.answers.gates)],
+                    [`${key}validation.answer_lethe_${share}`, gguf.f32(point.answers.lethe)]
+                );
+        }
+    }
+    return entries;
+}
+
+export async function writeCalibratedSidecar(
+    file: string,
+    modelPath: string,
+    gates: TrainedGates,
+    settings: CalibrationSettings,
+    extra: [string, GgufValue][]
+): Promise<void> {
+    await writeRetentionSidecar(file, {
+        modelPath,
+        layers: gates.gates,
+        budget: 0,
+        reduction: "shared",
+        extra,
+        source:
+            `ponder calibrate: ${settings.prompts} ${settings.promptSet === "english" ? "English" : `${settings.promptSet}-task`} prompts, seed ${settings.seed}, ` +
+            `${settings.tokens} tokens at most, read horizons fitted per layer and KV head, weighed by horizon (hidden ${settings.hidden}, ${settings.epochs} epochs), ranked by the shared maximum`
+    });
+}
