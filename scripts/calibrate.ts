@@ -1,7 +1,7 @@
 // `npm run calibrate`: TRIM-KV retention gates for a GGUF model from its own thinking (issue 36), headless.
 //
 //   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
-//                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weight 1] [--work-dir dir] [--threads N] [--prompt-set demo|merge|english]
+//                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weights 1,0.5] [--work-dir dir] [--threads N] [--prompt-set demo|merge|english]
 //
 // Progress lines go to stderr, the result (JSON) to stdout. Exit status 0: the gates were written; 2: they did worse
 // than Lethe on the held-out prompts and were not installed (nothing changed); 1: an error; 130: cancelled (Ctrl-C),
@@ -27,7 +27,7 @@ const {values} = parseArgs({
         hidden: {type: "string"},
         epochs: {type: "string"},
         "read-thresholds": {type: "string"},
-        "horizon-weight": {type: "string"},
+        "horizon-weights": {type: "string"},
         "work-dir": {type: "string", default: path.join(os.homedir(), ".cache", "ponder", "calibration")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))},
         "prompt-set": {type: "string"}
@@ -44,11 +44,11 @@ function number(name: string, value: string | undefined): number | undefined {
     return parsed;
 }
 
-function weight(name: string, value: string | undefined): number | undefined {
+function weights(name: string, value: string | undefined): number[] | undefined {
     if (value == null) return undefined;
-    const parsed = Number(value);
-    if (!(parsed >= 0 && parsed <= 4)) {
-        console.error(`error: --${name} must be a number from 0 to 4, not ${value}`);
+    const parsed = value.split(",").map(Number);
+    if (parsed.some((v) => !(v >= 0 && v <= 4))) {
+        console.error(`error: --${name} takes numbers from 0 to 4, separated by commas, not ${value}`);
         process.exit(1);
     }
     return parsed;
@@ -112,7 +112,7 @@ try {
         hidden: number("hidden", values.hidden),
         epochs: number("epochs", values.epochs),
         readThresholds: shares("read-thresholds", values["read-thresholds"]),
-        horizonWeight: weight("horizon-weight", values["horizon-weight"]),
+        horizonWeights: weights("horizon-weights", values["horizon-weights"]),
         workDir: path.resolve(values["work-dir"]),
         threads: Number(values.threads),
         signal: controller.signal,

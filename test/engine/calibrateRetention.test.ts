@@ -162,7 +162,7 @@ describe("calibrating the demo model's retention gates", () => {
         }
         // a finished job leaves no work behind
         expect(await fs.readdir(workDir)).toEqual([]);
-    });
+    }, 480_000);
 
     test("npm run calibrate leaves the gates beside the model as they were when its gates do worse than Lethe, and replaces them (kept as .previous) when they do better", async () => {
         const sidecar = retentionSidecarPath(modelCopy);
@@ -223,5 +223,5 @@ describe("calibrating the demo model's retention gates", () => {
                 answers: p.answers && {gates: expect.closeTo(p.answers.gates, 6), lethe: expect.closeTo(p.answers.lethe, 6)}
             }))
         );
-    });
+    }, 480_000);
 });

@@ -101,29 +101,6 @@ describe("a model split across two rpc-servers", () => {
         expect(await answer(split, "trimkv", cells)).toEqual(gated);
     });
 
-    it("splits the merge model too (q/k norm, grouped-query attention): the same tokens under Full and Lethe", async () => {
-        const merge = (engine: EngineProxy, policy: PolicyId, cells: number) =>
-            answer(engine, policy, cells, undefined, mergeProblem.question);
-        const local = engine([]);
-        const split = engine(servers.map((server) => server.endpoint));
-        try {
-            await local.loadModel(mergeModel, null);
-            const full = await merge(local, "full", 4096);
-            const cells = Math.ceil(full.used / 2);
-            const pruned = await merge(local, "lethe", cells);
-            expect(pruned.used).toBeGreaterThan(cells);
-            await split.start();
-            const mergeLayers = (await inspectModel(mergeModel)).layers!;
-            await split.loadModel(mergeModel, null, {gpuLayers: mergeLayers - 1});
-            expect(split.status.placement!.layers.slice(0, 2)).toEqual(["CPU", "CPU"]);
-            expect(await merge(split, "full", 4096)).toEqual(full);
-            expect(await merge(split, "lethe", cells)).toEqual(pruned);
-        } finally {
-            engines.splice(engines.indexOf(local), 2);
-            await Promise.all([local.dispose(), split.dispose()]);
-        }
-    });
-
     it("ends an answer with an error naming a server killed under it, and comes back on what is left", async () => {
         const local = engines[0]!;
         const split = engines[1]!;
@@ -181,5 +158,33 @@ describe("a model split across two rpc-servers", () => {
         bad.stderr!.on("data", (chunk: Buffer) => said.push(chunk.toString()));
         expect(await new Promise((resolve) => bad.on("exit", resolve))).toBe(2);
         expect(said.join("")).toMatch(/--port must be 1 to 65535/);
+    });
+
+    it("splits the merge model too (q/k norm, grouped-query attention): the same tokens under Full, Lethe and TRIM-KV", async () => {
+        const merge = (engine: EngineProxy, policy: PolicyId, cells: number) =>
+            answer(engine, policy, cells, undefined, mergeProblem.question);
+        // servers of its own: the tests above leave theirs with connections and one killed
+        const own = [await startRpcServer(), await startRpcServer()];
+        const local = engine([]);
+        const split = engine(own.map((server) => server.endpoint));
+        try {
+            await local.loadModel(mergeModel, null);
+            const full = await merge(local, "full", 4096);
+            const cells = Math.ceil(full.used / 2);
+            const pruned = await merge(local, "lethe", cells);
+            expect(pruned.used).toBeGreaterThan(cells);
+            await split.start();
+            const mergeLayers = (await inspectModel(mergeModel)).layers!;
+            await split.loadModel(mergeModel, null, {gpuLayers: mergeLayers - 1});
+            expect(await merge(split, "full", 4096)).toEqual(full);
+            expect(split.status.placement!.layers.slice(0, 2)).toEqual(["CPU", "CPU"]);
+            expect(await merge(split, "lethe", cells)).toEqual(pruned);
+            // its gates (made by the calibration) come back from the remote layers too
+            expect(await merge(split, "trimkv", cells)).toEqual(await merge(local, "trimkv", cells));
+        } finally {
+            engines.splice(engines.indexOf(local), 2);
+            await Promise.all([local.dispose(), split.dispose()]);
+            for (const server of own) server.child.kill("SIGKILL");
+        }
     });
 });

@@ -19,10 +19,12 @@ import {calibrationProvenance, writeCalibratedSidecar, type CalibrationSettings}
 // Lethe on held-out prompts (validateGates) and, when they do at least as well, written beside the model with their
 // provenance. Each prompt's data is kept in the work folder as soon as it is thought, so a cancelled, killed or crashed
 // calibration goes on from the next prompt with the same settings; the trained candidates are kept there too. The read
-// threshold that makes the labels is chosen per model: one candidate is fitted per threshold (each text is read again
-// at the others, `collectCalibrationData`), and the validation keeps the best. Measured on the two task models (32
-// held-out problems, answers right at 25% / 50% of Full's cells, one threshold each): demo 0.594 / 1.000 at 0.5 and
-// 0.188 / 0.906 at 0.25; merge 0.000 / 0.594 at 0.5 and 0.281 / 0.938 at 0.25 (docs/BENCHMARKS.md).
+// threshold that makes the labels and the weight of long horizons in the loss are chosen per model: one candidate is
+// fitted per threshold and weight (each text is read again at the other thresholds, `collectCalibrationData`), and the
+// validation keeps the best. Measured on the two task models (32 held-out problems, answers right at 25% / 50% of
+// Full's cells, one candidate each; docs/BENCHMARKS.md): demo 0.594 / 1.000 read at 0.5 weighed by (1 + horizon),
+// 0.719 / 1.000 by its square root, 0.188 / 0.906 read at 0.25; merge 0.000 / 0.594 read at 0.5, 0.281 / 0.938 read at
+// 0.25 weighed by (1 + horizon), 0.250 / 0.719 by its square root.
 
 export type CalibrationStage = "thinking" | "training" | "validating" | "writing";
 
@@ -73,8 +75,11 @@ export type CalibrateRetentionOptions = {
     readThresholds?: number[];
     /** Training passes over the tokens. Defaults to `8`. */
     epochs?: number;
-    /** Each label's weight in the loss is (1 + horizon)^horizonWeight (`trainGates`). Defaults to `1`. */
-    horizonWeight?: number;
+    /**
+     * Each label's weight in the loss is (1 + horizon)^horizonWeight (`trainGates`): one candidate is trained per read
+     * threshold and weight. Defaults to `[1, 0.5]`.
+     */
+    horizonWeights?: number[];
     /** Where the sidecar goes. Defaults to `<model>.retention.gguf`, beside the model. */
     out?: string;
     /** Folder of the checkpoints (one subfolder per model and settings). */
@@ -101,6 +106,8 @@ export type CalibrationResult = {
     seconds: number;
     /** The read threshold of the labels the kept (or refused) gates were fitted to: the best candidate's. */
     readThreshold: number;
+    /** The best candidate's horizon weight. */
+    horizonWeight: number;
     /** The best candidate's validation. */
     validation: ValidationReport;
     trainLoss: number[];
@@ -119,11 +126,13 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         seed: options.seed ?? 0,
         hidden: options.hidden ?? 64,
         epochs: options.epochs ?? 8,
-        horizonWeight: options.horizonWeight ?? 1,
+        horizonWeights: options.horizonWeights ?? [1, 0.5],
         readThresholds: options.readThresholds ?? [0.5, 0.25]
     };
     if (settings.readThresholds.length === 0 || settings.readThresholds.some((t) => !(t > 0 && t <= 1)))
         throw new RangeError("the read thresholds must be one or more shares within (0, 1]");
+    if (settings.horizonWeights.length === 0 || settings.horizonWeights.some((w) => !(w >= 0 && w <= 4)))
+        throw new RangeError("the horizon weights must be one or more numbers from 0 to 4");
     const out = options.out ?? retentionSidecarPath(options.modelPath);
     const log = options.onLog ?? (() => undefined);
     const fingerprint = await modelFingerprint(options.modelPath);
@@ -226,14 +235,16 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     if (dataset.tokens === 0 || dataset.texts.every((text) => text.generatedTokens === 0))
         throw new Error("The model wrote nothing on the calibration prompts: there is no thinking to calibrate on");
 
-    // Training, one candidate per read threshold, each kept in the work folder: a resumed job validates them without
-    // training again.
-    const thresholds = settings.readThresholds;
-    const candidates = thresholds.map((_, k) => path.join(work, `candidate-${k}.retention.gguf`));
-    const gatesFiles = thresholds.map((_, k) => path.join(work, `gates-${k}.f32`));
+    // Training, one candidate per read threshold and horizon weight, each kept in the work folder: a resumed job
+    // validates them without training again.
+    const kinds = settings.readThresholds.flatMap((readThreshold, t) =>
+        settings.horizonWeights.map((horizonWeight) => ({readThreshold, horizons: t, horizonWeight}))
+    );
+    const candidates = kinds.map((_, k) => path.join(work, `candidate-${k}.retention.gguf`));
+    const gatesFiles = kinds.map((_, k) => path.join(work, `gates-${k}.f32`));
     let trainLoss: number[][] = job.trainLoss ?? [];
     let trained: TrainedGates[] | null =
-        trainLoss.length === thresholds.length ? await Promise.all(gatesFiles.map((file) => readGatesFile(file))).catch(() => null) : null;
+        trainLoss.length === kinds.length ? await Promise.all(gatesFiles.map((file) => readGatesFile(file))).catch(() => null) : null;
     const candidatesKept = await Promise.all(
         candidates.map((file) =>
             fs.access(file).then(
@@ -246,24 +257,24 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         const t0 = performance.now();
         trained = [];
         trainLoss = [];
-        for (const [k, readThreshold] of thresholds.entries()) {
-            const labels = k === 0 ? dataset : {...dataset, readThreshold, horizons: dataset.alternatives![k - 1]!.horizons};
+        for (const [k, {readThreshold, horizons, horizonWeight}] of kinds.entries()) {
+            const labels = horizons === 0 ? dataset : {...dataset, readThreshold, horizons: dataset.alternatives![horizons - 1]!.horizons};
             const report = await trainGates(labels, {
                 hidden: settings.hidden,
                 epochs: settings.epochs,
-                horizonWeight: settings.horizonWeight,
+                horizonWeight,
                 seed: settings.seed + 1,
                 signal: options.signal,
                 onProgress: (p) => {
                     const done = (k * p.layers + p.layer) * p.epochs + p.epoch;
-                    const total = thresholds.length * p.layers * p.epochs;
+                    const total = kinds.length * p.layers * p.epochs;
                     const seconds = (performance.now() - t0) / 1000;
                     progress(
                         "training",
                         done,
                         total,
                         (seconds / done) * (total - done) +
-                            settings.validationPrompts * (1 + 2 * (1 + thresholds.length)) * (thinkingSeconds / Math.max(1, thought) || 10)
+                            settings.validationPrompts * (1 + 2 * (1 + kinds.length)) * (thinkingSeconds / Math.max(1, thought) || 10)
                     );
                 }
             });
@@ -271,14 +282,14 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
             trainLoss.push(report.loss);
             await writeGatesFile(gatesFiles[k]!, report.gates);
             log(
-                `trained ${dataset.layers} layers on ${dataset.tokens} tokens read at ${readThreshold} in ${report.seconds.toFixed(1)} s; horizon loss per layer ${report.loss.map((l) => l.toFixed(3)).join(", ")}`
+                `trained ${dataset.layers} layers on ${dataset.tokens} tokens read at ${readThreshold}, weighed by horizon^${horizonWeight}, in ${report.seconds.toFixed(1)} s; horizon loss per layer ${report.loss.map((l) => l.toFixed(3)).join(", ")}`
             );
             await writeCalibratedSidecar(
                 candidates[k]!,
                 options.modelPath,
                 report.gates,
                 settings,
-                calibrationProvenance(settings, prompts.length, dataset, readThreshold, 0, null)
+                calibrationProvenance(settings, prompts.length, dataset, kinds[k]!, 0, null)
             );
         }
         await fs.writeFile(
@@ -311,15 +322,15 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     let best = 0;
     for (const [k, validation] of reports.entries()) {
         log(
-            `validation of the gates read at ${thresholds[k]} on ${validation.prompts} held-out prompts (${validation.tokens} tokens, ${validation.answerTokens} of them answers), top-1 agreement with Full ${describe(validation)}`
+            `validation of the gates read at ${kinds[k]!.readThreshold}, weighed by horizon^${kinds[k]!.horizonWeight}, on ${validation.prompts} held-out prompts (${validation.tokens} tokens, ${validation.answerTokens} of them answers), top-1 agreement with Full ${describe(validation)}`
         );
         if (score(validation) > score(reports[best]!)) best = k;
     }
     const validation = reports[best]!;
     const gates = trained[best]!;
-    const readThreshold = thresholds[best]!;
+    const {readThreshold, horizonWeight} = kinds[best]!;
     const numbers = describe(validation);
-    if (thresholds.length > 1) log(`kept the gates read at ${readThreshold}`);
+    if (kinds.length > 1) log(`kept the gates read at ${readThreshold}, weighed by horizon^${horizonWeight}`);
     const seconds = spent + (performance.now() - started) / 1000;
     const result = {
         out,
@@ -328,6 +339,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         samples: dataset.tokens,
         seconds,
         readThreshold,
+        horizonWeight,
         validation,
         trainLoss: trainLoss[best]!
     };
@@ -356,7 +368,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         options.modelPath,
         gates,
         settings,
-        calibrationProvenance(settings, prompts.length, dataset, readThreshold, seconds, validation)
+        calibrationProvenance(settings, prompts.length, dataset, kinds[best]!, seconds, validation)
     );
     await fs.rm(work, {recursive: true, force: true});
     progress("writing", 1, 1, 0);

@@ -73,9 +73,9 @@ export type TrainGatesOptions = {
      * Each (token, head)'s loss weighs (1 + horizon)^horizonWeight. With 0 (train.py's unweighted mean) the few tokens
      * read hundreds of tokens on (a question's numbers, a mark the answer copies) are outweighed by the many read for a
      * step or two, and their ages come out 10x too short; with 1 each step a token is still read counts once. Measured
-     * on 12 held-out merge-task thoughts (48 training thoughts, pruned every 8 tokens by the gates' ranking): thoughts
-     * whose every later-read token was kept at 25% / 50% of the cells, 0 / 2 unweighted, 7 / 11 at 1, 10 / 11 at 1.5;
-     * demo task: 0 / 3, 1 / 7, 1 / 8. Defaults to `1`.
+     * with scripts/calibration/simulateGates.ts (12 held-out merge-task thoughts, 36 training thoughts, pruned every 8
+     * tokens by the gates' ranking): thoughts whose every later-read token was kept at 25% / 50% of the cells, 0 / 2
+     * unweighted, 7 / 11 at 1, 10 / 11 at 1.5; demo task: 0 / 3, 1 / 7, 1 / 8. Defaults to `1`.
      */
     horizonWeight?: number;
     /** Seed of the initial weights and of the token order. Defaults to `1`. */

@@ -17,7 +17,7 @@ export type CalibrationSettings = {
     seed: number;
     hidden: number;
     epochs: number;
-    horizonWeight: number;
+    horizonWeights: number[];
     readThresholds: number[];
 };
 
@@ -26,7 +26,7 @@ export function calibrationProvenance(
     settings: CalibrationSettings,
     prompts: number,
     data: CalibrationDataset,
-    readThreshold: number,
+    kept: {readThreshold: number; horizonWeight: number},
     seconds: number,
     validation: ValidationReport | null
 ): [string, GgufValue][] {
@@ -37,7 +37,8 @@ export function calibrationProvenance(
         [key + "tokens", gguf.u32(data.tokensSeen)],
         [key + "samples", gguf.u32(data.tokens)],
         [key + "seed", gguf.u32(settings.seed)],
-        [key + "read_threshold", gguf.f32(readThreshold)],
+        [key + "read_threshold", gguf.f32(kept.readThreshold)],
+        [key + "horizon_weight", gguf.f32(kept.horizonWeight)],
         [key + "seconds", gguf.u32(Math.round(seconds))],
         [key + "date", gguf.string(new Date().toISOString())]
     ];

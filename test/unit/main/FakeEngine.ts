@@ -76,6 +76,7 @@ export class FakeEngine {
         samples: 600,
         seconds: 42,
         readThreshold: 0.5,
+        horizonWeight: 1,
         validation: {
             points: [
                 {share: 0.25, gates: 0.97, lethe: 0.86, answers: {gates: 0.9, lethe: 0.4}},
