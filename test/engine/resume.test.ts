@@ -1,5 +1,6 @@
 // A conversation's state on disk: a fresh engine that loads it answers the next turn token for token as an engine that
-// reads the whole history again, and a damaged or foreign state file is refused (the history is read again) without
+// reads the whole history again (a llama fixture, and the merge model: qwen3's q/k norm, grouped-query attention and
+// gates made by the calibration), and a damaged or foreign state file is refused (the history is read again) without
 // harm to the engine.
 import fs from "node:fs";
 import os from "node:os";
@@ -11,7 +12,8 @@ import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import type {ChatTurn, GenerationResult, StateFiles, StateSave} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
-import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {getFixtureModel, REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {heldOutMergeProblems} from "../eval/mergeTask.js";
 
 const modelInfo = (p: string) => ({
     id: "m",
@@ -25,6 +27,9 @@ const modelInfo = (p: string) => ({
     crashedAt: null
 });
 const question = "Think about the numbers one two three four five six seven eight nine ten. ".repeat(12);
+const mergeModel = path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf");
+/** A merge question longer than the pruning policies' 160 cells (90 to 99 numbers). */
+const mergeQuestion = heldOutMergeProblems(1, {minItems: 90, maxItems: 99}, 5)[0]!.question;
 const cellsOf: Record<string, number> = {full: 1024, streamingllm: 160, h2o: 160, lethe: 160, trimkv: 160, lava: 160};
 
 async function answer(
@@ -54,10 +59,10 @@ describe("conversation state on disk", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ponder-resume-"));
     let model = "";
     const engines: Engine[] = [];
-    const fresh = async () => {
+    const fresh = async (file = model) => {
         const engine = new Engine({loadLlama: loadRuntime, threads: 1});
         engines.push(engine);
-        await engine.loadModel(model, modelInfo(model));
+        await engine.loadModel(file, modelInfo(file));
         return engine;
     };
 
@@ -73,11 +78,17 @@ describe("conversation state on disk", () => {
     // Scores (H2O, Lethe, LAVa), gate logits (TRIM-KV) and value norms (LAVa) are written back into the restored cells, so
     // pruning goes on where it stood. Full KV's state is written after the answer, when asked (the app: when the
     // conversation is left); a pruning policy's while its prompt is read.
-    for (const policy of ["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const) {
-        it(`${policy}: the next answer from a loaded state is the answer after reading the history again`, async () => {
-            const first = await fresh();
-            const file = path.join(dir, `${policy}.state`);
-            const turn1 = await answer(first, policy, [{role: "user", text: question}], {load: [], save: file});
+    for (const [name, policy] of [
+        ...(["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const).map((policy) => ["fixture", policy] as const),
+        ...(["full", "lethe", "trimkv"] as const).map((policy) => ["merge model", policy] as const)
+    ]) {
+        it(`${name}, ${policy}: the next answer from a loaded state is the answer after reading the history again`, async () => {
+            const onMerge = name === "merge model";
+            const file0 = onMerge ? mergeModel : model;
+            const text = onMerge ? mergeQuestion : question;
+            const first = await fresh(file0);
+            const file = path.join(dir, `${name}-${policy}.state`);
+            const turn1 = await answer(first, policy, [{role: "user", text}], {load: [], save: file});
             if (policy === "full") {
                 expect(turn1.result.states?.pending).toBe(file);
                 expect(turn1.result.states?.saved).toBeNull();
@@ -90,12 +101,12 @@ describe("conversation state on disk", () => {
             if (policy !== "full") expect(saved.liveBytes).toBeLessThan(saved.fullBytes);
 
             const history: ChatTurn[] = [
-                {role: "user", text: question},
+                {role: "user", text},
                 {role: "assistant", text: turn1.text.slice(0, 40), thinking: ""},
                 {role: "user", text: "And then?"}
             ];
-            const rebuilt = await answer(await fresh(), policy, history);
-            const resumedEngine = await fresh();
+            const rebuilt = await answer(await fresh(file0), policy, history);
+            const resumedEngine = await fresh(file0);
             const resumed = await answer(resumedEngine, policy, history, {load: [file]});
             expect(resumed.text).toBe(rebuilt.text);
             expect(resumed.result.states?.restored?.path).toBe(file);
