@@ -324,19 +324,30 @@ describe("messages in Chromium against the real backend", () => {
         const thought = (await assistant.getByTestId("thinking-content").textContent())!;
         // A word first seen well past the box's first screen (the box holds about 14 lines), between spaces, so that the
         // rendered text and the stored thought split it the same way (markdown may join letters around `*` or a tag).
-        const word = [...thought.matchAll(/(?<=\s)\p{L}{5,}(?=\s)/gu)].find(
-            (match) => match.index > thought.length * 0.6 && thought.toLowerCase().indexOf(match[0].toLowerCase()) === match.index
-        )?.[0];
-        expect(word).toBeTruthy();
+        const words = [...thought.matchAll(/(?<=\s)\p{L}{5,}(?=\s)/gu)]
+            .filter((match) => match.index > thought.length * 0.6 && thought.toLowerCase().indexOf(match[0].toLowerCase()) === match.index)
+            .map((match) => match[0]);
+        expect(words.length).toBeGreaterThan(0);
 
         await chat.newConversation();
-        await chat.byId("conversation-search").fill(word!);
-        await expect
-            .poll(() => chat.byId("search-hit").count(), {
-                timeout: 20_000,
-                message: `a search for "${word}" of the thought ${JSON.stringify(thought)}`
-            })
-            .toBeGreaterThan(0);
+        // The first of them the search finds: a word the rendering shows between spaces may still sit inside a longer
+        // word of the stored text (markdown drops characters), which a search for its start does not find.
+        let word: string | null = null;
+        for (const candidate of words.slice(0, 4)) {
+            await chat.byId("conversation-search").fill(candidate);
+            const found = await expect
+                .poll(() => chat.byId("search-hit").count(), {timeout: 10_000})
+                .toBeGreaterThan(0)
+                .then(
+                    () => true,
+                    () => false
+                );
+            if (found) {
+                word = candidate;
+                break;
+            }
+        }
+        expect(word, `a search for any of ${JSON.stringify(words.slice(0, 4))} of the thought ${JSON.stringify(thought)}`).not.toBeNull();
         // No title matches, but messages do: the list says where the matches are rather than that there are none.
         expect(await chat.byId("conversations-empty").textContent()).toMatch(/matches in messages are below/);
         await chat.byId("search-hit").first().click();
