@@ -1,6 +1,5 @@
 // A pruned greedy generation is a function of its inputs: the same model, prompt, settings and thread count give the
 // same tokens whatever ran before in the context and however busy the machine is.
-import {Worker} from "node:worker_threads";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/Engine.js";
@@ -8,6 +7,7 @@ import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import type {ChatTurn, GenerationChunk} from "../../main/engine/types.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
+import {underLoad} from "./underLoad.js";
 
 const modelInfo = (p: string) => ({
     id: "m",
@@ -50,23 +50,6 @@ async function run(engine: Engine, policy: PolicyId, history: ChatTurn[], cells:
         onSample: (sample) => void samples.push(sample)
     });
     return {chunks, tokens, promptTokens: result.promptTokens, last: samples.at(-1)!};
-}
-
-/** Keeps the machine busy while `work` runs: a spinning worker thread and a main thread that stalls every few ms. */
-async function underLoad<T>(work: () => Promise<T>): Promise<T> {
-    const worker = new Worker("const end = Date.now() + 60_000; while (Date.now() < end) {}", {eval: true});
-    const stall = setInterval(() => {
-        const end = performance.now() + 3 + Math.random() * 6;
-        while (performance.now() < end) {
-            // busy: the event loop cannot run decode callbacks or prune rounds meanwhile
-        }
-    }, 2);
-    try {
-        return await work();
-    } finally {
-        clearInterval(stall);
-        await worker.terminate();
-    }
 }
 
 describe("pruned generation is deterministic", () => {
