@@ -14,7 +14,9 @@
 //
 // Reads follow two pointers through the question (a head is the number after the previous one in its list); the
 // index is matched with the question's k as the line starts, and the answer copies the number before the "*".
-// Training uses seeds below 2^31; held-out problems use seeds from EVAL_SEED_BASE (2^31) up.
+// Training uses seeds below 2^31 and asks any position; held-out problems use seeds from EVAL_SEED_BASE (2^31) up and
+// ask a position in the second half of the merge (HELD_OUT_MIN_K_SHARE), whose answer needs the question's lists up to
+// the thought's end.
 
 import {EVAL_SEED_BASE} from "./demoTask.js";
 import {mulberry32} from "./mulberry32.js";
@@ -31,7 +33,12 @@ export type MergeTaskOptions = {
     minItems?: number;
     /** Most numbers in the two lists together (at most 99). Defaults to `80`. */
     maxItems?: number;
+    /** The asked position k is drawn uniformly above this share of the items: k > floor(items * share). Defaults to `0` (any). */
+    minKShare?: number;
 };
+
+/** Held-out problems ask a position past the middle of the merge: the answer needs the whole question read in order. */
+export const HELD_OUT_MIN_K_SHARE = 0.5;
 
 export type MergeProblem = {
     seed: number;
@@ -51,8 +58,10 @@ const twoDigits = (value: number) => String(value).padStart(2, "0");
 export function generateMergeProblem(seed: number, options: MergeTaskOptions = {}): MergeProblem {
     const minItems = options.minItems ?? DEFAULT_MIN_ITEMS;
     const maxItems = options.maxItems ?? DEFAULT_MAX_ITEMS;
+    const minKShare = options.minKShare ?? 0;
     if (!(minItems >= 2 && minItems <= maxItems && maxItems <= MAX_ITEMS_LIMIT))
         throw new RangeError("need 2 <= minItems <= maxItems <= 99");
+    if (!(minKShare >= 0 && minKShare < 1)) throw new RangeError("need 0 <= minKShare < 1");
     const rng = mulberry32(seed);
     const n = minItems + rng.int(maxItems - minItems + 1);
     const nA = Math.max(1, Math.min(n - 1, Math.floor(n / 4) + rng.int(Math.floor(n / 2) + 1)));
@@ -64,7 +73,8 @@ export function generateMergeProblem(seed: number, options: MergeTaskOptions = {
     const byValue = (x: number, y: number) => x - y;
     const a = pool.slice(0, nA).sort(byValue);
     const b = pool.slice(nA, n).sort(byValue);
-    const k = 1 + rng.int(n);
+    const lowestK = Math.floor(n * minKShare) + 1;
+    const k = lowestK + rng.int(n - lowestK + 1);
 
     const lines: string[] = [];
     const merged: number[] = [];
@@ -87,7 +97,8 @@ export function generateMergeProblem(seed: number, options: MergeTaskOptions = {
     return {seed, question, thinking: lines.join("\n"), answer: twoDigits(merged[k - 1]!), items: n, k};
 }
 
-/** `count` held-out problems: seeds EVAL_SEED_BASE + offset + i. */
+/** `count` held-out problems: seeds EVAL_SEED_BASE + offset + i, k in the second half unless `options.minKShare` says otherwise. */
 export function heldOutMergeProblems(count: number, options: MergeTaskOptions = {}, offset = 0): MergeProblem[] {
-    return Array.from({length: count}, (_, i) => generateMergeProblem((EVAL_SEED_BASE + offset + i) >>> 0, options));
+    const heldOut = {minKShare: HELD_OUT_MIN_K_SHARE, ...options};
+    return Array.from({length: count}, (_, i) => generateMergeProblem((EVAL_SEED_BASE + offset + i) >>> 0, heldOut));
 }

@@ -3,7 +3,7 @@
 //   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--demo-model resources/models/ponder-demo.gguf] [--merge-model resources/models/ponder-merge.gguf]
-//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--models demo,merge] [--sets demo,local,merge]
+//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--models demo,merge] [--sets demo,local,merge,merge-any]
 //                    [--combine aggregate,quota,union]
 //                    [--quality-combine quota]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
@@ -18,12 +18,14 @@
 // rpc (not in the defaults) splits a model across two rpc-servers on loopback against the same model here.
 //
 // The quality and foresight suites run each problem set on the model trained on its task: the demo and local sets on
-// --demo-model, the merge set on --merge-model. --models names the task models (default: demo): without --sets, those
-// suites run every set of the models named (demo: demo and local; merge: merge), and the fidelity suite, instead of its
-// table on a generated random-weights model (the table it prints without --models), runs each named model on the first
-// --fidelity-problems held-out problems of its own task (demo: the demo set; merge: the merge set). The speed,
-// overhead, process and rpc suites measure mechanics on generated models of a real model's shape, which --models
-// does not change; the server, resume, precision and calibrate-leankv suites run the demo model.
+// --demo-model, the merge and merge-any sets on --merge-model. --models names the task models (default: demo): without
+// --sets, those suites run every set of the models named (demo: demo and local; merge: merge, whose k is in the second
+// half of the merge, and merge-any, any k), and the fidelity suite, instead of its table on a generated random-weights
+// model (the table it prints without --models), runs each named model on the first --fidelity-problems held-out
+// problems of its own task (demo: the demo set; merge: the merge set). The speed suite runs on --model (a generated
+// model of a real model's shape by default) or, with --models and no --model, on each task model named. The overhead,
+// process and rpc suites measure mechanics on generated models of a real model's shape, which --models does not
+// change; the server, resume, precision and calibrate-leankv suites run the demo model.
 //
 // --help prints this text.
 //
@@ -38,12 +40,11 @@ import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
-import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
-import {inspectModel} from "../../main/engine/inspectModel.js";
 import {policyNeeds} from "../../main/engine/scoring.js";
-import {decodeRun, type DecodePoint, type DecodeReads} from "./decodeRun.js";
-import {table, writeBarChart, writeLineChart} from "./plot.js";
+import {decodeRun} from "./decodeRun.js";
+import {retentionGatesFor, speedSuite} from "./speed.js";
+import {table, writeBarChart} from "./plot.js";
 import {foresightSuite} from "./foresight.js";
 import {calibrateLeanKv, precisionSuite} from "./precision.js";
 import {problemSets, qualitySuite} from "./quality.js";
@@ -327,146 +328,29 @@ function readsLabel(policy: PolicyId): string {
     return parts.length === 0 ? "positions only" : `${parts.join(" and ")} on`;
 }
 
-/** What a run's engine computed beside K and V, in words: `scoring (32 rows), value norms`, or `nothing`. */
-function readsText(reads: DecodeReads): string {
-    const parts = [
-        reads.scoringRows > 0 ? `scoring (${reads.scoringRows} rows)` : null,
-        reads.retention ? "retention gates" : null,
-        reads.valueNorms ? "value norms" : null
-    ].filter((part) => part != null);
-    return parts.length === 0 ? "nothing" : parts.join(", ");
-}
-
-/** The retention gate file a policy needs (TRIM-KV), else `null`: the engine loads gates only for a policy that reads them. */
-async function retentionGatesFor(policy: PolicyId, modelPath: string): Promise<string | null> {
-    return policyNeeds(settings(policy)).retention === true ? await gatesFor(modelPath) : null;
-}
-
-/**
- * The model's retention gates (TRIM-KV): its gate file when there is one, else, for a generated bench model, random gates
- * of the paper's shape (a 512-wide hidden layer, F16 weights) written beside it: the speed and memory cost, not the choice.
- */
-async function gatesFor(modelPath: string): Promise<string> {
-    const gates = retentionSidecarPath(modelPath);
-    if (
-        await fs.access(gates).then(
-            () => true,
-            () => false
-        )
-    )
-        return gates;
-    const info = await inspectModel(modelPath);
-    if (info.layers == null || info.embeddingLength == null || info.headCountKv == null)
-        throw new Error(`${modelPath}: no retention gates and no shape to make random ones`);
-    await writeRetentionSidecar(gates, {
-        modelPath,
-        architecture: info.architecture ?? "",
-        layers: info.layers,
-        width: info.embeddingLength,
-        kvHeads: info.headCountKv,
-        hidden: 512,
-        weightScale: 0.05,
-        biasRange: [10, 14],
-        weightType: "f16"
-    });
-    return gates;
-}
-
 if (suites.has("speed")) {
-    // Decode speed and live KV memory against generated length: Full vs each policy, same run (Lethe Fig. 4's shape).
-    const file = values.model ?? (await getFixtureModel("bench-1.5b-shape"));
-    const model = await loadModel(llama, file);
-    const length = Number(values.length);
-    const budget = Number(values["speed-budget"]);
-    const window = Math.max(256, Math.floor(length / 16));
-    const prompt = Array.from({length: 32}, (_, i) => (((i * 31) % 500) + 10) as Token);
-    const runs: Record<string, Awaited<ReturnType<typeof decodeRun>>> = {};
-    const progress = (name: string) => (p: DecodePoint) =>
-        console.error(
-            `  speed ${name}: ${p.tokens}/${length} tokens, ${p.tokensPerSecond.toFixed(1)} tok/s, live KV ${(p.liveBytes / 2 ** 20).toFixed(1)} MiB`
-        );
-    runs.full = await decodeRun(model, {
-        prompt,
-        length,
-        cells: length + prompt.length + 16,
-        window,
-        threads,
-        compression: settings("full"),
-        onPoint: progress("full")
-    });
-    for (const policy of policies)
-        runs[policy] = await decodeRun(model, {
-            prompt,
-            length,
-            cells: budget,
-            window,
+    // Decode speed and live KV memory against generated length: Full vs each policy, same run (Lethe Fig. 4's shape): on
+    // --model (a generated model of a real model's shape by default), or on each task model --models names.
+    const files =
+        models == null || values.model != null
+            ? [{file: values.model ?? (await getFixtureModel("bench-1.5b-shape")), suffix: ""}]
+            : models.map(({name}) => ({file: modelFile(name), suffix: `-${name}`}));
+    const speed: Record<string, unknown> = {};
+    for (const {file, suffix} of files) {
+        const report = await speedSuite({
+            llama,
+            file,
+            policies,
+            length: Number(values.length),
+            budget: Number(values["speed-budget"]),
             threads,
-            compression: settings(policy, {pruneEvery: 32}),
-            onPoint: progress(policy),
-            retentionGates: await retentionGatesFor(policy, file)
+            out,
+            suffix
         });
-    await model.dispose();
-
-    const speedRows = Object.entries(runs).flatMap(([name, run]) =>
-        run.points.map((p) => ({x: p.tokens, y: p.tokensPerSecond, series: name}))
-    );
-    const memoryRows = Object.entries(runs).flatMap(([name, run]) =>
-        run.points.map((p) => ({x: p.tokens, y: p.liveBytes / 2 ** 20, series: name}))
-    );
-    await writeLineChart(path.join(out, "speed.svg"), {
-        title: "Decode speed against generated length",
-        x: "generated tokens",
-        y: "tokens/s",
-        rows: speedRows
-    });
-    await writeLineChart(path.join(out, "memory.svg"), {
-        title: "Live KV memory against generated length",
-        x: "generated tokens",
-        y: "KV MiB",
-        rows: memoryRows
-    });
-    const full = runs.full!;
-    const lastFull = full.points.at(-1)!;
-    const rows = Object.entries(runs).map(([name, run]) => {
-        const last = run.points.at(-1)!;
-        return [
-            name,
-            name === "full" ? String(full.points.length > 0 ? lastFull.tokens + prompt.length + 16 : 0) : String(budget),
-            run.tokensPerSecond.toFixed(1),
-            (run.tokensPerSecond / full.tokensPerSecond).toFixed(2),
-            last.tokensPerSecond.toFixed(1),
-            (last.tokensPerSecond / lastFull.tokensPerSecond).toFixed(2),
-            (last.liveBytes / 2 ** 20).toFixed(1),
-            (last.liveBytes / lastFull.liveBytes).toFixed(3),
-            run.pruneRounds,
-            (run.scoringMs / 1000).toFixed(1)
-        ];
-    });
-    results.speed = {model: path.basename(file), length, budget, runs};
-    say(
-        `\n## Decode speed and KV memory to ${length} generated tokens (${path.basename(file)}; policies at ${budget} cells)\n\n` +
-            table(
-                [
-                    "run",
-                    "cells",
-                    "mean tok/s",
-                    "ratio",
-                    `tok/s at ${lastFull.tokens}`,
-                    "ratio",
-                    "live KV MiB at end",
-                    "ratio",
-                    "prune rounds",
-                    "pruning s"
-                ],
-                rows
-            ) +
-            "\n\nComputed beside K and V: " +
-            Object.entries(runs)
-                .map(([name, run]) => `${name}: ${readsText(run.reads)}`)
-                .join("; ") +
-            "." +
-            "\n\n![speed](speed.svg) ![memory](memory.svg)"
-    );
+        speed[path.basename(file)] = report.json;
+        say(report.markdown);
+    }
+    results.speed = speed;
 }
 
 for (const set of sets) {

@@ -31,7 +31,8 @@ export type TaskProblem = {question: string; answer: string};
 
 /**
  * The problem sets, each with the shipped model trained on its task: the demo task's training distribution (operands
- * anywhere back), one that reads mostly recent steps, and the merge task (two pointers through the question).
+ * anywhere back), one that reads mostly recent steps, and the merge task (two pointers through the question): its
+ * held-out set (k in the second half of the merge) and, as in training, any k.
  */
 export const problemSets: {[name: string]: {model: "demo" | "merge"; problems: (count: number) => TaskProblem[]; title: string}} = {
     demo: {model: "demo", problems: (count) => heldOutDemoProblems(count, {}, 0), title: "the demo task (operands anywhere back)"},
@@ -40,7 +41,16 @@ export const problemSets: {[name: string]: {model: "demo" | "merge"; problems: (
         problems: (count) => heldOutDemoProblems(count, {locality: {recentSteps: 4, farShare: 0.1}}, 100_000),
         title: "mostly recent steps (90% of step operands among the last 4 steps)"
     },
-    merge: {model: "merge", problems: (count) => heldOutMergeProblems(count), title: "the merge task (two sorted lists, the merge model)"}
+    merge: {
+        model: "merge",
+        problems: (count) => heldOutMergeProblems(count),
+        title: "the merge task (two sorted lists, k in the second half, the merge model)"
+    },
+    "merge-any": {
+        model: "merge",
+        problems: (count) => heldOutMergeProblems(count, {minKShare: 0}),
+        title: "the merge task asking any position (as in training; an early k is answered before far reads matter)"
+    }
 };
 
 const pruneEvery = 8;

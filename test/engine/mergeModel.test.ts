@@ -14,7 +14,7 @@ import {inspectModel} from "../../main/engine/inspectModel.js";
 import {loadRuntime} from "../../main/engine/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {demoThinkingPrefixLines, isDemoAnswerCorrect} from "../eval/demoTask.js";
-import {generateMergeProblem, heldOutMergeProblems} from "../eval/mergeTask.js";
+import {generateMergeProblem, HELD_OUT_MIN_K_SHARE, heldOutMergeProblems} from "../eval/mergeTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "./spawnTestEngine.js";
 import {underLoad} from "./underLoad.js";
@@ -57,7 +57,7 @@ describe("the merge model", () => {
             const sample = app.demoSample()!;
             random.mockRestore();
             expect(sample.task).toBe("merge");
-            const problem = generateMergeProblem(sample.seed, {minItems: 16, maxItems: 36});
+            const problem = generateMergeProblem(sample.seed, {minItems: 16, maxItems: 36, minKShare: HELD_OUT_MIN_K_SHARE});
             expect(sample.question).toBe(problem.question);
 
             const conversation = app.conversations.create("merge");
@@ -135,7 +135,7 @@ describe("the merge model", () => {
             expect({cells: runs[0]!.cells, ...again}).toEqual(runs[0]);
         });
 
-        it("loses the thoughts and most answers under StreamingLLM at half the cells: the task needs distant tokens", async () => {
+        it("loses the thoughts and the answers under StreamingLLM at half the cells: the task needs distant tokens", async () => {
             expect(fullCells).toHaveLength(problems.length);
             let exact = 0;
             let right = 0;
@@ -147,10 +147,12 @@ describe("the merge model", () => {
                 rightLines.push(demoThinkingPrefixLines(problem, run.thought) / problem.items);
             }
             expect(exact).toBe(0);
-            // A wrong merge can still put the right number on line k (the lines before k may hold), but rarely.
-            expect(right).toBeLessThanOrEqual(1);
-            // Each goes wrong before its end: the lines after the question leaves the cache.
+            // Each goes wrong before its end, once the question's lists leave the cache (measured: 40-47% of the lines)...
             expect(Math.max(...rightLines)).toBeLessThan(0.9);
+            // ...and before line k, which held-out problems ask in the second half of the merge: no answer is right
+            // (with k anywhere, a k early in the merge is answered before the lines go wrong: one of these six).
+            expect(Math.max(...rightLines)).toBeLessThan(0.5);
+            expect(right).toBe(0);
         });
     });
 });

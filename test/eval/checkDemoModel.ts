@@ -5,7 +5,7 @@
 // Usage: npx tsx test/eval/checkDemoModel.ts [--count 100] [--model resources/models/ponder-demo.gguf]
 //                                            [--min-steps 10] [--max-steps 110] [--min-vars 6] [--max-vars 16]
 //                                            [--offset 0] [--verbose]
-//        npx tsx test/eval/checkDemoModel.ts --task merge [--count 100] [--min-items 36] [--max-items 72]
+//        npx tsx test/eval/checkDemoModel.ts --task merge [--count 100] [--min-items 40] [--max-items 80] [--min-k-share 0.5]
 
 import path from "node:path";
 import {fileURLToPath} from "node:url";
@@ -21,7 +21,7 @@ import {
     heldOutDemoProblems,
     isDemoAnswerCorrect
 } from "./demoTask.js";
-import {DEFAULT_MAX_ITEMS, DEFAULT_MIN_ITEMS, heldOutMergeProblems} from "./mergeTask.js";
+import {DEFAULT_MAX_ITEMS, DEFAULT_MIN_ITEMS, HELD_OUT_MIN_K_SHARE, heldOutMergeProblems} from "./mergeTask.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const {values: args} = parseArgs({
@@ -35,6 +35,7 @@ const {values: args} = parseArgs({
         "max-vars": {type: "string", default: String(DEFAULT_MAX_VARS)},
         "min-items": {type: "string", default: String(DEFAULT_MIN_ITEMS)},
         "max-items": {type: "string", default: String(DEFAULT_MAX_ITEMS)},
+        "min-k-share": {type: "string", default: String(HELD_OUT_MIN_K_SHARE)},
         offset: {type: "string", default: "0"},
         "context-size": {type: "string", default: "4096"},
         verbose: {type: "boolean", default: false}
@@ -46,9 +47,11 @@ if (args.task !== "demo" && args.task !== "merge") throw new Error(`unknown task
 const merge = args.task === "merge";
 // Both tasks' problems as {question, thinking, answer, size}: the size (program steps, list items) bounds the output.
 const problems = merge
-    ? heldOutMergeProblems(count, {minItems: Number(args["min-items"]), maxItems: Number(args["max-items"])}, Number(args.offset)).map(
-          (p) => ({...p, size: p.items, lines: p.items})
-      )
+    ? heldOutMergeProblems(
+          count,
+          {minItems: Number(args["min-items"]), maxItems: Number(args["max-items"]), minKShare: Number(args["min-k-share"])},
+          Number(args.offset)
+      ).map((p) => ({...p, size: p.items, lines: p.items}))
     : heldOutDemoProblems(
           count,
           {

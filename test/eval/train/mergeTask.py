@@ -35,8 +35,9 @@ question) before it is compared. Every line is 13 tokens (12 single-byte charact
 the tokenizer of task.py, so all problems with the same number of items have the same length.
 
 The generator is a pure function of (seed, options), using mulberry32, so that test/eval/mergeTask.ts reproduces the
-same problems from the same seeds. Training uses seeds below 2^31; held-out evaluation uses seeds >= 2^31
-(``EVAL_SEED_BASE + i``).
+same problems from the same seeds. Training uses seeds below 2^31 and asks any position; held-out evaluation uses
+seeds >= 2^31 (``EVAL_SEED_BASE + i``), and the app's and bench's held-out sets ask a position in the second half
+(``--min-k-share 0.5``): a position early in the merge is answered before the thought needs the far end of the lists.
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ DEFAULT_MIN_VARS = DEFAULT_MAX_VARS = 0
 class TaskOptions:
     min_items: int = DEFAULT_MIN_ITEMS
     max_items: int = DEFAULT_MAX_ITEMS
+    min_k_share: float = 0.0  # k > floor(items * min_k_share); the held-out sets of the app and bench use 0.5
 
 
 @dataclass
@@ -83,6 +85,8 @@ def options(min_size: int, max_size: int, min_vars: int = 0, max_vars: int = 0) 
 def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
     if not (2 <= opts.min_items <= opts.max_items <= MAX_ITEMS_LIMIT):
         raise ValueError("need 2 <= min_items <= max_items <= 99")
+    if not 0 <= opts.min_k_share < 1:
+        raise ValueError("need 0 <= min_k_share < 1")
     rng = Mulberry32(seed)
     n = opts.min_items + rng.int(opts.max_items - opts.min_items + 1)
     n_a = max(1, min(n - 1, n // 4 + rng.int(n // 2 + 1)))
@@ -92,7 +96,8 @@ def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
         pool[i], pool[j] = pool[j], pool[i]
     a = sorted(pool[:n_a])
     b = sorted(pool[n_a:n])
-    k = 1 + rng.int(n)
+    lowest_k = int(n * opts.min_k_share) + 1  # floor: n and the share are non-negative
+    k = lowest_k + rng.int(n - lowest_k + 1)
 
     lines: list[str] = []
     merged: list[int] = []
@@ -135,10 +140,12 @@ def main():
     parser.add_argument("--count", type=int, default=3)
     parser.add_argument("--min-items", type=int, default=DEFAULT_MIN_ITEMS)
     parser.add_argument("--max-items", type=int, default=DEFAULT_MAX_ITEMS)
+    parser.add_argument("--min-k-share", type=float, default=0.0,
+                        help="ask a position past this share of the merge (held-out sets: 0.5)")
     parser.add_argument("--text", action="store_true", help="print the rendered chat text instead of JSON")
     parser.add_argument("--stats", type=int, default=0, help="print token-length statistics over this many problems")
     args = parser.parse_args()
-    opts = TaskOptions(args.min_items, args.max_items)
+    opts = TaskOptions(args.min_items, args.max_items, args.min_k_share)
     if args.stats:
         think, total = [], []
         for i in range(args.stats):

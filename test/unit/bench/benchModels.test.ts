@@ -10,14 +10,14 @@ describe("the bench's --models and --sets", () => {
     });
 
     it("runs every set of the models named, each model on its own task's set", () => {
-        expect(benchModels({models: "merge"})).toEqual({models: [{name: "merge", set: "merge"}], sets: ["merge"]});
+        expect(benchModels({models: "merge"})).toEqual({models: [{name: "merge", set: "merge"}], sets: ["merge", "merge-any"]});
         expect(benchModels({models: "demo"})).toEqual({models: [{name: "demo", set: "demo"}], sets: ["demo", "local"]});
         expect(benchModels({models: "merge,demo"})).toEqual({
             models: [
                 {name: "merge", set: "merge"},
                 {name: "demo", set: "demo"}
             ],
-            sets: ["demo", "local", "merge"]
+            sets: ["demo", "local", "merge", "merge-any"]
         });
     });
 
@@ -45,5 +45,15 @@ describe("the bench's --models and --sets", () => {
             );
         }
         expect(heldOutMergeProblems(1)[0]!.question).not.toBe(heldOutDemoProblems(1)[0]!.question);
+    });
+
+    it("asks the merge set's problems a position in the second half, the merge-any set's any position of the same lists", () => {
+        const late = problemSets.merge!.problems(40);
+        const any = problemSets["merge-any"]!.problems(40);
+        const k = (question: string) => Number(/k=(\d+)\?/.exec(question)![1]);
+        const items = (question: string) => question.split("\n").slice(0, 2).join(",").split(",").length;
+        expect(late.every((problem) => k(problem.question) > items(problem.question) / 2)).toBe(true);
+        expect(any.some((problem) => k(problem.question) <= items(problem.question) / 2)).toBe(true);
+        expect(any.map((problem) => problem.question.split("\n")[0])).toEqual(late.map((problem) => problem.question.split("\n")[0]));
     });
 });

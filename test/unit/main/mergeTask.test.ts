@@ -13,11 +13,39 @@ describe("the merge task", () => {
             items: 6,
             k: 4
         });
+        // The same seed asking a position in the second half: the same lists, k drawn from 4..6.
+        // python3 test/eval/train/mergeTask.py --seed 2147483655 --count 1 --min-items 6 --max-items 6 --min-k-share 0.5
+        expect(generateMergeProblem(EVAL_SEED_BASE + 7, {minItems: 6, maxItems: 6, minKShare: 0.5})).toEqual({
+            seed: 2147483655,
+            question: "a=23,54,61\nb=56,71,82\nk=05?",
+            thinking: "01:a23b56<23\n02:a54b56<54\n03:a61b56>56\n04:a61b71<61\n05?a--b71>71*\n06:a--b82>82",
+            answer: "71",
+            items: 6,
+            k: 5
+        });
+        // python3 test/eval/train/mergeTask.py --count 1 --min-k-share 0.5
         const first = heldOutMergeProblems(1)[0]!;
         expect(first.seed).toBe(2 ** 31);
-        expect(first.question.split("\n")[2]).toBe("k=36?");
-        expect(first.answer).toBe("52");
+        expect(first.question.split("\n")[2]).toBe("k=54?");
+        expect(first.answer).toBe("77");
         expect(first.items).toBe(73);
+    });
+
+    test("asks held-out problems a position in the second half of the merge, training problems any position", () => {
+        const heldOut = heldOutMergeProblems(300);
+        expect(heldOut.every((problem) => problem.k > problem.items / 2 && problem.k <= problem.items)).toBe(true);
+        expect(new Set(heldOut.map((problem) => problem.k - problem.items)).has(0)).toBe(true);
+        const training = Array.from({length: 300}, (_, seed) => generateMergeProblem(seed));
+        expect(training.some((problem) => problem.k <= problem.items / 4)).toBe(true);
+        expect(training.some((problem) => problem.k === 1)).toBe(true);
+        // The option changes k only: the lists are the same draw.
+        const anyK = heldOutMergeProblems(20, {minKShare: 0});
+        heldOutMergeProblems(20).forEach((problem, i) => {
+            expect(problem.question.split("\n").slice(0, 2)).toEqual(anyK[i]!.question.split("\n").slice(0, 2));
+        });
+        expect(anyK.some((problem) => problem.k <= problem.items / 2)).toBe(true);
+        expect(() => generateMergeProblem(1, {minKShare: 1})).toThrow(RangeError);
+        expect(() => generateMergeProblem(1, {minKShare: -0.1})).toThrow(RangeError);
     });
 
     test("thinks the merge of the two sorted lists, one 12-character line per number, marks line k and answers it", () => {

@@ -347,7 +347,7 @@ describe("the shipped models' sample problems", () => {
     });
 
     it("offers the merge model a problem of its own task", async () => {
-        const {generateMergeProblem} = await import("../../../main/demo/mergeTask.js");
+        const {generateMergeProblem, HELD_OUT_MIN_K_SHARE} = await import("../../../main/demo/mergeTask.js");
         const {EVAL_SEED_BASE} = await import("../../../main/demo/demoTask.js");
         const engine = new FakeEngine();
         const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
@@ -369,7 +369,8 @@ describe("the shipped models' sample problems", () => {
         engine.status = {...engine.status, model: info};
         const sample = services.demoSample()!;
         expect(sample.seed).toBeGreaterThanOrEqual(EVAL_SEED_BASE);
-        const problem = generateMergeProblem(sample.seed, {minItems: 16, maxItems: 36});
+        const problem = generateMergeProblem(sample.seed, {minItems: 16, maxItems: 36, minKShare: HELD_OUT_MIN_K_SHARE});
+        expect(problem.k).toBeGreaterThan(problem.items / 2);
         expect(sample).toMatchObject({task: "merge", question: problem.question, answer: problem.answer, size: `${problem.items} numbers`});
         expect(sample.answerMeaning).toMatch(new RegExp(`^the ${problem.k}(st|nd|rd|th) number of the merge$`));
         expect(sample.about).toMatch(/merging two sorted lists/);
