@@ -35,9 +35,11 @@ export async function loadChatModel(
 }
 
 /**
- * The GPU layers setting as node-llama-cpp takes it. On a CPU build with rpc-servers, the remote devices are where
- * layers go, but node-llama-cpp's `"auto"` fit offloads nothing without a local GPU: `"auto"` is then the most layers
- * whose weights fit the servers' free memory (the context's own fit is checked when it is created).
+ * The GPU layers setting as node-llama-cpp takes it. A CPU build with no rpc-server has no device to offload to: every
+ * layer runs on the CPU whatever the setting (node-llama-cpp would refuse `"max"` or a layer count there as "Not enough
+ * VRAM", so a model set up on a GPU machine would not load). On a CPU build with rpc-servers, the remote devices are
+ * where layers go, but node-llama-cpp's `"auto"` fit offloads nothing without a local GPU: `"auto"` is then the most
+ * layers whose weights fit the servers' free memory (the context's own fit is checked when it is created).
  */
 async function gpuLayers(
     llama: Llama,
@@ -46,7 +48,9 @@ async function gpuLayers(
     options: LoadOptions
 ): Promise<LoadOptions["gpuLayers"]> {
     const layers = options.gpuLayers ?? "auto";
-    if (layers !== "auto" || build == null || build.gpu !== false || !hasRpcDevices(build.rpc)) return layers;
+    if (build == null || build.gpu !== false) return layers;
+    if (!hasRpcDevices(build.rpc)) return layers === "auto" ? layers : 0;
+    if (layers !== "auto") return layers;
     const free = (await llama.getVramState()).free;
     return gpuOffload(inspection, {
         gpuLayers: "auto",
