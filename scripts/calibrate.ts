@@ -1,11 +1,12 @@
 // `npm run calibrate`: TRIM-KV retention gates for a GGUF model from its own thinking (issue 36), headless.
 //
 //   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
-//                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weights 1,0.5] [--work-dir dir] [--threads N] [--prompt-set demo|merge|english]
+//                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weights 1,0.5] [--work-dir dir] [--threads N] [--prompt-set own|demo|merge|english]
 //
 // Progress lines go to stderr, the result (JSON) to stdout. Exit status 0: the gates were written; 2: they did worse
-// than Lethe on the held-out prompts and were not installed (nothing changed); 1: an error; 130: cancelled (Ctrl-C),
-// and the same command goes on from the last prompt thought.
+// than Lethe on the held-out prompts and were not installed (nothing changed beside the model; the model's thinking
+// stays in the work folder, and a command that changes only --hidden, --epochs or --horizon-weights goes on from it);
+// 1: an error; 130: cancelled (Ctrl-C), and the same command goes on from the last prompt thought.
 import os from "node:os";
 import path from "node:path";
 import {parseArgs} from "node:util";
@@ -71,8 +72,8 @@ if (values.model == null) {
 const modelPath = path.resolve(values.model);
 const bundled = path.resolve(import.meta.dirname, "../resources/models/ponder-demo.gguf");
 const promptSet = (values["prompt-set"] ?? (await choosePromptSet(modelPath, bundled))) as PromptSet;
-if (promptSet !== "demo" && promptSet !== "merge" && promptSet !== "english") {
-    console.error("error: --prompt-set is demo, merge or english");
+if (promptSet !== "demo" && promptSet !== "merge" && promptSet !== "english" && promptSet !== "own") {
+    console.error("error: --prompt-set is own, demo, merge or english");
     process.exit(1);
 }
 const controller = new AbortController();
@@ -97,7 +98,7 @@ const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
 const model = await llama.loadModel({modelPath});
 try {
     console.error(
-        `calibrating ${path.basename(modelPath)} on ${promptSet === "english" ? "Ponder's English prompts" : `the ${promptSet} task's training problems`}`
+        `calibrating ${path.basename(modelPath)} on ${{english: "Ponder's English prompts", own: "questions it writes itself", demo: "the demo task's training problems", merge: "the merge task's training problems"}[promptSet]}`
     );
     const result = await calibrateRetention({
         model,
@@ -114,6 +115,7 @@ try {
         readThresholds: shares("read-thresholds", values["read-thresholds"]),
         horizonWeights: weights("horizon-weights", values["horizon-weights"]),
         workDir: path.resolve(values["work-dir"]),
+        keepRefusedWork: true,
         threads: Number(values.threads),
         signal: controller.signal,
         onProgress,
@@ -132,7 +134,10 @@ try {
     console.error(
         result.installed
             ? `${card}\nwrote ${result.out}${result.backup != null ? ` (the earlier gates are in ${result.backup})` : ""}`
-            : `${card}\n${result.refusal}`
+            : `${card}\n${result.refusal}` +
+                  (result.workKept == null
+                      ? ""
+                      : `\nthe model's thinking on the ${result.prompts} prompts is kept in ${result.workKept}: the same command with other --hidden, --epochs or --horizon-weights goes on from it without thinking again`)
     );
     console.log(JSON.stringify(result));
     process.exitCode = result.installed ? 0 : 2;

@@ -93,7 +93,7 @@ export class CalibrationService {
                 onProgress: (progress) => this._progress(id, progress)
             });
             void running.then(
-                (result) => this._end(id, promptSet, result),
+                (result) => this._end(id, result),
                 (err: unknown) => this._fail(id, err)
             );
         } catch (err) {
@@ -130,7 +130,7 @@ export class CalibrationService {
         });
     }
 
-    private _end(modelId: string, promptSet: string, result: CalibrationResult | null): void {
+    private _end(modelId: string, result: CalibrationResult | null): void {
         const last = this._status!;
         this._abort = null;
         if (result == null) {
@@ -144,7 +144,7 @@ export class CalibrationService {
         }
         if (result.installed) this._options.onInstalled?.(this._models.get(modelId).path);
         const provenance: CalibrationProvenance = {
-            promptSet,
+            promptSet: result.promptSet,
             prompts: result.prompts,
             tokens: result.tokensSeen,
             samples: result.samples,

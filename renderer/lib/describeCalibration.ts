@@ -23,13 +23,22 @@ export function calibrationFraction(status: CalibrationStatus): number {
     return Math.min(1, (base + (status.stage === "writing" ? 0 : within)) / 3);
 }
 
+/** What the model thought about, by the calibration's prompt set. */
+const promptSetWords: Record<string, string> = {
+    own: "on questions it wrote itself",
+    english: "on Ponder's English prompts",
+    demo: "on its task's problems",
+    merge: "on its task's problems"
+};
+
 /**
- * What a calibration made, in numbers: "Calibrated on 38 thoughts, 51,200 tokens, 9 min; held-out agreement at 25%:
+ * What a calibration made, in numbers: "Calibrated on 38 thoughts (on Ponder's English prompts), 51,200 tokens, 9 min; held-out agreement at 25%:
  * 0.97, Lethe 0.86 (answers 0.90, Lethe 0.40); at 50%: 0.99, Lethe 0.95 (answers 1.00, Lethe 0.60)"; the answers' part
  * only where held-out answers were reached.
  */
 export function describeCalibrationResult(provenance: CalibrationProvenance): string {
-    const made = `Calibrated on ${count(provenance.prompts)} thought${provenance.prompts === 1 ? "" : "s"}, ${count(provenance.tokens)} tokens, ${formatDuration(provenance.seconds)}`;
+    const about = promptSetWords[provenance.promptSet];
+    const made = `Calibrated on ${count(provenance.prompts)} thought${provenance.prompts === 1 ? "" : "s"}${about == null ? "" : ` (${about})`}, ${count(provenance.tokens)} tokens, ${formatDuration(provenance.seconds)}`;
     const points = provenance.validation?.points ?? [];
     if (points.length === 0) return made;
     const answers = (p: CalibrationPoint) =>

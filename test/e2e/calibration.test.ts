@@ -47,7 +47,7 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
     await installed.or(refused).waitFor({timeout: 300_000});
     await page.screenshot({path: app.artifact("calibration-result.png")});
     const numbers =
-        /Calibrated on 12 thoughts, [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\); at 50%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\)/;
+        /Calibrated on 12 thoughts \(on its task's problems\), [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\); at 50%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\)/;
     if ((await installed.count()) > 0) {
         expect(await installed.textContent()).toMatch(numbers);
         expect(await chat.byId("model-retention").textContent()).toMatch(/✓ TRIM-KV gates/);

@@ -189,13 +189,28 @@ describe("calibrating the demo model's retention gates", () => {
         // gates that barely trained (one width-1 layer, one pass over 64 tokens) rank cells by age alone
         const refused = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "1"]).then(
             () => null,
-            (err: {code: number; stdout: string}) => err
+            (err: {code: number; stdout: string; stderr: string}) => err
         );
         expect(refused?.code).toBe(2);
         expect((JSON.parse(refused!.stdout) as {installed: boolean; refusal: string}).refusal).toMatch(
             /do worse than Lethe on 2 held-out prompts \(top-1 agreement with Full at 25%: 0\.\d+, Lethe 0\.\d+/
         );
         expect((await fs.readFile(sidecar)).equals(await fs.readFile(shippedGates))).toBe(true);
+        // the model's thinking stays for another try: one that trains otherwise thinks nothing again
+        const [job] = await fs.readdir(path.join(dir, "work-cli"));
+        const kept = path.join(dir, "work-cli", job!);
+        expect((JSON.parse(refused!.stdout) as {workKept: string}).workKept).toBe(kept);
+        expect((await fs.readdir(kept)).filter((name) => name.endsWith(".cal"))).toHaveLength(2);
+        expect(refused!.stderr).toMatch(/thinking 2\/2: /);
+        const retrained = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "2"]).then(
+            (done) => done,
+            (err: {stdout: string; stderr: string}) => err
+        );
+        expect(retrained.stderr).toMatch(/\(2 resumed\)/);
+        expect(retrained.stderr).not.toMatch(/thinking \d\/2: /);
+        expect((JSON.parse(retrained.stdout) as {tokensSeen: number}).tokensSeen).toBe(
+            (JSON.parse(refused!.stdout) as {tokensSeen: number}).tokensSeen
+        );
 
         const {stdout} = await cli(["--prompts", "8", "--tokens", "16384"]);
         const result = JSON.parse(stdout) as {installed: boolean; prompts: number; tokensSeen: number; out: string; backup: string};

@@ -8,7 +8,8 @@ import {modelFingerprint} from "../retention/modelFingerprint.js";
 import {collectCalibrationData} from "./collectCalibrationData.js";
 import {concatDatasets, readDatasetFile, writeDatasetFile} from "./datasetFile.js";
 import {readGatesFile, writeGatesFile} from "./gatesFile.js";
-import {calibrationPrompts, type PromptSet} from "./prompts.js";
+import {jobPrompts} from "./jobPrompts.js";
+import type {PromptSet} from "./prompts.js";
 import {trainGates, type TrainedGates} from "./trainGates.js";
 import type {CalibrationDataset, CalibrationPrompt, CollectCalibrationOptions} from "./types.js";
 import {validateCandidates, validationScore, type ValidationReport} from "./validateGates.js";
@@ -18,7 +19,9 @@ import {calibrationProvenance, writeCalibratedSidecar, type CalibrationSettings}
 // (its read horizons and gate inputs recorded natively), the gates are fitted to them (trainGates), measured against
 // Lethe on held-out prompts (validateGates) and, when they do at least as well, written beside the model with their
 // provenance. Each prompt's data is kept in the work folder as soon as it is thought, so a cancelled, killed or crashed
-// calibration goes on from the next prompt with the same settings; the trained candidates are kept there too. The read
+// calibration goes on from the next prompt with the same settings; the trained candidates are kept there too, apart
+// per training setting, so a job that changes only how the gates are trained (width, epochs, weights) thinks nothing
+// again. The read
 // threshold that makes the labels and the weight of long horizons in the loss are chosen per model: one candidate is
 // fitted per threshold and weight (each text is read again at the other thresholds, `collectCalibrationData`), and the
 // validation keeps the best. Measured on the two task models (32 held-out problems, answers right at 25% / 50% of
@@ -47,13 +50,14 @@ export type CalibrateRetentionOptions = {
     model: LlamaModel;
     modelPath: string;
     /**
-     * The prompts: `"demo"` or `"merge"` for the task models Ponder ships (their task's training problems), else
+     * The prompts: `"demo"` or `"merge"` for the task models Ponder ships (their task's training problems), `"own"` for
+     * questions the model writes itself (`writeOwnPrompts`; Ponder's English prompts when it writes too few), or
      * `"english"`.
      */
     promptSet: PromptSet;
     /** Calibration prompts the model thinks through. Defaults to `48` (demo, merge) or `32`. */
     prompts?: number;
-    /** Held-out prompts of the validation. Defaults to `8` (demo, merge) or `4`. */
+    /** Held-out prompts of the validation. Defaults to `8` (demo, merge, own) or `4` (English). */
     validationPrompts?: number;
     /** Tokens the gates are fitted on: a seeded sample of every token written. Defaults to `65536`. */
     tokens?: number;
@@ -82,8 +86,13 @@ export type CalibrateRetentionOptions = {
     horizonWeights?: number[];
     /** Where the sidecar goes. Defaults to `<model>.retention.gguf`, beside the model. */
     out?: string;
-    /** Folder of the checkpoints (one subfolder per model and settings). */
+    /** Folder of the checkpoints (one subfolder per model and thinking settings, one below it per training setting). */
     workDir: string;
+    /**
+     * Whether refused gates leave the work folder (the model's thinking, the candidates) in place, for another job that
+     * trains differently to start from; else it is removed, as it is once gates are installed. Defaults to `false`.
+     */
+    keepRefusedWork?: boolean;
     threads?: number;
     signal?: AbortSignal;
     onProgress?: (progress: CalibrationJobProgress) => void;
@@ -99,6 +108,10 @@ export type CalibrationResult = {
     backup: string | null;
     /** Why the gates were not installed, in words with the numbers; `null` when installed. */
     refusal: string | null;
+    /** The work folder refused gates left in place (`keepRefusedWork`); else `null`. */
+    workKept: string | null;
+    /** The prompts thought through: the set asked for, or `"english"` where the model wrote too few of its own. */
+    promptSet: PromptSet;
     prompts: number;
     tokensSeen: number;
     samples: number;
@@ -116,11 +129,11 @@ export type CalibrationResult = {
 /** The calibration job; see the module's comment. Rejects with the signal's reason when cancelled (the work folder stays). */
 export async function calibrateRetention(options: CalibrateRetentionOptions): Promise<CalibrationResult> {
     const started = performance.now();
-    const task = options.promptSet !== "english";
+    const task = options.promptSet === "demo" || options.promptSet === "merge";
     const settings = {
         promptSet: options.promptSet,
         prompts: options.prompts ?? (task ? 48 : 32),
-        validationPrompts: options.validationPrompts ?? (task ? 8 : 4),
+        validationPrompts: options.validationPrompts ?? (options.promptSet === "english" ? 4 : 8),
         tokens: options.tokens ?? 65536,
         maxTokens: options.maxTokens ?? (options.promptSet === "demo" ? 3000 : 2048),
         seed: options.seed ?? 0,
@@ -136,15 +149,13 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     const out = options.out ?? retentionSidecarPath(options.modelPath);
     const log = options.onLog ?? (() => undefined);
     const fingerprint = await modelFingerprint(options.modelPath);
-    const key = createHash("sha256")
-        .update(JSON.stringify({fingerprint, ...settings}))
-        .digest("hex")
-        .slice(0, 16);
-    const work = path.join(options.workDir, key);
-    await fs.mkdir(work, {recursive: true});
-    const job = await readJob(work);
-    const prompts = calibrationPrompts(settings.promptSet, settings.prompts, settings.seed);
-    const heldOut = calibrationPrompts(settings.promptSet, settings.validationPrompts, settings.seed, true);
+    const {hidden, epochs, horizonWeights, validationPrompts, ...thinking} = settings;
+    // the model's own held-out questions are written with its others, and kept with them
+    const heldOutKey = settings.promptSet === "own" ? {validationPrompts} : {};
+    const work = path.join(options.workDir, hashOf({fingerprint, ...thinking, ...heldOutKey}));
+    const trainDir = path.join(work, `train-${hashOf({hidden, epochs, horizonWeights})}`);
+    await fs.mkdir(trainDir, {recursive: true});
+    const job = await readJob(work, trainDir);
     let spent = job.seconds;
     const saveJob = async () => {
         await fs.writeFile(
@@ -177,6 +188,18 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
             resumed,
             tokensSeen
         });
+    // The model's own questions are written first (a sampled user turn each), and kept with the job.
+    const {
+        set: usedSet,
+        prompts,
+        heldOut
+    } = await jobPrompts(options.model, settings, work, {
+        threads: options.threads,
+        signal: options.signal,
+        onLog: log,
+        onProgress: () => progress("thinking", 0, settings.prompts, null)
+    });
+    const made = {...settings, promptSet: usedSet};
     const files = prompts.map((_, index) => path.join(work, `prompt-${String(index).padStart(4, "0")}.cal`));
     const kept = await Promise.all(files.map((file) => readDatasetFile(file).catch(() => null)));
     const missing = kept.flatMap((data, index) => (data == null ? [index] : []));
@@ -240,8 +263,8 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     const kinds = settings.readThresholds.flatMap((readThreshold, t) =>
         settings.horizonWeights.map((horizonWeight) => ({readThreshold, horizons: t, horizonWeight}))
     );
-    const candidates = kinds.map((_, k) => path.join(work, `candidate-${k}.retention.gguf`));
-    const gatesFiles = kinds.map((_, k) => path.join(work, `gates-${k}.f32`));
+    const candidates = kinds.map((_, k) => path.join(trainDir, `candidate-${k}.retention.gguf`));
+    const gatesFiles = kinds.map((_, k) => path.join(trainDir, `gates-${k}.f32`));
     let trainLoss: number[][] = job.trainLoss ?? [];
     let trained: TrainedGates[] | null =
         trainLoss.length === kinds.length ? await Promise.all(gatesFiles.map((file) => readGatesFile(file))).catch(() => null) : null;
@@ -288,14 +311,12 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
                 candidates[k]!,
                 options.modelPath,
                 report.gates,
-                settings,
-                calibrationProvenance(settings, prompts.length, dataset, kinds[k]!, 0, null)
+                made,
+                calibrationProvenance(made, prompts.length, dataset, kinds[k]!, 0, null)
             );
         }
-        await fs.writeFile(
-            path.join(work, "job.json"),
-            JSON.stringify({...settings, fingerprint, seconds: spent + (performance.now() - started) / 1000, trainLoss})
-        );
+        await fs.writeFile(path.join(trainDir, "train.json"), JSON.stringify({hidden, epochs, horizonWeights, trainLoss}));
+        await saveJob();
     }
 
     // Validation of every candidate against Lethe on held-out prompts; the best one is kept if it beats Lethe.
@@ -345,12 +366,16 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     };
     if (!validation.passed) {
         spent = seconds;
-        await fs.rm(work, {recursive: true, force: true});
+        const keep = options.keepRefusedWork === true;
+        if (keep) await saveJob();
+        else await fs.rm(work, {recursive: true, force: true});
         return {
             ...result,
             installed: false,
             backup: null,
-            refusal: `The calibrated gates do worse than Lethe on ${validation.prompts} held-out prompts (top-1 agreement with Full ${numbers}): not installed`
+            refusal: `The calibrated gates do worse than Lethe on ${validation.prompts} held-out prompts (top-1 agreement with Full ${numbers}): not installed`,
+            workKept: keep ? work : null,
+            promptSet: usedSet
         };
     }
 
@@ -367,22 +392,31 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         out,
         options.modelPath,
         gates,
-        settings,
-        calibrationProvenance(settings, prompts.length, dataset, kinds[best]!, seconds, validation)
+        made,
+        calibrationProvenance(made, prompts.length, dataset, kinds[best]!, seconds, validation)
     );
     await fs.rm(work, {recursive: true, force: true});
     progress("writing", 1, 1, 0);
-    return {...result, installed: true, backup, refusal: null};
+    return {...result, installed: true, backup, refusal: null, workKept: null, promptSet: usedSet};
 }
 
 function toPrompt(user: string): CalibrationPrompt {
     return {user};
 }
 
-async function readJob(work: string): Promise<{seconds: number; trainLoss?: number[][]}> {
+/** A short hex key of the settings a work folder's content depends on. */
+function hashOf(settings: object): string {
+    return createHash("sha256").update(JSON.stringify(settings)).digest("hex").slice(0, 16);
+}
+
+/** The seconds earlier runs spent on the job's thinking (and its trainings), and the losses of the candidates kept. */
+async function readJob(work: string, trainDir: string): Promise<{seconds: number; trainLoss?: number[][]}> {
+    const read = async <T>(file: string): Promise<Partial<T>> =>
+        JSON.parse(await fs.readFile(file, "utf8").catch(() => "{}")) as Partial<T>;
     try {
-        const job = JSON.parse(await fs.readFile(path.join(work, "job.json"), "utf8")) as {seconds?: number; trainLoss?: number[][]};
-        return {seconds: job.seconds ?? 0, trainLoss: job.trainLoss};
+        const job = await read<{seconds: number}>(path.join(work, "job.json"));
+        const train = await read<{trainLoss: number[][]}>(path.join(trainDir, "train.json"));
+        return {seconds: job.seconds ?? 0, trainLoss: train.trainLoss};
     } catch {
         return {seconds: 0};
     }

@@ -60,6 +60,14 @@ export function calibrationProvenance(
     return entries;
 }
 
+/** The prompts of a set, in the sidecar's `source` line. */
+const promptWords: Record<PromptSet, string> = {
+    english: "English prompts",
+    own: "prompts the model wrote",
+    demo: "demo-task prompts",
+    merge: "merge-task prompts"
+};
+
 export async function writeCalibratedSidecar(
     file: string,
     modelPath: string,
@@ -74,7 +82,7 @@ export async function writeCalibratedSidecar(
         reduction: "shared",
         extra,
         source:
-            `ponder calibrate: ${settings.prompts} ${settings.promptSet === "english" ? "English" : `${settings.promptSet}-task`} prompts, seed ${settings.seed}, ` +
+            `ponder calibrate: ${settings.prompts} ${promptWords[settings.promptSet]}, seed ${settings.seed}, ` +
             `${settings.tokens} tokens at most, read horizons fitted per layer and KV head, weighed by horizon (hidden ${settings.hidden}, ${settings.epochs} epochs), ranked by the shared maximum`
     });
 }

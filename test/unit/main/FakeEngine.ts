@@ -71,6 +71,8 @@ export class FakeEngine {
         out: "/m.retention.gguf",
         backup: null,
         refusal: null,
+        workKept: null,
+        promptSet: "demo",
         prompts: 2,
         tokensSeen: 800,
         samples: 600,

@@ -43,7 +43,7 @@ describe("retention calibration from the app", () => {
         expect(engine.loads.map((load) => load.path)).toEqual([model.path]);
         expect(engine.calibrations[0]).toMatchObject({
             modelPath: model.path,
-            promptSet: "english",
+            promptSet: "own",
             workDir: path.join(workDir, await modelFingerprint(model.path))
         });
         expect(events.filter((e) => e.state === "running").map((e) => [e.stage, e.step, e.of, e.etaSeconds, e.message])).toEqual([
@@ -59,6 +59,8 @@ describe("retention calibration from the app", () => {
             state: "installed",
             result: {
                 installed: true,
+                // the set the job used (the fake engine's), not the one asked for ("own")
+                promptSet: "demo",
                 prompts: 2,
                 tokens: 800,
                 samples: 600,

@@ -74,7 +74,7 @@ describe("calibration state", () => {
         expect(models.state.details.m1?.retention?.calibration).toEqual(provenance);
         expect(installed).toEqual(["m1"]);
         expect(describeCalibrationResult(models.state.details.m1!.retention!.calibration!)).toBe(
-            "Calibrated on 38 thoughts, 51,200 tokens, 9 min; held-out agreement at 25%: 0.97, Lethe 0.86 (answers 0.90, Lethe 0.40); at 50%: 0.99, Lethe 0.95"
+            "Calibrated on 38 thoughts (on Ponder's English prompts), 51,200 tokens, 9 min; held-out agreement at 25%: 0.97, Lethe 0.86 (answers 0.90, Lethe 0.40); at 50%: 0.99, Lethe 0.95"
         );
     });
 

@@ -19,17 +19,17 @@ describe("choosePromptSet", () => {
     });
     afterAll(() => fs.rm(dir, {recursive: true, force: true}));
 
-    it("gives each shipped task model, or a copy of it anywhere, its own task, and any other model the English prompts", async () => {
+    it("gives each shipped task model, or a copy of it anywhere, its own task, and any other model questions it writes itself", async () => {
         const bundled = file("shipped/ponder-demo.gguf");
         expect(await choosePromptSet(bundled, bundled)).toBe("demo");
         expect(await choosePromptSet(file("elsewhere/demo-copy.gguf"), bundled)).toBe("demo");
         expect(await choosePromptSet(file("shipped/ponder-merge.gguf"), bundled)).toBe("merge");
         expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), bundled)).toBe("merge");
-        expect(await choosePromptSet(file("elsewhere/other.gguf"), bundled)).toBe("english");
-        expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), null)).toBe("english");
+        expect(await choosePromptSet(file("elsewhere/other.gguf"), bundled)).toBe("own");
+        expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), null)).toBe("own");
     });
 
-    it("gives the English prompts when the shipped models are missing", async () => {
-        expect(await choosePromptSet(file("elsewhere/other.gguf"), file("nowhere/ponder-demo.gguf"))).toBe("english");
+    it("gives its own questions when the shipped models are missing", async () => {
+        expect(await choosePromptSet(file("elsewhere/other.gguf"), file("nowhere/ponder-demo.gguf"))).toBe("own");
     });
 });

@@ -1,0 +1,111 @@
+import {resolveChatWrapper, type ChatWrapper, type LlamaModel, type Token} from "node-llama-cpp";
+
+// Calibration prompts a model writes itself: the user turn of its chat template sampled from the model, as Magpie
+// (Xu et al., 2024, §2.1) draws instructions from an aligned model given nothing but the template up to the user's
+// text. A model trained on one task writes that task's questions, so its gates are calibrated on what it will be asked,
+// with no prompt set made for it; a model that writes no usable question (random weights, a model that never ends the
+// user's turn) is left to Ponder's English prompts by the caller.
+
+export type OwnPromptsOptions = {
+    /** Seed of the sampling: the same model, seed and build write the same prompts. */
+    seed: number;
+    /** Longest question kept, in tokens: a sample that has not ended the user's turn by then is dropped. Defaults to `384`. */
+    maxTokens?: number;
+    /** Samples tried per prompt wanted before giving up. Defaults to `3`. */
+    triesPerPrompt?: number;
+    threads?: number;
+    signal?: AbortSignal;
+    /** After each sample: prompts kept so far, and samples tried. */
+    onProgress?: (kept: number, tried: number) => void;
+};
+
+/** A question the model wrote, with the seed of its sample. */
+export type OwnPrompt = {user: string; seed: number};
+
+/**
+ * Questions the model wrote, at most `count` of each kind, distinct: `ended` the ones it ended as a user's turn ends,
+ * `unended` the ones cut at `maxTokens` (a model trained without the turn's end, as Ponder's task models are, writes its
+ * task's question and goes on). It stops once `count` ended ones are written, or once `count` samples have ended
+ * fewer than one in ten and `count` unended ones are written, or after `count` x `triesPerPrompt` samples.
+ */
+export async function writeOwnPrompts(
+    model: LlamaModel,
+    count: number,
+    options: OwnPromptsOptions
+): Promise<{ended: OwnPrompt[]; unended: OwnPrompt[]; tried: number}> {
+    const maxTokens = options.maxTokens ?? 384;
+    const tries = count * (options.triesPerPrompt ?? 3);
+    const turn = userTurn(model, resolveChatWrapper(model));
+    const context = await model.createContext({
+        contextSize: turn.prefix.length + maxTokens + 8,
+        threads: options.threads ?? 1,
+        sequences: 1,
+        flashAttention: false
+    });
+    const ended: OwnPrompt[] = [];
+    const unended: OwnPrompt[] = [];
+    let tried = 0;
+    const done = () => ended.length >= count || tried >= tries || (tried >= count && ended.length < tried / 10 && unended.length >= count);
+    try {
+        const sequence = context.getSequence();
+        while (!done()) {
+            options.signal?.throwIfAborted();
+            await sequence.clearHistory();
+            const tokens: Token[] = [];
+            let end = false;
+            const seed = options.seed * 1_000_003 + tried;
+            const generator = sequence.evaluate(turn.prefix, {temperature: 1, seed, yieldEogToken: true});
+            try {
+                for await (const token of generator) {
+                    // the turn's end, or any control token (a turn's or a thought's marker): the user's text is over
+                    if (token === turn.end || model.isSpecialToken(token)) {
+                        end = true;
+                        break;
+                    }
+                    tokens.push(token);
+                    if (tokens.length >= maxTokens) break;
+                }
+            } finally {
+                await generator.return(undefined);
+            }
+            tried++;
+            const text = model.detokenize(tokens).trim();
+            const kept = end ? ended : unended;
+            if (isUsable(text) && kept.length < count && !kept.some((prompt) => prompt.user === text)) kept.push({user: text, seed});
+            options.onProgress?.(ended.length, tried);
+        }
+    } finally {
+        await context.dispose();
+    }
+    return {ended, unended, tried};
+}
+
+/** A question worth thinking about: some visible text, not one character repeated, no replacement characters. */
+function isUsable(text: string): boolean {
+    return text.length >= 8 && new Set(text).size >= 4 && !text.includes("\uFFFD");
+}
+
+/**
+ * The template's tokens up to a user's text (`prefix`) and the first token after it (`end`, where the model ends the
+ * user's turn): two renderings of one user message that differ only in its text, compared from each end.
+ */
+export function userTurn(model: LlamaModel, chatWrapper: ChatWrapper): {prefix: Token[]; end: Token} {
+    const render = (text: string) =>
+        chatWrapper
+            .generateContextState({
+                chatHistory: [
+                    {type: "user", text},
+                    {type: "model", response: []}
+                ]
+            })
+            .contextText.tokenize(model.tokenizer);
+    const a = render("x");
+    const b = render("y");
+    let prefix = 0;
+    while (prefix < a.length && prefix < b.length && a[prefix] === b[prefix]) prefix++;
+    let suffix = 0;
+    while (suffix < a.length - prefix && suffix < b.length - prefix && a[a.length - 1 - suffix] === b[b.length - 1 - suffix]) suffix++;
+    const end = a[a.length - suffix];
+    if (prefix === 0 || suffix === 0 || end == null) throw new Error("The chat template's user turn could not be found");
+    return {prefix: a.slice(0, prefix), end};
+}
