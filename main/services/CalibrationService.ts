@@ -194,6 +194,8 @@ export class CalibrationService {
 /** The stage in words: "Thinking 3/8", "Training the gates", "Validating against Lethe 2/16", "Installing the gates". */
 function stageMessage(stage: CalibrationJobProgress["stage"], step: number, of: number): string {
     switch (stage) {
+        case "questions":
+            return `Writing its own questions ${step}/${of}`;
         case "thinking":
             return `Thinking ${Math.min(of, step + 1)}/${of}`;
         case "training":

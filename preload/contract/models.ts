@@ -132,7 +132,7 @@ export type CalibrationProvenance = {
 };
 
 /** Where a retention calibration is: its stage and step, and the time it still needs. */
-export type CalibrationStage = "starting" | "thinking" | "training" | "validating" | "writing";
+export type CalibrationStage = "starting" | "questions" | "thinking" | "training" | "validating" | "writing";
 
 /** A retention calibration of a model (`models:calibrate`), as it runs and as it ended (`models:calibration` events). */
 export type CalibrationStatus = {

@@ -16,11 +16,14 @@ export function describeCalibrationProgress(status: CalibrationStatus): string {
     return `${status.message} · ${left}${resumed}`;
 }
 
-/** The share of the job done, for the progress bar: the thinking, then the training, then the validation, a third each. */
+/**
+ * The share of the job done, for the progress bar: the thinking, then the training, then the validation, a third each (a
+ * model's own questions, written before it thinks, stay at the start).
+ */
 export function calibrationFraction(status: CalibrationStatus): number {
     const within = status.of > 0 ? Math.min(1, status.step / status.of) : 0;
-    const base = {starting: 0, thinking: 0, training: 1, validating: 2, writing: 3}[status.stage];
-    return Math.min(1, (base + (status.stage === "writing" ? 0 : within)) / 3);
+    const base = {starting: 0, questions: 0, thinking: 0, training: 1, validating: 2, writing: 3}[status.stage];
+    return Math.min(1, (base + (status.stage === "writing" || status.stage === "questions" ? 0 : within)) / 3);
 }
 
 /** What the model thought about, by the calibration's prompt set. */

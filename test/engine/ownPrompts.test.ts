@@ -108,6 +108,7 @@ describe("prompts a model writes itself", () => {
         const copy = path.join(dir, "someone-elses-model.gguf");
         await fs.copyFile(path.join(models, "ponder-merge.gguf"), copy);
         const model = await load(copy);
+        const stages: string[] = [];
         const result = await calibrateRetention({
             model,
             modelPath: copy,
@@ -120,9 +121,13 @@ describe("prompts a model writes itself", () => {
             readThresholds: [0.25],
             horizonWeights: [1],
             workDir: path.join(dir, "work"),
-            threads: 2
+            threads: 2,
+            onProgress: (p) => stages.push(`${p.stage} ${p.done}/${p.total}`)
         });
         expect(result.promptSet).toBe("own");
+        // the questions are written first, counted, then thought through
+        expect(stages[0]).toMatch(/^questions \d\/6$/);
+        expect(stages.indexOf("questions 6/6")).toBeLessThan(stages.findIndex((stage) => stage.startsWith("thinking")));
         expect(result.prompts).toBe(4);
         if (!result.installed) return; // a refusal is the validation's to make; what was thought is checked above
         const found = await findRetentionGates({...(await inspectModel(copy)), path: copy});

@@ -29,11 +29,14 @@ import {calibrationProvenance, writeCalibratedSidecar, type CalibrationSettings}
 // 0.719 / 1.000 by its square root, 0.188 / 0.906 read at 0.25; merge 0.000 / 0.594 read at 0.5, 0.281 / 0.938 read at
 // 0.25 weighed by (1 + horizon), 0.250 / 0.719 by its square root.
 
-export type CalibrationStage = "thinking" | "training" | "validating" | "writing";
+export type CalibrationStage = "questions" | "thinking" | "training" | "validating" | "writing";
 
 export type CalibrationJobProgress = {
     stage: CalibrationStage;
-    /** Steps done and to do in this stage: prompts (thinking), layer-epochs (training), runs (validating). */
+    /**
+     * Steps done and to do in this stage: questions written (questions, a model's own), prompts (thinking), layer-epochs
+     * (training), runs (validating).
+     */
     done: number;
     total: number;
     /** Seconds since this run of the job started. */
@@ -197,7 +200,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         threads: options.threads,
         signal: options.signal,
         onLog: log,
-        onProgress: () => progress("thinking", 0, settings.prompts, null)
+        onProgress: (written) => progress("questions", written, settings.prompts + settings.validationPrompts, null)
     });
     const made = {...settings, promptSet: usedSet};
     const files = prompts.map((_, index) => path.join(work, `prompt-${String(index).padStart(4, "0")}.cal`));

@@ -15,7 +15,7 @@ export type OwnPromptsOptions = {
     triesPerPrompt?: number;
     threads?: number;
     signal?: AbortSignal;
-    /** After each sample: prompts kept so far, and samples tried. */
+    /** After each sample: usable questions so far (at most `count`), and samples tried. */
     onProgress?: (kept: number, tried: number) => void;
 };
 
@@ -72,7 +72,7 @@ export async function writeOwnPrompts(
             const text = model.detokenize(tokens).trim();
             const kept = end ? ended : unended;
             if (isUsable(text) && kept.length < count && !kept.some((prompt) => prompt.user === text)) kept.push({user: text, seed});
-            options.onProgress?.(ended.length, tried);
+            options.onProgress?.(Math.min(count, ended.length + unended.length), tried);
         }
     } finally {
         await context.dispose();

@@ -94,6 +94,21 @@ describe("retention calibration from the app", () => {
         expect(events.at(-1)!.state).toBe("installed");
     });
 
+    it("says how many of its own questions a model has written before it thinks", async () => {
+        const {dispatch, events, model} = await setup((e) =>
+            e.calibrationSteps.unshift({stage: "questions", done: 3, total: 40, elapsed: 0, remaining: null, resumed: 0, tokensSeen: 0})
+        );
+        await dispatch("models:calibrate", {id: model.id});
+        await until(() => events.at(-1)?.state !== "running");
+        expect(events.find((e) => e.stage === "questions")).toMatchObject({
+            state: "running",
+            step: 3,
+            of: 40,
+            etaSeconds: null,
+            message: "Writing its own questions 3/40"
+        });
+    });
+
     it("says in numbers why gates that did worse than Lethe were not installed", async () => {
         const refusal =
             "The calibrated gates do worse than Lethe on 2 held-out prompts (top-1 agreement with Full at 25%: 0.610, Lethe 0.860): not installed";

@@ -44,6 +44,12 @@ describe("calibration state", () => {
         expect(bridge.calls.at(-1)).toEqual({channel: "models:calibrate", payload: {id: "m1"}});
         expect(models.state.calibration).toMatchObject({state: "running", stage: "starting"});
 
+        bridge.emit(
+            "models:calibration",
+            running({stage: "questions", step: 12, of: 40, etaSeconds: null, message: "Writing its own questions 12/40"})
+        );
+        expect(describeCalibrationProgress(models.state.calibration!)).toBe("Writing its own questions 12/40 · estimating the time left");
+        expect(calibrationFraction(models.state.calibration!)).toBe(0);
         bridge.emit("models:calibration", running());
         expect(describeCalibrationProgress(models.state.calibration!)).toBe("Thinking 3/8 · about 4 min left");
         expect(calibrationFraction(models.state.calibration!)).toBeCloseTo(2 / 8 / 3);
