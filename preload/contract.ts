@@ -34,6 +34,8 @@ export * from "./kvBounds.js";
 export * from "./positionRanges.js";
 /** What prune rounds record of each token, and the rounds, in bounded lists (preload/tokenScores.ts). */
 export * from "./tokenScores.js";
+/** Which of a conversation's settings are its generation's (preload/generationSettings.ts). */
+export * from "./generationSettings.js";
 export type * from "./contract/errors.js";
 export type * from "./contract/engine.js";
 export type * from "./contract/models.js";

@@ -1,5 +1,12 @@
 import {z} from "zod";
-import type {AppSettings, CompressionSettings, ConversationSettings, GpuLayers, SamplingPreset} from "../../preload/contract.js";
+import {
+    generationSettingKeys,
+    type AppSettings,
+    type CompressionSettings,
+    type ConversationSettings,
+    type GpuLayers,
+    type SamplingPreset
+} from "../../preload/contract.js";
 import {kvBounds} from "../../preload/kvBounds.js";
 import {maxBudgetCells, minBudgetCells} from "../kv/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../kv/kvMemory.js";
@@ -210,18 +217,7 @@ export function withValueType(stored: unknown): unknown {
 export function mergeConversationSettings(defaults: ConversationSettings, stored: unknown): ConversationSettings {
     const source = typeof stored === "object" && stored != null ? (stored as Record<string, unknown>) : {};
     const merged: Record<string, unknown> = {...defaults};
-    for (const key of [
-        "systemPrompt",
-        "temperature",
-        "topP",
-        "topK",
-        "minP",
-        "repeatPenalty",
-        "maxTokens",
-        "seed",
-        "thinking",
-        "thinkingBudget"
-    ] as const) {
+    for (const key of generationSettingKeys) {
         const field = conversationSettingsSchema.shape[key].safeParse(source[key]);
         if (field.success) merged[key] = field.data;
     }

@@ -1,18 +1,6 @@
-import type {ConversationSettings, SamplingValues} from "../../preload/contract.js";
+import {generationSettingKeys, type ConversationSettings, type SamplingValues} from "../../preload/contract.js";
 
-export const generationKeys = [
-    "systemPrompt",
-    "temperature",
-    "topP",
-    "topK",
-    "minP",
-    "repeatPenalty",
-    "maxTokens",
-    "seed",
-    "thinking",
-    "thinkingBudget"
-] as const;
-export type GenerationSettings = Pick<ConversationSettings, (typeof generationKeys)[number]>;
+export type GenerationSettings = Pick<ConversationSettings, (typeof generationSettingKeys)[number]>;
 
 /**
  * The generation settings of a conversation as edited: numbers as typed (`null` when the field is empty; for the seed
@@ -47,7 +35,7 @@ const generationLimits = {
 export const samplingKeys = ["temperature", "topP", "topK", "minP", "repeatPenalty"] as const satisfies readonly (keyof SamplingValues)[];
 
 export function toGenerationForm(settings: GenerationSettings): GenerationForm {
-    return Object.fromEntries(generationKeys.map((key) => [key, settings[key]])) as GenerationForm;
+    return Object.fromEntries(generationSettingKeys.map((key) => [key, settings[key]])) as GenerationForm;
 }
 
 const inRange = (value: number | null, [min, max]: readonly [number, number]) =>
