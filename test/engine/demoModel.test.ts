@@ -13,6 +13,7 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "./spawnTestEngine.js";
+import {greedyAnswer} from "./greedyAnswer.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 // Mid-length problems (30-50 steps: about 400-650 thinking tokens), to keep the test short.
@@ -65,21 +66,8 @@ describe("the demo model", () => {
         const fullCells: number[] = [];
 
         async function solve(question: string, policy: PolicyId, cells: number) {
-            let text = "";
-            let tokens = 0;
-            const result = await engine.generate({
-                history: [{role: "user", text: question}],
-                systemPrompt: "",
-                temperature: 0,
-                maxTokens: 2048,
-                signal: new AbortController().signal,
-                kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
-                onChunk(chunk) {
-                    tokens += chunk.tokens;
-                    if (chunk.segment === "answer") text += chunk.text;
-                }
-            });
-            return {answer: extractDemoAnswer(text), used: result.promptTokens + tokens + 4};
+            const run = await greedyAnswer(engine, question, policy, cells);
+            return {answer: extractDemoAnswer(run.answer), used: run.promptTokens + run.tokens + 4};
         }
 
         it("answers held-out problems with Full KV", async () => {

@@ -18,6 +18,7 @@ import {generateMergeProblem, HELD_OUT_MIN_K_SHARE, heldOutMergeProblems} from "
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "./spawnTestEngine.js";
 import {underLoad} from "./underLoad.js";
+import {greedyAnswer} from "./greedyAnswer.js";
 
 const models = path.join(REPO_ROOT, "resources", "models");
 const mergeModel = path.join(models, "ponder-merge.gguf");
@@ -86,23 +87,8 @@ describe("the merge model", () => {
         const fullCells: number[] = [];
 
         async function solve(question: string, policy: PolicyId, cells: number) {
-            let thought = "";
-            let answer = "";
-            let tokens = 0;
-            const result = await engine.generate({
-                history: [{role: "user", text: question}],
-                systemPrompt: "",
-                temperature: 0,
-                maxTokens: 2048,
-                signal: new AbortController().signal,
-                kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
-                onChunk(chunk) {
-                    tokens += chunk.tokens;
-                    if (chunk.segment === "thought") thought += chunk.text;
-                    else answer += chunk.text;
-                }
-            });
-            return {thought: thought.trim(), answer, used: result.promptTokens + tokens + 4};
+            const run = await greedyAnswer(engine, question, policy, cells);
+            return {thought: run.thought.trim(), answer: run.answer, used: run.promptTokens + run.tokens + 4};
         }
 
         it("thinks held-out merges through exactly and answers them right with Full KV", async () => {

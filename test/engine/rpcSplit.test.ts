@@ -10,12 +10,12 @@ import type {EngineStatus, PolicyId} from "../../preload/contract.js";
 import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
 import {probeRpcServer} from "../../main/engine/rpc/probeRpcServer.js";
 import {inspectModel} from "../../main/engine/inspectModel.js";
-import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {heldOutMergeProblems} from "../eval/mergeTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {freePort, startRpcServer, type RpcServerProcess} from "../fixtures/rpcServers.js";
 import {spawnTestEngine, until} from "./spawnTestEngine.js";
+import {greedyAnswer} from "./greedyAnswer.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const mergeModel = path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf");
@@ -29,22 +29,8 @@ async function answer(
     onChunk: (text: string) => void = () => {},
     question = problem.question
 ) {
-    let text = "";
-    let tokens = 0;
-    const result = await engine.generate({
-        history: [{role: "user", text: question}],
-        systemPrompt: "",
-        temperature: 0,
-        maxTokens: 1024,
-        signal: new AbortController().signal,
-        kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
-        onChunk(chunk) {
-            text += chunk.text;
-            tokens += chunk.tokens;
-            onChunk(chunk.text);
-        }
-    });
-    return {text, used: result.promptTokens + tokens, stopReason: result.stopReason};
+    const run = await greedyAnswer(engine, question, policy, cells, {maxTokens: 1024, onChunk});
+    return {text: run.text, used: run.promptTokens + run.tokens, stopReason: run.stopReason};
 }
 
 describe("a model split across two rpc-servers", () => {
