@@ -11,8 +11,9 @@ export type OwnPromptsOptions = {
     /** Seed of the sampling: the same model, seed and build write the same prompts. */
     seed: number;
     /**
-     * Sampling temperature. Defaults to `0.7`: on the two task models, gates made from questions written at 0.7 answered
-     * 1.000 and 0.844 at half the cells, at 1 (Magpie's) 0.969 and 0.750 (docs/BENCHMARKS.md).
+     * Sampling temperature. Defaults to `0.7`: the demo model's gates made from questions written at 0.7 answered 1.000
+     * at half the cells, at 1 (Magpie's) 0.969, at 0.5 0.938; the merge model's 0.844 (another seed 0.156), 0.750 and
+     * 0.031 (docs/BENCHMARKS.md).
      */
     temperature?: number;
     /** Longest question kept, in tokens: a sample that has not ended the user's turn by then is dropped. Defaults to `384`. */
