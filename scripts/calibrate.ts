@@ -2,17 +2,23 @@
 //
 //   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
 //                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weights 1,0.5] [--work-dir dir] [--threads N] [--prompt-set own|demo|merge|english]
+//                        [--prompts-file prompts.jsonl|prompts.txt]
+//
+// --prompts-file: a person's own prompts instead of the model's questions (JSON Lines, a string or {"prompt": "..."}
+// per line, or plain text, a prompt per line); the last --validation of them are held out for the validation.
 //
 // Progress lines go to stderr, the result (JSON) to stdout. Exit status 0: the gates were written; 2: they did worse
 // than Lethe on the held-out prompts and were not installed (nothing changed beside the model; the model's thinking
 // stays in the work folder, and a command that changes only --hidden, --epochs or --horizon-weights goes on from it);
 // 1: an error; 130: cancelled (Ctrl-C), and the same command goes on from the last prompt thought.
+import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {parseArgs} from "node:util";
 import {calibrateRetention, type CalibrationJobProgress} from "../main/engine/calibration/calibrateRetention.js";
 import {choosePromptSet} from "../main/engine/calibration/choosePromptSet.js";
 import type {PromptSet} from "../main/engine/calibration/prompts.js";
+import {parsePromptsFile} from "../main/engine/calibration/promptsFile.js";
 import {loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
 import {describeCalibrationResult} from "../renderer/lib/describeCalibration.js";
 
@@ -31,7 +37,8 @@ const {values} = parseArgs({
         "horizon-weights": {type: "string"},
         "work-dir": {type: "string", default: path.join(os.homedir(), ".cache", "ponder", "calibration")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))},
-        "prompt-set": {type: "string"}
+        "prompt-set": {type: "string"},
+        "prompts-file": {type: "string"}
     }
 });
 
@@ -71,10 +78,24 @@ if (values.model == null) {
 }
 const modelPath = path.resolve(values.model);
 const bundled = path.resolve(import.meta.dirname, "../resources/models/ponder-demo.gguf");
-const promptSet = (values["prompt-set"] ?? (await choosePromptSet(modelPath, bundled))) as PromptSet;
-if (promptSet !== "demo" && promptSet !== "merge" && promptSet !== "english" && promptSet !== "own") {
+if (values["prompts-file"] != null && values["prompt-set"] != null) {
+    console.error("error: --prompts-file and --prompt-set name the prompts twice: give one");
+    process.exit(1);
+}
+const promptList = values["prompts-file"] == null ? undefined : await readPromptsFile(path.resolve(values["prompts-file"]));
+const promptSet = (promptList != null ? "file" : (values["prompt-set"] ?? (await choosePromptSet(modelPath, bundled)))) as PromptSet;
+if (promptSet !== "demo" && promptSet !== "merge" && promptSet !== "english" && promptSet !== "own" && promptSet !== "file") {
     console.error("error: --prompt-set is own, demo, merge or english");
     process.exit(1);
+}
+
+async function readPromptsFile(file: string): Promise<string[]> {
+    try {
+        return parsePromptsFile(await fs.readFile(file, "utf8"));
+    } catch (err) {
+        console.error(`error: --prompts-file ${file}: ${(err as Error).message}`);
+        process.exit(1);
+    }
 }
 const controller = new AbortController();
 process.on("SIGINT", () => controller.abort(new Error("cancelled")));
@@ -98,12 +119,13 @@ const llama = await loadPatchedLlama({gpu: "auto", logLevel: "error"});
 const model = await llama.loadModel({modelPath});
 try {
     console.error(
-        `calibrating ${path.basename(modelPath)} on ${{english: "Ponder's English prompts", own: "questions it writes itself", demo: "the demo task's training problems", merge: "the merge task's training problems"}[promptSet]}`
+        `calibrating ${path.basename(modelPath)} on ${{english: "Ponder's English prompts", own: "questions it writes itself", demo: "the demo task's training problems", merge: "the merge task's training problems", file: `the ${promptList?.length ?? 0} prompts of ${values["prompts-file"]}`}[promptSet]}`
     );
     const result = await calibrateRetention({
         model,
         modelPath,
         promptSet,
+        promptList,
         prompts: number("prompts", values.prompts),
         tokens: number("tokens", values.tokens),
         seed: number("seed", values.seed),

@@ -31,7 +31,8 @@ const promptSetWords: Record<string, string> = {
     own: "on questions it wrote itself",
     english: "on Ponder's English prompts",
     demo: "on its task's problems",
-    merge: "on its task's problems"
+    merge: "on its task's problems",
+    file: "on prompts from a file"
 };
 
 /**

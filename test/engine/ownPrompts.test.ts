@@ -8,6 +8,7 @@ import {afterAll, beforeAll, describe, expect, test} from "vitest";
 import {resolveChatWrapper, type Llama, type LlamaModel} from "node-llama-cpp";
 import {calibrateRetention} from "../../main/engine/calibration/calibrateRetention.js";
 import {jobPrompts} from "../../main/engine/calibration/jobPrompts.js";
+import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
 import {userTurn, writeOwnPrompts} from "../../main/engine/calibration/ownPrompts.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
@@ -102,6 +103,34 @@ describe("prompts a model writes itself", () => {
         await fs.writeFile(path.join(work, "prompts.json"), "{not json");
         expect(await jobPrompts(demo, settings, work, {threads: 2, onLog: () => undefined, onProgress: () => undefined})).toEqual(first);
     });
+
+    test("a calibration on a person's prompts thinks through the first ones, holds the last out, and says so in the gates", async () => {
+        const copy = path.join(dir, "their-demo.gguf");
+        await fs.copyFile(path.join(models, "ponder-demo.gguf"), copy);
+        const model = await load(copy);
+        const list = calibrationPrompts("demo", 4, 7).map((prompt) => prompt.user);
+        const result = await calibrateRetention({
+            model,
+            modelPath: copy,
+            promptSet: "file",
+            promptList: list,
+            prompts: 8,
+            validationPrompts: 1,
+            tokens: 4096,
+            epochs: 2,
+            hidden: 16,
+            readThresholds: [0.5],
+            horizonWeights: [1],
+            workDir: path.join(dir, "work-file"),
+            threads: 2
+        });
+        expect(result.promptSet).toBe("file");
+        expect(result.prompts).toBe(3);
+        expect(result.validation.prompts).toBe(1);
+        if (!result.installed) return; // a refusal is the validation's to make
+        const found = await findRetentionGates({...(await inspectModel(copy)), path: copy});
+        expect(found.available && found.info.calibration?.promptSet).toBe("file");
+    }, 300_000);
 
     test("a calibration of a model Ponder does not know thinks on questions it wrote, and says so in the gates", async () => {
         // a copy of the merge model under another name, calibrated as "own": as any model would be

@@ -58,6 +58,8 @@ export type CalibrateRetentionOptions = {
      * `"english"`.
      */
     promptSet: PromptSet;
+    /** The prompts of the `"file"` set (`parsePromptsFile`): the last `validationPrompts` are held out. */
+    promptList?: string[];
     /** Calibration prompts the model thinks through. Defaults to `48` (demo, merge) or `32`. */
     prompts?: number;
     /** Held-out prompts of the validation. Defaults to `8` (demo, merge, own) or `4` (English). */
@@ -154,7 +156,12 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     const fingerprint = await modelFingerprint(options.modelPath);
     const {hidden, epochs, horizonWeights, validationPrompts, ...thinking} = settings;
     // the model's own held-out questions are written with its others, and kept with them
-    const heldOutKey = settings.promptSet === "own" ? {validationPrompts} : {};
+    const heldOutKey =
+        settings.promptSet === "own"
+            ? {validationPrompts}
+            : settings.promptSet === "file"
+              ? {validationPrompts, promptList: hashOf(options.promptList ?? [])}
+              : {};
     const work = path.join(options.workDir, hashOf({fingerprint, ...thinking, ...heldOutKey}));
     const trainDir = path.join(work, `train-${hashOf({hidden, epochs, horizonWeights})}`);
     await fs.mkdir(trainDir, {recursive: true});
@@ -196,7 +203,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         set: usedSet,
         prompts,
         heldOut
-    } = await jobPrompts(options.model, settings, work, {
+    } = await jobPrompts(options.model, {...settings, promptList: options.promptList}, work, {
         threads: options.threads,
         signal: options.signal,
         onLog: log,

@@ -11,11 +11,12 @@ export type JobPrompts = {set: PromptSet; prompts: SeededPrompt[]; heldOut: Seed
  * The prompts of a calibration job: its prompt set's, or for `"own"` the questions the model writes itself
  * (`writeOwnPrompts`; the first `prompts` to think through, the next `validationPrompts` held out), kept in the work
  * folder so that a resumed job thinks the same ones. A model that writes too few usable questions gets Ponder's English
- * prompts instead, and the result says so (`set`).
+ * prompts instead, and the result says so (`set`). For `"file"`, the person's `promptList`: the last
+ * `validationPrompts` held out.
  */
 export async function jobPrompts(
     model: LlamaModel,
-    settings: {promptSet: PromptSet; prompts: number; validationPrompts: number; seed: number},
+    settings: {promptSet: PromptSet; prompts: number; validationPrompts: number; seed: number; promptList?: string[]},
     work: string,
     options: {threads?: number; signal?: AbortSignal; onLog: (line: string) => void; onProgress: (kept: number, tried: number) => void}
 ): Promise<JobPrompts> {
@@ -25,6 +26,7 @@ export async function jobPrompts(
         prompts: calibrationPrompts(set, prompts, seed),
         heldOut: calibrationPrompts(set, validationPrompts, seed, true)
     });
+    if (promptSet === "file") return fromList(settings.promptList ?? [], prompts, validationPrompts);
     if (promptSet !== "own") return of(promptSet);
 
     const file = path.join(work, "prompts.json");
@@ -67,6 +69,17 @@ export async function jobPrompts(
     await fs.writeFile(temp, JSON.stringify(result));
     await fs.rename(temp, file);
     return result;
+}
+
+/** A person's prompts: the last `validationPrompts` held out, up to `prompts` of the others thought through, in order. */
+function fromList(list: string[], prompts: number, validationPrompts: number): JobPrompts {
+    const thought = Math.min(prompts, list.length - validationPrompts);
+    if (thought < 1)
+        throw new RangeError(
+            `${list.length} prompt${list.length === 1 ? "" : "s"} given: at least ${validationPrompts + 1} are needed (${validationPrompts} held out for the validation)`
+        );
+    const seeded = list.map((user, index) => ({kind: "file", user, seed: index}));
+    return {set: "file", prompts: seeded.slice(0, thought), heldOut: seeded.slice(list.length - validationPrompts)};
 }
 
 function isJobPrompts(value: unknown, prompts: number, validationPrompts: number): value is JobPrompts {

@@ -18,9 +18,9 @@ export type SeededPrompt = {
 
 /**
  * Which prompts a calibration uses: Ponder's English set, the own task of the demo model or of the merge model, or
- * questions the model writes itself (`ownPrompts.ts`; not made here).
+ * questions the model writes itself (`ownPrompts.ts`), or a person's own from a file (`promptsFile.ts`; neither made here).
  */
-export type PromptSet = "english" | "demo" | "merge" | "own";
+export type PromptSet = "english" | "demo" | "merge" | "own" | "file";
 
 /** Demo-task seeds trained on: from here up (scripts/retention/traces.py's DEMO_TRAIN_SEED_BASE). */
 export const demoTrainingSeedBase = 1_000_000_000;
@@ -40,7 +40,10 @@ const heldOutBit = 0x40000000;
 export function calibrationPrompts(set: PromptSet, count: number, seed: number, heldOut = false): SeededPrompt[] {
     if (!Number.isInteger(count) || count < 0) throw new RangeError("count must be a whole number");
     if (!Number.isInteger(seed) || seed < 0 || seed >= 50) throw new RangeError("the calibration seed must be a whole number from 0 to 49");
-    if (set === "own") throw new RangeError("a model's own prompts are written by the model (writeOwnPrompts), not from a seed");
+    if (set === "own" || set === "file")
+        throw new RangeError(
+            `${set === "own" ? "a model's own prompts are written by the model" : "a file's prompts are read from it"}, not made from a seed`
+        );
     if (set === "demo" || set === "merge") {
         const base = (heldOut ? demoValidationSeedBase : demoTrainingSeedBase) + seed * 1000;
         if (count > 1000 || base + count > demoSeedLimit) throw new RangeError(`at most 1,000 ${set}-task prompts per seed`);

@@ -65,7 +65,8 @@ const promptWords: Record<PromptSet, string> = {
     english: "English prompts",
     own: "prompts the model wrote",
     demo: "demo-task prompts",
-    merge: "merge-task prompts"
+    merge: "merge-task prompts",
+    file: "prompts from a file"
 };
 
 export async function writeCalibratedSidecar(
