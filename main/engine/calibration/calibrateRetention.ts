@@ -21,10 +21,9 @@ import {calibrationProvenance, writeCalibratedSidecar, type CalibrationSettings}
 // provenance. Each prompt's data is kept in the work folder as soon as it is thought, so a cancelled, killed or crashed
 // calibration goes on from the next prompt with the same settings; the trained candidates are kept there too, apart
 // per training setting, so a job that changes only how the gates are trained (width, epochs, weights) thinks nothing
-// again. The read
-// threshold that makes the labels and the weight of long horizons in the loss are chosen per model: one candidate is
-// fitted per threshold and weight (each text is read again at the other thresholds, `collectCalibrationData`), and the
-// validation keeps the best. Measured on the two task models (32 held-out problems, answers right at 25% / 50% of
+// again. The read threshold that makes the labels and the weight of long horizons in the loss are chosen per model:
+// one candidate is fitted per threshold and weight (each text is read again at the other thresholds,
+// `collectCalibrationData`), and the validation keeps the best. Measured on the two task models (32 held-out problems, answers right at 25% / 50% of
 // Full's cells, one candidate each; docs/BENCHMARKS.md): demo 0.594 / 1.000 read at 0.5 weighed by (1 + horizon),
 // 0.719 / 1.000 by its square root, 0.188 / 0.906 read at 0.25; merge 0.000 / 0.594 read at 0.5, 0.281 / 0.938 read at
 // 0.25 weighed by (1 + horizon), 0.250 / 0.719 by its square root.
@@ -155,13 +154,9 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     const log = options.onLog ?? (() => undefined);
     const fingerprint = await modelFingerprint(options.modelPath);
     const {hidden, epochs, horizonWeights, validationPrompts, ...thinking} = settings;
-    // the model's own held-out questions are written with its others, and kept with them
-    const heldOutKey =
-        settings.promptSet === "own"
-            ? {validationPrompts}
-            : settings.promptSet === "file"
-              ? {validationPrompts, promptList: hashOf(options.promptList ?? [])}
-              : {};
+    // the held-out prompts of a model's own questions or of a file are taken from the same list as the others
+    const listed = settings.promptSet === "own" || settings.promptSet === "file";
+    const heldOutKey = listed ? {validationPrompts, promptList: options.promptList && hashOf(options.promptList)} : {};
     const work = path.join(options.workDir, hashOf({fingerprint, ...thinking, ...heldOutKey}));
     const trainDir = path.join(work, `train-${hashOf({hidden, epochs, horizonWeights})}`);
     await fs.mkdir(trainDir, {recursive: true});

@@ -47,9 +47,7 @@ export async function jobPrompts(
     // The questions that ended as a user's turn ends, then as many cut at 512 tokens as are missing (a model trained
     // without the turn's end writes its task's question and goes on); Ponder's English prompts where too few are usable.
     // In the order they were written, so that the held-out ones are as mixed as the others.
-    const own = [...written.ended, ...written.unended.slice(0, Math.max(0, needed - written.ended.length))]
-        .slice(0, needed)
-        .sort((x, y) => x.seed - y.seed);
+    const own = [...written.ended, ...written.unended].slice(0, needed).sort((x, y) => x.seed - y.seed);
     let result: JobPrompts;
     if (own.length < needed) {
         options.onLog(

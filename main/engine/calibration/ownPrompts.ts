@@ -16,7 +16,7 @@ export type OwnPromptsOptions = {
      * 0.031 (docs/BENCHMARKS.md).
      */
     temperature?: number;
-    /** Longest question kept, in tokens: a sample that has not ended the user's turn by then is dropped. Defaults to `384`. */
+    /** Longest question, in tokens: a sample that has not ended the user's turn by then is cut there (`unended`). Defaults to `384`. */
     maxTokens?: number;
     /** Samples tried per prompt wanted before giving up. Defaults to `3`. */
     triesPerPrompt?: number;
