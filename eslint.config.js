@@ -1,7 +1,7 @@
 // `npm run lint`: ESLint's and typescript-eslint's recommended rules, eslint-plugin-svelte's for the components, the
-// promise rules that need types (a promise nobody awaits loses its error), the house rules of STYLE.md that a linter
-// can check, and one importer per boundary (node-llama-cpp only in main/engine/, better-sqlite3 only in main/db/,
-// Electron only where the app meets it, `ipcMain` only in main/ipc/).
+// promise rules that need types (a promise nobody awaits loses its error), the house rules of docs/CONTRIBUTING.md
+// that a linter can check, and one importer per boundary (node-llama-cpp only in main/engine/, better-sqlite3 only in
+// main/db/, Electron only where the app meets it, `ipcMain` only in main/ipc/).
 // test/unit/boundaries.test.ts checks the same boundaries, dynamic `import()` included. Layout is Prettier's job.
 import js from "@eslint/js";
 import {defineConfig} from "eslint/config";
@@ -85,7 +85,7 @@ export default defineConfig(
     },
     {
         rules: {
-            // STYLE.md: prefer `type` to `interface`.
+            // docs/CONTRIBUTING.md: prefer `type` to `interface`.
             "@typescript-eslint/consistent-type-definitions": ["error", "type"],
             // `x == null` is the house idiom for "null or undefined"; everything else compares strictly.
             eqeqeq: ["error", "always", {null: "ignore"}],

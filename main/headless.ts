@@ -2,7 +2,7 @@ import path from "node:path";
 import {createApp} from "./createApp.js";
 import {forkEngine} from "./engine/process/forkEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
-import {headlessUsage, parseHeadlessArgs} from "./headlessArgs.js";
+import {checkHeadlessModel, headlessUsage, parseHeadlessArgs} from "./headlessArgs.js";
 import {createDispatch} from "./ipc/dispatch.js";
 import {createHandlers} from "./ipc/handlers.js";
 import {LoopbackBridge} from "./ipc/LoopbackBridge.js";
@@ -19,6 +19,12 @@ if ("error" in parsed) {
     process.exit(2);
 }
 const args = parsed.args;
+// A model that is missing or not GGUF is named in one line before anything starts.
+const modelProblem = args.model != null ? await checkHeadlessModel(args.model) : null;
+if (modelProblem != null) {
+    console.error(modelProblem);
+    process.exit(1);
+}
 
 // One process per data directory: a second one would mark the first one's live answer as interrupted.
 let lock: DataDirLock;
@@ -62,8 +68,17 @@ bridge = await LoopbackBridge.start({dispatch, staticDir: args.renderer, port: a
 
 if (args.model != null) {
     await app.server.restore();
-    const model = await app.models.add(args.model);
-    await app.models.load(model.id);
+    try {
+        const model = await app.models.add(args.model);
+        await app.models.load(model.id);
+    } catch (err) {
+        // one line, as the checks above: the model passed the header check but could not be added or loaded
+        console.error(`--model: ${(err as Error).message}`);
+        await bridge.dispose();
+        await app.dispose();
+        lock.dispose();
+        process.exit(1);
+    }
 } else await app.restoreLastModel();
 
 // One machine-readable line for whoever started us, then a human one.

@@ -1,6 +1,7 @@
 import os from "node:os";
 import path from "node:path";
 import {parseArgs} from "node:util";
+import {checkGgufHeader} from "./engine/checkGgufHeader.js";
 
 /** The headless mode's options, as parsed from its command line. */
 export type HeadlessArgs = {
@@ -85,6 +86,19 @@ export function parseHeadlessArgs(
             calibration
         }
     };
+}
+
+/**
+ * `--model`'s file checked as the app checks a GGUF model before anything loads it (checkGgufHeader): `null` when it
+ * passes, else why not in one line.
+ */
+export async function checkHeadlessModel(model: string): Promise<string | null> {
+    try {
+        await checkGgufHeader(path.resolve(model));
+        return null;
+    } catch (err) {
+        return `--model: ${(err as Error).message}`;
+    }
 }
 
 /** `--calibration`'s JSON: an object of known keys with whole numbers from 1 (0 for `seed`); else the error in words. */

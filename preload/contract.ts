@@ -15,6 +15,7 @@ import type {DownloadStatus} from "./contract/downloads.js";
 import type {AppStatus, EngineBuildChoice, EngineBuilds, EngineStatus, ReadReason, RpcServers} from "./contract/engine.js";
 import type {Result} from "./contract/errors.js";
 import type {
+    CalibrationConversations,
     CalibrationStatus,
     ConvertedTrimkvGates,
     DemoSample,
@@ -91,7 +92,8 @@ export type Requests = {
      * `models:calibration` events. Answers wait while it runs. Refused while one runs (BUSY), and for a model that
      * cannot be calibrated (CANNOT_CALIBRATE).
      */
-    "models:calibrate": {req: {id: string}; res: CalibrationStatus};
+    "models:calibrate": {req: {id: string; source?: "thinking" | "conversations"}; res: CalibrationStatus};
+    "models:calibrationConversations": {req: {id: string}; res: CalibrationConversations};
     /** Cancels the running calibration (what it thought through is kept: calibrating again goes on from it). */
     "models:calibrateCancel": {req: void; res: void};
     /** The calibration running, or the last one's end; `null` when none ran since the app started. */
@@ -210,6 +212,7 @@ export const requestChannels = [
     "models:convertTrimkv",
     "models:getTrimkvGates",
     "models:calibrate",
+    "models:calibrationConversations",
     "models:calibrateCancel",
     "models:calibrationStatus",
     "compression:estimate",

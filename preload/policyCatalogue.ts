@@ -1,10 +1,14 @@
 // The compression policies as data, written once: each one's id, name, plain description, paper, what it reads at a
-// prune round, and its parameters with their bounds and defaults. The IPC and OpenAI schemas, the stored records, the
-// renderer's lists and forms and the engine's registry are derived from it (main/services/schemas.ts,
+// prune round, how the engine and the app treat it (whether it prunes at all, when, how its layers combine, the cache
+// types it pairs with), and its parameters with their bounds and defaults. The IPC and OpenAI schemas, the stored
+// records, the renderer's lists and forms and the engine's registry are derived from it (main/services/schemas.ts,
 // renderer/lib/policies.ts, main/engine/policies/index.ts). Pure data: main, preload and renderer import it.
 //
 // Adding a policy: an entry here and its module in main/engine/policies (registered in its index.ts, which the compiler
-// holds to this list).
+// holds to this list). Code elsewhere reads these properties and never compares a policy id (a test holds it to that):
+// behaviour that varies by policy is a property here (docs/CONTRIBUTING.md).
+
+import type {KvCacheType} from "./contract/compression.js";
 
 /** A paper behind a policy, one click away from its description. */
 export type PolicyPaper = {title: string; authors: string; url: string};
@@ -37,7 +41,8 @@ export type ChoiceParam = {
     label: string;
     hint: string;
     default: string;
-    options: readonly {id: string; label: string}[];
+    /** Each option: its id, its label in the form, and how an answer's settings name it in a sentence. */
+    options: readonly {id: string; label: string; inWords: string}[];
 };
 
 export type PolicyParam = NumberParam | ChoiceParam;
@@ -52,6 +57,9 @@ export type PolicyReads = {
     valueNorms: boolean;
 };
 
+/** The K and V cache types a policy's paper runs it with, and what the controller says under them while it is chosen. */
+export type CachePair = {kvType: KvCacheType; kvTypeV: KvCacheType; note: string};
+
 export type PolicyEntry = {
     id: string;
     /** The name the app shows. */
@@ -62,12 +70,32 @@ export type PolicyEntry = {
     when: string;
     paper: PolicyPaper | null;
     reads: PolicyReads;
+    /**
+     * Never frees a cell: it reads nothing and needs neither the patched build nor an architecture compression supports;
+     * it stops at its budget (and refuses a prompt that leaves the answer too little room); its cache is the whole
+     * sequence (a prefix the next turn reuses, a state kept on disk); Compare with Full KV checks the others against it.
+     */
+    keepsEveryToken: boolean;
+    /** A prune round runs as soon as the answer's input is read, before the cadence's first (ReFreeKV's once-per-prompt test). */
+    prunesAfterPrompt: boolean;
+    /**
+     * What the combine setting `auto` means for it: `aggregate`, or `gates`: the mode its retention gates were trained
+     * under, read from the gate file (main/engine/policies/decide.ts `resolveCombine`).
+     */
+    ownCombine: "aggregate" | "gates";
+    /** The cache types its paper runs it with (LeanKV's K8V4); `null`: none in particular. */
+    pairsWith: CachePair | null;
+    /**
+     * Its own per-layer budgets in a line, where it has them: they act only under the `quota` combine mode, and the
+     * controller says so under any other. `null`: none.
+     */
+    layerBudgets: string | null;
     /** Its parameters in the order the controller shows them (numbers, then choices); none for a policy with nothing to tune. */
     params: readonly PolicyParam[];
 };
 
-const nothing: PolicyReads = {scores: false, gates: false, valueNorms: false};
-const scores: PolicyReads = {scores: true, gates: false, valueNorms: false};
+const nothing = {scores: false, gates: false, valueNorms: false} as const satisfies PolicyReads;
+const scores = {scores: true, gates: false, valueNorms: false} as const satisfies PolicyReads;
 
 /**
  * Every policy, in the order the app lists them. Defaults are the papers' (Lethe §5, ReFreeKV §2.2, StreamingLLM, H2O;
@@ -84,6 +112,11 @@ export const policyCatalogue = [
             "The answer stops when the budget is full.",
         paper: null,
         reads: nothing,
+        keepsEveryToken: true,
+        prunesAfterPrompt: false,
+        ownCombine: "aggregate",
+        pairsWith: null,
+        layerBudgets: null,
         params: []
     },
     {
@@ -97,6 +130,11 @@ export const policyCatalogue = [
             url: "https://arxiv.org/abs/2309.17453"
         },
         reads: nothing,
+        keepsEveryToken: false,
+        prunesAfterPrompt: false,
+        ownCombine: "aggregate",
+        pairsWith: null,
+        layerBudgets: null,
         params: [
             {
                 key: "sinks",
@@ -121,6 +159,11 @@ export const policyCatalogue = [
             url: "https://arxiv.org/abs/2306.14048"
         },
         reads: scores,
+        keepsEveryToken: false,
+        prunesAfterPrompt: false,
+        ownCombine: "aggregate",
+        pairsWith: null,
+        layerBudgets: null,
         params: [
             {
                 key: "heavyRatio",
@@ -148,6 +191,11 @@ export const policyCatalogue = [
             url: "https://arxiv.org/abs/2511.06029"
         },
         reads: scores,
+        keepsEveryToken: false,
+        prunesAfterPrompt: false,
+        ownCombine: "aggregate",
+        pairsWith: null,
+        layerBudgets: null,
         params: [
             {
                 key: "sparseRatio",
@@ -223,6 +271,11 @@ export const policyCatalogue = [
             url: "https://arxiv.org/abs/2502.16886"
         },
         reads: scores,
+        keepsEveryToken: false,
+        prunesAfterPrompt: true,
+        ownCombine: "aggregate",
+        pairsWith: null,
+        layerBudgets: null,
         params: [
             {
                 key: "threshold",
@@ -262,8 +315,8 @@ export const policyCatalogue = [
                 hint: "The paper tests the 1% loss once per prompt; the budget evicts by the same ranking after.",
                 default: "once",
                 options: [
-                    {id: "once", label: "Once after the prompt (paper)"},
-                    {id: "rounds", label: "Every prune round (extension)"}
+                    {id: "once", label: "Once after the prompt (paper)", inWords: "once after the prompt"},
+                    {id: "rounds", label: "Every prune round (extension)", inWords: "every prune round"}
                 ]
             }
         ]
@@ -283,6 +336,17 @@ export const policyCatalogue = [
             url: "https://arxiv.org/abs/2412.03131"
         },
         reads: scores,
+        keepsEveryToken: false,
+        prunesAfterPrompt: false,
+        ownCombine: "aggregate",
+        pairsWith: {
+            kvType: "q8_0",
+            kvTypeV: "q4_0",
+            note:
+                "Its middle tier, less important tokens at a lower precision, needs more than one precision per layer, which " +
+                "llama.cpp's cache does not have: every kept token stays at this pair."
+        },
+        layerBudgets: null,
         params: [
             {
                 key: "alpha",
@@ -319,6 +383,11 @@ export const policyCatalogue = [
             url: "https://arxiv.org/abs/2512.03324"
         },
         reads: {scores: false, gates: true, valueNorms: false},
+        keepsEveryToken: false,
+        prunesAfterPrompt: false,
+        ownCombine: "gates",
+        pairsWith: null,
+        layerBudgets: null,
         // Its gates are learned: nothing to tune.
         params: []
     },
@@ -335,6 +404,11 @@ export const policyCatalogue = [
             url: "https://arxiv.org/abs/2509.09754"
         },
         reads: {scores: true, gates: false, valueNorms: true},
+        keepsEveryToken: false,
+        prunesAfterPrompt: false,
+        ownCombine: "aggregate",
+        pairsWith: null,
+        layerBudgets: "LAVa's layer budgets (more cells for the layers whose attention is most spread) act under Layer quotas.",
         params: [
             {
                 key: "window",
@@ -368,6 +442,24 @@ type Entry = (typeof policyCatalogue)[number];
 export type PolicyId = Entry["id"];
 
 type EntryOf<Id extends PolicyId> = Extract<Entry, {id: Id}>;
+
+/**
+ * The entries whose properties contradict each other: none, or this file does not compile. A policy that keeps every
+ * token reads nothing, has nothing to tune and never prunes; one whose `auto` combine follows its gates reads them.
+ */
+type Contradictory = {
+    [Id in PolicyId]: EntryOf<Id> extends {keepsEveryToken: true}
+        ? EntryOf<Id> extends {reads: typeof nothing; params: readonly []; prunesAfterPrompt: false; layerBudgets: null}
+            ? never
+            : Id
+        : EntryOf<Id> extends {ownCombine: "gates"}
+          ? EntryOf<Id>["reads"]["gates"] extends true
+              ? never
+              : Id
+          : never;
+}[PolicyId];
+const consistent: [Contradictory] extends [never] ? true : Contradictory = true;
+void consistent;
 
 /** The policies with parameters to tune (all but Full KV and TRIM-KV). */
 export type TunablePolicyId = {[Id in PolicyId]: EntryOf<Id>["params"] extends readonly [] ? never : Id}[PolicyId];

@@ -82,17 +82,18 @@ export class MessageRepo {
      * and shows the path that ends with it.
      */
     insert(
-        row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at"> & Partial<Pick<MessageRow, "parent_id">>
+        row: Pick<MessageRow, "id" | "conversation_id" | "role" | "text" | "status" | "created_at"> &
+            Partial<Pick<MessageRow, "parent_id" | "model_path">>
     ): MessageRow {
         const parentId = row.parent_id !== undefined ? row.parent_id : (this.listByConversation(row.conversation_id).at(-1)?.id ?? null);
         this._db
             .prepare(
-                `INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id)
+                `INSERT INTO messages (id, conversation_id, seq, role, text, status, created_at, updated_at, parent_id, model_path)
             VALUES (@id, @conversation_id,
                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
-                @role, @text, @status, @created_at, @created_at, @parent_id)`
+                @role, @text, @status, @created_at, @created_at, @parent_id, @model_path)`
             )
-            .run({...row, parent_id: parentId});
+            .run({...row, parent_id: parentId, model_path: row.model_path ?? null});
         this._db.prepare("UPDATE conversations SET leaf_id = ? WHERE id = ?").run(row.id, row.conversation_id);
         this._db.prepare(rememberShownPathSql).run({leafId: row.id});
         return this.get(row.id)!;
@@ -133,14 +134,15 @@ export class MessageRepo {
             this._db
                 .prepare(
                     `INSERT INTO messages (id, conversation_id, seq, role, text, thinking, status, prompt_tokens, thinking_tokens,
-                    answer_tokens, thinking_ms, total_ms, error, stats, cut_reason, cut_tokens, first_token_ms, compression, parent_id, created_at, updated_at)
+                    answer_tokens, thinking_ms, total_ms, error, stats, cut_reason, cut_tokens, first_token_ms, compression, model_path, parent_id, created_at, updated_at)
                 VALUES (@id, @conversation_id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = @conversation_id),
                     @role, @text, @thinking, @status, @prompt_tokens, @thinking_tokens, @answer_tokens, @thinking_ms, @total_ms, @error, @stats,
-                    @cut_reason, @cut_tokens, @first_token_ms, @compression, @parent_id, @created_at, @now)`
+                    @cut_reason, @cut_tokens, @first_token_ms, @compression, @model_path, @parent_id, @created_at, @now)`
                 )
                 .run({
                     ...row,
                     compression: row.compression ?? null,
+                    model_path: row.model_path ?? null,
                     id,
                     conversation_id: conversationId,
                     parent_id: copies.at(-1)?.id ?? null,

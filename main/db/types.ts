@@ -54,6 +54,8 @@ export type MessageRow = {
     parent_id: string | null;
     /** The child shown last (the version of the next message last viewed on this path); `null` before any. */
     shown_child_id: string | null;
+    /** The model file that wrote an answer; `null` for questions and for answers from before it was recorded. */
+    model_path: string | null;
     /** The compression an answer ran under, as JSON (`MessageCompression`); `null` for questions and older answers. */
     compression?: string | null;
     created_at: number;

@@ -1,4 +1,5 @@
 import type {CompressionSettings, KvSample, PruneRound, TokenScores} from "../../preload/contract/compression.js";
+import {policyEntry, type PolicyEntry} from "../../preload/policyCatalogue.js";
 import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
 import {hexOfLayers, mergeTokenScores} from "../../preload/tokenScores.js";
 import type {NativeKv} from "./native/NativeKv.js";
@@ -81,6 +82,8 @@ type Stage = "prompt" | "answer-input" | "answer-input-read" | "generating";
  * exact cap: no decode is let through that would take the live cells past it.
  */
 export class KvController {
+    /** The policy as the catalogue describes it: what the rounds do besides its module's choices. */
+    private readonly _entry: PolicyEntry;
     private readonly _policy: AnyPolicy;
     private readonly _params: unknown;
     /** The combine mode of the rounds; `null` until `start()` has read the gates' reduction (TRIM-KV under `auto`). */
@@ -114,9 +117,10 @@ export class KvController {
 
     constructor(private readonly _options: KvControllerOptions) {
         const {compression} = _options;
+        this._entry = policyEntry(compression.policy);
         this._policy = policies[compression.policy] as unknown as AnyPolicy;
         this._params = policyParams(compression);
-        const needsGateFile = compression.combine === "auto" && compression.policy === "trimkv" && _options.retentionReduction == null;
+        const needsGateFile = compression.combine === "auto" && this._entry.ownCombine === "gates" && _options.retentionReduction == null;
         this._combine = needsGateFile ? null : resolveCombine(compression.combine, compression.policy, _options.retentionReduction);
         this._state = initialDecideState(this._policy, this._params, _options.cells);
     }
@@ -125,7 +129,15 @@ export class KvController {
         return this._options.compression.policy;
     }
 
-    /** How the rounds combine the selectors' choices (`resolveCombine`); `null` until `start()` for TRIM-KV under `auto`. */
+    /** Whether the policy frees cells at all (every one but Full KV's, which keeps every token). */
+    get prunes(): boolean {
+        return !this._entry.keepsEveryToken;
+    }
+
+    /**
+     * How the rounds combine the selectors' choices (`resolveCombine`); `null` until `start()` under `auto` for a policy
+     * whose own mode its gates give (TRIM-KV).
+     */
     get combine(): CombineMode | null {
         return this._combine;
     }
@@ -200,7 +212,7 @@ export class KvController {
             const {cells, compression} = this._options;
             const generating = this._stage === "generating";
             let live = (await this._options.kv.stats()).cellsUsed;
-            if (this.policyId === "full") {
+            if (this._entry.keepsEveryToken) {
                 // Full KV frees nothing: the engine stops it at its budget.
                 this._peakCells = Math.max(this._peakCells, live + count);
                 return count;
@@ -359,7 +371,7 @@ export class KvController {
             this._inputEnd = this._options.tokensSeen() + count;
         } else if (this._stage === "answer-input-read") {
             this._stage = "generating";
-            this._afterPrefillDue = this.policyId === "refreekv";
+            this._afterPrefillDue = this._entry.prunesAfterPrompt;
         }
     }
 

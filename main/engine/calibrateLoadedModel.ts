@@ -11,7 +11,7 @@ import type {SavedStates} from "./SavedStates.js";
 /** A calibration's settings as they cross to the engine process: those of `calibrateRetention`, without the model. */
 export type CalibrationSettings = Pick<
     CalibrateRetentionOptions,
-    "promptSet" | "prompts" | "validationPrompts" | "tokens" | "maxTokens" | "seed" | "hidden" | "epochs" | "workDir"
+    "promptSet" | "texts" | "prompts" | "validationPrompts" | "tokens" | "maxTokens" | "seed" | "hidden" | "epochs" | "workDir"
 >;
 
 /** A calibration of the loaded model (`EngineApi.calibrateRetention`). */

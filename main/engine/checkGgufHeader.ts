@@ -134,9 +134,12 @@ export async function checkGgufHeader(filePath: string, options: CheckGgufOption
     try {
         handle = await fs.open(filePath, "r");
     } catch (err) {
-        throw new AppError("MODEL_INVALID", `Cannot open ${filePath}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {
-            cause: err
-        });
+        const code = (err as NodeJS.ErrnoException).code;
+        throw new AppError(
+            "MODEL_INVALID",
+            code === "ENOENT" ? `${filePath} does not exist` : `Cannot open ${filePath}: ${code ?? (err as Error).message}`,
+            {cause: err}
+        );
     }
     try {
         const stat = await handle.stat();

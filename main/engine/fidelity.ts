@@ -176,7 +176,7 @@ function futureAttention(attention: Float32Array[]): Float32Array[] {
 }
 
 /**
- * Fidelity of a pruned cache against the full one (DESIGN §6): teacher-forces the full run's tokens through
+ * Fidelity of a pruned cache against the full one (the bench's `fidelity` suite, docs/BENCHMARKS.md): teacher-forces the full run's tokens through
  * a context of `cells` cells pruned by the policy as it goes, comparing next-token distributions, then runs
  * greedily with pruning to find the first token where the two runs part.
  */

@@ -8,6 +8,7 @@ import {
 } from "node-llama-cpp";
 import type {CompressionSettings} from "../../preload/contract/compression.js";
 import type {BuildInfo} from "../../preload/contract/engine.js";
+import {policyEntry} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {fullKvAnswerRoom, kvBudgetExceeded} from "../kv/budgetCap.js";
 import {answerPrompt, promptTail, tokenizeChat} from "./chatPrompt.js";
@@ -46,7 +47,9 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         throw new AppError("BAD_REQUEST", continuing ? "Only an answer can be continued" : "The conversation must end with a user message");
 
     const {compression, cells} = request.kv;
-    if (compression.policy !== "full") {
+    // Full KV frees nothing: it runs on any build and model, stops at its budget, and its cache is the whole sequence.
+    const keepsEveryToken = policyEntry(compression.policy).keepsEveryToken;
+    if (!keepsEveryToken) {
         if (parts.build?.patched !== true)
             throw new AppError(
                 "ENGINE_UNPATCHED",
@@ -66,11 +69,7 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
     let stoppedBy: "budget" | null = null;
     try {
         const previousContext = context.active;
-        const active = await context.ensure(
-            loaded,
-            contextConfig(cells, compression, parts.offloads === true),
-            compression.policy !== "full"
-        );
+        const active = await context.ensure(loaded, contextConfig(cells, compression, parts.offloads === true), !keepsEveryToken);
         const {session} = active;
         if (active.kv != null) {
             const sequence = session.sequence;
@@ -96,8 +95,7 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         const renderedTokens = tokenizeChat(loaded, full);
         const rendered = renderedTokens.length;
         const promptLength = rendered + (loaded.openingTokens.get(openingKind) ?? 0);
-        if ((controller == null || compression.policy === "full") && promptLength > cells - fullKvAnswerRoom)
-            throw kvBudgetExceeded(promptLength, cells);
+        if ((controller == null || keepsEveryToken) && promptLength > cells - fullKvAnswerRoom) throw kvBudgetExceeded(promptLength, cells);
         const outputBefore = session.sequence.tokenMeter.usedOutputTokens;
         // The new message is read in chunks a stop can come between; with a pruning policy each is pruned as it goes,
         // so a question longer than the budget still fits. The last tokens (the assistant's opening) are left to
@@ -166,7 +164,7 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
                     sample();
                 }
                 // Full KV never frees a cell: stop at the budget instead of letting node-llama-cpp shift the context.
-                if (compression.policy === "full" && session.sequence.nextTokenIndex >= cells - 2 && stoppedBy == null) {
+                if (keepsEveryToken && session.sequence.nextTokenIndex >= cells - 2 && stoppedBy == null) {
                     stoppedBy = "budget";
                     internalAbort.abort();
                 }
@@ -187,7 +185,7 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         const prompt = session.sequence.nextTokenIndex - outputTokens;
         loaded.openingTokens.set(openingKind, Math.max(0, prompt - rendered));
         // Full KV keeps every cell: the whole sequence is the state the next turn's prompt starts with, written later.
-        if (states?.files.save != null && compression.policy === "full")
+        if (states?.files.save != null && keepsEveryToken)
             states.outcome.pending = saved.defer(active, loaded, states.files.save, states.expectation, renderedTokens, full);
         return {
             stopReason: stoppedBy === "budget" ? "budget" : result.stopReason,
@@ -271,7 +269,7 @@ export function contextConfig(cells: number, compression: CompressionSettings, o
  * same key share a context on a GPU or RPC build.
  */
 function policyReads(compression: CompressionSettings): string {
-    if (compression.policy === "full") return "";
+    if (policyEntry(compression.policy).keepsEveryToken) return "";
     const needs = policyNeeds(compression);
     // What shapes the graph: the values read and the query rows scored (the decay is a number the graph takes as it is).
     return JSON.stringify({

@@ -47,7 +47,7 @@ export async function prefill(saved: SavedStates, options: PrefillOptions): Prom
     if (rendered.length === 0) return;
     const sequence = active.session.sequence;
     const tokens = rendered.slice(0, Math.max(0, rendered.length - (options.holdBack ?? 0)));
-    const pruning = controller != null && controller.policyId !== "full";
+    const pruning = controller?.prunes === true;
     let common = 0;
     if (!pruning) {
         common = commonPrefixLength(sequence.contextTokens, tokens);

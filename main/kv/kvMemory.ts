@@ -19,7 +19,7 @@ export type KvShape = Pick<ModelInspection, "layers" | "headCount" | "headCountK
 
 /**
  * Bytes one KV cell costs across all layers: per layer a K row of n_head_kv x key_length elements and a V row of
- * n_head_kv x value_length, in the cache's types (DESIGN §5), as llama.cpp sizes them (`n_embd_k_gqa`,
+ * n_head_kv x value_length, in the cache's types (`kvType` for K, `kvTypeV` for V), as llama.cpp sizes them (`n_embd_k_gqa`,
  * `n_embd_v_gqa`). A head is embedding / heads wide only when the GGUF declares no `attention.key_length` /
  * `value_length` (Qwen3 declares 128 over embeddings of 1024 to 2560 with 16 to 32 heads). Returns `null` when the
  * metadata is incomplete.

@@ -13,6 +13,7 @@ import {shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {CalibrationService, type CalibrationServiceOptions} from "./CalibrationService.js";
+import {conversationTexts} from "./conversationTexts.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 import {ChatService, type ChatServiceOptions} from "./ChatService.js";
@@ -128,7 +129,8 @@ export class AppServices {
             // the gates looked up for new conversations are looked up again
             onInstalled: () => {
                 this._gates = null;
-            }
+            },
+            conversationTexts: (modelPath) => conversationTexts(db, modelPath)
         });
         this.chat.recoverInterrupted();
         engine.onStatus((status) => emit("engine:status", status));

@@ -1,11 +1,12 @@
 import path from "node:path";
-import type {CalibrationProvenance, CalibrationStatus} from "../../preload/contract.js";
+import type {CalibrationConversations, CalibrationProvenance, CalibrationStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
 import type {CalibrationJobProgress, CalibrationResult, CalibrationSettings} from "../engine/calibrateLoadedModel.js";
 import {choosePromptSet} from "../engine/calibration/choosePromptSet.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {modelFingerprint} from "../engine/retention/modelFingerprint.js";
+import {minimumConversations, type ConversationTexts} from "./conversationTexts.js";
 import type {ModelService} from "./ModelService.js";
 import type {Emit} from "./types.js";
 
@@ -20,11 +21,17 @@ export type CalibrationServiceOptions = {
     progressMs?: number;
     /** Called when a calibration installed a model's gates (at `modelPath`'s side). Defaults to none. */
     onInstalled?: (modelPath: string) => void;
+    /** The model's stored conversations, for a calibration that reads them. Defaults to none (nothing stored). */
+    conversationTexts?: (modelPath: string) => ConversationTexts;
 };
 
+/** Where a calibration's texts come from: the model writes them (`"thinking"`), or its stored conversations are read. */
+export type CalibrationSource = "thinking" | "conversations";
+
 /**
- * Retention calibrations from the app (issue 36): one at a time, of a model Ponder can calibrate, run by the engine
- * (which makes answers wait meanwhile) with its progress as `models:calibration` events, cancelled on request.
+ * Retention calibrations from the app (`calibrateRetention`, main/engine/calibration): one at a time, of a model Ponder
+ * can calibrate, run by the engine (which makes answers wait meanwhile) with its progress as `models:calibration`
+ * events, cancelled on request.
  */
 export class CalibrationService {
     private _status: CalibrationStatus | null = null;
@@ -50,7 +57,18 @@ export class CalibrationService {
      * and end are events. Refused while a calibration runs (BUSY) and for a model whose architecture Ponder cannot
      * prune or read the gate input of (CANNOT_CALIBRATE).
      */
-    async start(id: string): Promise<CalibrationStatus> {
+    /** How much of the model's own conversations a calibration could read: conversations, exchanges and tokens. */
+    conversationsOf(id: string): CalibrationConversations {
+        const model = this._models.get(id);
+        const {conversations, exchanges, tokens} = this._options.conversationTexts?.(model.path) ?? {
+            conversations: 0,
+            exchanges: 0,
+            tokens: 0
+        };
+        return {conversations, exchanges, tokens, minimum: minimumConversations};
+    }
+
+    async start(id: string, source: CalibrationSource = "thinking"): Promise<CalibrationStatus> {
         if (this._abort != null)
             throw new AppError(
                 "BUSY",
@@ -62,6 +80,13 @@ export class CalibrationService {
             throw new AppError(
                 "CANNOT_CALIBRATE",
                 `${model.name} cannot be calibrated: ${support.note ?? `its architecture (${model.architecture ?? "unknown"}) has no gate input Ponder can read`}`
+            );
+        const written = source === "conversations" ? (this._options.conversationTexts?.(model.path) ?? null) : null;
+        if (source === "conversations" && (written == null || written.conversations < minimumConversations))
+            throw new AppError(
+                "BAD_REQUEST",
+                `${model.name} has ${written?.conversations ?? 0} conversation${written?.conversations === 1 ? "" : "s"} of its own to read, ` +
+                    `at least ${minimumConversations} are needed (some to calibrate on, one held out): chat with it more, or calibrate by thinking`
             );
         const abort = new AbortController();
         this._abort = abort;
@@ -81,12 +106,13 @@ export class CalibrationService {
         try {
             if (this._engine.inspection?.path !== model.path) await this._models.load(id);
             const [promptSet, fingerprint] = await Promise.all([
-                choosePromptSet(model.path, this._options.bundledModelPath ?? null),
+                written != null ? ("conversations" as const) : choosePromptSet(model.path, this._options.bundledModelPath ?? null),
                 modelFingerprint(model.path)
             ]);
             const running = this._engine.calibrateRetention({
                 ...this._options.settings,
                 promptSet,
+                ...(written != null ? {texts: written.texts} : {}),
                 modelPath: model.path,
                 workDir: path.join(this._options.workDir, fingerprint),
                 signal: abort.signal,
@@ -150,6 +176,7 @@ export class CalibrationService {
             samples: result.samples,
             seconds: Math.round(result.seconds),
             date: new Date().toISOString(),
+            texts: result.texts,
             validation: {
                 prompts: result.validation.prompts,
                 tokens: result.validation.tokens,
@@ -198,6 +225,8 @@ function stageMessage(stage: CalibrationJobProgress["stage"], step: number, of: 
             return `Writing its own questions ${step}/${of}`;
         case "thinking":
             return `Thinking ${Math.min(of, step + 1)}/${of}`;
+        case "reading":
+            return `Reading its conversations ${Math.min(of, step + 1)}/${of}`;
         case "training":
             return `Training the gates (${Math.round((step / Math.max(1, of)) * 100)}%)`;
         case "validating":

@@ -258,7 +258,8 @@ export class ChatService {
             text: "",
             status: "streaming",
             created_at: now,
-            parent_id: parentId
+            parent_id: parentId,
+            model_path: this._engine.inspection?.path ?? null
         });
         return this._recordCompression(row, null, compression);
     }

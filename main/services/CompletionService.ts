@@ -1,5 +1,6 @@
 import {randomInt} from "node:crypto";
 import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
+import {policyEntry} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {assertBudgetWithinCap} from "../kv/budgetCap.js";
 import {cacheTypeProblem} from "../kv/kvMemory.js";
@@ -134,7 +135,7 @@ export class CompletionService {
      * the client (no chunks, no samples): whether the texts match and each run's memory.
      */
     private async _compareFull(request: CompletionRequest): Promise<CompletionResult> {
-        if (request.policy === "full")
+        if (policyEntry(request.policy).keepsEveryToken)
             throw new AppError("BAD_REQUEST", "ponder.compare_full compares a pruning policy with Full KV: set ponder.policy to one");
         const seed = request.seed ?? randomInt(2 ** 31);
         const pruned = await this.complete({...request, compareFull: false, seed});
@@ -161,7 +162,7 @@ export class CompletionService {
      */
     private _requestStates(policy: PolicyId): StateFiles | undefined {
         const store = this._states;
-        if (store == null || policy !== "full") return undefined;
+        if (store == null || !policyEntry(policy).keepsEveryToken) return undefined;
         try {
             store.trimApi(maxApiStates);
             return {load: store.apiStates(), save: store.saving ? store.prepareApi() : undefined};

@@ -1,6 +1,6 @@
 import os from "node:os";
 import type {BudgetEstimate, CompressionSettings, EngineStatus} from "../../preload/contract.js";
-import {policyName} from "../../preload/policyCatalogue.js";
+import {policyEntry, policyIds, policyName} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import {compressionSupport} from "../engine/compressionSupport.js";
 import type {EngineApi} from "../engine/EngineApi.js";
@@ -126,14 +126,19 @@ export function estimateBudget(
     if (cacheProblem != null) notes.push(cacheProblem);
 
     const support = compressionSupport(model.architecture);
-    if (!support.supported && compression.policy !== "full") notes.push(support.note!);
+    const entry = policyEntry(compression.policy);
+    if (!support.supported && !entry.keepsEveryToken) notes.push(support.note!);
     const retention = options.retention;
-    const unavailablePolicies = retention?.available === false ? [{policy: "trimkv" as const, reason: retention.reason}] : [];
+    // Without valid gates for the model, the policies that read them cannot run on it.
+    const unavailablePolicies =
+        retention?.available === false
+            ? policyIds.filter((id) => policyEntry(id).reads.gates).map((policy) => ({policy, reason: retention.reason}))
+            : [];
     const needs = policyNeeds(compression);
     const readsRetention = needs.retention === true;
     if (readsRetention && retention?.available === false)
         notes.push(`${policyName(compression.policy)} cannot run on this model: ${retention.reason}.`);
-    if (compression.policy === "full") notes.push(`Full KV keeps every token: the answer stops when ${cells} cells are used.`);
+    if (entry.keepsEveryToken) notes.push(`${entry.name} keeps every token: the answer stops when ${cells} cells are used.`);
     else
         notes.push(
             `${policyName(compression.policy)} prunes while the model thinks, so a chain of thought longer than ${cells} tokens fits.`

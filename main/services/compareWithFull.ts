@@ -1,4 +1,5 @@
 import type {CompressionSettings, MessageStats, VersionComparison} from "../../preload/contract.js";
+import {policyEntry} from "../../preload/policyCatalogue.js";
 import {AppError} from "../AppError.js";
 import type {MessageRow} from "../db/types.js";
 import {compareVersions} from "./compareVersions.js";
@@ -11,7 +12,7 @@ export type CompareRun = {compression: CompressionSettings; seed: number; compar
 /** Full KV with `answer`'s cache types and seed: refused for a question, a Full KV answer, or one whose seed was not kept. */
 export function compareRunFor(answer: MessageRow): CompareRun {
     const record = parseCompression(answer.compression);
-    if (answer.role !== "assistant" || record == null || record.policy === "full")
+    if (answer.role !== "assistant" || record == null || policyEntry(record.policy).keepsEveryToken)
         throw new AppError("BAD_REQUEST", "Compare with Full KV needs an answer made under a pruning policy");
     if (record.seed == null || record.settings == null)
         throw new AppError("BAD_REQUEST", "This answer was made before Ponder kept its seed: regenerate it, then compare");

@@ -9,7 +9,7 @@ import type {
     PolicyId,
     VersionComparison
 } from "../../preload/contract.js";
-import {policyIds} from "../../preload/policyCatalogue.js";
+import {policyEntry, policyIds} from "../../preload/policyCatalogue.js";
 import type {ConversationRow, MessageRow, ModelRow} from "../db/types.js";
 import {compressionSettingsSchema, withValueType} from "./schemas.js";
 
@@ -110,7 +110,7 @@ function parseGpuLayers(text: string | null | undefined): GpuLayers {
 export function continueBlockedByBudget(record: MessageCompression | null, current: CompressionSettings): string | null {
     if (
         record?.budgetFull !== true ||
-        current.policy !== "full" ||
+        !policyEntry(current.policy).keepsEveryToken ||
         JSON.stringify(current.budget) !== JSON.stringify(record.settings?.budget ?? current.budget)
     )
         return null;

@@ -1,9 +1,13 @@
 import type {CompressionSettings} from "../../preload/contract.js";
+import {policyEntry, policyIds} from "../../preload/policyCatalogue.js";
 import {minBudgetCells} from "../kv/budgetCap.js";
 import type {RetentionAvailability} from "../engine/retention/types.js";
 
 // What new conversations start under when nobody saved a default: a model with retention gates shows its compression
 // from the first answer, under TRIM-KV with a budget that prunes.
+
+/** The policy a model's retention gates are for: the one that reads them (TRIM-KV). */
+const gatesPolicy = policyIds.find((id) => policyEntry(id).reads.gates);
 
 /**
  * The demo model's first budget: half of a long sample's tokens. A 30-step sample is about 640 tokens (prompt, thought
@@ -25,8 +29,8 @@ export function firstMinuteCompression(
     retention: RetentionAvailability,
     demoModel: boolean
 ): CompressionSettings | null {
-    if (!retention.available) return null;
+    if (!retention.available || gatesPolicy == null) return null;
     const cells = demoModel ? demoFirstBudgetCells : retention.info.budget;
     if (cells == null) return null;
-    return {...defaults, policy: "trimkv", budget: {kind: "cells", cells: Math.max(minBudgetCells, cells)}};
+    return {...defaults, policy: gatesPolicy, budget: {kind: "cells", cells: Math.max(minBudgetCells, cells)}};
 }

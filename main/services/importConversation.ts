@@ -95,6 +95,8 @@ export function importedRows(file: ConversationFile, now: number): MessageRow[] 
             seq: index + 1,
             parent_id: null,
             shown_child_id: null,
+            // an imported answer's model is not known here: a calibration never reads it as this app's model's
+            model_path: null,
             role: message.role,
             text: message.text,
             thinking: message.role === "assistant" ? message.thinking : "",

@@ -33,7 +33,7 @@ export type CompressionSettings = {
  */
 export type NewConversationCompression = {compression: CompressionSettings; source: "default" | "gates"};
 
-/** One reading of the KV memory of a generation (DESIGN §5). */
+/** One reading of the KV memory of a generation: what it holds, what it has allocated, what a full cache would hold. */
 export type KvSample = {
     /** Tokens generated in this answer so far. */
     step: number;

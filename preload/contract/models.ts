@@ -65,8 +65,8 @@ export type ModelDetails = ModelInfo & {
     retention?: {available: boolean; reason: string | null; calibration?: CalibrationProvenance | null};
     /**
      * The TRIM-KV gates the authors released for a model of this one's shape (architecture, layers, width, heads), each
-     * fetched by `models:getTrimkvGates`; `why`: when the model's name does not single one out, why these are offered.
-     * Absent or empty when none fits.
+     * fetched by `models:getTrimkvGates`; `why`: when the model's name does not single one out (or names another model
+     * made from it), why these are offered; when none fits, the nearest release and how its shape differs.
      */
     trimkvReleases?: {releases: {repo: string; baseModel: string; memorySize: number}[]; why: string | null};
     /** What loading it with the default budget needs against free memory now; `null` when it cannot be estimated. */
@@ -117,7 +117,10 @@ export type CalibrationValidation = {prompts: number; tokens: number; points: Ca
 
 /** What a calibration recorded in the gates it installed (`ponder.retention.calibration.*`). */
 export type CalibrationProvenance = {
-    /** `"english"` (Ponder's prompts) or `"demo"` (the demo task's training problems). */
+    /**
+     * The prompts: `"english"` (Ponder's), `"demo"` or `"merge"` (a task's training problems), `"own"` (the model's own
+     * questions), `"file"` (a person's), `"conversations"` or `"traces"` (texts already written, read).
+     */
     promptSet: string;
     /** Prompts the model thought through. */
     prompts: number;
@@ -128,11 +131,16 @@ export type CalibrationProvenance = {
     seconds: number;
     /** When it finished (ISO 8601). */
     date: string;
+    /** The calibration texts' lengths in tokens (prompt and thought), and how many a limit cut; `null` where not recorded. */
+    texts?: {mean: number; longest: number; cut: number} | null;
     validation: CalibrationValidation | null;
 };
 
+/** A model's stored conversations a calibration could read, and the fewest it needs. */
+export type CalibrationConversations = {conversations: number; exchanges: number; tokens: number; minimum: number};
+
 /** Where a retention calibration is: its stage and step, and the time it still needs. */
-export type CalibrationStage = "starting" | "questions" | "thinking" | "training" | "validating" | "writing";
+export type CalibrationStage = "starting" | "questions" | "thinking" | "reading" | "training" | "validating" | "writing";
 
 /** A retention calibration of a model (`models:calibrate`), as it runs and as it ended (`models:calibration` events). */
 export type CalibrationStatus = {

@@ -146,7 +146,7 @@ export function conversationTokens(messages: MessageDto[]): number | null {
  */
 export function historyNote(tokens: number | null, cells: number | null, policy: PolicyId): string | null {
     if (tokens == null || cells == null) return null;
-    if (policy === "full")
+    if (policyEntry(policy).keepsEveryToken)
         return tokens + fullKvAnswerRoom > cells
             ? `This conversation is already about ${count(tokens)} tokens: with Full KV ${count(cells)} cells cannot hold it ` +
                   "and an answer, so the next message (or a continuation) is refused. Raise the budget or choose a compression policy."

@@ -22,7 +22,7 @@ export function describeCalibrationProgress(status: CalibrationStatus): string {
  */
 export function calibrationFraction(status: CalibrationStatus): number {
     const within = status.of > 0 ? Math.min(1, status.step / status.of) : 0;
-    const base = {starting: 0, questions: 0, thinking: 0, training: 1, validating: 2, writing: 3}[status.stage];
+    const base = {starting: 0, questions: 0, thinking: 0, reading: 0, training: 1, validating: 2, writing: 3}[status.stage];
     return Math.min(1, (base + (status.stage === "writing" || status.stage === "questions" ? 0 : within)) / 3);
 }
 
@@ -32,7 +32,9 @@ const promptSetWords: Record<string, string> = {
     english: "on Ponder's English prompts",
     demo: "on its task's problems",
     merge: "on its task's problems",
-    file: "on prompts from a file"
+    file: "on prompts from a file",
+    conversations: "read from your conversations with it",
+    traces: "read from a trace file: another model's text is another distribution than its own"
 };
 
 /**
@@ -42,7 +44,12 @@ const promptSetWords: Record<string, string> = {
  */
 export function describeCalibrationResult(provenance: CalibrationProvenance): string {
     const about = promptSetWords[provenance.promptSet];
-    const made = `Calibrated on ${count(provenance.prompts)} thought${provenance.prompts === 1 ? "" : "s"}${about == null ? "" : ` (${about})`}, ${count(provenance.tokens)} tokens, ${formatDuration(provenance.seconds)}`;
+    const texts = provenance.texts;
+    const lengths =
+        texts == null
+            ? ""
+            : `, texts of ${count(texts.mean)} tokens on average (longest ${count(texts.longest)}${texts.cut > 0 ? `; ${count(texts.cut)} cut at the limit` : ""})`;
+    const made = `Calibrated on ${count(provenance.prompts)} thought${provenance.prompts === 1 ? "" : "s"}${about == null ? "" : ` (${about})`}, ${count(provenance.tokens)} tokens${lengths}, ${formatDuration(provenance.seconds)}`;
     const points = provenance.validation?.points ?? [];
     if (points.length === 0) return made;
     const answers = (p: CalibrationPoint) =>

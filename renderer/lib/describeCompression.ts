@@ -4,7 +4,7 @@
 
 import type {CompressionSettings, KvBudget, MessageCompression} from "../../preload/contract.js";
 import {count} from "./formatMemory.js";
-import {combineModes, isTunable, paramSpecs, policyName} from "./policies.js";
+import {combineModes, isTunable, paramChoices, paramSpecs, policyName} from "./policies.js";
 
 export type CompressionDescription = {
     /** `"Lethe · 512 cells · F16"`. */
@@ -34,8 +34,10 @@ export function describeCompression(compression: MessageCompression): Compressio
         parts.push(`layers combined by ${combine.toLowerCase()}, pruned every ${count(settings.pruneEvery)} tokens`);
         const params = settings.params[settings.policy] as Record<string, number | string>;
         const values = paramSpecs[settings.policy].map((spec) => `${spec.label.toLowerCase()} ${String(params[spec.key])}`);
-        if (settings.policy === "refreekv")
-            values.push(settings.params.refreekv.mode === "once" ? "once after the prompt" : "every prune round");
+        for (const choice of paramChoices[settings.policy]) {
+            const value = String(params[choice.key]);
+            values.push(choice.options.find((option) => option.id === value)?.inWords ?? value);
+        }
         parts.push(`${name}: ${values.join(", ")}`);
     }
     return {label, detail: `${parts.join("; ")}.`};

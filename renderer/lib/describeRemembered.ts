@@ -65,7 +65,7 @@ function formatScore(score: number): string {
  * `"TRIM-KV retention 0.82 at round 12 of 15 · layers whose own ranking would keep it: 0–3, 5 (5 of 6)"`.
  */
 export function describeTokenScore(view: RememberedView, position: number): string {
-    if (view.policy === "full") return "Full KV keeps every token: no prune round scores them.";
+    if (view.policy != null && policyEntry(view.policy).keepsEveryToken) return "Full KV keeps every token: no prune round scores them.";
     const record = tokenScoreAt(view.scores ?? undefined, position);
     if (record == null || view.scores == null) {
         if (view.scores == null)

@@ -3,7 +3,7 @@
 
 import type {TokenCount} from "../../preload/contract.js";
 import {count} from "./formatMemory.js";
-import {fullKvAnswerRoom, policyName} from "./policies.js";
+import {fullKvAnswerRoom, policyEntry, policyName} from "./policies.js";
 
 /** `block`: Full KV would refuse the message (send is disabled); `prune`: a pruning policy prunes the question as it reads it. */
 export type DraftBudgetHint = {kind: "block" | "prune"; text: string};
@@ -18,7 +18,7 @@ export function draftBudgetHint(counted: TokenCount | null): DraftBudgetHint | n
     if (counted == null) return null;
     const {messageTokens, promptTokens, budgetCells, policy} = counted;
     const cells = count(budgetCells);
-    if (policy === "full") {
+    if (policyEntry(policy).keepsEveryToken) {
         if (promptTokens + fullKvAnswerRoom <= budgetCells) return null;
         const alone = messageTokens + fullKvAnswerRoom > budgetCells;
         const what = alone

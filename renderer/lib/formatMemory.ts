@@ -1,4 +1,5 @@
-// KV memory figures as people read them (DESIGN §5): binary units, MiB up to a GiB, then GiB; savings in percent.
+// KV memory figures as people read them (a `KvSample`: live, allocated, what a full cache would hold): binary units,
+// MiB up to a GiB, then GiB; savings in percent.
 
 import type {KvSample, MessageStats} from "../../preload/contract.js";
 
@@ -34,7 +35,7 @@ export function formatPerToken(bytes: number): string {
     return `${formatMemory(bytes)}/token`;
 }
 
-/** Share of the full-equivalent cache not held: `1 - part / full` (DESIGN §5); `null` before there is a full cache to compare with. */
+/** Share of the full-equivalent cache not held: `1 - part / full`; `null` before there is a full cache to compare with. */
 export function savingsOf(part: number, full: number): number | null {
     if (!(full > 0) || !Number.isFinite(part)) return null;
     return 1 - part / full;

@@ -20,7 +20,7 @@ import {
     type TunablePolicyId
 } from "../../preload/contract.js";
 
-export {isTunable, policyName};
+export {isTunable, policyEntry, policyName};
 export type {PolicyPaper};
 
 export type PolicyInfo = {
@@ -73,8 +73,18 @@ export const kvTypes: {id: KvCacheType; label: string}[] = [
     {id: "q4_0", label: "Q4_0 (about a quarter)"}
 ];
 
-/** LeanKV's recommended pair, K8V4 (§3.1, Fig. 7): keys at 8 bits, values at 4, since keys weigh on every attention weight. */
-export const leanKvPair = {kvType: "q8_0", kvTypeV: "q4_0"} as const satisfies Pick<CompressionSettings, "kvType" | "kvTypeV">;
+/** The cache types a policy's paper runs it with (the catalogue's `pairsWith`); an error for a policy that names none. */
+function cachePairOf(id: PolicyId): Pick<CompressionSettings, "kvType" | "kvTypeV"> {
+    const pair = policyEntry(id).pairsWith;
+    if (pair == null) throw new Error(`${policyName(id)} pairs with no cache types`);
+    return {kvType: pair.kvType, kvTypeV: pair.kvTypeV};
+}
+
+/**
+ * LeanKV's recommended pair, K8V4 (§3.1, Fig. 7): keys at 8 bits, values at 4, since keys weigh on every attention weight.
+ * Offered under every policy.
+ */
+export const leanKvPair = cachePairOf("leankv");
 
 /** App defaults of the settings shared by every policy (main/services/schemas.ts). */
 export const sharedDefaults: Pick<CompressionSettings, "combine" | "pruneEvery"> = {combine: "auto", pruneEvery: 16};

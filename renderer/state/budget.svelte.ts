@@ -20,7 +20,7 @@ import {
 } from "../lib/budgetForm.js";
 import {budgetLabel} from "../lib/describeCompression.js";
 import {describeError} from "../lib/describeError.js";
-import {isTunable, leanKvPair, policyDefaults, policyName, sharedDefaults} from "../lib/policies.js";
+import {isTunable, leanKvPair, policyDefaults, policyEntry, policyName, sharedDefaults} from "../lib/policies.js";
 import type {Conversations} from "./conversations.svelte.js";
 import {request} from "./request.js";
 import type {Settings} from "./settings.svelte.js";
@@ -86,11 +86,17 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         state.estimate != null && !stale ? state.estimate.cells : state.form?.budgetKind === "cells" ? state.form.cells : null
     );
     const history = $derived(state.form ? historyNote(options.conversationTokens?.() ?? null, draftCells, state.form.policy) : null);
-    /** With TRIM-KV chosen, its gates' trained budget when the draft asks for another: offered as a starting budget. */
+    /** With a policy that reads the gates chosen (TRIM-KV), their trained budget when the draft asks for another: offered as a starting budget. */
     const trainedBudget = $derived.by(() => {
         const trained = state.estimate?.trainedBudget;
         const form = state.form;
-        if (form?.policy !== "trimkv" || trained == null || (form.budgetKind === "cells" && form.cells === trained.cells)) return null;
+        if (
+            form == null ||
+            !policyEntry(form.policy).reads.gates ||
+            trained == null ||
+            (form.budgetKind === "cells" && form.cells === trained.cells)
+        )
+            return null;
         return {cells: trained.cells, line: describeTrainedBudget(trained)};
     });
 

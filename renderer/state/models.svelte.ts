@@ -1,4 +1,12 @@
-import type {CalibrationStatus, EngineStatus, GpuLayers, ModelDetails, ModelInfo, PonderApi} from "../../preload/contract.js";
+import type {
+    CalibrationConversations,
+    CalibrationStatus,
+    EngineStatus,
+    GpuLayers,
+    ModelDetails,
+    ModelInfo,
+    PonderApi
+} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
 
@@ -34,6 +42,8 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         calibration: null as CalibrationStatus | null,
         /** Why a calibration could not start (another runs, the model cannot be calibrated), for the model it was asked for. */
         calibrationError: null as {id: string; text: string} | null,
+        /** Per model, its own stored conversations a calibration could read (read when its details open). */
+        conversations: {} as Record<string, CalibrationConversations>,
         error: null as string | null
     });
     const loadedModel = $derived(state.engine?.model ?? null);
@@ -117,6 +127,9 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         state.detailsId = id;
         state.detailsError = null;
         state.error = null;
+        void request(bridge, "models:calibrationConversations", {id}).then((found) => {
+            if (found.ok) state.conversations[id] = found.value;
+        });
         if (state.details[id]) return;
         const result = await request(bridge, "models:details", {id});
         if (!result.ok) {
@@ -184,10 +197,13 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         return true;
     }
 
-    /** Starts calibrating the model's retention gates; its progress and end arrive as events. */
-    async function calibrate(id: string): Promise<boolean> {
+    /**
+     * Starts calibrating the model's retention gates, by its thinking or by reading its stored conversations; its progress
+     * and end arrive as events.
+     */
+    async function calibrate(id: string, source: "thinking" | "conversations" = "thinking"): Promise<boolean> {
         state.calibrationError = null;
-        const result = await request(bridge, "models:calibrate", {id});
+        const result = await request(bridge, "models:calibrate", source === "thinking" ? {id} : {id, source});
         if (!result.ok) {
             state.calibrationError = {id, text: describeError("Could not calibrate", result.error)};
             return false;

@@ -1,6 +1,6 @@
 """Converts the TRIM-KV authors' released gate weights (`trimkv_weights.pth`) into a Ponder retention sidecar.
 
-    npm run convert:trimkv -- --weights trimkv_weights.pth --model model.gguf [--out model.retention.gguf] [--type f16]
+    npm run convert:trimkv:py -- --weights trimkv_weights.pth --model model.gguf [--out model.retention.gguf] [--type f16]
 
 The checkpoint is a PyTorch state_dict with, for every layer i,
     model.layers.{i}.self_attn.retention_gate.linear1.weight [H, d]
@@ -10,12 +10,15 @@ The checkpoint is a PyTorch state_dict with, for every layer i,
 (the "rg" gate: linear1, SiLU, linear2 without bias, per-head bias, logsigmoid). Layer count, d and n_kv are checked
 against the GGUF model's metadata. Anything else is refused with the reason: missing or unexpected keys, wrong
 shapes, a linear2 bias, or another gate type (gate_proj/up_proj = "rg3", per-head projections = "rg2").
-The sidecar records budget 0 (unknown) and reduction "per-head" (how the authors trained).
+The sidecar records budget 0 (unknown) and reduction "per-head" (how the authors trained). The checkpoint is loaded with
+torch's weights-only unpickler (torch.load(weights_only=True)): a pickle that names anything but tensors, storages and
+plain containers is refused, and nothing in it runs.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import re
 import sys
 
@@ -25,7 +28,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ggufModel import UnsupportedModelError, model_summary  # noqa: E402
-from sidecar import RetentionGates, default_matrix_type, sidecar_path_for, write_sidecar  # noqa: E402
+from sidecar import RetentionGates, SidecarError, default_matrix_type, sidecar_path_for, write_sidecar  # noqa: E402
 
 KEY_RE = re.compile(r"^(?:.*\.)?layers\.(\d+)\.self_attn\.retention_gate\.(.+)$")
 RG_PARTS = ("linear1.weight", "linear1.bias", "linear2.weight", "bias")
@@ -36,8 +39,14 @@ class ConversionError(Exception):
 
 
 def load_state_dict(path: str) -> dict[str, torch.Tensor]:
+    """Loads the checkpoint with torch's weights-only unpickler: a pickle naming anything but tensors, storages and
+    plain containers (os.system, say) is refused before it runs."""
     try:
-        obj = torch.load(path, map_location="cpu")
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        refused = re.search(r"WeightsUnpickler error: (.*)", str(e))
+        raise ConversionError(f"{path}: its pickle asks for more than a state_dict of tensors "
+                              f"({refused.group(1).strip() if refused else e}); it was refused and nothing was run") from e
     except Exception as e:
         raise ConversionError(f"{path}: not a PyTorch checkpoint ({e})") from e
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
@@ -111,7 +120,7 @@ def main():
         out = args.out or sidecar_path_for(args.model)
         write_sidecar(out, gates, args.model, budget=0, reduction="per-head",
                       source=f"converted from {os.path.basename(args.weights)}", matrix_type=args.type or default_matrix_type(gates))
-    except (ConversionError, UnsupportedModelError, FileNotFoundError) as e:
+    except (ConversionError, SidecarError, UnsupportedModelError, FileNotFoundError) as e:
         raise SystemExit(f"error: {e}")
     print(f"wrote {out}: {gates.n_layer} layers, d {gates.d}, hidden {gates.hidden}, {gates.n_kv} KV heads")
 

@@ -36,6 +36,7 @@ ACTIVATION = "silu"
 REDUCTIONS = ("shared", "per-head")
 FINGERPRINT_SPAN = 8 * 1024 * 1024
 KEY = "ponder.retention."
+F16_MAX = 65504  # the largest finite F16 value: a weight past it would be infinite in an F16 matrix
 
 
 class SidecarError(Exception):
@@ -118,6 +119,15 @@ def write_sidecar(path: str, gates: RetentionGates, model_path: str, *, budget: 
     if (gates.n_layer, gates.d, gates.n_kv) != expected:
         raise SidecarError(f"gates are for (layers, d, n_kv) = {(gates.n_layer, gates.d, gates.n_kv)}, "
                            f"the model has {expected}")
+    if matrix_type == "f16":
+        for i, g in enumerate(gates.layers):
+            for name, t in (("fc1.weight", g.fc1.weight), ("fc2.weight", g.fc2.weight)):
+                flat = t.detach().reshape(-1)
+                beyond = (flat.abs() > F16_MAX).nonzero()
+                if len(beyond) > 0:
+                    k = int(beyond[0])
+                    raise SidecarError(f"layer {i}: retention.{name} holds {float(flat[k])} at {k}, beyond F16's largest value "
+                                       f"({F16_MAX}): its matrices must be written as F32")
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".retention-", suffix=".gguf.tmp", dir=folder)

@@ -81,7 +81,7 @@ def read_horizons(weights: torch.Tensor, threshold: float) -> torch.Tensor:
 def horizon_loss(log_beta: torch.Tensor, horizon: torch.Tensor, min_seen: int = 16) -> torch.Tensor:
     """log_beta, horizon [N, T] -> Smooth-L1 between the gate's e-folding age -1 / log beta and the read horizon + 1,
     both in log space, over keys watched at least max(min_seen, 2 x horizon) tokens after writing (a later read would
-    otherwise be unknown). Locret (papers/001) supervises its retaining heads with the attention a key receives later;
+    otherwise be unknown). Locret supervises its retaining heads with the attention a key receives later;
     here that supervision is put in TRIM-KV's units, so beta^(t - i) has decayed by e exactly when the model stops
     reading the key."""
     T = log_beta.shape[-1]

@@ -22,7 +22,7 @@ type QualityRow = {
     meanLiveKiB: number;
     /** Mean of (KV memory at the end) / (KV memory of that problem's Full run). */
     memoryVsFull: number;
-    /** Fidelity against Full on the problems it was measured on (teacher-forced, DESIGN §6); null for Full. */
+    /** Fidelity against Full on the problems it was measured on (teacher-forced: `measureFidelity`, main/engine/fidelity.ts); null for Full. */
     fidelity: {problems: number; top1Agreement: number; meanKl: number; regret: number} | null;
 };
 
@@ -58,7 +58,7 @@ const pruneEvery = 8;
 /**
  * Accuracy of the set's model on held-out problems of its task with Full KV, then per policy at each share of the cells that
  * problem's Full run used, through the app's own engine (chat template, thought segments, pruning); beside them the
- * oracle (future attention of Full's trace, DESIGN §7) at the same budgets, and ReFreeKV as its paper runs it (once
+ * oracle (the cells the rest of Full's trace attends to most: it knows the future, docs/BENCHMARKS.md) at the same budgets, and ReFreeKV as its paper runs it (once
  * after the prompt, no cap), with the KV it saved.
  */
 export async function qualitySuite(options: {
@@ -260,7 +260,7 @@ export async function qualitySuite(options: {
 }
 
 /**
- * Teacher-forced fidelity on real reasoning (DESIGN §6) and the oracle, one problem at a time: each question's Full
+ * Teacher-forced fidelity on real reasoning (`measureFidelity`, main/engine/fidelity.ts) and the oracle, one problem at a time: each question's Full
  * greedy trace with what every step attended to; on the first `fidelityProblems` problems each policy's pruned cache
  * replays it at each share of that problem's Full cells (top-1 agreement, KL, regret); on every problem the oracle runs
  * at each share (its free greedy run is graded). A budget counts where the question fits with a prune round to spare.

@@ -1,9 +1,9 @@
-// TRIM-KV gates for a person's model from the app (issue 36, section 2 and the trained budget): a model of Qwen3-1.7B's
-// shape (its GGUF header alone: the gates need only the shape) is offered the authors' ngocbh/TrimKV-Qwen3-1.7B-Math
-// in its details; "Get TRIM-KV gates" downloads config.json and trimkv_weights.pth from $HF_ENDPOINT (a loopback
-// server with checkpoints written by torch), refuses an rg2 config in words with nothing installed, then installs the
-// rg gates. A loaded model whose converted gates say memory_size 384 starts new conversations there, and is offered
-// 384 cells again when TRIM-KV is chosen after another budget.
+// TRIM-KV gates for a person's model from the app (the authors' released gates, converted, and their trained budget): a
+// model of no released shape is told the nearest release and what differs; a model of Qwen3-1.7B's shape (its GGUF
+// header alone: the gates need only the shape) is offered the authors' ngocbh/TrimKV-Qwen3-1.7B-Math in its details;
+// "Get TRIM-KV gates" downloads config.json and trimkv_weights.pth from $HF_ENDPOINT (a loopback server with checkpoints written by torch), refuses an rg2 config in words with nothing
+// installed, then installs the rg gates. A loaded model whose converted gates say memory_size 384 starts new
+// conversations there, and is offered 384 cells again when TRIM-KV is chosen after another budget.
 // Needs Python with torch (Debian's python3-torch).
 import {execFileSync} from "node:child_process";
 import fs from "node:fs";
@@ -107,6 +107,14 @@ afterAll(async () => {
 it("gets the authors' gates for a model of a released shape from its details: an rg2 config refused in words, then the rg gates installed", async () => {
     const {page, chat, errors} = await app.open({viewport: {width: 1400, height: 900}});
     await chat.byId("engine-state").filter({hasText: /ready/i}).waitFor({timeout: 60_000});
+    // The loaded tiny model is of no released shape: its details say so, with the nearest release and what differs.
+    await chat.byId("model-item").filter({hasText: "tiny-qwen3"}).getByTestId("model-details-button").click();
+    await expect
+        .poll(() => chat.byId("model-details").getByTestId("model-trimkv-none").textContent(), {timeout: 15_000})
+        .toMatch(
+            /^No TRIM-KV gates were released for a model of this shape\. The nearest release, ngocbh\/TrimKV-Qwen3-1\.7B-Math \(for Qwen3-1\.7B\), differs in layers \(28, this model 4\)/
+        );
+    expect(await chat.byId("model-details").getByTestId("model-trimkv-release").count()).toBe(0);
     await chat.byId("model-path-input").fill(qwenShaped);
     await chat.byId("model-add-button").click();
     const item = chat.byId("model-item").filter({hasText: "Qwen3 1.7B"});

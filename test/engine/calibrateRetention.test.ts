@@ -1,7 +1,7 @@
-// The calibration of retention gates on the demo model (issue 36): the model thinks on calibration prompts as it answers;
-// validation refuses gates that do worse than Lethe;
-// a cancelled job goes on from the prompts it kept and ends with the gates an uninterrupted run makes; `npm run
-// calibrate` writes a sidecar beside a copy of the model that findRetentionGates accepts, with its provenance.
+// The calibration of retention gates on the demo model (`calibrateRetention`): the model thinks on calibration prompts
+// as it answers; validation refuses gates that do worse than Lethe; a cancelled job goes on from the prompts it kept
+// and ends with the gates an uninterrupted run makes; `npm run calibrate` writes a sidecar beside a copy of the model
+// that findRetentionGates accepts, with its provenance.
 import {execFile} from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";

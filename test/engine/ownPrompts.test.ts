@@ -89,8 +89,10 @@ describe("prompts a model writes itself", () => {
         expect(first.set).toBe("own");
         expect(first.prompts).toHaveLength(3);
         expect(first.heldOut).toHaveLength(2);
-        // held out: never among the prompts thought through
+        // held out: never among the prompts thought through, and sampled in a draw of their own
         for (const prompt of first.heldOut) expect(first.prompts.map((p) => p.user)).not.toContain(prompt.user);
+        for (const prompt of first.prompts) expect(prompt.seed).toBeLessThan(100_000);
+        for (const prompt of first.heldOut) expect(prompt.seed).toBeGreaterThanOrEqual(100_000);
         expect(lines.join("\n")).toMatch(/the model wrote its 5 questions in \d+ tries/);
         // a model that must not be asked: the saved questions are read
         const untouchable = new Proxy({} as LlamaModel, {

@@ -11,9 +11,9 @@ import {afterAll, beforeAll, describe, expect, test} from "vitest";
 import {AppDatabase} from "../../main/db/AppDatabase.js";
 import {createDispatch} from "../../main/ipc/dispatch.js";
 import {createHandlers} from "../../main/ipc/handlers.js";
-import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
+import {findRetentionGates, retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {convertTrimkvCheckpoint} from "../../main/engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";
-import {readTorchStateDict} from "../../main/engine/retention/trimkvCheckpoint/readTorchStateDict.js";
+import {readTorchStateDict, type ReadTorchLimits} from "../../main/engine/retention/trimkvCheckpoint/readTorchStateDict.js";
 import {AppServices} from "../../main/services/AppServices.js";
 import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
 import type {GeneratedModelInfo} from "../fixtures/gguf/generateModel.js";
@@ -62,6 +62,7 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
             {...trimkv, out: file("wrapped.pth"), seed: 3, dtype: "f32", wrap: true},
             {...trimkv, out: file("no-layer-3.pth"), seed: 4, dtype: "f32", drop_layer: 3},
             {...trimkv, out: file("no-linear2.pth"), seed: 5, dtype: "bf16", drop_key: `${gatePrefix}linear2.weight`},
+            {...trimkv, out: file("huge.pth"), seed: 6, dtype: "f32", scale: 1e6},
             {job: "evil", out: file("evil.pth"), marker: file("evil-ran")},
             {job: "crafted", out: file("past-storage.pth"), tensors: [{...tensor, offset: 1}], storages: {0: 24}},
             {
@@ -205,51 +206,142 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
         await expect(fs.access(file("never.gguf"))).rejects.toThrow();
     });
 
-    test("a truncated, damaged or foreign file is refused with the reason", async () => {
-        const whole = await fs.readFile(file("f32.pth"));
-        await fs.writeFile(file("truncated.pth"), whole.subarray(0, Math.floor(whole.length * 0.6)));
-        expect(await refusal(readTorchStateDict(file("truncated.pth")))).toMatch(
-            /truncated\.pth is not a PyTorch checkpoint: not a whole zip archive .*a download cut short/
-        );
-        // one byte of a storage changed: its CRC-32 no longer matches
-        const damaged = Buffer.from(whole);
-        const at = damaged.indexOf(Buffer.from("f32/data/1")) + 200;
-        damaged[at] = damaged[at]! ^ 0xff;
-        await fs.writeFile(file("damaged.pth"), damaged);
-        expect(await refusal(readTorchStateDict(file("damaged.pth")))).toMatch(
-            /damaged\.pth: f32\/data\/\d+ is damaged \(its CRC-32 does not match\)/
-        );
-        await fs.writeFile(file("text.pth"), "not a checkpoint at all\n".repeat(10));
-        expect(await refusal(readTorchStateDict(file("text.pth")))).toMatch(/text\.pth is not a PyTorch checkpoint/);
-        expect(await refusal(readTorchStateDict(modelPath))).toMatch(/tiny-qwen3\.gguf is not a PyTorch checkpoint/);
-        expect(await refusal(readTorchStateDict(file("absent.pth")))).toMatch(/absent\.pth does not exist/);
-    });
-
-    test("hostile sizes: a view past its storage, a storage shorter than its element count, huge strides and counts", async () => {
-        expect(await refusal(readTorchStateDict(file("past-storage.pth")))).toMatch(
-            /tensor w \(size \[2, 3\], stride \[3, 1\], offset 1\) reads past its storage of 6 elements/
-        );
-        expect(await refusal(readTorchStateDict(file("short-storage.pth")))).toMatch(
-            /archive\/data\/0 is 24 bytes; its tensors' storage needs 2400/
-        );
-        expect(await refusal(readTorchStateDict(file("huge-stride.pth")))).toMatch(/tensor w .* reads past its storage of 6 elements/);
-        expect(await refusal(readTorchStateDict(file("huge-numel.pth")))).toMatch(/its storages hold more than \d+ bytes or \d+ elements/);
-        // an end-of-directory record claiming 2^31 entries (the zip reader would make a slot for each before reading one)
-        const whole = await fs.readFile(file("f32.pth"));
+    /** The end-of-central-directory record's and the zip64 record's offsets in a torch.save file. */
+    const endRecords = (whole: Buffer) => {
         const eocd = whole.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
         const zip64 = whole.lastIndexOf(Buffer.from([0x50, 0x4b, 0x06, 0x06]));
+        expect(eocd).toBeGreaterThan(0);
         expect(zip64).toBeGreaterThan(0); // torch writes a zip64 record
-        whole.writeUInt16LE(0xffff, eocd + 10);
-        whole.writeBigUInt64LE(2n ** 31n, zip64 + 32);
-        await fs.writeFile(file("many-entries.pth"), whole);
-        expect(await refusal(readTorchStateDict(file("many-entries.pth")))).toMatch(
-            /the archive claims 2147483648 entries, more than the 100000 read/
-        );
-        expect(await refusal(readTorchStateDict(file("f32.pth"), {pickleBytes: 100}))).toMatch(
-            /data\.pkl is \d+ bytes, more than the 100 read/
-        );
-        expect(await refusal(readTorchStateDict(file("f32.pth"), {elements: 1000}))).toMatch(/more than .*1000 elements/);
+        return {eocd, zip64};
+    };
+
+    // Each bad file: how it is made (from f32.pth's bytes, or one written above), the reader's limits, and the reason.
+    const badFiles: {what: string; file: string; make?: (whole: Buffer) => Buffer; limits?: ReadTorchLimits; reason: RegExp}[] = [
+        {
+            what: "a truncated file",
+            file: "truncated.pth",
+            make: (whole) => whole.subarray(0, Math.floor(whole.length * 0.6)),
+            reason: /truncated\.pth is not a PyTorch checkpoint: not a whole zip archive .*a download cut short/
+        },
+        {
+            what: "one byte of a storage changed: its CRC-32 no longer matches",
+            file: "damaged.pth",
+            make: (whole) => {
+                const damaged = Buffer.from(whole);
+                const at = damaged.indexOf(Buffer.from("f32/data/1")) + 200;
+                damaged[at] = damaged[at]! ^ 0xff;
+                return damaged;
+            },
+            reason: /damaged\.pth: f32\/data\/\d+ is damaged \(its CRC-32 does not match\)/
+        },
+        {
+            what: "a text file",
+            file: "text.pth",
+            make: () => Buffer.from("not a checkpoint at all\n".repeat(10)),
+            reason: /text\.pth is not a PyTorch checkpoint/
+        },
+        {what: "a GGUF model", file: "tiny-qwen3.gguf", reason: /tiny-qwen3\.gguf is not a PyTorch checkpoint/},
+        {what: "no file", file: "absent.pth", reason: /absent\.pth does not exist/},
+        {
+            what: "a view past its storage",
+            file: "past-storage.pth",
+            reason: /tensor w \(size \[2, 3\], stride \[3, 1\], offset 1\) reads past its storage of 6 elements/
+        },
+        {
+            what: "a storage shorter than its element count",
+            file: "short-storage.pth",
+            reason: /archive\/data\/0 is 24 bytes; its tensors' storage needs 2400/
+        },
+        {what: "a huge stride", file: "huge-stride.pth", reason: /tensor w .* reads past its storage of 6 elements/},
+        {what: "a huge element count", file: "huge-numel.pth", reason: /its storages hold more than \d+ bytes or \d+ elements/},
+        {
+            // the zip reader would make a slot for each entry before reading one
+            what: "both end records claiming 2^31 entries",
+            file: "many-entries.pth",
+            make: (whole) => {
+                const {eocd, zip64} = endRecords(whole);
+                const many = Buffer.from(whole);
+                many.writeUInt16LE(0xffff, eocd + 10);
+                many.writeBigUInt64LE(2n ** 31n, zip64 + 32);
+                return many;
+            },
+            reason: /the archive claims 2147483648 entries, more than the 100000 read/
+        },
+        {
+            // the zip reader reads the plain record's count, another reader the zip64 one's: they must agree
+            what: "a zip64 record claiming 2^40 entries where the plain record says the true count",
+            file: "zip64-entries.pth",
+            make: (whole) => {
+                const {eocd, zip64} = endRecords(whole);
+                const crafted = Buffer.from(whole);
+                expect(crafted.readUInt16LE(eocd + 10)).toBe(Number(crafted.readBigUInt64LE(zip64 + 32)));
+                crafted.writeBigUInt64LE(2n ** 40n, zip64 + 32);
+                return crafted;
+            },
+            reason: /zip64-entries\.pth is not a PyTorch checkpoint: its zip64 end record says 1099511627776 entries where its end-of-central-directory record says \d+; a damaged or crafted file/
+        },
+        {
+            what: "a zip64 record whose central directory offset differs from the plain record's",
+            file: "zip64-offset.pth",
+            make: (whole) => {
+                const {zip64} = endRecords(whole);
+                const crafted = Buffer.from(whole);
+                crafted.writeBigUInt64LE(crafted.readBigUInt64LE(zip64 + 48) - 46n, zip64 + 48);
+                return crafted;
+            },
+            reason: /its zip64 end record says \d+ central directory offset where its end-of-central-directory record says \d+/
+        },
+        {
+            what: "a pickle over the limit",
+            file: "f32.pth",
+            limits: {pickleBytes: 100},
+            reason: /data\.pkl is \d+ bytes, more than the 100 read/
+        },
+        {what: "more elements than the limit", file: "f32.pth", limits: {elements: 1000}, reason: /more than .*1000 elements/}
+    ];
+
+    test.each(badFiles)("$what is refused with the reason, by the reader and the converter", async ({file: name, make, limits, reason}) => {
+        const target = name === "tiny-qwen3.gguf" ? modelPath : file(name);
+        if (make != null) await fs.writeFile(target, make(await fs.readFile(file("f32.pth"))));
+        expect(await refusal(readTorchStateDict(target, limits))).toMatch(reason);
+        if (limits == null)
+            expect(await refusal(convertTrimkvCheckpoint({weights: target, modelPath, out: file("never.gguf")}))).toMatch(reason);
+        await expect(fs.access(file("never.gguf"))).rejects.toThrow();
     });
+
+    test("a weight beyond F16's range: convert:trimkv --type f16 refuses it in one line, the working sidecar stays; F32 holds it", async () => {
+        const model = file("huge-model.gguf");
+        await fs.copyFile(info.path, model);
+        const shape = {path: model, architecture: "qwen3", layers: 4, embeddingLength: 160, headCountKv: 2};
+        await convertTrimkvCheckpoint({weights: file("f32.pth"), modelPath: model});
+        const sidecar = retentionSidecarPath(model);
+        const before = await fs.readFile(sidecar);
+        const kept = async () => {
+            expect((await fs.readFile(sidecar)).equals(before)).toBe(true);
+            expect(await findRetentionGates(shape)).toMatchObject({available: true, info: {source: "converted from f32.pth"}});
+            expect((await fs.readdir(dir)).filter((name) => name.endsWith(".tmp"))).toEqual([]);
+        };
+
+        const ts = spawnSync(
+            "npx",
+            ["tsx", "scripts/retention/convertTrimkv.ts", "--weights", file("huge.pth"), "--model", model, "--type", "f16"],
+            {cwd: root, encoding: "utf8", timeout: 120_000}
+        );
+        expect(ts.status).toBe(1);
+        expect(ts.stderr).toMatch(
+            /^error: the sidecar could not be written: layer 0: retention\.fc1\.weight holds -?[\d.e+]+ at \d+, beyond F16's largest value \(65504\): its matrices must be written as F32\n$/
+        );
+        await kept();
+        const py = pythonConvert(["--weights", file("huge.pth"), "--model", model, "--out", sidecar, "--type", "f16"]);
+        expect(py.status).toBe(1);
+        expect(py.stderr).toMatch(/^error: layer 0: retention\.fc1\.weight holds -?[\d.e+]+ at \d+, beyond F16's largest value \(65504\)/);
+        await kept();
+
+        expect(await convertTrimkvCheckpoint({weights: file("huge.pth"), modelPath: model, type: "f32"})).toMatchObject({
+            matrixType: "f32"
+        });
+        expect(await findRetentionGates(shape)).toMatchObject({available: true, info: {source: "converted from huge.pth"}});
+    }, 300_000);
 
     test("a pickle that would run a command is refused by name, and nothing runs", async () => {
         expect(await refusal(readTorchStateDict(file("evil.pth")))).toMatch(
@@ -259,6 +351,14 @@ describe("TRIM-KV checkpoints converted in TypeScript", () => {
             /posix\.system/
         );
         await expect(fs.access(file("evil-ran"))).rejects.toThrow();
+        // convertTrimkv.py loads with torch's weights-only unpickler: refused by name, and nothing runs there either
+        const py = pythonConvert(["--weights", file("evil.pth"), "--model", modelPath, "--out", file("never.gguf")]);
+        expect(py.status).toBe(1);
+        expect(py.stderr).toMatch(
+            /evil\.pth: its pickle asks for more than a state_dict of tensors \(.*posix\.system.*\); it was refused and nothing was run/
+        );
+        await expect(fs.access(file("evil-ran"))).rejects.toThrow();
+        await expect(fs.access(file("never.gguf"))).rejects.toThrow();
         // the file is real: torch.load (weights_only=False, as torch 1.x loads by default) runs the command
         torchJobs([{job: "load", path: file("evil.pth")}]);
         await expect(fs.access(file("evil-ran"))).resolves.toBeUndefined();

@@ -159,8 +159,16 @@ describe("the authors' released TRIM-KV gates downloaded and converted in the ap
             const added = await dispatch("models:add", {path: modelPath});
             if (!added.ok) throw new Error(added.error.message);
             const id = (added.value as {id: string}).id;
-            // The tiny model matches no release (its shape is no released base model's).
-            expect(await dispatch("models:details", {id})).toMatchObject({ok: true, value: {trimkvReleases: {releases: [], why: null}}});
+            // The tiny model matches no release (its shape is no released base model's): the nearest one and what differs.
+            expect(await dispatch("models:details", {id})).toMatchObject({
+                ok: true,
+                value: {
+                    trimkvReleases: {
+                        releases: [],
+                        why: /^No TRIM-KV gates were released for a model of this shape\. The nearest release, ngocbh\/TrimKV-Qwen3-1\.7B-Math \(for Qwen3-1\.7B\), differs in layers \(28, this model 4\)/
+                    }
+                }
+            });
             expect(await dispatch("models:getTrimkvGates", {id, repo: "someone/else"})).toMatchObject({
                 ok: false,
                 error: {code: "BAD_REQUEST", message: "someone/else is not one of the TRIM-KV gates the authors released"}

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import {describe, expect, it} from "vitest";
 
-// One importer per boundary (STYLE.md): node-llama-cpp only in main/engine, better-sqlite3 only in
+// One importer per boundary (docs/CONTRIBUTING.md): node-llama-cpp only in main/engine, better-sqlite3 only in
 // main/db, Electron only in the entry point, the IPC binding, the engine process's spawner and the preload; renderer
 // never imports main; the main process never loads llama.cpp (it runs in the engine process).
 const root = path.resolve(import.meta.dirname, "../..");

@@ -6,29 +6,31 @@ import {NativeKv} from "../native/NativeKv.js";
 import {retentionSidecarPath} from "../retention/findRetentionGates.js";
 import {modelFingerprint} from "../retention/modelFingerprint.js";
 import {collectCalibrationData} from "./collectCalibrationData.js";
+import {readCalibrationData, type TextToRead} from "./readCalibrationData.js";
 import {concatDatasets, readDatasetFile, writeDatasetFile} from "./datasetFile.js";
 import {readGatesFile, writeGatesFile} from "./gatesFile.js";
 import {jobPrompts} from "./jobPrompts.js";
 import type {PromptSet} from "./prompts.js";
+import {AppError} from "../../AppError.js";
 import {trainGates, type TrainedGates} from "./trainGates.js";
 import type {CalibrationDataset, CalibrationPrompt, CollectCalibrationOptions} from "./types.js";
 import {validateCandidates, validationScore, type ValidationReport} from "./validateGates.js";
-import {calibrationProvenance, writeCalibratedSidecar, type CalibrationSettings} from "./writeCalibratedSidecar.js";
+import {calibrationProvenance, textLengths, writeCalibratedSidecar, type CalibrationSettings} from "./writeCalibratedSidecar.js";
+import {renderWrittenText, type WrittenText} from "./writtenTexts.js";
 
-// A model's retention gates from its own thinking (issue 36): the model thinks with Full KV on calibration prompts
-// (its read horizons and gate inputs recorded natively), the gates are fitted to them (trainGates), measured against
+// A model's retention gates from its own thinking: the model thinks with Full KV on calibration prompts (its read
+// horizons and gate inputs recorded natively), or texts it already wrote (its conversations, a trace file) are read with
+// Full KV at prompt speed (readCalibrationData), the gates are fitted to them (trainGates), measured against
 // Lethe on held-out prompts (validateGates) and, when they do at least as well, written beside the model with their
 // provenance. Each prompt's data is kept in the work folder as soon as it is thought, so a cancelled, killed or crashed
 // calibration goes on from the next prompt with the same settings; the trained candidates are kept there too, apart
 // per training setting, so a job that changes only how the gates are trained (width, epochs, weights) thinks nothing
 // again. The read threshold that makes the labels and the weight of long horizons in the loss are chosen per model:
 // one candidate is fitted per threshold and weight (each text is read again at the other thresholds,
-// `collectCalibrationData`), and the validation keeps the best. Measured on the two task models (32 held-out problems, answers right at 25% / 50% of
-// Full's cells, one candidate each; docs/BENCHMARKS.md): demo 0.594 / 1.000 read at 0.5 weighed by (1 + horizon),
-// 0.719 / 1.000 by its square root, 0.188 / 0.906 read at 0.25; merge 0.000 / 0.594 read at 0.5, 0.281 / 0.938 read at
-// 0.25 weighed by (1 + horizon), 0.250 / 0.719 by its square root.
+// `collectCalibrationData`), and the validation keeps the best: which candidate wins differs between the task models
+// (docs/BENCHMARKS.md, "Calibration").
 
-export type CalibrationStage = "questions" | "thinking" | "training" | "validating" | "writing";
+export type CalibrationStage = "questions" | "thinking" | "reading" | "training" | "validating" | "writing";
 
 export type CalibrationJobProgress = {
     stage: CalibrationStage;
@@ -59,6 +61,11 @@ export type CalibrateRetentionOptions = {
     promptSet: PromptSet;
     /** The prompts of the `"file"` set (`parsePromptsFile`): the last `validationPrompts` are held out. */
     promptList?: string[];
+    /**
+     * The texts of the `"conversations"` and `"traces"` sets, already written (`writtenTexts.ts`): each is read with Full
+     * KV at prompt speed instead of being written; the last `validationPrompts` are held out (their first questions).
+     */
+    texts?: WrittenText[];
     /** Calibration prompts the model thinks through. Defaults to `48` (demo, merge) or `32`. */
     prompts?: number;
     /** Held-out prompts of the validation. Defaults to `8` (demo, merge, own) or `4` (English). */
@@ -119,6 +126,8 @@ export type CalibrationResult = {
     prompts: number;
     tokensSeen: number;
     samples: number;
+    /** The texts' lengths in tokens (prompt and thought), and how many a limit cut. */
+    texts: {mean: number; longest: number; cut: number};
     /** Seconds of thinking, training and validation, summed over every run of the job. */
     seconds: number;
     /** The read threshold of the labels the kept (or refused) gates were fitted to: the best candidate's. */
@@ -134,12 +143,21 @@ export type CalibrationResult = {
 export async function calibrateRetention(options: CalibrateRetentionOptions): Promise<CalibrationResult> {
     const started = performance.now();
     const task = options.promptSet === "demo" || options.promptSet === "merge";
+    const written = options.promptSet === "conversations" || options.promptSet === "traces";
+    if (written !== (options.texts != null))
+        throw new RangeError("texts are given with the conversations and traces sets, and with them only");
+    const texts = options.texts ?? [];
+    if (written && texts.length < 2)
+        throw new AppError("BAD_REQUEST", `Calibration from written text needs at least 2 texts (one held out), got ${texts.length}`);
+    const validationDefault = written ? Math.min(8, Math.max(1, Math.round(texts.length / 6))) : options.promptSet === "english" ? 4 : 8;
+    const validationPrompts = Math.min(options.validationPrompts ?? validationDefault, written ? texts.length - 1 : Infinity);
     const settings = {
         promptSet: options.promptSet,
-        prompts: options.prompts ?? (task ? 48 : 32),
-        validationPrompts: options.validationPrompts ?? (options.promptSet === "english" ? 4 : 8),
+        prompts: options.prompts ?? (written ? texts.length - validationPrompts : task ? 48 : 32),
+        validationPrompts,
         tokens: options.tokens ?? 65536,
-        maxTokens: options.maxTokens ?? (options.promptSet === "demo" ? 3000 : 2048),
+        maxTokens:
+            options.maxTokens ?? (written ? Math.min(4096, options.model.trainContextSize) : options.promptSet === "demo" ? 3000 : 2048),
         seed: options.seed ?? 0,
         hidden: options.hidden ?? 64,
         epochs: options.epochs ?? 8,
@@ -153,10 +171,16 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     const out = options.out ?? retentionSidecarPath(options.modelPath);
     const log = options.onLog ?? (() => undefined);
     const fingerprint = await modelFingerprint(options.modelPath);
-    const {hidden, epochs, horizonWeights, validationPrompts, ...thinking} = settings;
-    // the held-out prompts of a model's own questions or of a file are taken from the same list as the others
-    const listed = settings.promptSet === "own" || settings.promptSet === "file";
-    const heldOutKey = listed ? {validationPrompts, promptList: options.promptList && hashOf(options.promptList)} : {};
+    const {hidden, epochs, horizonWeights, validationPrompts: heldOutCount, ...thinking} = settings;
+    // the held-out prompts of a model's own questions, a file or written texts are taken from the same list as the others
+    const listed = settings.promptSet === "own" || settings.promptSet === "file" || written;
+    const heldOutKey = listed
+        ? {
+              validationPrompts: heldOutCount,
+              promptList: options.promptList && hashOf(options.promptList),
+              texts: written ? hashOf(texts) : undefined
+          }
+        : {};
     const work = path.join(options.workDir, hashOf({fingerprint, ...thinking, ...heldOutKey}));
     const trainDir = path.join(work, `train-${hashOf({hidden, epochs, horizonWeights})}`);
     await fs.mkdir(trainDir, {recursive: true});
@@ -198,19 +222,32 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         set: usedSet,
         prompts,
         heldOut
-    } = await jobPrompts(options.model, {...settings, promptList: options.promptList}, work, {
-        threads: options.threads,
-        signal: options.signal,
-        onLog: log,
-        onProgress: (written) => progress("questions", written, settings.prompts + settings.validationPrompts, null)
-    });
+    } = written
+        ? writtenPrompts(options.promptSet, texts, settings.prompts, settings.validationPrompts)
+        : await jobPrompts(options.model, {...settings, promptList: options.promptList}, work, {
+              threads: options.threads,
+              signal: options.signal,
+              onLog: log,
+              onProgress: (done) => progress("questions", done, settings.prompts + settings.validationPrompts, null)
+          });
     const made = {...settings, promptSet: usedSet};
     const files = prompts.map((_, index) => path.join(work, `prompt-${String(index).padStart(4, "0")}.cal`));
     const kept = await Promise.all(files.map((file) => readDatasetFile(file).catch(() => null)));
     const missing = kept.flatMap((data, index) => (data == null ? [index] : []));
     resumed = prompts.length - missing.length;
     tokensSeen = kept.reduce((sum, data) => sum + (data?.tokensSeen ?? 0), 0);
-    if (missing.length > 0) {
+    if (missing.length > 0 && written) {
+        const t0 = performance.now();
+        const read = await readTexts(options, texts, missing, files, settings, perPrompt, {
+            progress: (done, total) => progress("reading", done, total, null),
+            log
+        });
+        for (const [index, data] of read) kept[index] = data;
+        tokensSeen += [...read.values()].reduce((sum, data) => sum + data.tokensSeen, 0);
+        thinkingSeconds += (performance.now() - t0) / 1000;
+        thought += read.size;
+        await saveJob();
+    } else if (missing.length > 0) {
         const chatWrapper = resolveChatWrapper(options.model);
         const longest = Math.max(...missing.map((index) => options.model.tokenize(prompts[index]!.user).length));
         // the rendered prompt adds the template's markers to the message's own tokens
@@ -330,7 +367,9 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         model: options.model,
         prompts: heldOut.map((p) => p.user),
         candidates,
-        maxTokens: settings.maxTokens,
+        maxTokens: written
+            ? validationTokens(options.model, texts.slice(texts.length - heldOut.length), settings.maxTokens)
+            : settings.maxTokens,
         threads: options.threads,
         signal: options.signal,
         onProgress: (done, total) =>
@@ -363,6 +402,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         prompts: prompts.length,
         tokensSeen: dataset.tokensSeen,
         samples: dataset.tokens,
+        texts: textLengths(dataset),
         seconds,
         readThreshold,
         horizonWeight,
@@ -378,7 +418,9 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
             ...result,
             installed: false,
             backup: null,
-            refusal: `The calibrated gates do worse than Lethe on ${validation.prompts} held-out prompts (top-1 agreement with Full ${numbers}): not installed`,
+            refusal:
+                `The calibrated gates do worse than Lethe on ${validation.prompts} held-out prompts (top-1 agreement with Full ${numbers}): not installed. ` +
+                nextTry(usedSet),
             workKept: keep ? work : null,
             promptSet: usedSet
         };
@@ -403,6 +445,96 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     await fs.rm(work, {recursive: true, force: true});
     progress("writing", 1, 1, 0);
     return {...result, installed: true, backup, refusal: null, workKept: null, promptSet: usedSet};
+}
+
+/** What to try after a refusal, by the prompts the refused gates were made from. */
+export function nextTry(set: PromptSet): string {
+    switch (set) {
+        case "own":
+        case "english":
+            return "Try calibrating from your conversations with the model, from prompts of the tasks you ask it (a prompts file), or with another seed (another draw of its questions).";
+        case "file":
+            return "Try more prompts of the tasks you ask it, or calibrating from your conversations with the model.";
+        case "conversations":
+        case "traces":
+            return "Try more texts, longer ones (horizons learned on short texts are short), or a prompts file of the tasks you ask it.";
+        case "demo":
+        case "merge":
+            return "Try another seed, or more prompts.";
+    }
+}
+
+/** The texts read and the held-out questions of a calibration from written text: the last `heldOut` texts held out. */
+function writtenPrompts(set: PromptSet, texts: WrittenText[], count: number, heldOut: number) {
+    const asPrompt = (text: WrittenText, seed: number) => ({kind: set, user: text.turns[0]!.user, seed});
+    return {
+        set,
+        prompts: texts.slice(0, count).map(asPrompt),
+        heldOut: texts.slice(texts.length - heldOut).map((text, i) => asPrompt(text, texts.length - heldOut + i))
+    };
+}
+
+/**
+ * Reads the `missing` texts with Full KV (`readCalibrationData`), each cut to `settings.maxTokens`, in one context sized
+ * to the longest; each text's data is kept in its file as soon as it is read, so a cancelled job goes on from the next.
+ */
+async function readTexts(
+    options: CalibrateRetentionOptions,
+    texts: WrittenText[],
+    missing: number[],
+    files: string[],
+    settings: {maxTokens: number; readThresholds: number[]; seed: number},
+    perText: number,
+    report: {progress: (done: number, total: number) => void; log: (line: string) => void}
+): Promise<Map<number, CalibrationDataset>> {
+    const chatWrapper = resolveChatWrapper(options.model);
+    const rendered = new Map<number, TextToRead>();
+    for (const index of missing) {
+        const text = renderWrittenText(options.model, chatWrapper, texts[index]!, settings.maxTokens);
+        if (text.cut) report.log(`text ${index + 1}: cut to ${settings.maxTokens} tokens (the reading limit)`);
+        rendered.set(index, text);
+    }
+    const longest = Math.max(...[...rendered.values()].map((text) => text.tokens.length));
+    const context = await options.model.createContext({
+        contextSize: longest + 16,
+        threads: options.threads ?? 1,
+        sequences: 1,
+        flashAttention: false
+    });
+    const kv = new NativeKv(context);
+    const read = new Map<number, CalibrationDataset>();
+    try {
+        const engine = {model: options.model, sequence: context.getSequence(), kv};
+        for (const [done, index] of missing.entries()) {
+            options.signal?.throwIfAborted();
+            const text = rendered.get(index)!;
+            const data = await readCalibrationData(engine, [text], {
+                maxSamples: perText,
+                readThreshold: settings.readThresholds[0],
+                moreReadThresholds: settings.readThresholds.slice(1),
+                seed: settings.seed * 100_000 + index,
+                signal: options.signal,
+                onProgress: (p) => report.progress(done + p.generated / text.tokens.length, missing.length)
+            });
+            await writeDatasetFile(files[index]!, data);
+            read.set(index, data);
+            report.progress(done + 1, missing.length);
+            report.log(`reading ${done + 1}/${missing.length}: ${text.tokens.length} tokens read, ${data.tokens} kept`);
+        }
+    } finally {
+        await kv.dispose();
+        await context.dispose();
+    }
+    return read;
+}
+
+/**
+ * Tokens the model may write on each held-out question of written texts: a quarter more than the longest of their
+ * written first answers (thought and answer), at most `limit`.
+ */
+function validationTokens(model: LlamaModel, heldOut: WrittenText[], limit: number): number {
+    const longest = Math.max(...heldOut.map((text) => model.tokenize(`${text.turns[0]!.thought}\n${text.turns[0]!.answer}`).length));
+    return Math.min(limit, Math.max(64, Math.ceil(longest * 1.25) + 16));
 }
 
 function toPrompt(user: string): CalibrationPrompt {

@@ -1,7 +1,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import type {LlamaModel} from "node-llama-cpp";
-import {writeOwnPrompts} from "./ownPrompts.js";
+import {questionNoise, writeOwnPrompts} from "./ownPrompts.js";
 import {calibrationPrompts, type PromptSet, type SeededPrompt} from "./prompts.js";
 
 /** The prompts a calibration job thinks through and validates on, and the set they came from. */
@@ -9,8 +9,8 @@ export type JobPrompts = {set: PromptSet; prompts: SeededPrompt[]; heldOut: Seed
 
 /**
  * The prompts of a calibration job: its prompt set's, or for `"own"` the questions the model writes itself
- * (`writeOwnPrompts`; the first `prompts` to think through, the next `validationPrompts` held out), kept in the work
- * folder so that a resumed job thinks the same ones. A model that writes too few usable questions gets Ponder's English
+ * (`writeOwnPrompts`; the `prompts` to think through from one draw, the `validationPrompts` held out from another),
+ * kept in the work folder so that a resumed job thinks the same ones. A model that writes too few usable questions gets Ponder's English
  * prompts instead, and the result says so (`set`). For `"file"`, the person's `promptList`: the last
  * `validationPrompts` held out.
  */
@@ -36,32 +36,43 @@ export async function jobPrompts(
         .catch(() => null);
     if (isJobPrompts(saved, prompts, validationPrompts)) return saved;
 
-    const needed = prompts + validationPrompts;
-    const written = await writeOwnPrompts(model, needed, {
-        seed,
-        maxTokens: 512,
-        threads: options.threads,
-        signal: options.signal,
-        onProgress: options.onProgress
-    });
-    // The questions that ended as a user's turn ends, then as many cut at 512 tokens as are missing (a model trained
-    // without the turn's end writes its task's question and goes on); Ponder's English prompts where too few are usable.
-    // In the order they were written, so that the held-out ones are as mixed as the others.
-    const own = [...written.ended, ...written.unended].slice(0, needed).sort((x, y) => x.seed - y.seed);
+    // Two draws: the questions to think through, and apart from them the held-out ones, so the validation never
+    // measures on the draw the gates were fitted to. In each, the questions the model ended as a user's turn ends, then
+    // as many cut at 512 tokens as are missing (a model trained without the turn's end writes its task's question and
+    // goes on), in the order they were written; Ponder's English prompts where too few are usable, or they are noise.
+    const draw = async (count: number, index: number, done: number) => {
+        const written = await writeOwnPrompts(model, count, {
+            seed,
+            draw: index,
+            maxTokens: 512,
+            threads: options.threads,
+            signal: options.signal,
+            onProgress: (kept, tried) => options.onProgress(done + kept, tried)
+        });
+        const own = [...written.ended, ...written.unended].slice(0, count).sort((x, y) => x.seed - y.seed);
+        return {own, tried: written.tried, cut: Math.max(0, own.length - written.ended.length)};
+    };
+    const train = await draw(prompts, 0, 0);
+    const heldOut = train.own.length < prompts ? null : await draw(validationPrompts, 1, prompts);
+    const noise = heldOut == null ? null : questionNoise([...train.own, ...heldOut.own].map((prompt) => prompt.user));
     let result: JobPrompts;
-    if (own.length < needed) {
+    if (heldOut == null || heldOut.own.length < validationPrompts) {
+        const wrote = train.own.length + (heldOut?.own.length ?? 0);
         options.onLog(
-            `the model wrote ${own.length} usable questions in ${written.tried} tries, ${needed} were needed: Ponder's English prompts instead`
+            `the model wrote ${wrote} usable questions in ${train.tried + (heldOut?.tried ?? 0)} tries, ${prompts + validationPrompts} were needed: Ponder's English prompts instead`
         );
         result = of("english");
+    } else if (noise != null) {
+        options.onLog(`the questions the model wrote look like noise (${noise}): Ponder's English prompts instead`);
+        result = of("english");
     } else {
-        const cut = Math.max(0, needed - written.ended.length);
+        const cut = train.cut + heldOut.cut;
         options.onLog(
-            `the model wrote its ${needed} questions in ${written.tried} tries` +
+            `the model wrote its ${prompts + validationPrompts} questions in ${train.tried + heldOut.tried} tries, the held-out ones in a draw of their own` +
                 (cut > 0 ? `, ${cut} of them cut at 512 tokens (not ended)` : "")
         );
-        const kept = own.map((prompt) => ({kind: "own", ...prompt}));
-        result = {set: "own", prompts: kept.slice(0, prompts), heldOut: kept.slice(prompts)};
+        const kept = (list: typeof train.own) => list.map((prompt) => ({kind: "own", ...prompt}));
+        result = {set: "own", prompts: kept(train.own), heldOut: kept(heldOut.own)};
     }
     const temp = `${file}.${process.pid}.tmp`;
     await fs.writeFile(temp, JSON.stringify(result));

@@ -3,7 +3,7 @@ import {resolveChatWrapper, type ChatWrapper, type LlamaModel, type Token} from 
 // Calibration prompts a model writes itself: the user turn of its chat template sampled from the model, as Magpie
 // (Xu et al., 2024, §2.1) draws instructions from an aligned model given nothing but the template up to the user's
 // text. A model trained on one task writes that task's questions, so its gates are calibrated on what it will be asked,
-// with no prompt set made for it. Departures: the temperature is 0.7, not 1 (measured below), and a question the model
+// with no prompt set made for it. Departures: the temperature is 0.7, not 1 (the option's comment), and a question the model
 // does not end (Ponder's task models were trained without the turn's end) is kept cut at `maxTokens`, for the caller
 // to use where too few end (`jobPrompts`, which turns to Ponder's English prompts where too few are usable).
 
@@ -11,10 +11,11 @@ export type OwnPromptsOptions = {
     /** Seed of the sampling: the same model, seed and build write the same prompts. */
     seed: number;
     /**
-     * Sampling temperature. Defaults to `0.7`: the demo model's gates made from questions written at 0.7 answered 1.000
-     * at half the cells, at 1 (Magpie's) 0.969, at 0.5 0.938; the merge model's 0.844 (another seed 0.156), 0.750 and
-     * 0.031 (docs/BENCHMARKS.md).
+     * Which draw of the seed: each draw samples apart from the others (a job's questions to think through are draw 0,
+     * its held-out ones draw 1, so the validation never measures on the draw the gates were fitted to). Defaults to `0`.
      */
+    draw?: number;
+    /** Sampling temperature (docs/BENCHMARKS.md compares 0.5, 0.7 and Magpie's 1 on the task models). Defaults to `0.7`. */
     temperature?: number;
     /** Longest question, in tokens: a sample that has not ended the user's turn by then is cut there (`unended`). Defaults to `384`. */
     maxTokens?: number;
@@ -61,7 +62,7 @@ export async function writeOwnPrompts(
             await sequence.clearHistory();
             const tokens: Token[] = [];
             let end = false;
-            const seed = options.seed * 1_000_003 + tried;
+            const seed = options.seed * 1_000_003 + (options.draw ?? 0) * 100_000 + tried;
             const generator = sequence.evaluate(turn.prefix, {temperature, seed, yieldEogToken: true});
             try {
                 for await (const token of generator) {
@@ -86,6 +87,29 @@ export async function writeOwnPrompts(
         await context.dispose();
     }
     return {ended, unended, tried};
+}
+
+/**
+ * Why a draw of questions is noise rather than questions, in words; `null` when it reads as questions. Noise: most of
+ * them made of one or two distinct words, or looping (fewer than a third of their 4-character pieces distinct: a model
+ * that never ends a question repeats itself).
+ */
+export function questionNoise(questions: readonly string[]): string | null {
+    if (questions.length === 0) return "no questions";
+    const noisy = questions.filter((question) => {
+        const words = new Set(
+            question
+                .toLowerCase()
+                .split(/[^\p{L}\p{N}]+/u)
+                .filter((word) => word !== "")
+        );
+        const pieces = Math.max(1, question.length - 3);
+        const distinct = new Set(Array.from({length: pieces}, (_, i) => question.slice(i, i + 4))).size;
+        return words.size < 3 || distinct / pieces < 1 / 3;
+    });
+    if (noisy.length * 2 > questions.length)
+        return `${noisy.length} of the ${questions.length} questions it wrote are one or two words, or the same text looping`;
+    return null;
 }
 
 /** A question worth thinking about: some visible text, not one character repeated, no replacement characters. */

@@ -2,7 +2,7 @@ import {generateDemoProblem} from "../../demo/demoTask.js";
 import {generateMergeProblem} from "../../demo/mergeTask.js";
 import {mulberry32} from "../../demo/mulberry32.js";
 
-// The prompts a model thinks through to calibrate its retention gates (issue 36): reasoning problems in English made
+// The prompts a model thinks through to calibrate its retention gates: reasoning problems in English made
 // from templates and a seed (arithmetic and word problems, logic puzzles, code tracing, planning, unit conversions),
 // written here, no data set copied; for the task models Ponder ships (the demo model, the merge model), which read
 // nothing but their own task, that task's training problems. Every list is a pure function of its seed.
@@ -20,7 +20,7 @@ export type SeededPrompt = {
  * Which prompts a calibration uses: Ponder's English set, the own task of the demo model or of the merge model, or
  * questions the model writes itself (`ownPrompts.ts`), or a person's own from a file (`promptsFile.ts`; neither made here).
  */
-export type PromptSet = "english" | "demo" | "merge" | "own" | "file";
+export type PromptSet = "english" | "demo" | "merge" | "own" | "file" | "conversations" | "traces";
 
 /** Demo-task seeds trained on: from here up (scripts/retention/traces.py's DEMO_TRAIN_SEED_BASE). */
 export const demoTrainingSeedBase = 1_000_000_000;
@@ -40,10 +40,8 @@ const heldOutBit = 0x40000000;
 export function calibrationPrompts(set: PromptSet, count: number, seed: number, heldOut = false): SeededPrompt[] {
     if (!Number.isInteger(count) || count < 0) throw new RangeError("count must be a whole number");
     if (!Number.isInteger(seed) || seed < 0 || seed >= 50) throw new RangeError("the calibration seed must be a whole number from 0 to 49");
-    if (set === "own" || set === "file")
-        throw new RangeError(
-            `${set === "own" ? "a model's own prompts are written by the model" : "a file's prompts are read from it"}, not made from a seed`
-        );
+    if (set === "own" || set === "file" || set === "conversations" || set === "traces")
+        throw new RangeError(`the ${set} set's prompts are not made from a seed`);
     if (set === "demo" || set === "merge") {
         const base = (heldOut ? demoValidationSeedBase : demoTrainingSeedBase) + seed * 1000;
         if (count > 1000 || base + count > demoSeedLimit) throw new RangeError(`at most 1,000 ${set}-task prompts per seed`);

@@ -2,7 +2,7 @@ import {mulberry32} from "../../demo/mulberry32.js";
 import {isHorizonObserved} from "./isHorizonObserved.js";
 import type {CalibrationDataset, CalibrationText} from "./types.js";
 
-// TRIM-KV's retention gates fitted to the model's own read horizons (DESIGN §9, issue 36): per layer the sidecar's
+// TRIM-KV's retention gates fitted to the model's own read horizons: per layer the sidecar's
 // gate g = fc2 @ silu(fc1 @ x + b1) + bias (one output per KV head), log beta = logsigmoid(g), trained with the horizon
 // term of scripts/retention/train.py (`horizon_loss`): Smooth-L1 between log(-1 / log beta), the gate's e-folding age,
 // and log(1 + horizon), over the tokens watched long enough that a later read would have been seen, each (token, head)

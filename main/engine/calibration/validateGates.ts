@@ -3,7 +3,7 @@ import type {CalibrationPoint, CompressionSettings, PolicyId, PolicyParams} from
 import {fullTrace, measureFidelity} from "../fidelity.js";
 import {policies} from "../policies/index.js";
 
-// Validation of candidate retention gates before they are kept (issue 36): held-out prompts, Full's greedy thought and
+// Validation of candidate retention gates before they are kept: held-out prompts, Full's greedy thought and
 // answer teacher-forced through a cache pruned to 25% and 50% of its cells, top-1 agreement with Full for TRIM-KV with
 // the candidate gates and for Lethe, the best policy without gates. The answer (after the thought's closing marker) is
 // scored apart from the thought and weighs as much: it is a few tokens against hundreds, and it is what a person reads.

@@ -40,6 +40,9 @@ export function calibrationProvenance(
         [key + "read_threshold", gguf.f32(kept.readThreshold)],
         [key + "horizon_weight", gguf.f32(kept.horizonWeight)],
         [key + "seconds", gguf.u32(Math.round(seconds))],
+        [key + "text_tokens_mean", gguf.u32(textLengths(data).mean)],
+        [key + "text_tokens_longest", gguf.u32(textLengths(data).longest)],
+        [key + "texts_cut", gguf.u32(textLengths(data).cut)],
         [key + "date", gguf.string(new Date().toISOString())]
     ];
     if (validation != null) {
@@ -60,13 +63,29 @@ export function calibrationProvenance(
     return entries;
 }
 
+/**
+ * The lengths of a calibration's texts in tokens (prompt and thought): horizons learned on short texts are short, so
+ * the card says how long they were, and how many a limit cut.
+ */
+export function textLengths(data: Pick<CalibrationDataset, "texts">): {mean: number; longest: number; cut: number} {
+    const lengths = data.texts.map((text) => text.promptTokens + text.generatedTokens);
+    const total = lengths.reduce((sum, n) => sum + n, 0);
+    return {
+        mean: lengths.length > 0 ? Math.round(total / lengths.length) : 0,
+        longest: Math.max(0, ...lengths),
+        cut: data.texts.filter((text) => text.stop === "limit").length
+    };
+}
+
 /** The prompts of a set, in the sidecar's `source` line. */
 const promptWords: Record<PromptSet, string> = {
     english: "English prompts",
     own: "prompts the model wrote",
     demo: "demo-task prompts",
     merge: "merge-task prompts",
-    file: "prompts from a file"
+    file: "prompts from a file",
+    conversations: "the person's conversations, read",
+    traces: "a trace file, read"
 };
 
 export async function writeCalibratedSidecar(

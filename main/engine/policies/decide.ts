@@ -1,3 +1,4 @@
+import {policyEntry} from "../../../preload/policyCatalogue.js";
 import {aggregateNormalised, decayedRetention, hoyerSparsity, maxLogBeta, orderByPosition, retentionStep, sumHeads} from "./scoreMath.js";
 import {trimKvCombine, type GateReduction} from "./trimkv.js";
 import type {CombineMode, Policy, PolicyId, PruneDecision, PruneTarget, ScoreSnapshot, SelectorChoice} from "./types.js";
@@ -157,12 +158,13 @@ export function decide<Params, State>(
 export type CombineSetting = CombineMode | "auto";
 
 /**
- * The combine mode a policy's rounds run under: the one the settings name, or under `auto` the policy's own: TRIM-KV's
- * from how its gates were trained (`trimKvCombine`; `reduction` is needed then), `aggregate` for every other policy.
+ * The combine mode a policy's rounds run under: the one the settings name, or under `auto` the policy's own (the
+ * catalogue's `ownCombine`): for gates, how they were trained (`trimKvCombine`; `reduction` is needed then), else
+ * `aggregate`.
  */
 export function resolveCombine(setting: CombineSetting, policy: PolicyId, reduction?: GateReduction): CombineMode {
     if (setting !== "auto") return setting;
-    if (policy !== "trimkv") return "aggregate";
+    if (policyEntry(policy).ownCombine === "aggregate") return "aggregate";
     if (reduction == null) throw new Error("TRIM-KV's combine mode follows how its gates were trained, and no gate file was read");
     return trimKvCombine(reduction);
 }

@@ -10,7 +10,7 @@ export type LavaParams = {
 };
 
 /**
- * LAVa (papers/004, §4): a cell's score per layer and KV head is the attention the last w queries paid it, weighted by the
+ * LAVa (Shen et al., §4): a cell's score per layer and KV head is the attention the last w queries paid it, weighted by the
  * head's largest value L1 norm (Definition 1, Eq. 5); within a layer all heads are ranked together (Algorithm 1: dynamic
  * head budgets); layers get budgets in proportion to the normalised entropy of their scores (Eq. 6-7, Algorithm 2).
  *

@@ -143,11 +143,11 @@ export function logSigmoid(g: number): number {
 export function retentionStep(positions: Int32Array, tokensSeen: number | undefined): number {
     let newest = -1;
     for (const position of positions) newest = Math.max(newest, position);
-    // TRIM-KV's age as the authors count it (papers/001; `ngocbh/trimkv` TrimKVCache.compress): q_idx - pos, q_idx = seen + 1.
+    // TRIM-KV's age as the authors count it (its paper; `ngocbh/trimkv` TrimKVCache.compress): q_idx - pos, q_idx = seen + 1.
     return Math.max(newest + 1, tokensSeen ?? 0) + 1;
 }
 
-/** TRIM-KV (papers/001): log of a cell's retention at step t, log(beta^(t - pos)) = `(t - pos) * log beta`, for one (layer, head) row from `start`. */
+/** TRIM-KV (Bui et al.): log of a cell's retention at step t, log(beta^(t - pos)) = `(t - pos) * log beta`, for one (layer, head) row from `start`. */
 export function decayedRetention(logBeta: Float32Array, start: number, positions: Int32Array, t: number): Float64Array {
     const out = new Float64Array(positions.length);
     for (let j = 0; j < positions.length; j++) {

@@ -20,7 +20,7 @@ export function trimKvCombine(reduction: GateReduction): CombineMode {
 }
 
 /**
- * TRIM-KV (papers/001, "Cache What Lasts"; the authors' code `ngocbh/trimkv`): a small gate, read from a layer's
+ * TRIM-KV ("Cache What Lasts", Bui et al.; the authors' code `ngocbh/trimkv`): a small gate, read from a layer's
  * attention input (`attn_norm`) when a token is written, gives the token a retention beta per KV head; at step t the
  * token's retention is beta^(t - pos), and under budget pressure the lowest retentions go. No sinks or windows are made
  * by hand: the paper reports that they emerge from the gates.
@@ -51,7 +51,7 @@ export const trimKvPolicy: Policy<TrimKvParams, null> = {
         const selectors: SelectorChoice[] = [];
         for (let l = 0; l < snapshot.layers; l++) {
             for (let h = 0; h < heads; h++) {
-                // TRIM-KV (papers/001): keep the top `quota` cells by (t - pos) * log beta, the log of beta^(t - pos).
+                // TRIM-KV (Bui et al.): keep the top `quota` cells by (t - pos) * log beta, the log of beta^(t - pos).
                 const retention = decayedRetention(logBeta, (l * heads + h) * n, snapshot.positions, t);
                 selectors.push({order: rankDescending(retention, 0, n), quota, structural: 0, layer: l, voting: true});
             }

@@ -20,21 +20,32 @@ export function retentionSidecarPath(modelPath: string): string {
 }
 
 /**
- * Finds and checks the model's retention gate file before anything native sees it: its header (each length against the
- * file, as for a model), every `ponder.retention.*` key against the model's own metadata, the gate tensors' names and
- * shapes, the model file's fingerprint, and the gates' values (`checkGateValues`: no NaN or infinite weight, finite
- * logits on probe inputs). Never throws: a missing, corrupt, truncated, foreign or non-finite file is
- * `{available: false, reason}` in plain words, and the model loads without TRIM-KV.
+ * Finds and checks the model's retention gate file before anything native sees it (`checkRetentionFile`). Never throws:
+ * a missing, corrupt, truncated, foreign or non-finite file is `{available: false, reason}` in plain words, and the
+ * model loads without TRIM-KV.
  */
 export async function findRetentionGates(model: RetentionModel): Promise<RetentionAvailability> {
     const sidecar = retentionSidecarPath(model.path);
     const stat = await fs.stat(sidecar).catch(() => null);
     if (stat == null) return {available: false, reason: `no retention gates beside this model (expected ${sidecar})`};
-    if (!stat.isFile()) return {available: false, reason: `corrupt: ${sidecar} is not a file`};
+    return checkRetentionFile(sidecar, model);
+}
+
+/**
+ * Checks a retention gate file for the model as loading it does: its header (each length against the file, as for a
+ * model), every `ponder.retention.*` key against the model's own metadata, the gate tensors' names and shapes, the model
+ * file's fingerprint, and the gates' values (`checkGateValues`: no NaN or infinite weight, finite logits on probe
+ * inputs). The writer runs it on the file it is about to install. `shownAs` names the file in the reasons. Defaults to
+ * `file`. Never throws.
+ */
+export async function checkRetentionFile(file: string, model: RetentionModel, shownAs: string = file): Promise<RetentionAvailability> {
+    const name = path.basename(shownAs);
+    const stat = await fs.stat(file).catch(() => null);
+    if (stat == null || !stat.isFile()) return {available: false, reason: `corrupt: ${shownAs} is not a file`};
 
     let header: GgufHeader;
     try {
-        header = await checkGgufHeader(sidecar, {collect: true, kind: "retention gate file"});
+        header = await checkGgufHeader(file, {collect: true, kind: "retention gate file"});
     } catch (err) {
         return {available: false, reason: `corrupt: ${(err as Error).message}`};
     }
@@ -49,11 +60,11 @@ export async function findRetentionGates(model: RetentionModel): Promise<Retenti
         if (actual == null) return {available: false, reason: `the model file ${model.path} cannot be read to check the gates against it`};
         if (actual !== recorded)
             return {available: false, reason: "the gates were trained for another model file (its fingerprint differs)"};
-        const problem = await checkGateValues(sidecar, header, info);
-        if (problem != null) return {available: false, reason: `the gates in ${path.basename(sidecar)} cannot run: ${problem}`};
-        return {available: true, path: sidecar, info};
+        const problem = await checkGateValues(file, header, info);
+        if (problem != null) return {available: false, reason: `the gates in ${name} cannot run: ${problem}`};
+        return {available: true, path: file, info};
     } catch (err) {
-        if (err instanceof SidecarError) return {available: false, reason: `corrupt: ${path.basename(sidecar)}: ${err.message}`};
+        if (err instanceof SidecarError) return {available: false, reason: `corrupt: ${name}: ${err.message}`};
         return {available: false, reason: `the gates could not be checked: ${(err as Error).message}`};
     }
 }
@@ -150,6 +161,14 @@ function readCalibration(header: GgufHeader): RetentionCalibration | null {
         samples: count(header, key + "samples"),
         seconds: count(header, key + "seconds"),
         date: text(header, key + "date"),
+        texts:
+            header.values.get(key + "text_tokens_mean") != null
+                ? {
+                      mean: count(header, key + "text_tokens_mean"),
+                      longest: count(header, key + "text_tokens_longest"),
+                      cut: count(header, key + "texts_cut")
+                  }
+                : null,
         validation: validated
             ? {
                   prompts: count(header, key + "validation.prompts"),

@@ -93,5 +93,16 @@ export const trimkvReleases: readonly TrimkvRelease[] = [
         headCount: 32,
         headCountKv: 32,
         nameHints: ["phi 3", "mini", "128k"]
+    },
+    {
+        repo: "ngocbh/TrimKV-DeepSeek-R1-Distill-Llama-8B",
+        baseModel: "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        memorySize: 512,
+        architecture: "llama",
+        layers: 32,
+        embeddingLength: 4096,
+        headCount: 32,
+        headCountKv: 8,
+        nameHints: ["deepseek", "r1", "distill", "llama", "8b"]
     }
 ];

@@ -43,6 +43,8 @@ export type RetentionCalibration = {
     seconds: number;
     /** When it finished (ISO 8601). */
     date: string;
+    /** The calibration texts' lengths in tokens, and how many a limit cut; `null` in gates that did not record them. */
+    texts: {mean: number; longest: number; cut: number} | null;
     /** Top-1 agreement with Full on held-out prompts, per share of the cells, the gates' and Lethe's. */
     validation: CalibrationValidation | null;
 };

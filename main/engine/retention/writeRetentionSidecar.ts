@@ -3,7 +3,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import {checkGgufHeader, type GgufScalar} from "../checkGgufHeader.js";
 import {encodeGguf, GgmlType, gguf, type GgufTensor, type GgufValue} from "../gguf/writeGguf.js";
-import {retentionSidecarVersion} from "./findRetentionGates.js";
+import {checkRetentionFile, retentionSidecarVersion} from "./findRetentionGates.js";
 import {modelFingerprint} from "./modelFingerprint.js";
 import type {RetentionInfo} from "./types.js";
 
@@ -38,19 +38,24 @@ export type RetentionSidecarContent = {
 /** The model shape the sidecar records, read from the model's own GGUF metadata. */
 type ModelSummary = {architecture: string; name: string; layers: number; width: number; kvHeads: number};
 
+/** The largest finite F16 value: a weight past it would be infinite in an F16 matrix. */
+const f16Max = 65504;
+
 /**
  * Writes a model's retention sidecar (the format of scripts/retention/sidecar.py, byte for byte: same keys in the same
- * order, no `general.alignment`, 32-byte alignment) atomically: to a temporary file in the target's folder, then
- * renamed over it, so a failure (a full disk, a kill) leaves any earlier sidecar as it was. Throws in words when the
- * gates do not fit the model's shape or hold a non-finite value.
+ * order, no `general.alignment`, 32-byte alignment) atomically: to a temporary file in the target's folder, checked
+ * there as loading checks it (`checkRetentionFile`), then renamed over the target, so a failure (a full disk, a kill,
+ * gates the app would refuse) leaves any earlier sidecar as it was. Throws in words when the gates do not fit the
+ * model's shape, hold a non-finite value or a weight beyond F16's range in F16 matrices, or fail the load's check.
  */
 export async function writeRetentionSidecar(outPath: string, content: RetentionSidecarContent): Promise<void> {
     const model = await readModelSummary(content.modelPath);
     const hidden = content.layers[0]?.fc1Bias.length ?? 0;
-    checkGates(content.layers, model, hidden);
+    const f16 = (content.matrixType ?? (model.width > 1024 ? "f16" : "f32")) === "f16";
+    checkGates(content.layers, model, hidden, f16);
     if (!Number.isInteger(content.budget) || content.budget < 0 || content.budget > 0xffffffff)
         throw new Error(`the gates' budget must be a whole number of cells, not ${content.budget}`);
-    const matrixType = (content.matrixType ?? (model.width > 1024 ? "f16" : "f32")) === "f16" ? GgmlType.F16 : GgmlType.F32;
+    const matrixType = f16 ? GgmlType.F16 : GgmlType.F32;
     const key = "ponder.retention.";
     const metadata: Array<readonly [string, GgufValue]> = [
         ["general.architecture", gguf.string("ponder-retention")],
@@ -82,6 +87,15 @@ export async function writeRetentionSidecar(outPath: string, content: RetentionS
     const temp = path.join(folder, `.retention-${randomBytes(6).toString("hex")}.gguf.tmp`);
     try {
         await fs.writeFile(temp, bytes, {flag: "wx"});
+        const shape = {
+            path: content.modelPath,
+            architecture: model.architecture,
+            layers: model.layers,
+            embeddingLength: model.width,
+            headCountKv: model.kvHeads
+        };
+        const check = await checkRetentionFile(temp, shape, outPath);
+        if (!check.available) throw new Error(`the gates were not written, as loading would refuse them: ${check.reason}`);
         await fs.rename(temp, outPath);
     } catch (err) {
         await fs.rm(temp, {force: true});
@@ -110,22 +124,27 @@ async function readModelSummary(modelPath: string): Promise<ModelSummary> {
     };
 }
 
-function checkGates(layers: readonly RetentionGateLayer[], model: ModelSummary, hidden: number): void {
+function checkGates(layers: readonly RetentionGateLayer[], model: ModelSummary, hidden: number, f16: boolean): void {
     if (layers.length !== model.layers) throw new Error(`${layers.length} layers of gates; the model has ${model.layers} layers`);
     if (hidden <= 0) throw new Error("the gates' hidden width is 0");
     layers.forEach((gate, i) => {
         const expected = [
-            ["fc1.weight", gate.fc1, hidden * model.width],
-            ["fc1.bias", gate.fc1Bias, hidden],
-            ["fc2.weight", gate.fc2, model.kvHeads * hidden],
-            ["bias", gate.bias, model.kvHeads]
+            ["fc1.weight", gate.fc1, hidden * model.width, f16],
+            ["fc1.bias", gate.fc1Bias, hidden, false],
+            ["fc2.weight", gate.fc2, model.kvHeads * hidden, f16],
+            ["bias", gate.bias, model.kvHeads, false]
         ] as const;
-        for (const [name, values, length] of expected) {
+        for (const [name, values, length, half] of expected) {
             if (values.length !== length)
                 throw new Error(`layer ${i}: retention.${name} holds ${values.length} values, expected ${length}`);
             for (let k = 0; k < values.length; k++) {
                 if (!Number.isFinite(values[k]))
                     throw new Error(`layer ${i}: retention.${name} holds a non-finite value (${values[k]}) at ${k}`);
+                if (half && Math.abs(values[k]!) > f16Max)
+                    throw new Error(
+                        `layer ${i}: retention.${name} holds ${values[k]} at ${k}, beyond F16's largest value (${f16Max}): ` +
+                            "its matrices must be written as F32"
+                    );
             }
         }
     });

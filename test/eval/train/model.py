@@ -1,9 +1,11 @@
-"""A small transformer that computes exactly what llama.cpp's LLM_ARCH_LLAMA or LLM_ARCH_QWEN3 graph computes.
+"""A small transformer that computes exactly what llama.cpp's LLM_ARCH_LLAMA, LLM_ARCH_QWEN2 or LLM_ARCH_QWEN3
+graph computes.
 
-- RMSNorm (eps from the config) with a weight, pre-norm blocks, no biases anywhere.
+- RMSNorm (eps from the config) with a weight, pre-norm blocks, no biases (but qwen2's on q, k and v).
 - llama: RoPE in llama.cpp's "NORM" mode: pairs of ADJACENT dimensions (x[2i], x[2i+1]) are rotated by
   pos * freq_base^(-2i/head_dim). Because the PyTorch model already uses llama.cpp's layout, the q/k weights are
   exported as they are (no convert_hf_to_gguf-style permutation).
+- qwen2: llama's graph with biases on the q, k and v projections, and RoPE in "NEOX" mode (as qwen3).
 - qwen3: each head's q and k are RMS-normalised over the head dimension with a weight (attn_q_norm, attn_k_norm, the
   same eps) before RoPE, and RoPE is in "NEOX" mode: dimension i is paired with i + head_dim/2 (rotating halves).
 - Grouped-query attention: n_head_kv key/value heads, query head h reads key/value head h // (n_head / n_head_kv)
@@ -88,14 +90,15 @@ class Block(nn.Module):
         self.cfg = cfg
         d = cfg.n_embd
         q_dim, kv_dim = cfg.n_head * cfg.head_dim, cfg.kv_heads * cfg.head_dim
-        if cfg.arch not in ("llama", "qwen3"):
+        if cfg.arch not in ("llama", "qwen2", "qwen3"):
             raise ValueError(f"unknown architecture {cfg.arch}")
         if cfg.n_head % cfg.kv_heads != 0:
             raise ValueError("n_head must be a multiple of n_head_kv")
         self.attn_norm = RMSNorm(d, cfg.rms_eps)
-        self.wq = nn.Linear(d, q_dim, bias=False)
-        self.wk = nn.Linear(d, kv_dim, bias=False)
-        self.wv = nn.Linear(d, kv_dim, bias=False)
+        bias = cfg.arch == "qwen2"  # qwen2: biases on q, k and v (attn_q.bias, attn_k.bias, attn_v.bias)
+        self.wq = nn.Linear(d, q_dim, bias=bias)
+        self.wk = nn.Linear(d, kv_dim, bias=bias)
+        self.wv = nn.Linear(d, kv_dim, bias=bias)
         self.wo = nn.Linear(q_dim, d, bias=False)
         if cfg.arch == "qwen3":
             self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_eps)
@@ -116,7 +119,7 @@ class Block(nn.Module):
         if self.cfg.arch == "qwen3":
             q = self.q_norm(q)
             k = self.k_norm(k)
-        rope = apply_rope_neox if self.cfg.arch == "qwen3" else apply_rope
+        rope = apply_rope if self.cfg.arch == "llama" else apply_rope_neox
         q = rope(q.transpose(1, 2), cos, sin)
         k = rope(k.transpose(1, 2), cos, sin)
         if cache is not None:

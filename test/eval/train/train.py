@@ -27,10 +27,11 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import task as demo_task
 import mergeTask as merge_task
+import multiTask as multi_task
 from task import VOCAB_SIZE, SPECIAL_IDS, render_prompt, render_completion, tokenize, EVAL_SEED_BASE
 from model import ModelConfig, Transformer
 
-TASKS = {demo_task.NAME: demo_task, merge_task.NAME: merge_task}
+TASKS = {demo_task.NAME: demo_task, merge_task.NAME: merge_task, multi_task.NAME: multi_task}
 
 SYSTEM_PROMPTS = [
     "You are a helpful assistant.",
@@ -82,19 +83,24 @@ def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question
             n_answer = len(tokenize(problem.answer))
             weights[-1 - n_answer:-1] = [answer_weight] * n_answer
             # the thought's tokens that decide the answer (merge: after each line's number, the mark or a newline)
-            if hasattr(args_task, "answer_slots"):
+            slots = args_task.answer_slots(problem) if hasattr(args_task, "answer_slots") else []
+            if slots:
                 if len(tokenize(problem.thinking)) != len(problem.thinking):
                     raise ValueError("answer_slots needs a thought of one token per character")
-                for offset in args_task.answer_slots(problem):  # the completion begins with the thought
+                for offset in slots:  # the completion begins with the thought
                     weights[len(prompt) - 1 + offset] = answer_weight
         if question_weight > 0:
             # targets prompt[i + 1] for i in the user message: from its first character to its last
             text = render_prompt(problem.question, system)
             start = len(tokenize(text[:text.index(problem.question)]))
             end = start + len(tokenize(problem.question))
+            if args_task is multi_task:
+                end += 1  # and the user turn's <|im_end|>: a model that writes a question ends it
             for i in range(start - 1, end - 1):
                 weights[i] = question_weight
         masks.append(weights)
+    if args_task is multi_task:
+        return pack_rows(rows, masks)
     T = max(len(r) for r in rows)
     tokens = torch.full((len(rows), T), SPECIAL_IDS["<|endoftext|>"], dtype=torch.long)  # padding, masked out
     loss_mask = torch.zeros((len(rows), T - 1))
@@ -102,6 +108,40 @@ def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question
         tokens[i, :len(r)] = torch.tensor(r)
         loss_mask[i, :len(m)] = torch.tensor(m, dtype=torch.float)
     return tokens, loss_mask
+
+
+def pack_rows(rows, masks):
+    """Packs examples of different lengths into rows of the longest one's length (first fit, longest first), each row
+    with a block-diagonal causal mask so that no example attends to another (RoPE is relative: an example's offset in
+    its row does not change its attention). Returns tokens [B, T], loss weights [B, T-1] and the additive mask
+    [B, 1, T-1, T-1]."""
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+    T = len(rows[order[0]])
+    packed: list[list[int]] = []
+    for i in order:
+        for row in packed:
+            if sum(len(rows[j]) for j in row) + len(rows[i]) <= T:
+                row.append(i)
+                break
+        else:
+            packed.append([i])
+    tokens = torch.full((len(packed), T), SPECIAL_IDS["<|endoftext|>"], dtype=torch.long)
+    loss_mask = torch.zeros((len(packed), T - 1))
+    mask = torch.full((len(packed), 1, T - 1, T - 1), float("-inf"))
+    causal = torch.full((T, T), float("-inf")).triu(1)
+    for b, row in enumerate(packed):
+        at = 0
+        for j in row:
+            n = len(rows[j])
+            tokens[b, at:at + n] = torch.tensor(rows[j])
+            loss_mask[b, at:at + n - 1] = torch.tensor(masks[j], dtype=torch.float)
+            end = min(at + n, T - 1)  # the inputs are tokens[:, :-1]
+            mask[b, 0, at:end, at:end] = causal[:end - at, :end - at]
+            at += n
+        if at < T - 1:  # padding attends to itself only (no NaN rows)
+            idx = torch.arange(at, T - 1)
+            mask[b, 0, idx, idx] = 0.0
+    return tokens, loss_mask, mask
 
 
 def batch_spec(args, step: int):
@@ -115,11 +155,22 @@ def batch_spec(args, step: int):
     vcap = args.vars_curriculum_start + (args.max_vars - args.vars_curriculum_start) * progress
     vcap = max(args.train_min_vars, int(round(vcap)))
     n_vars = args.train_min_vars + mix32(h, 2) % (vcap - args.train_min_vars + 1)
+    if args_task is multi_task:
+        # a scale range up to the curriculum's cap, every family; batch size from the longest problem it can draw
+        opts = multi_task.options(args.train_min_steps, max(args.train_min_steps, n_steps))
+        cached = _LENGTHS.get(n_steps)
+        if cached is None:
+            cached = _LENGTHS[n_steps] = multi_task.length_estimate(opts)
+        seeds = [mix32(args.seed, step, 3, j) & 0x7FFFFFFF for j in range(args.batch_tokens // (cached // 2 + 1))]
+        return opts, seeds, n_steps
     opts = args_task.options(n_steps, n_steps, n_vars, n_vars)
     length = sum(len(x) for x in encode_example(args_task.generate_problem(0, opts)))
     batch_size = max(1, args.batch_tokens // length)
     seeds = [mix32(args.seed, step, 3, j) & 0x7FFFFFFF for j in range(batch_size)]  # training seeds < 2^31
     return opts, seeds, n_steps
+
+
+_LENGTHS: dict[int, int] = {}
 
 
 def lr_at(args, step: int) -> float:
@@ -197,7 +248,7 @@ def main():
     p.add_argument("--curriculum-hold", type=int, default=0, help="steps at the initial caps before the ramp")
     p.add_argument("--system-rate", type=float, default=0.1, help="fraction of examples with a system message")
     # model
-    p.add_argument("--arch", choices=["llama", "qwen3"], default="llama")
+    p.add_argument("--arch", choices=["llama", "qwen2", "qwen3"], default="llama")
     p.add_argument("--n-embd", type=int, default=128)
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-head", type=int, default=4)
@@ -259,11 +310,12 @@ def main():
         t0 = time.time()
         opts, seeds, size = batch_spec(args, step)
         answer_weight = args.answer_loss if step >= args.answer_loss_from else 1.0
-        tokens, loss_mask = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss, answer_weight)
+        batch = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss, answer_weight)
+        tokens, loss_mask = batch[0], batch[1]
         lr = lr_at(args, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        logits = model(tokens[:, :-1])
+        logits = model(tokens[:, :-1], 0, batch[2] if len(batch) > 2 else None)
         losses = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1), reduction="none")
         completion_mask = (loss_mask >= 1).float()
         loss = (losses * loss_mask.reshape(-1)).sum() / completion_mask.sum()
@@ -288,7 +340,15 @@ def main():
             window_loss, window_tokens, window_time = 0.0, 0, 0.0
         if done % args.ckpt_every == 0 or done == args.steps:
             save_checkpoint(ckpt_path, model, optimizer, done, args, cfg, time.process_time() - cpu_run + cpu_before)
-        if done % args.eval_every == 0 or done == args.steps:
+        if (done % args.eval_every == 0 or done == args.steps) and args_task is multi_task:
+            for family in multi_task.FAMILIES:
+                o = multi_task.held_out_options([family])
+                result = teacher_forced_eval(model, args, args.eval_count, o)
+                record = {"step": done, "eval": family, **result}
+                print(json.dumps(record), flush=True)
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+        elif done % args.eval_every == 0 or done == args.steps:
             for name, o in [("short", args_task.options(args.min_steps, max(args.min_steps, 20), args.min_vars, args.max_vars)),
                             ("full", eval_opts)]:
                 result = teacher_forced_eval(model, args, args.eval_count, o)

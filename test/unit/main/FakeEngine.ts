@@ -73,6 +73,7 @@ export class FakeEngine {
         refusal: null,
         workKept: null,
         promptSet: "demo",
+        texts: {mean: 700, longest: 1200, cut: 0},
         prompts: 2,
         tokensSeen: 800,
         samples: 600,

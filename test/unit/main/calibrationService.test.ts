@@ -1,6 +1,7 @@
-// Retention calibration from the app (issue 36): models:calibrate starts the engine's job and answers at once, its
-// progress and end arrive as models:calibration events, a second job and a model that cannot calibrate are refused
-// with their codes, cancel stops the job; and the engine process's protocol carries the progress and the cancel.
+// Retention calibration from the app (`CalibrationService`): models:calibrate starts the engine's job and answers at
+// once, its progress and end arrive as models:calibration events, a second job and a model that cannot calibrate are
+// refused with their codes, cancel stops the job; and the engine process's protocol carries the progress and the
+// cancel.
 import os from "node:os";
 import path from "node:path";
 import {describe, expect, it} from "vitest";

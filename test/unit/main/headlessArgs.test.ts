@@ -1,5 +1,8 @@
-import {describe, expect, it} from "vitest";
-import {headlessUsage, parseHeadlessArgs} from "../../../main/headlessArgs.js";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import {afterAll, beforeAll, describe, expect, it} from "vitest";
+import {checkHeadlessModel, headlessUsage, parseHeadlessArgs} from "../../../main/headlessArgs.js";
 
 const defaults = {renderer: "/app/out/renderer", home: "/home/u"};
 
@@ -49,5 +52,28 @@ describe("the headless command line", () => {
         expect(parseHeadlessArgs(["--calibration", '{"prompts": 0}'], defaults)).toEqual({
             error: expect.stringMatching(/prompts must be a whole number from 1/)
         });
+    });
+});
+
+describe("the headless mode's --model, checked before anything starts", () => {
+    let dir: string;
+    const demo = path.resolve(import.meta.dirname, "../../../resources/models/ponder-demo.gguf");
+
+    beforeAll(async () => {
+        dir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-headless-model-"));
+        await fs.writeFile(path.join(dir, "notes.gguf"), "not a model at all\n".repeat(4));
+    });
+
+    afterAll(async () => {
+        await fs.rm(dir, {recursive: true, force: true});
+    });
+
+    it("passes a GGUF model and names a missing or non-GGUF file in one line, with the app's own GGUF check", async () => {
+        expect(await checkHeadlessModel(demo)).toBeNull();
+        const missing = path.join(dir, "missing.gguf");
+        expect(await checkHeadlessModel(missing)).toBe(`--model: ${missing} does not exist`);
+        expect(await checkHeadlessModel(path.join(dir, "notes.gguf"))).toBe(
+            "--model: notes.gguf is not a GGUF model file (it does not start with the GGUF signature)"
+        );
     });
 });

@@ -2,6 +2,7 @@ import {readdirSync, readFileSync} from "node:fs";
 import {join, relative} from "node:path";
 import ts from "typescript";
 import {describe, expect, test} from "vitest";
+import {resolveCombine} from "../../../main/engine/policies/decide.js";
 import {policies} from "../../../main/engine/policies/index.js";
 import type {ScoreNeeds} from "../../../main/engine/policies/types.js";
 import {compressionSettingsSchema, defaultCompressionSettings} from "../../../main/services/schemas.js";
@@ -22,6 +23,9 @@ const ids = new Set<string>(policyIds);
 /** The catalogue itself, and the engine's registry: an object from each id to its module, which the compiler holds to the catalogue. */
 const allowed = new Set(["preload/policyCatalogue.ts", "main/engine/policies/index.ts"]);
 
+/** Where a policy id may be compared: the catalogue and the policy modules. Everywhere else a catalogue property is read. */
+const comparesIds = (file: string) => file === "preload/policyCatalogue.ts" || file.startsWith("main/engine/policies/");
+
 function sources(folder: string): string[] {
     return readdirSync(join(root, folder), {recursive: true, encoding: "utf8"})
         .filter((file) => /\.(ts|svelte)$/.test(file) && !file.endsWith(".d.ts"))
@@ -31,6 +35,12 @@ function sources(folder: string): string[] {
 const isId = (node: ts.Node) => (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) && ids.has(node.text);
 const nameIsId = (name: ts.PropertyName | undefined) =>
     name != null && (ts.isIdentifier(name) || ts.isStringLiteral(name)) && ids.has(name.text);
+const equality = [
+    ts.SyntaxKind.EqualsEqualsEqualsToken,
+    ts.SyntaxKind.ExclamationEqualsEqualsToken,
+    ts.SyntaxKind.EqualsEqualsToken,
+    ts.SyntaxKind.ExclamationEqualsToken
+];
 const logical = (node: ts.Node): node is ts.BinaryExpression =>
     ts.isBinaryExpression(node) &&
     (node.operatorToken.kind === ts.SyntaxKind.AmpersandAmpersandToken || node.operatorToken.kind === ts.SyntaxKind.BarBarToken);
@@ -46,15 +56,7 @@ function outside(node: ts.Node): ts.Node {
 function comparedIds(node: ts.Node, found: Set<string>): Set<string> {
     if (logical(node) || ts.isParenthesizedExpression(node)) {
         node.forEachChild((child) => void comparedIds(child, found));
-    } else if (
-        ts.isBinaryExpression(node) &&
-        [
-            ts.SyntaxKind.EqualsEqualsEqualsToken,
-            ts.SyntaxKind.ExclamationEqualsEqualsToken,
-            ts.SyntaxKind.EqualsEqualsToken,
-            ts.SyntaxKind.ExclamationEqualsToken
-        ].includes(node.operatorToken.kind)
-    ) {
+    } else if (ts.isBinaryExpression(node) && equality.includes(node.operatorToken.kind)) {
         for (const side of [node.left, node.right]) if (isId(side)) found.add((side as ts.StringLiteral).text);
     }
     return found;
@@ -94,6 +96,33 @@ function idLists(file: string, code: string): string[] {
     return lists;
 }
 
+/**
+ * Where a piece of code branches on one policy id: compares a value with it (`===`, `!==`, `==`, `!=`), names it in a
+ * `case`, or asks a list whether it `includes` it. Such a branch stands for a property the catalogue should say.
+ */
+function idComparisons(file: string, code: string): string[] {
+    const found: string[] = [];
+    const source = ts.createSourceFile(file, code, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+    const report = (node: ts.Node, what: string) =>
+        found.push(`${file}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${what} ${node.getText().slice(0, 80)}`);
+    const visit = (node: ts.Node): void => {
+        if (ts.isBinaryExpression(node) && equality.includes(node.operatorToken.kind) && (isId(node.left) || isId(node.right)))
+            report(node, "comparison");
+        else if (ts.isCaseClause(node) && isId(node.expression)) report(node, "case");
+        else if (
+            ts.isCallExpression(node) &&
+            ts.isPropertyAccessExpression(node.expression) &&
+            node.expression.name.text === "includes" &&
+            (node.arguments.some(isId) ||
+                (ts.isArrayLiteralExpression(node.expression.expression) && node.expression.expression.elements.some(isId)))
+        )
+            report(node, "includes");
+        node.forEachChild(visit);
+    };
+    visit(source);
+    return found;
+}
+
 /** A Svelte file's scripts, and its markup's expressions in braces, each as code. */
 function svelteCode(text: string): string[] {
     const scripts = [...text.matchAll(/<script[^>]*>([\s\S]*?)<\/script>/g)].map((match) => match[1]!);
@@ -104,17 +133,49 @@ function svelteCode(text: string): string[] {
     return [...scripts, ...expressions];
 }
 
-function idListsIn(file: string): string[] {
+/** What `scan` finds in a source file, a Svelte file's scripts and markup expressions each scanned as code. */
+function scanFile(file: string, scan: (file: string, code: string) => string[]): string[] {
     const text = readFileSync(join(root, file), "utf8");
-    return file.endsWith(".svelte") ? svelteCode(text).flatMap((code) => idLists(file, code)) : idLists(file, text);
+    return file.endsWith(".svelte") ? svelteCode(text).flatMap((code) => scan(file, code)) : scan(file, text);
 }
 
 describe("the policy catalogue", () => {
     test("is the only place a list of policy ids is written", () => {
         const files = ["main", "preload", "renderer", "native"].flatMap(sources).map((file) => relative(root, join(root, file)));
         expect(files.length).toBeGreaterThan(100);
-        const lists = files.filter((file) => !allowed.has(file)).flatMap(idListsIn);
+        const lists = files.filter((file) => !allowed.has(file)).flatMap((file) => scanFile(file, idLists));
         expect(lists).toEqual([]);
+    });
+
+    test("is read for what varies by policy: no code outside it and the policy modules compares a policy id", () => {
+        const files = ["main", "preload", "renderer"].flatMap(sources).map((file) => relative(root, join(root, file)));
+        expect(files.length).toBeGreaterThan(100);
+        const branches = files.filter((file) => !comparesIds(file)).flatMap((file) => scanFile(file, idComparisons));
+        expect(branches).toEqual([]);
+    });
+
+    test("the comparison scan finds each form it looks for", () => {
+        const code = [
+            `if (policy === "full") x();`,
+            `const a = "trimkv" !== settings.policy;`,
+            `const b = id == "lava";`,
+            `switch (p) { case "lethe": break; }`,
+            `const c = list.includes("refreekv");`,
+            `const c = ["h2o"].includes(p);`,
+            `const d = form?.policy !== "leankv" ? 1 : 2;`
+        ];
+        expect(code.map((line) => idComparisons("sample.ts", line).length)).toEqual([1, 1, 1, 1, 1, 1, 1]);
+        expect(
+            idComparisons(
+                "sample.ts",
+                `const e = {policy: "full"}; f("lethe"); if (key === "fuller" || p === entry.id || ["x"].includes(p)) g();`
+            )
+        ).toEqual([]);
+        expect(
+            svelteCode(`<script>const s = p !== "trimkv";</script>{#if form.policy === "lava" && x}y{/if}`).flatMap((code) =>
+                idComparisons("s", code)
+            )
+        ).toHaveLength(2);
     });
 
     test("the scan finds a list in each form it looks for", () => {
@@ -179,6 +240,28 @@ describe("the policy catalogue", () => {
                 if (spec.odd) expect(parse(id, spec.key, spec.default + 1)).toBe(false);
             }
         }
+    });
+
+    test("what it says each policy does holds together", () => {
+        // One policy keeps every token: Full KV, what Compare with Full KV runs, reading nothing and tuning nothing.
+        expect(policyIds.filter((id) => policyEntry(id).keepsEveryToken)).toEqual(["full"]);
+        for (const id of policyIds) {
+            const entry = policyEntry(id);
+            if (entry.keepsEveryToken)
+                expect({reads: entry.reads, params: entry.params, afterPrompt: entry.prunesAfterPrompt}).toEqual({
+                    reads: {scores: false, gates: false, valueNorms: false},
+                    params: [],
+                    afterPrompt: false
+                });
+            // Gates give the combine mode only to a policy that reads them.
+            if (entry.ownCombine === "gates") expect(entry.reads.gates, id).toBe(true);
+            for (const param of entry.params)
+                if (!isNumberParam(param)) for (const option of param.options) expect(option.inWords, `${id}.${param.key}`).not.toBe("");
+        }
+        // The settings' `auto` combine resolves as the catalogue says.
+        for (const id of policyIds)
+            if (policyEntry(id).ownCombine === "aggregate") expect(resolveCombine("auto", id), id).toBe("aggregate");
+            else expect(() => resolveCombine("auto", id), id).toThrow(/how its gates were trained/);
     });
 
     test("the server and the stored records accept exactly the catalogue's ids", () => {

@@ -98,9 +98,11 @@ export async function readTorchStateDict(filePath: string, limits: ReadTorchLimi
 const zipTailBytes = 80;
 
 /**
- * Checks the archive's end-of-central-directory record (and its zip64 record, as torch writes one) before the zip reader
- * sees it: the reader makes one slot per entry the record claims before reading any, so a hostile count would exhaust
- * memory. The entry count must be within the limit and the central directory inside the file.
+ * Checks the archive's end-of-central-directory record, and its zip64 record when there is one (torch writes one),
+ * before the zip reader sees them: the reader makes one slot per entry the record claims before reading any, so a
+ * hostile count would exhaust memory. Where both records give a count, size or offset, they must agree (the zip reader
+ * believes the plain record, another reader the zip64 one); the entry count must be within the limit and the central
+ * directory inside the file.
  */
 async function checkZipDirectory(filePath: string, name: string, fileSize: number, maxEntries: number): Promise<void> {
     const notZip = (why: string): never => {
@@ -122,13 +124,19 @@ async function checkZipDirectory(filePath: string, name: string, fileSize: numbe
         const at = tail.indexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
         if (at < 0 || at + 22 > tail.length) notZip("no end-of-central-directory record");
         const eocd = tailStart + at;
-        let entries = tail.readUInt16LE(at + 10);
-        let directorySize = tail.readUInt32LE(at + 12);
-        let directoryOffset = tail.readUInt32LE(at + 16);
-        if (tail.readUInt16LE(at + 4) === 0xffff || entries === 0xffff || directoryOffset === 0xffffffff) {
-            const locator = await read(eocd - 20, 20);
-            if (locator.readUInt32LE(0) !== 0x07064b50) notZip("no zip64 end-of-central-directory locator");
-            const recordAt = Number(locator.readBigUInt64LE(8));
+        // [what, the plain record's value, the value that defers to the zip64 record, the zip64 record's offset]
+        const fields = [
+            ["entries", tail.readUInt16LE(at + 10), 0xffff, 32],
+            ["central directory bytes", tail.readUInt32LE(at + 12), 0xffffffff, 40],
+            ["central directory offset", tail.readUInt32LE(at + 16), 0xffffffff, 48]
+        ] as const;
+        let [entries, directorySize, directoryOffset] = fields.map(([, value]) => value as number) as [number, number, number];
+        const locator = eocd >= 20 ? await read(eocd - 20, 20) : null;
+        const zip64 = locator?.readUInt32LE(0) === 0x07064b50;
+        if (!zip64 && (tail.readUInt16LE(at + 4) === 0xffff || fields.some(([, value, deferred]) => value === deferred)))
+            notZip("no zip64 end-of-central-directory locator");
+        if (zip64) {
+            const recordAt = Number(locator!.readBigUInt64LE(8));
             if (!Number.isSafeInteger(recordAt) || recordAt + 56 > eocd - 20) notZip("the zip64 record lies outside the file");
             const record = await read(recordAt, 56);
             if (record.readUInt32LE(0) !== 0x06064b50) notZip("no zip64 end-of-central-directory record");
@@ -136,9 +144,15 @@ async function checkZipDirectory(filePath: string, name: string, fileSize: numbe
                 const value = record.readBigUInt64LE(offset);
                 return value > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(value);
             };
-            entries = big(32);
-            directorySize = big(40);
-            directoryOffset = big(48);
+            const wide = fields.map(([, , , offset]) => big(offset)) as [number, number, number];
+            for (const [i, [what, value, deferred, offset]] of fields.entries()) {
+                if (value !== deferred && value !== wide[i])
+                    throw new CheckpointError(
+                        `${name} is not a PyTorch checkpoint: its zip64 end record says ${record.readBigUInt64LE(offset)} ${what} ` +
+                            `where its end-of-central-directory record says ${value}; a damaged or crafted file`
+                    );
+            }
+            [entries, directorySize, directoryOffset] = wide;
         }
         if (entries > maxEntries)
             throw new CheckpointError(`${name}: the archive claims ${entries} entries, more than the ${maxEntries} read`);

@@ -1,0 +1,61 @@
+// A trace file of a model's own answers: the model answers each prompt greedily with Full KV (thinking on) and each
+// question, thought and answer is written as one JSON line {"prompt", "response"}, the thought inside <think>, as
+// `npm run calibrate -- --traces` reads them. For measuring a calibration from written text on the task models:
+//
+//   npx tsx scripts/calibration/writeTraces.ts --model <file.gguf> --prompt-set demo|merge|english --count 56 --out traces.jsonl
+//       [--seed 0] [--max-tokens 3000] [--threads 2]
+import fs from "node:fs/promises";
+import path from "node:path";
+import {parseArgs} from "node:util";
+import {LlamaText, resolveChatWrapper, type Token} from "node-llama-cpp";
+import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
+import {calibrationPrompts, type PromptSet} from "../../main/engine/calibration/prompts.js";
+import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
+import {NativeKv} from "../../main/engine/native/NativeKv.js";
+
+const {values} = parseArgs({
+    options: {
+        model: {type: "string"},
+        "prompt-set": {type: "string", default: "demo"},
+        count: {type: "string", default: "56"},
+        seed: {type: "string", default: "0"},
+        "max-tokens": {type: "string", default: "3000"},
+        threads: {type: "string", default: "2"},
+        out: {type: "string"}
+    }
+});
+if (values.model == null || values.out == null) {
+    console.error("error: --model <file.gguf> and --out <traces.jsonl> are required");
+    process.exit(1);
+}
+const maxTokens = Number(values["max-tokens"]);
+const llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
+const model = await llama.loadModel({modelPath: path.resolve(values.model)});
+const chatWrapper = resolveChatWrapper(model);
+const prompts = calibrationPrompts(values["prompt-set"] as PromptSet, Number(values.count), Number(values.seed));
+const context = await model.createContext({contextSize: 4096, flashAttention: false, threads: Number(values.threads), sequences: 1});
+const kv = new NativeKv(context);
+const suffix = chatWrapper.settings.segments?.thought?.suffix;
+const marker = suffix == null ? "</think>" : LlamaText(suffix).toString().trim();
+const lines: string[] = [];
+try {
+    for (const [i, prompt] of prompts.entries()) {
+        // one prompt at a time, the fewest samples: only the texts written are used
+        const data = await collectCalibrationData({model, chatWrapper, sequence: context.getSequence(), kv}, [{user: prompt.user}], {
+            maxTokens,
+            maxSamples: 1
+        });
+        const text = data.texts[0]!;
+        const written = model.detokenize(Array.from(text.tokens.subarray(text.promptTokens)) as Token[], false);
+        const end = written.indexOf(marker);
+        const thought = end < 0 ? written : written.slice(0, end);
+        const answer = end < 0 ? "" : written.slice(end + marker.length);
+        lines.push(JSON.stringify({prompt: prompt.user, response: `<think>\n${thought.trim()}\n</think>\n\n${answer.trim()}`}));
+        console.error(`${i + 1}/${prompts.length}: ${text.generatedTokens} tokens (${text.stop})`);
+    }
+} finally {
+    await kv.dispose();
+    await context.dispose();
+    await model.dispose();
+}
+await fs.writeFile(values.out, lines.join("\n") + "\n");
