@@ -38,10 +38,11 @@ const kv = new NativeKv(context);
 const suffix = chatWrapper.settings.segments?.thought?.suffix;
 const marker = suffix == null ? "</think>" : LlamaText(suffix).toString().trim();
 const lines: string[] = [];
+const sequence = context.getSequence();
 try {
     for (const [i, prompt] of prompts.entries()) {
         // one prompt at a time, the fewest samples: only the texts written are used
-        const data = await collectCalibrationData({model, chatWrapper, sequence: context.getSequence(), kv}, [{user: prompt.user}], {
+        const data = await collectCalibrationData({model, chatWrapper, sequence, kv}, [{user: prompt.user}], {
             maxTokens,
             maxSamples: 1
         });

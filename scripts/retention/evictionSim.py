@@ -12,6 +12,8 @@ Rankings:
 - "retention": TRIM-KV's score (t - pos_i) * log beta_i reduced over layers and KV heads with the max (a cell stays
   if any head wants it), in double precision; t = the tokens seen + 1 (the authors' q_idx, as the engine counts it);
 - "recent": position (keep the most recent; an oracle-free baseline, StreamingLLM with one sink).
+
+evictionModes.py runs this schedule with cells kept per layer or per (layer, KV head) instead, at equal memory.
 """
 from __future__ import annotations
 
@@ -27,6 +29,12 @@ from sidecar import RetentionGates  # noqa: E402
 POLICIES = ("retention", "recent")
 
 
+def schedule_rooms(budget: int, prune_every: int) -> tuple[int, int]:
+    """(decode room, input room): what a round leaves free while generating and while reading a prompt."""
+    decode_room = max(1, min(prune_every, budget // 2))
+    return decode_room, max(decode_room, min(512, int(budget * 0.3)))
+
+
 class EvictionSim:
     def __init__(self, model: GgufLlama, gates: RetentionGates | None, policy: str, budget: int, prune_every: int = 16,
                  keep_recent: int = 8):
@@ -39,8 +47,7 @@ class EvictionSim:
         self.model, self.gates, self.policy = model, gates, policy
         self.budget, self.keep_recent = budget, keep_recent
         self.prune_every = prune_every
-        self.decode_room = max(1, min(prune_every, budget // 2))
-        self.input_room = max(self.decode_room, min(512, int(budget * 0.3)))
+        self.decode_room, self.input_room = schedule_rooms(budget, prune_every)
         self.caches = [dict() for _ in model.layers]
         self.positions = torch.zeros(0, dtype=torch.long)
         self.log_beta = torch.zeros(0, dtype=torch.float64)  # per cell, max over layers and KV heads
@@ -133,11 +140,14 @@ class EvictionSim:
 
 
 def simulate(model: GgufLlama, gates: RetentionGates | None, policy: str, budget: int, prompt: list[int],
-             completion: list[int], stop_ids, decode: bool = True) -> dict:
+             completion: list[int], stop_ids, decode: bool = True, make_sim=None) -> dict:
     """Teacher-forced along Full's greedy completion under eviction: top-1 agreement with Full on the completion's
     tokens and whether the whole greedy output stays identical; with decode, when it does not, greedy decoding under
-    eviction from the first difference gives the actual output (for answer checks)."""
-    sim = EvictionSim(model, gates, policy, budget)
+    eviction from the first difference gives the actual output (for answer checks). make_sim: a fresh simulation
+    with read_input and decode (evictionModes.py's ModeSim); by default EvictionSim(model, gates, policy, budget)."""
+    if make_sim is None:
+        make_sim = lambda: EvictionSim(model, gates, policy, budget)  # noqa: E731
+    sim = make_sim()
     last = sim.read_input(prompt)[-1:]
     logits = torch.cat((last, sim.decode(completion[:-1])))
     predicted = logits.argmax(-1)
@@ -146,7 +156,7 @@ def simulate(model: GgufLlama, gates: RetentionGates | None, policy: str, budget
     if result["identical"] or not decode:
         return result
     first = int((~agree).nonzero()[0])
-    sim = EvictionSim(model, gates, policy, budget)
+    sim = make_sim()
     logits = sim.read_input(prompt)[-1:]
     if first > 0:
         logits = sim.decode(completion[:first])

@@ -212,6 +212,14 @@ def save_checkpoint(path, model, optimizer, step, args, cfg, cpu):
     os.replace(tmp, path)
 
 
+def save_weights(path, model, step, cfg, cpu):
+    """The weights alone (F32) with the step and the CPU seconds so far: what a later session goes on from
+    (--resume-weights) when the run folder, optimizer included, is gone."""
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "step": step, "config": cfg.to_dict(), "cpu": cpu}, tmp)
+    os.replace(tmp, path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="run directory (checkpoints, log)")
@@ -227,6 +235,11 @@ def main():
     p.add_argument("--decay-start", type=float, default=0.0,
                    help="fraction of training after which the learning rate follows a cosine down to --min-lr-frac")
     p.add_argument("--init-from", help="start from the weights of this checkpoint (fresh optimizer and schedule)")
+    p.add_argument("--resume-weights",
+                   help="with --resume and no checkpoint.pt in --out: go on from this weights file (save_weights: the model and "
+                        "its step; a fresh optimizer, its learning rate ramped up again over --rewarm steps)")
+    p.add_argument("--rewarm", type=int, default=100, help="steps over which --resume-weights ramps the learning rate up")
+    p.add_argument("--save-weights", help="also write the weights and the step here at every checkpoint (a file small enough to keep)")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--grad-clip", type=float, default=1.0)
     # task
@@ -288,12 +301,19 @@ def main():
     if args.init_from and not (args.resume and os.path.exists(ckpt_path)):
         model.load_state_dict(torch.load(args.init_from)["model"])
         print(f"initialised from {args.init_from}", flush=True)
+    rewarm_until = 0
     if args.resume and os.path.exists(ckpt_path):
         ckpt = torch.load(ckpt_path)
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         start = ckpt["step"]
         print(f"resumed from step {start}", flush=True)
+    elif args.resume and args.resume_weights and os.path.exists(args.resume_weights):
+        ckpt = torch.load(args.resume_weights)
+        model.load_state_dict({name: tensor.float() for name, tensor in ckpt["model"].items()})
+        start = ckpt["step"]
+        rewarm_until = start + args.rewarm
+        print(f"resumed the weights of step {start} (fresh optimizer, learning rate ramped up to step {rewarm_until})", flush=True)
     print(f"model: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
     with open(os.path.join(args.out, "args.json"), "w") as f:
         json.dump(vars(args), f, indent=1)
@@ -313,6 +333,8 @@ def main():
         batch = make_batch(seeds, opts, args.system_rate, mix32(args.seed, step, 5), args.question_loss, answer_weight)
         tokens, loss_mask = batch[0], batch[1]
         lr = lr_at(args, step)
+        if step < rewarm_until:
+            lr *= (step - (rewarm_until - args.rewarm) + 1) / args.rewarm
         for group in optimizer.param_groups:
             group["lr"] = lr
         logits = model(tokens[:, :-1], 0, batch[2] if len(batch) > 2 else None)
@@ -340,6 +362,8 @@ def main():
             window_loss, window_tokens, window_time = 0.0, 0, 0.0
         if done % args.ckpt_every == 0 or done == args.steps:
             save_checkpoint(ckpt_path, model, optimizer, done, args, cfg, time.process_time() - cpu_run + cpu_before)
+            if args.save_weights:
+                save_weights(args.save_weights, model, done, cfg, time.process_time() - cpu_run + cpu_before)
         if (done % args.eval_every == 0 or done == args.steps) and args_task is multi_task:
             for family in multi_task.FAMILIES:
                 o = multi_task.held_out_options([family])

@@ -1,0 +1,130 @@
+// scripts/retention/evictionModes.py, the simulation of cells kept per layer or per (layer, KV head) at equal memory:
+// on both task models (llama with as many KV heads as query heads, qwen3 with grouped-query attention), every mode and
+// ranking keeps exactly the round's count of cells in every (layer, KV head), never more than the budget, with the
+// structure of its mode (one set for all, one per layer, one per head); `head` with the same scores in every head keeps
+// and computes exactly what `shared` does; and `shared` through the keep mask computes what the engine's eviction of
+// shared cells computes (evictionSim.py's EvictionSim, cells really removed). Needs Python with torch.
+import {execFileSync} from "node:child_process";
+import path from "node:path";
+import {beforeAll, describe, expect, test} from "vitest";
+import {torchPython} from "../fixtures/torchPython.js";
+
+const root = path.resolve(import.meta.dirname, "../..");
+const scripts = path.join(root, "scripts/retention");
+
+type ModeCase = {
+    model: string;
+    ranking: string;
+    mode: string;
+    budget: number;
+    rounds: Array<[number, number, number]>;
+    peak: number;
+    headsAlike: boolean;
+    layerHeadsAlike: boolean;
+};
+type Check = {
+    cases: ModeCase[];
+    sameAsShared: Array<{model: string; rounds: number; sameKeep: boolean; sameLogits: boolean}>;
+    againstEviction: Array<{model: string; rounds: number; samePositions: boolean; maxAbsDiff: number; sameArgmax: boolean}>;
+};
+
+const check = `
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+torch.set_num_threads(1)
+from evictionModes import MODES, RANKINGS, ModeSim
+from evictionSim import EvictionSim
+from ggufQwen3 import load_model
+from sidecar import read_sidecar, sidecar_path_for
+
+def run(sim, prompt, generated):
+    return torch.cat((sim.read_input(prompt), sim.decode(generated)))
+
+out = {"cases": [], "sameAsShared": [], "againstEviction": []}
+for path in sys.argv[2:]:
+    model, _ = load_model(path)
+    _, gates = read_sidecar(sidecar_path_for(path), path)
+    gen = torch.Generator().manual_seed(7)
+    tokens = torch.randint(0, 256, (220,), generator=gen).tolist()
+    prompt, generated = tokens[:60], tokens[60:]
+    budget = 48
+    name = path.split("/")[-1]
+    for ranking in RANKINGS:
+        for mode in MODES:
+            sim = ModeSim(model, gates if ranking == "retention" else None, ranking, mode, budget)
+            run(sim, prompt, generated)
+            keep = sim.keep
+            out["cases"].append({"model": name, "ranking": ranking, "mode": mode, "budget": budget,
+                                 "rounds": sim.round_log, "peak": sim.peak,
+                                 "headsAlike": bool((keep == keep[:1, :1]).all()),
+                                 "layerHeadsAlike": bool((keep == keep[:, :1]).all())})
+    # the same scores in every head: a fixed pseudo-random value per position, so rounds keep old and new cells
+    values = torch.rand(4096, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    same = lambda sim: values[:sim.next_pos].expand(sim.n_layer, sim.n_kv, -1)
+    shared = ModeSim(model, None, "retention", "shared", budget, per_head_scores=same)
+    head = ModeSim(model, None, "retention", "head", budget, per_head_scores=same)
+    a, b = run(shared, prompt, generated), run(head, prompt, generated)
+    out["sameAsShared"].append({"model": name, "rounds": head.rounds, "sameKeep": bool(torch.equal(shared.keep, head.keep)),
+                                "sameLogits": bool(torch.equal(a, b))})
+    # the keep mask against cells really removed (the engine's shared eviction), TRIM-KV's shared max
+    evicted = EvictionSim(model, gates, "retention", budget)
+    masked = ModeSim(model, gates, "retention", "shared", budget)
+    a, b = run(evicted, prompt, generated), run(masked, prompt, generated)
+    out["againstEviction"].append({"model": name, "rounds": masked.rounds,
+                                   "samePositions": bool(torch.equal(evicted.positions, masked.keep[0, 0].nonzero().flatten())),
+                                   "maxAbsDiff": float((a - b).abs().max()), "sameArgmax": bool(torch.equal(a.argmax(-1), b.argmax(-1)))})
+print(json.dumps(out))
+`;
+
+describe("evictionModes.py: cells per layer and per head at equal memory", () => {
+    let result: Check;
+
+    beforeAll(() => {
+        const models = ["ponder-demo.gguf", "ponder-merge.gguf"].map((file) => path.join(root, "resources/models", file));
+        const stdout = execFileSync(torchPython(), ["-c", check, scripts, ...models], {
+            encoding: "utf8",
+            timeout: 170_000,
+            env: {...process.env, OMP_NUM_THREADS: "1", OPENBLAS_NUM_THREADS: "1"}
+        });
+        result = JSON.parse(stdout.trim().split("\n").at(-1)!) as Check;
+    });
+
+    test("every mode keeps exactly the round's count in every (layer, KV head), never above the budget", () => {
+        expect(result.cases).toHaveLength(2 * 2 * 3);
+        for (const c of result.cases) {
+            const label = `${c.model} ${c.ranking} ${c.mode}`;
+            expect(c.rounds.length, label).toBeGreaterThan(5);
+            // each round prunes to the budget less the room of the next tokens (16 at a budget of 48, prompt and decode)
+            for (const [target, fewest, most] of c.rounds)
+                expect([target, fewest, most], label).toEqual([c.budget - 16, c.budget - 16, c.budget - 16]);
+            // filled up to the budget between rounds, never past it
+            expect(c.peak, label).toBe(c.budget);
+        }
+    });
+
+    test("each mode has its structure: one set of cells for all, one per layer, one per (layer, KV head)", () => {
+        for (const c of result.cases) {
+            const label = `${c.model} ${c.ranking} ${c.mode}`;
+            if (c.mode === "shared") expect(c.headsAlike, label).toBe(true);
+            if (c.mode === "layer") expect([c.headsAlike, c.layerHeadsAlike], label).toEqual([false, true]);
+            if (c.mode === "head") expect(c.layerHeadsAlike, label).toBe(false);
+        }
+    });
+
+    test("head mode with the same scores in every head keeps and computes exactly what shared mode does", () => {
+        expect(result.sameAsShared).toHaveLength(2);
+        for (const c of result.sameAsShared) {
+            expect(c.rounds, c.model).toBeGreaterThan(5);
+            expect([c.sameKeep, c.sameLogits], c.model).toEqual([true, true]);
+        }
+    });
+
+    test("shared mode through the keep mask computes what evicting the shared cells computes", () => {
+        for (const c of result.againstEviction) {
+            expect(c.rounds, c.model).toBeGreaterThan(5);
+            expect(c.samePositions, c.model).toBe(true);
+            expect(c.sameArgmax, c.model).toBe(true);
+            expect(c.maxAbsDiff, c.model).toBeLessThan(1e-3);
+        }
+    });
+});
