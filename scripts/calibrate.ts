@@ -187,7 +187,7 @@ function onProgress(p: CalibrationJobProgress): void {
     const now = performance.now();
     if (now - lastLine < 1000 && p.done < p.total) return;
     lastLine = now;
-    const done = p.stage === "thinking" ? p.done.toFixed(1) : String(p.done);
+    const done = p.stage === "thinking" || p.stage === "reading" ? p.done.toFixed(1) : String(p.done);
     console.error(
         `${p.stage} ${done}/${p.total}` +
             (p.resumed > 0 ? ` (${p.resumed} resumed)` : "") +

@@ -37,6 +37,8 @@ export class CalibrationService {
     private _status: CalibrationStatus | null = null;
     private _abort: AbortController | null = null;
     private _lastEmit = {stage: "", at: -Infinity};
+    /** Per model path, how many draws of its own questions were refused since the app started. */
+    private readonly _draws = new Map<string, number>();
     /** The job's last estimate of the time it still needs, and when it was made (the steps within a prompt make none). */
     private _estimate: {seconds: number; at: number} | null = null;
 
@@ -111,6 +113,10 @@ export class CalibrationService {
             ]);
             const running = this._engine.calibrateRetention({
                 ...this._options.settings,
+                // after a refusal of its own questions, the next calibration draws them again with the next seed
+                ...(promptSet === "own" && this._draws.has(model.path)
+                    ? {seed: ((this._options.settings?.seed ?? 0) + this._draws.get(model.path)!) % 50}
+                    : {}),
                 promptSet,
                 ...(written != null ? {texts: written.texts} : {}),
                 modelPath: model.path,
@@ -168,7 +174,9 @@ export class CalibrationService {
             });
             return;
         }
-        if (result.installed) this._options.onInstalled?.(this._models.get(modelId).path);
+        const modelPath = this._models.get(modelId).path;
+        if (result.installed) this._options.onInstalled?.(modelPath);
+        if (!result.installed && result.promptSet === "own") this._draws.set(modelPath, (this._draws.get(modelPath) ?? 0) + 1);
         const provenance: CalibrationProvenance = {
             promptSet: result.promptSet,
             prompts: result.prompts,

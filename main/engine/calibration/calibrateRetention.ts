@@ -240,10 +240,12 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         const t0 = performance.now();
         const read = await readTexts(options, texts, missing, files, settings, perPrompt, {
             progress: (done, total) => progress("reading", done, total, null),
+            onRead: (data) => {
+                tokensSeen += data.tokensSeen;
+            },
             log
         });
         for (const [index, data] of read) kept[index] = data;
-        tokensSeen += [...read.values()].reduce((sum, data) => sum + data.tokensSeen, 0);
         thinkingSeconds += (performance.now() - t0) / 1000;
         thought += read.size;
         await saveJob();
@@ -485,7 +487,7 @@ async function readTexts(
     files: string[],
     settings: {maxTokens: number; readThresholds: number[]; seed: number},
     perText: number,
-    report: {progress: (done: number, total: number) => void; log: (line: string) => void}
+    report: {progress: (done: number, total: number) => void; onRead: (data: CalibrationDataset) => void; log: (line: string) => void}
 ): Promise<Map<number, CalibrationDataset>> {
     const chatWrapper = resolveChatWrapper(options.model);
     const rendered = new Map<number, TextToRead>();
@@ -518,6 +520,7 @@ async function readTexts(
             });
             await writeDatasetFile(files[index]!, data);
             read.set(index, data);
+            report.onRead(data);
             report.progress(done + 1, missing.length);
             report.log(`reading ${done + 1}/${missing.length}: ${text.tokens.length} tokens read, ${data.tokens} kept`);
         }

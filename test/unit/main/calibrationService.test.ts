@@ -119,6 +119,21 @@ describe("retention calibration from the app", () => {
         expect(events.at(-1)).toMatchObject({state: "refused", message: refusal, result: {installed: false}});
     });
 
+    it("draws a model's own questions again with the next seed after they were refused", async () => {
+        const {engine, dispatch, events, model} = await setup(
+            (e) => (e.calibrationResult = {...e.calibrationResult, promptSet: "own", installed: false, refusal: "worse"})
+        );
+        for (let run = 0; run < 3; run++) {
+            await dispatch("models:calibrate", {id: model.id});
+            await until(() => events.at(-1)?.state !== "running");
+        }
+        expect(engine.calibrations.map((c) => [c.promptSet, c.seed])).toEqual([
+            ["own", undefined],
+            ["own", 1],
+            ["own", 2]
+        ]);
+    });
+
     it("refuses a model whose architecture cannot be calibrated, an unknown model and a malformed request", async () => {
         const {services, dispatch, engine, model} = await setup();
         const row = services.db.models.get(model.id)!;
