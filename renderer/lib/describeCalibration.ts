@@ -34,7 +34,7 @@ const promptSetWords: Record<string, string> = {
     merge: "on its task's problems",
     file: "on prompts from a file",
     conversations: "read from your conversations with it",
-    traces: "read from a trace file: another model's text is another distribution than its own"
+    traces: "read from a trace file: if another model wrote it, its text is another distribution than this model's own"
 };
 
 /**

@@ -294,6 +294,8 @@ def main():
     p.add_argument("--heavy-ratio", type=float, default=0.5, help="H2O's share of heavy hitters. Defaults to 0.5.")
     p.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, help="where Full's traces are cached")
     p.add_argument("--json", help="also write the report here")
+    p.add_argument("--demo-model", help="another copy of the demo model (its gates beside it, as the app keeps them)")
+    p.add_argument("--merge-model", help="another copy of the merge model (its gates beside it)")
     p.add_argument("--table", metavar="JSON", help="only print the table of a report written by --json")
     args = p.parse_args()
     if args.table:
@@ -312,6 +314,10 @@ def main():
     for r in args.rankings:
         if r not in RANKINGS:
             p.error(f"unknown ranking {r!r}")
+    if args.demo_model:
+        MODELS["demo"] = os.path.abspath(args.demo_model)
+    if args.merge_model:
+        MODELS["merge"] = os.path.abspath(args.merge_model)
     log = lambda m: print(m, flush=True)  # noqa: E731
     t0 = time.time()
     reports = []

@@ -26,6 +26,11 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
     await chat.byId("model-details-button").click();
     await chat.byId("model-details").waitFor();
     await expect.poll(() => chat.byId("model-retention").textContent(), {timeout: 15_000}).toMatch(/TRIM-KV unavailable/);
+    // No conversation with this copy yet: calibrating from conversations says what it needs and waits.
+    await expect
+        .poll(() => chat.byId("model-calibrate-conversations-note").textContent(), {timeout: 15_000})
+        .toMatch(/No conversation with this model yet: at least 4 are needed/);
+    expect(await chat.byId("model-calibrate-conversations-button").isDisabled()).toBe(true);
     // The button is reached from the keyboard.
     await chat.byId("model-calibrate-button").focus();
     await page.keyboard.press("Enter");
@@ -48,7 +53,7 @@ it("calibrates a model without gates from its details, cancels, goes on, and sho
     await installed.or(refused).waitFor({timeout: 300_000});
     await page.screenshot({path: app.artifact("calibration-result.png")});
     const numbers =
-        /Calibrated on 12 thoughts \(on its task's problems\), [\d,]+ tokens, \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\); at 50%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\)/;
+        /Calibrated on 12 thoughts \(on its task's problems\), [\d,]+ tokens, texts of [\d,]+ tokens on average \(longest [\d,]+(; \d+ cut at the limit)?\), \d+ (s|min); held-out agreement at 25%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\); at 50%: \d\.\d\d, Lethe \d\.\d\d \(answers \d\.\d\d, Lethe \d\.\d\d\)/;
     if ((await installed.count()) > 0) {
         expect(await installed.textContent()).toMatch(numbers);
         expect(await chat.byId("model-retention").textContent()).toMatch(/✓ TRIM-KV gates/);

@@ -82,6 +82,17 @@ describe("calibration state", () => {
         expect(describeCalibrationResult(models.state.details.m1!.retention!.calibration!)).toBe(
             "Calibrated on 38 thoughts (on Ponder's English prompts), 51,200 tokens, 9 min; held-out agreement at 25%: 0.97, Lethe 0.86 (answers 0.90, Lethe 0.40); at 50%: 0.99, Lethe 0.95"
         );
+        // read from conversations, with the texts' lengths and the ones a limit cut
+        expect(
+            describeCalibrationResult({
+                ...provenance,
+                promptSet: "conversations",
+                validation: null,
+                texts: {mean: 1104, longest: 4096, cut: 2}
+            })
+        ).toBe(
+            "Calibrated on 38 thoughts (read from your conversations with it), 51,200 tokens, texts of 1,104 tokens on average (longest 4,096; 2 cut at the limit), 9 min"
+        );
     });
 
     test("a refused start is said for its model; cancel asks the backend; a refusal by the validation offers nothing", async () => {
