@@ -31,6 +31,8 @@ import type {AppSettings} from "./contract/settings.js";
 export * from "./policyCatalogue.js";
 /** The bounds of a KV budget and of the prune cadence (preload/kvBounds.ts). */
 export * from "./kvBounds.js";
+/** The KV cache's units: bytes in a MiB, MiB <-> cells, the cache types in words (preload/kvUnits.ts). */
+export * from "./kvUnits.js";
 /** Token positions as ranges: the evicted positions a memory sample carries (preload/positionRanges.ts). */
 export * from "./positionRanges.js";
 /** What prune rounds record of each token, and the rounds, in bounded lists (preload/tokenScores.ts). */

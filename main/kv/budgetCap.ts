@@ -1,6 +1,7 @@
 import type {CompressionSettings, KvBudget} from "../../preload/contract/compression.js";
 import type {ErrorInfo} from "../../preload/contract/errors.js";
 import {kvBounds} from "../../preload/kvBounds.js";
+import {cellsInMib, mibOfBytes} from "../../preload/kvUnits.js";
 import {AppError} from "../AppError.js";
 import type {ModelInspection} from "../engine/types.js";
 import {describeKvTypes, kvBytesPerCell, kvTypesOf, type KvShape} from "./kvMemory.js";
@@ -17,7 +18,6 @@ export const fullKvAnswerRoom = kvBounds.fullKvAnswerRoom;
 
 export type CapModel = KvShape & Pick<ModelInspection, "name" | "contextLength">;
 
-const mib = 1024 * 1024;
 const count = (value: number) => value.toLocaleString("en-US");
 
 /**
@@ -34,7 +34,7 @@ export function budgetCap(model: Pick<ModelInspection, "contextLength">): number
 /** The cells a budget in cells or MiB stands for (MiB over the cache type's bytes per cell); `null` for auto or an unknown shape. */
 export function cellsOfBudget(budget: KvBudget, bytesPerCell: number | null): number | null {
     if (budget.kind === "cells") return budget.cells;
-    if (budget.kind === "mib" && bytesPerCell != null && bytesPerCell > 0) return Math.floor((budget.mib * mib) / bytesPerCell);
+    if (budget.kind === "mib" && bytesPerCell != null && bytesPerCell > 0) return cellsInMib(budget.mib, bytesPerCell);
     return null;
 }
 
@@ -58,7 +58,7 @@ export function budgetAboveCap(model: CapModel, compression: BudgetSettings): Er
             : `${count(cells)} cells is`;
     const most =
         compression.budget.kind === "mib" && bytesPerCell != null
-            ? `${count(Math.floor(((cap * bytesPerCell) / mib) * 100) / 100)} MiB (${count(cap)} cells)`
+            ? `${count(mibOfBytes(cap * bytesPerCell, "floor"))} MiB (${count(cap)} cells)`
             : `${count(cap)} cells`;
     return {code: "BUDGET_ABOVE_CONTEXT", message: `A KV budget of ${asked} more than ${model.name} can use: at most ${most}, ${reason}.`};
 }

@@ -1,6 +1,8 @@
+import type {KvCacheType} from "../../preload/contract/compression.js";
+import {bytesPerMib, type KvCacheTypes} from "../../preload/kvUnits.js";
 import type {ModelInspection} from "../engine/types.js";
 
-export type KvCacheType = "f16" | "q8_0" | "q4_0";
+export type {KvCacheType};
 
 /** Bytes of one block of `blockSize` elements, per ggml type (ggml.c's type traits). */
 const typeTraits: Record<KvCacheType, {blockSize: number; blockBytes: number}> = {
@@ -43,18 +45,13 @@ export function headLength(
     return embeddingLength / headCount;
 }
 
-/** The cache types of a compression setting: `kvType` for the keys, `kvTypeV` for the values. */
-export type KvCacheTypes = {kvType: KvCacheType; kvTypeV: KvCacheType};
-
 /** The K and V types of a setting, as `kvBytesPerCell` and the compute buffer take them. */
 export function kvTypesOf(types: KvCacheTypes): {k: KvCacheType; v: KvCacheType} {
     return {k: types.kvType, v: types.kvTypeV};
 }
 
-/** The cache in words: "q8_0 KV" when keys and values share a type, "q8_0 K / q4_0 V" otherwise. */
-export function describeKvTypes(types: KvCacheTypes): string {
-    return types.kvType === types.kvTypeV ? `${types.kvType} KV` : `${types.kvType} K / ${types.kvTypeV} V`;
-}
+/** The cache types and the cache in words (preload/kvUnits.ts, shared with the renderer). */
+export {describeKvTypes, type KvCacheTypes} from "../../preload/kvUnits.js";
 
 /**
  * llama.cpp stores a quantized V cache only with flash attention (`llama_init_from_model`: "quantized V cache requires
@@ -90,5 +87,5 @@ export function cacheTypeProblem(model: KvShape, compression: KvCacheTypes & {fl
 
 /** Bytes as MiB with one decimal, as the estimate's notes and the engine's refusals write them. */
 export function formatMib(bytes: number): string {
-    return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+    return `${(bytes / bytesPerMib).toFixed(1)} MiB`;
 }

@@ -1,12 +1,11 @@
 import type {CompressionSettings} from "../../preload/contract/compression.js";
 import type {ErrorInfo} from "../../preload/contract/errors.js";
+import {mibOfBytes} from "../../preload/kvUnits.js";
 import {AppError} from "../AppError.js";
 import type {ModelInspection} from "../engine/types.js";
 import {budgetAboveCap, budgetCap, cellsOfBudget, minBudgetCells} from "./budgetCap.js";
 import {contextFit, kvCellPadding, type ContextFit, type ContextShape, type FitOptions} from "./contextFit.js";
 import {describeKvTypes, kvBytesPerCell, kvTypesOf} from "./kvMemory.js";
-
-const mib = 1024 * 1024;
 
 /**
  * A generation's KV settings resolved once, before it runs: the compression as set, the live cells its budget allows on
@@ -83,7 +82,7 @@ export function assertBudgetAboveMin(kv: Pick<ResolvedKv, "compression" | "cells
     const asked = budget.kind === "mib" ? `${budget.mib} MiB holds ${kv.cells} cells of ${types}, which is` : `${kv.cells} cells is`;
     const smallest =
         budget.kind === "mib"
-            ? `${Math.ceil(((minBudgetCells * kv.bytesPerCell) / mib) * 100) / 100} MiB (${minBudgetCells} cells)`
+            ? `${mibOfBytes(minBudgetCells * kv.bytesPerCell, "ceil")} MiB (${minBudgetCells} cells)`
             : `${minBudgetCells} cells`;
     throw new AppError(
         "BUDGET_DOES_NOT_FIT",

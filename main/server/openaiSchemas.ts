@@ -1,7 +1,6 @@
 import {z} from "zod";
-import {kvBounds} from "../../preload/kvBounds.js";
 import {policyIds} from "../../preload/policyCatalogue.js";
-import {maxBudgetCells, minBudgetCells} from "../kv/budgetCap.js";
+import {kvBudgetSchema} from "../kvBudgetSchema.js";
 import {quantizedCacheNeedsFlashAttention} from "../kv/kvMemory.js";
 
 // The OpenAI request bodies Ponder accepts, parsed at the edge. A field the engine honours is validated; a field it
@@ -38,12 +37,7 @@ const cacheType = z.enum(["f16", "q8_0", "q4_0"]);
 export const ponderExtensionSchema = z
     .object({
         policy: z.enum(policyIds).optional(),
-        budget: z
-            .union([
-                z.object({cells: z.number().int().min(minBudgetCells).max(maxBudgetCells)}).strict(),
-                z.object({mib: z.number().positive().max(kvBounds.maxMib)}).strict()
-            ])
-            .optional(),
+        budget: z.union([kvBudgetSchema.options[1].omit({kind: true}), kvBudgetSchema.options[2].omit({kind: true})]).optional(),
         cache_type_k: cacheType.optional(),
         cache_type_v: cacheType.optional(),
         flash_attention: z.boolean().optional(),

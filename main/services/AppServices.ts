@@ -9,6 +9,7 @@ import type {
     NewConversationCompression,
     SavedStatesUsage
 } from "../../preload/contract.js";
+import {bytesPerMib} from "../../preload/kvUnits.js";
 import {shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
@@ -50,8 +51,6 @@ export type AppServicesOptions = {
     rpcServers?: RpcServerServiceOptions;
     now?: Clock;
 };
-
-const mib = 1024 * 1024;
 
 /** Every use case of the app, wired to one database and one engine. No Electron here. */
 export class AppServices {
@@ -100,9 +99,9 @@ export class AppServices {
                 // tried again at the next start
             }
             // The disk budget follows the settings; a lower one (0: save none) trims at once.
-            states.budgetBytes = this.settings.get().stateDiskBudgetMib * mib;
+            states.budgetBytes = this.settings.get().stateDiskBudgetMib * bytesPerMib;
             this.settings.onUpdate((settings) => {
-                const bytes = settings.stateDiskBudgetMib * mib;
+                const bytes = settings.stateDiskBudgetMib * bytesPerMib;
                 if (bytes === states.budgetBytes) return;
                 states.budgetBytes = bytes;
                 try {

@@ -4,14 +4,15 @@ import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {assertBudgetAboveMin} from "../kv/resolveKv.js";
+import {assertBudgetAboveMin, type ResolvedKv} from "../kv/resolveKv.js";
 import type {CompressionService} from "./CompressionService.js";
 import {AnswerProgress} from "./AnswerProgress.js";
+import {chatAnswer, type ChatAnswer} from "./chatAnswer.js";
+import {chatRequest} from "./chatRequest.js";
 import {PendingStates, type PendingStatesOptions} from "./PendingStates.js";
-import {parseSamples} from "./pushSample.js";
-import {recordSample} from "./recordSample.js";
-import {answerHistory} from "./toTurn.js";
 import {stopOutcome, storageFailure} from "./stopOutcome.js";
+import {finishedAnswer, type AnswerEnd} from "./finishedAnswer.js";
+import {keptStates} from "./keptStates.js";
 import type {StateStore} from "./StateStore.js";
 import {cleanTitle, type ConversationService, defaultConversationTitle} from "./ConversationService.js";
 import {compareRunFor, versionComparison, type CompareRun} from "./compareWithFull.js";
@@ -32,8 +33,6 @@ export type ChatServiceOptions = {
 } & Pick<PendingStatesOptions, "quitSaveMs" | "log">;
 
 type Active = {conversationId: string; messageId: string; abort: AbortController; done: Promise<void>};
-
-/** What a Compare with Full KV run changes: Full KV with the checked version's cache types and seed, and which version it checks. */
 
 /**
  * Sends prompts and streams answers: the user's message and the answer's row are committed first,
@@ -229,15 +228,6 @@ export class ChatService {
         await this._pending.writeBeforeQuit();
     }
 
-    /** Keeps the state files within their disk budget; a failure there never fails an answer. */
-    private _trimStates(keep: string): void {
-        try {
-            this._options.states?.trim(keep);
-        } catch {
-            // the next save trims again
-        }
-    }
-
     private _assertCanGenerate(): void {
         if (this._active != null) throw new AppError("BUSY", "An answer is already being generated: stop it first");
         if (this._engine.inspection == null && this._engine.status.state === "loading")
@@ -287,6 +277,7 @@ export class ChatService {
             });
     }
 
+    /** Generates the answer: resolved once, streamed at the engine's turn, then finished (stored and shown). */
     private async _generate(
         conversationId: string,
         assistantRow: MessageRow,
@@ -294,134 +285,82 @@ export class ChatService {
         continuing: boolean,
         compare?: CompareRun
     ): Promise<void> {
-        const messageId = assistantRow.id;
-        const conversation = this._conversations.require(conversationId);
-        const settings = this._conversations.settingsOf(conversation);
-        const rows = this._db.messages.listByConversation(conversationId);
-        const history = answerHistory(rows, assistantRow, continuing);
-
+        const answer = chatAnswer(this._db, this._conversations, conversationId, assistantRow, continuing, compare);
         // What arrives is saved as it grows; a continuation goes on from what the answer holds, its times included.
         const progress = new AnswerProgress(
             this._db,
-            messageId,
+            answer.messageId,
             continuing ? assistantRow : null,
             this._now(),
             this._options.flushIntervalMs ?? 250
         );
+        const end = await this._stream(answer, progress, signal);
+        this._finish(answer, progress, end);
+    }
 
-        let status: MessageRow["status"];
-        let cutReason: MessageRow["cut_reason"] = null;
-        let budgetFull = false;
-        let cutTokens: number | null = null;
-        let error: string | null;
-        let promptTokens = 0;
-        // Set once the turn has come and the budget is resolved (`request` below).
-        let stats = null as MessageStats | null;
+    /**
+     * Waits for the engine's turn and streams the answer; says how it ended, a failure included. Waits while the API
+     * server generates: the answer shows as streaming, empty, until its turn. TRIM-KV without gates trained for the
+     * loaded model: the answer fails with the reason, never runs as another policy.
+     */
+    private async _stream(answer: ChatAnswer, progress: AnswerProgress, signal: AbortSignal): Promise<AnswerEnd> {
+        // The answer's statistics, made when its turn comes and the budget is resolved (`request` below).
+        const turn: {stats: MessageStats | null} = {stats: null};
         try {
-            const compression = compare?.compression ?? settings.compression;
-            // Waits while the API server generates; the answer shows as streaming, empty, until its turn. TRIM-KV without
-            // gates trained for the loaded model: the answer fails with the reason, never runs as another policy.
             const {kv, result} = await this._runner.run({
                 signal,
-                kv: {resolve: compression},
+                kv: {resolve: answer.compression},
                 request: (kv) => {
-                    assertBudgetAboveMin(kv);
-                    // The seed is drawn here when none is set, and kept, so Compare with Full KV can sample the same way.
-                    const seed = compare?.seed ?? settings.seed ?? this._options.seed ?? randomInt(2 ** 31);
-                    this._recordCompression(assistantRow, kv.cells, compression, seed);
-                    const messageStats: MessageStats = {policy: compression.policy, budgetCells: kv.cells, samples: []};
-                    stats = messageStats;
-                    const store = this._options.states;
-                    // The path's earlier answers, newest first (and the answer itself, when it goes on): their states may be loaded.
-                    const states =
-                        store == null
-                            ? undefined
-                            : {
-                                  load: rows
-                                      .filter(
-                                          (row) =>
-                                              row.role === "assistant" && (continuing ? row.seq <= assistantRow.seq : row.id !== messageId)
-                                      )
-                                      .reverse()
-                                      .map((row) => store.pathOf(conversationId, row.id)),
-                                  // A disk budget of 0 saves none (the states already there may still be loaded).
-                                  save: store.saving ? store.prepare(conversationId, messageId) : undefined
-                              };
-                    return {
-                        states,
-                        onRebuild: (progress, reason) => this._emit("chat:rebuild", {conversationId, progress, reason}),
-                        onSample: (sample) => {
-                            recordSample(messageStats, sample, this._options.maxSamples ?? 400);
-                            this._emit("chat:memory", {conversationId, messageId, sample});
-                        },
-                        history,
-                        continueLast: continuing,
-                        systemPrompt: settings.systemPrompt,
-                        temperature: settings.temperature,
-                        topP: settings.topP,
-                        topK: settings.topK,
-                        minP: settings.minP,
-                        repeatPenalty: settings.repeatPenalty,
-                        thinking: {enabled: settings.thinking, budget: settings.thinkingBudget},
-                        maxTokens: settings.maxTokens,
-                        seed,
+                    const {seed, stats} = this._startTurn(answer, kv);
+                    turn.stats = stats;
+                    return chatRequest(answer, seed, {
+                        emit: this._emit,
+                        now: this._now,
+                        progress,
+                        stats,
+                        maxSamples: this._options.maxSamples ?? 400,
+                        states: this._options.states,
                         // A save that fails (a full disk) stops the answer: what was saved before stays, the rest is not lost silently.
-                        signal: AbortSignal.any([signal, progress.signal]),
-                        onChunk: (chunk) => {
-                            const now = this._now();
-                            progress.add(chunk, now);
-                            if (chunk.segment === "thought" && !continuing)
-                                (messageStats.thoughtChunks ??= []).push(progress.fields.thinking_tokens, progress.fields.thinking.length);
-                            const {thinking_tokens: thinkingTokens, answer_tokens: answerTokens, total_ms: elapsedMs} = progress.fields;
-                            this._emit("chat:delta", {
-                                conversationId,
-                                messageId,
-                                segment: chunk.segment,
-                                text: chunk.text,
-                                thinkingTokens,
-                                answerTokens,
-                                elapsedMs
-                            });
-                            progress.saveIfDue(now);
-                        }
-                    };
+                        signal: AbortSignal.any([signal, progress.signal])
+                    });
                 }
             });
-            const messageStats = stats!;
-            promptTokens = result.promptTokens;
-            if (result.states?.saved != null) {
-                const {bytes, tokens, liveCells, liveBytes, fullBytes} = result.states.saved;
-                messageStats.savedState = {bytes, tokens, liveCells, liveBytes, fullBytes};
-                this._trimStates(result.states.saved.path);
-            }
-            // Full KV's state stays in the engine until this conversation is left (or the app quits): no write per answer.
-            this._pending.answered(conversationId, messageId, result.states?.pending);
-            if (result.states?.restored != null) messageStats.resumedTokens = result.states.restored.tokens;
-            ({status, cutReason, cutTokens, budgetFull, error} = stopOutcome(result.stopReason, {
+            const states = keptStates(answer, result.states, this._options.states, this._pending);
+            const outcome = stopOutcome(result.stopReason, {
                 cells: kv.cells,
-                maxTokens: settings.maxTokens,
-                cutBefore: continuing ? (assistantRow.cut_tokens ?? assistantRow.thinking_tokens + assistantRow.answer_tokens) : 0
-            }));
+                maxTokens: answer.settings.maxTokens,
+                cutBefore: answer.continuing ? (answer.row.cut_tokens ?? answer.row.thinking_tokens + answer.row.answer_tokens) : 0
+            });
+            return {...outcome, promptTokens: result.promptTokens, stats: turn.stats, states};
         } catch (err) {
-            ({status, error} = generationFailure(err));
+            return {
+                ...generationFailure(err),
+                cutReason: null,
+                cutTokens: null,
+                budgetFull: false,
+                promptTokens: 0,
+                stats: turn.stats,
+                states: {}
+            };
         }
-        if (progress.storageError != null) {
-            status = "error";
-            error = storageFailure(progress.storageError);
-        }
+    }
 
+    /**
+     * The answer's turn has come with `kv`: refuses a budget below the minimum, draws the seed when none is set (kept,
+     * so Compare with Full KV can sample the same way) and records both on the answer. Returns its statistics, empty.
+     */
+    private _startTurn(answer: ChatAnswer, kv: ResolvedKv): {seed: number; stats: MessageStats} {
+        assertBudgetAboveMin(kv);
+        const seed = answer.compare?.seed ?? answer.settings.seed ?? this._options.seed ?? randomInt(2 ** 31);
+        this._recordCompression(answer.row, kv.cells, answer.compression, seed);
+        return {seed, stats: {policy: answer.compression.policy, budgetCells: kv.cells, samples: []}};
+    }
+
+    /** Stores how the answer ended, with how it compares when it checks another version, and shows it. */
+    private _finish(answer: ChatAnswer, progress: AnswerProgress, end: AnswerEnd): void {
+        const {conversationId, messageId, compare} = answer;
         const now = this._now();
-        progress.fields.total_ms = now - progress.started;
-        if (continuing && stats != null) stats = {...stats, samples: [...parseSamples(assistantRow.stats), ...stats.samples]};
-        const finish = {
-            ...progress.fields,
-            status,
-            prompt_tokens: continuing ? assistantRow.prompt_tokens + promptTokens : promptTokens,
-            error,
-            cut_reason: cutReason,
-            cut_tokens: cutTokens,
-            stats: stats == null ? (continuing ? assistantRow.stats : "{}") : JSON.stringify(stats)
-        };
+        const {finish, stats} = finishedAnswer(answer, progress, end, now);
         try {
             this._db.transaction(() => {
                 this._db.messages.finish(messageId, finish, now);
@@ -431,10 +370,10 @@ export class ChatService {
                     compare != null && record != null
                         ? versionComparison(this._db.messages.get(compare.comparedWith), finish, stats)
                         : undefined;
-                if (record != null && (record.budgetFull !== budgetFull || comparison != null))
+                if (record != null && (record.budgetFull !== end.budgetFull || comparison != null))
                     this._db.messages.setCompression(
                         messageId,
-                        JSON.stringify({...record, budgetFull: budgetFull || undefined, comparison})
+                        JSON.stringify({...record, budgetFull: end.budgetFull || undefined, comparison})
                     );
                 this._db.conversations.touch(conversationId, now);
             });
@@ -443,8 +382,8 @@ export class ChatService {
             finish.status = "error";
             finish.error = storageFailure(err);
         }
-        const row = this._db.messages.get(messageId);
-        if (row != null) this._emit("chat:done", {conversationId, message: this._dto({...row, ...finish, updated_at: now})});
+        const stored = this._db.messages.get(messageId);
+        if (stored != null) this._emit("chat:done", {conversationId, message: this._dto({...stored, ...finish, updated_at: now})});
         this._pending.finished(conversationId, messageId);
     }
 }

@@ -8,8 +8,8 @@ import {
     type SamplingPreset
 } from "../../preload/contract.js";
 import {kvBounds} from "../../preload/kvBounds.js";
-import {maxBudgetCells, minBudgetCells} from "../kv/budgetCap.js";
 import {quantizedCacheNeedsFlashAttention, quantizedWithoutFlashAttention} from "../kv/kvMemory.js";
+import {kvBudgetSchema} from "../kvBudgetSchema.js";
 import {
     defaultPolicyParams,
     isNumberParam,
@@ -21,26 +21,6 @@ import {
     type PolicyParams,
     type TunablePolicyId
 } from "../../preload/policyCatalogue.js";
-
-const budgetSchema = z.discriminatedUnion("kind", [
-    z.object({kind: z.literal("auto")}).strict(),
-    z
-        .object({
-            kind: z.literal("cells"),
-            cells: z
-                .number()
-                .int()
-                .min(minBudgetCells, `A KV budget below ${minBudgetCells} cells cannot hold a prompt and a recent window`)
-                .max(maxBudgetCells, `A KV budget above ${maxBudgetCells} cells is more than any model here can address`)
-        })
-        .strict(),
-    z
-        .object({
-            kind: z.literal("mib"),
-            mib: z.number().positive("A KV budget must be more than 0 MiB").max(kvBounds.maxMib, "A KV budget above 1 TiB is not a budget")
-        })
-        .strict()
-]);
 
 /** A number parameter's checks, in the order zod reports them: whole, low bound, high bound, odd. */
 function numberSchema(param: NumberParam): z.ZodNumber {
@@ -73,7 +53,7 @@ export const kvCacheTypeSchema = z.enum(["f16", "q8_0", "q4_0"]);
 export const compressionSettingsFields = z
     .object({
         policy: z.enum(policyIds),
-        budget: budgetSchema,
+        budget: kvBudgetSchema,
         kvType: kvCacheTypeSchema,
         kvTypeV: kvCacheTypeSchema,
         flashAttention: z.boolean(),

@@ -2,13 +2,16 @@
 // is typed, and the checks that catch obvious mistakes before the backend sees them.
 
 import {
+    cellsInMib,
+    describeKvTypes,
     isNumberParam,
+    mibOfBytes,
     policyEntry,
     tunablePolicyIds,
     type BudgetEstimate,
     type CompressionSettings,
     type KvBudget,
-    type KvCacheType,
+    type KvCacheTypes,
     type MessageDto,
     type PolicyId,
     type PolicyParams
@@ -95,28 +98,18 @@ function checkBudget(form: BudgetForm): string | null {
     return null;
 }
 
-/** The K and V cache types of a setting. */
-export type KvTypes = {kvType: KvCacheType; kvTypeV: KvCacheType};
-
 /**
  * What the loaded model allows a budget, as its last estimate said: the most cells (`BudgetEstimate.maxCells`, the rule
  * is the backend's) and the bytes per cell of the cache types that estimate was for, to turn MiB into cells.
  */
-export type BudgetCap = Pick<BudgetEstimate, "maxCells" | "modelContextLength" | "bytesPerCell"> & KvTypes;
-
-/** The cache in words, as the backend says it: "q8_0 KV" when keys and values share a type, "q8_0 K / q4_0 V" otherwise. */
-function describeKvTypes(types: KvTypes): string {
-    return types.kvType === types.kvTypeV ? `${types.kvType} KV` : `${types.kvType} K / ${types.kvTypeV} V`;
-}
-
-const mib = 1024 * 1024;
+export type BudgetCap = Pick<BudgetEstimate, "maxCells" | "modelContextLength" | "bytesPerCell"> & KvCacheTypes;
 
 /** The cap in words for this kind of budget ("At most 4,096 cells: the model's context."); `null` for auto or no cap known. */
-export function describeCap(kind: KvBudget["kind"], cap: BudgetCap | null, types: KvTypes): string | null {
+export function describeCap(kind: KvBudget["kind"], cap: BudgetCap | null, types: KvCacheTypes): string | null {
     if (cap == null || kind === "auto" || (kind === "mib" && (types.kvType !== cap.kvType || types.kvTypeV !== cap.kvTypeV))) return null;
     const reason = cap.modelContextLength === cap.maxCells ? "the model's context" : "the most Ponder allocates";
     if (kind === "cells") return `At most ${count(cap.maxCells)} cells: ${reason}.`;
-    const most = Math.floor(((cap.maxCells * cap.bytesPerCell) / mib) * 100) / 100;
+    const most = mibOfBytes(cap.maxCells * cap.bytesPerCell, "floor");
     return `At most ${count(most)} MiB of ${describeKvTypes(types)} (${count(cap.maxCells)} cells): ${reason}.`;
 }
 
@@ -129,7 +122,7 @@ export function checkBudgetCap(form: BudgetForm, cap: BudgetCap | null): string 
     if (cap == null || limit == null) return null;
     if (form.budgetKind === "cells" && form.cells != null && form.cells > cap.maxCells)
         return `${count(form.cells)} cells is more than this model can use. ${limit}`;
-    if (form.budgetKind === "mib" && form.mib != null && Math.floor((form.mib * mib) / cap.bytesPerCell) > cap.maxCells)
+    if (form.budgetKind === "mib" && form.mib != null && cellsInMib(form.mib, cap.bytesPerCell) > cap.maxCells)
         return `${count(form.mib)} MiB is more than this model can use. ${limit}`;
     return null;
 }

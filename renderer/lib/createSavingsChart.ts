@@ -1,4 +1,5 @@
 import {Chart, Filler, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip, type ChartDataset} from "chart.js";
+import {bytesPerMib} from "../../preload/contract.js";
 import type {MemoryPoint} from "./createPointSeries.js";
 import {count, formatMemory} from "./formatMemory.js";
 import type {ThemeColors} from "./readThemeColors.js";
@@ -6,8 +7,7 @@ import type {ThemeColors} from "./readThemeColors.js";
 // Only the pieces this chart uses, so the bundle carries no other controllers, scales or plugins.
 Chart.register(LineController, LineElement, PointElement, LinearScale, Filler, Tooltip, Legend);
 
-const mib = 1024 * 1024;
-const gib = 1024 * mib;
+const gib = 1024 * bytesPerMib;
 type XY = {x: number; y: number};
 
 export type SavingsChart = {
@@ -18,7 +18,7 @@ export type SavingsChart = {
 
 /** KV memory against tokens: a full cache's line, the allocation, and the live cells filled (Lethe Fig. 4's shape). */
 export function createSavingsChart(canvas: HTMLCanvasElement, colors: ThemeColors): SavingsChart {
-    let unit = {bytes: mib, name: "MiB"};
+    let unit = {bytes: bytesPerMib, name: "MiB"};
     const line = (label: string): ChartDataset<"line", XY[]> => ({
         label,
         data: [],
@@ -79,7 +79,7 @@ export function createSavingsChart(canvas: HTMLCanvasElement, colors: ThemeColor
 
     function update(points: readonly MemoryPoint[]): void {
         const peak = points.reduce((max, point) => Math.max(max, point.fullBytes, point.allocatedBytes), 0);
-        unit = peak >= gib ? {bytes: gib, name: "GiB"} : {bytes: mib, name: "MiB"};
+        unit = peak >= gib ? {bytes: gib, name: "GiB"} : {bytes: bytesPerMib, name: "MiB"};
         const y = chart.options.scales?.y;
         if (y && "title" in y && y.title) y.title.text = `KV memory (${unit.name})`;
         datasets[0]!.data = points.map((point) => ({x: point.tokens, y: point.fullBytes / unit.bytes}));

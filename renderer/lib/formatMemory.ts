@@ -1,10 +1,9 @@
 // KV memory figures as people read them (a `KvSample`: live, allocated, what a full cache would hold): binary units,
 // MiB up to a GiB, then GiB; savings in percent.
 
-import type {KvSample, MessageStats} from "../../preload/contract.js";
+import {bytesPerMib as mib, type KvSample, type MessageStats} from "../../preload/contract.js";
 
 const kib = 1024;
-const mib = 1024 * kib;
 const gib = 1024 * mib;
 
 export type MemoryParts = {value: string; unit: "KiB" | "MiB" | "GiB"};

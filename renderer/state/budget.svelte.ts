@@ -1,12 +1,13 @@
-import type {
-    BudgetEstimate,
-    CompressionSettings,
-    ConversationSettings,
-    KvBudget,
-    NewConversationCompression,
-    PolicyId,
-    PolicyParams,
-    PonderApi
+import {
+    mibOfBytes,
+    type BudgetEstimate,
+    type CompressionSettings,
+    type ConversationSettings,
+    type KvBudget,
+    type NewConversationCompression,
+    type PolicyId,
+    type PolicyParams,
+    type PonderApi
 } from "../../preload/contract.js";
 import {
     checkBudgetCap,
@@ -35,7 +36,6 @@ export type BudgetOptions = {
 };
 
 type Option = "kvType" | "kvTypeV" | "flashAttention" | "combine" | "pruneEvery";
-const mib = 1024 * 1024;
 
 /**
  * The budget controller of the open conversation: a draft of its compression settings, checked as it is edited,
@@ -188,7 +188,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         if (!form || form.budgetKind === kind) return;
         const known = stale ? null : state.estimate;
         if (kind === "cells") form.cells = known?.cells ?? form.cells ?? 4096;
-        else if (kind === "mib") form.mib = known ? Math.max(0.01, Math.round((known.bytes / mib) * 100) / 100) : (form.mib ?? 512);
+        else if (kind === "mib") form.mib = known ? Math.max(0.01, mibOfBytes(known.bytes, "round")) : (form.mib ?? 512);
         form.budgetKind = kind;
         changed();
     }

@@ -1,5 +1,9 @@
 import {mulberry32} from "../../demo/mulberry32.js";
-import {isHorizonObserved} from "./isHorizonObserved.js";
+import {AdamW} from "./AdamW.js";
+import {initialGate} from "./initialGate.js";
+import {layerSet, type LayerSet} from "./layerSet.js";
+import {sharedHorizons} from "./sharedHorizons.js";
+import {trainSettings, type TrainSettings} from "./trainSettings.js";
 import type {CalibrationDataset, CalibrationText} from "./types.js";
 
 // TRIM-KV's retention gates fitted to the model's own read horizons: per layer the sidecar's
@@ -122,112 +126,166 @@ export function gateLogits(gate: GateLayerWeights, x: Float32Array, width: numbe
 /** Fits every layer's gate; see the module's comment. Yields to the event loop between steps. */
 export async function trainGates(data: GateTrainingData, options: TrainGatesOptions = {}): Promise<TrainReport> {
     const started = performance.now();
-    const hidden = options.hidden ?? 64;
-    const epochs = options.epochs ?? 12;
-    const batch = options.batch ?? 128;
-    const learningRate = options.learningRate ?? 3e-3;
-    const weightDecay = options.weightDecay ?? 1e-4;
-    const initStd = options.initStd ?? 0.02;
-    const minSeen = options.minSeen ?? data.minWatched ?? 16;
-    const seed = options.seed ?? 1;
-    const {layers, embeddingLength: width, headCountKv: kvHeads, tokens: count} = data;
-    if (
-        data.features.length !== count * layers * width ||
-        data.horizons.length !== count * layers * kvHeads ||
-        data.followers.length !== count
-    )
-        throw new RangeError("The calibration data's arrays do not match its layers, width, KV heads and token count");
-    if (!(hidden >= 1 && epochs >= 1 && batch >= 1 && learningRate > 0))
-        throw new RangeError("hidden, epochs and batch must be at least 1, the learning rate above 0");
-
+    const run = trainSettings(data, options);
     const shared = options.target === "shared" ? sharedHorizons(data) : null;
-    const random = mulberry32(seed);
+    const random = mulberry32(options.seed ?? 1);
+    const pause = pauser(options.signal);
     const gates: GateLayerWeights[] = [];
     const loss: number[] = [];
     const counted: number[] = [];
-    let lastYield = performance.now();
-    for (let layer = 0; layer < layers; layer++) {
-        const set = layerSet(data, layer, minSeen, shared, options.horizonWeight ?? 1);
-        const gate = initialGate(width, hidden, kvHeads, initStd, random, set, options.biasInit ?? "data");
+    for (let layer = 0; layer < run.layers; layer++) {
+        const set = layerSet(data, layer, run.minSeen, shared, options.horizonWeight ?? 1);
+        const gate = initialGate(run.width, run.hidden, run.kvHeads, run.initStd, random, set, options.biasInit ?? "data");
         counted.push(set.pairs);
-        const adam = new AdamW(gate, learningRate, weightDecay);
-        const grad = zeroGate(width, hidden, kvHeads);
-        const order = Uint32Array.from({length: set.rows}, (_, i) => i);
-        const stepsPerEpoch = Math.ceil(set.rows / batch);
-        const totalSteps = stepsPerEpoch * epochs;
-        const warmup = Math.max(1, Math.round(totalSteps * 0.05));
-        const z = new Float32Array(hidden);
-        const a = new Float32Array(hidden);
-        const da = new Float32Array(hidden);
-        let step = 0;
-        let epochLoss = 0;
-        for (let epoch = 0; epoch < epochs; epoch++) {
-            shuffle(order, random);
-            let lossSum = 0;
-            let pairSum = 0;
-            for (let start = 0; start < set.rows; start += batch) {
-                const end = Math.min(set.rows, start + batch);
-                clearGate(grad);
-                let batchLoss = 0;
-                let batchPairs = 0;
-                for (let k = start; k < end; k++) {
-                    const row = order[k]!;
-                    const offset = row * width;
-                    forwardRow(gate, set.x, offset, width, hidden, a, z);
-                    da.fill(0);
-                    for (let o = 0; o < kvHeads; o++) {
-                        const target = set.target[row * kvHeads + o]!;
-                        if (Number.isNaN(target)) continue;
-                        const g = headLogit(gate, a, o, hidden);
-                        const weight = set.weight[row * kvHeads + o]!;
-                        const [term, rawSlope] = horizonTerm(g, target);
-                        const value = term * weight;
-                        const slope = rawSlope * weight;
-                        batchLoss += value;
-                        batchPairs += weight;
-                        grad.bias[o]! += slope;
-                        const w2 = o * hidden;
-                        for (let j = 0; j < hidden; j++) {
-                            grad.fc2[w2 + j]! += slope * a[j]!;
-                            da[j]! += slope * gate.fc2[w2 + j]!;
-                        }
-                    }
-                    for (let j = 0; j < hidden; j++) {
-                        const dz = da[j]! * siluSlope(z[j]!);
-                        if (dz === 0) continue;
-                        grad.fc1Bias[j]! += dz;
-                        const w1 = j * width;
-                        const g1 = grad.fc1;
-                        const x = set.x;
-                        for (let c = 0; c < width; c++) g1[w1 + c]! += dz * x[offset + c]!;
-                    }
-                }
-                if (!Number.isFinite(batchLoss))
-                    throw new TrainingDivergedError(`Training diverged: layer ${layer}, epoch ${epoch + 1}: the loss is ${batchLoss}`);
-                step++;
-                if (batchPairs > 0) {
-                    const progress = step / totalSteps;
-                    const rate = learningRate * Math.min(1, step / warmup) * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * progress)));
-                    adam.step(grad, 1 / batchPairs, rate);
-                }
-                lossSum += batchLoss;
-                pairSum += batchPairs;
-                if (performance.now() - lastYield > 50) {
-                    await new Promise((resolve) => setImmediate(resolve));
-                    lastYield = performance.now();
-                    options.signal?.throwIfAborted();
-                }
-            }
-            epochLoss = pairSum > 0 ? lossSum / pairSum : 0;
-            const bad = firstNonFinite(gate);
-            if (bad != null)
-                throw new TrainingDivergedError(`Training diverged: layer ${layer}, epoch ${epoch + 1}: a weight of ${bad} is not finite`);
-            options.onProgress?.({layer, layers, epoch: epoch + 1, epochs, loss: epochLoss});
-        }
+        loss.push(await fitLayer(gate, set, layer, run, random, pause, options.onProgress));
         gates.push(gate);
-        loss.push(epochLoss);
     }
+    const {layers, width, hidden, kvHeads} = run;
     return {gates: {layers, width, hidden, kvHeads, gates}, loss, counted, seconds: (performance.now() - started) / 1000};
+}
+
+/** Yields to the event loop when 50 ms have passed since it last did, then stops if `signal` is aborted. */
+function pauser(signal: AbortSignal | undefined): () => Promise<void> {
+    let lastYield = performance.now();
+    return async () => {
+        if (performance.now() - lastYield <= 50) return;
+        await new Promise((resolve) => setImmediate(resolve));
+        lastYield = performance.now();
+        signal?.throwIfAborted();
+    };
+}
+
+/**
+ * One row's pass through the gate: the hidden layer's pre-activations z and activations a, the loss's slope in each
+ * head's logit (dg, in doubles as computed) and in the activations (da).
+ */
+type RowScratch = {z: Float32Array; a: Float32Array; dg: Float64Array; da: Float32Array};
+
+/** A batch's running sums: the weighed loss and the weight of the (token, head) pairs it counted. */
+type BatchSums = {loss: number; pairs: number};
+
+/** Trains one layer's gate in place over `epochs` shuffled passes; returns the mean loss of the last. */
+async function fitLayer(
+    gate: GateLayerWeights,
+    set: LayerSet,
+    layer: number,
+    run: TrainSettings,
+    random: ReturnType<typeof mulberry32>,
+    pause: () => Promise<void>,
+    onProgress: TrainGatesOptions["onProgress"]
+): Promise<number> {
+    const {width, hidden, kvHeads, epochs, batch} = run;
+    const adam = new AdamW(gate, run.weightDecay);
+    const grad = zeroGate(width, hidden, kvHeads);
+    const order = Uint32Array.from({length: set.rows}, (_, i) => i);
+    const totalSteps = Math.ceil(set.rows / batch) * epochs;
+    const warmup = Math.max(1, Math.round(totalSteps * 0.05));
+    const scratch: RowScratch = {
+        z: new Float32Array(hidden),
+        a: new Float32Array(hidden),
+        dg: new Float64Array(kvHeads),
+        da: new Float32Array(hidden)
+    };
+    let step = 0;
+    let epochLoss = 0;
+    for (let epoch = 0; epoch < epochs; epoch++) {
+        shuffle(order, random);
+        let lossSum = 0;
+        let pairSum = 0;
+        for (let start = 0; start < set.rows; start += batch) {
+            const sums = batchGradient(gate, set, order.subarray(start, Math.min(set.rows, start + batch)), width, grad, scratch);
+            if (!Number.isFinite(sums.loss))
+                throw new TrainingDivergedError(`Training diverged: layer ${layer}, epoch ${epoch + 1}: the loss is ${sums.loss}`);
+            step++;
+            if (sums.pairs > 0) adam.step(grad, 1 / sums.pairs, scheduledRate(run.learningRate, step, totalSteps, warmup));
+            lossSum += sums.loss;
+            pairSum += sums.pairs;
+            await pause();
+        }
+        epochLoss = pairSum > 0 ? lossSum / pairSum : 0;
+        const bad = firstNonFinite(gate);
+        if (bad != null)
+            throw new TrainingDivergedError(`Training diverged: layer ${layer}, epoch ${epoch + 1}: a weight of ${bad} is not finite`);
+        onProgress?.({layer, layers: run.layers, epoch: epoch + 1, epochs, loss: epochLoss});
+    }
+    return epochLoss;
+}
+
+/** The learning rate at `step` (from 1): linear warm-up over `warmup` steps, then cosine down to 10% at `totalSteps`. */
+function scheduledRate(learningRate: number, step: number, totalSteps: number, warmup: number): number {
+    const progress = step / totalSteps;
+    return learningRate * Math.min(1, step / warmup) * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * progress)));
+}
+
+/** The gradient of the batch's `rows` summed into `grad` (cleared first): forward, loss slope, then backward per layer. */
+function batchGradient(
+    gate: GateLayerWeights,
+    set: LayerSet,
+    rows: Uint32Array,
+    width: number,
+    grad: GateLayerWeights,
+    scratch: RowScratch
+): BatchSums {
+    clearGate(grad);
+    const sums: BatchSums = {loss: 0, pairs: 0};
+    for (const row of rows) {
+        forwardRow(gate, set.x, row * width, width, scratch.a.length, scratch.a, scratch.z);
+        lossGradient(gate, set, row, scratch, sums);
+        outputBackward(gate, set, row, scratch, grad);
+        hiddenBackward(set.x, row * width, width, scratch, grad);
+    }
+    return sums;
+}
+
+/**
+ * The weighed loss of each head of the row the loss counts (not censored), added to `sums`, and its slope in the head's
+ * logit g, set in `scratch.dg`.
+ */
+function lossGradient(gate: GateLayerWeights, set: LayerSet, row: number, scratch: RowScratch, sums: BatchSums): void {
+    const {a, dg} = scratch;
+    const kvHeads = dg.length;
+    for (let o = 0; o < kvHeads; o++) {
+        const target = set.target[row * kvHeads + o]!;
+        if (Number.isNaN(target)) continue;
+        const weight = set.weight[row * kvHeads + o]!;
+        const [term, slope] = horizonTerm(headLogit(gate, a, o, a.length), target);
+        sums.loss += term * weight;
+        sums.pairs += weight;
+        dg[o] = slope * weight;
+    }
+}
+
+/**
+ * Backward through fc2 and the bias for the heads the loss counts: their gradients added to `grad`, the slope in the
+ * activations a set in `scratch.da`.
+ */
+function outputBackward(gate: GateLayerWeights, set: LayerSet, row: number, scratch: RowScratch, grad: GateLayerWeights): void {
+    const {a, da, dg} = scratch;
+    const hidden = a.length;
+    const kvHeads = dg.length;
+    da.fill(0);
+    for (let o = 0; o < kvHeads; o++) {
+        if (Number.isNaN(set.target[row * kvHeads + o]!)) continue;
+        const slope = dg[o]!;
+        grad.bias[o]! += slope;
+        const w2 = o * hidden;
+        for (let j = 0; j < hidden; j++) {
+            grad.fc2[w2 + j]! += slope * a[j]!;
+            da[j]! += slope * gate.fc2[w2 + j]!;
+        }
+    }
+}
+
+/** Backward through the SiLU and fc1 for the row at `offset` of `x`: fc1's and its bias's gradients added to `grad`. */
+function hiddenBackward(x: Float32Array, offset: number, width: number, scratch: RowScratch, grad: GateLayerWeights): void {
+    const {z, da} = scratch;
+    for (let j = 0; j < da.length; j++) {
+        const dz = da[j]! * siluSlope(z[j]!);
+        if (dz === 0) continue;
+        grad.fc1Bias[j]! += dz;
+        const w1 = j * width;
+        for (let c = 0; c < width; c++) grad.fc1[w1 + c]! += dz * x[offset + c]!;
+    }
 }
 
 /**
@@ -245,87 +303,6 @@ export function horizonTerm(g: number, target: number): [number, number] {
     const dLoss = abs < 1 ? diff : Math.sign(diff);
     const sigmoidNeg = g >= 0 ? Math.exp(-g) / (1 + Math.exp(-g)) : 1 / (1 + Math.exp(g));
     return [value, (dLoss * sigmoidNeg) / softplus];
-}
-
-/** Per token, the longest read horizon over every layer and KV head. */
-function sharedHorizons(data: GateTrainingData): Float32Array {
-    const per = data.layers * data.headCountKv;
-    const out = new Float32Array(data.tokens);
-    for (let i = 0; i < data.tokens; i++) {
-        let best = 0;
-        for (let k = 0; k < per; k++) best = Math.max(best, data.horizons[i * per + k]!);
-        out[i] = best;
-    }
-    return out;
-}
-
-/**
- * The rows of one layer the loss can count: inputs copied contiguous, targets log(1 + horizon) or NaN where censored;
- * with `shared`, every head's horizon is the token's longest.
- */
-function layerSet(data: GateTrainingData, layer: number, minSeen: number, shared: Float32Array | null, power: number) {
-    const {layers, embeddingLength: width, headCountKv: kvHeads, tokens: count} = data;
-    // A text the model ended itself has no future beyond its end: every read was seen. Only a text the token limit cut
-    // hides reads, so only its samples are censored (train.py's rule).
-    const ended = data.text != null && data.texts != null ? data.texts.map((t) => t.stop === "eog") : null;
-    const observed = (i: number, horizon: number) =>
-        ended?.[data.text![i]!] === true || isHorizonObserved(data.followers[i]!, horizon, minSeen);
-    const horizonOf = (i: number, h: number) => (shared != null ? shared[i]! : data.horizons[(i * layers + layer) * kvHeads + h]!);
-    const keep: number[] = [];
-    for (let i = 0; i < count; i++) {
-        for (let h = 0; h < kvHeads; h++) {
-            if (observed(i, horizonOf(i, h))) {
-                keep.push(i);
-                break;
-            }
-        }
-    }
-    const x = new Float32Array(keep.length * width);
-    const target = new Float32Array(keep.length * kvHeads);
-    const weight = new Float32Array(keep.length * kvHeads);
-    let pairs = 0;
-    let targetSum = 0;
-    keep.forEach((i, row) => {
-        x.set(data.features.subarray((i * layers + layer) * width, (i * layers + layer + 1) * width), row * width);
-        for (let h = 0; h < kvHeads; h++) {
-            const horizon = horizonOf(i, h);
-            const counts = observed(i, horizon);
-            target[row * kvHeads + h] = counts ? Math.log1p(horizon) : Number.NaN;
-            weight[row * kvHeads + h] = (1 + horizon) ** power;
-            if (counts) {
-                pairs++;
-                targetSum += Math.log1p(horizon);
-            }
-        }
-    });
-    return {rows: keep.length, x, target, weight, pairs, meanTarget: pairs > 0 ? targetSum / pairs : 0};
-}
-
-function initialGate(
-    width: number,
-    hidden: number,
-    kvHeads: number,
-    std: number,
-    random: ReturnType<typeof mulberry32>,
-    set: {meanTarget: number},
-    biasInit: number | "data"
-): GateLayerWeights {
-    const gate = zeroGate(width, hidden, kvHeads);
-    const normal = () => {
-        // Box-Muller on two uniforms in (0, 1]
-        const u = 1 - random.uniform();
-        const v = random.uniform();
-        return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v);
-    };
-    for (let k = 0; k < gate.fc1.length; k++) gate.fc1[k] = normal() * std;
-    for (let k = 0; k < gate.fc2.length; k++) gate.fc2[k] = normal() * std;
-    gate.bias.fill(biasInit === "data" ? logitForAge(set.meanTarget) : biasInit);
-    return gate;
-}
-
-/** The gate logit whose log(-1 / log beta) is `logAge`: softplus(-g) = exp(-logAge). */
-function logitForAge(logAge: number): number {
-    return -Math.log(Math.expm1(Math.exp(-logAge)));
 }
 
 function zeroGate(width: number, hidden: number, kvHeads: number): GateLayerWeights {
@@ -404,44 +381,4 @@ function firstNonFinite(gate: GateLayerWeights): string | null {
         }
     }
     return null;
-}
-
-/** AdamW (decoupled weight decay on the two matrices), betas 0.9 / 0.999, eps 1e-8. */
-class AdamW {
-    private readonly _m: GateLayerWeights;
-    private readonly _v: GateLayerWeights;
-    private _t = 0;
-
-    constructor(
-        private readonly _gate: GateLayerWeights,
-        _rate: number,
-        private readonly _decay: number
-    ) {
-        const width = _gate.fc1.length / _gate.fc1Bias.length;
-        this._m = zeroGate(width, _gate.fc1Bias.length, _gate.bias.length);
-        this._v = zeroGate(width, _gate.fc1Bias.length, _gate.bias.length);
-    }
-
-    step(grad: GateLayerWeights, scale: number, rate: number): void {
-        this._t++;
-        const b1 = 0.9;
-        const b2 = 0.999;
-        const c1 = 1 - b1 ** this._t;
-        const c2 = 1 - b2 ** this._t;
-        for (const key of ["fc1", "fc1Bias", "fc2", "bias"] as const) {
-            const p = this._gate[key];
-            const g = grad[key];
-            const m = this._m[key];
-            const v = this._v[key];
-            const decay = key === "fc1" || key === "fc2" ? 1 - rate * this._decay : 1;
-            for (let k = 0; k < p.length; k++) {
-                const gk = g[k]! * scale;
-                const mk = b1 * m[k]! + (1 - b1) * gk;
-                const vk = b2 * v[k]! + (1 - b2) * gk * gk;
-                m[k] = mk;
-                v[k] = vk;
-                p[k] = p[k]! * decay - (rate * (mk / c1)) / (Math.sqrt(vk / c2) + 1e-8);
-            }
-        }
-    }
 }

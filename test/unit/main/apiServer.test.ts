@@ -6,6 +6,7 @@ import type {EventChannel, Events, ServerRequestLog} from "../../../preload/cont
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {FakeEngine} from "./FakeEngine.js";
+import {serveApi} from "./serveApi.js";
 
 const disposers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -38,12 +39,7 @@ async function setup(options: {maxQueued?: number} = {}) {
         {version: "test", modelsDir: "/tmp/ponder-test-models", chat: {flushIntervalMs: 0}}
     );
     disposers.push(() => services.dispose());
-    const status = await services.server.update({
-        enabled: true,
-        port: 0,
-        ...(options.maxQueued != null ? {maxQueued: options.maxQueued} : {})
-    });
-    const client = new OpenAI({baseURL: status.url!, apiKey: "unused-on-loopback", maxRetries: 0});
+    const {status, client} = await serveApi(services, options.maxQueued != null ? {maxQueued: options.maxQueued} : {});
     const logs = () => events.filter((event) => event.channel === "server:request").map((event) => event.payload as ServerRequestLog);
     return {engine, services, status, client, logs};
 }
@@ -57,7 +53,7 @@ describe("the API server", () => {
         disposers.push(() => services.dispose());
         await services.server.restore();
         expect(services.server.status()).toMatchObject({running: false, url: null, settings: {enabled: false, host: "127.0.0.1"}});
-        const status = await services.server.update({enabled: true, port: 0});
+        const {status} = await serveApi(services);
         expect(status.running).toBe(true);
         expect(status.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
     });

@@ -10,6 +10,7 @@ import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {StateStore} from "../../../main/services/StateStore.js";
 import {FakeEngine} from "./FakeEngine.js";
+import {serveApi} from "./serveApi.js";
 
 const dirs: string[] = [];
 const disposers: (() => Promise<void>)[] = [];
@@ -45,8 +46,7 @@ async function setup() {
         chat: {flushIntervalMs: 0}
     });
     disposers.push(() => services.dispose());
-    const status = await services.server.update({enabled: true, port: 0, policy: "full", budget: {kind: "cells", cells: 1024}});
-    const client = new OpenAI({baseURL: status.url!, apiKey: "unused-on-loopback", maxRetries: 0});
+    const {client} = await serveApi(services, {policy: "full", budget: {kind: "cells", cells: 1024}});
     return {dir, states, engine, services, client};
 }
 

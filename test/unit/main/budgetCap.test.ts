@@ -15,6 +15,7 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import {FakeEngine} from "./FakeEngine.js";
+import {serveApi} from "./serveApi.js";
 
 const disposers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -178,9 +179,8 @@ describe("IPC", () => {
 describe("the API", () => {
     async function serve(inspection: ModelInspection = model) {
         const context = setup(inspection);
-        const status = await context.services.server.update({enabled: true, port: 0});
-        const client = new OpenAI({baseURL: status.url!, apiKey: "unused-on-loopback", maxRetries: 0});
-        return {...context, client, url: status.url!};
+        const {client, url} = await serveApi(context.services);
+        return {...context, client, url};
     }
 
     const ask = (ponder?: object) => ({

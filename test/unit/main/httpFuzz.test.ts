@@ -14,6 +14,7 @@ import {requestPath} from "../../../main/server/ApiServer.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {rawRequest} from "../../fixtures/rawRequest.js";
 import {FakeEngine} from "./FakeEngine.js";
+import {serveApi} from "./serveApi.js";
 
 const disposers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -46,8 +47,8 @@ async function apiServer(): Promise<{port: number}> {
         server: {timeouts: {headersTimeoutMs: 1000, requestTimeoutMs: 2000}}
     });
     disposers.push(() => services.dispose());
-    const status = await services.server.update({enabled: true, port: 0});
-    return {port: Number(new URL(status.url!).port)};
+    const {port} = await serveApi(services);
+    return {port};
 }
 
 async function bridge(options: {maxConnections?: number; headersTimeoutMs?: number} = {}): Promise<LoopbackBridge> {

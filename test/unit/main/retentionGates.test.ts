@@ -21,6 +21,7 @@ import {mulberry32} from "../../fixtures/gguf/random.js";
 import {writeRetentionSidecar, type GateLayer, type SidecarSpec} from "../../fixtures/gguf/retentionSidecar.js";
 import {gguf} from "../../fixtures/gguf/writeGguf.js";
 import {FakeEngine} from "./FakeEngine.js";
+import {serveApi} from "./serveApi.js";
 
 let dir: string;
 beforeAll(async () => {
@@ -361,8 +362,7 @@ describe("TRIM-KV for a model without gates", () => {
     it("is refused through the API with the reason (400, policy_unavailable on ponder.policy), never run as another policy", async () => {
         const {engine, services} = setup();
         try {
-            const status = await services.server.update({enabled: true, port: 0});
-            const client = new OpenAI({baseURL: status.url!, apiKey: "unused-on-loopback", maxRetries: 0});
+            const {client} = await serveApi(services);
             const request = {model: "no-gates", messages: [{role: "user", content: "2+2?"}], ponder: {policy: "trimkv"}};
             const error = await client.chat.completions
                 .create(request as OpenAI.ChatCompletionCreateParamsNonStreaming)
