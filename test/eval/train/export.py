@@ -1,10 +1,14 @@
-"""Exports a training checkpoint to GGUF (the checkpoint's architecture, llama or qwen3) via exportGguf.ts.
+"""Exports a training checkpoint to GGUF (the checkpoint's architecture, llama, qwen2 or qwen3) via exportGguf.ts.
 
 Usage: python3 test/eval/train/export.py --ckpt test/eval/train/runs/main/final.pt --out resources/models/ponder-demo.gguf
        python3 test/eval/train/export.py --ckpt test/eval/train/runs/merge/final.pt --task merge \
            --out resources/models/ponder-merge.gguf
+       python3 test/eval/train/export.py --ckpt test/eval/train/checkpoints/multi-weights.pt --task multi --type f16
+
+A checkpoint (train.py's checkpoint.pt or final.pt) names its task; a weights file (--save-weights) does not: give --task.
 
 The PyTorch model already uses llama.cpp's layouts (RoPE "NORM" adjacent pairs for llama, "NEOX" halves for qwen3),
+and qwen2's biases on q, k and v are llama.cpp's attn_q.bias, attn_k.bias and attn_v.bias,
 so tensors are written as they are: a torch Linear weight [out, in] (row-major) is the ggml tensor with ne = [in, out].
 """
 from __future__ import annotations
@@ -43,6 +47,15 @@ MODELS = {
                        "two-digit numbers step by step inside <think>...</think> and answers the k-th number of the merge. "
                        "It knows nothing else.",
         "out": os.path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf")
+    },
+    "multi": {
+        "name": "Ponder Reasoner",
+        "description": "A ~3M-parameter qwen2-architecture model (grouped-query attention, biases on q, k and v) trained "
+                       "from scratch (test/eval/train in the Ponder repository) on six synthetic task families asked in "
+                       "words: running a program of mod-10 additions, the k-th number of two merged sorted lists, a "
+                       "running sum mod 100, following arrows, reversing a list, and counting votes. It thinks step by "
+                       "step inside <think>...</think> and then answers. It knows nothing else.",
+        "out": os.path.join(REPO_ROOT, "resources", "models", "ponder-multi.gguf")
     }
 }
 
@@ -59,6 +72,8 @@ def gguf_tensors(model: Transformer):
             (p + "attn_v.weight", layer.wv.weight),
             (p + "attn_output.weight", layer.wo.weight),
         ]
+        if model.cfg.arch == "qwen2":
+            out += [(p + "attn_q.bias", layer.wq.bias), (p + "attn_k.bias", layer.wk.bias), (p + "attn_v.bias", layer.wv.bias)]
         if model.cfg.arch == "qwen3":
             out += [(p + "attn_q_norm.weight", layer.q_norm.weight), (p + "attn_k_norm.weight", layer.k_norm.weight)]
         out += [
@@ -72,11 +87,23 @@ def gguf_tensors(model: Transformer):
 
 
 def load_model(ckpt_path: str) -> Transformer:
+    """A checkpoint's or a weights file's model (a weights file may hold F16 values: read back as F32)."""
     ckpt = torch.load(ckpt_path)
     model = Transformer(ModelConfig(**ckpt["config"]))
-    model.load_state_dict(ckpt["model"])
+    model.load_state_dict({name: tensor.float() for name, tensor in ckpt["model"].items()})
     model.eval()
     return model
+
+
+def task_of(ckpt_path: str, task: str | None) -> str:
+    """The task a model was trained on: the one asked for, else the checkpoint's --task (runs before the option were
+    the demo task's); a weights file names none."""
+    if task is not None:
+        return task
+    args = torch.load(ckpt_path).get("args")
+    if args is None:
+        raise SystemExit(f"{ckpt_path} does not name its task (a weights file): give --task")
+    return args.get("task", "demo")
 
 
 def main():
@@ -89,7 +116,7 @@ def main():
 
     model = load_model(args.ckpt)
     assert model.cfg.vocab_size == VOCAB_SIZE, "checkpoint vocabulary differs from task.py's tokenizer"
-    task = args.task or torch.load(args.ckpt)["args"].get("task", "demo")
+    task = task_of(args.ckpt, args.task)
     info = MODELS[task]
     args.out = args.out or info["out"]
     header = {"config": {**model.cfg.to_dict(), "n_head_kv": model.cfg.kv_heads, "n_embd_head": model.cfg.head_dim},

@@ -1,4 +1,4 @@
-// Writes a trained reasoner as a GGUF (the "llama" or "qwen3" architecture) from the raw tensors that export.py dumps.
+// Writes a trained reasoner as a GGUF (the "llama", "qwen2" or "qwen3" architecture) from the raw tensors that export.py dumps.
 // Reuses the GGUF writer, the byte-level tokenizer table and the ChatML + <think> chat template of the test
 // fixtures, so the embedded model and the fixture models share one tokenizer/template definition.
 //
@@ -21,7 +21,7 @@ type Dump = {
         rope_freq_base: number;
         rms_eps: number;
         context_length: number;
-        /** "llama" or "qwen3" (absent in older dumps: llama). */
+        /** "llama", "qwen2" or "qwen3" (absent in older dumps: llama). */
         arch?: string;
         n_head_kv: number;
         n_embd_head: number;
@@ -80,8 +80,10 @@ async function main() {
     const endOfText = vocab.idOf("<|endoftext|>");
     const imEnd = vocab.idOf("<|im_end|>");
     const a = c.arch ?? "llama";
-    if (a !== "llama" && a !== "qwen3") throw new Error(`unsupported architecture ${a}`);
-    // qwen3 states the head dimension (it need not be n_embd / n_head); llama's is n_embd / n_head.
+    if (a !== "llama" && a !== "qwen2" && a !== "qwen3") throw new Error(`unsupported architecture ${a}`);
+    // qwen3 states the head dimension (it need not be n_embd / n_head); llama's and qwen2's is n_embd / n_head (qwen2's
+    // biases on q, k and v are tensors of their own, attn_q.bias and the like, and need no key).
+    if (a !== "qwen3" && c.n_embd_head * c.n_head !== c.n_embd) throw new Error(`${a} needs n_embd = n_head * head dimension`);
     const headDims: Array<[string, GgufValue]> =
         a === "qwen3"
             ? [

@@ -2,6 +2,8 @@
 
 Usage: python3 test/eval/train/verify.py --ckpt test/eval/train/runs/main/final.pt --gguf resources/models/ponder-demo.gguf
        python3 test/eval/train/verify.py --ckpt test/eval/train/runs/merge/final.pt --gguf resources/models/ponder-merge.gguf
+       python3 test/eval/train/verify.py --ckpt test/eval/train/checkpoints/multi-weights.pt --task multi \
+           --gguf resources/models/ponder-multi.gguf
 
 The sample texts are problems of the checkpoint's task (its --task).
 """
@@ -21,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from task import render_prompt, render_completion, tokenize, EVAL_SEED_BASE
-from export import load_model, REPO_ROOT, MODELS
+from export import load_model, task_of, REPO_ROOT, MODELS
 from train import TASKS
 
 
@@ -29,12 +31,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
     p.add_argument("--gguf", help="the exported model; the task's model in resources/models/")
+    p.add_argument("--task", choices=sorted(MODELS), help="the task the model was trained on; the checkpoint's --task")
     p.add_argument("--seed", type=int, default=EVAL_SEED_BASE + 20_000_000)
     args = p.parse_args()
     torch.set_num_threads(1)
 
     model = load_model(args.ckpt)
-    task_name = torch.load(args.ckpt)["args"].get("task", "demo")
+    task_name = task_of(args.ckpt, args.task)
     task = TASKS[task_name]
     args.gguf = args.gguf or MODELS[task_name]["out"]
     generate_problem = task.generate_problem
