@@ -5,7 +5,7 @@ import {svelte} from "@sveltejs/vite-plugin-svelte";
 import {computeSeriesHash} from "./native/seriesHash.mjs";
 
 // The patch series this build of the app needs: a local llama.cpp build stamped with another one is stale
-// (main/engine/native/currentSeriesHash.ts). The app ships without native/, so the hash is fixed here.
+// (main/engine/builds/currentSeriesHash.ts). The app ships without native/, so the hash is fixed here.
 const nodeLlamaCpp = JSON.parse(readFileSync(resolve(import.meta.dirname, "node_modules/node-llama-cpp/package.json"), "utf8")) as {
     version: string;
 };

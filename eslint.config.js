@@ -1,7 +1,7 @@
 // `npm run lint`: ESLint's and typescript-eslint's recommended rules, eslint-plugin-svelte's for the components, the
 // promise rules that need types (a promise nobody awaits loses its error), the house rules of docs/CONTRIBUTING.md
-// that a linter can check, and one importer per boundary (node-llama-cpp only in main/engine/, better-sqlite3 only in
-// main/db/, Electron only where the app meets it, `ipcMain` only in main/ipc/).
+// that a linter can check, and one importer per boundary (node-llama-cpp only in the engine process's folders of
+// main/engine/, better-sqlite3 only in main/db/, Electron only where the app meets it, `ipcMain` only in main/ipc/).
 // test/unit/boundaries.test.ts checks the same boundaries, dynamic `import()` included. Layout is Prettier's job.
 import js from "@eslint/js";
 import {defineConfig} from "eslint/config";
@@ -10,11 +10,15 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 import svelteConfig from "./svelte.config.js";
 
+const llamaMessage = "node-llama-cpp is imported only in the engine process's folders of main/engine/ (and by the downloader).";
+/** The folders of main/engine whose code runs in the engine process (test/unit/boundaries.test.ts names them too). */
+const engineProcess = ["runtime", "generation", "states", "pruning", "calibration", "native"].map((dir) => `main/engine/${dir}/**`);
+
 /** Each boundary: the imports that only its own folder makes. */
 const boundaries = {
     llama: {
-        paths: [{name: "node-llama-cpp", message: "node-llama-cpp is imported only in main/engine/."}],
-        patterns: [{group: ["node-llama-cpp/*"], message: "node-llama-cpp is imported only in main/engine/."}]
+        paths: [{name: "node-llama-cpp", message: llamaMessage}],
+        patterns: [{group: ["node-llama-cpp/*"], message: llamaMessage}]
     },
     sqlite: {paths: [{name: "better-sqlite3", message: "better-sqlite3 is imported only in main/db/."}], patterns: []},
     electron: {
@@ -117,11 +121,15 @@ export default defineConfig(
         rules: {"@typescript-eslint/no-explicit-any": "off"}
     },
     {files: ["main/**", "preload/**", "renderer/**"], rules: {"no-restricted-imports": restrictImports("llama", "sqlite", "electron")}},
-    {files: ["main/engine/**"], rules: {"no-restricted-imports": restrictImports("sqlite", "electron")}},
+    // The engine process, and the downloader (node-llama-cpp's JavaScript over HTTP, in the main process).
+    {
+        files: [...engineProcess, "main/engine/host/downloadModel.ts"],
+        rules: {"no-restricted-imports": restrictImports("sqlite", "electron")}
+    },
     {files: ["main/db/**"], rules: {"no-restricted-imports": restrictImports("llama", "electron")}},
     {files: ["main/ipc/**"], rules: {"no-restricted-imports": restrictImports("llama", "sqlite")}},
     {files: ["main/index.ts", "preload/index.ts"], rules: {"no-restricted-imports": restrictImports("llama", "sqlite", "ipcMain")}},
     // The engine process is an Electron utility process where Electron runs the app.
-    {files: ["main/engine/process/utilityEngine.ts"], rules: {"no-restricted-imports": restrictImports("sqlite", "ipcMain")}},
+    {files: ["main/engine/host/utilityEngine.ts"], rules: {"no-restricted-imports": restrictImports("llama", "sqlite", "ipcMain")}},
     {files: ["renderer/**"], rules: {"no-restricted-imports": restrictImports("llama", "sqlite", "electron", "mainCode")}}
 );

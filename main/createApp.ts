@@ -1,7 +1,7 @@
 import path from "node:path";
 import {AppDatabase} from "./db/AppDatabase.js";
 import type {EngineApi} from "./engine/EngineApi.js";
-import {EngineProxy, type SpawnEngine} from "./engine/process/EngineProxy.js";
+import {EngineProxy, type SpawnEngine} from "./engine/host/EngineProxy.js";
 import {AppServices, type AppServicesOptions} from "./services/AppServices.js";
 import {readRuntimeOptions} from "./services/RpcServerService.js";
 import type {Emit} from "./services/types.js";

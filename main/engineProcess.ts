@@ -1,9 +1,9 @@
 import {parseArgs} from "node:util";
 import type {EngineBuildChoice} from "../preload/contract.js";
-import {Engine} from "./engine/Engine.js";
-import {loadRuntime} from "./engine/loadRuntime.js";
-import type {Channel, FromEngine, ToEngine} from "./engine/process/protocol.js";
-import {serveEngine} from "./engine/process/serveEngine.js";
+import {Engine} from "./engine/runtime/Engine.js";
+import {loadRuntime} from "./engine/runtime/loadRuntime.js";
+import type {Channel, FromEngine, ToEngine} from "./engine/protocol.js";
+import {serveEngine} from "./engine/runtime/serveEngine.js";
 
 // The engine process: node-llama-cpp, the patched llama.cpp and the KV controller, apart from the window and the
 // database. Started by the app as an Electron utility process and by headless mode as a forked Node process.

@@ -1,6 +1,6 @@
 import path from "node:path";
 import {createApp} from "./createApp.js";
-import {forkEngine} from "./engine/process/forkEngine.js";
+import {forkEngine} from "./engine/host/forkEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {checkHeadlessModel, headlessUsage, parseHeadlessArgs} from "./headlessArgs.js";
 import {createDispatch} from "./ipc/dispatch.js";

@@ -1,7 +1,7 @@
 import os from "node:os";
 import path from "node:path";
 import {parseArgs} from "node:util";
-import {checkGgufHeader} from "./engine/checkGgufHeader.js";
+import {checkGgufHeader} from "./engine/gguf/checkGgufHeader.js";
 
 /** The headless mode's options, as parsed from its command line. */
 export type HeadlessArgs = {

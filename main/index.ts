@@ -4,7 +4,7 @@ import {app, BrowserWindow, dialog, net, protocol, session, shell, type IpcMainI
 import {APP_PAGE_URL, APP_SCHEME, APP_SCHEME_PRIVILEGES, isAppPage} from "./appPage.js";
 import {secureAppSession} from "./appSession.js";
 import {createApp} from "./createApp.js";
-import {utilityEngine} from "./engine/process/utilityEngine.js";
+import {utilityEngine} from "./engine/host/utilityEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {createDispatch} from "./ipc/dispatch.js";
 import {createHandlers} from "./ipc/handlers.js";

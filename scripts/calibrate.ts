@@ -1,7 +1,7 @@
 // `npm run calibrate`: TRIM-KV retention gates for a GGUF model from its own thinking, headless.
 //
 //   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
-//                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weights 1,0.5] [--work-dir dir] [--threads N] [--prompt-set own|demo|merge|english]
+//                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weights 1,0.5] [--work-dir dir] [--threads N] [--prompt-set own|demo|merge|multi|english]
 //                        [--prompts-file prompts.jsonl|prompts.txt] [--traces traces.jsonl] [--conversations <data dir>] [--draws N]
 //
 // --prompts-file: a person's own prompts instead of the model's questions (JSON Lines, a string or {"prompt": "..."}
@@ -23,9 +23,9 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {parseArgs} from "node:util";
-import {calibrateRetention, type CalibrationJobProgress} from "../main/engine/calibration/calibrateRetention.js";
-import {checkGgufHeader} from "../main/engine/checkGgufHeader.js";
-import {choosePromptSet} from "../main/engine/calibration/choosePromptSet.js";
+import {calibrateRetention} from "../main/engine/calibration/calibrateRetention.js";
+import {checkGgufHeader} from "../main/engine/gguf/checkGgufHeader.js";
+import {choosePromptSet} from "../main/engine/retention/choosePromptSet.js";
 import type {PromptSet} from "../main/engine/calibration/prompts.js";
 import {parsePromptsFile} from "../main/engine/calibration/promptsFile.js";
 import {parseTraceFile, type WrittenText} from "../main/engine/calibration/writtenTexts.js";
@@ -34,6 +34,7 @@ import {DataDirLock, DataDirLockedError} from "../main/DataDirLock.js";
 import {conversationTexts, minimumConversations} from "../main/services/conversationTexts.js";
 import {loadPatchedLlama} from "../main/engine/native/loadPatchedLlama.js";
 import {describeCalibrationResult} from "../renderer/lib/describeCalibration.js";
+import type {CalibrationJobProgress} from "../main/engine/calibration/types.js";
 
 function fail(message: string): never {
     console.error(`error: ${message}`);
@@ -113,8 +114,8 @@ const bundled = path.resolve(import.meta.dirname, "../resources/models/ponder-de
 const sources = (["prompts-file", "prompt-set", "traces", "conversations"] as const).filter((name) => values[name] != null);
 if (sources.length > 1) fail(`${sources.map((name) => `--${name}`).join(" and ")} name the prompts twice: give one`);
 const draws = number("draws", values.draws, 1) ?? 1;
-if (values["prompt-set"] != null && !["own", "demo", "merge", "english"].includes(values["prompt-set"]))
-    fail("--prompt-set is own, demo, merge or english");
+if (values["prompt-set"] != null && !["own", "demo", "merge", "multi", "english"].includes(values["prompt-set"]))
+    fail("--prompt-set is own, demo, merge, multi or english");
 const promptList = values["prompts-file"] == null ? undefined : await readPromptsFile(path.resolve(values["prompts-file"]));
 const texts =
     values.traces != null
@@ -207,7 +208,7 @@ try {
 }
 try {
     console.error(
-        `calibrating ${path.basename(modelPath)} on ${{english: "Ponder's English prompts", own: "questions it writes itself", demo: "the demo task's training problems", merge: "the merge task's training problems", file: `the ${promptList?.length ?? 0} prompts of ${values["prompts-file"]}`, conversations: "its conversations, read", traces: "a trace file, read"}[promptSet]}`
+        `calibrating ${path.basename(modelPath)} on ${{english: "Ponder's English prompts", own: "questions it writes itself", demo: "the demo task's training problems", merge: "the merge task's training problems", multi: "the many-task model's training problems", file: `the ${promptList?.length ?? 0} prompts of ${values["prompts-file"]}`, conversations: "its conversations, read", traces: "a trace file, read"}[promptSet]}`
     );
     const run = (seed: number | undefined) =>
         calibrateRetention({

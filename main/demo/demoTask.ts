@@ -15,7 +15,7 @@
 //
 // Training uses seeds below 2^31; held-out problems use seeds from EVAL_SEED_BASE (2^31) up.
 
-import {mulberry32} from "./mulberry32.js";
+import {mulberry32} from "../shared/mulberry32.js";
 
 export const EVAL_SEED_BASE = 0x80000000;
 

@@ -19,7 +19,7 @@
 // the thought's end.
 
 import {EVAL_SEED_BASE} from "./demoTask.js";
-import {mulberry32} from "./mulberry32.js";
+import {mulberry32} from "../shared/mulberry32.js";
 
 export const DEFAULT_MIN_ITEMS = 40;
 export const DEFAULT_MAX_ITEMS = 80;

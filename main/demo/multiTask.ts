@@ -22,9 +22,9 @@
 // ports. Training uses seeds below 2^31; held-out sets use seeds from EVAL_SEED_BASE (2^31) up with heldOutOptions():
 // sizes in the upper half of each family's range and, for merge, a position in the second half.
 
-import {generateDemoProblem} from "./demoTask.js";
+import {EVAL_SEED_BASE, generateDemoProblem} from "./demoTask.js";
 import {generateMergeProblem} from "./mergeTask.js";
-import {mulberry32} from "./mulberry32.js";
+import {mulberry32} from "../shared/mulberry32.js";
 
 /** The task families, in the order the generator draws them from. */
 export const MULTI_FAMILIES = ["program", "merge", "sum", "chase", "reverse", "tally"] as const;
@@ -257,4 +257,13 @@ export function generateMultiProblem(seed: number, options: MultiTaskOptions = {
     const family = families[rng.int(families.length)]!;
     const [question, thinking, answer, size] = GENERATORS[family](rng, resolved);
     return {seed, family, question, thinking, answer, size};
+}
+
+/**
+ * `count` held-out problems of the families named (every family by default): seeds EVAL_SEED_BASE + offset + i with
+ * heldOutOptions(), so no problem is one training drew.
+ */
+export function heldOutMultiProblems(count: number, families: readonly MultiFamily[] = MULTI_FAMILIES, offset = 0): MultiProblem[] {
+    const options = heldOutOptions(families);
+    return Array.from({length: count}, (_, i) => generateMultiProblem((EVAL_SEED_BASE + offset + i) >>> 0, options));
 }

@@ -1,10 +1,11 @@
-import type {KvSample} from "../../../preload/contract/compression.js";
-import type {BuildInfo, EngineStatus, ReadReason} from "../../../preload/contract/engine.js";
-import type {ErrorInfo} from "../../../preload/contract/errors.js";
-import type {ModelInfo} from "../../../preload/contract/models.js";
-import type {CalibrateRequest, CalibrationJobProgress} from "../calibrateLoadedModel.js";
-import type {LoadOptions} from "../EngineApi.js";
+import type {KvSample} from "../../preload/contract/compression.js";
+import type {BuildInfo, EngineStatus, ReadReason} from "../../preload/contract/engine.js";
+import type {ErrorInfo} from "../../preload/contract/errors.js";
+import type {ModelInfo} from "../../preload/contract/models.js";
 import type {
+    LoadOptions,
+    CalibrateRequest,
+    CalibrationJobProgress,
     CountTokensRequest,
     GenerateRequest,
     GenerationChunk,
@@ -12,7 +13,7 @@ import type {
     ModelInspection,
     PromptTokenCount,
     StateSave
-} from "../types.js";
+} from "./EngineApi.js";
 
 /**
  * The messages between the main process and the engine process (`EngineProxy` and `serveEngine`), in the

@@ -1,6 +1,5 @@
 import {z} from "zod";
-import type {RequestChannel, Result} from "../../preload/contract.js";
-import {requestChannels} from "../../preload/contract.js";
+import {type RequestChannel, type Result, requestChannels} from "../../preload/contract.js";
 import {toErrorInfo} from "../toErrorInfo.js";
 import type {Handlers} from "./handlers.js";
 import {requestSchemas} from "./schemas.js";

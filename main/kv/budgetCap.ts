@@ -3,7 +3,7 @@ import type {ErrorInfo} from "../../preload/contract/errors.js";
 import {kvBounds} from "../../preload/kvBounds.js";
 import {cellsInMib, mibOfBytes} from "../../preload/kvUnits.js";
 import {AppError} from "../AppError.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "../engine/EngineApi.js";
 import {describeKvTypes, kvBytesPerCell, kvTypesOf, type KvShape} from "./kvMemory.js";
 
 // What a KV budget may be on a model, in one place: the estimate, the services that store or take a budget (IPC,

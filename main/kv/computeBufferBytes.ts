@@ -1,4 +1,4 @@
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "../engine/EngineApi.js";
 import {GraphAllocator} from "./GraphAllocator.js";
 import {headLength, type KvCacheType} from "./kvMemory.js";
 

@@ -1,6 +1,6 @@
 import type {KvCacheType} from "../../preload/contract/compression.js";
 import type {GpuLayers} from "../../preload/contract/models.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "../engine/EngineApi.js";
 import {computeBufferBytes} from "./computeBufferBytes.js";
 import {gpuOffload, type OffloadFit} from "./gpuOffload.js";
 import {kvBytesPerCell, kvTypesOf} from "./kvMemory.js";

@@ -1,6 +1,6 @@
 import type {OffloadEstimate} from "../../preload/contract/compression.js";
 import type {GpuLayers} from "../../preload/contract/models.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "../engine/EngineApi.js";
 
 /** Where the layers go, in bytes; the caller names the place (`OffloadEstimate.target` and `memory`). */
 export type OffloadFit = Omit<OffloadEstimate, "target" | "memory">;

@@ -1,6 +1,6 @@
 import type {KvCacheType} from "../../preload/contract/compression.js";
 import {bytesPerMib, type KvCacheTypes} from "../../preload/kvUnits.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "../engine/EngineApi.js";
 
 export type {KvCacheType};
 

@@ -2,7 +2,7 @@ import type {CompressionSettings} from "../../preload/contract/compression.js";
 import type {ErrorInfo} from "../../preload/contract/errors.js";
 import {mibOfBytes} from "../../preload/kvUnits.js";
 import {AppError} from "../AppError.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "../engine/EngineApi.js";
 import {budgetAboveCap, budgetCap, cellsOfBudget, minBudgetCells} from "./budgetCap.js";
 import {contextFit, kvCellPadding, type ContextFit, type ContextShape, type FitOptions} from "./contextFit.js";
 import {describeKvTypes, kvBytesPerCell, kvTypesOf} from "./kvMemory.js";

@@ -1,5 +1,5 @@
 import type http from "node:http";
-import type {GenerationChunk} from "../engine/types.js";
+import type {GenerationChunk} from "../engine/EngineApi.js";
 import {EventStream} from "../net/EventStream.js";
 import {writeJson} from "../net/writeJson.js";
 import type {OpenAiRequest} from "./openaiRequest.js";

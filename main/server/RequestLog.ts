@@ -1,7 +1,7 @@
 import {randomUUID} from "node:crypto";
 import type http from "node:http";
 import type {KvSample, PolicyId, ServerRequestLog} from "../../preload/contract.js";
-import type {GenerationChunk} from "../engine/types.js";
+import type {GenerationChunk} from "../engine/EngineApi.js";
 import type {Usage} from "./openaiWire.js";
 import type {CompletionResult} from "./types.js";
 

@@ -1,6 +1,6 @@
 import type {z} from "zod";
 import {AppError} from "../AppError.js";
-import type {ChatTurn} from "../engine/types.js";
+import type {ChatTurn} from "../engine/EngineApi.js";
 import type {ChatCompletionRequestBody} from "./openaiSchemas.js";
 import type {CompletionResult} from "./types.js";
 

@@ -1,5 +1,5 @@
 import type {KvBudget, KvCacheType, KvSample, PolicyId} from "../../preload/contract.js";
-import type {ChatTurn, GenerationChunk, GenerationResult} from "../engine/types.js";
+import type {ChatTurn, GenerationChunk, GenerationResult} from "../engine/EngineApi.js";
 
 // What the API server asks of the app, and what it gets back: the server owns this contract, and the app's services
 // implement it (ServerService hands the server its backend), so main/server never imports main/services.

@@ -1,6 +1,6 @@
 import type {MessageRow} from "../db/types.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import type {GenerationChunk} from "../engine/types.js";
+import type {GenerationChunk} from "../engine/EngineApi.js";
 
 /** An answer's text, thinking, counts and times so far, as its row stores them. */
 export type AnswerFields = Pick<

@@ -1,10 +1,9 @@
 import path from "node:path";
 import type {CalibrationConversations, CalibrationProvenance, CalibrationStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import type {CalibrationJobProgress, CalibrationResult, CalibrationSettings} from "../engine/calibrateLoadedModel.js";
-import {choosePromptSet} from "../engine/calibration/choosePromptSet.js";
-import {compressionSupport} from "../engine/compressionSupport.js";
-import type {EngineApi} from "../engine/EngineApi.js";
+import {choosePromptSet} from "../engine/retention/choosePromptSet.js";
+import {compressionSupport} from "../kv/compressionSupport.js";
+import type {EngineApi, CalibrationJobProgress, CalibrationResult, CalibrationSettings} from "../engine/EngineApi.js";
 import {modelFingerprint} from "../engine/retention/modelFingerprint.js";
 import {minimumConversations, type ConversationTexts} from "./conversationTexts.js";
 import type {ModelService} from "./ModelService.js";

@@ -3,7 +3,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type {DownloadStatus} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import {startFilesDownload, type FilesDownload} from "../engine/downloadModel.js";
+import {startFilesDownload, type FilesDownload} from "../engine/host/downloadModel.js";
 import {trimkvReleaseFiles, trimkvReleases} from "../engine/retention/trimkvReleases.js";
 import {probeDownload, type ProbeOptions} from "./probeDownload.js";
 import type {ModelService} from "./ModelService.js";

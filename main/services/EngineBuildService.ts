@@ -3,9 +3,9 @@ import type {EngineBuild, EngineBuildChoice, EngineBuilds} from "../../preload/c
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
-import {currentSeriesHash} from "../engine/native/currentSeriesHash.js";
-import {autoBackendOrder, engineBuildOrder} from "../engine/native/engineBuildOrder.js";
-import {listEngineBuilds} from "../engine/native/listEngineBuilds.js";
+import {currentSeriesHash} from "../engine/builds/currentSeriesHash.js";
+import {autoBackendOrder, engineBuildOrder} from "../engine/builds/engineBuildOrder.js";
+import {listEngineBuilds} from "../engine/builds/listEngineBuilds.js";
 import type {GenerationQueue} from "./GenerationQueue.js";
 import {readEnabledRpcServers} from "./rpcServerSettings.js";
 

@@ -1,7 +1,6 @@
 import type {CompressionSettings} from "../../preload/contract.js";
 import {AppError} from "../AppError.js";
-import type {EngineApi} from "../engine/EngineApi.js";
-import type {GenerateRequest, GenerationResult} from "../engine/types.js";
+import type {EngineApi, GenerateRequest, GenerationResult} from "../engine/EngineApi.js";
 import type {ResolvedKv} from "../kv/resolveKv.js";
 import type {CompressionService} from "./CompressionService.js";
 import {QueueAbortError, type GenerationQueue} from "./GenerationQueue.js";

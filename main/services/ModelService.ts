@@ -7,16 +7,15 @@ import type {
     ModelDetails,
     ModelInfo
 } from "../../preload/contract.js";
-import {compressionSupport} from "../engine/compressionSupport.js";
+import {compressionSupport} from "../kv/compressionSupport.js";
 import {headLength, kvBytesPerCell} from "../kv/kvMemory.js";
 import {findRetentionGates} from "../engine/retention/findRetentionGates.js";
 import {matchTrimkvReleases} from "../engine/retention/matchTrimkvReleases.js";
 import {CheckpointError} from "../engine/retention/trimkvCheckpoint/CheckpointError.js";
 import {convertTrimkvCheckpoint} from "../engine/retention/trimkvCheckpoint/convertTrimkvCheckpoint.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection, EngineApi} from "../engine/EngineApi.js";
 import {AppError} from "../AppError.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
-import type {EngineApi} from "../engine/EngineApi.js";
 import {toModelInfo} from "./dto.js";
 import {recommendedSampling} from "./recommendedSampling.js";
 import type {SettingsService} from "./SettingsService.js";

@@ -1,8 +1,7 @@
 import type {MessageDto, MessageStats} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
-import type {EngineApi} from "../engine/EngineApi.js";
-import type {StateSave} from "../engine/types.js";
+import type {EngineApi, StateSave} from "../engine/EngineApi.js";
 import type {StateStore} from "./StateStore.js";
 import type {Emit} from "./types.js";
 

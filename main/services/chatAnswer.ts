@@ -1,7 +1,7 @@
 import type {CompressionSettings, ConversationSettings} from "../../preload/contract.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {MessageRow} from "../db/types.js";
-import type {ChatTurn} from "../engine/types.js";
+import type {ChatTurn} from "../engine/EngineApi.js";
 import type {CompareRun} from "./compareWithFull.js";
 import type {ConversationService} from "./ConversationService.js";
 import {answerHistory} from "./toTurn.js";

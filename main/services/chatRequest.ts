@@ -1,5 +1,5 @@
 import type {MessageStats} from "../../preload/contract.js";
-import type {GenerateRequest} from "../engine/types.js";
+import type {GenerateRequest} from "../engine/EngineApi.js";
 import type {AnswerProgress} from "./AnswerProgress.js";
 import type {ChatAnswer} from "./chatAnswer.js";
 import {recordSample} from "./recordSample.js";

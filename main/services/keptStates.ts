@@ -1,4 +1,4 @@
-import type {GenerationResult} from "../engine/types.js";
+import type {GenerationResult} from "../engine/EngineApi.js";
 import type {ChatAnswer} from "./chatAnswer.js";
 import type {AnswerEnd} from "./finishedAnswer.js";
 import type {PendingStates} from "./PendingStates.js";

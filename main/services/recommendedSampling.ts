@@ -1,5 +1,5 @@
 import type {RecommendedSampling, SamplingValues} from "../../preload/contract.js";
-import type {ModelInspection} from "../engine/types.js";
+import type {ModelInspection} from "../engine/EngineApi.js";
 
 /** Values a model card leaves unsaid: no top-k, no min-p, no repeat penalty. */
 const neutral: SamplingValues = {temperature: 0.6, topP: 0.95, topK: 0, minP: 0, repeatPenalty: 1};

@@ -1,4 +1,4 @@
-import type {ChatTurn} from "../engine/types.js";
+import type {ChatTurn} from "../engine/EngineApi.js";
 import type {MessageRow} from "../db/types.js";
 
 /** A stored message as a turn of the prompt; an answer that failed before writing anything is left out. */

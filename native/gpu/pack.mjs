@@ -2,8 +2,8 @@
 // Packs the CUDA check (native/gpu/README.md): llama.cpp's source as node-llama-cpp ships it with Ponder's llama.cpp
 // patches applied (what native/build.mjs leaves in node_modules/node-llama-cpp/llama/llama.cpp), without what the
 // harness does not build (docs, models, tools, examples, tests, other backends), the demo model and its retention
-// sidecar, the random-weight 1.5B shape when it has been made, the harness, run.sh and the CPU reference, into one
-// tar.gz under 64 MiB.
+// sidecar, the random-weight 1.5B shape when it has been made, the harness (with the policies' choices it includes),
+// run.sh and the CPU reference, into one tar.gz under 64 MiB.
 //
 //   node native/gpu/pack.mjs [--out FILE] [--shape-model FILE]     (npm run gpu:pack)
 //
@@ -73,6 +73,7 @@ const harnessFiles = [
     ["README.md", "README.md"],
     ["harness/CMakeLists.txt", "harness/CMakeLists.txt"],
     ["harness/harness.cpp", "harness/harness.cpp"],
+    ["harness/choices.h", "harness/choices.h"],
     ["cpu-reference.tsv", "cpu-reference.tsv"]
 ];
 

@@ -87,14 +87,14 @@ export type ConvertedTrimkvGates = {
 };
 
 /**
- * A held-out problem of the task of a model Ponder ships (the demo model, the merge model), with its known answer, to
- * try that model on.
+ * A held-out problem of the task of a model Ponder ships (the demo model, the merge model, the many-task model), with its
+ * known answer, to try that model on.
  */
 export type DemoSample = {
-    /** The task the loaded model was trained on. */
-    task: "demo" | "merge";
+    /** The task the loaded model was trained on (`multi`: six families asked in words). */
+    task: "demo" | "merge" | "multi";
     question: string;
-    /** What a correct answer says: the value of ZZ (one digit), the k-th number of the merge (two digits). */
+    /** What a correct answer says: the value of ZZ (one digit), the k-th number of the merge (two digits), ... */
     answer: string;
     /** What the answer is, for "the sample's known answer: 7 (the value of ZZ)". */
     answerMeaning: string;
@@ -118,7 +118,7 @@ export type CalibrationValidation = {prompts: number; tokens: number; points: Ca
 /** What a calibration recorded in the gates it installed (`ponder.retention.calibration.*`). */
 export type CalibrationProvenance = {
     /**
-     * The prompts: `"english"` (Ponder's), `"demo"` or `"merge"` (a task's training problems), `"own"` (the model's own
+     * The prompts: `"english"` (Ponder's), `"demo"`, `"merge"` or `"multi"` (a task model's training problems), `"own"` (the model's own
      * questions), `"file"` (a person's), `"conversations"` or `"traces"` (texts already written, read).
      */
     promptSet: string;

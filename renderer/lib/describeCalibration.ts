@@ -32,6 +32,7 @@ const promptSetWords: Record<string, string> = {
     english: "on Ponder's English prompts",
     demo: "on its task's problems",
     merge: "on its task's problems",
+    multi: "on its tasks' problems",
     file: "on prompts from a file",
     conversations: "read from your conversations with it",
     traces: "read from a trace file: if another model wrote it, its text is another distribution than this model's own"

@@ -48,6 +48,11 @@ export function budgetLabel(budget: KvBudget): string {
     return budget.kind === "cells" ? `${count(budget.cells)} cells` : budget.kind === "mib" ? `${budget.mib} MiB` : "auto budget";
 }
 
+/** `"Lethe, 512 cells"`, `"Full KV, auto budget"`. */
+export function describeSetting(compression: CompressionSettings): string {
+    return `${policyName(compression.policy)}, ${budgetLabel(compression.budget)}`;
+}
+
 /** The KV cache's type as llama.cpp names it: `"F16"`, `"Q8_0"`, or `"K Q8_0 / V F16"` when the keys and values differ. */
 function cacheTypeLabel(settings: CompressionSettings): string {
     const k = settings.kvType.toUpperCase();

@@ -19,11 +19,14 @@ import {
     type BudgetCap,
     type BudgetForm
 } from "../lib/budgetForm.js";
-import {budgetLabel} from "../lib/describeCompression.js";
+import {describeBudgetScope} from "../lib/describeBudgetScope.js";
+import {describeSetting} from "../lib/describeCompression.js";
 import {describeError} from "../lib/describeError.js";
-import {isTunable, leanKvPair, policyDefaults, policyEntry, policyName, sharedDefaults} from "../lib/policies.js";
+import {describeTrainedBudget} from "../lib/describeTrainedBudget.js";
+import {isTunable, leanKvPair, policyDefaults, policyEntry, sharedDefaults} from "../lib/policies.js";
 import type {Conversations} from "./conversations.svelte.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 import type {Settings} from "./settings.svelte.js";
 
 export type Budget = ReturnType<typeof createBudget>;
@@ -286,10 +289,7 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         const result = await request(bridge, "conversations:updateSettings", {id, settings: {compression: $state.snapshot(wanted)}});
         state.applying = false;
         if (state.conversationId !== id) return result.ok;
-        if (!result.ok) {
-            state.error = describeError("Not applied", result.error);
-            return false;
-        }
+        if (!succeeded(result, state, "Not applied")) return false;
         if (conversations.state.selectedId === id) {
             conversations.state.settings = result.value;
             loadedFrom = conversations.state.settings;
@@ -338,25 +338,11 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
         get capHint() {
             return state.form ? describeCap(state.form.budgetKind, state.cap, state.form) : null;
         },
-        /** The open conversation is longer than the draft's budget holds (Full KV refuses it, a pruning policy prunes it), in words. */
         /** Which conversations a change affects, in words: this one only, with what new ones start with. */
         get scope() {
-            const saved = settings.state.conversationDefaults?.compression;
-            // With retention gates and no default saved, new conversations start under TRIM-KV, not the default.
-            const gates = state.newConversation?.source === "gates" ? state.newConversation.compression : null;
-            const next = gates ?? saved;
-            const same = next != null && compression != null && JSON.stringify(compression) === JSON.stringify(next);
-            const start = gates != null ? "New conversations with this model start with" : "New conversations start with";
-            const why = gates != null ? " (it has retention gates, and no default was saved)" : " (the saved default)";
-            return (
-                "Apply changes this conversation only, from its next answer." +
-                (next == null
-                    ? ""
-                    : same
-                      ? ` ${start} these settings too${why}.`
-                      : ` ${start} ${describeSetting(next)}${gates != null ? why : ""}; Save as default to change that.`)
-            );
+            return describeBudgetScope(compression, settings.state.conversationDefaults?.compression, state.newConversation);
         },
+        /** The open conversation is longer than the draft's budget holds (Full KV refuses it, a pruning policy prunes it), in words. */
         get historyNote() {
             return history;
         },
@@ -400,20 +386,4 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
             estimateSeq++;
         }
     };
-}
-
-/**
- * Where a trained budget comes from, in one line: `memory_size` in the config.json of the authors' converted gates, else
- * the budget the gates' training recorded.
- */
-export function describeTrainedBudget(trained: {cells: number; source: string}): string {
-    const origin = trained.source.startsWith("converted from")
-        ? "memory_size in the config.json of the authors' released gates"
-        : `the budget recorded with the gates (${trained.source})`;
-    return `These TRIM-KV gates were trained with ${trained.cells.toLocaleString("en-US")} cells: ${origin}.`;
-}
-
-/** `"Lethe, 512 cells"`, `"Full KV, auto budget"`. */
-function describeSetting(compression: CompressionSettings): string {
-    return `${policyName(compression.policy)}, ${budgetLabel(compression.budget)}`;
 }

@@ -2,6 +2,7 @@ import type {Events, MessageDto, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {tokensPerSecond} from "../lib/format.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type Chat = ReturnType<typeof createChat>;
 type Delta = Events["chat:delta"];
@@ -108,10 +109,7 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         const result = await request(bridge, "chat:send", {conversationId, text: trimmed});
         state.sending = false;
         if (state.conversationId !== conversationId) return result.ok;
-        if (!result.ok) {
-            state.error = describeError("Could not send the message", result.error);
-            return false;
-        }
+        if (!succeeded(result, state, "Could not send the message")) return false;
         state.messages.push(result.value.userMessage);
         addAssistant(result.value.assistantMessage);
         return true;
@@ -156,10 +154,7 @@ export function createChat(bridge: PonderApi, options: ChatOptions = {}) {
         const result = await request(bridge, "chat:edit", {conversationId, messageId, text: trimmed});
         state.sending = false;
         if (state.conversationId !== conversationId) return result.ok;
-        if (!result.ok) {
-            state.error = describeError("Could not send the edited message", result.error);
-            return false;
-        }
+        if (!succeeded(result, state, "Could not send the edited message")) return false;
         state.messages.splice(index);
         state.messages.push(result.value.userMessage);
         addAssistant(result.value.assistantMessage);

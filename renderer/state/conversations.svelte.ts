@@ -1,6 +1,7 @@
 import type {ConversationDetail, ConversationSettings, ConversationSummary, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type Conversations = ReturnType<typeof createConversations>;
 
@@ -38,23 +39,15 @@ export function createConversations(bridge: PonderApi) {
 
     async function refresh(): Promise<void> {
         const result = await request(bridge, "conversations:list", {});
-        if (!result.ok) {
-            state.error = describeError("Could not list the conversations", result.error);
-            return;
-        }
+        if (!succeeded(result, state, "Could not list the conversations")) return;
         state.items = [...result.value].sort(newestFirst);
         state.loaded = true;
-        state.error = null;
     }
 
     async function create(title?: string): Promise<ConversationSummary | null> {
         const queryBefore = state.query;
         const result = await request(bridge, "conversations:create", title == null ? {} : {title});
-        if (!result.ok) {
-            state.error = describeError("Could not create a conversation", result.error);
-            return null;
-        }
-        state.error = null;
+        if (!succeeded(result, state, "Could not create a conversation")) return null;
         // Clear the search so the new conversation shows, unless the person typed a new one while it was created.
         if (state.query === queryBefore) state.query = "";
         upsert(result.value);
@@ -66,22 +59,14 @@ export function createConversations(bridge: PonderApi) {
         const current = state.items.find((item) => item.id === id);
         if (trimmed === "" || trimmed === current?.title) return false;
         const result = await request(bridge, "conversations:rename", {id, title: trimmed});
-        if (!result.ok) {
-            state.error = describeError("Could not rename the conversation", result.error);
-            return false;
-        }
-        state.error = null;
+        if (!succeeded(result, state, "Could not rename the conversation")) return false;
         upsert(result.value);
         return true;
     }
 
     async function remove(id: string): Promise<boolean> {
         const result = await request(bridge, "conversations:delete", {id});
-        if (!result.ok) {
-            state.error = describeError("Could not delete the conversation", result.error);
-            return false;
-        }
-        state.error = null;
+        if (!succeeded(result, state, "Could not delete the conversation")) return false;
         state.items = state.items.filter((item) => item.id !== id);
         if (state.selectedId === id) {
             state.selectedId = null;

@@ -2,6 +2,7 @@ import type {DownloadStatus, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import type {Models} from "./models.svelte.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type Downloads = ReturnType<typeof createDownloads>;
 
@@ -74,10 +75,7 @@ export function createDownloads(bridge: PonderApi, models: Models) {
         state.error = null;
         const result = await request(bridge, "models:download", {uri: uri.trim()});
         state.starting = false;
-        if (!result.ok) {
-            state.error = describeError("Could not start the download", result.error);
-            return false;
-        }
+        if (!succeeded(result, state, "Could not start the download")) return false;
         upsert(result.value);
         if (uri.trim() === state.uri.trim()) state.uri = "";
         return true;

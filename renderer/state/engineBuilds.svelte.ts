@@ -1,6 +1,7 @@
 import type {EngineBuildChoice, EngineBuilds, PonderApi} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type EngineBuildsState = ReturnType<typeof createEngineBuilds>;
 
@@ -16,12 +17,8 @@ export function createEngineBuilds(bridge: PonderApi) {
 
     async function load(): Promise<void> {
         const result = await request(bridge, "engine:builds", undefined);
-        if (!result.ok) {
-            state.error = describeError("Could not list the engine builds", result.error);
-            return;
-        }
+        if (!succeeded(result, state, "Could not list the engine builds")) return;
         state.builds = result.value;
-        state.error = null;
     }
 
     /**

@@ -9,6 +9,7 @@ import type {
 } from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type Models = ReturnType<typeof createModels>;
 
@@ -47,6 +48,8 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         error: null as string | null
     });
     const loadedModel = $derived(state.engine?.model ?? null);
+    /** The model whose details are open (the main area shows them instead of the chat), if any. */
+    const detailed = $derived(state.models.find((model) => model.id === state.detailsId) ?? null);
     const busy = $derived(state.loadingId != null || state.engine?.state === "loading");
 
     function upsert(model: ModelInfo): void {
@@ -77,11 +80,7 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         state.error = null;
         const result = await request(bridge, "models:add", {path: trimmed});
         state.adding = false;
-        if (!result.ok) {
-            state.error = describeError("Could not add the model", result.error);
-            return null;
-        }
-        state.error = null;
+        if (!succeeded(result, state, "Could not add the model")) return null;
         state.path = "";
         state.pickUnavailable = false;
         upsert(result.value);
@@ -92,10 +91,7 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
     async function pick(): Promise<ModelInfo | null> {
         state.error = null;
         const result = await request(bridge, "models:pick", undefined);
-        if (!result.ok) {
-            state.error = describeError("Could not open the file dialog", result.error);
-            return null;
-        }
+        if (!succeeded(result, state, "Could not open the file dialog")) return null;
         if (result.value == null) {
             state.pickUnavailable = true;
             return null;
@@ -108,10 +104,7 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         state.error = null;
         const result = await request(bridge, "models:load", {id});
         state.loadingId = null;
-        if (!result.ok) {
-            state.error = describeError("Could not load the model", result.error);
-            return false;
-        }
+        if (!succeeded(result, state, "Could not load the model")) return false;
         state.engine = result.value;
         if (result.value.state === "error")
             state.error = `Could not load the model: ${result.value.message ?? "the engine reported an error"}`;
@@ -137,6 +130,17 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
             return;
         }
         state.details[id] = result.value;
+    }
+
+    /** Back to the chat from a model's details. */
+    function closeDetails(): void {
+        state.detailsId = null;
+    }
+
+    /** The engine has this model loaded and ready (it cannot be removed). */
+    function isLoaded(id: string): boolean {
+        const engine = state.engine;
+        return loadedModel?.id === id && (engine?.state === "ready" || engine?.state === "generating");
     }
 
     /**
@@ -248,11 +252,7 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         state.error = null;
         const result = await request(bridge, "models:remove", {id});
         state.removingId = null;
-        if (!result.ok) {
-            state.error = describeError("Could not remove the model", result.error);
-            return false;
-        }
-        state.error = null;
+        if (!succeeded(result, state, "Could not remove the model")) return false;
         state.models = state.models.filter((model) => model.id !== id);
         delete state.details[id];
         if (state.detailsId === id) state.detailsId = null;
@@ -279,15 +279,20 @@ export function createModels(bridge: PonderApi, options: ModelsOptions = {}) {
         get loadedModel() {
             return loadedModel;
         },
+        get detailed() {
+            return detailed;
+        },
         /** Whether a model is being loaded. */
         get busy() {
             return busy;
         },
+        isLoaded,
         refresh,
         add,
         pick,
         load,
         toggleDetails,
+        closeDetails,
         setGpuLayers,
         getTrimkvGates,
         gatesInstalled,

@@ -93,7 +93,7 @@ export function createPonder(bridge: PonderApi | SocketBridge, options: PonderOp
             }
         }
         if (models.state.detailsId != null) {
-            models.state.detailsId = null;
+            models.closeDetails();
             return "modelDetails";
         }
         return null;

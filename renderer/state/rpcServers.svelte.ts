@@ -1,6 +1,7 @@
 import type {PonderApi, RpcServers} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type RpcServersState = ReturnType<typeof createRpcServers>;
 
@@ -16,12 +17,8 @@ export function createRpcServers(bridge: PonderApi) {
 
     async function load(): Promise<void> {
         const result = await request(bridge, "rpc:list", undefined);
-        if (!result.ok) {
-            state.error = describeError("Could not list the RPC servers", result.error);
-            return;
-        }
+        if (!succeeded(result, state, "Could not list the RPC servers")) return;
         state.list = result.value;
-        state.error = null;
     }
 
     /** Runs one change; on failure says why and reads the list again (a restart may have happened anyway). */

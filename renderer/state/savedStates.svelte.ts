@@ -2,6 +2,7 @@ import type {PonderApi, SavedStatesUsage} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {parseDiskBudget} from "../lib/diskBudget.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type SavedStates = ReturnType<typeof createSavedStates>;
 
@@ -55,12 +56,8 @@ export function createSavedStates(bridge: PonderApi) {
         state.clearing = true;
         const result = await request(bridge, "states:clear", undefined);
         state.clearing = false;
-        if (!result.ok) {
-            state.error = describeError("Could not delete the saved states", result.error);
-            return;
-        }
+        if (!succeeded(result, state, "Could not delete the saved states")) return;
         state.usage = result.value;
-        state.error = null;
     }
 
     return {state, load, setBudget, clear};

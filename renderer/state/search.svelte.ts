@@ -1,6 +1,6 @@
 import type {PonderApi, SearchHit} from "../../preload/contract.js";
-import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type Search = ReturnType<typeof createSearch>;
 
@@ -58,12 +58,8 @@ export function createSearch(bridge: PonderApi, options: SearchOptions = {}) {
         const result = await request(bridge, "search:messages", {query});
         if (ticket !== latest) return; // a newer search is under way
         state.searching = false;
-        if (!result.ok) {
-            state.error = describeError("Could not search the messages", result.error);
-            return;
-        }
+        if (!succeeded(result, state, "Could not search the messages")) return;
         state.hits = result.value;
-        state.error = null;
     }
 
     return {state, run};

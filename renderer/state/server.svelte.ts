@@ -1,6 +1,6 @@
 import type {PonderApi, Result, ServerRequestLog, ServerSettings, ServerStatus} from "../../preload/contract.js";
-import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type Server = ReturnType<typeof createServer>;
 
@@ -45,24 +45,16 @@ export function createServer(bridge: PonderApi) {
 
     async function load(): Promise<void> {
         const result = await request(bridge, "server:get", undefined);
-        if (!result.ok) {
-            state.error = describeError("Could not read the API server's state", result.error);
-            return;
-        }
+        if (!succeeded(result, state, "Could not read the API server's state")) return;
         state.status = result.value.status;
         state.log = result.value.log;
-        state.error = null;
     }
 
     async function run<T>(action: string, call: () => Promise<Result<T>>): Promise<T | null> {
         state.busy = true;
         const result = await call();
         state.busy = false;
-        if (!result.ok) {
-            state.error = describeError(action, result.error);
-            return null;
-        }
-        state.error = null;
+        if (!succeeded(result, state, action)) return null;
         return result.value;
     }
 

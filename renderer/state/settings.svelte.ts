@@ -1,6 +1,7 @@
 import type {AppSettings, ConversationSettings, PonderApi, SamplingPreset} from "../../preload/contract.js";
 import {describeError} from "../lib/describeError.js";
 import {request} from "./request.js";
+import {succeeded} from "./succeeded.js";
 
 export type Settings = ReturnType<typeof createSettings>;
 export type Theme = AppSettings["theme"];
@@ -18,14 +19,10 @@ export function createSettings(bridge: PonderApi) {
 
     async function load(): Promise<void> {
         const result = await request(bridge, "settings:get", undefined);
-        if (!result.ok) {
-            state.error = describeError("Could not read the settings", result.error);
-            return;
-        }
+        if (!succeeded(result, state, "Could not read the settings")) return;
         state.theme = result.value.theme;
         state.conversationDefaults = result.value.defaultConversationSettings;
         state.samplingPresets = result.value.samplingPresets;
-        state.error = null;
     }
 
     /** Applies the theme at once and stores it; reverts when storing fails. */

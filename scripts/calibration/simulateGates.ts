@@ -15,8 +15,8 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import {parseArgs} from "node:util";
 import {concatDatasets, readDatasetFile} from "../../main/engine/calibration/datasetFile.js";
-import {gateLogits, trainGates, type TrainGatesOptions} from "../../main/engine/calibration/trainGates.js";
-import type {CalibrationDataset} from "../../main/engine/calibration/types.js";
+import {gateLogits, trainGates} from "../../main/engine/calibration/trainGates.js";
+import type {CalibrationDataset, TrainGatesOptions} from "../../main/engine/calibration/types.js";
 
 const {values} = parseArgs({
     options: {

@@ -3,7 +3,7 @@
 //
 //   npx tsx scripts/calibration/trainerSpeed.ts [--layers 28] [--width 1536] [--kv-heads 2] [--hidden 128] [--tokens 1000] [--epochs 1]
 import {parseArgs} from "node:util";
-import {mulberry32} from "../../main/demo/mulberry32.js";
+import {mulberry32} from "../../main/shared/mulberry32.js";
 import {trainGates} from "../../main/engine/calibration/trainGates.js";
 
 const {values} = parseArgs({

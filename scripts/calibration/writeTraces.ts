@@ -2,14 +2,18 @@
 // question, thought and answer is written as one JSON line {"prompt", "response"}, the thought inside <think>, as
 // `npm run calibrate -- --traces` reads them. For measuring a calibration from written text on the task models:
 //
-//   npx tsx scripts/calibration/writeTraces.ts --model <file.gguf> --prompt-set demo|merge|english --count 56 --out traces.jsonl
-//       [--seed 0] [--max-tokens 3000] [--threads 2]
+//   npx tsx scripts/calibration/writeTraces.ts --model <file.gguf> --prompt-set demo|merge|multi|english --count 56 --out traces.jsonl
+//       [--seed 0] [--max-tokens 3000] [--threads 2] [--families sum,chase] [--prompts-only]
+//
+// --families (with --prompt-set multi) keeps the many-task model's problems to those families; --prompts-only writes the
+// questions alone, {"prompt"} a line, as `npm run calibrate -- --prompts-file` reads them, and loads no model.
 import fs from "node:fs/promises";
 import path from "node:path";
 import {parseArgs} from "node:util";
 import {LlamaText, resolveChatWrapper, type Token} from "node-llama-cpp";
 import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
-import {calibrationPrompts, type PromptSet} from "../../main/engine/calibration/prompts.js";
+import {calibrationPrompts, multiTaskPrompts, type PromptSet} from "../../main/engine/calibration/prompts.js";
+import {MULTI_FAMILIES, type MultiFamily} from "../../main/demo/multiTask.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 
@@ -21,18 +25,32 @@ const {values} = parseArgs({
         seed: {type: "string", default: "0"},
         "max-tokens": {type: "string", default: "3000"},
         threads: {type: "string", default: "2"},
+        families: {type: "string"},
+        "prompts-only": {type: "boolean", default: false},
         out: {type: "string"}
     }
 });
-if (values.model == null || values.out == null) {
-    console.error("error: --model <file.gguf> and --out <traces.jsonl> are required");
+function fail(message: string): never {
+    console.error(`error: ${message}`);
     process.exit(1);
 }
+if (values.out == null) fail("--out <traces.jsonl> is required");
+const families = values.families?.split(",") as MultiFamily[] | undefined;
+if (families != null && values["prompt-set"] !== "multi") fail("--families goes with --prompt-set multi");
+if (families?.some((family) => !MULTI_FAMILIES.includes(family))) fail(`--families takes ${MULTI_FAMILIES.join(", ")}`);
+const count = Number(values.count);
+const seed = Number(values.seed);
+const prompts =
+    families == null ? calibrationPrompts(values["prompt-set"] as PromptSet, count, seed) : multiTaskPrompts(count, seed, false, families);
+if (values["prompts-only"]) {
+    await fs.writeFile(values.out, prompts.map((prompt) => JSON.stringify({prompt: prompt.user})).join("\n") + "\n");
+    process.exit(0);
+}
+if (values.model == null) fail("--model <file.gguf> is required (or --prompts-only)");
 const maxTokens = Number(values["max-tokens"]);
 const llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
 const model = await llama.loadModel({modelPath: path.resolve(values.model)});
 const chatWrapper = resolveChatWrapper(model);
-const prompts = calibrationPrompts(values["prompt-set"] as PromptSet, Number(values.count), Number(values.seed));
 const context = await model.createContext({contextSize: 4096, flashAttention: false, threads: Number(values.threads), sequences: 1});
 const kv = new NativeKv(context);
 const suffix = chatWrapper.settings.segments?.thought?.suffix;

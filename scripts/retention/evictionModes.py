@@ -44,8 +44,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from evictionSim import EvictionSim, schedule_rooms, simulate  # noqa: E402
-from ggufModel import REPO_ROOT, GgufLlama  # noqa: E402
-from ggufQwen3 import load_model  # noqa: E402
+from ggufModel import REPO_ROOT, GgufModel, load_gguf_model  # noqa: E402
 from sidecar import RetentionGates, fingerprint, read_sidecar, sidecar_path_for  # noqa: E402
 
 MODES = ("shared", "layer", "head")
@@ -61,7 +60,7 @@ class ModeSim(EvictionSim):
     per_head_scores: optional callable(sim) -> [L, n_kv, S] float64 replacing the ranking's own per-head scores (for
     tests), reduced by the ranking's reduction as the ranking's would be."""
 
-    def __init__(self, model: GgufLlama, gates: RetentionGates | None, ranking: str, mode: str, budget: int,
+    def __init__(self, model: GgufModel, gates: RetentionGates | None, ranking: str, mode: str, budget: int,
                  prune_every: int = 16, keep_recent: int = 8, heavy_ratio: float = 0.5, per_head_scores=None):
         if ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {RANKINGS}")
@@ -223,7 +222,7 @@ MODELS = {"demo": os.path.join(REPO_ROOT, "resources", "models", "ponder-demo.gg
 def run_model(name: str, args, log) -> dict:
     from traces import DEFAULT_CACHE_DIR, DEMO_STOP_IDS, traced  # noqa: F401
     path = MODELS[name]
-    model, _ = load_model(path)
+    model, _ = load_gguf_model(path)
     meta, gates = read_sidecar(sidecar_path_for(path), path)
     log(f"{name}: {model.cfg.architecture}, {model.cfg.n_layer} layers x {model.cfg.n_head_kv} KV heads "
         f"({model.cfg.n_head} query heads); gates: {meta['ponder.retention.source']}")

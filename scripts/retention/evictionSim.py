@@ -1,7 +1,7 @@
 """A PyTorch simulation of Ponder's hard KV-cache eviction with shared cells.
 
 llama.cpp's KV cells are shared by all layers and heads, so the engine evicts a token everywhere. The schedule follows
-main/engine/KvController.ts: never more live cells than the budget. While the prompt is read, tokens go in as long
+main/engine/pruning/KvController.ts: never more live cells than the budget. While the prompt is read, tokens go in as long
 as they fit; when the next ones do not, a round prunes down to budget - input room (input room = max(decode room,
 min(512, floor(0.3 * budget)))). While generating, a round every `prune_every` (16) tokens, or when the next token
 would not fit, prunes down to budget - decode room (decode room = min(prune_every, budget / 2)). A round keeps the
@@ -23,7 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ggufModel import GgufLlama  # noqa: E402
+from ggufModel import GgufModel  # noqa: E402
 from sidecar import RetentionGates  # noqa: E402
 
 POLICIES = ("retention", "recent")
@@ -36,7 +36,7 @@ def schedule_rooms(budget: int, prune_every: int) -> tuple[int, int]:
 
 
 class EvictionSim:
-    def __init__(self, model: GgufLlama, gates: RetentionGates | None, policy: str, budget: int, prune_every: int = 16,
+    def __init__(self, model: GgufModel, gates: RetentionGates | None, policy: str, budget: int, prune_every: int = 16,
                  keep_recent: int = 8):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}")
@@ -139,7 +139,7 @@ class EvictionSim:
         self.rounds += 1
 
 
-def simulate(model: GgufLlama, gates: RetentionGates | None, policy: str, budget: int, prompt: list[int],
+def simulate(model: GgufModel, gates: RetentionGates | None, policy: str, budget: int, prompt: list[int],
              completion: list[int], stop_ids, decode: bool = True, make_sim=None) -> dict:
     """Teacher-forced along Full's greedy completion under eviction: top-1 agreement with Full on the completion's
     tokens and whether the whole greedy output stays identical; with decode, when it does not, greedy decoding under

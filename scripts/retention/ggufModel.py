@@ -1,6 +1,6 @@
-"""Loads a llama-architecture GGUF model into a PyTorch replica of llama.cpp's LLM_ARCH_LLAMA graph.
+"""Loads a `llama` or `qwen3` GGUF model into a PyTorch replica of llama.cpp's graph for it.
 
-The replica extends `test/eval/train/model.py` (whose logits equal llama.cpp's for the demo model) with what the
+The replica extends `test/eval/train/model.py` (whose logits equal llama.cpp's for the task models) with what the
 retention tools need, without changing that file:
 
 - grouped-query attention (`attention.head_count_kv` < `attention.head_count`; query head h reads KV head
@@ -11,15 +11,29 @@ retention tools need, without changing that file:
   query heads;
 - caches whose cells keep their own absolute positions (so a simulation can evict cells as llama.cpp does).
 
+Each architecture is a row of ARCHITECTURES: what its graph adds to llama's (LLM_ARCH_LLAMA: RMSNorm pre-norm
+blocks, grouped-query attention, SwiGLU, no biases), as llama.cpp computes it. `qwen3` (`llm_build_qwen3`)
+RMS-normalises each head's q and k over the head dimension with a weight (`attn_q_norm`, `attn_k_norm`, the model's
+eps) after the projection and before RoPE, and rotates in NEOX mode: dimension i with dimension i + rope_dims / 2
+(halves, not adjacent pairs), at the same frequencies.
+
 Weights are read as llama.cpp stores them: RoPE NORM mode rotates adjacent pairs, and convert_hf_to_gguf.py has
 already permuted q/k for it, so no permutation happens here. F32, F16, BF16 and the quantized types gguf-py can
 dequantize (Q8_0, Q4_0, K-quants, ...) are accepted; everything is computed in F32.
+
+Run alone, it checks the replica's next-token logits against llama.cpp's (scripts/retention/checkLogits.ts, as
+train.py --check-llama-cpp does) on prefixes of a held-out merge problem:
+`python3 scripts/retention/ggufModel.py --model resources/models/ponder-merge.gguf`.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -39,9 +53,23 @@ for _path in (GGUF_PY, TRAIN_DIR):
 
 import gguf  # noqa: E402  (llama.cpp's gguf-py, from node-llama-cpp's llama.cpp checkout)
 from gguf.quants import dequantize  # noqa: E402
-from model import RMSNorm, apply_rope  # noqa: E402  (test/eval/train/model.py)
+from model import RMSNorm, apply_rope, apply_rope_neox  # noqa: E402  (test/eval/train/model.py)
 
-SUPPORTED_ARCHITECTURES = ("llama",)
+
+@dataclass(frozen=True)
+class Architecture:
+    """What an architecture's graph changes in llama's, as llama.cpp builds it."""
+    rope_neox: bool  # RoPE rotates the pairs (i, i + rope_dims / 2) (GGML_ROPE_TYPE_NEOX), not adjacent ones
+    qk_norm: bool  # each head's q and k RMS-normalised over head_dim with a weight before RoPE
+    rms_eps: float  # attention.layer_norm_rms_epsilon when the file has none
+    rope_scalings: tuple[str, ...]  # the rope.scaling.type values the replica computes
+
+
+ARCHITECTURES = {
+    "llama": Architecture(rope_neox=False, qk_norm=False, rms_eps=1e-5, rope_scalings=("none", "linear")),
+    "qwen3": Architecture(rope_neox=True, qk_norm=True, rms_eps=1e-6, rope_scalings=("none",)),
+}
+SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 
 
 class UnsupportedModelError(Exception):
@@ -64,6 +92,10 @@ class GgufConfig:
     rope_dims: int
     rope_freq_scale: float = 1.0
     rope_freq_factors: list[float] | None = field(default=None, repr=False)
+
+    @property
+    def graph(self) -> Architecture:
+        return ARCHITECTURES[self.architecture]
 
 
 def read_metadata(reader: "gguf.GGUFReader") -> dict[str, object]:
@@ -118,7 +150,7 @@ def tensor_to_numpy(t: "gguf.ReaderTensor") -> np.ndarray:
 
 
 def rope_tables(cfg: GgufConfig, positions: torch.Tensor):
-    """cos/sin [T, rope_dims/2] for absolute positions, llama.cpp NORM mode: theta_i = p * s * base^(-2i/n) / ff_i."""
+    """cos/sin [T, rope_dims/2] for absolute positions (NORM and NEOX modes): theta_i = p * s * base^(-2i/n) / ff_i."""
     half = cfg.rope_dims // 2
     inv_freq = cfg.rope_freq_base ** (-torch.arange(0, half, dtype=torch.float64) * 2 / cfg.rope_dims)
     if cfg.rope_freq_factors is not None:
@@ -128,13 +160,15 @@ def rope_tables(cfg: GgufConfig, positions: torch.Tensor):
 
 
 def rope(x: torch.Tensor, cfg: GgufConfig, cos, sin) -> torch.Tensor:
+    """x [..., T, head_dim] rotated on its first rope_dims dimensions in the architecture's mode."""
+    rotate = apply_rope_neox if cfg.graph.rope_neox else apply_rope
     if cfg.rope_dims == x.shape[-1]:
-        return apply_rope(x, cos, sin)
-    return torch.cat((apply_rope(x[..., :cfg.rope_dims], cos, sin), x[..., cfg.rope_dims:]), dim=-1)
+        return rotate(x, cos, sin)
+    return torch.cat((rotate(x[..., :cfg.rope_dims], cos, sin), x[..., cfg.rope_dims:]), dim=-1)
 
 
 class GqaBlock(nn.Module):
-    """One llama block (pre-norm attention + SwiGLU) with grouped-query attention."""
+    """One block (pre-norm attention + SwiGLU) with grouped-query attention, and qwen3's q/k norms."""
 
     def __init__(self, cfg: GgufConfig):
         super().__init__()
@@ -145,6 +179,8 @@ class GqaBlock(nn.Module):
         self.wk = nn.Linear(d, cfg.n_head_kv * hd, bias=False)
         self.wv = nn.Linear(d, cfg.n_head_kv * hd, bias=False)
         self.wo = nn.Linear(cfg.n_head * hd, d, bias=False)
+        self.q_norm = RMSNorm(hd, cfg.rms_eps) if cfg.graph.qk_norm else None
+        self.k_norm = RMSNorm(hd, cfg.rms_eps) if cfg.graph.qk_norm else None
         self.ffn_norm = RMSNorm(d, cfg.rms_eps)
         self.w_gate = nn.Linear(d, cfg.n_ff, bias=False)
         self.w_up = nn.Linear(d, cfg.n_ff, bias=False)
@@ -161,15 +197,19 @@ class GqaBlock(nn.Module):
         h = self.attn_norm(x)
         if on_attn_norm is not None:
             on_attn_norm(h[0])
-        q = rope(self.wq(h)[0].view(T, cfg.n_head, hd).transpose(0, 1), cfg, cos, sin)
-        k = rope(self.wk(h)[0].view(T, n_kv, hd).transpose(0, 1), cfg, cos, sin)
+        q = self.wq(h)[0].view(T, cfg.n_head, hd)
+        k = self.wk(h)[0].view(T, n_kv, hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = rope(q.transpose(0, 1), cfg, cos, sin)
+        k = rope(k.transpose(0, 1), cfg, cos, sin)
         v = self.wv(h)[0].view(T, n_kv, hd).transpose(0, 1)
         if cache is not None:
             if "k" in cache:
                 k = torch.cat((cache["k"], k), dim=1)
                 v = torch.cat((cache["v"], v), dim=1)
             cache["k"], cache["v"] = k, v
-        q = q.view(n_kv, g, T, hd)
+        q = q.reshape(n_kv, g, T, hd)
         scores = (q @ k[:, None].transpose(-1, -2)) * (1.0 / math.sqrt(hd)) + mask
         if bias is not None:
             scores = scores + bias[:, None]
@@ -182,8 +222,8 @@ class GqaBlock(nn.Module):
         return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
 
 
-class GgufLlama(nn.Module):
-    """llama.cpp's LLM_ARCH_LLAMA in PyTorch (F32), one sequence at a time."""
+class GgufModel(nn.Module):
+    """llama.cpp's graph of a supported architecture in PyTorch (F32), one sequence at a time."""
 
     def __init__(self, cfg: GgufConfig):
         super().__init__()
@@ -215,21 +255,23 @@ class GgufLlama(nn.Module):
         return self.output(self.norm(x))[0]
 
 
-def load_gguf_model(path: str) -> tuple[GgufLlama, dict[str, object]]:
+def load_gguf_model(path: str) -> tuple[GgufModel, dict[str, object]]:
     """(replica in eval mode with requires_grad off, GGUF metadata). Raises UnsupportedModelError with the reason."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"model not found: {path}")
     reader = gguf.GGUFReader(path)
     meta = read_metadata(reader)
     arch = meta.get("general.architecture")
-    if arch not in SUPPORTED_ARCHITECTURES:
+    if arch not in ARCHITECTURES:
         raise UnsupportedModelError(f"{path}: architecture {arch!r} is not supported (the PyTorch replica implements "
                                     f"{', '.join(SUPPORTED_ARCHITECTURES)} only)")
+    graph = ARCHITECTURES[arch]
     if meta.get(f"{arch}.expert_count"):
-        raise UnsupportedModelError(f"{path}: mixture-of-experts llama models are not supported")
+        raise UnsupportedModelError(f"{path}: mixture-of-experts {arch} models are not supported")
     scaling = meta.get(f"{arch}.rope.scaling.type", "none")
-    if scaling not in ("none", "linear"):
-        raise UnsupportedModelError(f"{path}: rope scaling {scaling!r} is not supported (only none and linear)")
+    if scaling not in graph.rope_scalings:
+        raise UnsupportedModelError(f"{path}: rope scaling {scaling!r} is not supported for {arch} (only "
+                                    f"{' and '.join(graph.rope_scalings)})")
     tensors = {t.name: t for t in reader.tensors}
     n_embd = int(meta[f"{arch}.embedding_length"])
     n_head = int(meta[f"{arch}.attention.head_count"])
@@ -247,13 +289,13 @@ def load_gguf_model(path: str) -> tuple[GgufLlama, dict[str, object]]:
         architecture=arch, name=str(meta.get("general.name", os.path.basename(path))), vocab_size=vocab, n_embd=n_embd,
         n_layer=int(meta[f"{arch}.block_count"]), n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
         n_ff=int(meta[f"{arch}.feed_forward_length"]),
-        rms_eps=float(meta.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
+        rms_eps=float(meta.get(f"{arch}.attention.layer_norm_rms_epsilon", graph.rms_eps)),
         rope_freq_base=float(meta.get(f"{arch}.rope.freq_base", 10000.0)),
         rope_dims=int(meta.get(f"{arch}.rope.dimension_count", head_dim)),
         rope_freq_scale=1.0 / float(meta.get(f"{arch}.rope.scaling.factor", 1.0)) if scaling == "linear" else 1.0)
     if "rope_freqs.weight" in tensors:
         cfg.rope_freq_factors = tensor_to_numpy(tensors["rope_freqs.weight"]).reshape(-1).tolist()
-    model = GgufLlama(cfg)
+    model = GgufModel(cfg)
 
     def put(param: torch.Tensor, name: str):
         if name not in tensors:
@@ -266,9 +308,12 @@ def load_gguf_model(path: str) -> tuple[GgufLlama, dict[str, object]]:
     put(model.tok_embeddings.weight, "token_embd.weight")
     for i, layer in enumerate(model.layers):
         p = f"blk.{i}."
-        for mod, name in [(layer.attn_norm, "attn_norm"), (layer.wq, "attn_q"), (layer.wk, "attn_k"), (layer.wv, "attn_v"),
-                          (layer.wo, "attn_output"), (layer.ffn_norm, "ffn_norm"), (layer.w_gate, "ffn_gate"),
-                          (layer.w_up, "ffn_up"), (layer.w_down, "ffn_down")]:
+        weights = [(layer.attn_norm, "attn_norm"), (layer.wq, "attn_q"), (layer.wk, "attn_k"), (layer.wv, "attn_v"),
+                   (layer.wo, "attn_output"), (layer.ffn_norm, "ffn_norm"), (layer.w_gate, "ffn_gate"),
+                   (layer.w_up, "ffn_up"), (layer.w_down, "ffn_down")]
+        if graph.qk_norm:
+            weights += [(layer.q_norm, "attn_q_norm"), (layer.k_norm, "attn_k_norm")]
+        for mod, name in weights:
             put(mod.weight, p + name + ".weight")
         for extra in ("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"):
             if p + extra in tensors:
@@ -278,3 +323,48 @@ def load_gguf_model(path: str) -> tuple[GgufLlama, dict[str, object]]:
     model.eval()
     model.requires_grad_(False)
     return model, meta
+
+
+def check_llama_cpp(model: GgufModel, model_path: str, sample: list[int], log=print) -> dict:
+    """llama.cpp's next-token logits (checkLogits.ts) against the replica's on three prefixes of sample: logs
+    checkLogits.ts's report with worstRelative (the largest difference over max(1, largest |logit|)) and returns it;
+    exits when an argmax differs or worstRelative is above 0.01."""
+    with torch.no_grad():
+        logits = model(sample)
+    cuts = sorted({max(1, len(sample) // 3), max(1, 2 * len(sample) // 3), len(sample)})
+    reference = {"checks": [{"ids": sample[:n], "logits": logits[n - 1].tolist()} for n in cuts]}
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_path = os.path.join(tmp, "reference.json")
+        with open(ref_path, "w") as f:
+            json.dump(reference, f)
+        res = subprocess.run(["npx", "tsx", os.path.join("scripts", "retention", "checkLogits.ts"), ref_path,
+                              os.path.abspath(model_path)], cwd=REPO_ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"llama.cpp check failed to run:\n{res.stderr[-2000:]}")
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    result["worstRelative"] = max(c["maxAbsDiff"] / max(1.0, c["maxLogit"]) for c in result["checks"])
+    log(f"llama.cpp check: {json.dumps(result)}")
+    if not all(c["sameArgmax"] for c in result["checks"]) or result["worstRelative"] > 0.01:
+        raise SystemExit("the PyTorch replica does not compute what llama.cpp computes for this model (see above)")
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=os.path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf"))
+    p.add_argument("--seed-offset", type=int, default=0, help="held-out merge problem EVAL_SEED_BASE + this")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    import mergeTask  # noqa: E402  (test/eval/train/mergeTask.py, on the path above)
+    import task  # noqa: E402
+    try:
+        model, _ = load_gguf_model(args.model)
+    except UnsupportedModelError as e:
+        raise SystemExit(f"error: {e}")
+    problem = mergeTask.generate_problem(task.EVAL_SEED_BASE + args.seed_offset, mergeTask.TaskOptions(min_k_share=0.5))
+    sample = task.tokenize(task.render_prompt(problem.question) + task.render_completion(problem.thinking, problem.answer))
+    check_llama_cpp(model, args.model, sample)
+
+
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ggufModel import GgufLlama  # noqa: E402
+from ggufModel import GgufModel  # noqa: E402
 
 import task  # noqa: E402  (test/eval/train/task.py: the demo task and its tokenizer)
 
@@ -64,7 +64,7 @@ def jsonl_examples(path: str) -> list[dict]:
 
 
 @torch.no_grad()
-def greedy_continuation(model: GgufLlama, prompt: list[int], stop_ids, max_new: int, proposal: list[int] | None = None) -> list[int]:
+def greedy_continuation(model: GgufModel, prompt: list[int], stop_ids, max_new: int, proposal: list[int] | None = None) -> list[int]:
     """The model's greedy continuation of prompt with the full cache, up to and including a stop token (or max_new)."""
     stop_ids = set(stop_ids)
     prefix: list[int] = []
@@ -92,7 +92,7 @@ def greedy_continuation(model: GgufLlama, prompt: list[int], stop_ids, max_new: 
     return out
 
 
-def traced(model: GgufLlama, model_fingerprint: str, examples: list[dict], stop_ids, max_new: int, cache_dir: str | None,
+def traced(model: GgufModel, model_fingerprint: str, examples: list[dict], stop_ids, max_new: int, cache_dir: str | None,
            log=print) -> list[dict]:
     """examples with "completion" (the greedy Full continuation) added, read from / written to cache_dir."""
     key = hashlib.sha256(json.dumps([model_fingerprint, sorted(stop_ids), max_new,

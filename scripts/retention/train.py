@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ggufModel import REPO_ROOT, UnsupportedModelError, load_gguf_model  # noqa: E402
+from ggufModel import UnsupportedModelError, check_llama_cpp, load_gguf_model  # noqa: E402
 from sidecar import REDUCTIONS, RetentionGates, default_matrix_type, fingerprint, write_sidecar  # noqa: E402
 from evictionSim import simulate  # noqa: E402
 from traces import (DEFAULT_CACHE_DIR, DEMO_STOP_IDS, DEMO_TRAIN_SEED_BASE, DEMO_VALIDATION_SEED_BASE,  # noqa: E402
@@ -91,29 +91,6 @@ def horizon_loss(log_beta: torch.Tensor, horizon: torch.Tensor, min_seen: int = 
         return log_beta.sum() * 0.0
     predicted = -torch.log(-log_beta.clamp(max=-1e-6))  # log(-1 / log beta)
     return F.smooth_l1_loss(predicted[keep], torch.log1p(horizon[keep]))
-
-
-def check_llama_cpp(model, model_path: str, sample: list[int], log) -> None:
-    """Compares the replica's next-token logits on prefixes of sample with llama.cpp's (checkLogits.ts)."""
-    import subprocess
-    import tempfile
-    with torch.no_grad():
-        logits = model(sample)
-    cuts = sorted({max(1, len(sample) // 3), max(1, 2 * len(sample) // 3), len(sample)})
-    reference = {"checks": [{"ids": sample[:n], "logits": logits[n - 1].tolist()} for n in cuts]}
-    with tempfile.TemporaryDirectory() as tmp:
-        ref_path = os.path.join(tmp, "reference.json")
-        with open(ref_path, "w") as f:
-            json.dump(reference, f)
-        res = subprocess.run(["npx", "tsx", os.path.join("scripts", "retention", "checkLogits.ts"), ref_path,
-                              os.path.abspath(model_path)], cwd=REPO_ROOT, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise SystemExit(f"llama.cpp check failed to run:\n{res.stderr[-2000:]}")
-    result = json.loads(res.stdout)
-    log(f"llama.cpp check: {json.dumps(result)}")
-    worst = max(c["maxAbsDiff"] / max(1.0, c["maxLogit"]) for c in result["checks"])
-    if not all(c["sameArgmax"] for c in result["checks"]) or worst > 0.01:
-        raise SystemExit("the PyTorch replica does not compute what llama.cpp computes for this model (see above)")
 
 
 def train_gates(model, cfg, examples: list[dict], args, seed: int, log, eval_examples=None) -> RetentionGates:

@@ -3,7 +3,9 @@
 //   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--demo-model resources/models/ponder-demo.gguf] [--merge-model resources/models/ponder-merge.gguf]
-//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--models demo,merge] [--sets demo,local,merge,merge-any]
+//                    [--multi-model resources/models/ponder-multi.gguf]
+//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--models demo,merge,multi]
+//                    [--sets demo,local,merge,merge-any,multi,multi-program,multi-merge,multi-sum,multi-chase,multi-reverse,multi-tally]
 //                    [--combine aggregate,quota,union]
 //                    [--quality-combine quota]
 //                    [--server-repeats 10] [--server-tokens 384] [--process-repeats 6] [--process-tokens 768] [--overhead-repeats 5]
@@ -18,11 +20,12 @@
 // rpc (not in the defaults) splits a model across two rpc-servers on loopback against the same model here.
 //
 // The quality and foresight suites run each problem set on the model trained on its task: the demo and local sets on
-// --demo-model, the merge and merge-any sets on --merge-model. --models names the task models (default: demo): without
-// --sets, those suites run every set of the models named (demo: demo and local; merge: merge, whose k is in the second
-// half of the merge, and merge-any, any k), and the fidelity suite, instead of its table on a generated random-weights
+// --demo-model, the merge and merge-any sets on --merge-model, the many-task model's sets (multi-<family>, one per family,
+// and multi, every family mixed) on --multi-model. --models names the task models (default: demo): without --sets, those
+// suites run every set of the models named (demo: demo and local; merge: merge, whose k is in the second half of the
+// merge, and merge-any, any k; multi: a set per family), and the fidelity suite, instead of its table on a generated random-weights
 // model (the table it prints without --models), runs each named model on the first --fidelity-problems held-out
-// problems of its own task (demo: the demo set; merge: the merge set). The speed suite runs on --model (a generated
+// problems of its own task (demo: the demo set; merge: the merge set; multi: every family mixed). The speed suite runs on --model (a generated
 // model of a real model's shape by default) or, with --models and no --model, on each task model named. The overhead,
 // process and rpc suites measure mechanics on generated models of a real model's shape, which --models does not
 // change; the server, resume, precision and calibrate-leankv suites run the demo model.
@@ -36,12 +39,12 @@ import path from "node:path";
 import {parseArgs} from "node:util";
 import type {Llama, LlamaModel, Token} from "node-llama-cpp";
 import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
-import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
+import {fullTrace, measureFidelity} from "../../main/engine/generation/fidelity.js";
 import {getNativeBuildInfo, loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
-import {policyNeeds} from "../../main/engine/scoring.js";
+import {policyNeeds} from "../../main/engine/policies/scoring.js";
 import {decodeRun} from "./decodeRun.js";
 import {retentionGatesFor, speedSuite} from "./speed.js";
 import {table, writeBarChart} from "./plot.js";
@@ -50,8 +53,8 @@ import {calibrateLeanKv, precisionSuite} from "./precision.js";
 import {problemSets, qualitySuite} from "./quality.js";
 import {benchModels, type TaskModel} from "./benchModels.js";
 import {taskFidelitySuite} from "./taskFidelity.js";
-import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
-import {forkEngine} from "../../main/engine/process/forkEngine.js";
+import {EngineProxy} from "../../main/engine/host/EngineProxy.js";
+import {forkEngine} from "../../main/engine/host/forkEngine.js";
 import {median} from "./median.js";
 import {builtEngineEntry, processRuns, processSuite} from "./processBench.js";
 import {resumeSuite} from "./resume.js";
@@ -67,6 +70,7 @@ const {values} = parseArgs({
         model: {type: "string"},
         "demo-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf")},
         "merge-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-merge.gguf")},
+        "multi-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-multi.gguf")},
         length: {type: "string", default: "16384"},
         "speed-budget": {type: "string", default: "2048"},
         problems: {type: "string", default: "40"},
@@ -118,7 +122,7 @@ const policies = policyList.filter((policy) => policy !== "oracle") as PolicyId[
 const budgets = values.budgets.split(",").map(Number);
 const {models, sets} = benchModels({models: values.models, sets: values.sets});
 /** The file of a task model. */
-const modelFile = (name: TaskModel) => (name === "merge" ? values["merge-model"] : values["demo-model"]);
+const modelFile = (name: TaskModel) => values[`${name}-model`];
 /** The model a problem set runs on: the one trained on its task. */
 const setModel = (set: string) => modelFile(problemSets[set]!.model);
 const threads = Number(values.threads);

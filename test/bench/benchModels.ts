@@ -1,15 +1,16 @@
 import {problemSets} from "./quality.js";
 
 /** A shipped model the bench runs its task suites on, named as `--models` names it. */
-export type TaskModel = "demo" | "merge";
+export type TaskModel = "demo" | "merge" | "multi";
 
-const taskModels: TaskModel[] = ["demo", "merge"];
+const taskModels: TaskModel[] = ["demo", "merge", "multi"];
 
 /**
  * `--models` and `--sets` resolved once: the task models named (null where `--models` is not given: the fidelity suite
  * then keeps its random-weights table), each with the problem set of its own task (the fidelity suite's problems), and
  * the problem sets the quality and foresight suites run. Without `--sets`, those are every set of the models named
- * (`demo`: the demo and local sets; `merge`: the merge set); without either flag, the demo model's. `--sets` named
+ * (`demo`: the demo and local sets; `merge`: the merge sets; `multi`: a set per family) but those run by name only;
+ * without either flag, the demo model's. `--sets` named
  * beside `--models` must name sets of those models only.
  */
 export function benchModels(flags: {models?: string; sets?: string}): {
@@ -23,7 +24,7 @@ export function benchModels(flags: {models?: string; sets?: string}): {
     const named = (models ?? ["demo"]) as TaskModel[];
     const sets =
         flags.sets == null
-            ? Object.keys(problemSets).filter((set) => named.includes(problemSets[set]!.model))
+            ? Object.keys(problemSets).filter((set) => named.includes(problemSets[set]!.model) && problemSets[set]!.byName !== true)
             : listOf(flags.sets, "--sets");
     for (const set of sets) {
         const known = problemSets[set];

@@ -1,6 +1,6 @@
 import type {LlamaModel, Token} from "node-llama-cpp";
 import type {CompressionSettings} from "../../preload/contract.js";
-import {KvController} from "../../main/engine/KvController.js";
+import {KvController} from "../../main/engine/pruning/KvController.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {gateSequenceDecodes} from "../../main/engine/native/ponderAddon.js";
 

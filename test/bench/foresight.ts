@@ -1,5 +1,5 @@
 import {resolveChatWrapper, type Llama, type Token} from "node-llama-cpp";
-import {fullTrace} from "../../main/engine/fidelity.js";
+import {fullTrace} from "../../main/engine/generation/fidelity.js";
 import {table} from "./plot.js";
 import {problemSets} from "./quality.js";
 

@@ -1,6 +1,6 @@
 import type {Llama} from "node-llama-cpp";
 import type {CompressionSettings, KvCacheType, PolicyId} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {
     EVAL_SEED_BASE,

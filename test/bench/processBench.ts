@@ -2,10 +2,10 @@ import fs from "node:fs";
 import path from "node:path";
 import type {Llama} from "node-llama-cpp";
 import type {BuildInfo, CompressionSettings} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
 import type {EngineApi} from "../../main/engine/EngineApi.js";
-import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
-import {forkEngine} from "../../main/engine/process/forkEngine.js";
+import {EngineProxy} from "../../main/engine/host/EngineProxy.js";
+import {forkEngine} from "../../main/engine/host/forkEngine.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {median} from "./median.js";
 

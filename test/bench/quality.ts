@@ -1,13 +1,14 @@
 import {resolveChatWrapper, type Llama, type LlamaModel, type Token} from "node-llama-cpp";
 import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
-import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
-import {inspectModel} from "../../main/engine/inspectModel.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {fullTrace, measureFidelity} from "../../main/engine/generation/fidelity.js";
+import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {kvBytesPerCell} from "../../main/kv/kvMemory.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {heldOutMergeProblems} from "../eval/mergeTask.js";
+import {heldOutMultiProblems, MULTI_FAMILIES} from "../../main/demo/multiTask.js";
 import {table} from "./plot.js";
 
 /** A quality row: a policy (or the oracle, or ReFreeKV as its paper runs it) at a share of the cells Full used. */
@@ -22,19 +23,29 @@ type QualityRow = {
     meanLiveKiB: number;
     /** Mean of (KV memory at the end) / (KV memory of that problem's Full run). */
     memoryVsFull: number;
-    /** Fidelity against Full on the problems it was measured on (teacher-forced: `measureFidelity`, main/engine/fidelity.ts); null for Full. */
+    /** Fidelity against Full on the problems it was measured on (teacher-forced: `measureFidelity`, main/engine/generation/fidelity.ts); null for Full. */
     fidelity: {problems: number; top1Agreement: number; meanKl: number; regret: number} | null;
 };
 
 /** A held-out problem of a task: the question, and the answer that grades a run. */
 export type TaskProblem = {question: string; answer: string};
 
+/** A problem set: the shipped model trained on its task, its held-out problems, and what it is in words. */
+type ProblemSet = {
+    model: "demo" | "merge" | "multi";
+    problems: (count: number) => TaskProblem[];
+    title: string;
+    /** Run only when `--sets` names it, not among its model's sets by default. */
+    byName?: boolean;
+};
+
 /**
  * The problem sets, each with the shipped model trained on its task: the demo task's training distribution (operands
  * anywhere back), one that reads mostly recent steps, and the merge task (two pointers through the question): its
- * held-out set (k in the second half of the merge) and, as in training, any k.
+ * held-out set (k in the second half of the merge) and, as in training, any k; the many-task model's families, one set
+ * each (held-out sizes, asked in the phrasings a person might type), and all of them mixed (by name only).
  */
-export const problemSets: {[name: string]: {model: "demo" | "merge"; problems: (count: number) => TaskProblem[]; title: string}} = {
+export const problemSets: {[name: string]: ProblemSet} = {
     demo: {model: "demo", problems: (count) => heldOutDemoProblems(count, {}, 0), title: "the demo task (operands anywhere back)"},
     local: {
         model: "demo",
@@ -50,7 +61,24 @@ export const problemSets: {[name: string]: {model: "demo" | "merge"; problems: (
         model: "merge",
         problems: (count) => heldOutMergeProblems(count, {minKShare: 0}),
         title: "the merge task asking any position (as in training; an early k is answered before far reads matter)"
-    }
+    },
+    multi: {
+        model: "multi",
+        problems: (count) => heldOutMultiProblems(count),
+        title: "the many-task model's six families mixed (held-out sizes, asked in words)",
+        byName: true
+    },
+    ...Object.fromEntries(
+        MULTI_FAMILIES.map((family, index) => [
+            `multi-${family}`,
+            {
+                model: "multi",
+                // Each family's own seeds, apart from the mixed set's and from each other's.
+                problems: (count: number) => heldOutMultiProblems(count, [family], 1_000_000 * (index + 1)),
+                title: `the many-task model's ${family} family (held-out sizes, asked in words)`
+            } satisfies ProblemSet
+        ])
+    )
 };
 
 const pruneEvery = 8;
@@ -260,7 +288,7 @@ export async function qualitySuite(options: {
 }
 
 /**
- * Teacher-forced fidelity on real reasoning (`measureFidelity`, main/engine/fidelity.ts) and the oracle, one problem at a time: each question's Full
+ * Teacher-forced fidelity on real reasoning (`measureFidelity`, main/engine/generation/fidelity.ts) and the oracle, one problem at a time: each question's Full
  * greedy trace with what every step attended to; on the first `fidelityProblems` problems each policy's pruned cache
  * replays it at each share of that problem's Full cells (top-1 agreement, KL, regret); on every problem the oracle runs
  * at each share (its free greedy run is graded). A budget counts where the question fits with a prune round to spare.

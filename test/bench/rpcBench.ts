@@ -4,8 +4,8 @@
 import path from "node:path";
 import type {CompressionSettings} from "../../preload/contract.js";
 import type {EngineApi} from "../../main/engine/EngineApi.js";
-import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
-import {forkEngine} from "../../main/engine/process/forkEngine.js";
+import {EngineProxy} from "../../main/engine/host/EngineProxy.js";
+import {forkEngine} from "../../main/engine/host/forkEngine.js";
 import {startRpcServer} from "../fixtures/rpcServers.js";
 import {median} from "./median.js";
 import {table} from "./plot.js";

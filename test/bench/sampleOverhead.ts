@@ -36,7 +36,7 @@ const {values} = parseArgs({
 
 type Tree = {
     root: string;
-    KvController: typeof import("../../main/engine/KvController.js").KvController;
+    KvController: typeof import("../../main/engine/pruning/KvController.js").KvController;
     NativeKv: typeof import("../../main/engine/native/NativeKv.js").NativeKv;
     gateSequenceDecodes: typeof import("../../main/engine/native/ponderAddon.js").gateSequenceDecodes;
 };
@@ -46,7 +46,7 @@ const recordMs = new Map<string, number>();
 
 async function loadTree(root: string): Promise<Tree> {
     const from = (file: string) => import(path.resolve(root, file));
-    const controller = (await from("main/engine/KvController.ts")).KvController;
+    const controller = (await from("main/engine/pruning/KvController.ts")).KvController;
     recordMs.set(root, 0);
     for (const name of ["_keepScored", "_tokenScores"]) {
         const method = controller.prototype[name] as ((...args: unknown[]) => unknown) | undefined;

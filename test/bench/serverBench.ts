@@ -3,7 +3,7 @@ import path from "node:path";
 import type {Llama} from "node-llama-cpp";
 import {fork} from "node:child_process";
 import type {BuildInfo, PolicyId, ServerRequestLog} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
 import type {EngineApi} from "../../main/engine/EngineApi.js";
 import {resolveKv} from "../../main/kv/resolveKv.js";
 import {ApiServer} from "../../main/server/ApiServer.js";

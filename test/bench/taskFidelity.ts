@@ -1,9 +1,9 @@
 import fs from "node:fs/promises";
 import {resolveChatWrapper, type Llama, type Token} from "node-llama-cpp";
 import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
-import {fullTrace, measureFidelity} from "../../main/engine/fidelity.js";
+import {fullTrace, measureFidelity} from "../../main/engine/generation/fidelity.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
-import {policyNeeds} from "../../main/engine/scoring.js";
+import {policyNeeds} from "../../main/engine/policies/scoring.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {problemSets} from "./quality.js";
 import {table} from "./plot.js";
@@ -16,7 +16,7 @@ const contextCells = 4096;
 type Sum = {problems: number; cells: number; top1: number; kl: number; regret: number; forcedDrops: number; divergence: (number | null)[]};
 
 /**
- * Fidelity on a task model's own problems (`measureFidelity`, main/engine/fidelity.ts): per held-out problem, Full's greedy thought and answer up to its
+ * Fidelity on a task model's own problems (`measureFidelity`, main/engine/generation/fidelity.ts): per held-out problem, Full's greedy thought and answer up to its
  * end-of-turn token, with what each step attended to; then each policy under each combine mode, and the oracle, at
  * each share of that trace's cells, teacher-forced along it (top-1 agreement, KL, regret) and run freely once (the
  * first token where it leaves Full's). A budget counts on a problem where the question fits with a prune round to

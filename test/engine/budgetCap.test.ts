@@ -2,10 +2,10 @@
 // on a 4,096-token model allocated 2 GiB before), and one the fit estimate says does not fit in free memory.
 import {LlamaModel} from "node-llama-cpp";
 import {afterAll, beforeAll, describe, expect, it, vi} from "vitest";
-import {Engine} from "../../main/engine/Engine.js";
-import {inspectModel} from "../../main/engine/inspectModel.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import type {GenerateRequest} from "../../main/engine/types.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
+import type {GenerateRequest} from "../../main/engine/EngineApi.js";
 import {estimateBudget} from "../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";

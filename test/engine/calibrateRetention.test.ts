@@ -12,14 +12,15 @@ import {resolveChatWrapper, type Llama, type LlamaModel, type Token} from "node-
 import {extractDemoAnswer, generateDemoProblem} from "../../main/demo/demoTask.js";
 import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
-import {calibrateRetention, type CalibrationJobProgress} from "../../main/engine/calibration/calibrateRetention.js";
+import {calibrateRetention} from "../../main/engine/calibration/calibrateRetention.js";
 import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
-import {validateGates, type ValidationReport} from "../../main/engine/calibration/validateGates.js";
+import {validateGates} from "../../main/engine/calibration/validateGates.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {findRetentionGates, retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
-import {inspectModel} from "../../main/engine/inspectModel.js";
+import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
+import type {CalibrationJobProgress, ValidationReport} from "../../main/engine/calibration/types.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const shippedGates = path.join(REPO_ROOT, "resources", "models", "ponder-demo.retention.gguf");
@@ -162,7 +163,7 @@ describe("calibrating the demo model's retention gates", () => {
         }
         // a finished job leaves no work behind
         expect(await fs.readdir(workDir)).toEqual([]);
-    }, 480_000);
+    }, 900_000);
 
     test("npm run calibrate leaves the gates beside the model as they were when its gates do worse than Lethe, and replaces them (kept as .previous) when they do better", async () => {
         const sidecar = retentionSidecarPath(modelCopy);
@@ -238,5 +239,5 @@ describe("calibrating the demo model's retention gates", () => {
                 answers: p.answers && {gates: expect.closeTo(p.answers.gates, 6), lethe: expect.closeTo(p.answers.lethe, 6)}
             }))
         );
-    }, 480_000);
+    }, 900_000);
 });

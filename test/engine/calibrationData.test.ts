@@ -3,21 +3,15 @@
 // its horizons are the engine's read horizons of the token when its text is decoded again, its followers count the
 // tokens after it; the sample is seeded (same seed, same sample) and bounded.
 import fs from "node:fs/promises";
-import path from "node:path";
-import {afterAll, beforeAll, describe, expect, test} from "vitest";
-import {readGgufFileInfo, resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type Token} from "node-llama-cpp";
+import {describe, expect, test} from "vitest";
+import {readGgufFileInfo, type Token} from "node-llama-cpp";
 import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
 import {isHorizonObserved} from "../../main/engine/calibration/isHorizonObserved.js";
 import type {CalibrationDataset} from "../../main/engine/calibration/types.js";
-import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
-import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {heldOutDemoProblems} from "../../main/demo/demoTask.js";
-import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
+import {demoGatesPath as demoGates, openKvContext, useDemoModel} from "../fixtures/demoModel.js";
 import {gateLogits, type GateLayer} from "../fixtures/gguf/retentionSidecar.js";
 import {float16BitsToFloat32} from "../fixtures/gguf/writeGguf.js";
-
-const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
-const demoGates = path.join(REPO_ROOT, "resources", "models", "ponder-demo.retention.gguf");
 
 async function readGates(filePath: string, layers: number): Promise<GateLayer[]> {
     const info = await readGgufFileInfo(filePath, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"});
@@ -50,15 +44,13 @@ async function readGates(filePath: string, layers: number): Promise<GateLayer[]>
 }
 
 describe("calibration data on the demo model", () => {
-    let llama: Llama;
-    let model: LlamaModel;
-    let chatWrapper: ChatWrapper;
+    const demo = useDemoModel();
     const prompts = heldOutDemoProblems(2, {minSteps: 8, maxSteps: 12}).map((problem) => ({user: problem.question}));
 
     async function collect(seed: number, maxSamples: number, withGates: boolean, moreReadThresholds: number[] = []) {
-        const context = await model.createContext({contextSize: 1024, flashAttention: false, threads: 2});
-        const kv = new NativeKv(context);
-        const sequence = context.getSequence();
+        const {model, chatWrapper} = demo;
+        const run = await openKvContext(model, {contextSize: 1024, threads: 2});
+        const {kv, sequence} = run;
         try {
             if (withGates) await kv.configureRetention(demoGates);
             const dataset = await collectCalibrationData({model, chatWrapper, sequence, kv}, prompts, {
@@ -67,26 +59,16 @@ describe("calibration data on the demo model", () => {
                 seed,
                 moreReadThresholds
             });
-            return {dataset, context, kv, sequence};
+            return {dataset, ...run};
         } catch (err) {
-            await kv.dispose();
-            await context.dispose();
+            await run.dispose();
             throw err;
         }
     }
 
-    beforeAll(async () => {
-        llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
-        model = await llama.loadModel({modelPath: demoModel});
-        chatWrapper = resolveChatWrapper(model);
-    });
-
-    afterAll(async () => {
-        await model?.dispose();
-    });
-
     test("samples carry the gates' input and the engine's read horizons, with their followers", async () => {
-        const {dataset, context, kv, sequence} = await collect(3, 40, true);
+        const {model} = demo;
+        const {dataset, kv, sequence, dispose} = await collect(3, 40, true);
         try {
             const {layers} = await kv.stats();
             expect(dataset).toMatchObject({
@@ -161,8 +143,7 @@ describe("calibration data on the demo model", () => {
             expect(observed).toBeGreaterThan(0);
             expect(await kv.stats()).toMatchObject({readHorizon: false, attnNormCapture: false});
         } finally {
-            await kv.dispose();
-            await context.dispose();
+            await dispose();
         }
     });
 
@@ -188,20 +169,16 @@ describe("calibration data on the demo model", () => {
             expect(longer).toBeGreaterThan(0);
             expect(a.alternatives).toEqual([]);
         } finally {
-            for (const run of [plain, more]) {
-                await run.kv.dispose();
-                await run.context.dispose();
-            }
+            for (const run of [plain, more]) await run.dispose();
         }
     });
 
     test("the sample is seeded and bounded by maxSamples", async () => {
         const runs: CalibrationDataset[] = [];
         for (const seed of [7, 7, 8]) {
-            const {dataset, context, kv} = await collect(seed, 24, false);
+            const {dataset, dispose} = await collect(seed, 24, false);
             runs.push(dataset);
-            await kv.dispose();
-            await context.dispose();
+            await dispose();
         }
         const key = (dataset: CalibrationDataset) => Array.from(dataset.positions, (position, i) => `${dataset.text[i]}:${position}`);
         expect(runs[0]!.tokens).toBe(24);

@@ -2,9 +2,9 @@
 // Full KV refuses a conversation, so the composer blocks exactly the messages the engine would refuse.
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {AppError} from "../../main/AppError.js";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import type {ChatTurn, GenerateRequest} from "../../main/engine/types.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
+import type {ChatTurn, GenerateRequest} from "../../main/engine/EngineApi.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 

@@ -6,8 +6,8 @@ import type {AddressInfo} from "node:net";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {DownloadStatus, EventChannel, Events} from "../../preload/contract.js";
 import {AppDatabase} from "../../main/db/AppDatabase.js";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {AppServices} from "../../main/services/AppServices.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 

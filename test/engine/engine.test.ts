@@ -3,9 +3,9 @@ import os from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {AppError} from "../../main/AppError.js";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import type {ChatTurn, GenerateRequest, GenerationChunk} from "../../main/engine/types.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
+import type {ChatTurn, GenerateRequest, GenerationChunk} from "../../main/engine/EngineApi.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 
 const fullKv = {compression: defaultCompressionSettings, cells: 2048};

@@ -3,9 +3,9 @@
 // tested with fake folders only (test/unit/main/engineBuilds.test.ts).
 import path from "node:path";
 import {describe, expect, it} from "vitest";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import {EngineProxy} from "../../main/engine/process/EngineProxy.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
+import {EngineProxy} from "../../main/engine/host/EngineProxy.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel, REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {spawnTestEngine} from "./spawnTestEngine.js";

@@ -7,7 +7,7 @@ import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {EventChannel, Events, MessageDto} from "../../preload/contract.js";
 import {createApp} from "../../main/createApp.js";
-import type {EngineProxy} from "../../main/engine/process/EngineProxy.js";
+import type {EngineProxy} from "../../main/engine/host/EngineProxy.js";
 import type {AppServices} from "../../main/services/AppServices.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {writeCorruptModels} from "../fixtures/gguf/corruptModels.js";

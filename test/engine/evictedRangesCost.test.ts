@@ -2,8 +2,8 @@
 // service add (positions to ranges at each round, merged until a sample takes them; the ranges serialized with each
 // sample), replayed on a real run's own evictions and timed against that run's decode time. Bound: 2%.
 import {afterAll, beforeAll, expect, it} from "vitest";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {generateRun} from "./generateRun.js";

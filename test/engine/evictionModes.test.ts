@@ -34,7 +34,7 @@ sys.path.insert(0, sys.argv[1])
 torch.set_num_threads(1)
 from evictionModes import MODES, RANKINGS, ModeSim
 from evictionSim import EvictionSim
-from ggufQwen3 import load_model
+from ggufModel import load_gguf_model
 from sidecar import read_sidecar, sidecar_path_for
 
 def run(sim, prompt, generated):
@@ -42,7 +42,7 @@ def run(sim, prompt, generated):
 
 out = {"cases": [], "sameAsShared": [], "againstEviction": []}
 for path in sys.argv[2:]:
-    model, _ = load_model(path)
+    model, _ = load_gguf_model(path)
     _, gates = read_sidecar(sidecar_path_for(path), path)
     gen = torch.Generator().manual_seed(7)
     tokens = torch.randint(0, 256, (220,), generator=gen).tolist()

@@ -1,8 +1,8 @@
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {LlamaModel, Token} from "node-llama-cpp";
-import {Engine} from "../../main/engine/Engine.js";
-import {fullTrace, kl, logSoftmax, measureFidelity} from "../../main/engine/fidelity.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {fullTrace, kl, logSoftmax, measureFidelity} from "../../main/engine/generation/fidelity.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 

@@ -1,7 +1,7 @@
 // One sampled generation of the engine tests that run a policy over a long thought: its result, the memory samples it
 // emitted and the tokens it wrote.
 import type {CompressionSettings, KvSample} from "../../preload/contract.js";
-import type {Engine} from "../../main/engine/Engine.js";
+import type {Engine} from "../../main/engine/runtime/Engine.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 
 /** "Think for a long time.", temperature 0.8, seed 5, rounds every 16 tokens, under `compression` at `cells`. */

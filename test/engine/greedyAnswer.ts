@@ -1,4 +1,4 @@
-import type {GenerateRequest, GenerationResult} from "../../main/engine/types.js";
+import type {GenerateRequest, GenerationResult} from "../../main/engine/EngineApi.js";
 import type {PolicyId} from "../../preload/contract.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 

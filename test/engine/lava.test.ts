@@ -3,8 +3,8 @@
 import type {LlamaContext, LlamaModel, Token} from "node-llama-cpp";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {CompressionSettings} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {getFixtureModel, getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";

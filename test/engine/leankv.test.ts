@@ -4,10 +4,10 @@
 // by its significance rule with no budget binding.
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {CompressionSettings, KvCacheType, PolicyId} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
 import {kvBytesPerCell} from "../../main/kv/kvMemory.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import type {ModelInspection} from "../../main/engine/types.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
+import type {ModelInspection} from "../../main/engine/EngineApi.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {generateRun} from "./generateRun.js";

@@ -9,8 +9,8 @@ import os from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {CompressionSettings, KvSample} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {generateModel, type ModelSpec} from "../fixtures/gguf/generateModel.js";
 

@@ -12,7 +12,7 @@ import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
 import {userTurn, writeOwnPrompts} from "../../main/engine/calibration/ownPrompts.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
-import {inspectModel} from "../../main/engine/inspectModel.js";
+import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {getFixtureModel, REPO_ROOT, type FixtureName} from "../fixtures/gguf/fixtures.js";
 
 const models = path.join(REPO_ROOT, "resources", "models");

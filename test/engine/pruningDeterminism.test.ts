@@ -2,9 +2,9 @@
 // same tokens whatever ran before in the context and however busy the machine is.
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
-import {Engine} from "../../main/engine/Engine.js";
-import {loadRuntime} from "../../main/engine/loadRuntime.js";
-import type {ChatTurn, GenerationChunk} from "../../main/engine/types.js";
+import {Engine} from "../../main/engine/runtime/Engine.js";
+import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
+import type {ChatTurn, GenerationChunk} from "../../main/engine/EngineApi.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {underLoad} from "./underLoad.js";

@@ -2,39 +2,22 @@
 // (collectCalibrationData), then the same texts are read at prompt speed (readCalibrationData). Reading gives the same
 // samples, the same labels at every read threshold and the gate inputs up to the rounding of batched kernels; and a
 // text stored as a conversation (question, thought, answer) renders back to the tokens the model wrote.
-import path from "node:path";
-import {afterAll, beforeAll, describe, expect, test} from "vitest";
-import {resolveChatWrapper, type ChatWrapper, type Llama, type LlamaModel, type Token} from "node-llama-cpp";
+import {describe, expect, test} from "vitest";
+import type {Token} from "node-llama-cpp";
 import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
 import {readCalibrationData} from "../../main/engine/calibration/readCalibrationData.js";
 import {renderWrittenText, splitThought} from "../../main/engine/calibration/writtenTexts.js";
-import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
-import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {heldOutDemoProblems} from "../../main/demo/demoTask.js";
-import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-
-const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
+import {openKvContext, useDemoModel} from "../fixtures/demoModel.js";
 
 describe("calibration data read from written text", () => {
-    let llama: Llama;
-    let model: LlamaModel;
-    let chatWrapper: ChatWrapper;
+    const demo = useDemoModel();
     const problems = heldOutDemoProblems(2, {minSteps: 10, maxSteps: 14});
 
-    beforeAll(async () => {
-        llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
-        model = await llama.loadModel({modelPath: demoModel});
-        chatWrapper = resolveChatWrapper(model);
-    });
-
-    afterAll(async () => {
-        await model?.dispose();
-    });
-
     test("reading a written text gives the samples, labels and gate inputs that writing it gave", async () => {
-        const context = await model.createContext({contextSize: 1024, flashAttention: false, threads: 2});
-        const kv = new NativeKv(context);
-        const sequence = context.getSequence();
+        const {model, chatWrapper} = demo;
+        const run = await openKvContext(model, {contextSize: 1024, threads: 2});
+        const {kv, sequence} = run;
         try {
             const options = {maxSamples: 100_000, seed: 4, moreReadThresholds: [0.25]};
             const written = await collectCalibrationData(
@@ -83,23 +66,22 @@ describe("calibration data read from written text", () => {
                 expect(cut.tokens).toHaveLength(50);
             }
         } finally {
-            await kv.dispose();
-            await context.dispose();
+            await run.dispose();
         }
     });
 
     test("a text longer than the context is refused before anything is read", async () => {
-        const context = await model.createContext({contextSize: 256, flashAttention: false, threads: 1});
-        const kv = new NativeKv(context);
+        const {model} = demo;
+        const run = await openKvContext(model, {contextSize: 256, threads: 1});
+        const {kv, sequence} = run;
         try {
             const tokens = Array.from({length: 300}, () => 65 as Token);
-            await expect(readCalibrationData({model, sequence: context.getSequence(), kv}, [{tokens, promptTokens: 10}])).rejects.toThrow(
+            await expect(readCalibrationData({model, sequence, kv}, [{tokens, promptTokens: 10}])).rejects.toThrow(
                 /Reading needs a context of 300 cells/
             );
             expect(await kv.stats()).toMatchObject({readHorizon: false, attnNormCapture: false});
         } finally {
-            await kv.dispose();
-            await context.dispose();
+            await run.dispose();
         }
     });
 });

@@ -1,6 +1,6 @@
 import path from "node:path";
-import {forkEngine} from "../../main/engine/process/forkEngine.js";
-import type {SpawnEngine} from "../../main/engine/process/EngineProxy.js";
+import {forkEngine} from "../../main/engine/host/forkEngine.js";
+import type {SpawnEngine} from "../../main/engine/host/EngineProxy.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 
 /** The engine process as the app starts it, from the sources (through tsx): one thread, faults allowed when asked. */

@@ -42,6 +42,7 @@ test("it holds the harness, run.sh, the CPU reference, the demo model and its ga
         "cpu-reference.tsv",
         "harness/CMakeLists.txt",
         "harness/harness.cpp",
+        "harness/choices.h",
         "models/ponder-demo.gguf",
         "models/ponder-demo.retention.gguf"
     ])

@@ -1,35 +1,42 @@
 import fs from "node:fs";
 import path from "node:path";
 import {describe, expect, it} from "vitest";
+import {sourceImports} from "./sourceImports.js";
 
-// One importer per boundary (docs/CONTRIBUTING.md): node-llama-cpp only in main/engine, better-sqlite3 only in
-// main/db, Electron only in the entry point, the IPC binding, the engine process's spawner and the preload; renderer
-// never imports main; the main process never loads llama.cpp (it runs in the engine process).
+// One importer per boundary (docs/CONTRIBUTING.md): node-llama-cpp only in the engine process's folders of main/engine,
+// better-sqlite3 only in main/db, Electron only in the entry point, the IPC binding, the engine process's spawner and the
+// preload; renderer never imports main; the main process never loads llama.cpp (it runs in the engine process).
 const root = path.resolve(import.meta.dirname, "../..");
-const rules: {module: RegExp; allowed: RegExp}[] = [
-    {module: /^node-llama-cpp(\/|$)/, allowed: /^main\/engine\//},
-    {module: /^better-sqlite3$/, allowed: /^main\/db\//},
+
+// Which process runs a file of main/engine is said by its folder. The engine process's folders hold llama.cpp's side:
+// the runtime, generation, saved states, the KV controller, calibration and the native bindings. `host/` is the main
+// process's side: the proxy and supervisor of the engine process, its spawners, the downloader. The rest runs in both:
+// the API's types (`EngineApi.ts`, `protocol.ts`) and pure code or file reads that load nothing native (`builds/`,
+// `gguf/`, `policies/`, `retention/`, `rpc/`).
+const engineProcess = ["runtime", "generation", "states", "pruning", "calibration", "native"].map((dir) => `main/engine/${dir}/`);
+const mainProcess = ["main/engine/host/"];
+const both = ["builds", "gguf", "policies", "retention", "rpc"].map((dir) => `main/engine/${dir}/`);
+const inFolders = (folders: readonly string[]) => (file: string) => folders.some((folder) => file.startsWith(folder));
+const inEngineProcess = inFolders(engineProcess);
+/** The engine process's entry point, the one file outside its folders that loads them. */
+const engineEntry = "main/engineProcess.ts";
+/** The downloader: node-llama-cpp's JavaScript over HTTP, in the main process; nothing native. */
+const downloader = "main/engine/host/downloadModel.ts";
+
+const rules: {module: RegExp; allowed: (file: string) => boolean}[] = [
+    {module: /^node-llama-cpp(\/|$)/, allowed: (file) => inEngineProcess(file) || file === downloader},
+    {module: /^better-sqlite3$/, allowed: inFolders(["main/db/"])},
     {
         module: /^electron$/,
-        allowed: /^(main\/index\.ts|main\/ipc\/registerElectronIpc\.ts|main\/engine\/process\/utilityEngine\.ts|preload\/index\.ts)$/
+        allowed: (file) =>
+            ["main/index.ts", "main/ipc/registerElectronIpc.ts", "main/engine/host/utilityEngine.ts", "preload/index.ts"].includes(file)
     }
 ];
 
-function sourceFiles(dir: string): string[] {
-    return fs.readdirSync(path.join(root, dir), {withFileTypes: true}).flatMap((entry) => {
-        const rel = path.join(dir, entry.name);
-        if (entry.isDirectory()) return sourceFiles(rel);
-        return /\.(ts|svelte)$/.test(entry.name) ? [rel] : [];
-    });
-}
-
-function importsOf(file: string): string[] {
-    const text = fs.readFileSync(path.join(root, file), "utf8");
-    return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)].map((m) => m[1] ?? m[2]!);
-}
-
 describe("module boundaries", () => {
-    const files = ["main", "preload", "renderer"].filter((dir) => fs.existsSync(path.join(root, dir))).flatMap(sourceFiles);
+    const imports = sourceImports(["main", "preload", "renderer"]);
+    const files = [...imports.keys()];
+    const importsOf = (file: string) => imports.get(file)!.map(({spec}) => spec);
 
     it("finds the sources", () => {
         expect(files.length).toBeGreaterThan(10);
@@ -38,7 +45,7 @@ describe("module boundaries", () => {
     it("keeps each third-party boundary behind its one folder", () => {
         const violations = files.flatMap((file) =>
             importsOf(file).flatMap((spec) =>
-                rules.filter((rule) => rule.module.test(spec) && !rule.allowed.test(file)).map(() => `${file} imports ${spec}`)
+                rules.filter((rule) => rule.module.test(spec) && !rule.allowed(file)).map(() => `${file} imports ${spec}`)
             )
         );
         expect(violations).toEqual([]);
@@ -57,8 +64,8 @@ describe("module boundaries", () => {
     });
 
     // Folder arrows point one way: the services compose the API server (it declares what it needs of them, its backend);
-    // the IPC and the API server share their HTTP plumbing in main/net, which imports neither; the engine's process side
-    // (main/engine) imports none of the app's folders; the KV math (main/kv) neither.
+    // the IPC and the API server share their HTTP plumbing in main/net, which imports neither; the engine (main/engine)
+    // imports none of the app's folders; the KV math (main/kv) neither.
     const folderRules: {from: RegExp; to: RegExp}[] = [
         {from: /^main\/server\//, to: /^main\/(services|ipc|db)\//},
         {from: /^main\/ipc\//, to: /^main\/server\//},
@@ -69,9 +76,9 @@ describe("module boundaries", () => {
 
     it("keeps folder arrows pointing one way (no main/server -> main/services, no main/ipc -> main/server)", () => {
         const violations = files.flatMap((file) =>
-            importsOf(file)
-                .filter((spec) => spec.startsWith("."))
-                .map((spec) => path.join(path.dirname(file), spec))
+            imports
+                .get(file)!
+                .flatMap(({target}) => (target == null ? [] : [target]))
                 .filter((target) => folderRules.some((rule) => rule.from.test(file) && rule.to.test(target)))
                 .map((target) => `${file} imports ${target}`)
         );
@@ -79,18 +86,48 @@ describe("module boundaries", () => {
         expect(violations).toEqual([]);
     });
 
+    it("says in each folder of main/engine which process runs it", () => {
+        const folders = fs
+            .readdirSync(path.join(root, "main/engine"), {withFileTypes: true})
+            .filter((entry) => entry.isDirectory())
+            .map((entry) => `main/engine/${entry.name}/`);
+        expect(folders.sort()).toEqual([...engineProcess, ...mainProcess, ...both].sort());
+    });
+
+    it("keeps the engine process's folders out of the main process: of them it imports types only", () => {
+        const violations = files
+            .filter((file) => file.startsWith("main/") && !inEngineProcess(file) && file !== engineEntry)
+            .flatMap((file) =>
+                imports
+                    .get(file)!
+                    .filter(({target, typeOnly}) => target != null && !typeOnly && inEngineProcess(target))
+                    .map(({target}) => `${file} imports ${target}`)
+            );
+        expect(files.filter(inEngineProcess)).toContain("main/engine/runtime/Engine.ts");
+        expect(violations).toEqual([]);
+    });
+
+    it("keeps the main process's side of the engine (main/engine/host) out of the engine process", () => {
+        const violations = files
+            .filter((file) => (file.startsWith("main/engine/") && !inFolders(mainProcess)(file)) || file === engineEntry)
+            .flatMap((file) =>
+                imports
+                    .get(file)!
+                    .filter(({target}) => target != null && inFolders(mainProcess)(target))
+                    .map(({target}) => `${file} imports ${target}`)
+            );
+        expect(files.filter(inFolders(mainProcess))).toContain("main/engine/host/EngineProxy.ts");
+        expect(violations).toEqual([]);
+    });
+
     it("keeps the KV math (main/kv) pure: no package, and of main/engine its types only", () => {
         const kvFiles = files.filter((file) => file.startsWith("main/kv/"));
-        const violations = kvFiles.flatMap((file) => {
-            const text = fs.readFileSync(path.join(root, file), "utf8");
-            return [...text.matchAll(/(?:^|\n)\s*(import|export)\s(type\s)?[^;]*?from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)]
-                .filter((m) => {
-                    const spec = m[3] ?? m[4]!;
-                    if (!spec.startsWith(".")) return true;
-                    return m[2] == null && /^main\/engine\//.test(path.join(path.dirname(file), spec));
-                })
-                .map((m) => `${file} imports ${m[3] ?? m[4]}`);
-        });
+        const violations = kvFiles.flatMap((file) =>
+            imports
+                .get(file)!
+                .filter(({target, typeOnly}) => target == null || (!typeOnly && target.startsWith("main/engine/")))
+                .map(({spec}) => `${file} imports ${spec}`)
+        );
         expect(kvFiles).toContain("main/kv/budgetCap.ts");
         expect(violations).toEqual([]);
     });
@@ -103,11 +140,10 @@ describe("module boundaries", () => {
         const visit = (file: string) => {
             if (reached.has(file)) return;
             reached.add(file);
-            const text = fs.readFileSync(path.join(root, file), "utf8");
-            for (const match of text.matchAll(/(?:^|\n)\s*(import|export)\s(?!type\s)[^;]*?from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)) {
-                const spec = match[2] ?? match[3]!;
-                if (!spec.startsWith(".")) external.set(spec, new Set([...(external.get(spec) ?? []), file]));
-                else visit(path.join(path.dirname(file), spec).replace(/\.js$/, ".ts"));
+            for (const {spec, target, typeOnly} of imports.get(file)!) {
+                if (typeOnly) continue;
+                if (target == null) external.set(spec, new Set([...(external.get(spec) ?? []), file]));
+                else visit(target);
             }
         };
         const llamaImporters = () =>
@@ -115,24 +151,18 @@ describe("module boundaries", () => {
         visit("main/index.ts");
         visit("main/headless.ts");
         expect(reached.has("main/services/ChatService.ts")).toBe(true);
-        expect(reached.has("main/engine/process/EngineProxy.ts")).toBe(true);
+        expect(reached.has("main/engine/host/EngineProxy.ts")).toBe(true);
         // Only the downloader, which is JavaScript over HTTP: no native code loads in the main process.
-        expect(llamaImporters()).toEqual(["main/engine/downloadModel.ts"]);
-        expect(
-            [...reached].filter((file) =>
-                /^main\/engine\/(Engine|EngineRuntime|EngineContext|loadChatModel|generateAnswer|prefill|SavedStates|chatPrompt|KvController|inspectModel|loadRuntime)\.ts$/.test(
-                    file
-                )
-            )
-        ).toEqual([]);
+        expect(llamaImporters()).toEqual([downloader]);
+        expect([...reached].filter(inEngineProcess)).toEqual([]);
 
         // The engine process is what loads them.
         reached.clear();
         external.clear();
-        visit("main/engineProcess.ts");
-        expect(reached.has("main/engine/Engine.ts")).toBe(true);
+        visit(engineEntry);
+        expect(reached.has("main/engine/runtime/Engine.ts")).toBe(true);
         expect(llamaImporters().length).toBeGreaterThan(0);
-        expect([...reached].some((file) => /^main\/(db|services|ipc|server)\//.test(file))).toBe(false);
+        expect([...reached].some((file) => /^main\/(db|services|ipc|server)\//.test(file) || inFolders(mainProcess)(file))).toBe(false);
     });
 
     it("keeps the renderer off main-process code, except the contract", () => {

@@ -1,7 +1,7 @@
 // Two greedy generations of one request, on two engine builds, side by side: where their texts part, and their KV
 // counters at each memory sample.
 import type {KvSample} from "../../preload/contract.js";
-import type {GenerationChunk} from "../../main/engine/types.js";
+import type {GenerationChunk} from "../../main/engine/EngineApi.js";
 
 /** One generation as a comparison needs it: the chunks written and the memory samples. */
 export type RecordedRun = {

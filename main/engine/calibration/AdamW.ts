@@ -1,16 +1,16 @@
-import type {GateLayerWeights} from "./trainGates.js";
+import type {RetentionGateLayer} from "../retention/writeRetentionSidecar.js";
 
 /**
  * AdamW over one layer's gate (decoupled weight decay on the two matrices), betas 0.9 / 0.999, eps 1e-8. The learning
  * rate is each step's: the trainer's schedule changes it every step.
  */
 export class AdamW {
-    private readonly _m: GateLayerWeights;
-    private readonly _v: GateLayerWeights;
+    private readonly _m: RetentionGateLayer;
+    private readonly _v: RetentionGateLayer;
     private _t = 0;
 
     constructor(
-        private readonly _gate: GateLayerWeights,
+        private readonly _gate: RetentionGateLayer,
         private readonly _decay: number
     ) {
         this._m = zerosLike(_gate);
@@ -18,7 +18,7 @@ export class AdamW {
     }
 
     /** Moves the gate against `grad` times `scale` (the batch's mean), at learning rate `rate`. */
-    step(grad: GateLayerWeights, scale: number, rate: number): void {
+    step(grad: RetentionGateLayer, scale: number, rate: number): void {
         this._t++;
         const b1 = 0.9;
         const b2 = 0.999;
@@ -42,7 +42,7 @@ export class AdamW {
     }
 }
 
-function zerosLike(gate: GateLayerWeights): GateLayerWeights {
+function zerosLike(gate: RetentionGateLayer): RetentionGateLayer {
     return {
         fc1: new Float32Array(gate.fc1.length),
         fc1Bias: new Float32Array(gate.fc1Bias.length),

@@ -1,4 +1,4 @@
-import {mulberry32} from "../../demo/mulberry32.js";
+import {mulberry32} from "../../shared/mulberry32.js";
 import type {CapturedNorms} from "../native/types.js";
 import {halfToFloat} from "./halfToFloat.js";
 import type {CalibrationDataset} from "./types.js";

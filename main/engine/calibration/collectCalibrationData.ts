@@ -4,10 +4,8 @@
 import type {ChatHistoryItem, ChatModelResponse, ChatWrapper, LlamaContextSequence, LlamaModel, Token} from "node-llama-cpp";
 import {AppError} from "../../AppError.js";
 import type {NativeKv} from "../native/NativeKv.js";
-import {sequenceIdOf} from "../native/ponderAddon.js";
-import type {CapturedNorms} from "../native/types.js";
-import {CalibrationReservoir} from "./CalibrationReservoir.js";
-import {halfToFloat} from "./halfToFloat.js";
+import {CalibrationRecorder} from "./CalibrationRecorder.js";
+import {throwIfAborted} from "./throwIfAborted.js";
 import type {CalibrationDataset, CalibrationPrompt, CalibrationText, CollectCalibrationOptions} from "./types.js";
 
 export type CalibrationEngine = {
@@ -17,11 +15,6 @@ export type CalibrationEngine = {
     sequence: LlamaContextSequence;
     kv: NativeKv;
 };
-
-/** Bytes a sample's features take in the dataset. */
-export function featureBytesPerSample(layers: number, embeddingLength: number): number {
-    return layers * embeddingLength * 4;
-}
 
 /**
  * Generates greedily with Full KV on every prompt (rendered by the model's chat template, thinking on) up to `maxTokens`
@@ -37,28 +30,13 @@ export async function collectCalibrationData(
     prompts: CalibrationPrompt[],
     options: CollectCalibrationOptions = {}
 ): Promise<CalibrationDataset> {
-    const {
-        maxTokens = 1024,
-        maxSamples = 8192,
-        maxFeatureBytes = 256 * 1024 * 1024,
-        readThreshold = 0.5,
-        moreReadThresholds = [],
-        minWatched = 16,
-        seed = 1,
-        signal,
-        onProgress
-    } = options;
+    const {maxTokens = 1024, signal, onProgress} = options;
     const {model, chatWrapper, sequence, kv} = engine;
     if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${maxTokens}`);
-    if (!Number.isInteger(maxSamples) || maxSamples < 1) throw new RangeError(`maxSamples must be a positive integer, got ${maxSamples}`);
-    for (const threshold of [readThreshold, ...moreReadThresholds])
-        if (!(threshold > 0 && threshold <= 1)) throw new RangeError(`a read threshold must be within (0, 1], got ${threshold}`);
+    const settings = CalibrationRecorder.settings(options);
     if (sequence.context !== kv.context) throw new Error("the sequence is not of the context the NativeKv drives");
 
     const {layers} = await kv.stats();
-    const embeddingLength = model.embeddingVectorSize;
-    const rowLength = layers * embeddingLength;
-    const cap = Math.max(1, Math.min(maxSamples, Math.floor(maxFeatureBytes / featureBytesPerSample(layers, embeddingLength))));
     const rendered = prompts.map((prompt) => renderPrompt(model, chatWrapper, prompt));
     const longest = Math.max(0, ...rendered.map((tokens) => tokens.length));
     if (longest + maxTokens > sequence.context.contextSize)
@@ -68,18 +46,15 @@ export async function collectCalibrationData(
                 `and ${maxTokens} generated), the context has ${sequence.context.contextSize}.`
         );
 
-    const reservoir = new CalibrationReservoir(cap, rowLength, seed, moreReadThresholds.length);
+    const recorder = new CalibrationRecorder(kv, sequence, layers, model.embeddingVectorSize, settings);
     const texts: CalibrationText[] = [];
-    let headCountKv = 0;
     let tokensSeen = 0;
 
-    await kv.configureNormCapture(true);
-    await kv.configureReadHorizon(readThreshold);
+    await recorder.start();
     try {
         for (const [promptIndex, promptTokens] of rendered.entries()) {
             throwIfAborted(signal);
-            await sequence.clearHistory();
-            await kv.takeCapturedNorms(); // nothing of an earlier text
+            await recorder.startText();
 
             const textIndex = texts.length;
             const textTokens: Token[] = [...promptTokens];
@@ -87,21 +62,9 @@ export async function collectCalibrationData(
             let stop: CalibrationText["stop"] = "limit";
 
             const take = async () => {
-                const captured = await kv.takeCapturedNorms();
-                checkCaptured(captured, layers, embeddingLength);
-                for (let i = 0; i < captured.tokens; i++) {
-                    const position = captured.positions[i]!;
-                    const slot = reservoir.offer();
-                    if (slot >= 0)
-                        reservoir.fill(slot, captured, i, {
-                            text: textIndex,
-                            position,
-                            token: textTokens[position] ?? -1,
-                            generated: position >= promptTokens.length
-                        });
-                }
-                written += captured.tokens;
-                tokensSeen += captured.tokens;
+                const captured = await recorder.take(textIndex, textTokens, promptTokens.length);
+                written += captured;
+                tokensSeen += captured;
             };
 
             const generator = sequence.evaluate(promptTokens, {temperature: 0, yieldEogToken: true});
@@ -125,23 +88,11 @@ export async function collectCalibrationData(
             await take();
 
             // the horizons of this text's samples, now that no later query can read them
-            const horizon = await kv.readHorizon(sequenceIdOf(sequence));
-            headCountKv = Math.max(headCountKv, horizon.heads);
-            reservoir.finalize(textIndex, horizon, written - 1);
+            await recorder.label(textIndex, written - 1);
             if (textTokens.length !== written) throw new Error(`the engine wrote ${written} tokens of a text of ${textTokens.length}`);
-            // the same text read again in one pass at each other threshold: the same cells, other horizons
-            if (moreReadThresholds.length > 0) {
-                await kv.configureNormCapture(false);
-                for (const [k, threshold] of moreReadThresholds.entries()) {
-                    throwIfAborted(signal);
-                    await sequence.clearHistory();
-                    await kv.configureReadHorizon(threshold);
-                    await sequence.evaluateWithoutGeneratingNewTokens(textTokens);
-                    reservoir.finalize(textIndex, await kv.readHorizon(sequenceIdOf(sequence)), written - 1, k);
-                }
-                await kv.configureReadHorizon(readThreshold);
-                await kv.configureNormCapture(true);
-            }
+            await recorder.labelAtOtherThresholds(textIndex, written - 1, async () => {
+                await sequence.evaluateWithoutGeneratingNewTokens(textTokens);
+            });
             texts.push({
                 prompt: promptIndex,
                 promptTokens: promptTokens.length,
@@ -151,15 +102,10 @@ export async function collectCalibrationData(
             });
         }
     } finally {
-        await kv.configureNormCapture(false);
-        await kv.configureReadHorizon(null);
-        if (!sequence.disposed) await sequence.clearHistory();
+        await recorder.stop();
     }
 
-    return reservoir.toDataset(
-        {layers, embeddingLength, headCountKv, readThreshold, minWatched, tokensSeen, texts, seed},
-        moreReadThresholds
-    );
+    return recorder.toDataset({tokensSeen, texts});
 }
 
 function renderPrompt(model: LlamaModel, chatWrapper: ChatWrapper, prompt: CalibrationPrompt): Token[] {
@@ -171,27 +117,4 @@ function renderPrompt(model: LlamaModel, chatWrapper: ChatWrapper, prompt: Calib
         chatWrapper.settings.segments?.thought != null ? [{type: "segment", segmentType: "thought", text: "", ended: false}] : [];
     chatHistory.push({type: "user", text: prompt.user}, {type: "model", response: opening});
     return chatWrapper.generateContextState({chatHistory}).contextText.tokenize(model.tokenizer);
-}
-
-export function checkCaptured(captured: CapturedNorms, layers: number, embeddingLength: number): void {
-    if (captured.tokens === 0) return;
-    if (captured.layers !== layers || captured.width !== embeddingLength)
-        throw new Error(
-            `the engine captured rows of ${captured.layers} x ${captured.width}, the model has ${layers} layers of ${embeddingLength}`
-        );
-    const rowLength = layers * embeddingLength;
-    for (let layer = 0; layer < layers; layer++) {
-        if (
-            Number.isNaN(halfToFloat(captured.rows[layer * embeddingLength]!)) &&
-            Number.isNaN(halfToFloat(captured.rows[(captured.tokens - 1) * rowLength + layer * embeddingLength]!))
-        )
-            throw new AppError(
-                "MODEL_INVALID",
-                `This model's graph has no attn_norm in layer ${layer} that the retention gates could read: ` + "it cannot be calibrated."
-            );
-    }
-}
-
-export function throwIfAborted(signal: AbortSignal | undefined): void {
-    if (signal?.aborted) throw signal.reason ?? new Error("calibration cancelled");
 }

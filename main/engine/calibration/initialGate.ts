@@ -1,5 +1,5 @@
-import type {mulberry32} from "../../demo/mulberry32.js";
-import type {GateLayerWeights} from "./trainGates.js";
+import type {mulberry32} from "../../shared/mulberry32.js";
+import type {RetentionGateLayer} from "../retention/writeRetentionSidecar.js";
 
 /**
  * A layer's gate before training: both matrices normal with deviation `std`, fc1's bias 0, the per-head bias
@@ -13,8 +13,8 @@ export function initialGate(
     random: ReturnType<typeof mulberry32>,
     set: {meanTarget: number},
     biasInit: number | "data"
-): GateLayerWeights {
-    const gate: GateLayerWeights = {
+): RetentionGateLayer {
+    const gate: RetentionGateLayer = {
         fc1: new Float32Array(hidden * width),
         fc1Bias: new Float32Array(hidden),
         fc2: new Float32Array(kvHeads * hidden),

@@ -1,5 +1,5 @@
 import {isHorizonObserved} from "./isHorizonObserved.js";
-import type {GateTrainingData} from "./trainGates.js";
+import type {GateTrainingData} from "./types.js";
 
 /** One layer's training rows: [rows, width] inputs, and per (row, KV head) the target (NaN where censored) and weight. */
 export type LayerSet = {

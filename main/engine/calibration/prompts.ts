@@ -1,14 +1,15 @@
 import {generateDemoProblem} from "../../demo/demoTask.js";
 import {generateMergeProblem} from "../../demo/mergeTask.js";
-import {mulberry32} from "../../demo/mulberry32.js";
+import {generateMultiProblem, MULTI_FAMILIES, type MultiFamily} from "../../demo/multiTask.js";
+import {mulberry32} from "../../shared/mulberry32.js";
 
 // The prompts a model thinks through to calibrate its retention gates: reasoning problems in English made
 // from templates and a seed (arithmetic and word problems, logic puzzles, code tracing, planning, unit conversions),
-// written here, no data set copied; for the task models Ponder ships (the demo model, the merge model), which read
-// nothing but their own task, that task's training problems. Every list is a pure function of its seed.
+// written here, no data set copied; for the task models Ponder ships (the demo model, the merge model, the many-task
+// model), which read nothing but their own tasks, their training problems. Every list is a pure function of its seed.
 
 export type SeededPrompt = {
-    /** Which template made it (`"demo"` for the demo task, `"merge"` for the merge task). */
+    /** Which template made it (`"demo"` for the demo task, `"merge"` for the merge task, the family for the many-task model). */
     kind: string;
     /** The user message. */
     user: string;
@@ -17,10 +18,10 @@ export type SeededPrompt = {
 };
 
 /**
- * Which prompts a calibration uses: Ponder's English set, the own task of the demo model or of the merge model, or
+ * Which prompts a calibration uses: Ponder's English set, the own task of the demo, merge or many-task model, or
  * questions the model writes itself (`ownPrompts.ts`), or a person's own from a file (`promptsFile.ts`; neither made here).
  */
-export type PromptSet = "english" | "demo" | "merge" | "own" | "file" | "conversations" | "traces";
+export type PromptSet = "english" | "demo" | "merge" | "multi" | "own" | "file" | "conversations" | "traces";
 
 /** Demo-task seeds trained on: from here up (scripts/retention/traces.py's DEMO_TRAIN_SEED_BASE). */
 export const demoTrainingSeedBase = 1_000_000_000;
@@ -42,9 +43,9 @@ export function calibrationPrompts(set: PromptSet, count: number, seed: number, 
     if (!Number.isInteger(seed) || seed < 0 || seed >= 50) throw new RangeError("the calibration seed must be a whole number from 0 to 49");
     if (set === "own" || set === "file" || set === "conversations" || set === "traces")
         throw new RangeError(`the ${set} set's prompts are not made from a seed`);
+    if (set === "multi") return multiTaskPrompts(count, seed, heldOut);
     if (set === "demo" || set === "merge") {
-        const base = (heldOut ? demoValidationSeedBase : demoTrainingSeedBase) + seed * 1000;
-        if (count > 1000 || base + count > demoSeedLimit) throw new RangeError(`at most 1,000 ${set}-task prompts per seed`);
+        const base = taskSeedBase(set, count, seed, heldOut);
         const question = set === "demo" ? (s: number) => generateDemoProblem(s).question : (s: number) => generateMergeProblem(s).question;
         return Array.from({length: count}, (_, i) => ({kind: set, user: question(base + i), seed: base + i}));
     }
@@ -52,6 +53,33 @@ export function calibrationPrompts(set: PromptSet, count: number, seed: number, 
         const promptSeed = ((seed * 100_000 + i) | (heldOut ? heldOutBit : 0)) >>> 0;
         return englishPrompt(promptSeed);
     });
+}
+
+/**
+ * `count` training problems of the many-task model's `families` (every family by default; the kind is each one's
+ * family), from the same seeds as the other task sets: a calibration on some families, to measure its gates on the
+ * others.
+ */
+export function multiTaskPrompts(
+    count: number,
+    seed: number,
+    heldOut = false,
+    families: readonly MultiFamily[] = MULTI_FAMILIES
+): SeededPrompt[] {
+    const base = taskSeedBase("multi", count, seed, heldOut);
+    return Array.from({length: count}, (_, i) => {
+        const problem = generateMultiProblem(base + i, {families});
+        return {kind: problem.family, user: problem.question, seed: base + i};
+    });
+}
+
+/** The first seed of a task set's list: training seeds, or for `heldOut` the validation ones, 1,000 per calibration seed. */
+function taskSeedBase(set: string, count: number, seed: number, heldOut: boolean): number {
+    if (!Number.isInteger(count) || count < 0) throw new RangeError("count must be a whole number");
+    if (!Number.isInteger(seed) || seed < 0 || seed >= 50) throw new RangeError("the calibration seed must be a whole number from 0 to 49");
+    const base = (heldOut ? demoValidationSeedBase : demoTrainingSeedBase) + seed * 1000;
+    if (count > 1000 || base + count > demoSeedLimit) throw new RangeError(`at most 1,000 ${set}-task prompts per seed`);
+    return base;
 }
 
 /** One English reasoning prompt: the template is chosen by the seed, and so is everything in it. */

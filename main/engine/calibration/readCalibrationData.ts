@@ -4,9 +4,9 @@
 // as writing it, up to the rounding of batched against one-token kernels, so the same labels at a fraction of the cost.
 import type {Token} from "node-llama-cpp";
 import {AppError} from "../../AppError.js";
-import {sequenceIdOf} from "../native/ponderAddon.js";
-import {CalibrationReservoir} from "./CalibrationReservoir.js";
-import {checkCaptured, featureBytesPerSample, throwIfAborted, type CalibrationEngine} from "./collectCalibrationData.js";
+import {CalibrationRecorder} from "./CalibrationRecorder.js";
+import type {CalibrationEngine} from "./collectCalibrationData.js";
+import {throwIfAborted} from "./throwIfAborted.js";
 import type {CalibrationDataset, CalibrationText, CollectCalibrationOptions} from "./types.js";
 
 /** A text to read: its tokens, of which the first `promptTokens` are the question (the rest the model's). */
@@ -30,22 +30,10 @@ export async function readCalibrationData(
     texts: TextToRead[],
     options: ReadCalibrationOptions = {}
 ): Promise<CalibrationDataset> {
-    const {
-        maxSamples = 8192,
-        maxFeatureBytes = 256 * 1024 * 1024,
-        readThreshold = 0.5,
-        moreReadThresholds = [],
-        minWatched = 16,
-        seed = 1,
-        chunk = 128,
-        signal,
-        onProgress
-    } = options;
+    const {chunk = 128, signal, onProgress} = options;
     const {model, sequence, kv} = engine;
-    if (!Number.isInteger(maxSamples) || maxSamples < 1) throw new RangeError(`maxSamples must be a positive integer, got ${maxSamples}`);
     if (!Number.isInteger(chunk) || chunk < 1) throw new RangeError(`chunk must be a positive integer, got ${chunk}`);
-    for (const threshold of [readThreshold, ...moreReadThresholds])
-        if (!(threshold > 0 && threshold <= 1)) throw new RangeError(`a read threshold must be within (0, 1], got ${threshold}`);
+    const settings = CalibrationRecorder.settings(options);
     if (sequence.context !== kv.context) throw new Error("the sequence is not of the context the NativeKv drives");
     const longest = Math.max(0, ...texts.map((text) => text.tokens.length));
     if (longest > sequence.context.contextSize)
@@ -55,11 +43,8 @@ export async function readCalibrationData(
         );
 
     const {layers} = await kv.stats();
-    const embeddingLength = model.embeddingVectorSize;
-    const cap = Math.max(1, Math.min(maxSamples, Math.floor(maxFeatureBytes / featureBytesPerSample(layers, embeddingLength))));
-    const reservoir = new CalibrationReservoir(cap, layers * embeddingLength, seed, moreReadThresholds.length);
+    const recorder = new CalibrationRecorder(kv, sequence, layers, model.embeddingVectorSize, settings);
     const done: CalibrationText[] = [];
-    let headCountKv = 0;
     let tokensSeen = 0;
 
     const read = async (tokens: Token[], capture: ((from: number) => Promise<void>) | null, textIndex: number) => {
@@ -73,51 +58,25 @@ export async function readCalibrationData(
         }
     };
 
-    await kv.configureNormCapture(true);
-    await kv.configureReadHorizon(readThreshold);
+    await recorder.start();
     try {
         for (const [textIndex, text] of texts.entries()) {
             throwIfAborted(signal);
             if (text.tokens.length < 2) throw new Error(`text ${textIndex + 1} has fewer than 2 tokens`);
-            await sequence.clearHistory();
-            await kv.takeCapturedNorms(); // nothing of an earlier text
+            await recorder.startText();
             let taken = 0;
             await read(
                 text.tokens,
                 async () => {
-                    const captured = await kv.takeCapturedNorms();
-                    checkCaptured(captured, layers, embeddingLength);
-                    for (let i = 0; i < captured.tokens; i++) {
-                        const position = captured.positions[i]!;
-                        const slot = reservoir.offer();
-                        if (slot >= 0)
-                            reservoir.fill(slot, captured, i, {
-                                text: textIndex,
-                                position,
-                                token: text.tokens[position] ?? -1,
-                                generated: position >= text.promptTokens
-                            });
-                    }
-                    taken += captured.tokens;
-                    tokensSeen += captured.tokens;
+                    const captured = await recorder.take(textIndex, text.tokens, text.promptTokens);
+                    taken += captured;
+                    tokensSeen += captured;
                 },
                 textIndex
             );
             if (taken !== text.tokens.length) throw new Error(`the engine captured ${taken} tokens of a text of ${text.tokens.length}`);
-            const horizon = await kv.readHorizon(sequenceIdOf(sequence));
-            headCountKv = Math.max(headCountKv, horizon.heads);
-            reservoir.finalize(textIndex, horizon, text.tokens.length - 1);
-            if (moreReadThresholds.length > 0) {
-                await kv.configureNormCapture(false);
-                for (const [k, threshold] of moreReadThresholds.entries()) {
-                    await sequence.clearHistory();
-                    await kv.configureReadHorizon(threshold);
-                    await read(text.tokens, null, textIndex);
-                    reservoir.finalize(textIndex, await kv.readHorizon(sequenceIdOf(sequence)), text.tokens.length - 1, k);
-                }
-                await kv.configureReadHorizon(readThreshold);
-                await kv.configureNormCapture(true);
-            }
+            await recorder.label(textIndex, text.tokens.length - 1);
+            await recorder.labelAtOtherThresholds(textIndex, text.tokens.length - 1, () => read(text.tokens, null, textIndex));
             done.push({
                 prompt: textIndex,
                 promptTokens: text.promptTokens,
@@ -127,12 +86,7 @@ export async function readCalibrationData(
             });
         }
     } finally {
-        await kv.configureNormCapture(false);
-        await kv.configureReadHorizon(null);
-        if (!sequence.disposed) await sequence.clearHistory();
+        await recorder.stop();
     }
-    return reservoir.toDataset(
-        {layers, embeddingLength, headCountKv, readThreshold, minWatched, tokensSeen, texts: done, seed},
-        moreReadThresholds
-    );
+    return recorder.toDataset({tokensSeen, texts: done});
 }

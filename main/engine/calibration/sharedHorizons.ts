@@ -1,4 +1,4 @@
-import type {GateTrainingData} from "./trainGates.js";
+import type {GateTrainingData} from "./types.js";
 
 /** Per token, the longest read horizon over every layer and KV head. */
 export function sharedHorizons(data: GateTrainingData): Float32Array {

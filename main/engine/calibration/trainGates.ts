@@ -1,10 +1,11 @@
-import {mulberry32} from "../../demo/mulberry32.js";
+import {mulberry32} from "../../shared/mulberry32.js";
+import type {RetentionGateLayer} from "../retention/writeRetentionSidecar.js";
 import {AdamW} from "./AdamW.js";
 import {initialGate} from "./initialGate.js";
 import {layerSet, type LayerSet} from "./layerSet.js";
 import {sharedHorizons} from "./sharedHorizons.js";
 import {trainSettings, type TrainSettings} from "./trainSettings.js";
-import type {CalibrationDataset, CalibrationText} from "./types.js";
+import type {GateTrainingData, TrainGatesOptions} from "./types.js";
 
 // TRIM-KV's retention gates fitted to the model's own read horizons: per layer the sidecar's
 // gate g = fc2 @ silu(fc1 @ x + b1) + bias (one output per KV head), log beta = logsigmoid(g), trained with the horizon
@@ -14,83 +15,13 @@ import type {CalibrationDataset, CalibrationText} from "./types.js";
 // Float32Array loops, one layer after another (the layers share nothing), AdamW, seeded: the same data and options give
 // the same bits.
 
-/**
- * What the trainer reads of the calibration data: per sampled token, each layer's gate input, each layer's and KV head's
- * read horizon, and how many tokens followed it (censoring).
- */
-export type GateTrainingData = Pick<
-    CalibrationDataset,
-    "layers" | "embeddingLength" | "headCountKv" | "tokens" | "features" | "horizons" | "followers"
-> &
-    Partial<Pick<CalibrationDataset, "minWatched" | "text">> & {texts?: readonly Pick<CalibrationText, "stop">[]};
-
-/** One layer's gate, in the sidecar's (torch) layout. */
-export type GateLayerWeights = {
-    /** [hidden, width], row-major. */
-    fc1: Float32Array;
-    fc1Bias: Float32Array;
-    /** [kvHeads, hidden], row-major. */
-    fc2: Float32Array;
-    /** Per KV head. */
-    bias: Float32Array;
-};
-
 export type TrainedGates = {
     layers: number;
     width: number;
     hidden: number;
     kvHeads: number;
-    gates: GateLayerWeights[];
+    gates: RetentionGateLayer[];
 };
-
-export type TrainGatesOptions = {
-    /** Width of the gate's hidden layer. Defaults to `64`. */
-    hidden?: number;
-    /** Passes over the tokens. Defaults to `12`. */
-    epochs?: number;
-    /** Tokens per optimizer step. Defaults to `128`. */
-    batch?: number;
-    /** AdamW's learning rate (linear warm-up over the first 5% of the steps, then cosine to 10%). Defaults to `3e-3`. */
-    learningRate?: number;
-    /** AdamW's decoupled weight decay on the two weight matrices. Defaults to `1e-4`. */
-    weightDecay?: number;
-    /**
-     * The per-head bias at the start: a number (the authors' `retention_gate_bias_init` is 8, an e-folding age near
-     * 3,000 tokens), or `"data"`: the bias whose e-folding age is the mean target of the layer's tokens. Defaults to `"data"`.
-     */
-    biasInit?: number | "data";
-    /** Standard deviation of the initial weights (the authors' 0.02). Defaults to `0.02`. */
-    initStd?: number;
-    /**
-     * Tokens count only when watched at least max(minSeen, 2 x horizon) tokens after writing (train.py). Defaults to the
-     * data's `minWatched`, else `16`.
-     */
-    minSeen?: number;
-    /**
-     * What each gate learns: `"head"`, its own layer's and KV head's read horizon; `"shared"`, the longest over every
-     * layer and KV head (what the engine's shared ranking, the max over layers and heads of log beta, needs of a cell).
-     * Measured on the demo model (16 held-out problems, answers right at 25% / 50% of the cells): head 0.69 / 1.00,
-     * shared 0.31 / 1.00. Defaults to `"head"`.
-     */
-    target?: "head" | "shared";
-    /**
-     * Each (token, head)'s loss weighs (1 + horizon)^horizonWeight. With 0 (train.py's unweighted mean) the few tokens
-     * read hundreds of tokens on (a question's numbers, a mark the answer copies) are outweighed by the many read for a
-     * step or two, and their ages come out 10x too short; with 1 each step a token is still read counts once. Measured
-     * with scripts/calibration/simulateGates.ts (12 held-out merge-task thoughts, 36 training thoughts, pruned every 8
-     * tokens by the gates' ranking): thoughts whose every later-read token was kept at 25% / 50% of the cells, 0 / 2
-     * unweighted, 7 / 11 at 1, 10 / 11 at 1.5; demo task: 0 / 3, 1 / 7, 1 / 8. Defaults to `1`.
-     */
-    horizonWeight?: number;
-    /** Seed of the initial weights and of the token order. Defaults to `1`. */
-    seed?: number;
-    /** After each epoch of each layer. */
-    onProgress?: (progress: TrainProgress) => void;
-    /** Stops between steps with an `AbortError`. */
-    signal?: AbortSignal;
-};
-
-export type TrainProgress = {layer: number; layers: number; epoch: number; epochs: number; loss: number};
 
 export type TrainReport = {
     gates: TrainedGates;
@@ -110,7 +41,7 @@ export class TrainingDivergedError extends Error {
 const minNegLogBeta = 1e-6;
 
 /** The gate logits g of one layer for token rows `x` ([n, width]) -> [n, kvHeads]. */
-export function gateLogits(gate: GateLayerWeights, x: Float32Array, width: number): Float32Array {
+export function gateLogits(gate: RetentionGateLayer, x: Float32Array, width: number): Float32Array {
     const hidden = gate.fc1Bias.length;
     const kvHeads = gate.bias.length;
     const n = x.length / width;
@@ -130,7 +61,7 @@ export async function trainGates(data: GateTrainingData, options: TrainGatesOpti
     const shared = options.target === "shared" ? sharedHorizons(data) : null;
     const random = mulberry32(options.seed ?? 1);
     const pause = pauser(options.signal);
-    const gates: GateLayerWeights[] = [];
+    const gates: RetentionGateLayer[] = [];
     const loss: number[] = [];
     const counted: number[] = [];
     for (let layer = 0; layer < run.layers; layer++) {
@@ -166,7 +97,7 @@ type BatchSums = {loss: number; pairs: number};
 
 /** Trains one layer's gate in place over `epochs` shuffled passes; returns the mean loss of the last. */
 async function fitLayer(
-    gate: GateLayerWeights,
+    gate: RetentionGateLayer,
     set: LayerSet,
     layer: number,
     run: TrainSettings,
@@ -219,11 +150,11 @@ function scheduledRate(learningRate: number, step: number, totalSteps: number, w
 
 /** The gradient of the batch's `rows` summed into `grad` (cleared first): forward, loss slope, then backward per layer. */
 function batchGradient(
-    gate: GateLayerWeights,
+    gate: RetentionGateLayer,
     set: LayerSet,
     rows: Uint32Array,
     width: number,
-    grad: GateLayerWeights,
+    grad: RetentionGateLayer,
     scratch: RowScratch
 ): BatchSums {
     clearGate(grad);
@@ -241,7 +172,7 @@ function batchGradient(
  * The weighed loss of each head of the row the loss counts (not censored), added to `sums`, and its slope in the head's
  * logit g, set in `scratch.dg`.
  */
-function lossGradient(gate: GateLayerWeights, set: LayerSet, row: number, scratch: RowScratch, sums: BatchSums): void {
+function lossGradient(gate: RetentionGateLayer, set: LayerSet, row: number, scratch: RowScratch, sums: BatchSums): void {
     const {a, dg} = scratch;
     const kvHeads = dg.length;
     for (let o = 0; o < kvHeads; o++) {
@@ -259,7 +190,7 @@ function lossGradient(gate: GateLayerWeights, set: LayerSet, row: number, scratc
  * Backward through fc2 and the bias for the heads the loss counts: their gradients added to `grad`, the slope in the
  * activations a set in `scratch.da`.
  */
-function outputBackward(gate: GateLayerWeights, set: LayerSet, row: number, scratch: RowScratch, grad: GateLayerWeights): void {
+function outputBackward(gate: RetentionGateLayer, set: LayerSet, row: number, scratch: RowScratch, grad: RetentionGateLayer): void {
     const {a, da, dg} = scratch;
     const hidden = a.length;
     const kvHeads = dg.length;
@@ -277,7 +208,7 @@ function outputBackward(gate: GateLayerWeights, set: LayerSet, row: number, scra
 }
 
 /** Backward through the SiLU and fc1 for the row at `offset` of `x`: fc1's and its bias's gradients added to `grad`. */
-function hiddenBackward(x: Float32Array, offset: number, width: number, scratch: RowScratch, grad: GateLayerWeights): void {
+function hiddenBackward(x: Float32Array, offset: number, width: number, scratch: RowScratch, grad: RetentionGateLayer): void {
     const {z, da} = scratch;
     for (let j = 0; j < da.length; j++) {
         const dz = da[j]! * siluSlope(z[j]!);
@@ -305,7 +236,7 @@ export function horizonTerm(g: number, target: number): [number, number] {
     return [value, (dLoss * sigmoidNeg) / softplus];
 }
 
-function zeroGate(width: number, hidden: number, kvHeads: number): GateLayerWeights {
+function zeroGate(width: number, hidden: number, kvHeads: number): RetentionGateLayer {
     return {
         fc1: new Float32Array(hidden * width),
         fc1Bias: new Float32Array(hidden),
@@ -314,7 +245,7 @@ function zeroGate(width: number, hidden: number, kvHeads: number): GateLayerWeig
     };
 }
 
-function clearGate(gate: GateLayerWeights): void {
+function clearGate(gate: RetentionGateLayer): void {
     gate.fc1.fill(0);
     gate.fc1Bias.fill(0);
     gate.fc2.fill(0);
@@ -323,7 +254,7 @@ function clearGate(gate: GateLayerWeights): void {
 
 /** a = silu(fc1 @ x + b1) for the row at `offset`; z (pre-activation) kept when given. */
 function forwardRow(
-    gate: GateLayerWeights,
+    gate: RetentionGateLayer,
     x: Float32Array,
     offset: number,
     width: number,
@@ -352,7 +283,7 @@ function forwardRow(
     }
 }
 
-function headLogit(gate: GateLayerWeights, a: Float32Array, o: number, hidden: number): number {
+function headLogit(gate: RetentionGateLayer, a: Float32Array, o: number, hidden: number): number {
     let g = gate.bias[o]!;
     const row = o * hidden;
     for (let j = 0; j < hidden; j++) g += gate.fc2[row + j]! * a[j]!;
@@ -374,7 +305,7 @@ function shuffle(order: Uint32Array, random: ReturnType<typeof mulberry32>): voi
     }
 }
 
-function firstNonFinite(gate: GateLayerWeights): string | null {
+function firstNonFinite(gate: RetentionGateLayer): string | null {
     for (const [name, values] of Object.entries(gate) as [string, Float32Array][]) {
         for (const v of values) {
             if (!Number.isFinite(v)) return name;

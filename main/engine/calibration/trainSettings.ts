@@ -1,4 +1,4 @@
-import type {GateTrainingData, TrainGatesOptions} from "./trainGates.js";
+import type {GateTrainingData, TrainGatesOptions} from "./types.js";
 
 /** The options with their defaults, and the data's shape, checked. */
 export type TrainSettings = {

@@ -1,4 +1,10 @@
-// Types of the calibration data: what the engine records while a model thinks with Full KV, for fitting its retention gates.
+import type {LlamaModel} from "node-llama-cpp";
+import type {CalibrationPoint} from "../../../preload/contract.js";
+import type {PromptSet} from "./prompts.js";
+import type {WrittenText} from "./writtenTexts.js";
+
+// Types of calibration: the data the engine records while a model thinks with Full KV, what the gate trainer reads of
+// it, and the calibration job's settings, progress and result (the engine API's calibration request and answer).
 
 /** One calibration prompt: a user message (and an optional system prompt), rendered with the model's chat template, thinking on. */
 export type CalibrationPrompt = {
@@ -111,4 +117,197 @@ export type CollectCalibrationOptions = {
     signal?: AbortSignal;
     /** Called after every generated token. Defaults to `undefined`. */
     onProgress?: (progress: CalibrationProgress) => void;
+};
+
+/**
+ * What the trainer reads of the calibration data: per sampled token, each layer's gate input, each layer's and KV head's
+ * read horizon, and how many tokens followed it (censoring).
+ */
+export type GateTrainingData = Pick<
+    CalibrationDataset,
+    "layers" | "embeddingLength" | "headCountKv" | "tokens" | "features" | "horizons" | "followers"
+> &
+    Partial<Pick<CalibrationDataset, "minWatched" | "text">> & {texts?: readonly Pick<CalibrationText, "stop">[]};
+
+export type TrainGatesOptions = {
+    /** Width of the gate's hidden layer. Defaults to `64`. */
+    hidden?: number;
+    /** Passes over the tokens. Defaults to `12`. */
+    epochs?: number;
+    /** Tokens per optimizer step. Defaults to `128`. */
+    batch?: number;
+    /** AdamW's learning rate (linear warm-up over the first 5% of the steps, then cosine to 10%). Defaults to `3e-3`. */
+    learningRate?: number;
+    /** AdamW's decoupled weight decay on the two weight matrices. Defaults to `1e-4`. */
+    weightDecay?: number;
+    /**
+     * The per-head bias at the start: a number (the authors' `retention_gate_bias_init` is 8, an e-folding age near
+     * 3,000 tokens), or `"data"`: the bias whose e-folding age is the mean target of the layer's tokens. Defaults to `"data"`.
+     */
+    biasInit?: number | "data";
+    /** Standard deviation of the initial weights (the authors' 0.02). Defaults to `0.02`. */
+    initStd?: number;
+    /**
+     * Tokens count only when watched at least max(minSeen, 2 x horizon) tokens after writing (train.py). Defaults to the
+     * data's `minWatched`, else `16`.
+     */
+    minSeen?: number;
+    /**
+     * What each gate learns: `"head"`, its own layer's and KV head's read horizon; `"shared"`, the longest over every
+     * layer and KV head (what the engine's shared ranking, the max over layers and heads of log beta, needs of a cell).
+     * Measured on the demo model (16 held-out problems, answers right at 25% / 50% of the cells): head 0.69 / 1.00,
+     * shared 0.31 / 1.00. Defaults to `"head"`.
+     */
+    target?: "head" | "shared";
+    /**
+     * Each (token, head)'s loss weighs (1 + horizon)^horizonWeight. With 0 (train.py's unweighted mean) the few tokens
+     * read hundreds of tokens on (a question's numbers, a mark the answer copies) are outweighed by the many read for a
+     * step or two, and their ages come out 10x too short; with 1 each step a token is still read counts once. Measured
+     * with scripts/calibration/simulateGates.ts (12 held-out merge-task thoughts, 36 training thoughts, pruned every 8
+     * tokens by the gates' ranking): thoughts whose every later-read token was kept at 25% / 50% of the cells, 0 / 2
+     * unweighted, 7 / 11 at 1, 10 / 11 at 1.5; demo task: 0 / 3, 1 / 7, 1 / 8. Defaults to `1`.
+     */
+    horizonWeight?: number;
+    /** Seed of the initial weights and of the token order. Defaults to `1`. */
+    seed?: number;
+    /** After each epoch of each layer. */
+    onProgress?: (progress: TrainProgress) => void;
+    /** Stops between steps with an `AbortError`. */
+    signal?: AbortSignal;
+};
+
+export type TrainProgress = {layer: number; layers: number; epoch: number; epochs: number; loss: number};
+
+// The calibration job (calibrateRetention): its settings, progress and result, and the validation of its gates.
+
+export type CalibrationStage = "questions" | "thinking" | "reading" | "training" | "validating" | "writing";
+
+export type CalibrationJobProgress = {
+    stage: CalibrationStage;
+    /**
+     * Steps done and to do in this stage: questions written (questions, a model's own), prompts (thinking), layer-epochs
+     * (training), runs (validating).
+     */
+    done: number;
+    total: number;
+    /** Seconds since this run of the job started. */
+    elapsed: number;
+    /** Seconds the whole job still needs, estimated from the work done so far; `null` before anything is measured. */
+    remaining: number | null;
+    /** Prompts thought in an earlier run of the job that this one goes on from. */
+    resumed: number;
+    /** Tokens written so far (thinking). */
+    tokensSeen: number;
+};
+
+export type CalibrateRetentionOptions = {
+    model: LlamaModel;
+    modelPath: string;
+    /**
+     * The prompts: `"demo"`, `"merge"` or `"multi"` for the task models Ponder ships (their tasks' training problems), `"own"` for
+     * questions the model writes itself (`writeOwnPrompts`; Ponder's English prompts when it writes too few), or
+     * `"english"`.
+     */
+    promptSet: PromptSet;
+    /** The prompts of the `"file"` set (`parsePromptsFile`): the last `validationPrompts` are held out. */
+    promptList?: string[];
+    /**
+     * The texts of the `"conversations"` and `"traces"` sets, already written (`writtenTexts.ts`): each is read with Full
+     * KV at prompt speed instead of being written; the last `validationPrompts` are held out (their first questions).
+     */
+    texts?: WrittenText[];
+    /** Calibration prompts the model thinks through. Defaults to `48` (demo, merge) or `32`. */
+    prompts?: number;
+    /** Held-out prompts of the validation. Defaults to `8` (demo, merge, own) or `4` (English). */
+    validationPrompts?: number;
+    /** Tokens the gates are fitted on: a seeded sample of every token written. Defaults to `65536`. */
+    tokens?: number;
+    /**
+     * Bound on the gate inputs kept for training, in bytes (F32 rows of every layer): lowers `tokens` where the model is
+     * wide (a 7B model's row is 32 x 4,096 floats, 512 KiB). Defaults to `1073741824` (1 GiB).
+     */
+    maxFeatureBytes?: number;
+    /** Tokens the model may write per prompt. Defaults to `3000` (demo: its longest thoughts are about 2,200) or `2048`. */
+    maxTokens?: number;
+    /** Seed of the prompts (0-49), the sampling and the training. Defaults to `0`. */
+    seed?: number;
+    /** Gate hidden width. Defaults to `64`. */
+    hidden?: number;
+    /**
+     * Shares of one head's attention that count as a read of a token (the labels' read horizon): one candidate is
+     * trained per threshold and the validation keeps the best. Defaults to `[0.5, 0.25]`.
+     */
+    readThresholds?: number[];
+    /** Training passes over the tokens. Defaults to `8`. */
+    epochs?: number;
+    /**
+     * Each label's weight in the loss is (1 + horizon)^horizonWeight (`trainGates`): one candidate is trained per read
+     * threshold and weight. Defaults to `[1, 0.5]`.
+     */
+    horizonWeights?: number[];
+    /** Where the sidecar goes. Defaults to `<model>.retention.gguf`, beside the model. */
+    out?: string;
+    /** Folder of the checkpoints (one subfolder per model and thinking settings, one below it per training setting). */
+    workDir: string;
+    /**
+     * Whether refused gates leave the work folder (the model's thinking, the candidates) in place, for another job that
+     * trains differently to start from; else it is removed, as it is once gates are installed. Defaults to `false`.
+     */
+    keepRefusedWork?: boolean;
+    threads?: number;
+    signal?: AbortSignal;
+    onProgress?: (progress: CalibrationJobProgress) => void;
+    /** Lines for a log. */
+    onLog?: (line: string) => void;
+};
+
+/**
+ * Top-1 agreement with Full at one share of the cells, over every teacher-forced token of the prompts (`gates`, `lethe`)
+ * and over the tokens after the thought (`answers`; `null` when no prompt's Full run ended its thought).
+ */
+export type ValidationPoint = CalibrationPoint;
+
+export type ValidationReport = {
+    points: ValidationPoint[];
+    /** Prompts measured. */
+    prompts: number;
+    /** Prompts left out: the model wrote nothing (or only its end-of-turn token) on them. */
+    skipped: number;
+    /** Tokens teacher-forced per policy and share. */
+    tokens: number;
+    /** Of them, tokens after the thought: the answers. */
+    answerTokens: number;
+    /**
+     * Whether the gates do at least as well as Lethe on the mean over the shares of each one's score: the mean of its
+     * agreement on the thought and on the answers, or its agreement on every token where no answer was reached.
+     */
+    passed: boolean;
+};
+
+export type CalibrationResult = {
+    /** Whether the gates were written to `out`. */
+    installed: boolean;
+    out: string;
+    /** Where the sidecar that was at `out` was copied before it was replaced; `null` when none was there or none was replaced. */
+    backup: string | null;
+    /** Why the gates were not installed, in words with the numbers; `null` when installed. */
+    refusal: string | null;
+    /** The work folder refused gates left in place (`keepRefusedWork`); else `null`. */
+    workKept: string | null;
+    /** The prompts thought through: the set asked for, or `"english"` where the model wrote too few of its own. */
+    promptSet: PromptSet;
+    prompts: number;
+    tokensSeen: number;
+    samples: number;
+    /** The texts' lengths in tokens (prompt and thought), and how many a limit cut. */
+    texts: {mean: number; longest: number; cut: number};
+    /** Seconds of thinking, training and validation, summed over every run of the job. */
+    seconds: number;
+    /** The read threshold of the labels the kept (or refused) gates were fitted to: the best candidate's. */
+    readThreshold: number;
+    /** The best candidate's horizon weight. */
+    horizonWeight: number;
+    /** The best candidate's validation. */
+    validation: ValidationReport;
+    trainLoss: number[];
 };

@@ -1,7 +1,8 @@
 import {LlamaText, resolveChatWrapper, type ChatModelResponse, type LlamaModel, type Token} from "node-llama-cpp";
-import type {CalibrationPoint, CompressionSettings, PolicyId, PolicyParams} from "../../../preload/contract.js";
-import {fullTrace, measureFidelity} from "../fidelity.js";
+import type {CompressionSettings, PolicyId, PolicyParams} from "../../../preload/contract.js";
+import {fullTrace, measureFidelity} from "../generation/fidelity.js";
 import {policies} from "../policies/index.js";
+import type {ValidationPoint, ValidationReport} from "./types.js";
 
 // Validation of candidate retention gates before they are kept: held-out prompts, Full's greedy thought and
 // answer teacher-forced through a cache pruned to 25% and 50% of its cells, top-1 agreement with Full for TRIM-KV with
@@ -21,29 +22,6 @@ export type ValidationOptions = {
     threads?: number;
     signal?: AbortSignal;
     onProgress?: (done: number, total: number) => void;
-};
-
-/**
- * Top-1 agreement with Full at one share of the cells, over every teacher-forced token of the prompts (`gates`, `lethe`)
- * and over the tokens after the thought (`answers`; `null` when no prompt's Full run ended its thought).
- */
-export type ValidationPoint = CalibrationPoint;
-
-export type ValidationReport = {
-    points: ValidationPoint[];
-    /** Prompts measured. */
-    prompts: number;
-    /** Prompts left out: the model wrote nothing (or only its end-of-turn token) on them. */
-    skipped: number;
-    /** Tokens teacher-forced per policy and share. */
-    tokens: number;
-    /** Of them, tokens after the thought: the answers. */
-    answerTokens: number;
-    /**
-     * Whether the gates do at least as well as Lethe on the mean over the shares of each one's score: the mean of its
-     * agreement on the thought and on the answers, or its agreement on every token where no answer was reached.
-     */
-    passed: boolean;
 };
 
 /** Generated tokens between prune rounds in validation: the bench's quality suite's. */

@@ -2,8 +2,7 @@ import {gguf, type GgufValue} from "../gguf/writeGguf.js";
 import {writeRetentionSidecar} from "../retention/writeRetentionSidecar.js";
 import type {PromptSet} from "./prompts.js";
 import type {TrainedGates} from "./trainGates.js";
-import type {CalibrationDataset} from "./types.js";
-import type {ValidationReport} from "./validateGates.js";
+import type {CalibrationDataset, ValidationReport} from "./types.js";
 
 // A calibration's gates as a sidecar beside the model, with their provenance (`ponder.retention.calibration.*`).
 
@@ -83,6 +82,7 @@ const promptWords: Record<PromptSet, string> = {
     own: "prompts the model wrote",
     demo: "demo-task prompts",
     merge: "merge-task prompts",
+    multi: "many-task prompts",
     file: "prompts from a file",
     conversations: "the person's conversations, read",
     traces: "a trace file, read"

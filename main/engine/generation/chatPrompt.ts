@@ -1,7 +1,7 @@
 import type {ChatHistoryItem, ChatModelResponse, ChatWrapper, Token} from "node-llama-cpp";
-import {AppError} from "../AppError.js";
-import type {LoadedModel} from "./engineState.js";
-import type {ChatTurn, CountTokensRequest, PromptTokenCount} from "./types.js";
+import {AppError} from "../../AppError.js";
+import type {LoadedModel} from "../runtime/engineState.js";
+import type {ChatTurn, CountTokensRequest, PromptTokenCount} from "../EngineApi.js";
 
 // The chat prompt: a stored conversation rendered by the model's chat wrapper, as node-llama-cpp history and in tokens.
 

@@ -1,11 +1,11 @@
 import type {ControlledEvaluateInputItem, LlamaContextSequence, LlamaModel, Token} from "node-llama-cpp";
-import type {CompressionSettings, KvSample} from "../../preload/contract/compression.js";
-import {KvController} from "./KvController.js";
-import {protectNewest} from "./policies/decide.js";
-import {NativeKv} from "./native/NativeKv.js";
-import type {RetentionSnapshot} from "./native/types.js";
-import {logSigmoid} from "./policies/scoreMath.js";
-import {gateSequenceDecodes} from "./native/ponderAddon.js";
+import type {CompressionSettings, KvSample} from "../../../preload/contract/compression.js";
+import {KvController} from "../pruning/KvController.js";
+import {protectNewest} from "../policies/decide.js";
+import {NativeKv} from "../native/NativeKv.js";
+import type {RetentionSnapshot} from "../native/types.js";
+import {logSigmoid} from "../policies/scoreMath.js";
+import {gateSequenceDecodes} from "../native/ponderAddon.js";
 
 export type FidelityOptions = {
     model: LlamaModel;

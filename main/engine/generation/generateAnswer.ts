@@ -6,22 +6,22 @@ import {
     type LlamaChatSession,
     type LLamaChatGenerateResponseOptions
 } from "node-llama-cpp";
-import type {CompressionSettings} from "../../preload/contract/compression.js";
-import type {BuildInfo} from "../../preload/contract/engine.js";
-import {policyEntry} from "../../preload/policyCatalogue.js";
-import {AppError} from "../AppError.js";
-import {fullKvAnswerRoom, kvBudgetExceeded} from "../kv/budgetCap.js";
+import type {CompressionSettings} from "../../../preload/contract/compression.js";
+import type {BuildInfo} from "../../../preload/contract/engine.js";
+import {policyEntry} from "../../../preload/policyCatalogue.js";
+import {AppError} from "../../AppError.js";
+import {fullKvAnswerRoom, kvBudgetExceeded} from "../../kv/budgetCap.js";
 import {answerPrompt, promptTail, tokenizeChat} from "./chatPrompt.js";
-import {compressionSupport} from "./compressionSupport.js";
-import type {EngineContext} from "./EngineContext.js";
-import type {ContextConfig, LoadedModel, RequestStates, SetStatus} from "./engineState.js";
-import {KvController} from "./KvController.js";
-import type {NativeKv} from "./native/NativeKv.js";
+import {compressionSupport} from "../../kv/compressionSupport.js";
+import type {EngineContext} from "../runtime/EngineContext.js";
+import type {ContextConfig, LoadedModel, RequestStates, SetStatus} from "../runtime/engineState.js";
+import {KvController} from "../pruning/KvController.js";
+import type {NativeKv} from "../native/NativeKv.js";
 import {prefill} from "./prefill.js";
-import {requireRetentionGates} from "./retention/requireRetentionGates.js";
-import type {SavedStates} from "./SavedStates.js";
-import {policyNeeds} from "./scoring.js";
-import type {GenerateRequest, GenerationResult, StateOutcome} from "./types.js";
+import {requireRetentionGates} from "../retention/requireRetentionGates.js";
+import type {SavedStates} from "../states/SavedStates.js";
+import {policyNeeds} from "../policies/scoring.js";
+import type {GenerateRequest, GenerationResult, StateOutcome} from "../EngineApi.js";
 
 /** What a generation runs on: the loaded model, the build (compression needs the patched one), the context and its states. */
 export type AnswerParts = {

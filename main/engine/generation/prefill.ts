@@ -1,11 +1,11 @@
 import type {Token} from "node-llama-cpp";
-import type {ReadReason} from "../../preload/contract/engine.js";
-import {fullKvAnswerRoom, kvBudgetExceeded} from "../kv/budgetCap.js";
+import type {ReadReason} from "../../../preload/contract/engine.js";
+import {fullKvAnswerRoom, kvBudgetExceeded} from "../../kv/budgetCap.js";
 import {commonPrefixLength} from "./chatPrompt.js";
-import type {ActiveContext, RequestStates} from "./engineState.js";
-import type {KvController} from "./KvController.js";
+import type {ActiveContext, RequestStates} from "../runtime/engineState.js";
+import type {KvController} from "../pruning/KvController.js";
 import {readReason, type PromptReading} from "./readReason.js";
-import type {SavedStates} from "./SavedStates.js";
+import type {SavedStates} from "../states/SavedStates.js";
 
 /**
  * Tokens of a stored conversation evaluated at once: a stop waits for one chunk at most. A count, not a time, so the same

@@ -1,4 +1,4 @@
-import type {ReadReason} from "../../preload/contract/engine.js";
+import type {ReadReason} from "../../../preload/contract/engine.js";
 
 export type PromptReading = {
     /** Tokens of the earlier turns (system prompt included); 0 when the prompt has no earlier turn. */

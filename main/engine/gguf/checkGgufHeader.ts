@@ -1,6 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import {AppError} from "../AppError.js";
+import {AppError} from "../../AppError.js";
 
 /** What the header check learnt about a GGUF file on the way through. */
 export type GgufHeader = {

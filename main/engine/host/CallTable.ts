@@ -1,8 +1,7 @@
 import {AppError} from "../../AppError.js";
-import type {CalibrationJobProgress} from "../calibrateLoadedModel.js";
-import type {GenerateRequest, GenerationChunk} from "../types.js";
+import type {GenerateRequest, GenerationChunk, CalibrationJobProgress} from "../EngineApi.js";
 import {engineWording} from "./engineWording.js";
-import type {EngineCalls, EngineMethod, FromEngine, ToEngine} from "./protocol.js";
+import type {EngineCalls, EngineMethod, FromEngine, ToEngine} from "../protocol.js";
 
 /** A call waiting for the engine process's answer. */
 export type PendingCall = {

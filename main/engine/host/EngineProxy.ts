@@ -1,13 +1,23 @@
 import type {BuildInfo, EngineStatus} from "../../../preload/contract/engine.js";
 import type {ModelInfo} from "../../../preload/contract/models.js";
 import {AppError} from "../../AppError.js";
-import type {EngineApi, LoadOptions, RuntimeOptions} from "../EngineApi.js";
-import type {CalibrateRequest, CalibrationResult} from "../calibrateLoadedModel.js";
-import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "../types.js";
+import type {
+    EngineApi,
+    LoadOptions,
+    RuntimeOptions,
+    CalibrateRequest,
+    CalibrationResult,
+    CountTokensRequest,
+    GenerateRequest,
+    GenerationResult,
+    ModelInspection,
+    PromptTokenCount,
+    StateSave
+} from "../EngineApi.js";
 import {CallTable} from "./CallTable.js";
 import {EngineSupervisor, type ModelRef, type SpawnEngine} from "./EngineSupervisor.js";
 import {engineWording} from "./engineWording.js";
-import type {EngineCalls, EngineFault, EngineMethod, FromEngine} from "./protocol.js";
+import type {EngineCalls, EngineFault, EngineMethod, FromEngine} from "../protocol.js";
 import {probeRpcServer, type RpcProbe} from "../rpc/probeRpcServer.js";
 
 export type {EngineChild, EngineExit, SpawnEngine} from "./EngineSupervisor.js";

@@ -1,12 +1,11 @@
 import type {BuildInfo, EngineStatus} from "../../../preload/contract/engine.js";
 import type {ModelInfo} from "../../../preload/contract/models.js";
 import {AppError} from "../../AppError.js";
-import type {LoadOptions, RuntimeOptions} from "../EngineApi.js";
+import type {LoadOptions, RuntimeOptions, ModelInspection} from "../EngineApi.js";
 import type {RpcProbe} from "../rpc/probeRpcServer.js";
-import type {ModelInspection} from "../types.js";
 import type {CallTable} from "./CallTable.js";
 import {engineWording, type EngineExit} from "./engineWording.js";
-import type {FromEngine, ToEngine} from "./protocol.js";
+import type {FromEngine, ToEngine} from "../protocol.js";
 
 export type {EngineExit};
 

@@ -2,7 +2,7 @@ import path from "node:path";
 import type {BuildInfo} from "../../../preload/contract/engine.js";
 import type {ModelInfo} from "../../../preload/contract/models.js";
 import type {RuntimeOptions} from "../EngineApi.js";
-import {backendName} from "../native/engineBuildOrder.js";
+import {backendName} from "../builds/engineBuildOrder.js";
 
 /** How the engine process ended: an exit code, or the signal that ended it. */
 export type EngineExit = {code: number | null; signal: string | null};

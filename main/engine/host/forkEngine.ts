@@ -1,7 +1,7 @@
 import {fork} from "node:child_process";
 import {engineArgs} from "./engineArgs.js";
 import type {EngineChild, SpawnEngine} from "./EngineSupervisor.js";
-import type {FromEngine} from "./protocol.js";
+import type {FromEngine} from "../protocol.js";
 
 export type ForkEngineOptions = {
     /** The engine process's script (`out/main/engineProcess.js`, or `main/engineProcess.ts` with tsx). */

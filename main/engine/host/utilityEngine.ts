@@ -1,7 +1,7 @@
 import {utilityProcess} from "electron";
 import {engineArgs} from "./engineArgs.js";
 import type {EngineChild, SpawnEngine} from "./EngineSupervisor.js";
-import type {FromEngine} from "./protocol.js";
+import type {FromEngine} from "../protocol.js";
 
 /** The engine as an Electron utility process (the app): a Node process of Electron's own, messages over its port. */
 export function utilityEngine(entry: string, args: string[] = []): SpawnEngine {

@@ -1,7 +1,7 @@
-import type {CompressionSettings} from "../../preload/contract/compression.js";
-import {isTunable} from "../../preload/policyCatalogue.js";
-import {policies} from "./policies/index.js";
-import type {ScoreNeeds} from "./policies/types.js";
+import type {CompressionSettings} from "../../../preload/contract/compression.js";
+import {isTunable} from "../../../preload/policyCatalogue.js";
+import {policies} from "./index.js";
+import type {ScoreNeeds} from "./types.js";
 
 /** The parameters of the compression's policy (none for Full and TRIM-KV). */
 export function policyParams(compression: Pick<CompressionSettings, "policy" | "params">): unknown {

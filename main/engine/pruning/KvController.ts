@@ -1,14 +1,14 @@
-import type {CompressionSettings, KvSample, PruneRound, TokenScores} from "../../preload/contract/compression.js";
-import {policyEntry, type PolicyEntry} from "../../preload/policyCatalogue.js";
-import {mergeRanges, toRanges} from "../../preload/positionRanges.js";
-import {hexOfLayers, mergeTokenScores} from "../../preload/tokenScores.js";
-import type {NativeKv} from "./native/NativeKv.js";
-import {decide, initialDecideState, resolveCombine, type DecideState} from "./policies/decide.js";
-import {policies} from "./policies/index.js";
-import type {GateReduction} from "./policies/trimkv.js";
-import type {CombineMode, Policy, PruneTarget, ScoreSnapshot} from "./policies/types.js";
-import {readRetentionReduction} from "./retention/findRetentionGates.js";
-import {policyNeeds, policyParams, scoring} from "./scoring.js";
+import type {CompressionSettings, KvSample, PruneRound} from "../../../preload/contract/compression.js";
+import {policyEntry, type PolicyEntry} from "../../../preload/policyCatalogue.js";
+import {mergeRanges, toRanges} from "../../../preload/positionRanges.js";
+import type {NativeKv} from "../native/NativeKv.js";
+import {decide, initialDecideState, resolveCombine, type DecideState} from "../policies/decide.js";
+import {policies} from "../policies/index.js";
+import type {GateReduction} from "../policies/trimkv.js";
+import type {CombineMode, Policy, PruneTarget, ScoreSnapshot} from "../policies/types.js";
+import {readRetentionReduction} from "../retention/findRetentionGates.js";
+import {policyNeeds, policyParams, scoring} from "../policies/scoring.js";
+import {RoundRecords, tokenScoresKind} from "./RoundRecords.js";
 import {toPolicySnapshot} from "./toPolicySnapshot.js";
 
 /** The most input tokens read between two prune rounds while a prompt is read. */
@@ -46,12 +46,6 @@ export type KvControllerOptions = {
 };
 
 type AnyPolicy = Policy<unknown, unknown>;
-
-/**
- * One prune round's view of its live cells (`PruneDecision.cellScores`, `keptByLayer`), with its number in the answer and
- * the positions it evicted.
- */
-type ScoredRound = {round: number; positions: Int32Array; layers: number; scores: Float32Array; keptByLayer: Uint8Array; evict: Int32Array};
 
 /** Shortest time between two samples that carry token records (the last sample of an answer carries what is left). */
 const tokenScoresEveryMs = 250;
@@ -108,8 +102,7 @@ export class KvController {
      * What the rounds since the last written record knew of their cells: the newest round whole, and of the older ones only
      * the cells they evicted (every other cell of theirs the newest round saw again, and its record wins).
      */
-    private _newestScored: ScoredRound | null = null;
-    private _evictedScored: TokenScores | null = null;
+    private readonly _records = new RoundRecords();
     private _tokenScoresAt = Number.NEGATIVE_INFINITY;
     private _error: Error | null = null;
     /** Where this answer's input ends (the position of its first generated token); null until it is known. */
@@ -247,7 +240,7 @@ export class KvController {
         const rounds = this._roundsSince;
         this._roundsSince = [];
         const due = last || this._options.now() - this._tokenScoresAt >= tokenScoresEveryMs;
-        const tokens = due ? this._tokenScores() : null;
+        const tokens = due ? this._records.take(tokenScoresKind(this._options.compression)) : null;
         if (tokens != null) this._tokenScoresAt = this._options.now();
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
@@ -303,58 +296,6 @@ export class KvController {
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
     }
 
-    /** What the rounds since the last record knew of their cells, one entry per position (the newest round's); `null` for none. */
-    private _tokenScores(): TokenScores | null {
-        const newest = this._newestScored;
-        const older = this._evictedScored;
-        this._newestScored = null;
-        this._evictedScored = null;
-        if (newest == null) return older;
-        const record = this._recordOf(newest, null);
-        return older == null ? record : mergeTokenScores(older, record, Number.POSITIVE_INFINITY);
-    }
-
-    /** A round's record of its cells (of those `only` marks, when given: 1 per cell), in the order of their positions. */
-    private _recordOf({round, positions, layers, scores, keptByLayer}: ScoredRound, only: Uint8Array | null): TokenScores {
-        const needs = policyNeeds(this._options.compression);
-        const kind: TokenScores["kind"] = needs.retention === true ? "retention" : needs.scores === false ? "none" : "attention";
-        const n = positions.length;
-        // Sorted by position without a comparator: position x 2^21 + cell (cells < 2^21, positions < 2^32).
-        const keys = new Float64Array(n);
-        let count = 0;
-        for (let j = 0; j < n; j++) if (only == null || only[j] === 1) keys[count++] = positions[j]! * 2 ** 21 + j;
-        const sorted = keys.subarray(0, count).sort();
-        const record: TokenScores = {
-            kind,
-            layers,
-            positions: new Array(count),
-            scores: new Array(count),
-            rounds: new Array(count).fill(round),
-            keptBy: new Array(count)
-        };
-        for (let i = 0; i < count; i++) {
-            const j = sorted[i]! % 2 ** 21;
-            const score = scores[j]!;
-            record.positions[i] = positions[j]!;
-            record.scores[i] = kind === "none" || !Number.isFinite(score) ? null : Number(score.toPrecision(4));
-            record.keptBy[i] = hexOfLayers(keptByLayer, layers, n, j);
-        }
-        return record;
-    }
-
-    /**
-     * Keeps what a round knew of its cells until the next record is written: the round whole, and of the round before it
-     * only the cells that one evicted, whose last record is its own.
-     */
-    private _keepScored(scored: ScoredRound): void {
-        const before = this._newestScored;
-        this._newestScored = scored;
-        if (before == null || before.evict.length === 0) return;
-        const gone = new Set(before.evict);
-        const only = Uint8Array.from(before.positions, (position) => (gone.has(position) ? 1 : 0));
-        this._evictedScored = mergeTokenScores(this._evictedScored ?? undefined, this._recordOf(before, only), Number.POSITIVE_INFINITY);
-    }
-
     /** Tokens read or generated between two rounds while the answer is generated. */
     private get _decodeRoom(): number {
         return Math.max(1, Math.min(this._options.compression.pruneEvery, Math.floor(this._options.cells / 2)));
@@ -398,14 +339,17 @@ export class KvController {
             this._forcedDrops += decision.forcedDrops;
             this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
             evict = decision.evict;
-            this._keepScored({
-                round: this._pruneRounds + 1,
-                positions: snapshot.positions,
-                layers: snapshot.layers,
-                scores: decision.cellScores,
-                keptByLayer: decision.keptByLayer,
-                evict
-            });
+            this._records.keep(
+                {
+                    round: this._pruneRounds + 1,
+                    positions: snapshot.positions,
+                    layers: snapshot.layers,
+                    scores: decision.cellScores,
+                    keptByLayer: decision.keptByLayer,
+                    evict
+                },
+                tokenScoresKind(this._options.compression)
+            );
         }
         this._pruneRounds++;
         this._roundsSince.push({

@@ -1,6 +1,6 @@
-import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "./native/types.js";
-import {logSigmoid} from "./policies/scoreMath.js";
-import type {ScoreSnapshot} from "./policies/types.js";
+import type {ScoreSnapshot as NativeScoreSnapshot, RetentionSnapshot, ValueNormSnapshot} from "../native/types.js";
+import {logSigmoid} from "../policies/scoreMath.js";
+import type {ScoreSnapshot} from "../policies/types.js";
 
 /**
  * The native per-layer, per-head arrays as the policies' flat `(layer * heads + head) * n + cell` arrays; with `retention`,

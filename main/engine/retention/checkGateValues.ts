@@ -1,5 +1,5 @@
 import fs from "node:fs/promises";
-import type {GgufHeader, GgufTensorInfo} from "../checkGgufHeader.js";
+import type {GgufHeader, GgufTensorInfo} from "../gguf/checkGgufHeader.js";
 import type {RetentionInfo} from "./types.js";
 
 /** Bytes of a gate matrix read at once: memory stays at this (and one layer's fc2 and biases) whatever the file's size. */

@@ -1,8 +1,8 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import type {CalibrationPoint} from "../../../preload/contract.js";
-import {checkGgufHeader, type GgufHeader, type GgufScalar} from "../checkGgufHeader.js";
-import type {ModelInspection} from "../types.js";
+import {checkGgufHeader, type GgufHeader, type GgufScalar} from "../gguf/checkGgufHeader.js";
+import type {ModelInspection} from "../EngineApi.js";
 import {checkGateValues} from "./checkGateValues.js";
 import {modelFingerprint} from "./modelFingerprint.js";
 import type {RetentionAvailability, RetentionCalibration, RetentionInfo} from "./types.js";

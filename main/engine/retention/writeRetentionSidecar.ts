@@ -1,7 +1,7 @@
 import {randomBytes} from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
-import {checkGgufHeader, type GgufScalar} from "../checkGgufHeader.js";
+import {checkGgufHeader, type GgufScalar} from "../gguf/checkGgufHeader.js";
 import {encodeGguf, GgmlType, gguf, type GgufTensor, type GgufValue} from "../gguf/writeGguf.js";
 import {checkRetentionFile, retentionSidecarVersion} from "./findRetentionGates.js";
 import {modelFingerprint} from "./modelFingerprint.js";

@@ -1,22 +1,33 @@
 import type {Llama} from "node-llama-cpp";
 import {withLock} from "lifecycle-utils";
-import type {BuildInfo, EngineStatus} from "../../preload/contract/engine.js";
-import {AppError} from "../AppError.js";
-import {calibrateLoadedModel, type CalibrateRequest, type CalibrationResult} from "./calibrateLoadedModel.js";
-import {countPromptTokens} from "./chatPrompt.js";
-import type {EngineApi, LoadOptions, RuntimeOptions} from "./EngineApi.js";
+import type {BuildInfo, EngineStatus} from "../../../preload/contract/engine.js";
+import {AppError} from "../../AppError.js";
+import {calibrateLoadedModel} from "./calibrateLoadedModel.js";
+import {countPromptTokens} from "../generation/chatPrompt.js";
+import type {
+    EngineApi,
+    LoadOptions,
+    RuntimeOptions,
+    CountTokensRequest,
+    GenerateRequest,
+    GenerationResult,
+    ModelInspection,
+    PromptTokenCount,
+    StateSave,
+    CalibrateRequest,
+    CalibrationResult
+} from "../EngineApi.js";
 import {EngineContext} from "./EngineContext.js";
 import {EngineRuntime, type LlamaLoader} from "./EngineRuntime.js";
 import type {LoadedModel} from "./engineState.js";
-import {generateAnswer} from "./generateAnswer.js";
+import {generateAnswer} from "../generation/generateAnswer.js";
 import {inspectModel} from "./inspectModel.js";
 import {loadChatModel} from "./loadChatModel.js";
-import {SavedStates} from "./SavedStates.js";
-import type {CountTokensRequest, GenerateRequest, GenerationResult, ModelInspection, PromptTokenCount, StateSave} from "./types.js";
+import {SavedStates} from "../states/SavedStates.js";
 
 export type {LoadOptions, LlamaLoader};
 export type {ContextConfig} from "./engineState.js";
-export {toChatHistory} from "./chatPrompt.js";
+export {toChatHistory} from "../generation/chatPrompt.js";
 
 export type EngineOptions = {
     /** Loads the llama.cpp runtime; the app's loader prefers the patched build and says when it is missing. */

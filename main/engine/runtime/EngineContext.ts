@@ -1,14 +1,14 @@
 import {LlamaChatSession, type LlamaContext} from "node-llama-cpp";
 import os from "node:os";
-import type {LayerPlacement} from "../../preload/contract/engine.js";
-import {AppError} from "../AppError.js";
-import {assertBudgetWithinCap} from "../kv/budgetCap.js";
-import {contextFit} from "../kv/contextFit.js";
+import type {LayerPlacement} from "../../../preload/contract/engine.js";
+import {AppError} from "../../AppError.js";
+import {assertBudgetWithinCap} from "../../kv/budgetCap.js";
+import {contextFit} from "../../kv/contextFit.js";
 import type {ActiveContext, ContextConfig, LoadedModel, SetStatus} from "./engineState.js";
 import type {EngineRuntime} from "./EngineRuntime.js";
-import {cacheTypeProblem, describeKvTypes, formatMib} from "../kv/kvMemory.js";
-import {NativeKv} from "./native/NativeKv.js";
-import {gateSequenceDecodes, ponderContextOf} from "./native/ponderAddon.js";
+import {cacheTypeProblem, describeKvTypes, formatMib} from "../../kv/kvMemory.js";
+import {NativeKv} from "../native/NativeKv.js";
+import {gateSequenceDecodes, ponderContextOf} from "../native/ponderAddon.js";
 
 /** Positions node-llama-cpp may reach while pruning keeps the live cells within the budget. */
 const prunedPositionLimit = 1 << 22;

@@ -1,10 +1,10 @@
 import type {Llama} from "node-llama-cpp";
 import os from "node:os";
-import type {BuildInfo} from "../../preload/contract/engine.js";
-import type {RuntimeOptions} from "./EngineApi.js";
+import type {BuildInfo} from "../../../preload/contract/engine.js";
+import type {RuntimeOptions} from "../EngineApi.js";
 import type {SetStatus} from "./engineState.js";
-import {connectRpcServers, describeRpcProblems} from "./rpc/connectRpcServers.js";
-import {hasRpcDevices} from "./rpc/rpcEndpoint.js";
+import {connectRpcServers, describeRpcProblems} from "./connectRpcServers.js";
+import {hasRpcDevices} from "../rpc/rpcEndpoint.js";
 
 export type LlamaLoader = (options: RuntimeOptions) => Promise<{llama: Llama; build: BuildInfo; warning?: string}>;
 

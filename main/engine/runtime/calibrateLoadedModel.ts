@@ -1,28 +1,8 @@
-import {
-    calibrateRetention,
-    type CalibrateRetentionOptions,
-    type CalibrationJobProgress,
-    type CalibrationResult
-} from "./calibration/calibrateRetention.js";
+import {calibrateRetention} from "../calibration/calibrateRetention.js";
+import type {CalibrateRequest, CalibrationResult} from "../EngineApi.js";
+import type {SavedStates} from "../states/SavedStates.js";
 import type {EngineContext} from "./EngineContext.js";
 import type {LoadedModel, SetStatus} from "./engineState.js";
-import type {SavedStates} from "./SavedStates.js";
-
-/** A calibration's settings as they cross to the engine process: those of `calibrateRetention`, without the model. */
-export type CalibrationSettings = Pick<
-    CalibrateRetentionOptions,
-    "promptSet" | "texts" | "prompts" | "validationPrompts" | "tokens" | "maxTokens" | "seed" | "hidden" | "epochs" | "workDir"
->;
-
-/** A calibration of the loaded model (`EngineApi.calibrateRetention`). */
-export type CalibrateRequest = CalibrationSettings & {
-    /** The model to calibrate: the loaded one (any other is refused). */
-    modelPath: string;
-    signal: AbortSignal;
-    onProgress?: (progress: CalibrationJobProgress) => void;
-};
-
-export type {CalibrationJobProgress, CalibrationResult};
 
 /** What the engine wording says while a calibration holds the engine. */
 export const calibratingMessage = "Calibrating retention: answers wait until it ends";

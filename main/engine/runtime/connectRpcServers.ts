@@ -1,7 +1,7 @@
 import type {Llama} from "node-llama-cpp";
 import type {RpcRuntime, RpcServerState} from "../../../preload/contract/engine.js";
 import {ponderBindingsOf, type PonderRpcDevice} from "../native/ponderAddon.js";
-import {formatProtocol, probeRpcServer, type RpcProbe, type RpcProtocol} from "./probeRpcServer.js";
+import {formatProtocol, probeRpcServer, type RpcProbe, type RpcProtocol} from "../rpc/probeRpcServer.js";
 
 export type ConnectRpcOptions = {
     /** Defaults to `probeRpcServer`; tests pass their own. */

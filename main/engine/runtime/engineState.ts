@@ -1,11 +1,10 @@
 import type {ChatWrapper, LlamaChatSession, LlamaContext, LlamaModel} from "node-llama-cpp";
-import type {CompressionSettings} from "../../preload/contract/compression.js";
-import type {EngineStatus} from "../../preload/contract/engine.js";
-import type {LoadOptions} from "./EngineApi.js";
-import type {KvController} from "./KvController.js";
-import type {NativeKv} from "./native/NativeKv.js";
-import type {StateExpectation} from "./stateFile.js";
-import type {ModelInspection, StateFiles, StateOutcome} from "./types.js";
+import type {CompressionSettings} from "../../../preload/contract/compression.js";
+import type {EngineStatus} from "../../../preload/contract/engine.js";
+import type {LoadOptions, ModelInspection, StateFiles, StateOutcome} from "../EngineApi.js";
+import type {KvController} from "../pruning/KvController.js";
+import type {NativeKv} from "../native/NativeKv.js";
+import type {StateExpectation} from "../states/stateFile.js";
 
 // The state the engine's modules share (the loaded model, the active context), as types only: each module is handed the
 // values it works on, and calls back into the engine (`SetStatus`) rather than importing it.

@@ -1,9 +1,9 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import {readGgufFileInfo} from "node-llama-cpp";
-import {AppError} from "../AppError.js";
-import {checkGgufHeader} from "./checkGgufHeader.js";
-import type {ModelInspection} from "./types.js";
+import {AppError} from "../../AppError.js";
+import {checkGgufHeader} from "../gguf/checkGgufHeader.js";
+import type {ModelInspection} from "../EngineApi.js";
 
 /**
  * Reads a GGUF file's header and checks that the file is whole, with an error a person can act on

@@ -1,11 +1,10 @@
 import {resolveChatWrapper, type Llama, type LlamaModel} from "node-llama-cpp";
 import os from "node:os";
-import type {BuildInfo} from "../../preload/contract/engine.js";
-import type {LoadOptions} from "./EngineApi.js";
+import type {BuildInfo} from "../../../preload/contract/engine.js";
+import type {LoadOptions, ModelInspection} from "../EngineApi.js";
 import type {LoadedModel} from "./engineState.js";
-import {gpuOffload} from "../kv/gpuOffload.js";
-import {hasRpcDevices} from "./rpc/rpcEndpoint.js";
-import type {ModelInspection} from "./types.js";
+import {gpuOffload} from "../../kv/gpuOffload.js";
+import {hasRpcDevices} from "../rpc/rpcEndpoint.js";
 
 /**
  * Loads the model `inspection` describes with its chat wrapper; a model that fails to load is disposed. `onProgress` hears

@@ -1,13 +1,13 @@
 import {getLlama, getLlamaGpuTypes, type Llama} from "node-llama-cpp";
-import type {BuildDevice, BuildInfo, EngineBackend, EngineBuildChoice} from "../../preload/contract/engine.js";
+import type {BuildDevice, BuildInfo, EngineBackend, EngineBuildChoice} from "../../../preload/contract/engine.js";
 import type {LlamaLoader} from "./EngineRuntime.js";
-import type {RuntimeOptions} from "./EngineApi.js";
-import {currentSeriesHash} from "./native/currentSeriesHash.js";
-import {backendName, engineBuildOrder} from "./native/engineBuildOrder.js";
-import {getNativeBuildInfo, loadPatchedLlama, PatchedBuildError} from "./native/loadPatchedLlama.js";
-import {listEngineBuilds} from "./native/listEngineBuilds.js";
-import {ponderBindingsOf} from "./native/ponderAddon.js";
-import type {NativeGpu} from "./native/types.js";
+import type {RuntimeOptions} from "../EngineApi.js";
+import {currentSeriesHash} from "../builds/currentSeriesHash.js";
+import {backendName, engineBuildOrder} from "../builds/engineBuildOrder.js";
+import {getNativeBuildInfo, loadPatchedLlama, PatchedBuildError} from "../native/loadPatchedLlama.js";
+import {listEngineBuilds} from "../builds/listEngineBuilds.js";
+import {ponderBindingsOf} from "../native/ponderAddon.js";
+import type {NativeGpu} from "../native/types.js";
 
 /**
  * Loads Ponder's patched llama.cpp build chosen by `options.build`: with `"auto"` the best usable build present (CUDA,

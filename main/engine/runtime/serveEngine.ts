@@ -1,7 +1,6 @@
 import {toErrorInfo} from "../../toErrorInfo.js";
-import type {EngineApi} from "../EngineApi.js";
-import type {GenerationChunk} from "../types.js";
-import type {Channel, EngineFault, FromEngine, ToEngine} from "./protocol.js";
+import type {EngineApi, GenerationChunk} from "../EngineApi.js";
+import type {Channel, EngineFault, FromEngine, ToEngine} from "../protocol.js";
 
 export type ServeEngineOptions = {
     /**

@@ -1,4 +1,4 @@
-import type {StateSave} from "./types.js";
+import type {StateSave} from "../EngineApi.js";
 
 /** A state a request asked to keep on disk that is still only in the live sequence. */
 export type Deferred = {

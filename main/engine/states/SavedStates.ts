@@ -1,14 +1,14 @@
 import type {ChatHistoryItem, Token} from "node-llama-cpp";
 import fs from "node:fs";
-import type {CompressionSettings} from "../../preload/contract/compression.js";
-import {commonPrefixLength, continuedPrefix} from "./chatPrompt.js";
+import type {CompressionSettings} from "../../../preload/contract/compression.js";
+import {commonPrefixLength, continuedPrefix} from "../generation/chatPrompt.js";
 import {DeferredState} from "./DeferredState.js";
-import type {ActiveContext, ContextConfig, LoadedModel, RequestStates, SetStatus} from "./engineState.js";
-import type {KvController} from "./KvController.js";
-import {formatMib} from "../kv/kvMemory.js";
+import type {ActiveContext, ContextConfig, LoadedModel, RequestStates, SetStatus} from "../runtime/engineState.js";
+import type {KvController} from "../pruning/KvController.js";
+import {formatMib} from "../../kv/kvMemory.js";
 import {findStateCandidate, restoreSequenceState, saveSequenceState} from "./SequenceStates.js";
 import {hashSettings, reviveTyped, tagTyped, type StateExpectation} from "./stateFile.js";
-import type {ModelInspection, StateOutcome, StateSave} from "./types.js";
+import type {ModelInspection, StateOutcome, StateSave} from "../EngineApi.js";
 
 /**
  * The largest KV state saved for resuming: a larger one is not written (the write would hold up what it runs before: a

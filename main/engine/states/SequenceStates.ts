@@ -1,7 +1,7 @@
 import {randomBytes} from "node:crypto";
 import fs from "node:fs/promises";
 import type {LlamaContextSequence} from "node-llama-cpp";
-import type {NativeKv} from "./native/NativeKv.js";
+import type {NativeKv} from "../native/NativeKv.js";
 import {
     checkStateHeader,
     decodeTokens,

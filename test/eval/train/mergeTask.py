@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 
-from task import EVAL_SEED_BASE, Mulberry32, render_prompt, render_completion, tokenize
+from task import EVAL_SEED_BASE, Mulberry32, conversation, order_statistics, print_problems, tokenize
 
 NAME = "merge"
 DEFAULT_MIN_ITEMS = 40
@@ -147,25 +147,14 @@ def main():
     args = parser.parse_args()
     opts = TaskOptions(args.min_items, args.max_items, args.min_k_share)
     if args.stats:
-        think, total = [], []
-        for i in range(args.stats):
-            p = generate_problem(args.seed + i, opts)
-            think.append(len(tokenize(p.thinking)))
-            total.append(len(tokenize(render_prompt(p.question) + render_completion(p.thinking, p.answer))))
-        think.sort()
-        total.sort()
-        q = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]
+        problems = [generate_problem(args.seed + i, opts) for i in range(args.stats)]
         print(json.dumps({"problems": args.stats,
-                          "thinking_tokens": {"min": think[0], "median": q(think, 0.5), "p90": q(think, 0.9), "max": think[-1]},
-                          "total_tokens": {"median": q(total, 0.5), "max": total[-1]}}))
+                          "thinking_tokens": order_statistics([len(tokenize(p.thinking)) for p in problems],
+                                                              "min", "median", "p90", "max"),
+                          "total_tokens": order_statistics([len(tokenize(conversation(p))) for p in problems],
+                                                           "median", "max")}))
         return
-    for i in range(args.count):
-        p = generate_problem(args.seed + i, opts)
-        if args.text:
-            print(render_prompt(p.question) + render_completion(p.thinking, p.answer))
-            print()
-        else:
-            print(json.dumps(asdict(p)))
+    print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
 
 
 if __name__ == "__main__":

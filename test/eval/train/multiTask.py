@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, asdict, field
+from dataclasses import dataclass, field
 
 import task as program_task
 import mergeTask as merge_task
-from task import EVAL_SEED_BASE, Mulberry32, render_prompt, render_completion, tokenize
+from task import EVAL_SEED_BASE, Mulberry32, conversation, order_statistics, print_problems, tokenize
 
 NAME = "multi"
 FAMILIES = ["program", "merge", "sum", "chase", "reverse", "tally"]
@@ -94,6 +94,49 @@ def pick(rng: Mulberry32, items):
 
 
 LIST_SEPARATORS = [", ", ",", " "]
+# The separators each family's listed data is drawn with (merge's and program's lists keep their inner task's form).
+SEPARATORS = {"sum": LIST_SEPARATORS, "chase": [", ", "\n", "; "], "reverse": LIST_SEPARATORS, "tally": [", ", "\n"]}
+# Each family's phrasings, one drawn per problem (its index from the problem's stream, at the point its generator
+# draws it). The slots: program {question} (the inner task's), {variables}, {program}; merge {question}, {a}, {b},
+# {k}; sum {listed}, {plus} (the numbers joined by " + "); chase {start}, {pairs}; reverse {listed}; tally {listed},
+# {asked}.
+PHRASINGS = {
+    "program": [
+        "{question}",
+        "Evaluate this program. Each step adds two values mod 10.\n{variables}\n{program}\nWhat is ZZ?",
+        "Variables: {variables}\nSteps:\n{program}\nTell me the value of ZZ.",
+        "What does ZZ come to? Additions are mod 10.\n{variables}\n{program}",
+        "{program}\nwith {variables}\nWhat is ZZ?",
+    ],
+    "merge": [
+        "{question}",
+        "Merge these two sorted lists and give me the number at position k.\n{a}\n{b}\n{k}",
+        "{a}\n{b}\nIf you merge a and b in order, which number is at {k}",
+        "Which number is at {k} Merge the sorted lists\n{a}\nand\n{b}",
+    ],
+    "sum": [
+        "Add up these numbers: {listed}. What are the last two digits of the total?",
+        "What is {plus} mod 100?",
+        "Numbers: {listed}\nGive me the last two digits of their sum.",
+        "Sum the following list and tell me the total mod 100.\n{listed}",
+    ],
+    "chase": [
+        "Start at {start} and follow the arrows until a number points to itself. Where do you stop?\n{pairs}",
+        "{pairs}\nFrom {start}, follow the arrows. Which number points to itself at the end?",
+        "Arrows: {pairs}\nBegin at {start}. Where does the path end?",
+    ],
+    "reverse": [
+        "Reverse this list: {listed}",
+        "Write these numbers in reverse order: {listed}",
+        "{listed}\nWhat is this list backwards?",
+        "Please reverse the order of the following numbers.\n{listed}",
+    ],
+    "tally": [
+        "Votes in order: {listed}\nHow many votes did {asked} get?",
+        "Count the votes for {asked}.\n{listed}",
+        "{listed}\nHow many times was {asked} chosen?",
+    ],
+}
 
 
 def join_numbers(values: list[int], separator: str) -> str:
@@ -106,17 +149,7 @@ def program_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, 
     inner = program_task.generate_problem(rng.int(0x80000000), program_task.TaskOptions(steps, steps, n_vars, n_vars))
     variables, *rest = inner.question.split("\n")
     program = "\n".join(rest[:-1])
-    template = rng.int(5)
-    if template == 0:
-        question = inner.question
-    elif template == 1:
-        question = f"Evaluate this program. Each step adds two values mod 10.\n{variables}\n{program}\nWhat is ZZ?"
-    elif template == 2:
-        question = f"Variables: {variables}\nSteps:\n{program}\nTell me the value of ZZ."
-    elif template == 3:
-        question = f"What does ZZ come to? Additions are mod 10.\n{variables}\n{program}"
-    else:
-        question = f"{program}\nwith {variables}\nWhat is ZZ?"
+    question = pick(rng, PHRASINGS["program"]).format(question=inner.question, variables=variables, program=program)
     return question, inner.thinking, inner.answer, steps
 
 
@@ -124,15 +157,7 @@ def merge_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, in
     items = family_size("merge", rng, opts)
     inner = merge_task.generate_problem(rng.int(0x80000000), merge_task.TaskOptions(items, items, opts.min_k_share))
     a, b, k = inner.question.split("\n")
-    template = rng.int(4)
-    if template == 0:
-        question = inner.question
-    elif template == 1:
-        question = f"Merge these two sorted lists and give me the number at position k.\n{a}\n{b}\n{k}"
-    elif template == 2:
-        question = f"{a}\n{b}\nIf you merge a and b in order, which number is at {k}"
-    else:
-        question = f"Which number is at {k} Merge the sorted lists\n{a}\nand\n{b}"
+    question = pick(rng, PHRASINGS["merge"]).format(question=inner.question, a=a, b=b, k=k)
     return question, inner.thinking, inner.answer, items
 
 
@@ -143,16 +168,9 @@ def sum_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, int]
     for i, v in enumerate(values):
         lines.append(f"{i + 1:02d}:{v:02d}+{total:02d}={total + v:03d}")
         total = (total + v) % 100
-    template = rng.int(4)
-    separator = pick(rng, LIST_SEPARATORS)
-    if template == 0:
-        question = f"Add up these numbers: {join_numbers(values, separator)}. What are the last two digits of the total?"
-    elif template == 1:
-        question = f"What is {join_numbers(values, ' + ')} mod 100?"
-    elif template == 2:
-        question = f"Numbers: {join_numbers(values, separator)}\nGive me the last two digits of their sum."
-    else:
-        question = f"Sum the following list and tell me the total mod 100.\n{join_numbers(values, separator)}"
+    phrasing = pick(rng, PHRASINGS["sum"])  # drawn before the separator, which it may not use
+    separator = pick(rng, SEPARATORS["sum"])
+    question = phrasing.format(listed=join_numbers(values, separator), plus=join_numbers(values, " + "))
     return question, "\n".join(lines), f"{total:02d}", n
 
 
@@ -170,17 +188,10 @@ def chase_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, in
     for i in range(m - 1, 0, -1):
         j = rng.int(i + 1)
         order[i], order[j] = order[j], order[i]
-    separator = pick(rng, [", ", "\n", "; "])
+    separator = pick(rng, SEPARATORS["chase"])
     pairs = separator.join(f"{v:02d}>{target[v]:02d}" for v in order)
     lines = [f"{i + 1:02d}:{v:02d}>{target[v]:02d}" for i, v in enumerate(path)]
-    start = f"{path[0]:02d}"
-    template = rng.int(3)
-    if template == 0:
-        question = f"Start at {start} and follow the arrows until a number points to itself. Where do you stop?\n{pairs}"
-    elif template == 1:
-        question = f"{pairs}\nFrom {start}, follow the arrows. Which number points to itself at the end?"
-    else:
-        question = f"Arrows: {pairs}\nBegin at {start}. Where does the path end?"
+    question = pick(rng, PHRASINGS["chase"]).format(start=f"{path[0]:02d}", pairs=pairs)
     return question, "\n".join(lines), f"{path[-1]:02d}", path_length
 
 
@@ -189,17 +200,8 @@ def reverse_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, 
     values = distinct_numbers(rng, n)
     backwards = values[::-1]
     lines = [f"{i + 1:02d}:{v:02d}" for i, v in enumerate(backwards)]
-    separator = pick(rng, LIST_SEPARATORS)
-    listed = join_numbers(values, separator)
-    template = rng.int(4)
-    if template == 0:
-        question = f"Reverse this list: {listed}"
-    elif template == 1:
-        question = f"Write these numbers in reverse order: {listed}"
-    elif template == 2:
-        question = f"{listed}\nWhat is this list backwards?"
-    else:
-        question = f"Please reverse the order of the following numbers.\n{listed}"
+    listed = join_numbers(values, pick(rng, SEPARATORS["reverse"]))
+    question = pick(rng, PHRASINGS["reverse"]).format(listed=listed)
     return question, "\n".join(lines), join_numbers(backwards, ","), n
 
 
@@ -218,15 +220,8 @@ def tally_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, in
     for i, name in enumerate(votes):
         counts[name] = counts.get(name, 0) + 1
         lines.append(f"{i + 1:02d}:{name}={counts[name]:02d}")
-    separator = pick(rng, [", ", "\n"])
-    listed = separator.join(f"{i + 1:02d} {name}" for i, name in enumerate(votes))
-    template = rng.int(3)
-    if template == 0:
-        question = f"Votes in order: {listed}\nHow many votes did {asked} get?"
-    elif template == 1:
-        question = f"Count the votes for {asked}.\n{listed}"
-    else:
-        question = f"{listed}\nHow many times was {asked} chosen?"
+    listed = pick(rng, SEPARATORS["tally"]).join(f"{i + 1:02d} {name}" for i, name in enumerate(votes))
+    question = pick(rng, PHRASINGS["tally"]).format(listed=listed, asked=asked)
     return question, "\n".join(lines), f"{counts[asked]:02d}", n
 
 
@@ -251,8 +246,7 @@ def length_estimate(opts: TaskOptions) -> int:
     for family in opts.families:
         o = TaskOptions(opts.max_scale, opts.max_scale, [family], opts.min_k_share)
         for seed in range(4):
-            p = generate_problem(seed, o)
-            longest = max(longest, len(tokenize(render_prompt(p.question) + render_completion(p.thinking, p.answer))))
+            longest = max(longest, len(tokenize(conversation(generate_problem(seed, o)))))
     return longest
 
 
@@ -278,19 +272,12 @@ def main():
         by_family: dict[str, list[int]] = {}
         for i in range(args.stats):
             p = generate_problem(args.seed + i, opts)
-            by_family.setdefault(p.family, []).append(len(tokenize(render_prompt(p.question) + render_completion(p.thinking, p.answer))))
+            by_family.setdefault(p.family, []).append(len(tokenize(conversation(p))))
         for family, lengths in sorted(by_family.items()):
-            lengths.sort()
-            print(json.dumps({"family": family, "problems": len(lengths), "min": lengths[0],
-                              "median": lengths[len(lengths) // 2], "max": lengths[-1]}))
+            print(json.dumps({"family": family, "problems": len(lengths),
+                              **order_statistics(lengths, "min", "median", "max")}))
         return
-    for i in range(args.count):
-        p = generate_problem(args.seed + i, opts)
-        if args.text:
-            print(render_prompt(p.question) + render_completion(p.thinking, p.answer))
-            print()
-        else:
-            print(json.dumps(asdict(p)))
+    print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
 
 
 if __name__ == "__main__":

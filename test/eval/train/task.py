@@ -173,6 +173,30 @@ def render_completion(thinking: str, answer: str) -> str:
     return thinking.strip("\n") + "\n</think>\n\n" + answer + "<|im_end|>"
 
 
+def conversation(problem) -> str:
+    """A problem of any task as the chat text a model is trained on: the prompt, the thought and the answer."""
+    return render_prompt(problem.question) + render_completion(problem.thinking, problem.answer)
+
+
+def order_statistics(values: list[int], *names: str) -> dict[str, int]:
+    """The named order statistics of values (``min``, ``median``, ``p90``, ``max``), in the order named."""
+    ordered = sorted(values)
+    share = {"min": 0.0, "median": 0.5, "p90": 0.9, "max": 1.0}
+    return {name: ordered[min(len(ordered) - 1, int(share[name] * len(ordered)))] for name in names}
+
+
+def print_problems(generate, first_seed: int, count: int, text: bool) -> None:
+    """The task tools' printout: generate(seed) for count seeds from first_seed, one JSON line each, or with text
+    each conversation's chat text followed by an empty line."""
+    for i in range(count):
+        p = generate(first_seed + i)
+        if text:
+            print(conversation(p))
+            print()
+        else:
+            print(json.dumps(asdict(p)))
+
+
 def _bpe_letter_run(run: str) -> list[int]:
     """BPE of a run of ASCII letters: repeatedly merge the adjacent same-case letter pair of lowest rank (leftmost
     first); merged pairs never merge again (no such merges exist)."""
@@ -256,27 +280,15 @@ def main():
     args = parser.parse_args()
     opts = TaskOptions(args.min_steps, args.max_steps, args.min_vars, args.max_vars)
     if args.stats:
-        think, total = [], []
-        for i in range(args.stats):
-            p = generate_problem(args.seed + i, opts)
-            t = len(tokenize(p.thinking))
-            think.append(t)
-            total.append(len(tokenize(render_prompt(p.question) + render_completion(p.thinking, p.answer))))
-        think.sort()
-        total.sort()
-        q = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]
+        problems = [generate_problem(args.seed + i, opts) for i in range(args.stats)]
+        think = [len(tokenize(p.thinking)) for p in problems]
+        total = [len(tokenize(conversation(p))) for p in problems]
         print(json.dumps({"problems": args.stats,
-                          "thinking_tokens": {"min": think[0], "median": q(think, 0.5), "p90": q(think, 0.9), "max": think[-1],
-                                              "over_1000": sum(t > 1000 for t in think) / len(think)},
-                          "total_tokens": {"median": q(total, 0.5), "max": total[-1]}}))
+                          "thinking_tokens": dict(order_statistics(think, "min", "median", "p90", "max"),
+                                                  over_1000=sum(t > 1000 for t in think) / len(think)),
+                          "total_tokens": order_statistics(total, "median", "max")}))
         return
-    for i in range(args.count):
-        p = generate_problem(args.seed + i, opts)
-        if args.text:
-            print(render_prompt(p.question) + render_completion(p.thinking, p.answer))
-            print()
-        else:
-            print(json.dumps(asdict(p)))
+    print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
 
 
 if __name__ == "__main__":

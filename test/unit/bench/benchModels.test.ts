@@ -3,6 +3,7 @@ import {benchModels} from "../../bench/benchModels.js";
 import {problemSets} from "../../bench/quality.js";
 import {heldOutDemoProblems} from "../../eval/demoTask.js";
 import {heldOutMergeProblems} from "../../eval/mergeTask.js";
+import {generateMultiProblem, MULTI_FAMILIES, type MultiProblem} from "../../../main/demo/multiTask.js";
 
 describe("the bench's --models and --sets", () => {
     it("runs the demo model's sets and the random-weights fidelity table without either flag, as before", () => {
@@ -55,5 +56,30 @@ describe("the bench's --models and --sets", () => {
         expect(late.every((problem) => k(problem.question) > items(problem.question) / 2)).toBe(true);
         expect(any.some((problem) => k(problem.question) <= items(problem.question) / 2)).toBe(true);
         expect(any.map((problem) => problem.question.split("\n")[0])).toEqual(late.map((problem) => problem.question.split("\n")[0]));
+    });
+
+    it("runs the many-task model on a set per family, the mixed set by name only", () => {
+        const families = MULTI_FAMILIES.map((family) => `multi-${family}`);
+        expect(benchModels({models: "multi"})).toEqual({models: [{name: "multi", set: "multi"}], sets: families});
+        expect(benchModels({models: "multi", sets: "multi,multi-sum"}).sets).toEqual(["multi", "multi-sum"]);
+        expect(() => benchModels({models: "demo", sets: "multi-sum"})).toThrow(/multi model/);
+    });
+
+    it("asks each family set only its family, at held-out sizes on seeds training never draws, and apart from the other sets", () => {
+        const seen = new Set<string>();
+        for (const family of MULTI_FAMILIES) {
+            // The multi sets' problems are the generator's, seed and family included.
+            const problems = problemSets[`multi-${family}`]!.problems(12) as MultiProblem[];
+            for (const problem of problems) {
+                const seed = problem.seed;
+                expect(seed).toBeGreaterThanOrEqual(2 ** 31);
+                expect(generateMultiProblem(seed, {families: [family], minScale: 50, maxScale: 100, minKShare: 0.5})).toEqual(problem);
+                expect(seen.has(problem.question)).toBe(false);
+                seen.add(problem.question);
+            }
+            expect(new Set(problems.map((problem) => problem.family))).toEqual(new Set([family]));
+        }
+        const mixed = problemSets.multi!.problems(60) as MultiProblem[];
+        expect(new Set(mixed.map((problem) => problem.family)).size).toBe(MULTI_FAMILIES.length);
     });
 });

@@ -1,11 +1,14 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import {inspectModel} from "../../../main/engine/inspectModel.js";
+import {inspectModel} from "../../../main/engine/runtime/inspectModel.js";
 import type {EngineStatus} from "../../../preload/contract.js";
-import type {CalibrateRequest, CalibrationJobProgress, CalibrationResult} from "../../../main/engine/calibrateLoadedModel.js";
-import type {EngineApi, LoadOptions} from "../../../main/engine/EngineApi.js";
 import type {
+    EngineApi,
+    LoadOptions,
+    CalibrateRequest,
+    CalibrationJobProgress,
+    CalibrationResult,
     CountTokensRequest,
     GenerateRequest,
     GenerationResult,
@@ -13,7 +16,7 @@ import type {
     PromptTokenCount,
     StateOutcome,
     StateSave
-} from "../../../main/engine/types.js";
+} from "../../../main/engine/EngineApi.js";
 
 /** An engine double that streams a scripted thought and answer, one token per chunk, one chunk per tick. */
 export class FakeEngine {

@@ -7,7 +7,7 @@ import type {KvCacheType, Result} from "../../../preload/contract.js";
 import {AppError} from "../../../main/AppError.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {budgetAboveCap, budgetCap, capBudget, kvBudgetExceeded} from "../../../main/kv/budgetCap.js";
-import type {ModelInspection} from "../../../main/engine/types.js";
+import type {ModelInspection} from "../../../main/engine/EngineApi.js";
 import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";
 import {toApiError} from "../../../main/server/openaiWire.js";

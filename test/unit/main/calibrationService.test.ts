@@ -9,7 +9,7 @@ import type {CalibrationStatus, Events} from "../../../preload/contract.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";
-import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
+import {EngineProxy} from "../../../main/engine/host/EngineProxy.js";
 import {modelFingerprint} from "../../../main/engine/retention/modelFingerprint.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {getFixtureModel} from "../../fixtures/gguf/fixtures.js";

@@ -8,7 +8,7 @@ import {
     mergeConversationSettings
 } from "../../../main/services/schemas.js";
 import {exportConversation} from "../../../main/services/exportConversation.js";
-import type {ModelInspection} from "../../../main/engine/types.js";
+import type {ModelInspection} from "../../../main/engine/EngineApi.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {FakeEngine} from "./FakeEngine.js";

@@ -1,7 +1,7 @@
 import {describe, expect, it} from "vitest";
 import type {CompressionSettings} from "../../../preload/contract/compression.js";
 import type {PolicyId} from "../../../preload/policyCatalogue.js";
-import {contextConfig} from "../../../main/engine/generateAnswer.js";
+import {contextConfig} from "../../../main/engine/generation/generateAnswer.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 
 const under = (policy: PolicyId): CompressionSettings => ({...defaultCompressionSettings, policy});

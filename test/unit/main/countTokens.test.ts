@@ -3,7 +3,7 @@
 import {describe, expect, it} from "vitest";
 import type {ModelInfo} from "../../../preload/contract.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
-import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
+import {EngineProxy} from "../../../main/engine/host/EngineProxy.js";
 import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";
 import {AppServices} from "../../../main/services/AppServices.js";

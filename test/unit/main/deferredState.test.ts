@@ -1,8 +1,8 @@
 // The engine's one unwritten KV state (Full KV's sequence after an answer): written when asked, or before a request that
 // does not continue its conversation changes the context; dropped when a request continues it; every outcome heard.
 import {describe, expect, it} from "vitest";
-import {DeferredState, type Deferred} from "../../../main/engine/DeferredState.js";
-import type {StateSave} from "../../../main/engine/types.js";
+import {DeferredState, type Deferred} from "../../../main/engine/states/DeferredState.js";
+import type {StateSave} from "../../../main/engine/EngineApi.js";
 
 function setup() {
     const settled: StateSave[] = [];

@@ -4,8 +4,8 @@ import fs from "node:fs";
 import os from "node:os";
 import {describe, expect, it} from "vitest";
 import type {ModelInfo} from "../../../preload/contract.js";
-import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
-import type {GenerateRequest} from "../../../main/engine/types.js";
+import {EngineProxy} from "../../../main/engine/host/EngineProxy.js";
+import type {GenerateRequest} from "../../../main/engine/EngineApi.js";
 import {memoryEngines, until} from "./memoryEngines.js";
 
 const info = (id: string): ModelInfo => ({

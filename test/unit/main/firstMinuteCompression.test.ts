@@ -1,7 +1,7 @@
 import path from "node:path";
 import {describe, expect, it} from "vitest";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
-import {inspectModel} from "../../../main/engine/inspectModel.js";
+import {inspectModel} from "../../../main/engine/runtime/inspectModel.js";
 import type {RetentionInfo} from "../../../main/engine/retention/types.js";
 import {demoFirstBudgetCells, firstMinuteCompression} from "../../../main/services/firstMinuteCompression.js";
 import {AppServices} from "../../../main/services/AppServices.js";

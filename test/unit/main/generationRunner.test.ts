@@ -1,7 +1,6 @@
 import {describe, expect, it} from "vitest";
 import {AppError} from "../../../main/AppError.js";
-import type {EngineApi} from "../../../main/engine/EngineApi.js";
-import type {GenerateRequest, ModelInspection} from "../../../main/engine/types.js";
+import type {EngineApi, GenerateRequest, ModelInspection} from "../../../main/engine/EngineApi.js";
 import {resolveKv} from "../../../main/kv/resolveKv.js";
 import {GenerationQueue, QueueAbortError} from "../../../main/services/GenerationQueue.js";
 import {generationFailure, GenerationRunner} from "../../../main/services/GenerationRunner.js";

@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import fc from "fast-check";
 import {describe, expect, it} from "vitest";
-import {KvController, type KvControllerOptions} from "../../../main/engine/KvController.js";
+import {KvController, type KvControllerOptions} from "../../../main/engine/pruning/KvController.js";
 import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
 import type {ScoringOptions} from "../../../main/engine/native/types.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";

@@ -2,9 +2,9 @@
 // scripted engine, and which can "die" at any moment.
 import type {ModelInfo} from "../../../preload/contract.js";
 import type {RuntimeOptions} from "../../../main/engine/EngineApi.js";
-import type {EngineChild, EngineExit} from "../../../main/engine/process/EngineProxy.js";
-import type {FromEngine, ToEngine} from "../../../main/engine/process/protocol.js";
-import {serveEngine} from "../../../main/engine/process/serveEngine.js";
+import type {EngineChild, EngineExit} from "../../../main/engine/host/EngineProxy.js";
+import type {FromEngine, ToEngine} from "../../../main/engine/protocol.js";
+import {serveEngine} from "../../../main/engine/runtime/serveEngine.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 /** A fake engine that also loads: each load takes `loadMs` and names the model loaded. */

@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {readReason} from "../../../main/engine/readReason.js";
+import {readReason} from "../../../main/engine/generation/readReason.js";
 
 describe("why a prompt is read (the progress's wording)", () => {
     it("says nothing for a short first message, and calls a long one a message", () => {

@@ -3,7 +3,7 @@ import type {Events} from "../../../preload/contract.js";
 import {kvBounds} from "../../../preload/kvBounds.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {maxBudgetCells, minBudgetCells} from "../../../main/kv/budgetCap.js";
-import type {ModelInspection} from "../../../main/engine/types.js";
+import type {ModelInspection} from "../../../main/engine/EngineApi.js";
 import {assertBudgetAboveMin, resolveKv} from "../../../main/kv/resolveKv.js";
 import {ponderExtensionSchema} from "../../../main/server/openaiSchemas.js";
 import {AppServices} from "../../../main/services/AppServices.js";

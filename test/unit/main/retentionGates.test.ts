@@ -13,7 +13,7 @@ import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";
 import {findRetentionGates, retentionSidecarPath, type RetentionModel} from "../../../main/engine/retention/findRetentionGates.js";
 import {fingerprintSpan, modelFingerprint} from "../../../main/engine/retention/modelFingerprint.js";
-import {inspectModel} from "../../../main/engine/inspectModel.js";
+import {inspectModel} from "../../../main/engine/runtime/inspectModel.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";

@@ -4,13 +4,13 @@
 import {describe, expect, it} from "vitest";
 import type {ModelInfo} from "../../../preload/contract.js";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
-import {EngineProxy} from "../../../main/engine/process/EngineProxy.js";
+import {EngineProxy} from "../../../main/engine/host/EngineProxy.js";
 import type {RpcProbe} from "../../../main/engine/rpc/probeRpcServer.js";
 import {createDispatch} from "../../../main/ipc/dispatch.js";
 import {createHandlers} from "../../../main/ipc/handlers.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {readRuntimeOptions} from "../../../main/services/RpcServerService.js";
-import type {GenerateRequest} from "../../../main/engine/types.js";
+import type {GenerateRequest} from "../../../main/engine/EngineApi.js";
 import {memoryEngines, until} from "./memoryEngines.js";
 
 const model: ModelInfo = {

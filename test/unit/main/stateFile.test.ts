@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {unpackScores, packScores} from "../../../main/engine/SequenceStates.js";
+import {unpackScores, packScores} from "../../../main/engine/states/SequenceStates.js";
 import {
     checkStateHeader,
     decodeTokens,
@@ -13,7 +13,7 @@ import {
     tagTyped,
     verifyStatePayload,
     type StateExpectation
-} from "../../../main/engine/stateFile.js";
+} from "../../../main/engine/states/stateFile.js";
 
 const expectation: StateExpectation = {
     model: {path: "/m.gguf", size: 1000, mtimeMs: 5},

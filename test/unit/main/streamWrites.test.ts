@@ -8,7 +8,7 @@ import path from "node:path";
 import {describe, expect, it} from "vitest";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {AppServices} from "../../../main/services/AppServices.js";
-import type {GenerateRequest, GenerationResult} from "../../../main/engine/types.js";
+import type {GenerateRequest, GenerationResult} from "../../../main/engine/EngineApi.js";
 import {FakeEngine} from "./FakeEngine.js";
 
 const tokenText = " abc";

@@ -1,7 +1,7 @@
 // The budget estimate carries the cells a model's TRIM-KV gates were trained at (the sidecar's ponder.retention.budget:
 // config.json's memory_size for the authors' converted gates), which the budget controller offers when TRIM-KV is chosen.
 import {describe, expect, it} from "vitest";
-import type {ModelInspection} from "../../../main/engine/types.js";
+import type {ModelInspection} from "../../../main/engine/EngineApi.js";
 import type {RetentionInfo} from "../../../main/engine/retention/types.js";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";

@@ -1,7 +1,8 @@
 import {afterEach, beforeEach, describe, expect, test, vi} from "vitest";
 import type {BudgetEstimate, CompressionSettings, Result} from "../../../preload/contract.js";
 import {policyDefaults} from "../../../renderer/lib/policies.js";
-import {createBudget, describeTrainedBudget} from "../../../renderer/state/budget.svelte.js";
+import {describeTrainedBudget} from "../../../renderer/lib/describeTrainedBudget.js";
+import {createBudget} from "../../../renderer/state/budget.svelte.js";
 import {createConversations} from "../../../renderer/state/conversations.svelte.js";
 import {createSettings} from "../../../renderer/state/settings.svelte.js";
 import {conversationSettings, createFakeBridge} from "./fakeBridge.js";

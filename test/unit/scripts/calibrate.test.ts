@@ -52,7 +52,7 @@ test("bad input is one line and exit status 1, before anything loads", async () 
         [["--model", model, "--threads", "abc"], "error: --threads must be a whole number from 1, not abc"],
         [["--model", model, "--threads", "0"], "error: --threads must be a whole number from 1, not 0"],
         [["--model", model, "--prompts", "2.5"], "error: --prompts must be a whole number, not 2.5"],
-        [["--model", model, "--prompt-set", "bogus"], "error: --prompt-set is own, demo, merge or english"],
+        [["--model", model, "--prompt-set", "bogus"], "error: --prompt-set is own, demo, merge, multi or english"],
         [["--model", model, "--frobnicate"], "error: Unknown option '--frobnicate'"],
         [
             ["--model", model, "--traces", path.join(dir, "none.jsonl")],

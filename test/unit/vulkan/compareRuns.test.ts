@@ -1,6 +1,6 @@
 import {describe, expect, it} from "vitest";
 import type {KvSample} from "../../../preload/contract.js";
-import type {GenerationChunk} from "../../../main/engine/types.js";
+import type {GenerationChunk} from "../../../main/engine/EngineApi.js";
 import {compareRuns, type RecordedRun} from "../../vulkan/compareRuns.js";
 
 const run = (chunks: [GenerationChunk["segment"], string, number][], samples: Partial<KvSample>[] = []): RecordedRun => ({

@@ -1,6 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import {checkGgufHeader} from "../../checkGgufHeader.js";
+import {checkGgufHeader} from "../../gguf/checkGgufHeader.js";
 import {retentionSidecarPath} from "../findRetentionGates.js";
 import {writeRetentionSidecar} from "../writeRetentionSidecar.js";
 import {CheckpointError} from "./CheckpointError.js";

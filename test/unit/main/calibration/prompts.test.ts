@@ -1,7 +1,13 @@
 import {describe, expect, it} from "vitest";
-import {calibrationPrompts, demoTrainingSeedBase, demoValidationSeedBase} from "../../../../main/engine/calibration/prompts.js";
+import {
+    calibrationPrompts,
+    demoTrainingSeedBase,
+    demoValidationSeedBase,
+    multiTaskPrompts
+} from "../../../../main/engine/calibration/prompts.js";
 import {EVAL_SEED_BASE, generateDemoProblem} from "../../../../main/demo/demoTask.js";
 import {generateMergeProblem} from "../../../../main/demo/mergeTask.js";
+import {generateMultiProblem, MULTI_FAMILIES} from "../../../../main/demo/multiTask.js";
 
 describe("calibrationPrompts", () => {
     it("is a pure function of the seed, varied across the templates", () => {
@@ -37,5 +43,22 @@ describe("calibrationPrompts", () => {
         for (const p of [...train, ...validation, ...calibrationPrompts("merge", 1000, 49, true)])
             expect(p.seed).toBeLessThan(EVAL_SEED_BASE / 2);
         expect(() => calibrationPrompts("merge", 1001, 0)).toThrow(RangeError);
+    });
+
+    it("gives the many-task model its families' training problems, and a calibration on some families only those", () => {
+        const train = calibrationPrompts("multi", 60, 0);
+        const validation = calibrationPrompts("multi", 16, 0, true);
+        expect(train[0]).toEqual({
+            kind: generateMultiProblem(demoTrainingSeedBase).family,
+            user: generateMultiProblem(demoTrainingSeedBase).question,
+            seed: demoTrainingSeedBase
+        });
+        expect(new Set(train.map((p) => p.kind))).toEqual(new Set(MULTI_FAMILIES));
+        expect(new Set([...train, ...validation].map((p) => p.user)).size).toBe(76);
+        for (const p of [...train, ...validation]) expect(p.seed).toBeLessThan(EVAL_SEED_BASE / 2);
+        const some = multiTaskPrompts(40, 0, false, ["sum", "chase"]);
+        expect(new Set(some.map((p) => p.kind))).toEqual(new Set(["sum", "chase"]));
+        expect(some.map((p) => p.user)).toEqual(some.map((p) => generateMultiProblem(p.seed, {families: ["sum", "chase"]}).question));
+        expect(() => multiTaskPrompts(1001, 0)).toThrow(RangeError);
     });
 });

@@ -1,13 +1,8 @@
 import {describe, expect, it} from "vitest";
-import {
-    gateLogits,
-    horizonTerm,
-    trainGates,
-    TrainingDivergedError,
-    type GateLayerWeights,
-    type GateTrainingData
-} from "../../../../main/engine/calibration/trainGates.js";
-import {mulberry32} from "../../../../main/demo/mulberry32.js";
+import {gateLogits, horizonTerm, trainGates, TrainingDivergedError} from "../../../../main/engine/calibration/trainGates.js";
+import {mulberry32} from "../../../../main/shared/mulberry32.js";
+import type {GateTrainingData} from "../../../../main/engine/calibration/types.js";
+import type {RetentionGateLayer} from "../../../../main/engine/retention/writeRetentionSidecar.js";
 
 const layers = 2;
 const width = 24;
@@ -18,7 +13,7 @@ function normal(random: ReturnType<typeof mulberry32>): number {
 }
 
 /** A known gate per layer (hidden 8) whose e-folding ages spread from under 1 to a few hundred tokens. */
-function teacherGates(seed: number): GateLayerWeights[] {
+function teacherGates(seed: number): RetentionGateLayer[] {
     const random = mulberry32(seed);
     return Array.from({length: layers}, () => ({
         fc1: Float32Array.from({length: 8 * width}, () => normal(random) * 0.4),
@@ -29,7 +24,7 @@ function teacherGates(seed: number): GateLayerWeights[] {
 }
 
 /** Tokens with random inputs whose horizons are the teacher's e-folding ages less one (train.py's target, inverted). */
-function dataset(teacher: GateLayerWeights[], count: number, seed: number): GateTrainingData {
+function dataset(teacher: RetentionGateLayer[], count: number, seed: number): GateTrainingData {
     const random = mulberry32(seed);
     const features = Float32Array.from({length: count * layers * width}, () => normal(random));
     const horizons = new Float32Array(count * layers * kvHeads);
@@ -72,7 +67,7 @@ function rankCorrelation(a: ArrayLike<number>, b: ArrayLike<number>): number {
     return num / Math.sqrt(da * db);
 }
 
-function heldOutCorrelation(trained: GateLayerWeights[], teacher: GateLayerWeights[], test: GateTrainingData): number[] {
+function heldOutCorrelation(trained: RetentionGateLayer[], teacher: RetentionGateLayer[], test: GateTrainingData): number[] {
     const out: number[] = [];
     for (let l = 0; l < layers; l++) {
         const x = new Float32Array(test.tokens * width);

@@ -1,6 +1,7 @@
 import type {Token} from "node-llama-cpp";
 import {describe, expect, it} from "vitest";
-import {gatesPass, thoughtEnd, type ValidationPoint} from "../../../../main/engine/calibration/validateGates.js";
+import {gatesPass, thoughtEnd} from "../../../../main/engine/calibration/validateGates.js";
+import type {ValidationPoint} from "../../../../main/engine/calibration/types.js";
 
 describe("gatesPass", () => {
     // 1,000 tokens teacher-forced, 10 of them answers

@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {toPolicySnapshot} from "../../../../main/engine/toPolicySnapshot.js";
+import {toPolicySnapshot} from "../../../../main/engine/pruning/toPolicySnapshot.js";
 import {decide} from "../../../../main/engine/policies/decide.js";
 import {
     lavaLayers,
@@ -13,7 +13,7 @@ import {
 } from "../../../../main/engine/policies/lava.js";
 import {orderByPosition} from "../../../../main/engine/policies/scoreMath.js";
 import type {PruneTarget, ScoreSnapshot} from "../../../../main/engine/policies/types.js";
-import {scoring} from "../../../../main/engine/scoring.js";
+import {scoring} from "../../../../main/engine/policies/scoring.js";
 import {defaultCompressionSettings} from "../../../../main/services/schemas.js";
 
 /**

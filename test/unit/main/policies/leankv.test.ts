@@ -2,7 +2,7 @@ import {describe, expect, it} from "vitest";
 import {decide} from "../../../../main/engine/policies/decide.js";
 import {averageScale, leanKvPolicy, significance} from "../../../../main/engine/policies/leankv.js";
 import {maxOverRows} from "../../../../main/engine/policies/scoreMath.js";
-import {scoring} from "../../../../main/engine/scoring.js";
+import {scoring} from "../../../../main/engine/policies/scoring.js";
 import {defaultCompressionSettings} from "../../../../main/services/schemas.js";
 import type {PruneTarget, ScoreSnapshot, SelectorChoice} from "../../../../main/engine/policies/types.js";
 

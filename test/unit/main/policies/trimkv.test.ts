@@ -1,10 +1,10 @@
 import {describe, expect, it} from "vitest";
-import {toPolicySnapshot} from "../../../../main/engine/toPolicySnapshot.js";
+import {toPolicySnapshot} from "../../../../main/engine/pruning/toPolicySnapshot.js";
 import {decide, resolveCombine} from "../../../../main/engine/policies/decide.js";
 import {decayedRetention, logSigmoid, maxLogBeta, retentionStep} from "../../../../main/engine/policies/scoreMath.js";
 import {trimKvPolicy} from "../../../../main/engine/policies/trimkv.js";
 import type {CombineMode, PruneTarget, ScoreSnapshot, SelectorChoice} from "../../../../main/engine/policies/types.js";
-import {scoring} from "../../../../main/engine/scoring.js";
+import {scoring} from "../../../../main/engine/policies/scoring.js";
 import {defaultCompressionSettings} from "../../../../main/services/schemas.js";
 import {mulberry32} from "../../../fixtures/gguf/random.js";
 

@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
-import {choosePromptSet} from "../../../../main/engine/calibration/choosePromptSet.js";
+import {choosePromptSet} from "../../../main/engine/retention/choosePromptSet.js";
 
 describe("choosePromptSet", () => {
     let dir: string;
@@ -13,6 +13,8 @@ describe("choosePromptSet", () => {
         await fs.mkdir(file("elsewhere"));
         await fs.writeFile(file("shipped/ponder-demo.gguf"), "the demo model's bytes");
         await fs.writeFile(file("shipped/ponder-merge.gguf"), "the merge model's bytes");
+        await fs.writeFile(file("shipped/ponder-multi.gguf"), "the many-task model's bytes");
+        await fs.copyFile(file("shipped/ponder-multi.gguf"), file("elsewhere/multi-copy.gguf"));
         await fs.copyFile(file("shipped/ponder-demo.gguf"), file("elsewhere/demo-copy.gguf"));
         await fs.copyFile(file("shipped/ponder-merge.gguf"), file("elsewhere/merge-copy.gguf"));
         await fs.writeFile(file("elsewhere/other.gguf"), "another model's bytes");
@@ -25,6 +27,8 @@ describe("choosePromptSet", () => {
         expect(await choosePromptSet(file("elsewhere/demo-copy.gguf"), bundled)).toBe("demo");
         expect(await choosePromptSet(file("shipped/ponder-merge.gguf"), bundled)).toBe("merge");
         expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), bundled)).toBe("merge");
+        expect(await choosePromptSet(file("shipped/ponder-multi.gguf"), bundled)).toBe("multi");
+        expect(await choosePromptSet(file("elsewhere/multi-copy.gguf"), bundled)).toBe("multi");
         expect(await choosePromptSet(file("elsewhere/other.gguf"), bundled)).toBe("own");
         expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), null)).toBe("own");
     });

@@ -1,4 +1,6 @@
-// The seeded PRNG behind the demo task and generated fixtures (bit-exact with test/eval/train/task.py).
+// The seeded PRNG behind the demo tasks' problems, calibration's sampling and training, and the generated fixtures
+// (bit-exact with test/eval/train/task.py). Pure: it runs in the main process (the demo tasks) and in the engine
+// process (calibration) alike.
 
 /** mulberry32: uniform floats in [0, 1), bit-exact with test/eval/train/task.py. */
 export function mulberry32(seed: number) {

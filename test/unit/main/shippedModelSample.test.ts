@@ -1,0 +1,31 @@
+import {describe, expect, it} from "vitest";
+import {generateMultiProblem, MULTI_FAMILIES} from "../../../main/demo/multiTask.js";
+import {shippedModelSample} from "../../../main/demo/shippedModelSample.js";
+
+const bundled = "/app/resources/models/ponder-demo.gguf";
+const beside = (name: string) => `/app/resources/models/${name}`;
+
+describe("the shipped models' samples", () => {
+    it("offers each shipped model a held-out problem of its own task, and nothing to a model elsewhere or unknown", () => {
+        expect(shippedModelSample(bundled, bundled, 3, {minSteps: 10, maxSteps: 20})).toMatchObject({task: "demo"});
+        expect(shippedModelSample(beside("ponder-merge.gguf"), bundled, 3, {})).toMatchObject({task: "merge"});
+        expect(shippedModelSample(beside("ponder-multi.gguf"), bundled, 3, {})).toMatchObject({task: "multi"});
+        expect(shippedModelSample("/elsewhere/ponder-multi.gguf", bundled, 3, {})).toBeNull();
+        expect(shippedModelSample(beside("qwen.gguf"), bundled, 3, {})).toBeNull();
+    });
+
+    it("gives the many-task model a sample of every family in turn, asked in words, with the generator's answer", () => {
+        const samples = MULTI_FAMILIES.map((_, offset) => shippedModelSample(beside("ponder-multi.gguf"), bundled, 1000 + offset, {})!);
+        for (const [index, sample] of samples.entries()) {
+            const family = MULTI_FAMILIES[(1000 + index) % MULTI_FAMILIES.length]!;
+            const problem = generateMultiProblem(sample.seed, {families: [family], minScale: 20, maxScale: 50, minKShare: 0.5});
+            expect(sample.seed).toBeGreaterThanOrEqual(2 ** 31);
+            expect(sample.question).toBe(problem.question);
+            expect(sample.answer).toBe(problem.answer);
+            expect((sample.question.match(/[a-z]{2,}/gi) ?? []).length).toBeGreaterThanOrEqual(2);
+            expect(sample.size).toMatch(/^\d+ (steps|numbers|arrows|votes)$/);
+            expect(sample.answerMeaning.length).toBeGreaterThan(8);
+        }
+        expect(new Set(samples.map((sample) => sample.answerMeaning)).size).toBe(6);
+    });
+});
