@@ -42,17 +42,19 @@ export type DemoTaskOptions = {
     locality?: {recentSteps: number; farShare: number};
 };
 
-export type DemoProblem = {
+/** A problem of one of the synthetic reasoning tasks (the demo task and its siblings), drawn from its seed. */
+export type TaskProblem = {
     seed: number;
     /** The user message. */
     question: string;
     /** The reference thinking (lines joined by "\n", no leading/trailing newline). */
     thinking: string;
-    /** The expected answer: one digit. */
+    /** The expected answer. */
     answer: string;
-    steps: number;
-    vars: number;
 };
+
+/** A demo task problem: its answer is one digit. */
+export type DemoProblem = TaskProblem & {steps: number; vars: number};
 
 function stepName(index: number) {
     return UPPER[Math.floor(index / 26)]! + UPPER[index % 26]!;

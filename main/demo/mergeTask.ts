@@ -18,7 +18,7 @@
 // ask a position in the second half of the merge (HELD_OUT_MIN_K_SHARE), whose answer needs the question's lists up to
 // the thought's end.
 
-import {EVAL_SEED_BASE} from "./demoTask.js";
+import {EVAL_SEED_BASE, type TaskProblem} from "./demoTask.js";
 import {mulberry32} from "../shared/mulberry32.js";
 
 export const DEFAULT_MIN_ITEMS = 40;
@@ -40,14 +40,8 @@ export type MergeTaskOptions = {
 /** Held-out problems ask a position past the middle of the merge: the answer needs the whole question read in order. */
 export const HELD_OUT_MIN_K_SHARE = 0.5;
 
-export type MergeProblem = {
-    seed: number;
-    /** The user message. */
-    question: string;
-    /** The reference thinking (lines joined by "\n", no leading/trailing newline). */
-    thinking: string;
-    /** The expected answer: two digits. */
-    answer: string;
+/** A merge problem: its answer is two digits. */
+export type MergeProblem = TaskProblem & {
     items: number;
     /** The asked position of the merge (1-based). */
     k: number;

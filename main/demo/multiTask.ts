@@ -22,7 +22,7 @@
 // ports. Training uses seeds below 2^31; held-out sets use seeds from EVAL_SEED_BASE (2^31) up with heldOutOptions():
 // sizes in the upper half of each family's range and, for merge, a position in the second half.
 
-import {EVAL_SEED_BASE, generateDemoProblem} from "./demoTask.js";
+import {EVAL_SEED_BASE, generateDemoProblem, type TaskProblem} from "./demoTask.js";
 import {generateMergeProblem} from "./mergeTask.js";
 import {mulberry32} from "../shared/mulberry32.js";
 
@@ -61,15 +61,8 @@ export type MultiTaskOptions = {
     minKShare?: number;
 };
 
-export type MultiProblem = {
-    seed: number;
+export type MultiProblem = TaskProblem & {
     family: MultiFamily;
-    /** The user message. */
-    question: string;
-    /** The reference thinking (lines joined by "\n", no leading/trailing newline). */
-    thinking: string;
-    /** The expected answer. */
-    answer: string;
     /** Program steps, merged numbers, numbers added, arrows on the path, numbers reversed or votes. */
     size: number;
 };

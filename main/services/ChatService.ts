@@ -72,19 +72,11 @@ export class ChatService {
 
         const now = this._now();
         const {userRow, assistantRow} = this._db.transaction(() => {
-            const userRow = this._db.messages.insert({
-                id: randomUUID(),
-                conversation_id: conversationId,
-                role: "user",
-                text,
-                status: "complete",
-                created_at: now
-            });
-            const assistantRow = this._insertAssistant(conversationId, now);
+            const rows = this._insertExchange(conversationId, text, now);
             if (conversation.title === defaultConversationTitle && conversation.message_count === 0)
                 this._db.conversations.rename(conversationId, cleanTitle(text.slice(0, 60)) ?? defaultConversationTitle, now);
             else this._db.conversations.touch(conversationId, now);
-            return {userRow, assistantRow};
+            return rows;
         });
 
         this._start(conversationId, assistantRow);
@@ -129,18 +121,9 @@ export class ChatService {
 
         const now = this._now();
         const {userRow, assistantRow} = this._db.transaction(() => {
-            const userRow = this._db.messages.insert({
-                id: randomUUID(),
-                conversation_id: conversationId,
-                role: "user",
-                text,
-                status: "complete",
-                created_at: now,
-                parent_id: original.parent_id
-            });
-            const assistantRow = this._insertAssistant(conversationId, now, userRow.id);
+            const rows = this._insertExchange(conversationId, text, now, original.parent_id);
             this._db.conversations.touch(conversationId, now);
-            return {userRow, assistantRow};
+            return rows;
         });
         this._start(conversationId, assistantRow);
         return {userMessage: this._dto(userRow), assistantMessage: this._dto(assistantRow)};
@@ -238,6 +221,28 @@ export class ChatService {
         if (this._engine.inspection == null) throw new AppError("MODEL_NOT_LOADED", "No model is loaded: open a model first");
         if (this._queue.full)
             throw new AppError("BUSY", "The engine is busy answering requests from the API server: try again in a moment");
+    }
+
+    /**
+     * Adds the user's message after `parentId` (absent: the end of the path the conversation shows) and the answer to it,
+     * still to be written.
+     */
+    private _insertExchange(
+        conversationId: string,
+        text: string,
+        now: number,
+        parentId?: string | null
+    ): {userRow: MessageRow; assistantRow: MessageRow} {
+        const userRow = this._db.messages.insert({
+            id: randomUUID(),
+            conversation_id: conversationId,
+            role: "user",
+            text,
+            status: "complete",
+            created_at: now,
+            parent_id: parentId
+        });
+        return {userRow, assistantRow: this._insertAssistant(conversationId, now, userRow.id)};
     }
 
     private _insertAssistant(conversationId: string, now: number, parentId?: string | null, compression?: CompressionSettings): MessageRow {

@@ -10,10 +10,11 @@ import {isHorizonObserved} from "../../main/engine/calibration/isHorizonObserved
 import type {CalibrationDataset} from "../../main/engine/calibration/types.js";
 import {heldOutDemoProblems} from "../../main/demo/demoTask.js";
 import {demoGatesPath as demoGates, openKvContext, useDemoModel} from "../fixtures/demoModel.js";
-import {gateLogits, type GateLayer} from "../fixtures/gguf/retentionSidecar.js";
+import type {RetentionGateLayer} from "../../main/engine/retention/gateLayer.js";
+import {gateLogits} from "../fixtures/gguf/retentionSidecar.js";
 import {float16BitsToFloat32} from "../fixtures/gguf/writeGguf.js";
 
-async function readGates(filePath: string, layers: number): Promise<GateLayer[]> {
+async function readGates(filePath: string, layers: number): Promise<RetentionGateLayer[]> {
     const info = await readGgufFileInfo(filePath, {readTensorInfo: true, logWarnings: false, sourceType: "filesystem"});
     const handle = await fs.open(filePath, "r");
     const read = async (name: string) => {
@@ -27,7 +28,7 @@ async function readGates(filePath: string, layers: number): Promise<GateLayer[]>
         );
     };
     try {
-        const gates: GateLayer[] = [];
+        const gates: RetentionGateLayer[] = [];
         for (let layer = 0; layer < layers; layer++) {
             const prefix = `blk.${layer}.retention.`;
             gates.push({

@@ -9,7 +9,8 @@ import path from "node:path";
 import {afterAll, beforeAll, describe, expect, test} from "vitest";
 import {readGgufFileInfo, type LlamaModel, type Token} from "node-llama-cpp";
 import {getFixtureModelInfo, type FixtureName} from "../fixtures/gguf/fixtures.js";
-import {gateLogits, writeRetentionSidecar, type GateLayer} from "../fixtures/gguf/retentionSidecar.js";
+import type {RetentionGateLayer} from "../../main/engine/retention/gateLayer.js";
+import {gateLogits, writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
 import {float16BitsToFloat32} from "../fixtures/gguf/writeGguf.js";
 import type {GeneratedModelInfo} from "../fixtures/gguf/generateModel.js";
 import type {CapturedNorms} from "../../main/engine/native/types.js";
@@ -46,7 +47,7 @@ describe.each(fixtures)("calibration read-outs, %s", (fixture) => {
     let info: GeneratedModelInfo;
     let dir: string;
     let sidecar: string;
-    let gates: GateLayer[];
+    let gates: RetentionGateLayer[];
     let embedding: Float32Array;
     let norm: Float32Array;
 

@@ -8,7 +8,8 @@ import path from "node:path";
 import {afterAll, beforeAll, describe, expect, test} from "vitest";
 import {readGgufFileInfo, type LlamaModel} from "node-llama-cpp";
 import {getFixtureModelInfo, type FixtureName} from "../fixtures/gguf/fixtures.js";
-import {gateLogits, writeRetentionSidecar, type GateLayer, type SidecarSpec} from "../fixtures/gguf/retentionSidecar.js";
+import type {RetentionGateLayer} from "../../main/engine/retention/gateLayer.js";
+import {gateLogits, writeRetentionSidecar, type SidecarSpec} from "../fixtures/gguf/retentionSidecar.js";
 import {float16BitsToFloat32, gguf} from "../fixtures/gguf/writeGguf.js";
 import type {GeneratedModelInfo} from "../fixtures/gguf/generateModel.js";
 import {createTestContext, evaluateForLogits, getTestLlama, maxAbsDifference, randomTokens} from "./nativeTestUtils.js";
@@ -58,7 +59,7 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
     let info: GeneratedModelInfo;
     let dir: string;
     let sidecar: string;
-    let gates: GateLayer[];
+    let gates: RetentionGateLayer[];
     let embedding: Float32Array;
     let norm: Float32Array;
     let spec: SidecarSpec;

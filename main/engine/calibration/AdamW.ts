@@ -1,4 +1,4 @@
-import type {RetentionGateLayer} from "../retention/writeRetentionSidecar.js";
+import {retentionGateTensors, type RetentionGateLayer} from "../retention/gateLayer.js";
 
 /**
  * AdamW over one layer's gate (decoupled weight decay on the two matrices), betas 0.9 / 0.999, eps 1e-8. The learning
@@ -24,7 +24,7 @@ export class AdamW {
         const b2 = 0.999;
         const c1 = 1 - b1 ** this._t;
         const c2 = 1 - b2 ** this._t;
-        for (const key of ["fc1", "fc1Bias", "fc2", "bias"] as const) {
+        for (const key of retentionGateTensors) {
             const p = this._gate[key];
             const g = grad[key];
             const m = this._m[key];

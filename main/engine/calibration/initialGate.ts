@@ -1,5 +1,5 @@
 import type {mulberry32} from "../../shared/mulberry32.js";
-import type {RetentionGateLayer} from "../retention/writeRetentionSidecar.js";
+import {zeroGateLayer, type RetentionGateLayer} from "../retention/gateLayer.js";
 
 /**
  * A layer's gate before training: both matrices normal with deviation `std`, fc1's bias 0, the per-head bias
@@ -14,12 +14,7 @@ export function initialGate(
     set: {meanTarget: number},
     biasInit: number | "data"
 ): RetentionGateLayer {
-    const gate: RetentionGateLayer = {
-        fc1: new Float32Array(hidden * width),
-        fc1Bias: new Float32Array(hidden),
-        fc2: new Float32Array(kvHeads * hidden),
-        bias: new Float32Array(kvHeads)
-    };
+    const gate = zeroGateLayer(width, hidden, kvHeads);
     const normal = () => {
         // Box-Muller on two uniforms in (0, 1]
         const u = 1 - random.uniform();

@@ -1,5 +1,5 @@
 import {mulberry32} from "../../shared/mulberry32.js";
-import type {RetentionGateLayer} from "../retention/writeRetentionSidecar.js";
+import {retentionGateTensors, zeroGateLayer, type RetentionGateLayer} from "../retention/gateLayer.js";
 import {AdamW} from "./AdamW.js";
 import {initialGate} from "./initialGate.js";
 import {layerSet, type LayerSet} from "./layerSet.js";
@@ -107,7 +107,7 @@ async function fitLayer(
 ): Promise<number> {
     const {width, hidden, kvHeads, epochs, batch} = run;
     const adam = new AdamW(gate, run.weightDecay);
-    const grad = zeroGate(width, hidden, kvHeads);
+    const grad = zeroGateLayer(width, hidden, kvHeads);
     const order = Uint32Array.from({length: set.rows}, (_, i) => i);
     const totalSteps = Math.ceil(set.rows / batch) * epochs;
     const warmup = Math.max(1, Math.round(totalSteps * 0.05));
@@ -236,20 +236,8 @@ export function horizonTerm(g: number, target: number): [number, number] {
     return [value, (dLoss * sigmoidNeg) / softplus];
 }
 
-function zeroGate(width: number, hidden: number, kvHeads: number): RetentionGateLayer {
-    return {
-        fc1: new Float32Array(hidden * width),
-        fc1Bias: new Float32Array(hidden),
-        fc2: new Float32Array(kvHeads * hidden),
-        bias: new Float32Array(kvHeads)
-    };
-}
-
 function clearGate(gate: RetentionGateLayer): void {
-    gate.fc1.fill(0);
-    gate.fc1Bias.fill(0);
-    gate.fc2.fill(0);
-    gate.bias.fill(0);
+    for (const key of retentionGateTensors) gate[key].fill(0);
 }
 
 /** a = silu(fc1 @ x + b1) for the row at `offset`; z (pre-activation) kept when given. */

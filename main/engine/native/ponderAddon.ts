@@ -4,6 +4,7 @@
 // internal to node-llama-cpp 3.22.1 (pinned), as is a sequence's id (`sequence._sequenceId`); native/patches/0003 adds the
 // `ponder*` members.
 import type {Llama, LlamaContext, LlamaContextSequence} from "node-llama-cpp";
+import type {CapturedNorms, ReadHorizons, RetentionGates, RetentionLogits, ValueNorms} from "./types.js";
 
 /**
  * Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). Version 4 added
@@ -57,62 +58,8 @@ export type PonderAddonScores = {
     last: Float32Array[];
 };
 
-export type PonderAddonRetentionGates = {
-    /** Layers with gates. */
-    layers: number;
-    /** KV heads of the gates' output: the most of any layer. */
-    heads: number;
-    /** Device bytes of the gate weights and their per-cell storage (4 bytes per cell, layer and KV head). */
-    bytes: number;
-};
-
-export type PonderAddonRetention = {
-    /** Position of each live cell of the sequence, in cell order (`n` cells). */
-    positions: Int32Array;
-    /** KV heads of the logits (the most of any layer). */
-    heads: number;
-    /**
-     * Per layer, `heads * n` gate logits g, head-major: `[h * n + j]` for cell j; log beta = logsigmoid(g). A cell written
-     * while the gates were off, or restored from a state, holds a huge positive logit (~3.4e38: never forgotten).
-     */
-    logits: Float32Array[];
-};
-
-export type PonderAddonValueNorms = {
-    /** Position of each live cell of the sequence, in cell order (`n` cells). */
-    positions: Int32Array;
-    /** KV heads of the norms (the most of any layer). */
-    heads: number;
-    /**
-     * Per layer, `heads * n` value L1 norms ||V_{l,h}[k]||_1, head-major: `[h * n + j]` for cell j. A cell written while the
-     * norms were off, or restored from a state, holds 0.
-     */
-    norms: Float32Array[];
-};
-
-export type PonderAddonReadHorizon = {
-    /** Position of each live cell of the sequence, in cell order (`n` cells). */
-    positions: Int32Array;
-    /** KV heads (the most of any layer). */
-    heads: number;
-    /**
-     * Per layer, `heads * n` positions, head-major: `[h * n + j]` is the last position whose query put at least the threshold
-     * of one query head of KV head h's group on cell j; -1 when none has (yet), and for the padding of a layer with fewer heads.
-     */
-    last: Float32Array[];
-};
-
-export type PonderAddonCapturedNorms = {
-    /** Tokens decoded since the last take (`n`). */
-    tokens: number;
-    layers: number;
-    /** Width of a row: the model's embedding length. */
-    width: number;
-    /** Position of each token, in decode order. */
-    positions: Int32Array;
-    /** F16 bits, `[n][layers][width]`: each layer's attn_norm row of each token; NaN rows for a layer whose graph has no attn_norm. */
-    rows: Uint16Array;
-};
+/** What the native context reports of the retention gates it loaded: all but the file, which `NativeKv` keeps. */
+export type PonderAddonRetentionGates = Omit<RetentionGates, "path">;
 
 export type PonderAddonContext = {
     ponderEvict(sequenceId: number, positions: Int32Array): number;
@@ -138,7 +85,7 @@ export type PonderAddonContext = {
      */
     ponderSetRetentionGates(path: string | null): PonderAddonRetentionGates;
     /** The gate logits of the live cells of a sequence. Throws when the gates are off. Added by native/patches 0008. */
-    ponderGetRetention(sequenceId: number): PonderAddonRetention;
+    ponderGetRetention(sequenceId: number): RetentionLogits;
     /** Writes gate logits back at positions, in `ponderGetRetention`'s layout; returns the cells written (patch 0008). */
     ponderSetRetention(sequenceId: number, positions: Int32Array, heads: number, logits: Float32Array[]): number;
     /**
@@ -148,7 +95,7 @@ export type PonderAddonContext = {
      */
     ponderSetValueNorms(enabled: boolean): void;
     /** The value norms of the live cells of a sequence. Throws when they are off. */
-    ponderGetValueNorms(sequenceId: number): PonderAddonValueNorms;
+    ponderGetValueNorms(sequenceId: number): ValueNorms;
     /** Writes value norms back at positions, in `ponderGetValueNorms`' layout; returns the cells written. */
     ponderSetValueNormCells(sequenceId: number, positions: Int32Array, heads: number, norms: Float32Array[]): number;
     /**
@@ -158,11 +105,11 @@ export type PonderAddonContext = {
      */
     ponderSetReadHorizon(enabled: boolean, threshold: number): void;
     /** The read horizons of the live cells of a sequence. Throws when they are off (patch 0013). */
-    ponderGetReadHorizon(sequenceId: number): PonderAddonReadHorizon;
+    ponderGetReadHorizon(sequenceId: number): ReadHorizons;
     /** While on, every decode keeps each layer's attn_norm row of each decoded token (F16, host memory) until taken (patch 0013). */
     ponderSetAttnNormCapture(enabled: boolean): void;
     /** The attn_norm rows captured since the last take; forgets them (patch 0013). */
-    ponderTakeCapturedNorms(): PonderAddonCapturedNorms;
+    ponderTakeCapturedNorms(): CapturedNorms;
     /** The device of each repeating layer of the model (weights, and KV cache when offloaded) and of the output layer (patch 0010). */
     ponderLayerDevices?(): {layers: string[]; output: string};
 };

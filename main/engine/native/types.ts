@@ -94,44 +94,49 @@ export type RetentionGates = {
     bytes: number;
 };
 
-export type RetentionSnapshot = {
-    sequenceId: number;
+/**
+ * The live cells of a sequence a per-layer, per-KV-head read-out covers: each layer's array holds `heads * n` values,
+ * head-major (`[h * n + j]` for cell j). The native API's read-outs and the snapshots made of them share it.
+ */
+export type KvHeadCells = {
     /** Position of each live cell of the sequence, in cell order (`n` cells; the same cells as `ScoreSnapshot`). */
     positions: Int32Array;
-    /** KV heads of the logits. */
+    /** KV heads of the read-out: the most of any layer. */
     heads: number;
+};
+
+/** The retention gates' logits of a sequence's live cells, as the native API reads them. */
+export type RetentionLogits = KvHeadCells & {
     /**
-     * Per layer, `heads * n` gate logits g, head-major (`[h * n + j]` for cell j); log beta = logsigmoid(g) (TRIM-KV).
-     * Cells written while the gates were off, or restored from a state, hold a huge positive logit (never forgotten).
+     * Per layer, gate logits g; log beta = logsigmoid(g) (TRIM-KV). Cells written while the gates were off, or restored
+     * from a state, hold a huge positive logit (~3.4e38: never forgotten).
      */
     logits: Float32Array[];
 };
 
-export type ValueNormSnapshot = {
-    sequenceId: number;
-    /** Position of each live cell of the sequence, in cell order (`n` cells; the same cells as `ScoreSnapshot`). */
-    positions: Int32Array;
-    /** KV heads of the norms. */
-    heads: number;
+/** The value norms of a sequence's live cells, as the native API reads them. */
+export type ValueNorms = KvHeadCells & {
     /**
-     * Per layer, `heads * n` L1 norms of the cells' value vectors, head-major (`[h * n + j]` for cell j; LAVa's
-     * ||V_{l,h}[k]||_1). Cells written while the norms were off, or restored from a state, hold 0.
+     * Per layer, L1 norms of the cells' value vectors (LAVa's ||V_{l,h}[k]||_1). Cells written while the norms were off,
+     * or restored from a state, hold 0.
      */
     norms: Float32Array[];
 };
 
-export type ReadHorizonSnapshot = {
-    sequenceId: number;
-    /** Position of each live cell of the sequence, in cell order (`n` cells; the same cells as `ScoreSnapshot`). */
-    positions: Int32Array;
-    /** KV heads. */
-    heads: number;
+/** The read horizons of a sequence's live cells, as the native API reads them. */
+export type ReadHorizons = KvHeadCells & {
     /**
-     * Per layer, `heads * n` positions, head-major (`[h * n + j]` for cell j): the last position whose query put at least the
-     * threshold of one query head's attention on the cell, the most over the KV head's query heads; -1 when none has.
+     * Per layer, positions: the last position whose query put at least the threshold of one query head's attention on the
+     * cell, the most over the KV head's query heads; -1 when none has (yet), and for the padding of a layer with fewer heads.
      */
     last: Float32Array[];
 };
+
+export type RetentionSnapshot = {sequenceId: number} & RetentionLogits;
+
+export type ValueNormSnapshot = {sequenceId: number} & ValueNorms;
+
+export type ReadHorizonSnapshot = {sequenceId: number} & ReadHorizons;
 
 export type CapturedNorms = {
     /** Tokens decoded since the last take (`n`). */

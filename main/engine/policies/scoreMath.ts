@@ -30,16 +30,13 @@ export function orderByPosition(positions: Int32Array): Int32Array {
 }
 
 /**
- * Each (layer, head) row of scores divided by its total, summed over the rows whose layer is included: one comparable
- * vector. `scores` is `layers * heads * n`.
+ * Folds the (layer, head) rows of `scores` (`layers * heads * n`) whose layer `include` names into one value per cell:
+ * the one row a selection over shared cells ranks by.
  */
-export function aggregateNormalised(
-    scores: Float32Array,
-    layers: number,
-    heads: number,
-    n: number,
-    include: (layer: number) => boolean
-): Float32Array {
+export type RowFold = (scores: Float32Array, layers: number, heads: number, n: number, include: (layer: number) => boolean) => Float32Array;
+
+/** Each (layer, head) row of scores divided by its total, summed over the included rows: one comparable vector. */
+export const aggregateNormalised: RowFold = (scores, layers, heads, n, include) => {
     const out = new Float32Array(n);
     for (let l = 0; l < layers; l++) {
         if (!include(l)) continue;
@@ -52,21 +49,13 @@ export function aggregateNormalised(
         }
     }
     return out;
-}
+};
 
 /**
- * Per cell, the largest score over the (layer, head) rows whose layer is included: one vector kept by a cell's best head
- * (LeanKV §4 aggregates a KV head's query heads by their maximum). `scores` is `layers * heads * n`.
+ * Per cell, the largest score over the included rows: one vector kept by a cell's best head (LeanKV §4 aggregates a KV
+ * head's query heads by their maximum).
  */
-export function maxOverRows(
-    scores: Float32Array,
-    layers: number,
-    heads: number,
-    n: number,
-    include: (layer: number) => boolean
-): Float32Array {
-    return rowMax(scores, layers, heads, n, include, 0);
-}
+export const maxOverRows: RowFold = (scores, layers, heads, n, include) => rowMax(scores, layers, heads, n, include, 0);
 
 function rowMax(
     scores: Float32Array,

@@ -4,20 +4,9 @@ import path from "node:path";
 import {checkGgufHeader, type GgufScalar} from "../gguf/checkGgufHeader.js";
 import {encodeGguf, GgmlType, gguf, type GgufTensor, type GgufValue} from "../gguf/writeGguf.js";
 import {checkRetentionFile, retentionSidecarVersion} from "./findRetentionGates.js";
+import type {RetentionGateLayer} from "./gateLayer.js";
 import {modelFingerprint} from "./modelFingerprint.js";
 import type {RetentionInfo} from "./types.js";
-
-/** One layer's TRIM-KV retention gate ("rg"): g = fc2 @ silu(fc1 @ x + fc1Bias) + bias, one logit per KV head. */
-export type RetentionGateLayer = {
-    /** fc1 weight, `hidden` rows of the model's width (torch layout [hidden, width], row-major). */
-    fc1: Float32Array;
-    /** fc1 bias, `hidden` values. */
-    fc1Bias: Float32Array;
-    /** fc2 weight, one row of `hidden` per KV head (torch layout [kvHeads, hidden]). */
-    fc2: Float32Array;
-    /** The per-KV-head bias added last. */
-    bias: Float32Array;
-};
 
 export type RetentionSidecarContent = {
     /** The GGUF model the gates belong to: its shape is checked and its fingerprint recorded. */

@@ -45,6 +45,9 @@ export type EngineOptions = {
     freeMemory?: () => Promise<number>;
 };
 
+/** The model a load or a restart replaces: what loaded it and the status it showed. */
+type PreviousLoad = {inspection: ModelInspection; info: EngineStatus["model"]; options: LoadOptions};
+
 /**
  * Owns the llama.cpp runtime, the loaded model and its chat context, and runs one generation at a time with
  * the conversation's KV policy. The only module (with its helpers) that imports node-llama-cpp.
@@ -116,12 +119,7 @@ export class Engine implements EngineApi {
             if (this._generating) throw new AppError("BUSY", "Stop the current answer before loading another model");
             const inspection = await inspectModel(modelPath);
             const {llama} = await this.runtime();
-            const previous =
-                this._loaded == null
-                    ? null
-                    : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
-            await this._states.flush();
-            await this._unload();
+            const previous = await this._unloadForReplacement();
             this._setStatus({state: "loading", progress: 0, model: modelInfo, message: `Loading ${inspection.name}`});
             try {
                 await this._load(llama, inspection, options);
@@ -237,12 +235,7 @@ export class Engine implements EngineApi {
         if (this._generating) throw new AppError("BUSY", "Stop the current answer before changing the engine build");
         return withLock([this, "engine"], async () => {
             if (this._generating) throw new AppError("BUSY", "Stop the current answer before changing the engine build");
-            const previous =
-                this._loaded == null
-                    ? null
-                    : {inspection: this._loaded.inspection, info: this._status.model, options: this._loaded.options};
-            await this._states.flush();
-            await this._unload();
+            const previous = await this._unloadForReplacement();
             await this._runtime.dispose();
             this._runtime.options = options;
             this._setStatus({state: "loading", build: null, progress: null, model: previous?.info ?? null, message: null});
@@ -294,6 +287,18 @@ export class Engine implements EngineApi {
             // node-llama-cpp may report progress after the load resolved: a ready engine stays without progress.
             if (this._status.state === "loading") this._setStatus({progress});
         });
+    }
+
+    /**
+     * Writes any state waiting in the context and unloads the model, returning what loaded it (`null` when none was), so
+     * a load that replaces it can put it back when it fails.
+     */
+    private async _unloadForReplacement(): Promise<PreviousLoad | null> {
+        const loaded = this._loaded;
+        const previous = loaded == null ? null : {inspection: loaded.inspection, info: this._status.model, options: loaded.options};
+        await this._states.flush();
+        await this._unload();
+        return previous;
     }
 
     private async _unload(): Promise<void> {

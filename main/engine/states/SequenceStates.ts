@@ -2,6 +2,7 @@ import {randomBytes} from "node:crypto";
 import fs from "node:fs/promises";
 import type {LlamaContextSequence} from "node-llama-cpp";
 import type {NativeKv} from "../native/NativeKv.js";
+import type {KvHeadCells} from "../native/types.js";
 import {
     checkStateHeader,
     decodeTokens,
@@ -50,32 +51,11 @@ export async function saveSequenceState(options: {
         await sequence.saveStateToFile(llamaTemp);
         const stats = kv != null ? await kv.stats() : null;
         const snapshot = options.withScores && kv != null ? await kv.scores(0) : null;
-        const scores =
-            snapshot == null
-                ? new Uint8Array(0)
-                : packScores(
-                      snapshot.positions,
-                      snapshot.heads,
-                      snapshot.layers.map((layer) => [layer.accumulated, layer.last])
-                  );
+        const scores = packReadout(snapshot, (read) => read.layers.map((layer) => [layer.accumulated, layer.last]));
         const gates = options.withRetention === true && kv != null ? await kv.retention(0) : null;
-        const retention =
-            gates == null
-                ? new Uint8Array(0)
-                : packScores(
-                      gates.positions,
-                      gates.heads,
-                      gates.logits.map((logits) => [logits])
-                  );
+        const retention = packReadout(gates, (read) => read.logits.map((logits) => [logits]));
         const norms = options.withValueNorms === true && kv != null ? await kv.valueNorms(0) : null;
-        const valueNorms =
-            norms == null
-                ? new Uint8Array(0)
-                : packScores(
-                      norms.positions,
-                      norms.heads,
-                      norms.norms.map((values) => [values])
-                  );
+        const valueNorms = packReadout(norms, (read) => read.norms.map((values) => [values]));
         const llama = await fs.readFile(llamaTemp);
         const liveCells = stats?.cellsUsed ?? tokens.length;
         const bytesPerCell = stats?.bytesPerCell ?? 0;
@@ -262,6 +242,11 @@ export function packScores(positions: Int32Array, heads: number, layers: Float32
         }
     }
     return out;
+}
+
+/** `packScores` of a read-out, each layer's arrays picked by `arrays`; no bytes when nothing was read. */
+function packReadout<Read extends KvHeadCells>(read: Read | null, arrays: (read: Read) => Float32Array[][]): Uint8Array {
+    return read == null ? new Uint8Array(0) : packScores(read.positions, read.heads, arrays(read));
 }
 
 /** `packScores`' bytes back: `perLayer` arrays of `heads * n` floats per layer. */

@@ -18,7 +18,8 @@ import {AppServices} from "../../../main/services/AppServices.js";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import {mulberry32} from "../../fixtures/gguf/random.js";
-import {writeRetentionSidecar, type GateLayer, type SidecarSpec} from "../../fixtures/gguf/retentionSidecar.js";
+import type {RetentionGateLayer} from "../../../main/engine/retention/gateLayer.js";
+import {writeRetentionSidecar, type SidecarSpec} from "../../fixtures/gguf/retentionSidecar.js";
 import {gguf} from "../../fixtures/gguf/writeGguf.js";
 import {FakeEngine} from "./FakeEngine.js";
 import {serveApi} from "./serveApi.js";
@@ -236,7 +237,7 @@ describe("gates whose values cannot run", () => {
         // (past 3.4e38). With v = 1e17 at most 1.6e38 even at RMS 100.
         const pairs =
             (v: number, w = 1e18) =>
-            (gates: GateLayer[]) => {
+            (gates: RetentionGateLayer[]) => {
                 for (const gate of gates) {
                     gate.fc1.fill(0);
                     for (let k = 0; k < 16; k++) {

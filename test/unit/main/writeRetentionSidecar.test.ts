@@ -7,7 +7,8 @@ import os from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import {findRetentionGates, retentionSidecarPath, type RetentionModel} from "../../../main/engine/retention/findRetentionGates.js";
-import {writeRetentionSidecar, type RetentionGateLayer} from "../../../main/engine/retention/writeRetentionSidecar.js";
+import type {RetentionGateLayer} from "../../../main/engine/retention/gateLayer.js";
+import {writeRetentionSidecar} from "../../../main/engine/retention/writeRetentionSidecar.js";
 import {mulberry32} from "../../fixtures/gguf/random.js";
 import {GgmlType, gguf, writeGguf} from "../../fixtures/gguf/writeGguf.js";
 

@@ -1,4 +1,4 @@
-import type {RetentionGateLayer} from "../writeRetentionSidecar.js";
+import type {RetentionGateLayer} from "../gateLayer.js";
 import {CheckpointError} from "./CheckpointError.js";
 import type {TorchTensor} from "./readTorchStateDict.js";
 

@@ -2,7 +2,7 @@ import {describe, expect, it} from "vitest";
 import {gateLogits, horizonTerm, trainGates, TrainingDivergedError} from "../../../../main/engine/calibration/trainGates.js";
 import {mulberry32} from "../../../../main/shared/mulberry32.js";
 import type {GateTrainingData} from "../../../../main/engine/calibration/types.js";
-import type {RetentionGateLayer} from "../../../../main/engine/retention/writeRetentionSidecar.js";
+import type {RetentionGateLayer} from "../../../../main/engine/retention/gateLayer.js";
 
 const layers = 2;
 const width = 24;
