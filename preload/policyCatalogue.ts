@@ -62,6 +62,11 @@ export type PolicyEntry = {
      * under, read from the gate file (main/engine/policies/decide.ts `resolveCombine`).
      */
     ownCombine: "aggregate" | "gates";
+    /**
+     * Whether it can keep each (layer, KV head)'s own tokens (the combine mode `heads`, per-head cells): its paper ranks
+     * per KV head and the engine moves heads between cells for it.
+     */
+    headCells: boolean;
     /** The cache types its paper runs it with (LeanKV's K8V4); `null`: none in particular. */
     pairsWith: CachePair | null;
     /**
@@ -90,6 +95,7 @@ export const policyCatalogue = [
         keepsEveryToken: true,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
+        headCells: false,
         pairsWith: null,
         layerBudgets: null,
         params: []
@@ -108,6 +114,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
+        headCells: false,
         pairsWith: null,
         layerBudgets: null,
         params: streamingLlmParams
@@ -126,6 +133,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
+        headCells: false,
         pairsWith: null,
         layerBudgets: null,
         params: h2oParams
@@ -148,6 +156,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
+        headCells: false,
         pairsWith: null,
         layerBudgets: null,
         params: letheParams
@@ -168,6 +177,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: true,
         ownCombine: "aggregate",
+        headCells: false,
         pairsWith: null,
         layerBudgets: null,
         params: refreeKvParams
@@ -190,6 +200,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
+        headCells: false,
         pairsWith: {
             kvType: "q8_0",
             kvTypeV: "q4_0",
@@ -216,6 +227,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "gates",
+        headCells: true,
         pairsWith: null,
         layerBudgets: null,
         // Its gates are learned: nothing to tune.
@@ -237,6 +249,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
+        headCells: false,
         pairsWith: null,
         layerBudgets: "LAVa's layer budgets (more cells for the layers whose attention is most spread) act under Layer quotas.",
         params: lavaParams

@@ -57,15 +57,20 @@ export const compressionSettingsFields = z
         kvType: kvCacheTypeSchema,
         kvTypeV: kvCacheTypeSchema,
         flashAttention: z.boolean(),
-        combine: z.enum(["auto", "quota", "union", "aggregate"]),
+        combine: z.enum(["auto", "quota", "union", "aggregate", "heads"]),
         pruneEvery: z.number().int().min(kvBounds.minPruneEvery).max(kvBounds.maxPruneEvery),
         params: paramsSchema
     })
     .strict();
 
+/** Why per-head cells are refused for a policy without them. */
+export const perHeadCellsNeedTrimKv = "Per-head cells are for TRIM-KV only: it ranks each KV head's own tokens by its gates";
+
 export const compressionSettingsSchema = compressionSettingsFields.superRefine((compression, ctx) => {
     if (quantizedWithoutFlashAttention(compression))
         ctx.addIssue({code: "custom", path: ["flashAttention"], message: quantizedCacheNeedsFlashAttention});
+    if (compression.combine === "heads" && !policyEntry(compression.policy).headCells)
+        ctx.addIssue({code: "custom", path: ["combine"], message: perHeadCellsNeedTrimKv});
 }) satisfies z.ZodType<CompressionSettings>;
 
 export const defaultCompressionSettings: CompressionSettings = {

@@ -21,7 +21,7 @@ export type CompressionSettings = {
      * How per-layer (and per-head) selections become one set of cells to free (main/engine/policies/types.ts); `auto`,
      * the policy's own (main/engine/policies/decide.ts `resolveCombine`).
      */
-    combine: "auto" | "quota" | "union" | "aggregate";
+    combine: "auto" | "quota" | "union" | "aggregate" | "heads";
     /** Generated tokens between prune rounds. */
     pruneEvery: number;
     params: PolicyParams;

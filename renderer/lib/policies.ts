@@ -102,5 +102,10 @@ export const combineModes: {id: CompressionSettings["combine"]; label: string; h
         label: "Layer quotas",
         hint: "Each layer keeps its own top tokens up to its quota; quotas shrink together to fit the budget."
     },
-    {id: "union", label: "Union", hint: "A token is freed only when no layer keeps it; over budget, the lowest-scored go first."}
+    {id: "union", label: "Union", hint: "A token is freed only when no layer keeps it; over budget, the lowest-scored go first."},
+    {
+        id: "heads",
+        label: "Per-head cells",
+        hint: "Each layer's KV heads keep their own tokens, every head the same number of cells (TRIM-KV's per-head memory)."
+    }
 ];

@@ -1,5 +1,13 @@
 // Shared set-up of the native-engine tests: the patched build, fixture models, and small evaluation helpers.
-import type {ControlledEvaluateInputItem, Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token} from "node-llama-cpp";
+import type {
+    ControlledEvaluateInputItem,
+    Llama,
+    LlamaContext,
+    LlamaContextOptions,
+    LlamaContextSequence,
+    LlamaModel,
+    Token
+} from "node-llama-cpp";
 import {getFixtureModel, type FixtureName} from "../fixtures/gguf/fixtures.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
@@ -35,9 +43,29 @@ export type TestContext = {
 
 export async function createTestContext(
     model: LlamaModel,
-    {contextSize = 256, flashAttention = false, batchSize}: {contextSize?: number; flashAttention?: boolean; batchSize?: number} = {}
+    {
+        contextSize = 256,
+        flashAttention = false,
+        batchSize,
+        kvCacheKeyType,
+        kvCacheValueType
+    }: {
+        contextSize?: number;
+        flashAttention?: boolean;
+        batchSize?: number;
+        /** The cache's K and V types by ggml name ("Q8_0", "Q4_0"); F16 when unset. */
+        kvCacheKeyType?: LlamaContextOptions["experimentalKvCacheKeyType"];
+        kvCacheValueType?: LlamaContextOptions["experimentalKvCacheValueType"];
+    } = {}
 ): Promise<TestContext> {
-    const context = await model.createContext({contextSize, flashAttention, batchSize, threads: 2});
+    const context = await model.createContext({
+        contextSize,
+        flashAttention,
+        batchSize,
+        threads: 2,
+        experimentalKvCacheKeyType: kvCacheKeyType,
+        experimentalKvCacheValueType: kvCacheValueType
+    });
     const sequence = context.getSequence();
     const kv = new NativeKv(context);
     return {

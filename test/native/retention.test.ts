@@ -12,6 +12,9 @@ import type {RetentionGateLayer} from "../../main/engine/retention/gateLayer.js"
 import {gateLogits, writeRetentionSidecar, type SidecarSpec} from "../fixtures/gguf/retentionSidecar.js";
 import {float16BitsToFloat32, gguf} from "../fixtures/gguf/writeGguf.js";
 import type {GeneratedModelInfo} from "../fixtures/gguf/generateModel.js";
+import {KvController} from "../../main/engine/pruning/KvController.js";
+import {gateSequenceDecodes} from "../../main/engine/native/ponderAddon.js";
+import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {createTestContext, evaluateForLogits, getTestLlama, maxAbsDifference, randomTokens} from "./nativeTestUtils.js";
 
 /** Cells never written by the gates hold 0x7f7f7f7f. */
@@ -65,11 +68,13 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
     let spec: SidecarSpec;
 
     /** The engine's layer-0 logits of cell j must be the gate of the token at that cell. */
-    function expectLayer0(logits: Float32Array, heads: number, tokenAt: (j: number) => number, n: number) {
+    function expectLayer0(logits: Float32Array, heads: number, tokenAt: (j: number) => number, n: number, firstHead = 0) {
         for (let j = 0; j < n; j++) {
             const expected = gateLogits(gates[0]!, layer0Input(embedding, norm, info.spec.nEmbd, tokenAt(j), info.spec.rmsEps));
-            for (let h = 0; h < heads; h++)
-                expect(Math.abs(logits[h * n + j]! - expected[h]!)).toBeLessThan(2e-3 * Math.max(1, Math.abs(expected[h]!)));
+            for (let h = 0; h < heads; h++) {
+                const want = expected[firstHead + h]!;
+                expect(Math.abs(logits[h * n + j]! - want)).toBeLessThan(2e-3 * Math.max(1, Math.abs(want)));
+            }
         }
     }
 
@@ -248,6 +253,51 @@ describe.each(shapes)("retention gates, %s", (fixture) => {
             }
         }
     );
+
+    test("per-head cells: after TRIM-KV rounds that move heads, every head's layer-0 gate in each cell is that of the token the table names", async () => {
+        const t = await createTestContext(model);
+        try {
+            const cells = 48;
+            const controller = new KvController({
+                kv: t.kv,
+                sequenceId: 0,
+                compression: {...defaultCompressionSettings, policy: "trimkv", combine: "heads", pruneEvery: 8},
+                cells,
+                tokensSeen: () => t.sequence.nextTokenIndex,
+                now: () => performance.now(),
+                retentionGates: sidecar,
+                retentionReduction: "per-head"
+            });
+            await controller.start();
+            gateSequenceDecodes(t.sequence, (count, first) => controller.beforeDecode(count, first));
+            const tokens = randomTokens(40, 13);
+            await evaluateForLogits(t.sequence, tokens);
+            controller.beginAnswer();
+            for (const token of randomTokens(80, 14)) {
+                tokens.push(token);
+                await evaluateForLogits(t.sequence, [token]);
+                controller.onTokens(1);
+                expect((await t.kv.stats()).cellsUsed).toBeLessThanOrEqual(cells);
+            }
+
+            const table = t.kv.existingHeadSlots(0)!;
+            expect(table.movedSlots).toBeGreaterThan(0);
+            const snapshot = await t.kv.retention(0);
+            const n = snapshot.positions.length;
+            for (let h = 0; h < snapshot.heads; h++) {
+                const held = table.tokensOf(snapshot.positions, 0, h);
+                expectLayer0(snapshot.logits[0]!.subarray(h * n, (h + 1) * n), 1, (j) => tokens[held[j]!]!, n, h);
+            }
+            // the heads keep different tokens: cells of their own
+            const heldBy = (layer: number, head: number) =>
+                [...table.tokensOf(snapshot.positions, layer, head)].sort((a, b) => a - b).join();
+            const sets = new Set<string>();
+            for (let l = 0; l < info.spec.nLayer; l++) for (let h = 0; h < info.spec.nHeadKv; h++) sets.add(heldBy(l, h));
+            expect(sets.size).toBeGreaterThan(1);
+        } finally {
+            await t.dispose();
+        }
+    });
 
     test("a truncated or garbage file is refused, not read past its end", async () => {
         const full = await fs.readFile(sidecar);

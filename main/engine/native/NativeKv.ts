@@ -1,5 +1,6 @@
 import {withLock} from "lifecycle-utils";
 import type {LlamaContext} from "node-llama-cpp";
+import {HeadSlots} from "../pruning/HeadSlots.js";
 import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
 import {ponderContextOf, setLogicalContextSize, type PonderAddonContext} from "./ponderAddon.js";
 import type {
@@ -29,6 +30,8 @@ export class NativeKv {
     private _valueNorms = false;
     private _readThreshold: number | null = null;
     private _normCapture = false;
+    /** Per sequence, which token each (layer, KV head) holds in each cell once heads have moved (per-head cells). */
+    private readonly _headSlots = new Map<number, HeadSlots>();
 
     public constructor(context: LlamaContext) {
         const addon = ponderContextOf(context);
@@ -188,6 +191,37 @@ export class NativeKv {
         if (list.length === 0) return 0;
 
         return await this._withContextLock(() => this._addon.ponderEvict(sequenceId, list));
+    }
+
+    /**
+     * Per-head cells: copies, for single (layer, KV head) pairs, a cell's K and V and the values kept with them into
+     * another cell of the sequence (`moves`: `[layer, head, from, to]` quadruples, cells named by their positions), all
+     * sources read before any destination is written. The cells keep their positions: which token each head then holds
+     * where is the caller's to record (`HeadSlots`). Returns the moves made; throws with the reason, moving nothing.
+     */
+    public async moveHeadCells(sequenceId: number, moves: Int32Array | number[]): Promise<number> {
+        const list = moves instanceof Int32Array ? moves : Int32Array.from(moves);
+        if (list.length === 0) return 0;
+
+        return await this._withContextLock(() => this._addon.ponderMoveHeadCells(sequenceId, list));
+    }
+
+    /**
+     * The per-head table of a sequence's cells (`moveHeadCells` moves contents; the table says which token each head then
+     * holds where): one per sequence for the context's life; `undefined` until a per-head round made one.
+     */
+    public existingHeadSlots(sequenceId: number): HeadSlots | undefined {
+        return this._headSlots.get(sequenceId);
+    }
+
+    /** The per-head table of a sequence, made for `layers` x `heads` when it has none of that shape. */
+    public headSlots(sequenceId: number, layers: number, heads: number): HeadSlots {
+        let table = this._headSlots.get(sequenceId);
+        if (table == null || table.layers !== layers || table.heads !== heads) {
+            table = new HeadSlots(layers, heads);
+            this._headSlots.set(sequenceId, table);
+        }
+        return table;
     }
 
     /** Cells allocated and live, their size, the eviction counters and the number of layers. */

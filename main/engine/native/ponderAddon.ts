@@ -9,9 +9,10 @@ import type {CapturedNorms, ReadHorizons, RetentionGates, RetentionLogits, Value
 /**
  * Native API version this code needs; matches PONDER_PATCH_VERSION in native/patches (addon/PonderKv.h). Version 4 added
  * the retention gates and writing scores back (patches 0007-0008), version 5 the RPC servers (patches 0009-0010), version 6
- * the read horizons and the capture of attn_norm rows (patches 0012-0013).
+ * the read horizons and the capture of attn_norm rows (patches 0012-0013), version 7 moving single KV heads between cells
+ * (patches 0015-0016).
  */
-export const PONDER_PATCH_VERSION = 6;
+export const PONDER_PATCH_VERSION = 7;
 
 export type PonderBindings = {
     ponderPatchVersion?: number;
@@ -63,6 +64,12 @@ export type PonderAddonRetentionGates = Omit<RetentionGates, "path">;
 
 export type PonderAddonContext = {
     ponderEvict(sequenceId: number, positions: Int32Array): number;
+    /**
+     * Per-head cells: `moves` holds `[layer, KV head, from position, to position]` quadruples; each copies that head's K, V
+     * and per-cell values (scores, gates, value norms, read horizons) from one cell of the sequence to another, all at
+     * once. Throws an Error with the reason, having moved nothing, when refused. Added by native/patches 0015-0016.
+     */
+    ponderMoveHeadCells(sequenceId: number, moves: Int32Array): number;
     ponderGetKvStats(): PonderAddonKvStats;
     ponderSetAttnScore(enabled: boolean, rows: number, squared: boolean, gamma: number): void;
     ponderGetAttnScores(sequenceId: number): PonderAddonScores;

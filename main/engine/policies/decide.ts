@@ -19,6 +19,7 @@ export function decide<Params, State>(
     target: PruneTarget,
     combine: CombineMode
 ): PruneDecision<DecideState<State>> {
+    if (combine === "heads") throw new Error("per-head cells free no shared choice: their rounds are pruneHeadCells'");
     const n = snapshot.positions.length;
     const perLayer = policy.select(snapshot, params, state.perLayer, target);
     const votes = (choices: SelectorChoice[]) => {

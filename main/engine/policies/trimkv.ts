@@ -59,3 +59,31 @@ export const trimKvPolicy: Policy<TrimKvParams, null> = {
         return {selectors, state: null};
     }
 };
+
+/**
+ * TRIM-KV on per-head cells (the paper's per-(layer, KV head) memory): each head keeps the `count` tokens it holds with the
+ * highest `(t - pos) * log beta`, `pinned` tokens it holds first (position 0 and the newest). `logBeta` and `tokens` are
+ * `layers * heads * n`, laid out `(layer * heads + head) * n + j`: the gate's log beta and the token (its position) each
+ * head holds in cell j. Returns, per `layer * heads + head`, the tokens kept.
+ */
+export function trimKvHeadKeep(
+    logBeta: Float32Array,
+    tokens: Int32Array,
+    layers: number,
+    heads: number,
+    count: number,
+    tokensSeen: number,
+    pinned: ReadonlySet<number>
+): Int32Array[] {
+    const n = tokens.length / (layers * heads);
+    const keep = Math.min(n, count);
+    const kept: Int32Array[] = [];
+    for (let pair = 0; pair < layers * heads; pair++) {
+        const held = tokens.subarray(pair * n, (pair + 1) * n);
+        const retention = decayedRetention(logBeta, pair * n, held, retentionStep(held, tokensSeen));
+        for (let j = 0; j < n; j++) if (pinned.has(held[j]!)) retention[j] = Number.POSITIVE_INFINITY;
+        const order = rankDescending(retention, 0, n);
+        kept.push(Int32Array.from(order.subarray(0, keep), (j) => held[j]!));
+    }
+    return kept;
+}

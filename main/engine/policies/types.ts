@@ -133,9 +133,11 @@ export type {PolicyId};
  * - `union`: a cell goes only when no selector keeps it; over the budget, the lowest aggregated scores go first,
  *   selectors' structural cells last;
  * - `aggregate`: the policy selects once on the layers' and heads' normalised scores summed (the retention gates' log
- *   beta: its max over layers and heads, TRIM-KV's global ranking).
+ *   beta: its max over layers and heads, TRIM-KV's global ranking);
+ * - `heads`: per-head cells, no shared choice at all: each (layer, KV head) keeps its own tokens in the same number of
+ *   cells, heads moved between cells (main/engine/pruning/headRound.ts; TRIM-KV only, `PolicyEntry.headCells`).
  */
-export type CombineMode = "quota" | "union" | "aggregate";
+export type CombineMode = "quota" | "union" | "aggregate" | "heads";
 
 export type PruneDecision<State> = {
     /** Positions to free. */

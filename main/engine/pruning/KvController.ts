@@ -9,6 +9,7 @@ import type {CombineMode, Policy, PruneTarget, ScoreSnapshot} from "../policies/
 import {readRetentionReduction} from "../retention/findRetentionGates.js";
 import {policyNeeds, policyParams, scoring} from "../policies/scoring.js";
 import {RoundRecords, tokenScoresKind} from "./RoundRecords.js";
+import {pruneHeadCells} from "./headRound.js";
 import {toPolicySnapshot} from "./toPolicySnapshot.js";
 
 /** The most input tokens read between two prune rounds while a prompt is read. */
@@ -59,6 +60,8 @@ export type ControllerSnapshot = {
     peakCells: number;
     scoringMs: number;
     sparsityPerLayer: number[];
+    /** Per-head cells: which token each head held where (`HeadSlots.save`), with the table's shape. */
+    headSlots?: {layers: number; heads: number; slots: Int32Array; tokens: Int32Array};
 };
 
 /**
@@ -176,6 +179,10 @@ export class KvController {
         if (this.readsRetention && gates == null) throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
         if (this.readsRetention && this._combine == null)
             this._combine = resolveCombine(this._options.compression.combine, this.policyId, await readRetentionReduction(gates!));
+        if (this._combine === "heads" && !this._entry.headCells)
+            throw new Error(
+                `Per-head cells are not available for ${this._entry.name}: its paper ranks shared cells, or its scores are not per KV head`
+            );
         await this._options.kv.configureRetention(this.readsRetention ? gates : null);
         await this._options.kv.configureValueNorms(this.readsValueNorms);
     }
@@ -203,6 +210,9 @@ export class KvController {
         try {
             if (first) this._advance(count);
             const {cells, compression} = this._options;
+            // per-head cells: the positions this decode writes hold their own token in every head again
+            if (this._combine === "heads")
+                this._options.kv.existingHeadSlots(this._options.sequenceId)?.forgetFrom(this._options.tokensSeen());
             const generating = this._stage === "generating";
             let live = (await this._options.kv.stats()).cellsUsed;
             if (this._entry.keepsEveryToken) {
@@ -274,7 +284,9 @@ export class KvController {
      * this answer's counters, so a restored state goes on where it was. Typed arrays stay typed (`tagTyped`).
      */
     snapshot(): ControllerSnapshot {
+        const table = this._combine === "heads" ? this._options.kv.existingHeadSlots(this._options.sequenceId) : undefined;
         return {
+            ...(table != null ? {headSlots: {layers: table.layers, heads: table.heads, ...table.save()}} : {}),
             state: this._state,
             pruneRounds: this._pruneRounds,
             tokensEvicted: this._tokensEvicted,
@@ -294,6 +306,22 @@ export class KvController {
         this._peakCells = snapshot.peakCells;
         this._scoringMs = snapshot.scoringMs;
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
+        const saved = snapshot.headSlots;
+        if (saved != null) this._options.kv.headSlots(this._options.sequenceId, saved.layers, saved.heads).restore(saved);
+        else this._options.kv.existingHeadSlots(this._options.sequenceId)?.forgetFrom(0);
+    }
+
+    /** Counts a round and keeps it for the next sample: the tokens it evicted, the time it took. */
+    private _recordRound(evicted: Int32Array, started: number): void {
+        this._pruneRounds++;
+        this._roundsSince.push({
+            first: this._pruneRounds,
+            last: this._pruneRounds,
+            step: this._step,
+            tokensSeen: this._options.tokensSeen(),
+            evicted: toRanges(evicted)
+        });
+        this._scoringMs += this._options.now() - started;
     }
 
     /** Tokens read or generated between two rounds while the answer is generated. */
@@ -320,6 +348,13 @@ export class KvController {
     private async _prune(maxKeep: number, phase: PruneTarget["phase"]): Promise<number> {
         const started = this._options.now();
         const {kv, sequenceId} = this._options;
+        if (this._combine === "heads") {
+            const round = await pruneHeadCells(kv, sequenceId, maxKeep, this._options.tokensSeen());
+            this._recordRound(round.evicted, started);
+            this._tokensEvicted += round.evicted.length;
+            if (round.evicted.length > 0) this._evictedSince = mergeRanges(this._evictedSince, toRanges(round.evicted));
+            return round.live;
+        }
         const snapshot = toPolicySnapshot(
             await kv.scores(sequenceId),
             this.readsRetention ? await kv.retention(sequenceId) : undefined,
@@ -351,15 +386,7 @@ export class KvController {
                 tokenScoresKind(this._options.compression)
             );
         }
-        this._pruneRounds++;
-        this._roundsSince.push({
-            first: this._pruneRounds,
-            last: this._pruneRounds,
-            step: this._step,
-            tokensSeen: this._options.tokensSeen(),
-            evicted: toRanges(evict)
-        });
-        this._scoringMs += this._options.now() - started;
+        this._recordRound(evict, started);
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
         this._tokensEvicted += evicted;
         if (evicted > 0) this._evictedSince = mergeRanges(this._evictedSince, toRanges(evict));

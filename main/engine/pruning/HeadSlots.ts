@@ -1,0 +1,164 @@
+/**
+ * Per-head cells on llama.cpp's shared cells. llama.cpp frees a cell from every layer and head at once, so each (layer,
+ * KV head) keeps the same number of cells: after a round every head's kept tokens are moved into one common set of
+ * cells (the slots), and the cells outside it are freed for all heads together. A slot is named by the position its
+ * llama.cpp cell was written at; once heads have moved, a slot holds a different token in each head, which this table
+ * records (the native read-outs name slots, a policy ranks tokens).
+ *
+ * The plan fills holes: the slots kept are those most heads already keep their own token in, and only a head's kept
+ * tokens outside them move, each into a slot whose token that head drops. Every kept slot lies in the past, so one
+ * causal mask still serves every head.
+ */
+export type HeadSlotPlan = {
+    /** `[layer, head, from slot, to slot]` quadruples, for `NativeKv.moveHeadCells` (all at once). */
+    moves: Int32Array;
+    /** The slots to free afterwards, for every head (`NativeKv.evict`), ascending. */
+    free: Int32Array;
+};
+
+export class HeadSlots {
+    /** Per slot whose heads hold other tokens than its own: the token of each `layer * heads + head`. */
+    private readonly _moved = new Map<number, Int32Array>();
+
+    constructor(
+        readonly layers: number,
+        readonly heads: number
+    ) {
+        if (!Number.isInteger(layers) || layers < 1 || !Number.isInteger(heads) || heads < 1)
+            throw new RangeError(`per-head cells need whole, positive layer and head counts, got ${layers} x ${heads}`);
+    }
+
+    /** The token (its position) that `layer`'s KV head `head` holds in `slot`. */
+    tokenAt(slot: number, layer: number, head: number): number {
+        return this._moved.get(slot)?.[layer * this.heads + head] ?? slot;
+    }
+
+    /** Slots whose heads do not all hold the slot's own token. */
+    get movedSlots(): number {
+        return this._moved.size;
+    }
+
+    /**
+     * The tokens of `layer`'s head `head` in the given slots, in their order: what a read-out's cells hold for that head.
+     */
+    tokensOf(slots: ArrayLike<number>, layer: number, head: number): Int32Array {
+        const out = new Int32Array(slots.length);
+        for (let i = 0; i < slots.length; i++) out[i] = this.tokenAt(slots[i]!, layer, head);
+        return out;
+    }
+
+    /**
+     * How to leave every head with exactly its `keep(layer, head)` tokens (the same count for all, each a token that head
+     * holds in one of `slots`), in `keep`'s count of slots. `pinned` slots stay whatever heads keep in them (llama.cpp's
+     * first and newest cells may not be freed). Throws when the counts differ or a head keeps a token it does not hold.
+     */
+    plan(slots: ArrayLike<number>, keep: (layer: number, head: number) => ArrayLike<number>, pinned: Iterable<number> = []): HeadSlotPlan {
+        const live = Int32Array.from(slots).sort();
+        const where = new Map<number, number>();
+        live.forEach((slot, index) => where.set(slot, index));
+        const pairs = this.layers * this.heads;
+        const kept: Uint8Array[] = [];
+        const keptBy = new Int32Array(live.length);
+        let count = -1;
+        for (let layer = 0; layer < this.layers; layer++)
+            for (let head = 0; head < this.heads; head++) {
+                const tokens = keep(layer, head);
+                if (count < 0) count = tokens.length;
+                if (tokens.length !== count)
+                    throw new RangeError(
+                        `every head keeps the same number of cells: ${tokens.length} in layer ${layer} head ${head}, ${count} before`
+                    );
+                const held = new Map<number, number>();
+                live.forEach((slot, index) => held.set(this.tokenAt(slot, layer, head), index));
+                const mask = new Uint8Array(live.length);
+                for (let i = 0; i < tokens.length; i++) {
+                    const index = held.get(tokens[i]!);
+                    if (index == null) throw new RangeError(`layer ${layer} head ${head} keeps token ${tokens[i]}, which it does not hold`);
+                    if (mask[index] === 0) keptBy[index]!++;
+                    mask[index] = 1;
+                }
+                if (mask.reduce((sum, bit) => sum + bit, 0) !== count)
+                    throw new RangeError(`layer ${layer} head ${head} keeps a token twice`);
+                kept.push(mask);
+            }
+
+        // the slots kept: pinned first, then those most heads keep their own token in (the older first on a tie)
+        const pinnedIndex = new Set<number>();
+        for (const slot of pinned) {
+            const index = where.get(slot);
+            if (index != null) pinnedIndex.add(index);
+        }
+        if (pinnedIndex.size > count) throw new RangeError(`${pinnedIndex.size} pinned slots do not fit in ${count} kept cells`);
+        const order = Array.from(live.keys()).sort(
+            (a, b) => Number(pinnedIndex.has(b)) - Number(pinnedIndex.has(a)) || keptBy[b]! - keptBy[a]! || a - b
+        );
+        const inSet = new Uint8Array(live.length);
+        for (const index of order.slice(0, count)) inSet[index] = 1;
+
+        const moves: number[] = [];
+        for (let pair = 0; pair < pairs; pair++) {
+            const mask = kept[pair]!;
+            const holes: number[] = [];
+            const outside: number[] = [];
+            for (let index = 0; index < live.length; index++) {
+                if (inSet[index] === 1 && mask[index] === 0) holes.push(index);
+                if (inSet[index] === 0 && mask[index] === 1) outside.push(index);
+            }
+            for (let i = 0; i < outside.length; i++)
+                moves.push(Math.floor(pair / this.heads), pair % this.heads, live[outside[i]!]!, live[holes[i]!]!);
+        }
+        return {moves: Int32Array.from(moves), free: live.filter((_, index) => inSet[index] === 0)};
+    }
+
+    /** Records a plan the engine carried out: the moves made, then the freed slots gone. */
+    apply(plan: HeadSlotPlan): void {
+        const {moves, free} = plan;
+        const read = (slot: number, pair: number) => this._moved.get(slot)?.[pair] ?? slot;
+        const sources = Array.from({length: moves.length / 4}, (_, i) =>
+            read(moves[4 * i + 2]!, moves[4 * i]! * this.heads + moves[4 * i + 1]!)
+        );
+        for (let i = 0; i < sources.length; i++) {
+            const to = moves[4 * i + 3]!;
+            let row = this._moved.get(to);
+            if (row == null) {
+                row = new Int32Array(this.layers * this.heads).fill(to);
+                this._moved.set(to, row);
+            }
+            row[moves[4 * i]! * this.heads + moves[4 * i + 1]!] = sources[i]!;
+        }
+        for (const slot of free) this._moved.delete(slot);
+        for (const [slot, row] of this._moved) if (row.every((token) => token === slot)) this._moved.delete(slot);
+    }
+
+    /** Forgets slots no longer live (the sequence was cut back, or a state restored). */
+    forget(slots: Iterable<number>): void {
+        for (const slot of slots) this._moved.delete(slot);
+    }
+
+    /**
+     * Forgets every slot at `position` or after: the positions a decode is about to write (again, after the sequence was
+     * cut back), which hold their own token in every head.
+     */
+    forgetFrom(position: number): void {
+        for (const slot of this._moved.keys()) if (slot >= position) this._moved.delete(slot);
+    }
+
+    /** What a saved state keeps of the table: the moved slots and their heads' tokens, in `restore`'s form. */
+    save(): {slots: Int32Array; tokens: Int32Array} {
+        const slots = Int32Array.from(this._moved.keys());
+        const tokens = new Int32Array(slots.length * this.layers * this.heads);
+        slots.forEach((slot, i) => tokens.set(this._moved.get(slot)!, i * this.layers * this.heads));
+        return {slots, tokens};
+    }
+
+    /** Takes back a `save()` of a table of the same shape (a restored state's cells hold what they held then). */
+    restore(saved: {slots: Int32Array; tokens: Int32Array}): void {
+        const width = this.layers * this.heads;
+        if (saved.tokens.length !== saved.slots.length * width)
+            throw new RangeError(
+                `a saved per-head table of ${saved.tokens.length} tokens does not fit ${saved.slots.length} slots x ${width} heads`
+            );
+        this._moved.clear();
+        saved.slots.forEach((slot, i) => this._moved.set(slot, saved.tokens.slice(i * width, (i + 1) * width)));
+    }
+}

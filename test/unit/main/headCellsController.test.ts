@@ -1,0 +1,218 @@
+// The KV controller on per-head cells (combine mode `heads`): against a stand-in engine that really moves each head's
+// contents between cells, every head ends each round with its own tokens by its gates, the table the controller keeps
+// matches what the cells hold, the budget holds, and a saved state carries the table.
+import {describe, expect, it} from "vitest";
+import {KvController} from "../../../main/engine/pruning/KvController.js";
+import {HeadSlots} from "../../../main/engine/pruning/HeadSlots.js";
+import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
+import {compressionSettingsSchema, defaultCompressionSettings, perHeadCellsNeedTrimKv} from "../../../main/services/schemas.js";
+import type {CompressionSettings} from "../../../preload/contract.js";
+
+const LAYERS = 3;
+const HEADS = 2;
+
+/** Gate logits: multiples of 7 are kept for ever by layer 1's head 0 and soon forgotten by every other head. */
+function logit(token: number, layer: number, head: number): number {
+    if (token % 7 === 0) return layer === 1 && head === 0 ? 20 : -6;
+    return -1 - (token % 5);
+}
+
+/** A stand-in engine whose cells hold, per (layer, head), a token each: `moveHeadCells` moves them, `evict` frees cells. */
+function headFake() {
+    let live: number[] = [];
+    let next = 0;
+    const held = new Map<number, Int32Array>();
+    const tables = new Map<number, HeadSlots>();
+    let moveCalls = 0;
+    const tokenIn = (slot: number, pair: number) => held.get(slot)?.[pair] ?? slot;
+    const kv = {
+        disposed: false,
+        configureScoring: async () => {},
+        configureRetention: async () => {},
+        configureValueNorms: async () => {},
+        get retentionGates() {
+            return {path: "/m.retention.gguf", layers: LAYERS, heads: HEADS, bytes: 1};
+        },
+        retention: async () => {
+            const positions = Int32Array.from(live).reverse();
+            const n = positions.length;
+            const logits = Array.from({length: LAYERS}, (_, l) =>
+                Float32Array.from({length: HEADS * n}, (_, i) =>
+                    logit(tokenIn(positions[i % n]!, l * HEADS + Math.floor(i / n)), l, Math.floor(i / n))
+                )
+            );
+            return {sequenceId: 0, positions, heads: HEADS, logits};
+        },
+        stats: async () => ({
+            cellsAllocated: 1 << 12,
+            cellsUsed: live.length,
+            bytesPerCell: 1,
+            bytesAllocated: 1 << 12,
+            bytesUsed: live.length,
+            layers: LAYERS,
+            tokensEvicted: 0,
+            pruneCalls: 0,
+            scoring: false
+        }),
+        scores: async () => {
+            const positions = Int32Array.from(live);
+            const zeros = new Float32Array(HEADS * positions.length);
+            const layers = Array.from({length: LAYERS}, (_, layer) => ({layer, positions, heads: HEADS, accumulated: zeros, last: zeros}));
+            return {sequenceId: 0, positions, heads: HEADS, layers};
+        },
+        moveHeadCells: async (_sequence: number, moves: Int32Array) => {
+            moveCalls++;
+            const sources = Array.from({length: moves.length / 4}, (_, i) =>
+                tokenIn(moves[4 * i + 2]!, moves[4 * i]! * HEADS + moves[4 * i + 1]!)
+            );
+            sources.forEach((token, i) => {
+                const to = moves[4 * i + 3]!;
+                if (!live.includes(to) || !live.includes(moves[4 * i + 2]!)) throw new Error("a position has no cell");
+                const row = held.get(to) ?? new Int32Array(LAYERS * HEADS).fill(to);
+                row[moves[4 * i]! * HEADS + moves[4 * i + 1]!] = token;
+                held.set(to, row);
+            });
+            return sources.length;
+        },
+        evict: async (_sequence: number, list: Int32Array) => {
+            const gone = new Set(list);
+            if (gone.has(0) || gone.has(live.at(-1)!)) throw new Error("refusing position 0 or the newest");
+            const before = live.length;
+            live = live.filter((slot) => !gone.has(slot));
+            for (const slot of gone) held.delete(slot);
+            return before - live.length;
+        },
+        existingHeadSlots: (sequenceId: number) => tables.get(sequenceId),
+        headSlots: (sequenceId: number, layers: number, heads: number) => {
+            let table = tables.get(sequenceId);
+            if (table == null) tables.set(sequenceId, (table = new HeadSlots(layers, heads)));
+            return table;
+        }
+    } as unknown as NativeKv;
+    return {
+        kv,
+        get live() {
+            return [...live];
+        },
+        get next() {
+            return next;
+        },
+        get moveCalls() {
+            return moveCalls;
+        },
+        /** The tokens (layer, head) holds, ascending: what the cells really hold. */
+        heldBy(layer: number, head: number): number[] {
+            return live.map((slot) => tokenIn(slot, layer * HEADS + head)).sort((a, b) => a - b);
+        },
+        decode(count: number) {
+            for (let i = 0; i < count; i++) {
+                held.delete(next);
+                live.push(next++);
+            }
+        }
+    };
+}
+
+type Fake = ReturnType<typeof headFake>;
+
+function controller(fake: Fake, compression: Partial<CompressionSettings>, cells: number) {
+    return new KvController({
+        kv: fake.kv,
+        sequenceId: 0,
+        cells,
+        compression: {...defaultCompressionSettings, policy: "trimkv", ...compression},
+        tokensSeen: () => fake.next,
+        now: () => 0,
+        retentionGates: "/m.retention.gguf",
+        retentionReduction: "per-head"
+    });
+}
+
+async function evaluate(c: KvController, fake: Fake, count: number): Promise<void> {
+    let done = 0;
+    while (done < count) {
+        const allowed = await c.beforeDecode(count - done, done === 0);
+        fake.decode(allowed);
+        done += allowed;
+    }
+}
+
+async function run(c: KvController, fake: Fake, prompt: number, generated: number, check?: () => void): Promise<void> {
+    await c.start();
+    await evaluate(c, fake, prompt);
+    c.beginAnswer();
+    await evaluate(c, fake, 1);
+    for (let i = 0; i < generated; i++) {
+        await evaluate(c, fake, 1);
+        c.onTokens(1);
+        check?.();
+    }
+}
+
+describe("KvController on per-head cells", () => {
+    it("leaves each head its own tokens by its gates within the budget; the table matches the cells", async () => {
+        const fake = headFake();
+        const cells = 48;
+        const c = controller(fake, {combine: "heads", pruneEvery: 8}, cells);
+        await run(c, fake, 30, 120, () => expect(fake.live.length).toBeLessThanOrEqual(cells));
+        expect(fake.moveCalls).toBeGreaterThan(0);
+
+        const table = fake.kv.existingHeadSlots(0)!;
+        for (let l = 0; l < LAYERS; l++)
+            for (let h = 0; h < HEADS; h++)
+                expect(Array.from(table.tokensOf(fake.live, l, h)).sort((a, b) => a - b)).toEqual(fake.heldBy(l, h));
+
+        // layer 1's head 0 keeps every multiple of 7 it saw; layer 0's head 0, whose gate forgets them, keeps only recent ones
+        const sevens = Array.from({length: Math.ceil(fake.next / 7)}, (_, i) => i * 7);
+        expect(fake.heldBy(1, 0).filter((token) => token % 7 === 0)).toEqual(sevens);
+        const old = fake.next - cells;
+        expect(fake.heldBy(0, 0).filter((token) => token % 7 === 0 && token > 0 && token < old)).toEqual([]);
+        // every head holds the same number of tokens: the live cells
+        for (let l = 0; l < LAYERS; l++) for (let h = 0; h < HEADS; h++) expect(fake.heldBy(l, h)).toHaveLength(fake.live.length);
+
+        // the samples count a token evicted once no head holds it
+        const sample = await c.sample(0, true);
+        const heldByAny = new Set<number>();
+        for (let l = 0; l < LAYERS; l++) for (let h = 0; h < HEADS; h++) for (const token of fake.heldBy(l, h)) heldByAny.add(token);
+        expect(sample.tokensEvicted).toBe(fake.next - heldByAny.size);
+        expect(sample.pruneRounds).toBeGreaterThan(0);
+    });
+
+    it("on shared cells the same gates keep a multiple of 7 in every head at once", async () => {
+        const fake = headFake();
+        const c = controller(fake, {combine: "aggregate", pruneEvery: 8}, 48);
+        await run(c, fake, 30, 120);
+        expect(fake.moveCalls).toBe(0);
+        expect(fake.heldBy(0, 0)).toEqual(fake.heldBy(1, 0));
+    });
+
+    it("a saved state carries the table; a decode at a position forgets what the table knew of it", async () => {
+        const fake = headFake();
+        const c = controller(fake, {combine: "heads", pruneEvery: 8}, 48);
+        await run(c, fake, 30, 60);
+        const table = fake.kv.existingHeadSlots(0)!;
+        expect(table.movedSlots).toBeGreaterThan(0);
+        const saved = c.snapshot();
+        expect(saved.headSlots?.slots.length).toBe(table.movedSlots);
+        const before = fake.live.map((slot) => table.tokensOf([slot], 1, 0)[0]);
+
+        table.forgetFrom(0);
+        c.restore(saved);
+        expect(fake.live.map((slot) => table.tokensOf([slot], 1, 0)[0])).toEqual(before);
+
+        const highest = Math.max(...saved.headSlots!.slots);
+        table.forgetFrom(highest + 1);
+        expect(table.movedSlots).toBe(saved.headSlots!.slots.length);
+    });
+
+    it("is refused for a policy whose paper does not rank per KV head, by the engine and by the settings' schema", async () => {
+        const fake = headFake();
+        await expect(controller(fake, {policy: "h2o", combine: "heads"}, 48).start()).rejects.toThrow(
+            /Per-head cells are not available for H2O/
+        );
+        const refused = compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "lethe", combine: "heads"});
+        expect(refused.success).toBe(false);
+        expect(refused.error?.issues[0]?.message).toBe(perHeadCellsNeedTrimKv);
+        expect(compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "trimkv", combine: "heads"}).success).toBe(true);
+    });
+});

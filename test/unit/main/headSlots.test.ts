@@ -1,0 +1,88 @@
+import {describe, expect, test} from "vitest";
+import {HeadSlots} from "../../../main/engine/pruning/HeadSlots.js";
+import {mulberry32} from "../../../main/shared/mulberry32.js";
+
+/** Each head's tokens over the live slots, as the table records them. */
+function heldTokens(table: HeadSlots, slots: number[], layer: number, head: number): number[] {
+    return Array.from(table.tokensOf(slots, layer, head)).sort((a, b) => a - b);
+}
+
+/** `count` distinct items of `from`, drawn with `random`. */
+function draw(from: number[], count: number, random: () => number): number[] {
+    const pool = [...from];
+    for (let i = pool.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [pool[i], pool[j]] = [pool[j]!, pool[i]!];
+    }
+    return pool.slice(0, count).sort((a, b) => a - b);
+}
+
+describe("HeadSlots", () => {
+    test("each head is left with exactly the tokens it keeps, in the kept count of slots, over many random rounds", () => {
+        const random = mulberry32(7).uniform;
+        const layers = 3;
+        const heads = 2;
+        const table = new HeadSlots(layers, heads);
+        let live = Array.from({length: 40}, (_, i) => i);
+        let next = 40;
+        for (let round = 0; round < 30; round++) {
+            const count = 24;
+            const keepSets = Array.from({length: layers * heads}, (_, pair) =>
+                draw(heldTokens(table, live, Math.floor(pair / heads), pair % heads), count, random)
+            );
+            const plan = table.plan(live, (layer, head) => keepSets[layer * heads + head]!, [0, live.at(-1)!]);
+            expect(plan.free.length).toBe(live.length - count);
+            expect(plan.free).not.toContain(0);
+            expect(plan.free).not.toContain(live.at(-1));
+            table.apply(plan);
+            live = live.filter((slot) => !plan.free.includes(slot));
+            for (let layer = 0; layer < layers; layer++)
+                for (let head = 0; head < heads; head++)
+                    expect(heldTokens(table, live, layer, head)).toEqual(keepSets[layer * heads + head]);
+            // new tokens are written in new slots, their own in every head
+            for (let i = 0; i < 16; i++) live.push(next++);
+        }
+        expect(table.movedSlots).toBeGreaterThan(0);
+    });
+
+    test("moves only the kept tokens outside the slots kept: none when every head keeps the same tokens", () => {
+        const table = new HeadSlots(2, 2);
+        const slots = [0, 1, 2, 3, 4, 5];
+        const same = table.plan(slots, () => [0, 2, 3, 5]);
+        expect(same.moves.length).toBe(0);
+        expect(Array.from(same.free)).toEqual([1, 4]);
+
+        // head 1 of layer 0 keeps 1 instead of 2: the slots most heads keep stay (0, 2, 3, 5), one move fills its hole
+        const plan = table.plan(slots, (layer, head) => (layer === 0 && head === 1 ? [0, 1, 3, 5] : [0, 2, 3, 5]));
+        expect(Array.from(plan.moves)).toEqual([0, 1, 1, 2]);
+        expect(Array.from(plan.free)).toEqual([1, 4]);
+        table.apply(plan);
+        expect(table.tokenAt(2, 0, 1)).toBe(1);
+        expect(table.tokenAt(2, 0, 0)).toBe(2);
+        expect(table.tokenAt(2, 1, 1)).toBe(2);
+    });
+
+    test("refuses unequal counts, a token a head does not hold, a token kept twice, and too many pinned slots", () => {
+        const table = new HeadSlots(1, 2);
+        const slots = [0, 1, 2, 3];
+        expect(() => table.plan(slots, (_, head) => (head === 0 ? [0, 1] : [0, 1, 2]))).toThrow(/same number of cells/);
+        expect(() => table.plan(slots, () => [0, 9])).toThrow(/does not hold/);
+        expect(() => table.plan(slots, () => [1, 1])).toThrow(/twice/);
+        expect(() => table.plan(slots, () => [1], [0, 3])).toThrow(/pinned slots do not fit/);
+        expect(() => new HeadSlots(0, 2)).toThrow(RangeError);
+    });
+
+    test("a slot whose heads all hold its own token again is no longer recorded as moved", () => {
+        const table = new HeadSlots(1, 2);
+        const swap = {moves: Int32Array.from([0, 0, 1, 2, 0, 0, 2, 1]), free: new Int32Array(0)};
+        table.apply(swap);
+        expect([table.tokenAt(1, 0, 0), table.tokenAt(2, 0, 0), table.tokenAt(1, 0, 1)]).toEqual([2, 1, 1]);
+        expect(table.movedSlots).toBe(2);
+        table.apply(swap);
+        expect(table.movedSlots).toBe(0);
+        table.apply({moves: Int32Array.from([0, 1, 3, 1]), free: Int32Array.from([3])});
+        expect(table.tokenAt(1, 0, 1)).toBe(3);
+        table.forget([1]);
+        expect(table.tokenAt(1, 0, 1)).toBe(1);
+    });
+});
