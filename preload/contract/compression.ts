@@ -84,9 +84,11 @@ export type TokenScores = {
     /**
      * What `scores` hold: `retention`, TRIM-KV's retention of the token at that round (beta^age, 0..1, its largest over
      * layers and KV heads); `attention`, the attention the token had received (each layer and head's scores normalised to
-     * 1, summed over them: a share of `layers x heads`); `none` for a policy that keeps by position alone (StreamingLLM).
+     * 1, summed over them: a share of `layers x heads`); `heads`, on per-head cells, the share of (layer, KV head) pairs
+     * that hold the token after the round (`keptBy`: the layers where any head holds it); `none` for a policy that keeps
+     * by position alone (StreamingLLM).
      */
-    kind: "retention" | "attention" | "none";
+    kind: "retention" | "attention" | "heads" | "none";
     /** Layers of the model: bits of `keptBy`. */
     layers: number;
     positions: number[];

@@ -86,10 +86,12 @@ export function describeTokenScore(view: RememberedView, position: number): stri
             ? null
             : view.scores.kind === "retention"
               ? `${name ?? "TRIM-KV"} retention ${formatScore(record.score)} ${at}`
-              : `${name != null ? `${name}'s score` : "Score"} (attention received) ${formatScore(record.score)} ${at}`;
+              : view.scores.kind === "heads"
+                ? `Held by ${Math.round(record.score * 100)}% of the layers' KV heads ${at} (per-head cells)`
+                : `${name != null ? `${name}'s score` : "Score"} (attention received) ${formatScore(record.score)} ${at}`;
     const first = score ?? `${name ?? "The policy"} keeps by position, not by a score (last seen ${at})`;
     const layers = view.scores.layers;
-    const keeping = `layers whose own ranking would keep it: ${
+    const keeping = `${view.scores.kind === "heads" ? "layers where a head holds it" : "layers whose own ranking would keep it"}: ${
         record.keptBy.length === 0
             ? "none"
             : record.keptBy.length === layers

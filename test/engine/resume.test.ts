@@ -37,9 +37,10 @@ async function answer(
     policy: PolicyId,
     history: ChatTurn[],
     states?: StateFiles,
-    maxTokens = 40
+    maxTokens = 40,
+    combine: CompressionSettings["combine"] = defaultCompressionSettings.combine
 ): Promise<{text: string; result: GenerationResult}> {
-    const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16};
+    const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16, combine};
     let text = "";
     const result = await engine.generate({
         history,
@@ -78,17 +79,19 @@ describe("conversation state on disk", () => {
     // Scores (H2O, Lethe, LAVa), gate logits (TRIM-KV) and value norms (LAVa) are written back into the restored cells, so
     // pruning goes on where it stood. Full KV's state is written after the answer, when asked (the app: when the
     // conversation is left); a pruning policy's while its prompt is read.
-    for (const [name, policy] of [
-        ...(["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const).map((policy) => ["fixture", policy] as const),
-        ...(["full", "lethe", "trimkv"] as const).map((policy) => ["merge model", policy] as const)
+    // TRIM-KV on per-head cells too: the state's cells hold moved heads, and the state carries which token each head holds where.
+    for (const [name, policy, combine] of [
+        ...(["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const).map((policy) => ["fixture", policy, undefined] as const),
+        ["fixture", "trimkv", "heads"] as const,
+        ...(["full", "lethe", "trimkv"] as const).map((policy) => ["merge model", policy, undefined] as const)
     ]) {
-        it(`${name}, ${policy}: the next answer from a loaded state is the answer after reading the history again`, async () => {
+        it(`${name}, ${policy}${combine != null ? ` (${combine})` : ""}: the next answer from a loaded state is the answer after reading the history again`, async () => {
             const onMerge = name === "merge model";
             const file0 = onMerge ? mergeModel : model;
             const text = onMerge ? mergeQuestion : question;
             const first = await fresh(file0);
-            const file = path.join(dir, `${name}-${policy}.state`);
-            const turn1 = await answer(first, policy, [{role: "user", text}], {load: [], save: file});
+            const file = path.join(dir, `${name}-${policy}-${combine ?? "auto"}.state`);
+            const turn1 = await answer(first, policy, [{role: "user", text}], {load: [], save: file}, 40, combine);
             if (policy === "full") {
                 expect(turn1.result.states?.pending).toBe(file);
                 expect(turn1.result.states?.saved).toBeNull();
@@ -105,9 +108,9 @@ describe("conversation state on disk", () => {
                 {role: "assistant", text: turn1.text.slice(0, 40), thinking: ""},
                 {role: "user", text: "And then?"}
             ];
-            const rebuilt = await answer(await fresh(file0), policy, history);
+            const rebuilt = await answer(await fresh(file0), policy, history, undefined, 40, combine);
             const resumedEngine = await fresh(file0);
-            const resumed = await answer(resumedEngine, policy, history, {load: [file]});
+            const resumed = await answer(resumedEngine, policy, history, {load: [file]}, 40, combine);
             expect(resumed.text).toBe(rebuilt.text);
             expect(resumed.result.states?.restored?.path).toBe(file);
             expect(resumed.result.promptTokens).toBeLessThan(rebuilt.result.promptTokens);

@@ -350,6 +350,9 @@ export class KvController {
         const {kv, sequenceId} = this._options;
         if (this._combine === "heads") {
             const round = await pruneHeadCells(kv, sequenceId, maxKeep, this._options.tokensSeen());
+            const {seen: positions, heldShare: scores, heldByLayer: keptByLayer, evicted: evict} = round;
+            const layers = keptByLayer.length / Math.max(1, positions.length);
+            this._records.keep({round: this._pruneRounds + 1, positions, layers, scores, keptByLayer, evict}, "heads");
             this._recordRound(round.evicted, started);
             this._tokensEvicted += round.evicted.length;
             if (round.evicted.length > 0) this._evictedSince = mergeRanges(this._evictedSince, toRanges(round.evicted));

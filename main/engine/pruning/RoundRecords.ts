@@ -15,8 +15,12 @@ export type ScoredRound = {
     evict: Int32Array;
 };
 
-/** What a policy's records carry: its gates' retention, the attention it scored, or nothing (a policy that reads no scores). */
+/**
+ * What a policy's records carry: its gates' retention, the attention it scored, the share of heads that hold a token (per-head
+ * cells), or nothing (a policy that reads no scores).
+ */
 export function tokenScoresKind(compression: CompressionSettings): TokenScores["kind"] {
+    if (compression.combine === "heads") return "heads";
     const needs = policyNeeds(compression);
     return needs.retention === true ? "retention" : needs.scores === false ? "none" : "attention";
 }

@@ -12,6 +12,13 @@ export type HeadRoundResult = {
     evicted: Int32Array;
     /** Head contents moved between cells. */
     moves: number;
+    /**
+     * Every token the round saw (held by some head before it), ascending; per token the share of (layer, KV head) pairs
+     * holding it after the round, and per layer `l * n + j` whether any head of layer l does (the memory panel's record).
+     */
+    seen: Int32Array;
+    heldShare: Float32Array;
+    heldByLayer: Uint8Array;
 };
 
 /**
@@ -27,7 +34,16 @@ export async function pruneHeadCells(kv: NativeKv, sequenceId: number, maxKeep: 
     const layers = read.logits.length;
     const heads = read.heads;
     const table = kv.headSlots(sequenceId, layers, heads);
-    if (n <= maxKeep) return {live: n, freed: 0, evicted: new Int32Array(0), moves: 0};
+    if (n <= maxKeep)
+        return {
+            live: n,
+            freed: 0,
+            evicted: new Int32Array(0),
+            moves: 0,
+            seen: slots,
+            heldShare: new Float32Array(n).fill(1),
+            heldByLayer: new Uint8Array(layers * n).fill(1)
+        };
 
     // the read's cells in slot order, and the token each head holds in each
     const index = new Map(Array.from(read.positions, (slot, k) => [slot, k]));
@@ -50,13 +66,22 @@ export async function pruneHeadCells(kv: NativeKv, sequenceId: number, maxKeep: 
     const kept = trimKvHeadKeep(logBeta, tokens, layers, heads, maxKeep, tokensSeen, new Set(pinnedSlots));
     const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots);
 
-    const before = new Set(tokens);
-    const after = new Set<number>();
-    for (const list of kept) for (const token of list) after.add(token);
-    const evicted = Int32Array.from([...before].filter((token) => !after.has(token))).sort();
+    const seen = Int32Array.from(new Set(tokens)).sort();
+    const at = new Map(Array.from(seen, (token, j) => [token, j]));
+    const heldShare = new Float32Array(seen.length);
+    const heldByLayer = new Uint8Array(layers * seen.length);
+    kept.forEach((list, pair) => {
+        const layer = Math.floor(pair / heads);
+        for (const token of list) {
+            const j = at.get(token)!;
+            heldShare[j]! += 1 / kept.length;
+            heldByLayer[layer * seen.length + j] = 1;
+        }
+    });
+    const evicted = seen.filter((_, j) => heldShare[j] === 0);
 
     await kv.moveHeadCells(sequenceId, plan.moves);
     const freed = await kv.evict(sequenceId, plan.free);
     table.apply(plan);
-    return {live: n - freed, freed, evicted, moves: plan.moves.length / 4};
+    return {live: n - freed, freed, evicted, moves: plan.moves.length / 4, seen, heldShare, heldByLayer};
 }

@@ -176,6 +176,13 @@ describe("KvController on per-head cells", () => {
         for (let l = 0; l < LAYERS; l++) for (let h = 0; h < HEADS; h++) for (const token of fake.heldBy(l, h)) heldByAny.add(token);
         expect(sample.tokensEvicted).toBe(fake.next - heldByAny.size);
         expect(sample.pruneRounds).toBeGreaterThan(0);
+        // the memory panel's record: the share of (layer, KV head) pairs holding each token, and the layers where one does
+        expect(sample.tokens?.kind).toBe("heads");
+        const record = sample.tokens!;
+        const at = (token: number) => record.positions.indexOf(token);
+        const seven = sevens.find((token) => token > 0 && token < old && at(token) >= 0)!;
+        expect(record.scores[at(seven)]).toBeCloseTo(1 / (LAYERS * HEADS), 3);
+        expect(record.keptBy[at(seven)]).toBe("2");
     });
 
     it("on shared cells the same gates keep a multiple of 7 in every head at once", async () => {

@@ -87,6 +87,12 @@ describe("what the model still remembers, in words", () => {
         ).toBe("TRIM-KV retention 0.5 at round 3 of 4 · layers whose own ranking would keep it: 0, 1, 4, 5 (4 of 6)");
         expect(
             describeTokenScore(
+                {...scored, policy: "trimkv", scores: {...scores, kind: "heads", keptBy: scores.keptBy.map(() => "33")}},
+                130
+            )
+        ).toBe("Held by 50% of the layers' KV heads at round 3 of 4 (per-head cells) · layers where a head holds it: 0, 1, 4, 5 (4 of 6)");
+        expect(
+            describeTokenScore(
                 {
                     ...scored,
                     policy: "streamingllm",
