@@ -4,7 +4,7 @@
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--demo-model resources/models/ponder-demo.gguf] [--merge-model resources/models/ponder-merge.gguf]
 //                    [--multi-model resources/models/ponder-multi.gguf]
-//                    [--speed-budget 2048] [--problems 40] [--fidelity-problems 8] [--models demo,merge,multi]
+//                    [--speed-budget 2048] [--speed-heads] [--problems 40] [--fidelity-problems 8] [--models demo,merge,multi]
 //                    [--sets demo,local,merge,merge-any,multi,multi-program,multi-merge,multi-sum,multi-chase,multi-reverse,multi-tally]
 //                    [--combine aggregate,quota,union]
 //                    [--quality-combine quota]
@@ -29,6 +29,8 @@
 // model of a real model's shape by default) or, with --models and no --model, on each task model named. The overhead,
 // process and rpc suites measure mechanics on generated models of a real model's shape, which --models does not
 // change; the server, resume, precision and calibrate-leankv suites run the demo model.
+// --speed-heads adds, for each policy that can keep per-head cells (TRIM-KV), a run on per-head cells beside its shared
+// cells' run, at the same budget.
 //
 // --help prints this text.
 //
@@ -73,6 +75,7 @@ const {values} = parseArgs({
         "multi-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-multi.gguf")},
         length: {type: "string", default: "16384"},
         "speed-budget": {type: "string", default: "2048"},
+        "speed-heads": {type: "boolean", default: false},
         problems: {type: "string", default: "40"},
         "fidelity-problems": {type: "string", default: "8"},
         combine: {type: "string", default: "aggregate,quota,union"},
@@ -349,7 +352,8 @@ if (suites.has("speed")) {
             budget: Number(values["speed-budget"]),
             threads,
             out,
-            suffix
+            suffix,
+            headCells: values["speed-heads"]
         });
         speed[path.basename(file)] = report.json;
         say(report.markdown);

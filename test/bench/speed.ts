@@ -7,6 +7,7 @@ import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {policyNeeds} from "../../main/engine/policies/scoring.js";
+import {policyEntry} from "../../preload/policyCatalogue.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
 import {decodeRun, type DecodePoint, type DecodeReads} from "./decodeRun.js";
@@ -32,6 +33,8 @@ export async function speedSuite(options: {
     out: string;
     /** Appended to the SVG files' names, so that several models' charts share a results folder. */
     suffix?: string;
+    /** Also runs each policy that can keep per-head cells (TRIM-KV) on them, beside its shared cells, at the same budget. */
+    headCells?: boolean;
 }) {
     const {file, length, budget, threads} = options;
     const suffix = options.suffix ?? "";
@@ -54,17 +57,25 @@ export async function speedSuite(options: {
             compression: settings("full"),
             onPoint: progress("full")
         });
-        for (const policy of options.policies)
-            runs[policy] = await decodeRun(model, {
-                prompt,
-                length,
-                cells: budget,
-                window,
-                threads,
-                compression: settings(policy, {pruneEvery: 32}),
-                onPoint: progress(policy),
-                retentionGates: await retentionGatesFor(policy, file)
-            });
+        for (const policy of options.policies) {
+            const combines: CompressionSettings["combine"][] = [
+                "auto",
+                ...(options.headCells && policyEntry(policy).headCells ? (["heads"] as const) : [])
+            ];
+            for (const combine of combines) {
+                const run = combine === "heads" ? `${policy} (per-head cells)` : policy;
+                runs[run] = await decodeRun(model, {
+                    prompt,
+                    length,
+                    cells: budget,
+                    window,
+                    threads,
+                    compression: settings(policy, {pruneEvery: 32, combine}),
+                    onPoint: progress(run),
+                    retentionGates: await retentionGatesFor(policy, file)
+                });
+            }
+        }
     } finally {
         await model.dispose();
     }

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 // The model's details as a person meets them: the main area shows them in place of the chat, with every control of the
 // model, a side panel still beside them; the back button or Escape returns to the chat.
-import {flushSync, mount, unmount} from "svelte";
+import {flushSync, mount, tick, unmount} from "svelte";
 import {afterEach, beforeEach, describe, expect, test, vi} from "vitest";
 import type {EngineStatus, ModelDetails, ModelInfo} from "../../../preload/contract.js";
 import App from "../../../renderer/App.svelte";
@@ -101,6 +101,9 @@ describe("the model's details pane", () => {
         flushSync();
         expect(byId("model-details")).toBeNull();
         expect(byId("model-details-button")!.getAttribute("aria-expanded")).toBe("false");
+        // focus goes back to the button that opened them
+        await tick();
+        expect(document.activeElement).toBe(byId("model-details-button"));
     });
 
     test("Escape returns to the chat, from the pane or from anywhere on the page", async () => {
@@ -114,6 +117,8 @@ describe("the model's details pane", () => {
         document.body.dispatchEvent(new KeyboardEvent("keydown", {key: "Escape", bubbles: true}));
         flushSync();
         expect(byId("model-details")).toBeNull();
+        await tick();
+        expect(document.activeElement).toBe(byId("model-details-button"));
     });
 
     test("a side panel opens beside the details, and Escape closes it first, then the details", async () => {
