@@ -69,7 +69,8 @@ export const perHeadCellsNeedTrimKv = "Per-head cells are for TRIM-KV only: it r
 export const compressionSettingsSchema = compressionSettingsFields.superRefine((compression, ctx) => {
     if (quantizedWithoutFlashAttention(compression))
         ctx.addIssue({code: "custom", path: ["flashAttention"], message: quantizedCacheNeedsFlashAttention});
-    if (compression.combine === "heads" && !policyEntry(compression.policy).headCells)
+    const entry = policyEntry(compression.policy);
+    if (compression.combine === "heads" && !entry.headCells && !entry.keepsEveryToken)
         ctx.addIssue({code: "custom", path: ["combine"], message: perHeadCellsNeedTrimKv});
 }) satisfies z.ZodType<CompressionSettings>;
 

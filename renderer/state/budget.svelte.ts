@@ -182,6 +182,9 @@ export function createBudget(bridge: PonderApi, conversations: Conversations, se
     function setPolicy(policy: PolicyId): void {
         if (!state.form) return;
         state.form.policy = policy;
+        // per-head cells are one policy's: another that prunes goes back to its own way of combining
+        const entry = policyEntry(policy);
+        if (state.form.combine === "heads" && !entry.headCells && !entry.keepsEveryToken) state.form.combine = "auto";
         changed();
     }
 

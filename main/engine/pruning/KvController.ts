@@ -179,7 +179,7 @@ export class KvController {
         if (this.readsRetention && gates == null) throw new Error("TRIM-KV needs the model's retention gate file, and none was given");
         if (this.readsRetention && this._combine == null)
             this._combine = resolveCombine(this._options.compression.combine, this.policyId, await readRetentionReduction(gates!));
-        if (this._combine === "heads" && !this._entry.headCells)
+        if (this._combine === "heads" && !this._entry.headCells && !this._entry.keepsEveryToken)
             throw new Error(
                 `Per-head cells are not available for ${this._entry.name}: its paper ranks shared cells, or its scores are not per KV head`
             );

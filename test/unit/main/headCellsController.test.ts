@@ -221,5 +221,8 @@ describe("KvController on per-head cells", () => {
         expect(refused.success).toBe(false);
         expect(refused.error?.issues[0]?.message).toBe(perHeadCellsNeedTrimKv);
         expect(compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "trimkv", combine: "heads"}).success).toBe(true);
+        // Full KV frees nothing: how it would combine does not matter
+        expect(compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "full", combine: "heads"}).success).toBe(true);
+        await controller(fake, {policy: "full", combine: "heads"}, 48).start();
     });
 });

@@ -91,6 +91,19 @@ describe("budget controller state", () => {
         expect(budget.dirty).toBe(true);
     });
 
+    test("per-head cells go back to the policy's own combining when the policy changes to one that prunes without them", async () => {
+        const {budget} = setup();
+        await vi.advanceTimersByTimeAsync(0);
+        budget.setPolicy("trimkv");
+        budget.setOption("combine", "heads");
+        budget.setPolicy("full");
+        expect(budget.state.form?.combine).toBe("heads");
+        budget.setPolicy("trimkv");
+        expect(budget.state.form?.combine).toBe("heads");
+        budget.setPolicy("h2o");
+        expect(budget.state.form?.combine).toBe("auto");
+    });
+
     test("an older estimate answering late does not replace a newer one", async () => {
         const {bridge, budget} = setup();
         await vi.advanceTimersByTimeAsync(0);
