@@ -99,10 +99,11 @@ export async function writeCalibratedSidecar(
         modelPath,
         layers: gates.gates,
         budget: 0,
-        reduction: "shared",
+        // fitted per (layer, KV head): they rank each head's own tokens on per-head cells under `auto` (trimKvCombine)
+        reduction: "per-head",
         extra,
         source:
             `ponder calibrate: ${settings.prompts} ${promptWords[settings.promptSet]}, seed ${settings.seed}, ` +
-            `${settings.tokens} tokens at most, read horizons fitted per layer and KV head, weighed by horizon (hidden ${settings.hidden}, ${settings.epochs} epochs), ranked by the shared maximum`
+            `${settings.tokens} tokens at most, read horizons fitted per layer and KV head, weighed by horizon (hidden ${settings.hidden}, ${settings.epochs} epochs)`
     });
 }

@@ -184,7 +184,7 @@ describe("TRIM-KV on shared cells", () => {
     });
 
     it("ranks per (layer, KV head) under auto for gates trained per head, by the shared max for shared gates or another policy", () => {
-        expect(resolveCombine("auto", "trimkv", "per-head")).toBe("union");
+        expect(resolveCombine("auto", "trimkv", "per-head")).toBe("heads");
         expect(resolveCombine("auto", "trimkv", "shared")).toBe("aggregate");
         expect(resolveCombine("auto", "lethe")).toBe("aggregate");
         expect(resolveCombine("auto", "lava")).toBe("aggregate");
