@@ -7,6 +7,7 @@ import {HeadSlots} from "../../../main/engine/pruning/HeadSlots.js";
 import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
 import {compressionSettingsSchema, defaultCompressionSettings, perHeadCellsNeedTrimKv} from "../../../main/services/schemas.js";
 import type {CompressionSettings} from "../../../preload/contract.js";
+import {fakeKvStats} from "./fakeKvStats.js";
 
 const LAYERS = 3;
 const HEADS = 2;
@@ -43,17 +44,7 @@ function headFake() {
             );
             return {sequenceId: 0, positions, heads: HEADS, logits};
         },
-        stats: async () => ({
-            cellsAllocated: 1 << 12,
-            cellsUsed: live.length,
-            bytesPerCell: 1,
-            bytesAllocated: 1 << 12,
-            bytesUsed: live.length,
-            layers: LAYERS,
-            tokensEvicted: 0,
-            pruneCalls: 0,
-            scoring: false
-        }),
+        stats: async () => fakeKvStats(live.length, LAYERS, false),
         scores: async () => {
             const positions = Int32Array.from(live);
             const zeros = new Float32Array(HEADS * positions.length);

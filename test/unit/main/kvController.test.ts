@@ -12,6 +12,7 @@ import {maskOfRanges, mergeRanges, toRanges} from "../../../preload/positionRang
 import {mergeTokenScores, tokenScoreAt} from "../../../preload/tokenScores.js";
 import {writeRetentionSidecar} from "../../fixtures/gguf/retentionSidecar.js";
 import {gguf} from "../../fixtures/gguf/writeGguf.js";
+import {fakeKvStats} from "./fakeKvStats.js";
 
 /**
  * A NativeKv stand-in holding cells for real: `decode(count)` fills cells at the next positions, `evict` frees them.
@@ -65,17 +66,7 @@ function fakeKv(prompt = 0, gateLogit?: (position: number, layer: number, head: 
             const norms = [0, 1, 2].map(() => Float32Array.from({length: 2 * n}, (_, i) => (i < n ? 1 : 100)));
             return {sequenceId: 0, positions, heads: 2, norms};
         },
-        stats: async () => ({
-            cellsAllocated: 1 << 12,
-            cellsUsed: live.length,
-            bytesPerCell: 1,
-            bytesAllocated: 1 << 12,
-            bytesUsed: live.length,
-            layers: 3,
-            tokensEvicted: 0,
-            pruneCalls: 0,
-            scoring: true
-        }),
+        stats: async () => fakeKvStats(live.length, 3, true),
         scores: async () => {
             const positions = Int32Array.from(live);
             const n = positions.length;
