@@ -64,7 +64,8 @@ export type PolicyEntry = {
     ownCombine: "aggregate" | "gates";
     /**
      * Whether it can keep each (layer, KV head)'s own tokens (the combine mode `heads`, per-head cells): its paper ranks
-     * per KV head and the engine moves heads between cells for it.
+     * per head by scores that differ between heads (TRIM-KV's gates, H2O's attention), and the engine moves heads between
+     * cells for it. ReFreeKV ranks by position, the same in every head: its heads would keep the same cells.
      */
     headCells: boolean;
     /** The cache types its paper runs it with (LeanKV's K8V4); `null`: none in particular. */
@@ -133,7 +134,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
-        headCells: false,
+        headCells: true,
         pairsWith: null,
         layerBudgets: null,
         params: h2oParams

@@ -64,14 +64,15 @@ export const compressionSettingsFields = z
     .strict();
 
 /** Why per-head cells are refused for a policy without them. */
-export const perHeadCellsNeedTrimKv = "Per-head cells are for TRIM-KV only: it ranks each KV head's own tokens by its gates";
+export const perHeadCellsNeedHeadRanking =
+    "Per-head cells are for TRIM-KV and H2O: they rank each KV head's own tokens (by its gates, by the attention it received)";
 
 export const compressionSettingsSchema = compressionSettingsFields.superRefine((compression, ctx) => {
     if (quantizedWithoutFlashAttention(compression))
         ctx.addIssue({code: "custom", path: ["flashAttention"], message: quantizedCacheNeedsFlashAttention});
     const entry = policyEntry(compression.policy);
     if (compression.combine === "heads" && !entry.headCells && !entry.keepsEveryToken)
-        ctx.addIssue({code: "custom", path: ["combine"], message: perHeadCellsNeedTrimKv});
+        ctx.addIssue({code: "custom", path: ["combine"], message: perHeadCellsNeedHeadRanking});
 }) satisfies z.ZodType<CompressionSettings>;
 
 export const defaultCompressionSettings: CompressionSettings = {

@@ -94,7 +94,7 @@ export const combineModes: {id: CompressionSettings["combine"]; label: string; h
     {
         id: "auto",
         label: "Policy's own",
-        hint: "Aggregate; for TRIM-KV gates trained per layer and head (as its paper trains them), Union over each layer's and head's ranking."
+        hint: "Aggregate; for TRIM-KV gates trained per layer and head (as its paper trains them), per-head cells."
     },
     {id: "aggregate", label: "Aggregate", hint: "One selection on scores normalised and summed over layers and heads."},
     {
@@ -106,6 +106,6 @@ export const combineModes: {id: CompressionSettings["combine"]; label: string; h
     {
         id: "heads",
         label: "Per-head cells",
-        hint: "Each layer's KV heads keep their own tokens, every head the same number of cells (TRIM-KV's per-head memory)."
+        hint: "Each layer's KV heads keep their own tokens, every head the same number of cells (TRIM-KV's and H2O's per-head memory)."
     }
 ];

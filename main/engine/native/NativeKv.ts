@@ -224,6 +224,20 @@ export class NativeKv {
         return table;
     }
 
+    /**
+     * The model's KV heads (the most of any layer, from its header): what per-head cells keep apart. Throws when the header
+     * names none.
+     */
+    public get kvHeads(): number {
+        const attention = this._context.model.fileInfo.architectureMetadata?.attention as
+            {head_count_kv?: number | number[]; head_count?: number | number[]} | undefined;
+        const count = attention?.head_count_kv ?? attention?.head_count;
+        const most = Array.isArray(count) ? Math.max(...count) : count;
+        if (most == null || !Number.isInteger(most) || most < 1)
+            throw new Error("per-head cells need the model's KV head count, and its header names none");
+        return most;
+    }
+
     /** Cells allocated and live, their size, the eviction counters and the number of layers. */
     public async stats(): Promise<KvStats> {
         const stats = await this._withContextLock(() => this._addon.ponderGetKvStats());

@@ -160,3 +160,13 @@ export function maxLogBeta(
 ): Float32Array {
     return rowMax(logBeta, layers, heads, n, include, -Infinity);
 }
+
+/**
+ * Per-head cells: the `keep` tokens of `held` (one pair's tokens, by cell) with the highest `value`, the `pinned` tokens
+ * first (position 0 and the newest, which stay in every head). `value` may be overwritten.
+ */
+export function topHeld(held: Int32Array, value: Float32Array | Float64Array, keep: number, pinned: ReadonlySet<number>): Int32Array {
+    for (let j = 0; j < held.length; j++) if (pinned.has(held[j]!)) value[j] = Number.POSITIVE_INFINITY;
+    const order = rankDescending(value, 0, held.length);
+    return Int32Array.from(order.subarray(0, Math.min(keep, held.length)), (j) => held[j]!);
+}

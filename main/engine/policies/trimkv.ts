@@ -1,5 +1,5 @@
-import {decayedRetention, rankDescending, retentionStep} from "./scoreMath.js";
-import type {CombineMode, Policy, SelectorChoice} from "./types.js";
+import {decayedRetention, rankDescending, retentionStep, topHeld} from "./scoreMath.js";
+import type {CombineMode, HeadCellsSnapshot, HeadKeepTarget, Policy, SelectorChoice} from "./types.js";
 
 export type TrimKvParams = Record<string, never>;
 
@@ -56,33 +56,23 @@ export const trimKvPolicy: Policy<TrimKvParams, null> = {
             }
         }
         return {selectors, state: null};
-    }
+    },
+    keepPerHead: (snapshot, _params, target) => trimKvKeepPerHead(snapshot, target)
 };
 
 /**
- * TRIM-KV on per-head cells (the paper's per-(layer, KV head) memory): each head keeps the `count` tokens it holds with the
- * highest `(t - pos) * log beta`, `pinned` tokens it holds first (position 0 and the newest). `logBeta` and `tokens` are
- * `layers * heads * n`, laid out `(layer * heads + head) * n + j`: the gate's log beta and the token (its position) each
- * head holds in cell j. Returns, per `layer * heads + head`, the tokens kept.
+ * TRIM-KV on per-head cells (the paper's per-(layer, KV head) memory): each pair keeps the `count` tokens it holds with
+ * the highest `(t - pos) * log beta`, the pinned ones first.
  */
-export function trimKvHeadKeep(
-    logBeta: Float32Array,
-    tokens: Int32Array,
-    layers: number,
-    heads: number,
-    count: number,
-    tokensSeen: number,
-    pinned: ReadonlySet<number>
-): Int32Array[] {
-    const n = tokens.length / (layers * heads);
-    const keep = Math.min(n, count);
+function trimKvKeepPerHead(snapshot: HeadCellsSnapshot, target: HeadKeepTarget): Int32Array[] {
+    const {layers, heads, n, tokens, retention} = snapshot;
+    if (retention == null) throw new Error("TRIM-KV needs the retention gates' log beta, and this round read none");
+    const keep = Math.min(n, target.count);
     const kept: Int32Array[] = [];
     for (let pair = 0; pair < layers * heads; pair++) {
         const held = tokens.subarray(pair * n, (pair + 1) * n);
-        const retention = decayedRetention(logBeta, pair * n, held, retentionStep(held, tokensSeen));
-        for (let j = 0; j < n; j++) if (pinned.has(held[j]!)) retention[j] = Number.POSITIVE_INFINITY;
-        const order = rankDescending(retention, 0, n);
-        kept.push(Int32Array.from(order.subarray(0, keep), (j) => held[j]!));
+        const value = decayedRetention(retention, pair * n, held, retentionStep(held, target.tokensSeen));
+        kept.push(topHeld(held, value, keep, target.pinned));
     }
     return kept;
 }

@@ -101,6 +101,33 @@ export type ScoreNeeds = {
     valueNorms?: boolean;
 };
 
+/**
+ * What a round on per-head cells reads (combine mode `heads`): the `n` cells each (layer, KV head) pair holds, and per
+ * pair and cell the token it holds there and what the policy needs of it. Arrays are `layers * heads * n`, laid out
+ * `(layer * heads + head) * n + j`, `heads` being KV heads.
+ */
+export type HeadCellsSnapshot = {
+    layers: number;
+    heads: number;
+    n: number;
+    /** The token (its position) each pair holds in cell j. */
+    tokens: Int32Array;
+    /** The gates' log beta of each pair's token (TRIM-KV); 0 where the gates did not see it. With `ScoreNeeds.retention`. */
+    retention?: Float32Array;
+    /**
+     * Attention each pair's token received, summed over the query heads that read the KV head (what a KV head's cells
+     * earned; H2O's heavy hitters). With scores on (`ScoreNeeds.scores`).
+     */
+    accumulated?: Float32Array;
+};
+
+/** What a per-head round asks of a policy: per pair, `count` tokens it holds, `pinned` ones (position 0, the newest) first. */
+export type HeadKeepTarget = {
+    count: number;
+    tokensSeen: number;
+    pinned: ReadonlySet<number>;
+};
+
 export type Policy<Params, State> = {
     readonly id: PolicyId;
     readonly defaults: Params;
@@ -108,6 +135,12 @@ export type Policy<Params, State> = {
     needs(params: Params): ScoreNeeds;
     /** Pure: typed arrays in, one ranking and quota per selector out. */
     select(snapshot: ScoreSnapshot, params: Params, state: State, target: PruneTarget): PolicySelection<State>;
+    /**
+     * Per-head cells (combine mode `heads`), for a policy whose paper ranks per KV head: per `layer * heads + head`, the
+     * `target.count` tokens that pair keeps, each one it holds. Absent: the policy ranks shared cells only
+     * (`PolicyEntry.headCells` says the same to the settings).
+     */
+    keepPerHead?(snapshot: HeadCellsSnapshot, params: Params, target: HeadKeepTarget): Int32Array[];
     /**
      * How `aggregate` mode folds the layers' and heads' accumulated scores (`layers * heads * n`) into the one row it
      * selects on; `include` names the voting layers. Defaults to every row divided by its total, summed
@@ -135,7 +168,7 @@ export type {PolicyId};
  * - `aggregate`: the policy selects once on the layers' and heads' normalised scores summed (the retention gates' log
  *   beta: its max over layers and heads, TRIM-KV's global ranking);
  * - `heads`: per-head cells, no shared choice at all: each (layer, KV head) keeps its own tokens in the same number of
- *   cells, heads moved between cells (main/engine/pruning/headRound.ts; TRIM-KV only, `PolicyEntry.headCells`).
+ *   cells, heads moved between cells (main/engine/pruning/headRound.ts; policies with `keepPerHead`, `PolicyEntry.headCells`).
  */
 export type CombineMode = "quota" | "union" | "aggregate" | "heads";
 

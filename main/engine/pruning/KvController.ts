@@ -349,7 +349,7 @@ export class KvController {
         const started = this._options.now();
         const {kv, sequenceId} = this._options;
         if (this._combine === "heads") {
-            const round = await pruneHeadCells(kv, sequenceId, maxKeep, this._options.tokensSeen());
+            const round = await pruneHeadCells(kv, sequenceId, this._policy, this._params, maxKeep, this._options.tokensSeen());
             const {seen: positions, heldShare: scores, heldByLayer: keptByLayer, evicted: evict} = round;
             const layers = keptByLayer.length / Math.max(1, positions.length);
             this._records.keep({round: this._pruneRounds + 1, positions, layers, scores, keptByLayer, evict}, "heads");

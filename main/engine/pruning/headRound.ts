@@ -1,7 +1,7 @@
 import type {NativeKv} from "../native/NativeKv.js";
 import {protectNewest} from "../policies/decide.js";
 import {logSigmoid} from "../policies/scoreMath.js";
-import {trimKvHeadKeep} from "../policies/trimkv.js";
+import type {HeadCellsSnapshot, Policy} from "../policies/types.js";
 
 export type HeadRoundResult = {
     /** Live cells after the round. */
@@ -22,18 +22,24 @@ export type HeadRoundResult = {
 };
 
 /**
- * One TRIM-KV round on per-head cells (combine mode `heads`): every (layer, KV head) keeps its own `maxKeep` tokens by its
- * gates (position 0 and the newest tokens first), the kept tokens are moved into one common set of cells (hole filling,
- * `HeadSlots.plan`), and the cells outside it are freed for all heads. The sequence's `HeadSlots` table records which
- * token each head then holds where.
+ * One round on per-head cells (combine mode `heads`): every (layer, KV head) keeps its own `maxKeep` tokens by the
+ * policy's `keepPerHead` (position 0 and the newest tokens first), the kept tokens are moved into one common set of cells
+ * (hole filling, `HeadSlots.plan`), and the cells outside it are freed for all heads. The sequence's `HeadSlots` table
+ * records which token each head then holds where.
  */
-export async function pruneHeadCells(kv: NativeKv, sequenceId: number, maxKeep: number, tokensSeen: number): Promise<HeadRoundResult> {
-    const read = await kv.retention(sequenceId);
-    const slots = Int32Array.from(read.positions).sort();
+export async function pruneHeadCells<Params>(
+    kv: NativeKv,
+    sequenceId: number,
+    policy: Policy<Params, unknown>,
+    params: Params,
+    maxKeep: number,
+    tokensSeen: number
+): Promise<HeadRoundResult> {
+    if (policy.keepPerHead == null) throw new Error(`per-head cells: the policy ${policy.id} keeps shared cells only`);
+    const needs = policy.needs(params);
+    const read = await readHeadCells(kv, sequenceId, needs.retention === true, needs.scores !== false);
+    const {slots, layers, heads} = read;
     const n = slots.length;
-    const layers = read.logits.length;
-    const heads = read.heads;
-    const table = kv.headSlots(sequenceId, layers, heads);
     if (n <= maxKeep)
         return {
             live: n,
@@ -45,25 +51,16 @@ export async function pruneHeadCells(kv: NativeKv, sequenceId: number, maxKeep: 
             heldByLayer: new Uint8Array(layers * n).fill(1)
         };
 
-    // the read's cells in slot order, and the token each head holds in each
-    const index = new Map(Array.from(read.positions, (slot, k) => [slot, k]));
-    const logBeta = new Float32Array(layers * heads * n);
+    // the token each head holds in each cell
+    const table = kv.headSlots(sequenceId, layers, heads);
     const tokens = new Int32Array(layers * heads * n);
-    for (let l = 0; l < layers; l++)
-        for (let h = 0; h < heads; h++) {
-            const base = (l * heads + h) * n;
-            tokens.set(table.tokensOf(slots, l, h), base);
-            for (let j = 0; j < n; j++) {
-                const g = read.logits[l]![h * n + index.get(slots[j]!)!];
-                // a cell the gates did not see (written before them, restored from a state) is never forgotten: log beta 0
-                logBeta[base + j] = g == null || Number.isNaN(g) ? 0 : logSigmoid(g);
-            }
-        }
+    for (let l = 0; l < layers; l++) for (let h = 0; h < heads; h++) tokens.set(table.tokensOf(slots, l, h), (l * heads + h) * n);
+    const snapshot: HeadCellsSnapshot = {layers, heads, n, tokens, retention: read.retention, accumulated: read.accumulated};
 
     // position 0 and the newest cells stay, as on shared cells (decide); they hold their own token in every head
     const newest = Math.max(1, Math.min(protectNewest, maxKeep - 1));
     const pinnedSlots = [slots[0]!, ...slots.subarray(Math.max(1, n - newest))];
-    const kept = trimKvHeadKeep(logBeta, tokens, layers, heads, maxKeep, tokensSeen, new Set(pinnedSlots));
+    const kept = policy.keepPerHead(snapshot, params, {count: Math.min(n, maxKeep), tokensSeen, pinned: new Set(pinnedSlots)});
     const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots);
 
     const seen = Int32Array.from(new Set(tokens)).sort();
@@ -84,4 +81,68 @@ export async function pruneHeadCells(kv: NativeKv, sequenceId: number, maxKeep: 
     const freed = await kv.evict(sequenceId, plan.free);
     table.apply(plan);
     return {live: n - freed, freed, evicted, moves: plan.moves.length / 4, seen, heldShare, heldByLayer};
+}
+
+type HeadCellsRead = {
+    /** The live cells, ascending. */
+    slots: Int32Array;
+    layers: number;
+    /** KV heads. */
+    heads: number;
+    /** Per pair and cell (in `slots`' order), the gates' log beta; 0 for a cell the gates did not see. */
+    retention?: Float32Array;
+    /** Per pair and cell, the attention received summed over the KV head's query heads. */
+    accumulated?: Float32Array;
+};
+
+/** The per-head read-outs a round needs, laid out per (layer, KV head) pair over the live cells in slot order. */
+async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolean, scores: boolean): Promise<HeadCellsRead> {
+    const gates = retention ? await kv.retention(sequenceId) : null;
+    const attention = scores ? await kv.scores(sequenceId) : null;
+    const source = gates?.positions ?? attention?.positions;
+    if (source == null) throw new Error("per-head cells: the policy reads neither gates nor scores");
+    const slots = Int32Array.from(source).sort();
+    const n = slots.length;
+    const layers = gates?.logits.length ?? attention!.layers.length;
+    const heads = gates?.heads ?? kv.kvHeads;
+    const read: HeadCellsRead = {slots, layers, heads};
+
+    if (gates != null) {
+        const index = cellIndex(gates.positions);
+        const logBeta = new Float32Array(layers * heads * n);
+        for (let l = 0; l < layers; l++)
+            for (let h = 0; h < heads; h++)
+                for (let j = 0; j < n; j++) {
+                    const g = gates.logits[l]?.[h * gates.positions.length + index.get(slots[j]!)!];
+                    // a cell the gates did not see (written before them, restored from a state) is never forgotten: log beta 0
+                    logBeta[(l * heads + h) * n + j] = g == null || Number.isNaN(g) ? 0 : logSigmoid(g);
+                }
+        read.retention = logBeta;
+    }
+    if (attention != null) {
+        // llama.cpp's grouped-query attention: query head q reads KV head floor(q / (query heads / KV heads))
+        const group = attention.heads / heads;
+        if (!Number.isInteger(group) || group < 1)
+            throw new Error(`per-head cells: ${attention.heads} query heads do not divide into ${heads} KV heads`);
+        const index = cellIndex(attention.positions);
+        const m = attention.positions.length;
+        const summed = new Float32Array(layers * heads * n);
+        for (let l = 0; l < layers; l++) {
+            const row = attention.layers[l]?.accumulated;
+            if (row == null) continue;
+            for (let q = 0; q < attention.heads; q++) {
+                const base = (l * heads + Math.floor(q / group)) * n;
+                for (let j = 0; j < n; j++) {
+                    const k = index.get(slots[j]!);
+                    if (k != null) summed[base + j]! += row[q * m + k]!;
+                }
+            }
+        }
+        read.accumulated = summed;
+    }
+    return read;
+}
+
+function cellIndex(positions: Int32Array): Map<number, number> {
+    return new Map(Array.from(positions, (position, k) => [position, k]));
 }

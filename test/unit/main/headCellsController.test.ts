@@ -5,7 +5,7 @@ import {describe, expect, it} from "vitest";
 import {KvController} from "../../../main/engine/pruning/KvController.js";
 import {HeadSlots} from "../../../main/engine/pruning/HeadSlots.js";
 import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
-import {compressionSettingsSchema, defaultCompressionSettings, perHeadCellsNeedTrimKv} from "../../../main/services/schemas.js";
+import {compressionSettingsSchema, defaultCompressionSettings, perHeadCellsNeedHeadRanking} from "../../../main/services/schemas.js";
 import type {CompressionSettings} from "../../../preload/contract.js";
 import {fakeKvStats} from "./fakeKvStats.js";
 
@@ -17,6 +17,18 @@ function logit(token: number, layer: number, head: number): number {
     if (token % 7 === 0) return layer === 1 && head === 0 ? 20 : -6;
     return -1 - (token % 5);
 }
+
+/**
+ * Attention received from one query head: multiples of 7 are heavy hitters for layer 1's query head 1 only, the second
+ * of the two that read KV head 0.
+ */
+function attention(token: number, layer: number, queryHead: number): number {
+    if (token % 7 === 0) return layer === 1 && queryHead === 1 ? 50 : 0;
+    return 1 / (1 + (token % 5));
+}
+
+/** Query heads per KV head (grouped-query attention). */
+const GROUP = 2;
 
 /** A stand-in engine whose cells hold, per (layer, head), a token each: `moveHeadCells` moves them, `evict` frees cells. */
 function headFake() {
@@ -45,11 +57,19 @@ function headFake() {
             return {sequenceId: 0, positions, heads: HEADS, logits};
         },
         stats: async () => fakeKvStats(live.length, LAYERS, false),
+        kvHeads: HEADS,
         scores: async () => {
             const positions = Int32Array.from(live);
-            const zeros = new Float32Array(HEADS * positions.length);
-            const layers = Array.from({length: LAYERS}, (_, layer) => ({layer, positions, heads: HEADS, accumulated: zeros, last: zeros}));
-            return {sequenceId: 0, positions, heads: HEADS, layers};
+            const n = positions.length;
+            const queryHeads = HEADS * GROUP;
+            const layers = Array.from({length: LAYERS}, (_, layer) => {
+                const accumulated = Float32Array.from({length: queryHeads * n}, (_, i) => {
+                    const query = Math.floor(i / n);
+                    return attention(tokenIn(positions[i % n]!, layer * HEADS + Math.floor(query / GROUP)), layer, query);
+                });
+                return {layer, positions, heads: queryHeads, accumulated, last: new Float32Array(queryHeads * n)};
+            });
+            return {sequenceId: 0, positions, heads: queryHeads, layers};
         },
         moveHeadCells: async (_sequence: number, moves: Int32Array) => {
             moveCalls++;
@@ -203,14 +223,35 @@ describe("KvController on per-head cells", () => {
         expect(table.movedSlots).toBe(saved.headSlots!.slots.length);
     });
 
+    it("H2O: each KV head keeps its own heavy hitters by the attention its query heads gave, and its recent window", async () => {
+        const fake = headFake();
+        const cells = 48;
+        const c = controller(fake, {policy: "h2o", combine: "heads", pruneEvery: 8}, cells);
+        await run(c, fake, 30, 120, () => expect(fake.live.length).toBeLessThanOrEqual(cells));
+        expect(fake.moveCalls).toBeGreaterThan(0);
+        const sevens = Array.from({length: Math.ceil(fake.next / 7)}, (_, i) => i * 7);
+        // layer 1's KV head 0 keeps every multiple of 7 (its heavy hitters); layer 2's head 1 only those in its recent window
+        expect(fake.heldBy(1, 0).filter((token) => token % 7 === 0)).toEqual(sevens);
+        const window = cells - Math.floor(cells * 0.5);
+        const old = fake.next - window - 8;
+        expect(fake.heldBy(2, 1).filter((token) => token % 7 === 0 && token > 0 && token < old)).toEqual([]);
+        // both keep their newest tokens
+        for (const [l, h] of [
+            [1, 0],
+            [2, 1]
+        ] as const)
+            expect(fake.heldBy(l, h)).toContain(fake.next - 1);
+        for (let l = 0; l < LAYERS; l++) for (let h = 0; h < HEADS; h++) expect(fake.heldBy(l, h)).toHaveLength(fake.live.length);
+    });
+
     it("is refused for a policy whose paper does not rank per KV head, by the engine and by the settings' schema", async () => {
         const fake = headFake();
-        await expect(controller(fake, {policy: "h2o", combine: "heads"}, 48).start()).rejects.toThrow(
-            /Per-head cells are not available for H2O/
+        await expect(controller(fake, {policy: "lethe", combine: "heads"}, 48).start()).rejects.toThrow(
+            /Per-head cells are not available for Lethe/
         );
         const refused = compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "lethe", combine: "heads"});
         expect(refused.success).toBe(false);
-        expect(refused.error?.issues[0]?.message).toBe(perHeadCellsNeedTrimKv);
+        expect(refused.error?.issues[0]?.message).toBe(perHeadCellsNeedHeadRanking);
         expect(compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "trimkv", combine: "heads"}).success).toBe(true);
         // Full KV frees nothing: how it would combine does not matter
         expect(compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "full", combine: "heads"}).success).toBe(true);

@@ -217,6 +217,11 @@ describe("the policy catalogue", () => {
         }
     });
 
+    test("the policies offered per-head cells are those whose module keeps each head's own tokens", () => {
+        for (const id of policyIds) expect(policyEntry(id).headCells, id).toBe(policies[id].keepPerHead != null);
+        expect(policyIds.filter((id) => policyEntry(id).headCells).sort()).toEqual(["h2o", "trimkv"]);
+    });
+
     test("the settings schema takes each parameter's bounds from the catalogue", () => {
         const params = defaultCompressionSettings.params as Record<string, object>;
         const parse = (id: string, key: string, value: unknown) =>

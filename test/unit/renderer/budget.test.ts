@@ -101,6 +101,8 @@ describe("budget controller state", () => {
         budget.setPolicy("trimkv");
         expect(budget.state.form?.combine).toBe("heads");
         budget.setPolicy("h2o");
+        expect(budget.state.form?.combine).toBe("heads");
+        budget.setPolicy("lethe");
         expect(budget.state.form?.combine).toBe("auto");
     });
 
