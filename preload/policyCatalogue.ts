@@ -64,8 +64,9 @@ export type PolicyEntry = {
     ownCombine: "aggregate" | "gates";
     /**
      * Whether it can keep each (layer, KV head)'s own tokens (the combine mode `heads`, per-head cells): its paper ranks
-     * per head by scores that differ between heads (TRIM-KV's gates, H2O's attention), and the engine moves heads between
-     * cells for it. ReFreeKV ranks by position, the same in every head: its heads would keep the same cells.
+     * per head by scores that differ between heads (TRIM-KV's gates, H2O's attention) or per layer (Lethe, at equal counts:
+     * every head of a layer keeps the layer's tokens), and the engine moves heads between cells for it. ReFreeKV ranks by
+     * position, the same in every head: its heads would keep the same cells.
      */
     headCells: boolean;
     /** The cache types its paper runs it with (LeanKV's K8V4); `null`: none in particular. */
@@ -157,7 +158,7 @@ export const policyCatalogue = [
         keepsEveryToken: false,
         prunesAfterPrompt: false,
         ownCombine: "aggregate",
-        headCells: false,
+        headCells: true,
         pairsWith: null,
         layerBudgets: null,
         params: letheParams

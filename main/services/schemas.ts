@@ -65,7 +65,7 @@ export const compressionSettingsFields = z
 
 /** Why per-head cells are refused for a policy without them. */
 export const perHeadCellsNeedHeadRanking =
-    "Per-head cells are for TRIM-KV and H2O: they rank each KV head's own tokens (by its gates, by the attention it received)";
+    "Per-head cells are for TRIM-KV, H2O and Lethe: they rank each KV head's or layer's own tokens (gates, attention received)";
 
 export const compressionSettingsSchema = compressionSettingsFields.superRefine((compression, ctx) => {
     if (quantizedWithoutFlashAttention(compression))

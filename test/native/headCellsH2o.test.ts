@@ -80,7 +80,7 @@ describe("H2O on per-head cells (tiny-qwen2, 4 query heads over 2 KV heads)", ()
             await evaluateForLogits(t.sequence, randomTokens(60, 21));
 
             const first = await expectedKeep(t, 30);
-            const round = await pruneHeadCells(t.kv, 0, h2oPolicy, params, 30, t.sequence.nextTokenIndex);
+            const round = await pruneHeadCells(t.kv, 0, h2oPolicy, params, {maxKeep: 30, tokensSeen: t.sequence.nextTokenIndex});
             expect(round.live).toBe(30);
             expect(round.moves).toBeGreaterThan(0);
             const live = (await t.kv.scores(0)).positions;
@@ -91,7 +91,7 @@ describe("H2O on per-head cells (tiny-qwen2, 4 query heads over 2 KV heads)", ()
 
             for (const token of randomTokens(12, 22)) await evaluateForLogits(t.sequence, [token]);
             const second = await expectedKeep(t, 24);
-            await pruneHeadCells(t.kv, 0, h2oPolicy, params, 24, t.sequence.nextTokenIndex);
+            await pruneHeadCells(t.kv, 0, h2oPolicy, params, {maxKeep: 24, tokensSeen: t.sequence.nextTokenIndex});
             expect(heldNow(t, (await t.kv.scores(0)).positions, layers, kvHeads)).toEqual(second);
             expect((await t.kv.stats()).cellsUsed).toBe(24);
         } finally {

@@ -1,6 +1,6 @@
 import {defaultParams} from "../../../preload/policyCatalogue.js";
 import {orderByPosition, rankDescending, structuredOrder, sumHeads} from "./scoreMath.js";
-import type {Policy, PruneTarget, SelectorChoice} from "./types.js";
+import type {HeadCellsSnapshot, HeadKeepTarget, Policy, PruneTarget, SelectorChoice} from "./types.js";
 
 export type LetheParams = {
     /** tau: the largest ratio of the top score to a segment's score still counted as salient. Defaults to `400` (Lethe §5 ablation). */
@@ -67,8 +67,40 @@ export const lethePolicy: Policy<LetheParams, LetheState> = {
             selectors.push({order, quota, structural, layer: l, voting: true});
         }
         return {selectors, state: {evictThreshold: thresholds}, protect: protectedInput(snapshot.positions, target, params.keepInput)};
-    }
+    },
+    keepPerHead: letheKeepPerLayer
 };
+
+/**
+ * Lethe on per-head cells, per layer at equal counts (§4's per-layer selection without its layer-adaptive sizes: every
+ * layer keeps the round's count): each layer ranks its tokens by RASR summed over its heads (Eq. 2), its sinks, recent
+ * window and protected input first, and all of its KV heads keep that layer's top tokens. Unequal layer budgets would
+ * need a layer to leave some of the common cells unread (a mask per layer), which the engine does not have.
+ */
+function letheKeepPerLayer(snapshot: HeadCellsSnapshot, params: LetheParams, target: HeadKeepTarget): Int32Array[] {
+    const {layers, heads, n, tokens, accumulated} = snapshot;
+    if (accumulated == null) throw new Error("Lethe needs the attention scores, and this round read none");
+    const keep = Math.min(n, target.count);
+    const recent = Math.floor(params.recentRatio * n);
+    const kept: Int32Array[] = [];
+    for (let l = 0; l < layers; l++) {
+        // the layer's score of a token: what each of its KV heads holding it received
+        const score = new Map<number, number>();
+        for (let i = l * heads * n; i < (l + 1) * heads * n; i++) score.set(tokens[i]!, (score.get(tokens[i]!) ?? 0) + accumulated[i]!);
+        const byAge = [...score.keys()].sort((a, b) => a - b);
+        const structure = new Set([...byAge.slice(0, params.sinks), ...byAge.slice(Math.max(0, byAge.length - recent)), ...target.pinned]);
+        const input = target.inputEnd == null || !(params.keepInput > 0) ? [] : byAge.filter((token) => token < target.inputEnd!);
+        if (input.length > 0 && input.length <= params.keepInput * target.count) for (const token of input) structure.add(token);
+        // one order for the layer (structure, then score, then the newer token), so that every head of it keeps the same tokens
+        const rank = (a: number, b: number) =>
+            Number(structure.has(b)) - Number(structure.has(a)) || score.get(b)! - score.get(a)! || b - a;
+        for (let h = 0; h < heads; h++) {
+            const held = Array.from(tokens.subarray((l * heads + h) * n, (l * heads + h + 1) * n)).sort(rank);
+            kept.push(Int32Array.from(held.slice(0, keep)));
+        }
+    }
+    return kept;
+}
 
 /**
  * The input's cells, when they take at most `share` of the budget; else none. Attention history cannot see what a

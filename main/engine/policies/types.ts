@@ -126,6 +126,8 @@ export type HeadKeepTarget = {
     count: number;
     tokensSeen: number;
     pinned: ReadonlySet<number>;
+    /** Tokens below this one are the turn's input (`PruneTarget.inputEnd`); unset while the input is read. */
+    inputEnd?: number;
 };
 
 export type Policy<Params, State> = {

@@ -312,16 +312,19 @@ export class KvController {
     }
 
     /** Counts a round and keeps it for the next sample: the tokens it evicted, the time it took. */
-    private _recordRound(evicted: Int32Array, started: number): void {
+    private _recordRound(evict: Int32Array, evicted: number, started: number): void {
         this._pruneRounds++;
+        const ranges = toRanges(evict);
         this._roundsSince.push({
             first: this._pruneRounds,
             last: this._pruneRounds,
             step: this._step,
             tokensSeen: this._options.tokensSeen(),
-            evicted: toRanges(evicted)
+            evicted: ranges
         });
         this._scoringMs += this._options.now() - started;
+        this._tokensEvicted += evicted;
+        if (evicted > 0) this._evictedSince = mergeRanges(this._evictedSince, ranges);
     }
 
     /** Tokens read or generated between two rounds while the answer is generated. */
@@ -349,13 +352,11 @@ export class KvController {
         const started = this._options.now();
         const {kv, sequenceId} = this._options;
         if (this._combine === "heads") {
-            const round = await pruneHeadCells(kv, sequenceId, this._policy, this._params, maxKeep, this._options.tokensSeen());
-            const {seen: positions, heldShare: scores, heldByLayer: keptByLayer, evicted: evict} = round;
-            const layers = keptByLayer.length / Math.max(1, positions.length);
+            const target = {maxKeep, tokensSeen: this._options.tokensSeen(), inputEnd: this._inputEnd ?? undefined};
+            const round = await pruneHeadCells(kv, sequenceId, this._policy, this._params, target);
+            const {seen: positions, layers, heldShare: scores, heldByLayer: keptByLayer, evicted: evict} = round;
             this._records.keep({round: this._pruneRounds + 1, positions, layers, scores, keptByLayer, evict}, "heads");
-            this._recordRound(round.evicted, started);
-            this._tokensEvicted += round.evicted.length;
-            if (round.evicted.length > 0) this._evictedSince = mergeRanges(this._evictedSince, toRanges(round.evicted));
+            this._recordRound(evict, evict.length, started);
             return round.live;
         }
         const snapshot = toPolicySnapshot(
@@ -389,10 +390,8 @@ export class KvController {
                 tokenScoresKind(this._options.compression)
             );
         }
-        this._recordRound(evict, started);
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;
-        this._tokensEvicted += evicted;
-        if (evicted > 0) this._evictedSince = mergeRanges(this._evictedSince, toRanges(evict));
+        this._recordRound(evict, evicted, started);
         return n - evicted;
     }
 }

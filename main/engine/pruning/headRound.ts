@@ -1,7 +1,7 @@
 import type {NativeKv} from "../native/NativeKv.js";
 import {protectNewest} from "../policies/decide.js";
 import {logSigmoid} from "../policies/scoreMath.js";
-import type {HeadCellsSnapshot, Policy} from "../policies/types.js";
+import type {HeadCellsSnapshot, Policy, PruneTarget} from "../policies/types.js";
 
 export type HeadRoundResult = {
     /** Live cells after the round. */
@@ -17,6 +17,7 @@ export type HeadRoundResult = {
      * holding it after the round, and per layer `l * n + j` whether any head of layer l does (the memory panel's record).
      */
     seen: Int32Array;
+    layers: number;
     heldShare: Float32Array;
     heldByLayer: Uint8Array;
 };
@@ -32,8 +33,7 @@ export async function pruneHeadCells<Params>(
     sequenceId: number,
     policy: Policy<Params, unknown>,
     params: Params,
-    maxKeep: number,
-    tokensSeen: number
+    {maxKeep, tokensSeen, inputEnd}: Pick<PruneTarget, "maxKeep" | "inputEnd"> & {tokensSeen: number}
 ): Promise<HeadRoundResult> {
     if (policy.keepPerHead == null) throw new Error(`per-head cells: the policy ${policy.id} keeps shared cells only`);
     const needs = policy.needs(params);
@@ -47,6 +47,7 @@ export async function pruneHeadCells<Params>(
             evicted: new Int32Array(0),
             moves: 0,
             seen: slots,
+            layers,
             heldShare: new Float32Array(n).fill(1),
             heldByLayer: new Uint8Array(layers * n).fill(1)
         };
@@ -60,7 +61,7 @@ export async function pruneHeadCells<Params>(
     // position 0 and the newest cells stay, as on shared cells (decide); they hold their own token in every head
     const newest = Math.max(1, Math.min(protectNewest, maxKeep - 1));
     const pinnedSlots = [slots[0]!, ...slots.subarray(Math.max(1, n - newest))];
-    const kept = policy.keepPerHead(snapshot, params, {count: Math.min(n, maxKeep), tokensSeen, pinned: new Set(pinnedSlots)});
+    const kept = policy.keepPerHead(snapshot, params, {count: Math.min(n, maxKeep), tokensSeen, pinned: new Set(pinnedSlots), inputEnd});
     const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots);
 
     const seen = Int32Array.from(new Set(tokens)).sort();
@@ -80,7 +81,7 @@ export async function pruneHeadCells<Params>(
     await kv.moveHeadCells(sequenceId, plan.moves);
     const freed = await kv.evict(sequenceId, plan.free);
     table.apply(plan);
-    return {live: n - freed, freed, evicted, moves: plan.moves.length / 4, seen, heldShare, heldByLayer};
+    return {live: n - freed, freed, evicted, moves: plan.moves.length / 4, seen, layers, heldShare, heldByLayer};
 }
 
 type HeadCellsRead = {

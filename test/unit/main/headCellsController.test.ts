@@ -244,12 +244,25 @@ describe("KvController on per-head cells", () => {
         for (let l = 0; l < LAYERS; l++) for (let h = 0; h < HEADS; h++) expect(fake.heldBy(l, h)).toHaveLength(fake.live.length);
     });
 
+    it("Lethe: every KV head of a layer keeps that layer's tokens by RASR summed over its heads; the layers differ", async () => {
+        const fake = headFake();
+        const cells = 48;
+        const c = controller(fake, {policy: "lethe", combine: "heads", pruneEvery: 8}, cells);
+        await run(c, fake, 30, 120, () => expect(fake.live.length).toBeLessThanOrEqual(cells));
+        for (let l = 0; l < LAYERS; l++) expect(fake.heldBy(l, 1)).toEqual(fake.heldBy(l, 0));
+        // layer 1 keeps the multiples of 7 its query head 1 attends to; layer 2 does not
+        const sevens = (l: number) => fake.heldBy(l, 0).filter((token) => token % 7 === 0 && token > 0 && token < fake.next - cells);
+        expect(sevens(1).length).toBeGreaterThan(3);
+        expect(sevens(2)).toEqual([]);
+        expect(fake.moveCalls).toBeGreaterThan(0);
+    });
+
     it("is refused for a policy whose paper does not rank per KV head, by the engine and by the settings' schema", async () => {
         const fake = headFake();
-        await expect(controller(fake, {policy: "lethe", combine: "heads"}, 48).start()).rejects.toThrow(
-            /Per-head cells are not available for Lethe/
+        await expect(controller(fake, {policy: "refreekv", combine: "heads"}, 48).start()).rejects.toThrow(
+            /Per-head cells are not available for ReFreeKV/
         );
-        const refused = compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "lethe", combine: "heads"});
+        const refused = compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "lava", combine: "heads"});
         expect(refused.success).toBe(false);
         expect(refused.error?.issues[0]?.message).toBe(perHeadCellsNeedHeadRanking);
         expect(compressionSettingsSchema.safeParse({...defaultCompressionSettings, policy: "trimkv", combine: "heads"}).success).toBe(true);

@@ -219,7 +219,7 @@ describe("the policy catalogue", () => {
 
     test("the policies offered per-head cells are those whose module keeps each head's own tokens", () => {
         for (const id of policyIds) expect(policyEntry(id).headCells, id).toBe(policies[id].keepPerHead != null);
-        expect(policyIds.filter((id) => policyEntry(id).headCells).sort()).toEqual(["h2o", "trimkv"]);
+        expect(policyIds.filter((id) => policyEntry(id).headCells).sort()).toEqual(["h2o", "lethe", "trimkv"]);
     });
 
     test("the settings schema takes each parameter's bounds from the catalogue", () => {

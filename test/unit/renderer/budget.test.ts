@@ -102,7 +102,7 @@ describe("budget controller state", () => {
         expect(budget.state.form?.combine).toBe("heads");
         budget.setPolicy("h2o");
         expect(budget.state.form?.combine).toBe("heads");
-        budget.setPolicy("lethe");
+        budget.setPolicy("lava");
         expect(budget.state.form?.combine).toBe("auto");
     });
 
