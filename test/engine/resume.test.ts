@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
-import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, KvSample, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import type {ChatTurn, GenerationResult, StateFiles, StateSave} from "../../main/engine/EngineApi.js";
@@ -14,6 +14,8 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
 import {getFixtureModel, REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {heldOutMergeProblems} from "../eval/mergeTask.js";
+import {readStateHeader, reviveTyped} from "../../main/engine/states/stateFile.js";
+import type {ControllerSnapshot} from "../../main/engine/pruning/KvController.js";
 
 const modelInfo = (p: string) => ({
     id: "m",
@@ -39,9 +41,10 @@ async function answer(
     states?: StateFiles,
     maxTokens = 40,
     combine: CompressionSettings["combine"] = defaultCompressionSettings.combine
-): Promise<{text: string; result: GenerationResult}> {
+): Promise<{text: string; result: GenerationResult; last?: KvSample}> {
     const compression: CompressionSettings = {...defaultCompressionSettings, policy, pruneEvery: 16, combine};
     let text = "";
+    let last: KvSample | undefined;
     const result = await engine.generate({
         history,
         systemPrompt: "",
@@ -51,9 +54,10 @@ async function answer(
         signal: new AbortController().signal,
         kv: {compression, cells: cellsOf[policy]!},
         states,
-        onChunk: (chunk) => void (text += `${chunk.segment}:${chunk.text}|`)
+        onChunk: (chunk) => void (text += `${chunk.segment}:${chunk.text}|`),
+        onSample: (sample) => void (sample.tokens != null && (last = sample))
     });
-    return {text, result};
+    return {text, result, last};
 }
 
 describe("conversation state on disk", () => {
@@ -79,10 +83,11 @@ describe("conversation state on disk", () => {
     // Scores (H2O, Lethe, LAVa), gate logits (TRIM-KV) and value norms (LAVa) are written back into the restored cells, so
     // pruning goes on where it stood. Full KV's state is written after the answer, when asked (the app: when the
     // conversation is left); a pruning policy's while its prompt is read.
-    // TRIM-KV on per-head cells too: the state's cells hold moved heads, and the state carries which token each head holds where.
+    // Per-head cells too (TRIM-KV, H2O, Lethe): the state's cells hold moved heads, and the state carries which token each
+    // head holds where.
     for (const [name, policy, combine] of [
         ...(["full", "streamingllm", "h2o", "lethe", "trimkv", "lava"] as const).map((policy) => ["fixture", policy, undefined] as const),
-        ["fixture", "trimkv", "heads"] as const,
+        ...(["trimkv", "h2o", "lethe"] as const).map((policy) => ["fixture", policy, "heads"] as const),
         ...(["full", "lethe", "trimkv"] as const).map((policy) => ["merge model", policy, undefined] as const)
     ]) {
         it(`${name}, ${policy}${combine != null ? ` (${combine})` : ""}: the next answer from a loaded state is the answer after reading the history again`, async () => {
@@ -102,6 +107,12 @@ describe("conversation state on disk", () => {
             expect(fs.existsSync(file)).toBe(true);
             const saved = turn1.result.states!.saved!;
             if (policy !== "full") expect(saved.liveBytes).toBeLessThan(saved.fullBytes);
+            if (combine === "heads") {
+                // the saved cells hold moved heads: a restore that lost the table would rank them as their cells' own tokens
+                const bytes = fs.readFileSync(file);
+                const controller = reviveTyped(readStateHeader(bytes, bytes.length).header.controller) as ControllerSnapshot;
+                expect(controller.headSlots?.slots.length).toBeGreaterThan(0);
+            }
 
             const history: ChatTurn[] = [
                 {role: "user", text},
@@ -112,6 +123,9 @@ describe("conversation state on disk", () => {
             const resumedEngine = await fresh(file0);
             const resumed = await answer(resumedEngine, policy, history, {load: [file]}, 40, combine);
             expect(resumed.text).toBe(rebuilt.text);
+            // what the last round left: the tokens each share of the heads still holds
+            const held = (turn: typeof resumed) => ({positions: turn.last?.tokens?.positions, scores: turn.last?.tokens?.scores});
+            if (combine === "heads") expect(held(resumed)).toEqual(held(rebuilt));
             expect(resumed.result.states?.restored?.path).toBe(file);
             expect(resumed.result.promptTokens).toBeLessThan(rebuilt.result.promptTokens);
         }, 120_000);
