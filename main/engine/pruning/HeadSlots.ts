@@ -19,6 +19,8 @@ export type HeadSlotPlan = {
 export class HeadSlots {
     /** Per slot whose heads hold other tokens than its own: the token of each `layer * heads + head`. */
     private readonly _moved = new Map<number, Int32Array>();
+    /** No moved slot lies above this one (a bound: `forgetFrom`, run before every decode, returns at once above it). */
+    private _top = -1;
 
     constructor(
         readonly layers: number,
@@ -123,6 +125,7 @@ export class HeadSlots {
             if (row == null) {
                 row = new Int32Array(this.layers * this.heads).fill(to);
                 this._moved.set(to, row);
+                this._top = Math.max(this._top, to);
             }
             row[moves[4 * i]! * this.heads + moves[4 * i + 1]!] = sources[i]!;
         }
@@ -140,7 +143,9 @@ export class HeadSlots {
      * cut back), which hold their own token in every head.
      */
     forgetFrom(position: number): void {
+        if (position > this._top) return;
         for (const slot of this._moved.keys()) if (slot >= position) this._moved.delete(slot);
+        this._top = position - 1;
     }
 
     /** What a saved state keeps of the table: the moved slots and their heads' tokens, in `restore`'s form. */
@@ -160,5 +165,6 @@ export class HeadSlots {
             );
         this._moved.clear();
         saved.slots.forEach((slot, i) => this._moved.set(slot, saved.tokens.slice(i * width, (i + 1) * width)));
+        this._top = saved.slots.reduce((top, slot) => Math.max(top, slot), -1);
     }
 }
