@@ -16,10 +16,11 @@ import {calibrateRetention} from "../../main/engine/calibration/calibrateRetenti
 import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
 import {validateGates} from "../../main/engine/calibration/validateGates.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
-import {findRetentionGates, retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
+import {checkRetentionFile, findRetentionGates, retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
+import {gguf} from "../../main/engine/gguf/writeGguf.js";
 import type {CalibrationJobProgress, ValidationReport} from "../../main/engine/calibration/types.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
@@ -49,7 +50,7 @@ afterAll(async () => {
 
 /** The gate tensors of a sidecar: its last `weightBytes` bytes (the metadata before them holds dates and times). */
 async function tensorBytes(file: string): Promise<Buffer> {
-    const found = await findRetentionGates({...(await inspectModel(modelCopy)), path: modelCopy});
+    const found = await checkRetentionFile(file, {...(await inspectModel(modelCopy)), path: modelCopy});
     expect(found.available).toBe(true);
     const bytes = await fs.readFile(file);
     return bytes.subarray(bytes.length - (found.available ? found.info.weightBytes : 0));
@@ -81,7 +82,7 @@ describe("calibrating the demo model's retention gates", () => {
         const prompts = calibrationPrompts("demo", 2, 0, true).map((p) => p.user);
         const random = path.join(dir, "random.retention.gguf");
         // gates of random weights: they keep and drop cells without regard to what the thought reads
-        await writeRetentionSidecar(random, {
+        const randomSpec = {
             modelPath: modelCopy,
             architecture: "llama",
             layers: 4,
@@ -89,12 +90,19 @@ describe("calibrating the demo model's retention gates", () => {
             kvHeads: 4,
             hidden: 16,
             seed: 3,
-            biasRange: [-2, 2],
+            biasRange: [-2, 2] as [number, number],
             weightScale: 1
-        });
+        };
+        await writeRetentionSidecar(random, randomSpec);
         const bad = await validateGates({model, prompts, gates: random, maxTokens: 3000, threads: 2});
         expect(bad.prompts).toBe(2);
         expect(bad.passed).toBe(false);
+        // the same gates labelled as fitted per head are validated on per-head cells, as the app would use them
+        const perHead = path.join(dir, "random-per-head.retention.gguf");
+        await writeRetentionSidecar(perHead, {...randomSpec, overrides: {"ponder.retention.reduction": gguf.string("per-head")}});
+        const badPerHead = await validateGates({model, prompts, gates: perHead, maxTokens: 3000, threads: 2});
+        expect(badPerHead.points.map((point) => point.gates)).not.toEqual(bad.points.map((point) => point.gates));
+        expect(badPerHead.points.map((point) => point.lethe)).toEqual(bad.points.map((point) => point.lethe));
         const good = await validateGates({model, prompts, gates: shippedGates, maxTokens: 3000, threads: 2});
         expect(good.passed).toBe(true);
         for (const point of good.points) expect(point.gates).toBeGreaterThan(bad.points.find((p) => p.share === point.share)!.gates);

@@ -6,7 +6,7 @@ import type {ValidationPoint, ValidationReport} from "./types.js";
 
 // Validation of candidate retention gates before they are kept: held-out prompts, Full's greedy thought and
 // answer teacher-forced through a cache pruned to 25% and 50% of its cells, top-1 agreement with Full for TRIM-KV with
-// the candidate gates and for Lethe, the best policy without gates. The answer (after the thought's closing marker) is
+// the candidate gates (combined as the app combines them: per-head cells for gates fitted per head) and for Lethe, the best policy without gates. The answer (after the thought's closing marker) is
 // scored apart from the thought and weighs as much: it is a few tokens against hundreds, and it is what a person reads.
 
 export type ValidationOptions = {
@@ -96,7 +96,7 @@ export async function validateCandidates(options: Omit<ValidationOptions, "gates
                         reference,
                         cells,
                         threads: options.threads ?? 1,
-                        compression: settings(gates == null ? baselinePolicy : gatesPolicy),
+                        compression: gates == null ? settings(baselinePolicy, false) : settings(gatesPolicy, true),
                         retentionGates: gates,
                         divergence: false
                     });
@@ -179,9 +179,14 @@ export function thoughtEnd(model: Pick<LlamaModel, "detokenize">, tokens: readon
     return high;
 }
 
-function settings(policy: PolicyId): CompressionSettings {
+/**
+ * The settings a validation run prunes under: Lethe on shared cells, the gates as the app uses them (`auto`: per-head
+ * cells for gates fitted per head, as every calibration's are; shared cells for gates trained for the shared max).
+ */
+function settings(policy: PolicyId, gates: boolean): CompressionSettings {
     const params = Object.fromEntries(
         Object.entries(policies).map(([id, p]) => [id, {...(p as {defaults?: object}).defaults}])
     ) as unknown as PolicyParams;
-    return {policy, budget: {kind: "auto"}, kvType: "f16", kvTypeV: "f16", flashAttention: false, combine: "aggregate", pruneEvery, params};
+    const combine = gates ? "auto" : "aggregate";
+    return {policy, budget: {kind: "auto"}, kvType: "f16", kvTypeV: "f16", flashAttention: false, combine, pruneEvery, params};
 }
