@@ -14,6 +14,7 @@ import {createHandlers} from "../../../main/ipc/handlers.js";
 import {findRetentionGates, retentionSidecarPath, type RetentionModel} from "../../../main/engine/retention/findRetentionGates.js";
 import {fingerprintSpan, modelFingerprint} from "../../../main/engine/retention/modelFingerprint.js";
 import {inspectModel} from "../../../main/engine/runtime/inspectModel.js";
+import {resolveCombine} from "../../../main/engine/policies/decide.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {estimateBudget} from "../../../main/services/CompressionService.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
@@ -282,6 +283,15 @@ describe("gates whose values cannot run", () => {
         // The controller's estimate lists TRIM-KV as unavailable with that reason.
         const estimate = estimateBudget(inspection, {...defaultCompressionSettings, policy: "trimkv"}, 1 << 30, {retention: found});
         expect(estimate.unavailablePolicies).toEqual([{policy: "trimkv", reason: found.available ? "" : found.reason}]);
+    });
+
+    it("the shipped gates say how they were fitted: the merge model's per head (per-head cells under auto), the demo's for the shared max", async () => {
+        const merge = path.resolve(import.meta.dirname, "../../../resources/models/ponder-merge.gguf");
+        const found = await findRetentionGates(await inspectModel(merge));
+        expect(found).toMatchObject({available: true, info: {reduction: "per-head", calibration: {promptSet: "merge"}}});
+        expect(found.available && found.info.source).toMatch(/fitted per layer and KV head/);
+        expect(resolveCombine("auto", "trimkv", found.available ? found.info.reduction : undefined)).toBe("heads");
+        expect(resolveCombine("auto", "trimkv", "shared")).toBe("aggregate");
     });
 });
 
