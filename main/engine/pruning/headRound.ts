@@ -1,7 +1,7 @@
 import type {NativeKv} from "../native/NativeKv.js";
 import {protectNewest} from "../policies/decide.js";
-import {logSigmoid} from "../policies/scoreMath.js";
 import type {HeadCellsSnapshot, Policy, PruneTarget} from "../policies/types.js";
+import {retentionLogBeta} from "./toPolicySnapshot.js";
 
 export type HeadRoundResult = {
     /** Live cells after the round. */
@@ -108,18 +108,8 @@ async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolea
     const heads = gates?.heads ?? kv.kvHeads;
     const read: HeadCellsRead = {slots, layers, heads};
 
-    if (gates != null) {
-        const index = cellIndex(gates.positions);
-        const logBeta = new Float32Array(layers * heads * n);
-        for (let l = 0; l < layers; l++)
-            for (let h = 0; h < heads; h++)
-                for (let j = 0; j < n; j++) {
-                    const g = gates.logits[l]?.[h * gates.positions.length + index.get(slots[j]!)!];
-                    // a cell the gates did not see (written before them, restored from a state) is never forgotten: log beta 0
-                    logBeta[(l * heads + h) * n + j] = g == null || Number.isNaN(g) ? 0 : logSigmoid(g);
-                }
-        read.retention = logBeta;
-    }
+    // a cell the gates did not see (written before them, restored from a state) is never forgotten: log beta 0
+    if (gates != null) read.retention = retentionLogBeta(gates, slots, layers);
     if (attention != null) {
         // llama.cpp's grouped-query attention: query head q reads KV head floor(q / (query heads / KV heads))
         const group = attention.heads / heads;

@@ -76,7 +76,7 @@ function valueNormsByCell(read: ValueNormSnapshot, positions: Int32Array, layers
  * `(layer * heads + head) * n + j` for the cells at `positions`. A cell the gates did not see (written while they were off,
  * restored from a state) or a NaN logit counts as never forgotten (log beta 0); so does a layer the read lacks.
  */
-function retentionLogBeta(retention: RetentionSnapshot, positions: Int32Array, layers: number): Float32Array {
+export function retentionLogBeta(retention: RetentionSnapshot, positions: Int32Array, layers: number): Float32Array {
     return byCell(retention.positions, retention.logits, retention.heads, positions, layers, (g) =>
         g == null || Number.isNaN(g) ? 0 : logSigmoid(g)
     );
