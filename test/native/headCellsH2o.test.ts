@@ -5,8 +5,8 @@ import {afterAll, beforeAll, describe, expect, test} from "vitest";
 import type {LlamaModel} from "node-llama-cpp";
 import {h2oPolicy} from "../../main/engine/policies/h2o.js";
 import {pruneHeadCells} from "../../main/engine/pruning/headRound.js";
-import {getFixtureModel, getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
-import {createTestContext, evaluateForLogits, getTestLlama, randomTokens, type TestContext} from "./nativeTestUtils.js";
+import {getFixtureModelInfo} from "../fixtures/gguf/fixtures.js";
+import {createTestContext, evaluateForLogits, loadTestModel, MODEL_SHAPES, randomTokens, type TestContext} from "./nativeTestUtils.js";
 
 const params = {heavyRatio: 0.5};
 
@@ -62,8 +62,8 @@ describe("H2O on per-head cells (tiny-qwen2, 4 query heads over 2 KV heads)", ()
     let kvHeads: number;
 
     beforeAll(async () => {
-        model = await (await getTestLlama()).loadModel({modelPath: await getFixtureModel("tiny-qwen2")});
-        const spec = (await getFixtureModelInfo("tiny-qwen2")).spec;
+        model = await loadTestModel("gqa");
+        const spec = (await getFixtureModelInfo(MODEL_SHAPES.gqa)).spec;
         layers = spec.nLayer;
         kvHeads = spec.nHeadKv;
     });

@@ -94,9 +94,10 @@ function letheKeepPerLayer(snapshot: HeadCellsSnapshot, params: LetheParams, tar
         // one order for the layer (structure, then score, then the newer token), so that every head of it keeps the same tokens
         const rank = (a: number, b: number) =>
             Number(structure.has(b)) - Number(structure.has(a)) || score.get(b)! - score.get(a)! || b - a;
+        const ranked = [...byAge].sort(rank);
         for (let h = 0; h < heads; h++) {
-            const held = Array.from(tokens.subarray((l * heads + h) * n, (l * heads + h + 1) * n)).sort(rank);
-            kept.push(Int32Array.from(held.slice(0, keep)));
+            const held = new Set(tokens.subarray((l * heads + h) * n, (l * heads + h + 1) * n));
+            kept.push(Int32Array.from(ranked.filter((token) => held.has(token)).slice(0, keep)));
         }
     }
     return kept;
