@@ -1,5 +1,5 @@
 import {defaultParams} from "../../../preload/policyCatalogue.js";
-import {orderByPosition, structuredOrder} from "./scoreMath.js";
+import {kvHeadOf, orderByPosition, structuredOrder} from "./scoreMath.js";
 import type {Policy, ScoreSnapshot, SelectorChoice} from "./types.js";
 
 export type LavaParams = {
@@ -85,8 +85,7 @@ export function lavaScores(snapshot: ScoreSnapshot, window: number): {scores: Fl
         }
         const known = vMax.some((v) => v > 0);
         for (let q = 0; q < heads; q++) {
-            // GQA: query head q reads KV head q / (heads / kvHeads).
-            const g = Math.min(kvHeads - 1, Math.floor((q * kvHeads) / heads));
+            const g = kvHeadOf(q, heads, kvHeads);
             const weight = (known ? vMax[g]! : 1) / Math.max(1, window); // Eq. 5: max_k ||V_{l,h}[k]||_1 / w
             const from = (l * heads + q) * n;
             const to = (l * kvHeads + g) * n;

@@ -76,6 +76,16 @@ function rowMax(
     return out;
 }
 
+/**
+ * llama.cpp's grouped-query attention: query head `q` of `heads` reads KV head floor(q / (heads / kvHeads)). Throws
+ * when the query heads do not divide into the KV heads.
+ */
+export function kvHeadOf(q: number, heads: number, kvHeads: number): number {
+    const group = heads / kvHeads;
+    if (!Number.isInteger(group) || group < 1) throw new RangeError(`${heads} query heads do not divide into ${kvHeads} KV heads`);
+    return Math.floor(q / group);
+}
+
 /** Per layer, the scores summed over heads: `layers * n` from `layers * heads * n` (Lethe Eq. 2's head sum). */
 export function sumHeads(scores: Float32Array, layers: number, heads: number, n: number): Float32Array {
     if (heads === 1) return scores;

@@ -52,10 +52,19 @@ export class HeadSlots {
     /**
      * How to leave every head with exactly its `keep(layer, head)` tokens (the same count for all, each a token that head
      * holds in one of `slots`), in `keep`'s count of slots. `pinned` slots stay whatever heads keep in them (llama.cpp's
-     * first and newest cells may not be freed). Throws when the counts differ or a head keeps a token it does not hold.
+     * first and newest cells may not be freed). `held`, when the caller already has it, is `tokensOf` for every pair over
+     * the ascending `slots` (`(layer * heads + head) * n + i`). Throws when the counts differ or a head keeps a token it
+     * does not hold.
      */
-    plan(slots: ArrayLike<number>, keep: (layer: number, head: number) => ArrayLike<number>, pinned: Iterable<number> = []): HeadSlotPlan {
+    plan(
+        slots: ArrayLike<number>,
+        keep: (layer: number, head: number) => ArrayLike<number>,
+        pinned: Iterable<number> = [],
+        held?: Int32Array
+    ): HeadSlotPlan {
         const live = Int32Array.from(slots).sort();
+        if (held != null && held.length !== this.layers * this.heads * live.length)
+            throw new RangeError(`the held tokens number ${held.length}, not ${this.layers} x ${this.heads} x ${live.length}`);
         const where = new Map<number, number>();
         live.forEach((slot, index) => where.set(slot, index));
         const pairs = this.layers * this.heads;
@@ -70,11 +79,12 @@ export class HeadSlots {
                     throw new RangeError(
                         `every head keeps the same number of cells: ${tokens.length} in layer ${layer} head ${head}, ${count} before`
                     );
-                const held = new Map<number, number>();
-                live.forEach((slot, index) => held.set(this.tokenAt(slot, layer, head), index));
+                const base = (layer * this.heads + head) * live.length;
+                const heldAt = new Map<number, number>();
+                live.forEach((slot, index) => heldAt.set(held?.[base + index] ?? this.tokenAt(slot, layer, head), index));
                 const mask = new Uint8Array(live.length);
                 for (let i = 0; i < tokens.length; i++) {
-                    const index = held.get(tokens[i]!);
+                    const index = heldAt.get(tokens[i]!);
                     if (index == null) throw new RangeError(`layer ${layer} head ${head} keeps token ${tokens[i]}, which it does not hold`);
                     if (mask[index] === 0) keptBy[index]!++;
                     mask[index] = 1;

@@ -1,5 +1,6 @@
 import type {NativeKv} from "../native/NativeKv.js";
 import {protectNewest} from "../policies/decide.js";
+import {kvHeadOf} from "../policies/scoreMath.js";
 import type {HeadCellsSnapshot, Policy, PruneTarget} from "../policies/types.js";
 import {retentionLogBeta} from "./toPolicySnapshot.js";
 
@@ -62,7 +63,7 @@ export async function pruneHeadCells<Params>(
     const newest = Math.max(1, Math.min(protectNewest, maxKeep - 1));
     const pinnedSlots = [slots[0]!, ...slots.subarray(Math.max(1, n - newest))];
     const kept = policy.keepPerHead(snapshot, params, {count: Math.min(n, maxKeep), tokensSeen, pinned: new Set(pinnedSlots), inputEnd});
-    const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots);
+    const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots, tokens);
 
     const seen = Int32Array.from(new Set(tokens)).sort();
     const at = new Map(Array.from(seen, (token, j) => [token, j]));
@@ -111,10 +112,7 @@ async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolea
     // a cell the gates did not see (written before them, restored from a state) is never forgotten: log beta 0
     if (gates != null) read.retention = retentionLogBeta(gates, slots, layers);
     if (attention != null) {
-        // llama.cpp's grouped-query attention: query head q reads KV head floor(q / (query heads / KV heads))
-        const group = attention.heads / heads;
-        if (!Number.isInteger(group) || group < 1)
-            throw new Error(`per-head cells: ${attention.heads} query heads do not divide into ${heads} KV heads`);
+        const kvHead = Array.from({length: attention.heads}, (_, q) => kvHeadOf(q, attention.heads, heads));
         const index = cellIndex(attention.positions);
         const m = attention.positions.length;
         const summed = new Float32Array(layers * heads * n);
@@ -122,7 +120,7 @@ async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolea
             const row = attention.layers[l]?.accumulated;
             if (row == null) continue;
             for (let q = 0; q < attention.heads; q++) {
-                const base = (l * heads + Math.floor(q / group)) * n;
+                const base = (l * heads + kvHead[q]!) * n;
                 for (let j = 0; j < n; j++) {
                     const k = index.get(slots[j]!);
                     if (k != null) summed[base + j]! += row[q * m + k]!;

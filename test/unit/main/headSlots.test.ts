@@ -45,6 +45,26 @@ describe("HeadSlots", () => {
         expect(table.movedSlots).toBeGreaterThan(0);
     });
 
+    test("a plan from the caller's held tokens equals the table's own, and held tokens of the wrong size are refused", () => {
+        const random = mulberry32(11).uniform;
+        const table = new HeadSlots(2, 3);
+        let live = Array.from({length: 30}, (_, i) => i);
+        for (let round = 0; round < 6; round++) {
+            const keepSets = Array.from({length: 6}, (_, pair) =>
+                draw(heldTokens(table, live, Math.floor(pair / 3), pair % 3), 18, random)
+            );
+            const keep = (layer: number, head: number) => keepSets[layer * 3 + head]!;
+            const held = new Int32Array(6 * live.length);
+            for (let pair = 0; pair < 6; pair++) held.set(table.tokensOf(live, Math.floor(pair / 3), pair % 3), pair * live.length);
+            const plan = table.plan(live, keep, [0], held);
+            expect(plan).toEqual(table.plan(live, keep, [0]));
+            expect(() => table.plan(live, keep, [0], held.subarray(1))).toThrow(/held tokens number/);
+            table.apply(plan);
+            live = live.filter((slot) => !plan.free.includes(slot)).concat(Array.from({length: 12}, (_, i) => 100 * (round + 1) + i));
+        }
+        expect(table.movedSlots).toBeGreaterThan(0);
+    });
+
     test("moves only the kept tokens outside the slots kept: none when every head keeps the same tokens", () => {
         const table = new HeadSlots(2, 2);
         const slots = [0, 1, 2, 3, 4, 5];

@@ -3,7 +3,7 @@ import {decide, initialDecideState} from "../../../../main/engine/policies/decid
 import {h2oPolicy} from "../../../../main/engine/policies/h2o.js";
 import {lethePolicy, segmentedShrink, type LetheState} from "../../../../main/engine/policies/lethe.js";
 import {normPrefixLength, positionRank, refreeKvPolicy} from "../../../../main/engine/policies/refreekv.js";
-import {hoyerSparsity} from "../../../../main/engine/policies/scoreMath.js";
+import {hoyerSparsity, kvHeadOf} from "../../../../main/engine/policies/scoreMath.js";
 import {streamingLlmPolicy} from "../../../../main/engine/policies/streamingLlm.js";
 import {fullPolicy} from "../../../../main/engine/policies/full.js";
 import type {PruneTarget, ScoreSnapshot, SelectorChoice} from "../../../../main/engine/policies/types.js";
@@ -37,6 +37,15 @@ function ownKept(decision: {keptByLayer: Uint8Array; cellScores: Float32Array}, 
     const n = decision.cellScores.length;
     return decision.keptByLayer.subarray(layer * n, (layer + 1) * n).reduce((sum, kept) => sum + kept, 0);
 }
+
+describe("grouped-query attention's head mapping", () => {
+    it("maps query heads to KV heads in contiguous groups, as llama.cpp does, and refuses counts that do not divide", () => {
+        expect(Array.from({length: 6}, (_, q) => kvHeadOf(q, 6, 2))).toEqual([0, 0, 0, 1, 1, 1]);
+        expect(Array.from({length: 4}, (_, q) => kvHeadOf(q, 4, 4))).toEqual([0, 1, 2, 3]);
+        expect(Array.from({length: 8}, (_, q) => kvHeadOf(q, 8, 1))).toEqual(new Array(8).fill(0));
+        expect(() => kvHeadOf(0, 6, 4)).toThrow(/do not divide/);
+    });
+});
 
 describe("Hoyer sparsity (Lethe Eq. 1)", () => {
     it("is 0 for a flat vector and 1 for a one-hot vector", () => {
