@@ -1,5 +1,5 @@
 import type {GenerateRequest, GenerationResult} from "../../main/engine/EngineApi.js";
-import type {PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 
 /**
@@ -12,7 +12,7 @@ export async function greedyAnswer(
     question: string,
     policy: PolicyId,
     cells: number,
-    options: {maxTokens?: number; onChunk?: (text: string) => void} = {}
+    options: {maxTokens?: number; onChunk?: (text: string) => void; compression?: Partial<CompressionSettings>} = {}
 ) {
     let thought = "";
     let answer = "";
@@ -24,7 +24,7 @@ export async function greedyAnswer(
         temperature: 0,
         maxTokens: options.maxTokens ?? 2048,
         signal: new AbortController().signal,
-        kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8}, cells},
+        kv: {compression: {...defaultCompressionSettings, policy, pruneEvery: 8, ...options.compression}, cells},
         onChunk(chunk) {
             tokens += chunk.tokens;
             text += chunk.text;

@@ -6,7 +6,7 @@
 import {spawn} from "node:child_process";
 import path from "node:path";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
-import type {EngineStatus, PolicyId} from "../../preload/contract.js";
+import type {CompressionSettings, EngineStatus, PolicyId} from "../../preload/contract.js";
 import {EngineProxy} from "../../main/engine/host/EngineProxy.js";
 import {probeRpcServer} from "../../main/engine/rpc/probeRpcServer.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
@@ -27,9 +27,10 @@ async function answer(
     policy: PolicyId,
     cells: number,
     onChunk: (text: string) => void = () => {},
-    question = problem.question
+    question = problem.question,
+    compression?: Partial<CompressionSettings>
 ) {
-    const run = await greedyAnswer(engine, question, policy, cells, {maxTokens: 1024, onChunk});
+    const run = await greedyAnswer(engine, question, policy, cells, {maxTokens: 1024, onChunk, compression});
     return {text: run.text, used: run.promptTokens + run.tokens, stopReason: run.stopReason};
 }
 
@@ -146,9 +147,9 @@ describe("a model split across two rpc-servers", () => {
         expect(said.join("")).toMatch(/--port must be 1 to 65535/);
     });
 
-    it("splits the merge model too (q/k norm, grouped-query attention): the same tokens under Full, Lethe and TRIM-KV", async () => {
-        const merge = (engine: EngineProxy, policy: PolicyId, cells: number) =>
-            answer(engine, policy, cells, undefined, mergeProblem.question);
+    it("splits the merge model too (q/k norm, grouped-query attention): the same tokens under Full, Lethe, TRIM-KV on shared and per-head cells, and H2O per head", async () => {
+        const merge = (engine: EngineProxy, policy: PolicyId, cells: number, compression?: Partial<CompressionSettings>) =>
+            answer(engine, policy, cells, undefined, mergeProblem.question, compression);
         // servers of its own: the tests above leave theirs with connections and one killed
         const own = [await startRpcServer(), await startRpcServer()];
         const local = engine([]);
@@ -165,8 +166,12 @@ describe("a model split across two rpc-servers", () => {
             expect(await merge(split, "full", 4096)).toEqual(full);
             expect(split.status.placement!.layers.slice(0, 2)).toEqual(["CPU", "CPU"]);
             expect(await merge(split, "lethe", cells)).toEqual(pruned);
-            // its gates (made by the calibration) come back from the remote layers too
-            expect(await merge(split, "trimkv", cells)).toEqual(await merge(local, "trimkv", cells));
+            // its gates (made by the calibration) come back from the remote layers too, on shared cells and on per-head
+            // cells (each KV head's K, V and kept values moved between cells in the remote layers' buffers)
+            for (const combine of ["aggregate", "heads"] as const)
+                expect(await merge(split, "trimkv", cells, {combine})).toEqual(await merge(local, "trimkv", cells, {combine}));
+            // per H2O's KV heads too: the scores of a remote layer's heads move with them
+            expect(await merge(split, "h2o", cells, {combine: "heads"})).toEqual(await merge(local, "h2o", cells, {combine: "heads"}));
         } finally {
             engines.splice(engines.indexOf(local), 2);
             await Promise.all([local.dispose(), split.dispose()]);

@@ -13,7 +13,7 @@ import {writeFixtureWithGates} from "../fixtures/gguf/fixtureRetention.js";
 import {createTestContext, evaluateForLogits, getTestLlama, maxAbsDifference, randomTokens} from "./nativeTestUtils.js";
 import type {TestContext} from "./nativeTestUtils.js";
 
-type CacheCase = {fixture: FixtureName; flashAttention: boolean; keyType?: "Q8_0"; valueType?: "Q8_0"};
+type CacheCase = {fixture: FixtureName; flashAttention: boolean; keyType?: "Q8_0" | "Q4_0"; valueType?: "Q8_0" | "Q4_0"};
 
 const cases: CacheCase[] = [
     {fixture: "tiny-qwen2", flashAttention: false},
@@ -21,7 +21,10 @@ const cases: CacheCase[] = [
     {fixture: "tiny-mqa", flashAttention: false},
     // head size 64: whole Q8_0 blocks per head (and llama.cpp's rotation of quantized caches, within a head)
     {fixture: "tiny-qwen3", flashAttention: false, keyType: "Q8_0"},
-    {fixture: "tiny-qwen3", flashAttention: true, keyType: "Q8_0", valueType: "Q8_0"}
+    {fixture: "tiny-qwen3", flashAttention: true, keyType: "Q8_0", valueType: "Q8_0"},
+    // Q4_0: two blocks of 32 per head
+    {fixture: "tiny-qwen3", flashAttention: false, keyType: "Q4_0"},
+    {fixture: "tiny-qwen3", flashAttention: true, keyType: "Q4_0", valueType: "Q4_0"}
 ];
 
 const PROMPT = 40;

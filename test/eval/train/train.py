@@ -274,6 +274,8 @@ def main():
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--eval-count", type=int, default=40)
     p.add_argument("--ckpt-every", type=int, default=50)
+    p.add_argument("--bf16", action="store_true",
+                   help="matrix products in bfloat16 (CPU autocast; weights, optimizer and loss stay float32)")
     p.add_argument("--stop-after", type=int, default=0, help="exit after this many steps in this invocation (testing)")
     args = p.parse_args()
     global args_task
@@ -337,8 +339,9 @@ def main():
             lr *= (step - (rewarm_until - args.rewarm) + 1) / args.rewarm
         for group in optimizer.param_groups:
             group["lr"] = lr
-        logits = model(tokens[:, :-1], 0, batch[2] if len(batch) > 2 else None)
-        losses = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1), reduction="none")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(tokens[:, :-1], 0, batch[2] if len(batch) > 2 else None)
+        losses = F.cross_entropy(logits.float().reshape(-1, cfg.vocab_size), tokens[:, 1:].reshape(-1), reduction="none")
         completion_mask = (loss_mask >= 1).float()
         loss = (losses * loss_mask.reshape(-1)).sum() / completion_mask.sum()
         optimizer.zero_grad(set_to_none=True)
