@@ -1,6 +1,6 @@
 import {withLock} from "lifecycle-utils";
 import type {LlamaContext} from "node-llama-cpp";
-import {HeadSlots} from "../pruning/HeadSlots.js";
+import {tableOfShape, type HeadSlots} from "../pruning/HeadSlots.js";
 import {PATCHED_BUILD_MESSAGE} from "./loadPatchedLlama.js";
 import {ponderContextOf, setLogicalContextSize, type PonderAddonContext} from "./ponderAddon.js";
 import type {
@@ -214,13 +214,10 @@ export class NativeKv {
         return this._headSlots.get(sequenceId);
     }
 
-    /** The per-head table of a sequence, made for `layers` x `heads` when it has none of that shape. */
+    /** The per-head table of a sequence (`tableOfShape`). */
     public headSlots(sequenceId: number, layers: number, heads: number): HeadSlots {
-        let table = this._headSlots.get(sequenceId);
-        if (table == null || table.layers !== layers || table.heads !== heads) {
-            table = new HeadSlots(layers, heads);
-            this._headSlots.set(sequenceId, table);
-        }
+        const table = tableOfShape(this._headSlots.get(sequenceId), layers, heads);
+        this._headSlots.set(sequenceId, table);
         return table;
     }
 

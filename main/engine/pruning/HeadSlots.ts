@@ -166,15 +166,37 @@ export class HeadSlots {
         return {slots, tokens};
     }
 
-    /** Takes back a `save()` of a table of the same shape (a restored state's cells hold what they held then). */
-    restore(saved: {slots: Int32Array; tokens: Int32Array}): void {
+    /**
+     * Takes back a `save()` of a table of the same shape (a restored state's cells hold what they held then). Throws when
+     * the model has not this table's `modelHeads` KV heads, or the saved table is not one `save()` could have written.
+     */
+    restore(saved: {slots: Int32Array; tokens: Int32Array}, modelHeads = this.heads): void {
+        if (modelHeads !== this.heads)
+            throw new RangeError(`the saved per-head cells are for ${this.heads} KV heads, and this model has ${modelHeads}`);
         const width = this.layers * this.heads;
         if (saved.tokens.length !== saved.slots.length * width)
             throw new RangeError(
                 `a saved per-head table of ${saved.tokens.length} tokens does not fit ${saved.slots.length} slots x ${width} heads`
             );
+        const whole = (value: number) => Number.isInteger(value) && value >= 0;
+        if (!saved.slots.every(whole) || new Set(saved.slots).size !== saved.slots.length || !saved.tokens.every(whole))
+            throw new RangeError("a saved per-head table names a slot twice or a slot or token that is not a position");
         this._moved.clear();
         saved.slots.forEach((slot, i) => this._moved.set(slot, saved.tokens.slice(i * width, (i + 1) * width)));
         this._top = saved.slots.reduce((top, slot) => Math.max(top, slot), -1);
     }
+}
+
+/**
+ * A sequence's per-head table for `layers` x `heads`: `existing` when it has that shape, else a new one. Throws when
+ * `existing` is of another shape and records moved heads (a state restored from a file of another model): those cells'
+ * contents are not what a new table would say.
+ */
+export function tableOfShape(existing: HeadSlots | undefined, layers: number, heads: number): HeadSlots {
+    if (existing != null && existing.layers === layers && existing.heads === heads) return existing;
+    if (existing != null && existing.movedSlots > 0)
+        throw new Error(
+            `per-head cells: the sequence's heads were moved as ${existing.layers} layers x ${existing.heads} KV heads, not ${layers} x ${heads}`
+        );
+    return new HeadSlots(layers, heads);
 }

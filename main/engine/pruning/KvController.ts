@@ -307,7 +307,8 @@ export class KvController {
         this._scoringMs = snapshot.scoringMs;
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
         const saved = snapshot.headSlots;
-        if (saved != null) this._options.kv.headSlots(this._options.sequenceId, saved.layers, saved.heads).restore(saved);
+        if (saved != null)
+            this._options.kv.headSlots(this._options.sequenceId, saved.layers, saved.heads).restore(saved, this._options.kv.kvHeads);
         else this._options.kv.existingHeadSlots(this._options.sequenceId)?.forgetFrom(0);
     }
 

@@ -3,7 +3,7 @@
 // matches what the cells hold, the budget holds, and a saved state carries the table.
 import {describe, expect, it} from "vitest";
 import {KvController} from "../../../main/engine/pruning/KvController.js";
-import {HeadSlots} from "../../../main/engine/pruning/HeadSlots.js";
+import {HeadSlots, tableOfShape} from "../../../main/engine/pruning/HeadSlots.js";
 import type {NativeKv} from "../../../main/engine/native/NativeKv.js";
 import {compressionSettingsSchema, defaultCompressionSettings, perHeadCellsNeedHeadRanking} from "../../../main/services/schemas.js";
 import type {CompressionSettings} from "../../../preload/contract.js";
@@ -95,8 +95,8 @@ function headFake() {
         },
         existingHeadSlots: (sequenceId: number) => tables.get(sequenceId),
         headSlots: (sequenceId: number, layers: number, heads: number) => {
-            let table = tables.get(sequenceId);
-            if (table == null) tables.set(sequenceId, (table = new HeadSlots(layers, heads)));
+            const table = tableOfShape(tables.get(sequenceId), layers, heads);
+            tables.set(sequenceId, table);
             return table;
         }
     } as unknown as NativeKv;
@@ -221,6 +221,23 @@ describe("KvController on per-head cells", () => {
         const highest = Math.max(...saved.headSlots!.slots);
         table.forgetFrom(highest + 1);
         expect(table.movedSlots).toBe(saved.headSlots!.slots.length);
+    });
+
+    it("a saved table of another shape is refused: for other KV heads than the model's, or over moved heads of another shape", async () => {
+        const fake = headFake();
+        const c = controller(fake, {combine: "heads", pruneEvery: 8}, 48);
+        await run(c, fake, 30, 60);
+        const saved = c.snapshot();
+        const headSlots = saved.headSlots!;
+        const fresh = headFake();
+        const empty = {slots: new Int32Array(0), tokens: new Int32Array(0)};
+        expect(() =>
+            controller(fresh, {combine: "heads"}, 48).restore({...saved, headSlots: {...headSlots, ...empty, heads: HEADS + 1}})
+        ).toThrow(/for 3 KV heads, and this model has 2/);
+        const wide = {...headSlots, layers: LAYERS + 1, tokens: new Int32Array(headSlots.slots.length * (LAYERS + 1) * HEADS).fill(1)};
+        expect(() => controller(fake, {combine: "heads"}, 48).restore({...saved, headSlots: wide})).toThrow(
+            /moved as 3 layers x 2 KV heads, not 4 x 2/
+        );
     });
 
     it("H2O: each KV head keeps its own heavy hitters by the attention its query heads gave, and its recent window", async () => {

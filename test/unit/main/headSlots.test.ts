@@ -65,6 +65,22 @@ describe("HeadSlots", () => {
         expect(table.movedSlots).toBeGreaterThan(0);
     });
 
+    test("a saved table restores into a table of its shape; a crafted one, or one of another model's heads, is refused", () => {
+        const table = new HeadSlots(2, 2);
+        const plan = table.plan([0, 1, 2, 3, 4, 5], (layer, head) => (layer === 0 && head === 1 ? [0, 1, 3, 5] : [0, 2, 3, 5]));
+        table.apply(plan);
+        const saved = table.save();
+        const again = new HeadSlots(2, 2);
+        again.restore(saved, 2);
+        expect(again.tokenAt(2, 0, 1)).toBe(1);
+        expect(() => new HeadSlots(2, 2).restore(saved, 4)).toThrow(/for 2 KV heads, and this model has 4/);
+        expect(() => new HeadSlots(2, 2).restore({slots: saved.slots, tokens: saved.tokens.subarray(1)})).toThrow(/does not fit/);
+        const twice = {slots: Int32Array.from([2, 2]), tokens: new Int32Array(8).fill(1)};
+        expect(() => new HeadSlots(2, 2).restore(twice)).toThrow(/names a slot twice/);
+        const negative = {slots: Int32Array.from([2]), tokens: Int32Array.from([1, -5, 2, 2])};
+        expect(() => new HeadSlots(2, 2).restore(negative)).toThrow(/not a position/);
+    });
+
     test("moves only the kept tokens outside the slots kept: none when every head keeps the same tokens", () => {
         const table = new HeadSlots(2, 2);
         const slots = [0, 1, 2, 3, 4, 5];
