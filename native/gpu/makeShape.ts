@@ -17,10 +17,9 @@ import {writeRetentionSidecar} from "../../test/fixtures/gguf/retentionSidecar.j
 const nativeDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outDir = path.join(nativeDir, ".build", "gpu");
 const harnessIndex = process.argv.indexOf("--harness");
-const harness =
-    harnessIndex > 0
-        ? path.resolve(process.argv[harnessIndex + 1]!)
-        : path.join(nativeDir, ".build", "gpu-work", "build-cpu", "bin", "ponder-gpu-harness");
+// where CMake put it: bin/ or the build folder itself, as run.sh looks
+const built = ["bin", "."].map((folder) => path.join(nativeDir, ".build", "gpu-work", "build-cpu", folder, "ponder-gpu-harness"));
+const harness = harnessIndex > 0 ? path.resolve(process.argv[harnessIndex + 1]!) : (built.find((file) => fs.existsSync(file)) ?? built[0]!);
 if (!fs.existsSync(harness)) throw new Error(`no harness at ${harness}: build it with bash native/gpu/run.sh --cpu --stage build`);
 
 const source = await getFixtureModel("bench-1.5b-shape");

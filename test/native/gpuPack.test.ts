@@ -9,7 +9,7 @@ import {afterAll, beforeAll, describe, expect, test} from "vitest";
 import {keepSourcePath} from "../../native/gpu/pack.mjs";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
-const policies = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava", "trimkv", "h2o@state"];
+const policies = ["full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava", "trimkv", "h2o@state", "trimkv@heads"];
 let dir: string;
 let archive: string;
 let entries: string[];
@@ -150,6 +150,10 @@ describe.runIf(process.env.PONDER_GPU_PACK_BUILD === "1")("run.sh --cpu (PONDER_
                 table.filter((row) => row[1]!.trim() === "ponder-demo" && row[4]!.trim() === "h2o@state").map((row) => row.at(-2)!.trim())
             ).toEqual(["same tokens; restored at token 128, same tokens as h2o", "same tokens; restored at token 128, same tokens as h2o"]);
             expect(run.stdout).toMatch(/\| ponder-demo \| 320 \| on \| leankv \| q8_0\/q4_0 \|/);
+            // per-head cells moved single KV heads between cells on every model and flash setting
+            const heads = table.filter((row) => row[4]!.trim() === "trimkv@heads").map((row) => row.at(-2)!.trim());
+            expect(heads).toHaveLength(4);
+            for (const note of heads) expect(Number(/; (\d+) head moves$/.exec(note)?.[1])).toBeGreaterThan(0);
         },
         60 * 60 * 1000
     );

@@ -9,6 +9,8 @@
 // mode (TRIM-KV: the max of the gates' log beta, which its `union` mode frees alike): the same reads of the patched API
 // and the same choices (choices.h), written again in C++ because no Node runs on the GPU machine. The runs are checked
 // against themselves (GPU against CPU); the choices against the app's policies on recorded snapshots (choose.cpp).
+// trimkv@heads runs TRIM-KV on per-head cells (0015: single KV heads moved between cells), each (layer, KV head)
+// keeping its own tokens as main/engine/pruning/headRound.ts does.
 //
 //   ponder-gpu-harness --model FILE [--name NAME] [--gates FILE] [--policies LIST] [--flash on|off|both]
 //                      [--prompt-tokens P] [--tokens N] [--cells C] [--budget B] [--prune-every K] [--threads T]
@@ -45,7 +47,7 @@ struct options {
     std::string model;
     std::string name;
     std::string gates;
-    std::vector<std::string> policies = {"full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava", "trimkv", "h2o@state"};
+    std::vector<std::string> policies = {"full", "streamingllm", "h2o", "lethe", "refreekv", "leankv", "lava", "trimkv", "h2o@state", "trimkv@heads"};
     std::vector<bool> flash = {false, true};
     int prompt_tokens = 64;
     int tokens = 256;
@@ -70,6 +72,7 @@ struct run_result {
     int peak = 0;
     int64_t evicted = 0;
     int rounds = 0;
+    int64_t moves = 0; // per-head cells: the head contents moved between cells
     double tok_s = 0;
     double prune_ms = 0;
     std::vector<llama_token> ids;
@@ -326,10 +329,110 @@ void restore_state(session & se, const policy_spec & spec, const saved_state & s
     same(st.values, back.values, spec.retention ? "gate logits" : "value norms");
 }
 
+// ---- per-head cells (trimkv@heads): main/engine/pruning/headRound.ts and HeadSlots.ts ----
+// Each (layer, KV head) keeps its own top tokens by (t - pos) * log beta, pinned first (position 0 and the 8 newest); the
+// cells most heads keep stay, each head's kept tokens outside them move into its holes (patch 0015), the rest are freed
+// for every head. What the check asks of the GPU: the moves of K, V (rows, or transposed elements without flash
+// attention) and the gates' logits on the device's buffers give the CPU's tokens.
+
+struct head_table {
+    std::map<int32_t, std::vector<int32_t>> moved; // slot -> the token of each layer * kv_heads + head
+
+    int32_t token_at(int32_t slot, int pair) const {
+        const auto it = moved.find(slot);
+        return it == moved.end() ? slot : it->second[pair];
+    }
+};
+
+// one round on per-head cells; returns the cells freed and adds the head moves made to `moves_made`
+int prune_heads(llama_memory_t mem, const snapshot & s, const round_target & target, head_table & table, int64_t & moves_made) {
+    const int n = s.n();
+    const int pairs = s.layers * s.kv_heads;
+    const int count = std::min(n, target.max_keep);
+    if (n <= count)
+        return 0;
+    const int newest = std::max(1, std::min(8, count - 1));
+    std::vector<uint8_t> pinned(n, 0);
+    pinned[0] = 1;
+    for (int j = std::max(1, n - newest); j < n; j++)
+        pinned[j] = 1;
+
+    std::vector<std::vector<uint8_t>> kept(pairs, std::vector<uint8_t>(n, 0));
+    std::vector<int> kept_by(n, 0);
+    std::vector<int32_t> held(n);
+    for (int p = 0; p < pairs; p++) {
+        for (int j = 0; j < n; j++)
+            held[j] = table.token_at(s.pos[j], p);
+        const std::vector<float> log_beta(s.log_beta.begin() + (size_t) p * n, s.log_beta.begin() + (size_t) (p + 1) * n);
+        const std::vector<double> value = decayed_retention(log_beta, held, retention_step(held, target.tokens_seen));
+        std::vector<int> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        // a pinned cell holds its own token in every head (it is never a hole, and never moved out)
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return pinned[a] != pinned[b] ? pinned[a] > pinned[b] : value[a] > value[b]; });
+        for (int i = 0; i < count; i++) {
+            kept[p][order[i]] = 1;
+            kept_by[order[i]]++;
+        }
+    }
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return pinned[a] != pinned[b] ? pinned[a] > pinned[b] : kept_by[a] > kept_by[b]; });
+    std::vector<uint8_t> in_set(n, 0);
+    for (int i = 0; i < count; i++)
+        in_set[order[i]] = 1;
+
+    std::vector<int32_t> moves;
+    for (int p = 0; p < pairs; p++) {
+        std::vector<int> holes, outside;
+        for (int j = 0; j < n; j++) {
+            if (in_set[j] && !kept[p][j])
+                holes.push_back(j);
+            if (!in_set[j] && kept[p][j])
+                outside.push_back(j);
+        }
+        for (size_t i = 0; i < outside.size(); i++)
+            moves.insert(moves.end(), {p / s.kv_heads, p % s.kv_heads, s.pos[outside[i]], s.pos[holes[i]]});
+    }
+    const int n_moves = (int) moves.size() / 4;
+    if (n_moves > 0) {
+        const int32_t rc = llama_memory_seq_move_head_cells(mem, 0, moves.data(), n_moves);
+        if (rc < 0)
+            fail("llama_memory_seq_move_head_cells refused (" + std::to_string(rc) + ")");
+        std::vector<int32_t> sources(n_moves);
+        for (int i = 0; i < n_moves; i++)
+            sources[i] = table.token_at(moves[4 * i + 2], moves[4 * i] * s.kv_heads + moves[4 * i + 1]);
+        for (int i = 0; i < n_moves; i++) {
+            const int32_t to = moves[4 * i + 3];
+            auto it = table.moved.find(to);
+            if (it == table.moved.end())
+                it = table.moved.emplace(to, std::vector<int32_t>(pairs, to)).first;
+            it->second[moves[4 * i] * s.kv_heads + moves[4 * i + 1]] = sources[i];
+        }
+        moves_made += n_moves;
+    }
+    std::vector<llama_pos> free;
+    for (int j = 0; j < n; j++)
+        if (!in_set[j]) {
+            free.push_back(s.pos[j]);
+            table.moved.erase(s.pos[j]);
+        }
+    const int32_t removed = llama_memory_seq_rm_pos(mem, 0, free.data(), free.size());
+    if (removed < 0)
+        fail("llama_memory_seq_rm_pos refused");
+    return removed;
+}
+
 run_result run_policy(llama_model * model, const options & opt, const std::string & policy_arg, bool flash, const std::vector<llama_token> & prompt,
         FILE * record) {
-    const bool state_check = policy_arg.size() > 6 && policy_arg.compare(policy_arg.size() - 6, 6, "@state") == 0;
-    const std::string policy = state_check ? policy_arg.substr(0, policy_arg.size() - 6) : policy_arg;
+    const auto variant = [&](const char * tail) {
+        const size_t k = std::strlen(tail);
+        return policy_arg.size() > k && policy_arg.compare(policy_arg.size() - k, k, tail) == 0;
+    };
+    const bool state_check = variant("@state");
+    const bool per_head = variant("@heads");
+    const std::string policy = state_check || per_head ? policy_arg.substr(0, policy_arg.find('@')) : policy_arg;
+    if (per_head && policy != "trimkv")
+        fail("per-head cells run TRIM-KV here (trimkv@heads), not " + policy);
     const policy_spec spec = spec_of(policy, flash);
     const bool full = policy == "full";
     const int full_cells = opt.cells > 0 ? opt.cells : (int) prompt.size() + opt.tokens;
@@ -379,6 +482,7 @@ run_result run_policy(llama_model * model, const options & opt, const std::strin
 
         llama_memory_t mem = llama_get_memory(se.ctx);
         policy_state state;
+        head_table table;
         const int budget = r.budget;
         const int decode_room = std::max(1, std::min(opt.prune_every, budget / 2));
         const int input_room = std::max(decode_room, std::min(512, (int) std::floor(budget * 0.3)));
@@ -391,10 +495,15 @@ run_result run_policy(llama_model * model, const options & opt, const std::strin
             target.phase = phase;
             target.input_end = (int) prompt.size();
             target.tokens_seen = seen;
-            if (record != nullptr)
+            if (record != nullptr && !per_head) // snapshot files hold shared-cell rounds (choose.cpp)
                 write_round(record, policy, s, target);
-            const std::vector<llama_pos> evict = decide(policy, s, target, state);
             r.rounds++;
+            if (per_head) {
+                r.evicted += prune_heads(mem, s, target, table, r.moves);
+                prune_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+                return;
+            }
+            const std::vector<llama_pos> evict = decide(policy, s, target, state);
             if (!evict.empty()) {
                 const int32_t removed = llama_memory_seq_rm_pos(mem, 0, evict.data(), evict.size());
                 if (removed < 0)
@@ -668,7 +777,10 @@ int main(int argc, char ** argv) {
                     mismatch = mismatch || r.note.rfind("same tokens", 0) != 0;
                 }
                 const size_t at = policy.find('@');
-                if (at != std::string::npos) {
+                if (at != std::string::npos && policy.compare(at, std::string::npos, "@heads") == 0) {
+                    // per-head cells keep other tokens than shared cells: the moves are the check, not the same tokens
+                    r.note += std::string(r.note.empty() ? "" : "; ") + std::to_string(r.moves) + " head moves";
+                } else if (at != std::string::npos) {
                     // a variant (h2o@state: a state saved, restored and checked halfway) against its plain run; its tokens
                     // may part from the plain run's where the restored cells' new places round the attention differently
                     for (const run_result & plain : runs) {
