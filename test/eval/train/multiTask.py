@@ -270,12 +270,19 @@ def main():
     opts = held_out_options(families) if args.held_out else TaskOptions(families=families)
     if args.stats:
         by_family: dict[str, list[int]] = {}
+        shares: dict[str, list[float]] = {}
         for i in range(args.stats):
             p = generate_problem(args.seed + i, opts)
-            by_family.setdefault(p.family, []).append(len(tokenize(conversation(p))))
+            length = len(tokenize(conversation(p)))
+            by_family.setdefault(p.family, []).append(length)
+            # the question's share of the conversation: a cache smaller than it loses part of the question while reading it
+            shares.setdefault(p.family, []).append(len(tokenize(p.question)) / length)
         for family, lengths in sorted(by_family.items()):
+            share = sorted(shares[family])
             print(json.dumps({"family": family, "problems": len(lengths),
-                              **order_statistics(lengths, "min", "median", "max")}))
+                              **order_statistics(lengths, "min", "median", "max"),
+                              "question_share": {"min": round(share[0], 3), "median": round(share[len(share) // 2], 3),
+                                                 "max": round(share[-1], 3)}}))
         return
     print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
 
