@@ -10,12 +10,10 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import {parseArgs} from "node:util";
-import {LlamaText, resolveChatWrapper, type Token} from "node-llama-cpp";
-import {collectCalibrationData} from "../../main/engine/calibration/collectCalibrationData.js";
 import {calibrationPrompts, multiTaskPrompts, type PromptSet} from "../../main/engine/calibration/prompts.js";
 import {MULTI_FAMILIES, type MultiFamily} from "../../main/demo/multiTask.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
-import {NativeKv} from "../../main/engine/native/NativeKv.js";
+import {answerPrompts} from "./answerPrompts.js";
 
 const {values} = parseArgs({
     options: {
@@ -47,34 +45,23 @@ if (values["prompts-only"]) {
     process.exit(0);
 }
 if (values.model == null) fail("--model <file.gguf> is required (or --prompts-only)");
-const maxTokens = Number(values["max-tokens"]);
 const llama = await loadPatchedLlama({gpu: false, logLevel: "error"});
 const model = await llama.loadModel({modelPath: path.resolve(values.model)});
-const chatWrapper = resolveChatWrapper(model);
-const context = await model.createContext({contextSize: 4096, flashAttention: false, threads: Number(values.threads), sequences: 1});
-const kv = new NativeKv(context);
-const suffix = chatWrapper.settings.segments?.thought?.suffix;
-const marker = suffix == null ? "</think>" : LlamaText(suffix).toString().trim();
-const lines: string[] = [];
-const sequence = context.getSequence();
+let texts;
 try {
-    for (const [i, prompt] of prompts.entries()) {
-        // one prompt at a time, the fewest samples: only the texts written are used
-        const data = await collectCalibrationData({model, chatWrapper, sequence, kv}, [{user: prompt.user}], {
-            maxTokens,
-            maxSamples: 1
-        });
-        const text = data.texts[0]!;
-        const written = model.detokenize(Array.from(text.tokens.subarray(text.promptTokens)) as Token[], false);
-        const end = written.indexOf(marker);
-        const thought = end < 0 ? written : written.slice(0, end);
-        const answer = end < 0 ? "" : written.slice(end + marker.length);
-        lines.push(JSON.stringify({prompt: prompt.user, response: `<think>\n${thought.trim()}\n</think>\n\n${answer.trim()}`}));
-        console.error(`${i + 1}/${prompts.length}: ${text.generatedTokens} tokens (${text.stop})`);
-    }
+    texts = await answerPrompts(
+        model,
+        prompts.map((prompt) => prompt.user),
+        {
+            maxTokens: Number(values["max-tokens"]),
+            threads: Number(values.threads),
+            onAnswer: (index, tokens, stop) => console.error(`${index + 1}/${prompts.length}: ${tokens} tokens (${stop})`)
+        }
+    );
 } finally {
-    await kv.dispose();
-    await context.dispose();
     await model.dispose();
 }
+const lines = texts.map(({turns: [turn]}) =>
+    JSON.stringify({prompt: turn!.user, response: `<think>\n${turn!.thought}\n</think>\n\n${turn!.answer}`})
+);
 await fs.writeFile(values.out, lines.join("\n") + "\n");

@@ -1,6 +1,6 @@
 // `npm run bench`: every compression policy beside Full KV on the same engine, in the same run.
 //
-//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc]
+//   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc,transfer]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--demo-model resources/models/ponder-demo.gguf] [--merge-model resources/models/ponder-merge.gguf]
 //                    [--multi-model resources/models/ponder-multi.gguf]
@@ -12,12 +12,17 @@
 //                    [--alphas 0,0.25,0.5,1,2,4] [--calibration-problems 16] [--precision-policy lethe] [--precision-share 0.5]
 //                    [--resume-lengths 1024,4096,16384] [--resume-demo-lengths 1024,2048] [--resume-policy lethe] [--resume-repeats 2]
 //                    [--rpc-repeats 4] [--rpc-tokens 256]
+//                    [--transfer-held-out reverse,tally] [--transfer-sources own,prompts,traces] [--transfer-prompts 56]
 //                    [--out test/bench/results] [--threads 2]
 //
 // calibrate-leankv and precision are not in the default suites: the first picks LeanKV's alpha on training problems,
 // the second is LeanKV's Figure 7 ablation (F16, K8V4, K4V8 with Full KV, an eviction policy and LeanKV). resume (not in
 // the defaults either) times a conversation's next answer from its KV state on disk against reading the history again.
 // rpc (not in the defaults) splits a model across two rpc-servers on loopback against the same model here.
+// transfer (not in the defaults) calibrates the many-task model (--multi-model) with the app's calibration on the families
+// not in --transfer-held-out, once per --transfer-sources (its own questions; a prompts file of those families' training
+// problems; its own answers to them, read), each into a copy of the model, and runs the quality suite on every family's
+// held-out set: --policies on the model, TRIM-KV on each copy; a table of the held-out and the calibrated families.
 //
 // The quality and foresight suites run each problem set on the model trained on its task: the demo and local sets on
 // --demo-model, the merge and merge-any sets on --merge-model, the many-task model's sets (multi-<family>, one per family,
@@ -63,6 +68,8 @@ import {resumeSuite} from "./resume.js";
 import {rpcSuite} from "./rpcBench.js";
 import {heldOutDemoProblems} from "../eval/demoTask.js";
 import {serverSuite} from "./serverBench.js";
+import {transferSources, transferSuite, type TransferSource} from "./transfer.js";
+import {MULTI_FAMILIES, type MultiFamily} from "../../main/demo/multiTask.js";
 
 const {values} = parseArgs({
     options: {
@@ -98,6 +105,9 @@ const {values} = parseArgs({
         "resume-repeats": {type: "string", default: "2"},
         "rpc-repeats": {type: "string", default: "4"},
         "rpc-tokens": {type: "string", default: "256"},
+        "transfer-held-out": {type: "string", default: "reverse,tally"},
+        "transfer-sources": {type: "string", default: transferSources.join(",")},
+        "transfer-prompts": {type: "string", default: "56"},
         out: {type: "string", default: path.resolve(import.meta.dirname, "results")},
         threads: {type: "string", default: String(Math.min(4, os.availableParallelism()))}
     }
@@ -397,6 +407,30 @@ for (const set of sets) {
                 ? `\n\nGenerations that failed (counted as wrong):\n\n${report.failures.map((f) => `- ${f}`).join("\n")}`
                 : "")
     );
+}
+
+if (suites.has("transfer")) {
+    const heldOut = values["transfer-held-out"].split(",") as MultiFamily[];
+    const sources = values["transfer-sources"].split(",") as TransferSource[];
+    if (heldOut.some((family) => !MULTI_FAMILIES.includes(family)))
+        throw new Error(`--transfer-held-out takes ${MULTI_FAMILIES.join(", ")}`);
+    if (sources.some((source) => !transferSources.includes(source)))
+        throw new Error(`--transfer-sources takes ${transferSources.join(", ")}`);
+    const report = await transferSuite({
+        llama,
+        modelPath: values["multi-model"],
+        heldOut,
+        sources,
+        policies,
+        budgets,
+        problems: Number(values.problems),
+        threads,
+        calibrationPrompts: Number(values["transfer-prompts"]),
+        workDir: await fs.mkdtemp(path.join(os.tmpdir(), "ponder-transfer-")),
+        onProgress: (line) => console.error(`  transfer ${line}`)
+    });
+    results.transfer = report.json;
+    say(`\n## Gates calibrated on some of the many-task model's families, on the families held out\n\n${report.markdown}`);
 }
 
 if (suites.has("calibrate-leankv")) {
