@@ -22,7 +22,8 @@
 // transfer (not in the defaults) calibrates the many-task model (--multi-model) with the app's calibration on the families
 // not in --transfer-held-out, once per --transfer-sources (its own questions; a prompts file of those families' training
 // problems; its own answers to them, read), each into a copy of the model, and runs the quality suite on every family's
-// held-out set: --policies on the model, TRIM-KV on each copy; a table of the held-out and the calibrated families.
+// held-out set: --policies on the model, TRIM-KV on each copy; a table of the held-out and the calibrated families. It
+// writes transfer-progress.json into --out as it goes: the same command with the same --out goes on from there.
 //
 // The quality and foresight suites run each problem set on the model trained on its task: the demo and local sets on
 // --demo-model, the merge and merge-any sets on --merge-model, the many-task model's sets (multi-<family>, one per family,
@@ -426,7 +427,9 @@ if (suites.has("transfer")) {
         problems: Number(values.problems),
         threads,
         calibrationPrompts: Number(values["transfer-prompts"]),
-        workDir: await fs.mkdtemp(path.join(os.tmpdir(), "ponder-transfer-")),
+        // the same --out goes on from where a stopped run was: its copies and calibrations here, its rows in the progress file
+        workDir: path.join(os.tmpdir(), `ponder-transfer-${path.basename(path.resolve(out))}`),
+        progressFile: path.join(out, "transfer-progress.json"),
         onProgress: (line) => console.error(`  transfer ${line}`)
     });
     results.transfer = report.json;

@@ -1,11 +1,13 @@
 // Gates that carry to tasks they never saw: the many-task model calibrated by the app's calibration on some of its
 // families, and every policy measured on the families held out of the calibration and on the calibrated ones.
+import {existsSync} from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type {Llama} from "node-llama-cpp";
 import type {PolicyId} from "../../preload/contract.js";
 import {calibrateRetention} from "../../main/engine/calibration/calibrateRetention.js";
 import {multiTaskPrompts} from "../../main/engine/calibration/prompts.js";
+import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {MULTI_FAMILIES, type MultiFamily} from "../../main/demo/multiTask.js";
 import {answerPrompts} from "../../scripts/calibration/answerPrompts.js";
 import {qualitySuite} from "./quality.js";
@@ -70,17 +72,43 @@ export async function transferSuite(options: {
     threads: number;
     /** Calibration prompts (of which the calibration's validation holds out its default share). */
     calibrationPrompts: number;
+    /** Where the model's copies and their calibrations' work are kept: the same folder goes on from them. */
     workDir: string;
+    /**
+     * A file the suite writes after every family's set and every calibration, and goes on from when it names the same
+     * run (model, families, sources, policies, budgets, problems, prompts): a run of hours survives a stop.
+     */
+    progressFile?: string;
     onProgress?: (line: string) => void;
 }) {
     const say = options.onProgress ?? (() => undefined);
+    const config = JSON.stringify({
+        model: path.resolve(options.modelPath),
+        bytes: (await fs.stat(options.modelPath)).size,
+        heldOut: options.heldOut,
+        sources: options.sources,
+        policies: options.policies,
+        budgets: options.budgets,
+        problems: options.problems,
+        calibrationPrompts: options.calibrationPrompts
+    });
+    type Progress = {config: string; sets: Record<string, TransferRow[]>; calibrations: TransferCalibration[]};
+    const progress: Progress = await readProgress(options.progressFile, config);
+    const save = async () => {
+        if (options.progressFile != null) await fs.writeFile(options.progressFile, JSON.stringify(progress));
+    };
     if (options.heldOut.length === 0 || options.heldOut.length >= MULTI_FAMILIES.length)
         throw new Error(`hold out at least one family and keep at least one to calibrate on, of ${MULTI_FAMILIES.join(", ")}`);
     const calibrated = MULTI_FAMILIES.filter((family) => !options.heldOut.includes(family));
     const families = [...options.heldOut, ...calibrated];
-    const rows: TransferRow[] = [];
-    const quality = async (modelPath: string, policies: PolicyId[], label: (policy: string) => string) => {
+    const quality = async (modelPath: string, policies: PolicyId[], label: (policy: string) => string, group: string) => {
         for (const family of families) {
+            const key = `${group}:${family}`;
+            if (progress.sets[key] != null) {
+                say(`${family}: ${group} measured before (${options.progressFile})`);
+                continue;
+            }
+            const rows: TransferRow[] = [];
             const report = await qualitySuite({
                 llama: options.llama,
                 modelPath,
@@ -93,7 +121,6 @@ export async function transferSuite(options: {
                 onProgress: (line) => say(`${family} ${line}`)
             });
             for (const row of report.rows) {
-                if (row.policy === "full" && rows.some((known) => known.policy === "full" && known.family === family)) continue;
                 if (row.policy === "refreekv (paper)") continue;
                 rows.push({
                     family,
@@ -103,19 +130,27 @@ export async function transferSuite(options: {
                     thoughtExact: row.thoughtExact
                 });
             }
+            progress.sets[key] = rows;
+            await save();
         }
     };
 
     const history = options.policies.filter((policy) => policy !== "trimkv");
-    if (history.length > 0) await quality(options.modelPath, history, (policy) => policy);
+    if (history.length > 0) await quality(options.modelPath, history, (policy) => policy, "history");
 
-    const calibrations: TransferCalibration[] = [];
     if (options.policies.includes("trimkv")) {
         const prompts = multiTaskPrompts(options.calibrationPrompts, 0, false, calibrated).map((prompt) => prompt.user);
         for (const source of options.sources) {
             const dir = path.join(options.workDir, source);
-            await fs.mkdir(dir, {recursive: true});
             const copy = path.join(dir, path.basename(options.modelPath));
+            const known = progress.calibrations.find((c) => c.source === source);
+            if (known != null && (!known.installed || existsSync(retentionSidecarPath(copy)))) {
+                say(`calibration (${source}): made before (${known.note})`);
+                if (known.installed) await quality(copy, ["trimkv"], (policy) => `${policy} (${source})`, source);
+                continue;
+            }
+            progress.calibrations = progress.calibrations.filter((c) => c.source !== source);
+            await fs.mkdir(dir, {recursive: true});
             await fs.copyFile(options.modelPath, copy);
             const model = await options.llama.loadModel({modelPath: copy});
             let result;
@@ -142,17 +177,26 @@ export async function transferSuite(options: {
             } finally {
                 await model.dispose();
             }
-            calibrations.push({
+            progress.calibrations.push({
                 source,
                 installed: result.installed,
                 prompts: result.prompts,
                 seconds: result.seconds,
                 note: result.installed ? `gates installed (${result.promptSet})` : (result.refusal ?? "refused")
             });
-            say(`calibration (${source}): ${calibrations.at(-1)!.note}`);
-            if (result.installed) await quality(copy, ["trimkv"], (policy) => `${policy} (${source})`);
+            await save();
+            say(`calibration (${source}): ${progress.calibrations.at(-1)!.note}`);
+            if (result.installed) await quality(copy, ["trimkv"], (policy) => `${policy} (${source})`, source);
         }
     }
+    // Full once per family (every set runs it, the same greedy answers)
+    const rows = Object.values(progress.sets)
+        .flat()
+        .filter(
+            (row, index, all) =>
+                row.policy !== "full" || all.findIndex((other) => other.policy === "full" && other.family === row.family) === index
+        );
+    const calibrations = options.sources.flatMap((source) => progress.calibrations.filter((c) => c.source === source));
 
     const markdown =
         `Held out of every calibration: ${options.heldOut.join(", ")}; calibrated on: ${calibrated.join(", ")} ` +
@@ -165,4 +209,18 @@ export async function transferSuite(options: {
             calibrations.map((c) => [c.source, c.installed ? "yes" : "no", String(c.prompts), c.seconds.toFixed(0), c.note])
         );
     return {json: {heldOut: options.heldOut, calibrated, calibrations, rows}, markdown};
+}
+
+/** The progress of an earlier run of the same configuration, else a fresh one. */
+async function readProgress(file: string | undefined, config: string) {
+    const fresh = {config, sets: {}, calibrations: []};
+    if (file == null || !existsSync(file)) return fresh;
+    try {
+        const saved = JSON.parse(await fs.readFile(file, "utf8")) as {config?: unknown; sets?: unknown; calibrations?: unknown};
+        return saved.config === config && typeof saved.sets === "object" && saved.sets != null && Array.isArray(saved.calibrations)
+            ? {config, sets: saved.sets as Record<string, TransferRow[]>, calibrations: saved.calibrations as TransferCalibration[]}
+            : fresh;
+    } catch {
+        return fresh;
+    }
 }
