@@ -115,6 +115,8 @@ async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolea
         const kvHead = Array.from({length: attention.heads}, (_, q) => kvHeadOf(q, attention.heads, heads));
         const index = cellIndex(attention.positions);
         const m = attention.positions.length;
+        // each slot's column in the score read-out, looked up once per round (-1: the read-out did not see it)
+        const column = Int32Array.from(slots, (slot) => index.get(slot) ?? -1);
         const summed = new Float32Array(layers * heads * n);
         for (let l = 0; l < layers; l++) {
             const row = attention.layers[l]?.accumulated;
@@ -122,8 +124,8 @@ async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolea
             for (let q = 0; q < attention.heads; q++) {
                 const base = (l * heads + kvHead[q]!) * n;
                 for (let j = 0; j < n; j++) {
-                    const k = index.get(slots[j]!);
-                    if (k != null) summed[base + j]! += row[q * m + k]!;
+                    const k = column[j]!;
+                    if (k >= 0) summed[base + j]! += row[q * m + k]!;
                 }
             }
         }
