@@ -297,19 +297,27 @@ export class KvController {
         };
     }
 
-    /** Takes back a `snapshot()` made under the same settings, before the prompt is read on from there. */
-    restore(snapshot: ControllerSnapshot): void {
-        this._state = snapshot.state;
-        this._pruneRounds = snapshot.pruneRounds;
-        this._tokensEvicted = snapshot.tokensEvicted;
-        this._forcedDrops = snapshot.forcedDrops;
-        this._peakCells = snapshot.peakCells;
-        this._scoringMs = snapshot.scoringMs;
-        this._sparsityPerLayer = snapshot.sparsityPerLayer;
+    /**
+     * Takes back a `snapshot()` made under the same settings, before the prompt is read on from there. Rejects a per-head
+     * table of other layers or KV heads than the model's cache (`HeadSlots.restore`), with nothing taken back.
+     */
+    async restore(snapshot: ControllerSnapshot): Promise<void> {
+        const {kv, sequenceId} = this._options;
         const saved = snapshot.headSlots;
-        if (saved != null)
-            this._options.kv.headSlots(this._options.sequenceId, saved.layers, saved.heads).restore(saved, this._options.kv.kvHeads);
-        else this._options.kv.existingHeadSlots(this._options.sequenceId)?.forgetFrom(0);
+        const layers = saved == null ? 0 : (await kv.stats()).layers;
+        if (saved == null) kv.existingHeadSlots(sequenceId)?.forgetFrom(0);
+        else if (saved.layers !== layers)
+            throw new RangeError(`the saved per-head cells are for ${saved.layers} layers, and this model's cache has ${layers}`);
+        else kv.headSlots(sequenceId, saved.layers, saved.heads).restore(saved, kv.kvHeads);
+        ({
+            state: this._state,
+            pruneRounds: this._pruneRounds,
+            tokensEvicted: this._tokensEvicted,
+            forcedDrops: this._forcedDrops,
+            peakCells: this._peakCells,
+            scoringMs: this._scoringMs,
+            sparsityPerLayer: this._sparsityPerLayer
+        } = snapshot);
     }
 
     /** Counts a round and keeps it for the next sample: the tokens it evicted, the time it took. */

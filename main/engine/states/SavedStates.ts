@@ -148,7 +148,7 @@ export class SavedStates {
                             : null
                 });
                 if (pruning && candidate.header.controller != null)
-                    controller?.restore(reviveTyped(candidate.header.controller) as ReturnType<KvController["snapshot"]>);
+                    await controller?.restore(reviveTyped(candidate.header.controller) as ReturnType<KvController["snapshot"]>);
                 restored = prefix(candidate.tokens);
                 states.outcome.restored = {path: candidate.path, tokens: candidate.tokens.length};
             } catch (err) {

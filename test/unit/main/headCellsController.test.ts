@@ -215,7 +215,7 @@ describe("KvController on per-head cells", () => {
         const before = fake.live.map((slot) => table.tokensOf([slot], 1, 0)[0]);
 
         table.forgetFrom(0);
-        c.restore(saved);
+        await c.restore(saved);
         expect(fake.live.map((slot) => table.tokensOf([slot], 1, 0)[0])).toEqual(before);
 
         const highest = Math.max(...saved.headSlots!.slots);
@@ -223,7 +223,7 @@ describe("KvController on per-head cells", () => {
         expect(table.movedSlots).toBe(saved.headSlots!.slots.length);
     });
 
-    it("a saved table of another shape is refused: for other KV heads than the model's, or over moved heads of another shape", async () => {
+    it("a saved table of another shape is refused: for other KV heads or layers than the model's cache, or over moved heads of another shape", async () => {
         const fake = headFake();
         const c = controller(fake, {combine: "heads", pruneEvery: 8}, 48);
         await run(c, fake, 30, 60);
@@ -231,12 +231,17 @@ describe("KvController on per-head cells", () => {
         const headSlots = saved.headSlots!;
         const fresh = headFake();
         const empty = {slots: new Int32Array(0), tokens: new Int32Array(0)};
-        expect(() =>
+        await expect(
             controller(fresh, {combine: "heads"}, 48).restore({...saved, headSlots: {...headSlots, ...empty, heads: HEADS + 1}})
-        ).toThrow(/for 3 KV heads, and this model has 2/);
-        const wide = {...headSlots, layers: LAYERS + 1, tokens: new Int32Array(headSlots.slots.length * (LAYERS + 1) * HEADS).fill(1)};
-        expect(() => controller(fake, {combine: "heads"}, 48).restore({...saved, headSlots: wide})).toThrow(
-            /moved as 3 layers x 2 KV heads, not 4 x 2/
+        ).rejects.toThrow(/for 3 KV heads, and this model has 2/);
+        const deep = {...headSlots, layers: LAYERS + 1, tokens: new Int32Array(headSlots.slots.length * (LAYERS + 1) * HEADS).fill(1)};
+        const other = controller(fresh, {combine: "heads"}, 48);
+        await expect(other.restore({...saved, headSlots: deep})).rejects.toThrow(/for 4 layers, and this model's cache has 3/);
+        expect(fresh.kv.existingHeadSlots(0)?.movedSlots ?? 0).toBe(0);
+        expect(other.snapshot().pruneRounds).toBe(0);
+        const wide = {...headSlots, heads: HEADS + 1, tokens: new Int32Array(headSlots.slots.length * LAYERS * (HEADS + 1)).fill(1)};
+        await expect(controller(fake, {combine: "heads"}, 48).restore({...saved, headSlots: wide})).rejects.toThrow(
+            /moved as 3 layers x 2 KV heads, not 3 x 3/
         );
     });
 
