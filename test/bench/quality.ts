@@ -27,6 +27,9 @@ type QualityRow = {
     fidelity: {problems: number; top1Agreement: number; meanKl: number; regret: number} | null;
 };
 
+/** Full's run of one problem: the cells it used (what each budget is a share of), its thought, and whether it answered right. */
+export type FullRun = {cells: number; thought: string; correct: boolean};
+
 /** A held-out problem of a task: the question, and the answer that grades a run. */
 export type TaskProblem = {question: string; answer: string};
 
@@ -102,6 +105,8 @@ export async function qualitySuite(options: {
     set?: keyof typeof problemSets;
     /** How the selectors' choices combine on shared cells, for every policy of the run. Defaults to the app's default. */
     combine?: CompressionSettings["combine"];
+    /** Full's runs of these problems from an earlier report of the same model and set (`fullRuns`), not run again. */
+    fullRuns?: FullRun[];
     onProgress?: (line: string) => void;
 }) {
     const combineMode = options.combine ?? defaultCompressionSettings.combine;
@@ -149,18 +154,20 @@ export async function qualitySuite(options: {
         return {answer: extractDemoAnswer(text), thought, tokens, promptTokens: result.promptTokens, live, stopReason: result.stopReason};
     }
 
-    const used: number[] = [];
-    const fullThoughts: string[] = [];
     const failures: string[] = [];
-    let fullCorrect = 0;
+    if (options.fullRuns != null && options.fullRuns.length !== problems.length)
+        throw new Error(`${options.fullRuns.length} runs of Full given for ${problems.length} problems`);
+    const fullRuns: FullRun[] = options.fullRuns ?? [];
     for (const [index, problem] of problems.entries()) {
+        if (options.fullRuns != null) break;
         // The demo model's whole context: a budget above it is refused (budgetCap).
         const run = await solve(problem.question, "full", 4096);
-        used.push(run.promptTokens + run.tokens + 4);
-        fullThoughts.push(run.thought);
-        if (isDemoAnswerCorrect(problem, run.answer)) fullCorrect++;
+        fullRuns.push({cells: run.promptTokens + run.tokens + 4, thought: run.thought, correct: isDemoAnswerCorrect(problem, run.answer)});
         options.onProgress?.(`full: problem ${index + 1}/${problems.length}, ${run.tokens} tokens`);
     }
+    const used = fullRuns.map((run) => run.cells);
+    const fullThoughts = fullRuns.map((run) => run.thought);
+    const fullCorrect = fullRuns.filter((run) => run.correct).length;
     // Full KV holds every token of the answer: its memory is what each pruned run is measured against.
     const fullBytes = used.map((cells) => cells * bytesPerCell);
     const rows: QualityRow[] = [
@@ -248,6 +255,7 @@ export async function qualitySuite(options: {
         problems: problems.length,
         title: set.title,
         rows,
+        fullRuns,
         json: {problems: problems.length, set: options.set ?? "demo", rows, failures},
         failures,
         table: table(

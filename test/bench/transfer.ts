@@ -10,7 +10,7 @@ import {multiTaskPrompts} from "../../main/engine/calibration/prompts.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {MULTI_FAMILIES, type MultiFamily} from "../../main/demo/multiTask.js";
 import {answerPrompts} from "../../scripts/calibration/answerPrompts.js";
-import {qualitySuite} from "./quality.js";
+import {qualitySuite, type FullRun} from "./quality.js";
 import {table} from "./plot.js";
 
 /**
@@ -92,7 +92,13 @@ export async function transferSuite(options: {
         problems: options.problems,
         calibrationPrompts: options.calibrationPrompts
     });
-    type Progress = {config: string; sets: Record<string, TransferRow[]>; calibrations: TransferCalibration[]};
+    type Progress = {
+        config: string;
+        sets: Record<string, TransferRow[]>;
+        calibrations: TransferCalibration[];
+        /** Full's runs per family, from the first set that ran them: the later sets compare with them, not run Full again. */
+        full?: Record<string, FullRun[]>;
+    };
     const progress: Progress = await readProgress(options.progressFile, config);
     const save = async () => {
         if (options.progressFile != null) await fs.writeFile(options.progressFile, JSON.stringify(progress));
@@ -118,6 +124,7 @@ export async function transferSuite(options: {
                 threads: options.threads,
                 fidelityProblems: 0,
                 set: `multi-${family}`,
+                fullRuns: progress.full?.[family],
                 onProgress: (line) => say(`${family} ${line}`)
             });
             for (const row of report.rows) {
@@ -131,6 +138,7 @@ export async function transferSuite(options: {
                 });
             }
             progress.sets[key] = rows;
+            progress.full = {...progress.full, [family]: report.fullRuns};
             await save();
         }
     };
@@ -189,7 +197,7 @@ export async function transferSuite(options: {
             if (result.installed) await quality(copy, ["trimkv"], (policy) => `${policy} (${source})`, source);
         }
     }
-    // Full once per family (every set runs it, the same greedy answers)
+    // Full once per family (every set has its row, from the same runs)
     const rows = Object.values(progress.sets)
         .flat()
         .filter(
@@ -216,11 +224,38 @@ async function readProgress(file: string | undefined, config: string) {
     const fresh = {config, sets: {}, calibrations: []};
     if (file == null || !existsSync(file)) return fresh;
     try {
-        const saved = JSON.parse(await fs.readFile(file, "utf8")) as {config?: unknown; sets?: unknown; calibrations?: unknown};
-        return saved.config === config && typeof saved.sets === "object" && saved.sets != null && Array.isArray(saved.calibrations)
-            ? {config, sets: saved.sets as Record<string, TransferRow[]>, calibrations: saved.calibrations as TransferCalibration[]}
-            : fresh;
+        const saved = JSON.parse(await fs.readFile(file, "utf8")) as {
+            config?: unknown;
+            sets?: unknown;
+            calibrations?: unknown;
+            full?: unknown;
+        };
+        if (saved.config !== config || typeof saved.sets !== "object" || saved.sets == null || !Array.isArray(saved.calibrations))
+            return fresh;
+        return {
+            config,
+            sets: saved.sets as Record<string, TransferRow[]>,
+            calibrations: saved.calibrations as TransferCalibration[],
+            full: fullRunsOf(saved.full)
+        };
     } catch {
         return fresh;
     }
+}
+
+/** Saved runs of Full per family, the families whose runs are whole (and not none); none when the record is not an object. */
+export function fullRunsOf(saved: unknown): Record<string, FullRun[]> | undefined {
+    if (typeof saved !== "object" || saved == null) return undefined;
+    const isRun = (run: unknown): run is FullRun =>
+        typeof run === "object" &&
+        run != null &&
+        Number.isInteger((run as FullRun).cells) &&
+        (run as FullRun).cells > 0 &&
+        typeof (run as FullRun).thought === "string" &&
+        typeof (run as FullRun).correct === "boolean";
+    return Object.fromEntries(
+        Object.entries(saved).filter(
+            (entry): entry is [string, FullRun[]] => Array.isArray(entry[1]) && entry[1].length > 0 && entry[1].every(isRun)
+        )
+    );
 }

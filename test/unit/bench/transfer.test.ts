@@ -1,5 +1,5 @@
 import {describe, expect, it} from "vitest";
-import {transferTable, type TransferRow} from "../../bench/transfer.js";
+import {fullRunsOf, transferTable, type TransferRow} from "../../bench/transfer.js";
 
 const row = (
     family: TransferRow["family"],
@@ -43,5 +43,21 @@ describe("the transfer suite's table", () => {
     it("marks a share no row measured", () => {
         const table = transferTable([row("sum", "lethe", 0.25, 1)], ["chase"], [0.25, 0.5]);
         expect(table.split("\n").find((line) => line.startsWith("| lethe "))).toMatch(/\| - \| - \| 1\.000 \| - \|/);
+    });
+});
+
+describe("Full's runs kept between the transfer suite's sets", () => {
+    it("takes back each family whose runs are whole and drops the others", () => {
+        const run = {cells: 120, thought: "a", correct: true};
+        const saved = {
+            sum: [run, {...run, correct: false}],
+            tally: [run, {cells: 0, thought: "b", correct: true}],
+            chase: [{cells: 12, thought: 3, correct: true}],
+            merge: "runs",
+            reverse: []
+        };
+        expect(fullRunsOf(saved)).toEqual({sum: saved.sum});
+        expect(fullRunsOf(null)).toBeUndefined();
+        expect(fullRunsOf("full")).toBeUndefined();
     });
 });
