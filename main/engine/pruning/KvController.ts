@@ -250,7 +250,7 @@ export class KvController {
         const rounds = this._roundsSince;
         this._roundsSince = [];
         const due = last || this._options.now() - this._tokenScoresAt >= tokenScoresEveryMs;
-        const tokens = due ? this._records.take(tokenScoresKind(this._options.compression)) : null;
+        const tokens = due ? this._records.take(tokenScoresKind(this._options.compression, this._combine)) : null;
         if (tokens != null) this._tokenScoresAt = this._options.now();
         const stats = await this._options.kv.stats();
         const tokensSeen = this._options.tokensSeen();
@@ -396,7 +396,7 @@ export class KvController {
                     keptByLayer: decision.keptByLayer,
                     evict
                 },
-                tokenScoresKind(this._options.compression)
+                tokenScoresKind(this._options.compression, this._combine)
             );
         }
         const evicted = evict.length > 0 ? await this._options.kv.evict(this._options.sequenceId, evict) : 0;

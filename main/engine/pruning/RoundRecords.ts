@@ -1,6 +1,7 @@
 import type {CompressionSettings, TokenScores} from "../../../preload/contract/compression.js";
 import {hexOfLayers, mergeTokenScores} from "../../../preload/tokenScores.js";
 import {policyNeeds} from "../policies/scoring.js";
+import type {CombineMode} from "../policies/types.js";
 
 /**
  * One prune round's view of its live cells (`PruneDecision.cellScores`, `keptByLayer`), with its number in the answer and
@@ -17,10 +18,10 @@ export type ScoredRound = {
 
 /**
  * What a policy's records carry: its gates' retention, the attention it scored, the share of heads that hold a token (per-head
- * cells), or nothing (a policy that reads no scores).
+ * cells: `combine`, the mode its rounds run under, `auto` resolved), or nothing (a policy that reads no scores).
  */
-export function tokenScoresKind(compression: CompressionSettings): TokenScores["kind"] {
-    if (compression.combine === "heads") return "heads";
+export function tokenScoresKind(compression: CompressionSettings, combine: CombineMode | null): TokenScores["kind"] {
+    if (combine === "heads") return "heads";
     const needs = policyNeeds(compression);
     return needs.retention === true ? "retention" : needs.scores === false ? "none" : "attention";
 }

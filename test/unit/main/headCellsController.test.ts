@@ -196,6 +196,19 @@ describe("KvController on per-head cells", () => {
         expect(record.keptBy[at(seven)]).toBe("2");
     });
 
+    it("under auto, gates fitted per head run on per-head cells, and the memory panel's record says so", async () => {
+        const fake = headFake();
+        const c = controller(fake, {combine: "auto", pruneEvery: 8}, 48);
+        await run(c, fake, 30, 120);
+        expect(c.combine).toBe("heads");
+        expect(fake.moveCalls).toBeGreaterThan(0);
+        const record = (await c.sample(0, true)).tokens!;
+        expect(record.kind).toBe("heads");
+        // a share of the (layer, KV head) pairs (none for a token evicted from all), not a gate's retention
+        expect(record.scores.every((share) => share != null && share >= 0 && share <= 1)).toBe(true);
+        expect(record.scores.some((share) => Math.abs(share! - 1 / (LAYERS * HEADS)) < 1e-3)).toBe(true);
+    });
+
     it("on shared cells the same gates keep a multiple of 7 in every head at once", async () => {
         const fake = headFake();
         const c = controller(fake, {combine: "aggregate", pruneEvery: 8}, 48);
