@@ -58,10 +58,11 @@ export type PolicyEntry = {
     /** A prune round runs as soon as the answer's input is read, before the cadence's first (ReFreeKV's once-per-prompt test). */
     prunesAfterPrompt: boolean;
     /**
-     * What the combine setting `auto` means for it: `aggregate`, or `gates`: the mode its retention gates were trained
-     * under, read from the gate file (main/engine/policies/decide.ts `resolveCombine`).
+     * What the combine setting `auto` means for it: `aggregate`; `heads`, per-head cells (where the bench measured them
+     * ahead of shared cells); or `gates`: the mode its retention gates were trained under, read from the gate file
+     * (main/engine/policies/decide.ts `resolveCombine`).
      */
-    ownCombine: "aggregate" | "gates";
+    ownCombine: "aggregate" | "heads" | "gates";
     /**
      * Whether it can keep each (layer, KV head)'s own tokens (the combine mode `heads`, per-head cells): its paper ranks
      * per head by scores that differ between heads (TRIM-KV's gates, H2O's attention) or per layer (Lethe, at equal counts:
@@ -134,7 +135,7 @@ export const policyCatalogue = [
         reads: scores,
         keepsEveryToken: false,
         prunesAfterPrompt: false,
-        ownCombine: "aggregate",
+        ownCombine: "heads",
         headCells: true,
         pairsWith: null,
         layerBudgets: null,
@@ -277,7 +278,11 @@ type Contradictory = {
           ? EntryOf<Id>["reads"]["gates"] extends true
               ? never
               : Id
-          : never;
+          : EntryOf<Id> extends {ownCombine: "heads"}
+            ? EntryOf<Id> extends {headCells: true}
+                ? never
+                : Id
+            : never;
 }[PolicyId];
 const consistent: [Contradictory] extends [never] ? true : Contradictory = true;
 void consistent;

@@ -94,7 +94,7 @@ export const combineModes: {id: CompressionSettings["combine"]; label: string; h
     {
         id: "auto",
         label: "Policy's own",
-        hint: "Aggregate; for TRIM-KV gates trained per layer and head (as its paper trains them), per-head cells."
+        hint: "Aggregate; per-head cells for H2O, and for TRIM-KV gates trained per layer and head (as its paper trains them)."
     },
     {id: "aggregate", label: "Aggregate", hint: "One selection on scores normalised and summed over layers and heads."},
     {

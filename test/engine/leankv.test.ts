@@ -9,6 +9,7 @@ import {kvBytesPerCell} from "../../main/kv/kvMemory.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import type {ModelInspection} from "../../main/engine/EngineApi.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {resolveCombine} from "../../main/engine/policies/decide.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 import {generateRun} from "./generateRun.js";
 
@@ -62,7 +63,10 @@ describe("K and V cache types and LeanKV on a generated model", () => {
                 }
                 expect(result.stopReason).toBe("maxTokens");
                 expect(tokens).toBeGreaterThan(3 * cells - 8);
-                expect(last.cellsLive + last.tokensEvicted).toBe(last.tokensSeen);
+                // on per-head cells (H2O's own mode) a cell's heads hold different tokens: one is evicted once no head holds it
+                if (resolveCombine("auto", policy) === "heads")
+                    expect(last.cellsLive + last.tokensEvicted).toBeLessThanOrEqual(last.tokensSeen);
+                else expect(last.cellsLive + last.tokensEvicted).toBe(last.tokensSeen);
                 expect(last.pruneRounds).toBeGreaterThan(0);
             });
         }

@@ -4,6 +4,7 @@ import {Engine} from "../../main/engine/runtime/Engine.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import type {ChatTurn} from "../../main/engine/EngineApi.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {resolveCombine} from "../../main/engine/policies/decide.js";
 import {getFixtureModel} from "../fixtures/gguf/fixtures.js";
 
 const budget = 128;
@@ -84,7 +85,10 @@ describe("compression policies on a generated model", () => {
                 expect(sample.liveBytes).toBeLessThanOrEqual(sample.allocatedBytes);
             }
             const last = samples.at(-1)!;
-            expect(last.cellsLive + last.tokensEvicted).toBe(last.tokensSeen);
+            // on per-head cells (H2O's own mode) a cell's heads hold different tokens: one is evicted once no head holds it
+            if (resolveCombine("auto", policy) === "heads")
+                expect(last.cellsLive + last.tokensEvicted).toBeLessThanOrEqual(last.tokensSeen);
+            else expect(last.cellsLive + last.tokensEvicted).toBe(last.tokensSeen);
             expect(last.pruneRounds).toBeGreaterThan(0);
             expect(last.tokensEvicted).toBeGreaterThan(2 * budget);
             expect(last.fullBytes).toBeGreaterThan(3 * last.liveBytes);

@@ -161,11 +161,12 @@ export type CombineSetting = CombineMode | "auto";
 /**
  * The combine mode a policy's rounds run under: the one the settings name, or under `auto` the policy's own (the
  * catalogue's `ownCombine`): for gates, how they were trained (`trimKvCombine`; `reduction` is needed then), else
- * `aggregate`.
+ * `aggregate` or `heads` (H2O).
  */
 export function resolveCombine(setting: CombineSetting, policy: PolicyId, reduction?: GateReduction): CombineMode {
     if (setting !== "auto") return setting;
-    if (policyEntry(policy).ownCombine === "aggregate") return "aggregate";
+    const own = policyEntry(policy).ownCombine;
+    if (own !== "gates") return own;
     if (reduction == null) throw new Error("TRIM-KV's combine mode follows how its gates were trained, and no gate file was read");
     return trimKvCombine(reduction);
 }

@@ -423,14 +423,14 @@ describe("KvController", () => {
 
     it("reports each answer's own rounds and evictions, not the context's", async () => {
         const fake = fakeKv(0);
-        const first = controller(fake, {policy: "h2o", pruneEvery: 4}, 64);
+        const first = controller(fake, {policy: "h2o", combine: "aggregate", pruneEvery: 4}, 64);
         first.beginAnswer();
         await evaluate(first, fake, 10);
         for (let i = 0; i < 200; i++) await evaluate(first, fake, 1);
         expect((await first.sample(0)).tokensEvicted).toBeGreaterThan(100);
 
         fake.clear();
-        const second = controller(fake, {policy: "h2o", pruneEvery: 4}, 64);
+        const second = controller(fake, {policy: "h2o", combine: "aggregate", pruneEvery: 4}, 64);
         second.beginAnswer();
         await evaluate(second, fake, 1);
         await evaluate(second, fake, 1);

@@ -260,13 +260,18 @@ describe("the policy catalogue", () => {
                 });
             // Gates give the combine mode only to a policy that reads them.
             if (entry.ownCombine === "gates") expect(entry.reads.gates, id).toBe(true);
+            // Per-head cells are a policy's own mode only where its paper ranks per KV head.
+            if (entry.ownCombine === "heads") expect(entry.headCells, id).toBe(true);
             for (const param of entry.params)
                 if (!isNumberParam(param)) for (const option of param.options) expect(option.inWords, `${id}.${param.key}`).not.toBe("");
         }
         // The settings' `auto` combine resolves as the catalogue says.
         for (const id of policyIds)
-            if (policyEntry(id).ownCombine === "aggregate") expect(resolveCombine("auto", id), id).toBe("aggregate");
+            if (policyEntry(id).ownCombine !== "gates") expect(resolveCombine("auto", id), id).toBe(policyEntry(id).ownCombine);
             else expect(() => resolveCombine("auto", id), id).toThrow(/how its gates were trained/);
+        // H2O's own: per-head cells, where the bench measured it ahead of shared cells
+        expect(resolveCombine("auto", "h2o")).toBe("heads");
+        expect(resolveCombine("aggregate", "h2o")).toBe("aggregate");
     });
 
     test("the server and the stored records accept exactly the catalogue's ids", () => {
