@@ -309,15 +309,13 @@ export class KvController {
         else if (saved.layers !== layers)
             throw new RangeError(`the saved per-head cells are for ${saved.layers} layers, and this model's cache has ${layers}`);
         else kv.headSlots(sequenceId, saved.layers, saved.heads).restore(saved, kv.kvHeads);
-        ({
-            state: this._state,
-            pruneRounds: this._pruneRounds,
-            tokensEvicted: this._tokensEvicted,
-            forcedDrops: this._forcedDrops,
-            peakCells: this._peakCells,
-            scoringMs: this._scoringMs,
-            sparsityPerLayer: this._sparsityPerLayer
-        } = snapshot);
+        this._state = snapshot.state;
+        this._pruneRounds = snapshot.pruneRounds;
+        this._tokensEvicted = snapshot.tokensEvicted;
+        this._forcedDrops = snapshot.forcedDrops;
+        this._peakCells = snapshot.peakCells;
+        this._scoringMs = snapshot.scoringMs;
+        this._sparsityPerLayer = snapshot.sparsityPerLayer;
     }
 
     /** Counts a round and keeps it for the next sample: the tokens it evicted, the time it took. */
