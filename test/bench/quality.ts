@@ -158,13 +158,17 @@ export async function qualitySuite(options: {
     if (options.fullRuns != null && options.fullRuns.length !== problems.length)
         throw new Error(`${options.fullRuns.length} runs of Full given for ${problems.length} problems`);
     const fullRuns: FullRun[] = options.fullRuns ?? [];
-    for (const [index, problem] of problems.entries()) {
-        if (options.fullRuns != null) break;
-        // The demo model's whole context: a budget above it is refused (budgetCap).
-        const run = await solve(problem.question, "full", 4096);
-        fullRuns.push({cells: run.promptTokens + run.tokens + 4, thought: run.thought, correct: isDemoAnswerCorrect(problem, run.answer)});
-        options.onProgress?.(`full: problem ${index + 1}/${problems.length}, ${run.tokens} tokens`);
-    }
+    if (options.fullRuns == null)
+        for (const [index, problem] of problems.entries()) {
+            // The demo model's whole context: a budget above it is refused (budgetCap).
+            const run = await solve(problem.question, "full", 4096);
+            fullRuns.push({
+                cells: run.promptTokens + run.tokens + 4,
+                thought: run.thought,
+                correct: isDemoAnswerCorrect(problem, run.answer)
+            });
+            options.onProgress?.(`full: problem ${index + 1}/${problems.length}, ${run.tokens} tokens`);
+        }
     const used = fullRuns.map((run) => run.cells);
     const fullThoughts = fullRuns.map((run) => run.thought);
     const fullCorrect = fullRuns.filter((run) => run.correct).length;

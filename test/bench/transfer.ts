@@ -4,6 +4,7 @@ import {existsSync} from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type {Llama} from "node-llama-cpp";
+import {z} from "zod";
 import type {PolicyId} from "../../preload/contract.js";
 import {calibrateRetention} from "../../main/engine/calibration/calibrateRetention.js";
 import {multiTaskPrompts} from "../../main/engine/calibration/prompts.js";
@@ -243,19 +244,15 @@ async function readProgress(file: string | undefined, config: string) {
     }
 }
 
+const fullRunsSchema = z.array(z.object({cells: z.number().int().positive(), thought: z.string(), correct: z.boolean()})).nonempty();
+
 /** Saved runs of Full per family, the families whose runs are whole (and not none); none when the record is not an object. */
 export function fullRunsOf(saved: unknown): Record<string, FullRun[]> | undefined {
     if (typeof saved !== "object" || saved == null) return undefined;
-    const isRun = (run: unknown): run is FullRun =>
-        typeof run === "object" &&
-        run != null &&
-        Number.isInteger((run as FullRun).cells) &&
-        (run as FullRun).cells > 0 &&
-        typeof (run as FullRun).thought === "string" &&
-        typeof (run as FullRun).correct === "boolean";
     return Object.fromEntries(
-        Object.entries(saved).filter(
-            (entry): entry is [string, FullRun[]] => Array.isArray(entry[1]) && entry[1].length > 0 && entry[1].every(isRun)
-        )
+        Object.entries(saved).flatMap(([family, runs]) => {
+            const parsed = fullRunsSchema.safeParse(runs);
+            return parsed.success ? [[family, parsed.data]] : [];
+        })
     );
 }
