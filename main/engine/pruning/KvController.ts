@@ -10,6 +10,7 @@ import {readRetentionReduction} from "../retention/findRetentionGates.js";
 import {policyNeeds, policyParams, scoring} from "../policies/scoring.js";
 import {RoundRecords, tokenScoresKind} from "./RoundRecords.js";
 import {pruneHeadCells} from "./headRound.js";
+import {restoreHeadSlots, saveHeadSlots, type SavedHeadSlots} from "./savedHeadSlots.js";
 import {toPolicySnapshot} from "./toPolicySnapshot.js";
 
 /** The most input tokens read between two prune rounds while a prompt is read. */
@@ -60,8 +61,8 @@ export type ControllerSnapshot = {
     peakCells: number;
     scoringMs: number;
     sparsityPerLayer: number[];
-    /** Per-head cells: which token each head held where (`HeadSlots.save`), with the table's shape. */
-    headSlots?: {layers: number; heads: number; slots: Int32Array; tokens: Int32Array};
+    /** Per-head cells: which token each head held where (`saveHeadSlots`). */
+    headSlots?: SavedHeadSlots;
 };
 
 /**
@@ -284,9 +285,9 @@ export class KvController {
      * this answer's counters, so a restored state goes on where it was. Typed arrays stay typed (`tagTyped`).
      */
     snapshot(): ControllerSnapshot {
-        const table = this._combine === "heads" ? this._options.kv.existingHeadSlots(this._options.sequenceId) : undefined;
+        const table = this._combine === "heads" ? saveHeadSlots(this._options.kv, this._options.sequenceId) : undefined;
         return {
-            ...(table != null ? {headSlots: {layers: table.layers, heads: table.heads, ...table.save()}} : {}),
+            ...(table != null ? {headSlots: table} : {}),
             state: this._state,
             pruneRounds: this._pruneRounds,
             tokensEvicted: this._tokensEvicted,
@@ -302,13 +303,7 @@ export class KvController {
      * table of other layers or KV heads than the model's cache (`HeadSlots.restore`), with nothing taken back.
      */
     async restore(snapshot: ControllerSnapshot): Promise<void> {
-        const {kv, sequenceId} = this._options;
-        const saved = snapshot.headSlots;
-        const layers = saved == null ? 0 : (await kv.stats()).layers;
-        if (saved == null) kv.existingHeadSlots(sequenceId)?.forgetFrom(0);
-        else if (saved.layers !== layers)
-            throw new RangeError(`the saved per-head cells are for ${saved.layers} layers, and this model's cache has ${layers}`);
-        else kv.headSlots(sequenceId, saved.layers, saved.heads).restore(saved, kv.kvHeads);
+        await restoreHeadSlots(this._options.kv, this._options.sequenceId, snapshot.headSlots);
         this._state = snapshot.state;
         this._pruneRounds = snapshot.pruneRounds;
         this._tokensEvicted = snapshot.tokensEvicted;
