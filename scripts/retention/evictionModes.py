@@ -191,7 +191,8 @@ class ModeSim(EvictionSim):
 
 def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dict], object]:
     """Held-out problems (seeds EVAL_SEED_BASE + offset ..) as traces.py examples, and the function that grades an
-    output: the demo task's, or the merge task's with k in the second half (the app's and bench's held-out sets)."""
+    output: the demo task's, the merge task's with k in the second half (the app's and bench's held-out sets), or one
+    family's of the many-task model (`multi/<family>`, its held-out options)."""
     import task  # test/eval/train/task.py (on the path through ggufModel)
     if task_name == "demo":
         from traces import demo_examples
@@ -201,6 +202,15 @@ def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dic
         import mergeTask  # test/eval/train/mergeTask.py
         opts = mergeTask.TaskOptions(min_k_share=0.5)
         problem = lambda seed: mergeTask.generate_problem(seed, opts)  # noqa: E731
+        examples = []
+        for seed in range(task.EVAL_SEED_BASE + offset, task.EVAL_SEED_BASE + offset + count):
+            p = problem(seed)
+            examples.append({"seed": seed, "prompt": task.tokenize(task.render_prompt(p.question)),
+                             "proposal": task.tokenize(task.render_completion(p.thinking, p.answer)), "answer": p.answer})
+    elif task_name.startswith("multi/"):
+        import multiTask  # test/eval/train/multiTask.py
+        opts = multiTask.held_out_options([task_name.split("/", 1)[1]])
+        problem = lambda seed: multiTask.generate_problem(seed, opts)  # noqa: E731
         examples = []
         for seed in range(task.EVAL_SEED_BASE + offset, task.EVAL_SEED_BASE + offset + count):
             p = problem(seed)
@@ -216,18 +226,20 @@ def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dic
 
 
 MODELS = {"demo": os.path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf"),
-          "merge": os.path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf")}
+          "merge": os.path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf"),
+          "multi": os.path.join(REPO_ROOT, "resources", "models", "ponder-multi.gguf")}
 
 
 def run_model(name: str, args, log) -> dict:
+    """One model's report: `name` is demo, merge, or `multi/<family>` (the many-task model on one family's problems)."""
     from traces import DEFAULT_CACHE_DIR, DEMO_STOP_IDS, traced  # noqa: F401
-    path = MODELS[name]
+    path = MODELS[name.split("/", 1)[0]]
     model, _ = load_gguf_model(path)
     meta, gates = read_sidecar(sidecar_path_for(path), path)
     log(f"{name}: {model.cfg.architecture}, {model.cfg.n_layer} layers x {model.cfg.n_head_kv} KV heads "
         f"({model.cfg.n_head} query heads); gates: {meta['ponder.retention.source']}")
     examples, is_correct = task_examples(name, args.count, args.offset)
-    # the two task models share the tokenizer and its stop tokens
+    # the task models share the tokenizer and its stop tokens
     examples = traced(model, fingerprint(path), examples, DEMO_STOP_IDS, 4096, args.cache_dir, log=log)
     lengths = [len(e["prompt"]) + len(e["completion"]) for e in examples]
     report: dict = {"model": name, "problems": len(examples), "full_correct": sum(is_correct(e, e["completion"]) for e in examples),
@@ -284,7 +296,9 @@ def table(reports: list[dict], shares: list[float], rankings: list[str], modes: 
 def main():
     from traces import DEFAULT_CACHE_DIR
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default="demo,merge", help="comma-separated, of demo, merge. Defaults to both.")
+    p.add_argument("--models", default="demo,merge",
+                   help="comma-separated, of demo, merge, multi (every family of the many-task model) or multi/<family>. "
+                        "Defaults to demo,merge.")
     p.add_argument("--count", type=int, default=12, help="held-out problems per model. Defaults to 12.")
     p.add_argument("--offset", type=int, default=0, help="first held-out seed = EVAL_SEED_BASE + offset. Defaults to 0.")
     p.add_argument("--shares", default="0.125,0.25,0.5", help="budgets as shares of Full's length. Defaults to 0.125,0.25,0.5.")
@@ -295,6 +309,7 @@ def main():
     p.add_argument("--json", help="also write the report here")
     p.add_argument("--demo-model", help="another copy of the demo model (its gates beside it, as the app keeps them)")
     p.add_argument("--merge-model", help="another copy of the merge model (its gates beside it)")
+    p.add_argument("--multi-model", help="another copy of the many-task model (its gates beside it)")
     p.add_argument("--table", metavar="JSON", help="only print the table of a report written by --json")
     args = p.parse_args()
     if args.table:
@@ -317,12 +332,21 @@ def main():
         MODELS["demo"] = os.path.abspath(args.demo_model)
     if args.merge_model:
         MODELS["merge"] = os.path.abspath(args.merge_model)
+    if args.multi_model:
+        MODELS["multi"] = os.path.abspath(args.multi_model)
     log = lambda m: print(m, flush=True)  # noqa: E731
     t0 = time.time()
     reports = []
+    import multiTask  # test/eval/train/multiTask.py (on the path through ggufModel)
+    names = []
     for name in [m for m in args.models.split(",") if m]:
-        if name not in MODELS:
+        if name == "multi":
+            names += [f"multi/{family}" for family in multiTask.FAMILIES]
+        elif name in MODELS or (name.startswith("multi/") and name.split("/", 1)[1] in multiTask.FAMILIES):
+            names.append(name)
+        else:
             p.error(f"unknown model {name!r}")
+    for name in names:
         reports.append(run_model(name, args, log))
     print(table(reports, args.shares, args.rankings, args.modes), flush=True)
     print(f"{time.time() - t0:.0f} s in all", flush=True)

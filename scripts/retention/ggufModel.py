@@ -1,4 +1,4 @@
-"""Loads a `llama` or `qwen3` GGUF model into a PyTorch replica of llama.cpp's graph for it.
+"""Loads a `llama`, `qwen2` or `qwen3` GGUF model into a PyTorch replica of llama.cpp's graph for it.
 
 The replica extends `test/eval/train/model.py` (whose logits equal llama.cpp's for the task models) with what the
 retention tools need, without changing that file:
@@ -12,7 +12,8 @@ retention tools need, without changing that file:
 - caches whose cells keep their own absolute positions (so a simulation can evict cells as llama.cpp does).
 
 Each architecture is a row of ARCHITECTURES: what its graph adds to llama's (LLM_ARCH_LLAMA: RMSNorm pre-norm
-blocks, grouped-query attention, SwiGLU, no biases), as llama.cpp computes it. `qwen3` (`llm_build_qwen3`)
+blocks, grouped-query attention, SwiGLU, no biases), as llama.cpp computes it. `qwen2` (`llm_build_qwen2`) adds
+biases to the q, k and v projections (before RoPE) and rotates in NEOX mode. `qwen3` (`llm_build_qwen3`)
 RMS-normalises each head's q and k over the head dimension with a weight (`attn_q_norm`, `attn_k_norm`, the model's
 eps) after the projection and before RoPE, and rotates in NEOX mode: dimension i with dimension i + rope_dims / 2
 (halves, not adjacent pairs), at the same frequencies.
@@ -61,13 +62,15 @@ class Architecture:
     """What an architecture's graph changes in llama's, as llama.cpp builds it."""
     rope_neox: bool  # RoPE rotates the pairs (i, i + rope_dims / 2) (GGML_ROPE_TYPE_NEOX), not adjacent ones
     qk_norm: bool  # each head's q and k RMS-normalised over head_dim with a weight before RoPE
+    qkv_bias: bool  # the q, k and v projections add a bias (attn_q.bias, attn_k.bias, attn_v.bias)
     rms_eps: float  # attention.layer_norm_rms_epsilon when the file has none
     rope_scalings: tuple[str, ...]  # the rope.scaling.type values the replica computes
 
 
 ARCHITECTURES = {
-    "llama": Architecture(rope_neox=False, qk_norm=False, rms_eps=1e-5, rope_scalings=("none", "linear")),
-    "qwen3": Architecture(rope_neox=True, qk_norm=True, rms_eps=1e-6, rope_scalings=("none",)),
+    "llama": Architecture(rope_neox=False, qk_norm=False, qkv_bias=False, rms_eps=1e-5, rope_scalings=("none", "linear")),
+    "qwen2": Architecture(rope_neox=True, qk_norm=False, qkv_bias=True, rms_eps=1e-6, rope_scalings=("none",)),
+    "qwen3": Architecture(rope_neox=True, qk_norm=True, qkv_bias=False, rms_eps=1e-6, rope_scalings=("none",)),
 }
 SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 
@@ -168,16 +171,17 @@ def rope(x: torch.Tensor, cfg: GgufConfig, cos, sin) -> torch.Tensor:
 
 
 class GqaBlock(nn.Module):
-    """One block (pre-norm attention + SwiGLU) with grouped-query attention, and qwen3's q/k norms."""
+    """One block (pre-norm attention + SwiGLU) with grouped-query attention, qwen2's q/k/v biases and qwen3's q/k norms."""
 
     def __init__(self, cfg: GgufConfig):
         super().__init__()
         self.cfg = cfg
         d, hd = cfg.n_embd, cfg.head_dim
         self.attn_norm = RMSNorm(d, cfg.rms_eps)
-        self.wq = nn.Linear(d, cfg.n_head * hd, bias=False)
-        self.wk = nn.Linear(d, cfg.n_head_kv * hd, bias=False)
-        self.wv = nn.Linear(d, cfg.n_head_kv * hd, bias=False)
+        bias = cfg.graph.qkv_bias
+        self.wq = nn.Linear(d, cfg.n_head * hd, bias=bias)
+        self.wk = nn.Linear(d, cfg.n_head_kv * hd, bias=bias)
+        self.wv = nn.Linear(d, cfg.n_head_kv * hd, bias=bias)
         self.wo = nn.Linear(cfg.n_head * hd, d, bias=False)
         self.q_norm = RMSNorm(hd, cfg.rms_eps) if cfg.graph.qk_norm else None
         self.k_norm = RMSNorm(hd, cfg.rms_eps) if cfg.graph.qk_norm else None
@@ -315,7 +319,10 @@ def load_gguf_model(path: str) -> tuple[GgufModel, dict[str, object]]:
             weights += [(layer.q_norm, "attn_q_norm"), (layer.k_norm, "attn_k_norm")]
         for mod, name in weights:
             put(mod.weight, p + name + ".weight")
-        for extra in ("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"):
+        if graph.qkv_bias:
+            for mod, name in ((layer.wq, "attn_q"), (layer.wk, "attn_k"), (layer.wv, "attn_v")):
+                put(mod.bias, p + name + ".bias")
+        for extra in ("attn_output.bias",) if graph.qkv_bias else ("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"):
             if p + extra in tensors:
                 raise UnsupportedModelError(f"{path}: attention biases ({p + extra}) are not supported")
     put(model.norm.weight, "output_norm.weight")

@@ -2,7 +2,9 @@
 // reasoner's architecture): a random qwen2 model with large biases, written as a weights file as train.py's
 // --save-weights writes it, exported by export.py and read by llama.cpp, tokenizes every text as training does, renders
 // the chat template to the training prompt, and gives PyTorch's next-token logits (verify.py). Without the biases in
-// the GGUF the logits differ by far more than the rounding. Needs Python with torch.
+// the GGUF the logits differ by far more than the rounding. The retention scripts' PyTorch replica of llama.cpp's graph
+// (scripts/retention/ggufModel.py, which the simulations run) reads the same file and gives llama.cpp's logits.
+// Needs Python with torch.
 import {execFileSync} from "node:child_process";
 import {mkdtempSync, rmSync} from "node:fs";
 import os from "node:os";
@@ -29,6 +31,22 @@ with torch.no_grad():
         for linear in (layer.wq, layer.wk, layer.wv):
             linear.bias.normal_(0, 0.5)
 torch.save({"model": model.state_dict(), "step": 0, "config": cfg.to_dict(), "cpu": 0.0}, sys.argv[2])
+`;
+
+// The replica's next-token logits on three prefixes of a held-out problem of every family against llama.cpp's
+// (check_llama_cpp exits non-zero past 1% of the largest logit or on a different argmax).
+const checkReplica = `
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ggufModel import check_llama_cpp, load_gguf_model
+import multiTask, task
+model, _ = load_gguf_model(sys.argv[2])
+worst = 0.0
+for family in multiTask.FAMILIES:
+    p = multiTask.generate_problem(task.EVAL_SEED_BASE, multiTask.held_out_options([family]))
+    sample = task.tokenize(multiTask.conversation(p))[:400]
+    worst = max(worst, check_llama_cpp(model, sys.argv[2], sample, log=lambda m: None)["worstRelative"])
+print(json.dumps({"worstRelative": worst}))
 `;
 
 type Verdict = {tokenization: string; template: string; logits: Array<{maxAbsDiff: number; maxLogit: number; sameArgmax: boolean}>};
@@ -69,4 +87,12 @@ test("a qwen2 model exported from a weights file gives llama.cpp PyTorch's token
         expect(check.sameArgmax).toBe(true);
         expect(check.maxAbsDiff).toBeLessThan(1e-3 * Math.max(1, check.maxLogit));
     }
-}, 600_000);
+
+    const replica = execFileSync(python, ["-c", checkReplica, path.join(root, "scripts/retention"), gguf], {
+        cwd: root,
+        encoding: "utf8",
+        timeout: 600_000
+    });
+    const {worstRelative} = JSON.parse(replica.slice(replica.lastIndexOf("{"))) as {worstRelative: number};
+    expect(worstRelative).toBeLessThan(1e-3);
+}, 1_200_000);
