@@ -189,6 +189,17 @@ class ModeSim(EvictionSim):
 # The measurement: held-out problems of the two task models
 
 
+def held_out_examples(problem, count: int, offset: int) -> list[dict]:
+    """traces.py examples of the problems `problem(seed)` draws for seeds EVAL_SEED_BASE + offset .. (+ count)."""
+    import task  # test/eval/train/task.py (on the path through ggufModel)
+    examples = []
+    for seed in range(task.EVAL_SEED_BASE + offset, task.EVAL_SEED_BASE + offset + count):
+        p = problem(seed)
+        examples.append({"seed": seed, "prompt": task.tokenize(task.render_prompt(p.question)),
+                         "proposal": task.tokenize(task.render_completion(p.thinking, p.answer)), "answer": p.answer})
+    return examples
+
+
 def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dict], object]:
     """Held-out problems (seeds EVAL_SEED_BASE + offset ..) as traces.py examples, and the function that grades an
     output: the demo task's, the merge task's with k in the second half (the app's and bench's held-out sets), or one
@@ -200,22 +211,14 @@ def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dic
         problem = lambda seed: task.generate_problem(seed)  # noqa: E731
     elif task_name == "merge":
         import mergeTask  # test/eval/train/mergeTask.py
-        opts = mergeTask.TaskOptions(min_k_share=0.5)
-        problem = lambda seed: mergeTask.generate_problem(seed, opts)  # noqa: E731
-        examples = []
-        for seed in range(task.EVAL_SEED_BASE + offset, task.EVAL_SEED_BASE + offset + count):
-            p = problem(seed)
-            examples.append({"seed": seed, "prompt": task.tokenize(task.render_prompt(p.question)),
-                             "proposal": task.tokenize(task.render_completion(p.thinking, p.answer)), "answer": p.answer})
+        merge_opts = mergeTask.TaskOptions(min_k_share=0.5)
+        problem = lambda seed: mergeTask.generate_problem(seed, merge_opts)  # noqa: E731
+        examples = held_out_examples(problem, count, offset)
     elif task_name.startswith("multi/"):
         import multiTask  # test/eval/train/multiTask.py
-        opts = multiTask.held_out_options([task_name.split("/", 1)[1]])
-        problem = lambda seed: multiTask.generate_problem(seed, opts)  # noqa: E731
-        examples = []
-        for seed in range(task.EVAL_SEED_BASE + offset, task.EVAL_SEED_BASE + offset + count):
-            p = problem(seed)
-            examples.append({"seed": seed, "prompt": task.tokenize(task.render_prompt(p.question)),
-                             "proposal": task.tokenize(task.render_completion(p.thinking, p.answer)), "answer": p.answer})
+        multi_opts = multiTask.held_out_options([task_name.split("/", 1)[1]])
+        problem = lambda seed: multiTask.generate_problem(seed, multi_opts)  # noqa: E731
+        examples = held_out_examples(problem, count, offset)
     else:
         raise ValueError(f"unknown task {task_name!r}")
 
