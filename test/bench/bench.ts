@@ -35,6 +35,7 @@
 // model of a real model's shape by default) or, with --models and no --model, on each task model named. The overhead,
 // process and rpc suites measure mechanics on generated models of a real model's shape, which --models does not
 // change; the server, resume, precision and calibrate-leankv suites run the demo model.
+// --policies "" runs Full KV alone (the quality suite's Full rows: what a model answers before any compression).
 // --speed-heads adds, for each policy that can keep per-head cells (TRIM-KV), a run on per-head cells beside its shared
 // cells' run, at the same budget.
 //
