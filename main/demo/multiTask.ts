@@ -7,7 +7,8 @@
 // - sum: distinct two-digit numbers added one by one, the last two digits of the total asked.
 // - chase: arrows between two-digit numbers, in shuffled order, followed from a start until a number points to itself.
 // - reverse: distinct two-digit numbers written backwards, then copied into the answer.
-// - tally: numbered votes for named candidates, a running count per vote, one candidate's total asked.
+// - tally: numbered votes for named candidates, one candidate's total asked: the asked candidate's running count
+//   on every line.
 //
 // The problem of seed 39 with {minScale: 0, maxScale: 0, families: ["sum"]} (the total carried mod 100 line to line):
 //
@@ -208,10 +209,11 @@ function tallyProblem(rng: Rng, options: Resolved): Drawn {
     const candidates = names.slice(0, c);
     const votes = Array.from({length: n}, () => candidates[rng.int(c)]!);
     const asked = votes[rng.int(n)]!; // a candidate with at least one vote
-    const counts = new Map<string, number>();
+    // each line: the vote, "+" when it is the asked candidate's, the asked candidate's running count
+    let count = 0;
     const lines = votes.map((name, i) => {
-        counts.set(name, (counts.get(name) ?? 0) + 1);
-        return `${twoDigits(i + 1)}:${name}=${twoDigits(counts.get(name)!)}`;
+        if (name === asked) count++;
+        return `${twoDigits(i + 1)}:${name}${name === asked ? "+" : "."}${twoDigits(count)}`;
     });
     const separator = pick(rng, [", ", "\n"]);
     const listed = votes.map((name, i) => `${twoDigits(i + 1)} ${name}`).join(separator);
@@ -221,7 +223,7 @@ function tallyProblem(rng: Rng, options: Resolved): Drawn {
         `Count the votes for ${asked}.\n${listed}`,
         `${listed}\nHow many times was ${asked} chosen?`
     ][template]!;
-    return [question, lines.join("\n"), twoDigits(counts.get(asked)!), n];
+    return [question, lines.join("\n"), twoDigits(count), n];
 }
 
 const GENERATORS: Record<MultiFamily, (rng: Rng, options: Resolved) => Drawn> = {

@@ -13,8 +13,8 @@ the thought has to read far back:
   to itself: lookups of the question by content, hop after hop.
 - ``reverse``: a list of distinct two-digit numbers written backwards, then copied into the answer: exact copies of
   the question in reverse order, and of the whole thought.
-- ``tally``: numbered votes for named candidates, a running count per vote and one candidate's total asked: the
-  thought's own earlier lines read by content (the candidate's last count, however far back).
+- ``tally``: numbered votes for named candidates, one candidate's total asked: a pointer walking the votes, the asked
+  name read from the question on every line, and the asked candidate's running count on the line above.
 
 Each family has several phrasings (a sentence before or after the data, data and words in either order, lists with
 different separators), drawn per problem. A problem is a pure function of (seed, options) through mulberry32, so the
@@ -215,14 +215,13 @@ def tally_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, in
     candidates = names[:c]
     votes = [candidates[rng.int(c)] for _ in range(n)]
     asked = votes[rng.int(n)]  # a candidate with at least one vote
-    counts: dict[str, int] = {}
-    lines = []
-    for i, name in enumerate(votes):
-        counts[name] = counts.get(name, 0) + 1
-        lines.append(f"{i + 1:02d}:{name}={counts[name]:02d}")
+    count, lines = 0, []
+    for i, name in enumerate(votes):  # each line: the vote, "+" when it is the asked candidate's, the asked one's count
+        count += name == asked
+        lines.append(f"{i + 1:02d}:{name}{'+' if name == asked else '.'}{count:02d}")
     listed = pick(rng, SEPARATORS["tally"]).join(f"{i + 1:02d} {name}" for i, name in enumerate(votes))
     question = pick(rng, PHRASINGS["tally"]).format(listed=listed, asked=asked)
-    return question, "\n".join(lines), f"{counts[asked]:02d}", n
+    return question, "\n".join(lines), f"{count:02d}", n
 
 
 GENERATORS = {"program": program_problem, "merge": merge_problem, "sum": sum_problem, "chase": chase_problem,
