@@ -7,8 +7,8 @@
 // - sum: distinct two-digit numbers added one by one, the last two digits of the total asked.
 // - chase: arrows between two-digit numbers, in shuffled order, followed from a start until a number points to itself.
 // - reverse: distinct two-digit numbers written backwards, then copied into the answer.
-// - tally: numbered votes for named candidates, one candidate's total asked: the asked candidate's running count
-//   on every line.
+// - tally: numbered votes for named candidates, one candidate's total asked: the asked name on the thought's first
+//   line, then the asked candidate's running count on every line.
 //
 // The problem of seed 39 with {minScale: 0, maxScale: 0, families: ["sum"]} (the total carried mod 100 line to line):
 //
@@ -209,11 +209,12 @@ function tallyProblem(rng: Rng, options: Resolved): Drawn {
     const candidates = names.slice(0, c);
     const votes = Array.from({length: n}, () => candidates[rng.int(c)]!);
     const asked = votes[rng.int(n)]!; // a candidate with at least one vote
-    // each line: the vote, "+" when it is the asked candidate's, the asked candidate's running count
+    // line 00 names the asked candidate; then each line: the vote, "+" when it is the asked candidate's, its count
     let count = 0;
-    const lines = votes.map((name, i) => {
+    const lines = [`00:${asked}`];
+    votes.forEach((name, i) => {
         if (name === asked) count++;
-        return `${twoDigits(i + 1)}:${name}${name === asked ? "+" : "."}${twoDigits(count)}`;
+        lines.push(`${twoDigits(i + 1)}:${name}${name === asked ? "+" : "."}${twoDigits(count)}`);
     });
     const separator = pick(rng, [", ", "\n"]);
     const listed = votes.map((name, i) => `${twoDigits(i + 1)} ${name}`).join(separator);

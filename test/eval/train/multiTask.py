@@ -13,8 +13,9 @@ the thought has to read far back:
   to itself: lookups of the question by content, hop after hop.
 - ``reverse``: a list of distinct two-digit numbers written backwards, then copied into the answer: exact copies of
   the question in reverse order, and of the whole thought.
-- ``tally``: numbered votes for named candidates, one candidate's total asked: a pointer walking the votes, the asked
-  name read from the question on every line, and the asked candidate's running count on the line above.
+- ``tally``: numbered votes for named candidates, one candidate's total asked: the asked name copied from the
+  question into the thought's first line, then a pointer walking the votes, each compared with that first line, and
+  the asked candidate's running count on the line above.
 
 Each family has several phrasings (a sentence before or after the data, data and words in either order, lists with
 different separators), drawn per problem. A problem is a pure function of (seed, options) through mulberry32, so the
@@ -215,8 +216,9 @@ def tally_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, in
     candidates = names[:c]
     votes = [candidates[rng.int(c)] for _ in range(n)]
     asked = votes[rng.int(n)]  # a candidate with at least one vote
-    count, lines = 0, []
-    for i, name in enumerate(votes):  # each line: the vote, "+" when it is the asked candidate's, the asked one's count
+    # line 00 names the asked candidate; then each line: the vote, "+" when it is the asked candidate's, its count
+    count, lines = 0, [f"00:{asked}"]
+    for i, name in enumerate(votes):
         count += name == asked
         lines.append(f"{i + 1:02d}:{name}{'+' if name == asked else '.'}{count:02d}")
     listed = pick(rng, SEPARATORS["tally"]).join(f"{i + 1:02d} {name}" for i, name in enumerate(votes))

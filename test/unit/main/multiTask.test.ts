@@ -201,7 +201,7 @@ describe("the many-task problems", () => {
         }
     });
 
-    test("tally: the asked candidate's running count on every line, the answer its total", () => {
+    test("tally: the asked candidate named first, then its running count on every line, the answer its total", () => {
         for (const problem of heldOut("tally")) {
             const votes = [...problem.question.matchAll(/(\d\d) ([A-Z]{2})\b/g)].map((m) => m[2]!);
             const asked = /(?:did|for|was) ([A-Z]{2})\b/.exec(problem.question)![1]!;
@@ -209,7 +209,8 @@ describe("the many-task problems", () => {
             expect(votes).toContain(asked);
             expect(new Set(votes).size).toBeLessThanOrEqual(5);
             let count = 0;
-            const thought = problem.thinking.split("\n");
+            const [header, ...thought] = problem.thinking.split("\n");
+            expect(header).toBe(`00:${asked}`);
             expect(thought).toHaveLength(votes.length);
             thought.forEach((line, i) => {
                 if (votes[i] === asked) count++;
