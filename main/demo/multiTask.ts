@@ -209,12 +209,13 @@ function tallyProblem(rng: Rng, options: Resolved): Drawn {
     const candidates = names.slice(0, c);
     const votes = Array.from({length: n}, () => candidates[rng.int(c)]!);
     const asked = votes[rng.int(n)]!; // a candidate with at least one vote
-    // line 00 names the asked candidate; then each line: the vote, "+" when it is the asked candidate's, its count
+    // line 00 names the asked candidate; then each line: the vote, the asked name again (carried from the line above,
+    // so the two sit side by side), "+" when they are the same and "." when not, and the asked candidate's count
     let count = 0;
     const lines = [`00:${asked}`];
     votes.forEach((name, i) => {
         if (name === asked) count++;
-        lines.push(`${twoDigits(i + 1)}:${name}${name === asked ? "+" : "."}${twoDigits(count)}`);
+        lines.push(`${twoDigits(i + 1)}:${name}/${asked}${name === asked ? "+" : "."}${twoDigits(count)}`);
     });
     const separator = pick(rng, [", ", "\n"]);
     const listed = votes.map((name, i) => `${twoDigits(i + 1)} ${name}`).join(separator);

@@ -14,8 +14,8 @@ the thought has to read far back:
 - ``reverse``: a list of distinct two-digit numbers written backwards, then copied into the answer: exact copies of
   the question in reverse order, and of the whole thought.
 - ``tally``: numbered votes for named candidates, one candidate's total asked: the asked name copied from the
-  question into the thought's first line, then a pointer walking the votes, each compared with that first line, and
-  the asked candidate's running count on the line above.
+  question into the thought's first line, then a pointer walking the votes, each written beside the asked name (carried
+  from the line above) and compared with it, and the asked candidate's running count on the line above.
 
 Each family has several phrasings (a sentence before or after the data, data and words in either order, lists with
 different separators), drawn per problem. A problem is a pure function of (seed, options) through mulberry32, so the
@@ -216,11 +216,12 @@ def tally_problem(rng: Mulberry32, opts: TaskOptions) -> tuple[str, str, str, in
     candidates = names[:c]
     votes = [candidates[rng.int(c)] for _ in range(n)]
     asked = votes[rng.int(n)]  # a candidate with at least one vote
-    # line 00 names the asked candidate; then each line: the vote, "+" when it is the asked candidate's, its count
+    # line 00 names the asked candidate; then each line: the vote, the asked name again (copied from the line above, so
+    # the two sit side by side), "+" when they are the same and "." when not, and the asked candidate's count
     count, lines = 0, [f"00:{asked}"]
     for i, name in enumerate(votes):
         count += name == asked
-        lines.append(f"{i + 1:02d}:{name}{'+' if name == asked else '.'}{count:02d}")
+        lines.append(f"{i + 1:02d}:{name}/{asked}{'+' if name == asked else '.'}{count:02d}")
     listed = pick(rng, SEPARATORS["tally"]).join(f"{i + 1:02d} {name}" for i, name in enumerate(votes))
     question = pick(rng, PHRASINGS["tally"]).format(listed=listed, asked=asked)
     return question, "\n".join(lines), f"{count:02d}", n

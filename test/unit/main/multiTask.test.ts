@@ -215,7 +215,7 @@ describe("the many-task problems", () => {
             thought.forEach((line, i) => {
                 if (votes[i] === asked) count++;
                 const mark = votes[i] === asked ? "+" : ".";
-                expect(line).toBe(`${String(i + 1).padStart(2, "0")}:${votes[i]}${mark}${String(count).padStart(2, "0")}`);
+                expect(line).toBe(`${String(i + 1).padStart(2, "0")}:${votes[i]}/${asked}${mark}${String(count).padStart(2, "0")}`);
             });
             expect(Number(problem.answer)).toBe(votes.filter((vote) => vote === asked).length);
             expect(problem.answer).toBe(thought.at(-1)!.slice(-2));
