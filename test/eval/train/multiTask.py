@@ -26,6 +26,7 @@ half of each family's range and, for merge, a position in the second half.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from dataclasses import dataclass, field
 
@@ -253,10 +254,14 @@ def length_estimate(opts: TaskOptions) -> int:
 
 
 def answer_slots(problem: Problem) -> list[int]:
-    """Offsets in the thought of the characters that decide the answer (merge's marks; none elsewhere)."""
-    if problem.family != "merge":
-        return []
-    return merge_task.answer_slots(problem)
+    """Offsets in the thought of the characters that decide the answer: merge's marks, tally's "+" or "." on every
+    vote's line (after "07:BO/AL"); none elsewhere."""
+    if problem.family == "merge":
+        return merge_task.answer_slots(problem)
+    if problem.family == "tally":
+        starts = [0, *itertools.accumulate(len(line) + 1 for line in problem.thinking.split("\n"))]
+        return [start + 8 for start in starts[1:-1]]
+    return []
 
 
 def main():

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import task as demo_task
 import mergeTask as merge_task
 import multiTask as multi_task
-from task import VOCAB_SIZE, SPECIAL_IDS, render_prompt, render_completion, tokenize, EVAL_SEED_BASE
+from task import VOCAB_SIZE, SPECIAL_IDS, TOKEN_TEXT, render_prompt, render_completion, tokenize, EVAL_SEED_BASE
 from model import ModelConfig, Transformer
 
 TASKS = {demo_task.NAME: demo_task, merge_task.NAME: merge_task, multi_task.NAME: multi_task}
@@ -85,10 +85,12 @@ def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question
             # the thought's tokens that decide the answer (merge: after each line's number, the mark or a newline)
             slots = args_task.answer_slots(problem) if hasattr(args_task, "answer_slots") else []
             if slots:
-                if len(tokenize(problem.thinking)) != len(problem.thinking):
-                    raise ValueError("answer_slots needs a thought of one token per character")
-                for offset in slots:  # the completion begins with the thought
-                    weights[len(prompt) - 1 + offset] = answer_weight
+                # character offsets in the thought to token indices (the completion begins with the thought; the
+                # offset past its end is the newline after it)
+                thought = tokenize(problem.thinking)
+                token_of_char = [i for i, t in enumerate(thought) for _ in TOKEN_TEXT[t].decode()] + [len(thought)]
+                for offset in slots:
+                    weights[len(prompt) - 1 + token_of_char[offset]] = answer_weight
         if question_weight > 0:
             # targets prompt[i + 1] for i in the user message: from its first character to its last
             text = render_prompt(problem.question, system)
