@@ -49,8 +49,8 @@ def family_errors(model, family: str, count: int, offset: int) -> dict:
             column = starts[i] - line_starts[k]
             columns[column][0] += ok
             columns[column][1] += 1
-            if family == "tally" and column >= 8:  # "07:BO/AL+03": the mark and the count
-                c = counts["asked" if lines[k][8] == "+" else "other"]
+            if family == "tally" and column >= multiTask.TALLY_MARK_COLUMN:  # the mark and the count
+                c = counts["asked" if lines[k][multiTask.TALLY_MARK_COLUMN] == "+" else "other"]
                 c[0] += ok
                 c[1] += 1
         whole += ok_all

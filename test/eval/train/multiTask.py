@@ -42,6 +42,7 @@ SIZES = {"program": (6, 50), "merge": (8, 50), "sum": (4, 44), "chase": (4, 48),
 PROGRAM_VARS = (3, 10)
 TALLY_NAMES = ["AL", "BO", "CY", "DI", "ED", "FI", "GU", "HO", "IV", "JO", "KI", "LU"]
 TALLY_CANDIDATES = (2, 5)
+TALLY_MARK_COLUMN = 8  # "07:BO/AL+03": the mark ("+" or ".") after the vote and the asked name
 # The training tool's knobs (train.py --min-steps/--max-steps): a scale in percent of each family's range.
 DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE = 50, 100
 DEFAULT_MIN_VARS = DEFAULT_MAX_VARS = 0
@@ -260,7 +261,7 @@ def answer_slots(problem: Problem) -> list[int]:
         return merge_task.answer_slots(problem)
     if problem.family == "tally":
         starts = [0, *itertools.accumulate(len(line) + 1 for line in problem.thinking.split("\n"))]
-        return [start + 8 for start in starts[1:-1]]
+        return [start + TALLY_MARK_COLUMN for start in starts[1:-1]]
     return []
 
 

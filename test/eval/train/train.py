@@ -82,13 +82,11 @@ def make_batch(seeds, opts, system_rate: float = 0.0, rng_key: int = 0, question
             # the answer's tokens: before the final <|im_end|>
             n_answer = len(tokenize(problem.answer))
             weights[-1 - n_answer:-1] = [answer_weight] * n_answer
-            # the thought's tokens that decide the answer (merge: after each line's number, the mark or a newline)
+            # the thought's tokens that decide the answer (a task's answer_slots: merge's marks, tally's)
             slots = args_task.answer_slots(problem) if hasattr(args_task, "answer_slots") else []
             if slots:
-                # character offsets in the thought to token indices (the completion begins with the thought; the
-                # offset past its end is the newline after it)
-                thought = tokenize(problem.thinking)
-                token_of_char = [i for i, t in enumerate(thought) for _ in TOKEN_TEXT[t].decode()] + [len(thought)]
+                # character offsets in the thought to token indices: the completion begins with the thought
+                token_of_char = [i for i, t in enumerate(completion) for _ in TOKEN_TEXT[t].decode()]
                 for offset in slots:
                     weights[len(prompt) - 1 + token_of_char[offset]] = answer_weight
         if question_weight > 0:
