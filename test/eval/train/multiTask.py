@@ -254,14 +254,22 @@ def length_estimate(opts: TaskOptions) -> int:
     return longest
 
 
+# Families whose thought walks the question's list once, a line per item: where it ends is decided by the list's end
+ONE_LINE_PER_ITEM = ("sum", "reverse")
+
+
 def answer_slots(problem: Problem) -> list[int]:
     """Offsets in the thought of the characters that decide the answer: merge's marks, tally's "+" or "." on every
-    vote's line (after "07:BO/AL"); none elsewhere."""
+    vote's line (after "07:BO/AL"); for a thought of one line per listed item, where each line after the first starts
+    and the offset of `</think>` (the choice between one more item and the end: render_completion puts `</think>`
+    after one newline); none elsewhere."""
     if problem.family == "merge":
         return merge_task.answer_slots(problem)
+    starts = [0, *itertools.accumulate(len(line) + 1 for line in problem.thinking.split("\n"))]
     if problem.family == "tally":
-        starts = [0, *itertools.accumulate(len(line) + 1 for line in problem.thinking.split("\n"))]
         return [start + TALLY_MARK_COLUMN for start in starts[1:-1]]
+    if problem.family in ONE_LINE_PER_ITEM:
+        return starts[1:]  # the last: len(thinking) + 1, the first character of `</think>`
     return []
 
 
