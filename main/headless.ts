@@ -1,5 +1,6 @@
 import path from "node:path";
 import {createApp} from "./createApp.js";
+import {FIRST_MODEL_FILE} from "./demo/shippedModelSample.js";
 import {forkEngine} from "./engine/host/forkEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {checkHeadlessModel, headlessUsage, parseHeadlessArgs} from "./headlessArgs.js";
@@ -44,7 +45,7 @@ let bridge: LoopbackBridge | null = null;
 const app = createApp({
     dataDir: args.dataDir,
     version: process.env.npm_package_version ?? "0.1.0",
-    bundledModelPath: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf"),
+    bundledModelPath: path.resolve(import.meta.dirname, "../../resources/models", FIRST_MODEL_FILE),
     emit: (channel, payload) => bridge?.emit(channel, payload),
     // llama.cpp runs in a process of its own: an abort or a crash there restarts the engine, not this server.
     engine: {

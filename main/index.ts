@@ -4,6 +4,7 @@ import {app, BrowserWindow, dialog, net, protocol, session, shell, type IpcMainI
 import {APP_PAGE_URL, APP_SCHEME, APP_SCHEME_PRIVILEGES, isAppPage} from "./appPage.js";
 import {secureAppSession} from "./appSession.js";
 import {createApp} from "./createApp.js";
+import {FIRST_MODEL_FILE} from "./demo/shippedModelSample.js";
 import {utilityEngine} from "./engine/host/utilityEngine.js";
 import {DataDirLock, DataDirLockedError} from "./DataDirLock.js";
 import {createDispatch} from "./ipc/dispatch.js";
@@ -90,8 +91,8 @@ async function start(): Promise<void> {
         dataDir: app.getPath("userData"),
         version: app.getVersion(),
         bundledModelPath: app.isPackaged
-            ? path.join(process.resourcesPath, "models", "ponder-demo.gguf")
-            : path.join(app.getAppPath(), "resources", "models", "ponder-demo.gguf"),
+            ? path.join(process.resourcesPath, "models", FIRST_MODEL_FILE)
+            : path.join(app.getAppPath(), "resources", "models", FIRST_MODEL_FILE),
         emit: <C extends EventChannel>(channel: C, payload: Events[C]) => send?.(channel, payload),
         // llama.cpp runs in a utility process: an abort or a crash there restarts the engine, not the window.
         engine: {spawn: utilityEngine(path.join(import.meta.dirname, "engineProcess.js"))}

@@ -1,12 +1,36 @@
 // The sample problems of the models Ponder ships in resources/models: each is trained on its task (the many-task model
 // on six families asked in words), and a held-out problem of that task (seeds from 2^31, never trained on) is the kind
-// of question it can answer.
+// of question it can answer. The many-task model is the one a fresh install loads.
 
 import path from "node:path";
 import type {DemoSample} from "../../preload/contract.js";
 import {heldOutDemoProblems, type DemoTaskOptions} from "./demoTask.js";
 import {heldOutMergeProblems} from "./mergeTask.js";
-import {generateMultiProblem, MULTI_FAMILIES, type MultiFamily} from "./multiTask.js";
+import {generateMultiProblem, MULTI_FAMILIES, type MultiFamily, type MultiProblem} from "./multiTask.js";
+
+/** The model a fresh install loads, in resources/models: the many-task model, asked in words. */
+export const FIRST_MODEL_FILE = "ponder-multi.gguf";
+
+/**
+ * The share of each family's size range (percent, as `MultiTaskOptions`' scales) the many-task model's samples are
+ * drawn from: sized so that every sample is a conversation of about twice `multiFirstBudgetCells`, answered in
+ * seconds (counted with the training tool's tokenizer over 200 held-out seeds a family: 404 to 633 tokens, 90% of them
+ * 440 to 560; chase varies most, by its path's length).
+ */
+export const MULTI_SAMPLE_SCALES: Readonly<Record<MultiFamily, readonly [number, number]>> = {
+    program: [40, 45],
+    merge: [45, 50],
+    sum: [52, 60],
+    chase: [62, 72],
+    reverse: [90, 100],
+    tally: [50, 58]
+};
+
+/** The many-task model's sample of `family` with this seed (the app's, the tests'). */
+export function multiSampleProblem(seed: number, family: MultiFamily): MultiProblem {
+    const [minScale, maxScale] = MULTI_SAMPLE_SCALES[family];
+    return generateMultiProblem(seed, {families: [family], minScale, maxScale, minKShare: 0.5});
+}
 
 const ordinal = (n: number) => {
     const suffix = n % 100 >= 11 && n % 100 <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
@@ -50,11 +74,11 @@ const SAMPLES: Record<string, (offset: number, demoSteps: DemoTaskOptions) => De
             about: "A tiny model trained here on one task: merging two sorted lists of two-digit numbers step by step and naming the k-th number of the merge. It cannot chat."
         };
     },
-    // A family by the offset, a seed from 2^31 up (held out), a fifth to a half of the family's largest size: it answers in seconds.
+    // A family by the offset, a seed from 2^31 up (held out), sized by MULTI_SAMPLE_SCALES.
     "ponder-multi.gguf": (offset) => {
         const family = MULTI_FAMILIES[offset % MULTI_FAMILIES.length]!;
         const seed = (0x80000000 + offset) >>> 0;
-        const problem = generateMultiProblem(seed, {families: [family], minScale: 20, maxScale: 50, minKShare: 0.5});
+        const problem = multiSampleProblem(seed, family);
         return {
             task: "multi",
             question: problem.question,
@@ -68,8 +92,18 @@ const SAMPLES: Record<string, (offset: number, demoSteps: DemoTaskOptions) => De
 };
 
 /**
- * A sample problem when `modelPath` is one of the models shipped beside `bundledModelPath` (the demo model), by its
- * file name; `null` for any other model. The demo model's samples have `demoSteps` steps.
+ * The file name of a model Ponder ships when `modelPath` is one (a file of resources/models beside `bundledModelPath`,
+ * the model a fresh install loads); `null` for any other model, a copy elsewhere included.
+ */
+export function shippedModelFile(modelPath: string, bundledModelPath: string): string | null {
+    if (path.dirname(path.resolve(modelPath)) !== path.dirname(path.resolve(bundledModelPath))) return null;
+    const file = path.basename(modelPath);
+    return Object.hasOwn(SAMPLES, file) ? file : null;
+}
+
+/**
+ * A sample problem when `modelPath` is one of the models Ponder ships (`shippedModelFile`); `null` for any other model.
+ * The demo model's samples have `demoSteps` steps.
  */
 export function shippedModelSample(
     modelPath: string,
@@ -77,6 +111,6 @@ export function shippedModelSample(
     offset: number,
     demoSteps: DemoTaskOptions
 ): DemoSample | null {
-    if (path.dirname(path.resolve(modelPath)) !== path.dirname(path.resolve(bundledModelPath))) return null;
-    return SAMPLES[path.basename(modelPath)]?.(offset, demoSteps) ?? null;
+    const file = shippedModelFile(modelPath, bundledModelPath);
+    return file != null ? SAMPLES[file]!(offset, demoSteps) : null;
 }

@@ -10,7 +10,7 @@ import type {
     SavedStatesUsage
 } from "../../preload/contract.js";
 import {bytesPerMib} from "../../preload/kvUnits.js";
-import {shippedModelSample} from "../demo/shippedModelSample.js";
+import {shippedModelFile, shippedModelSample} from "../demo/shippedModelSample.js";
 import type {AppDatabase} from "../db/AppDatabase.js";
 import type {EngineApi} from "../engine/EngineApi.js";
 import {CalibrationService, type CalibrationServiceOptions} from "./CalibrationService.js";
@@ -22,7 +22,7 @@ import {CompressionService} from "./CompressionService.js";
 import {ConversationService} from "./ConversationService.js";
 import {DownloadService} from "./DownloadService.js";
 import {EngineBuildService, type EngineBuildServiceOptions} from "./EngineBuildService.js";
-import {demoSampleSteps, firstMinuteCompression} from "./firstMinuteCompression.js";
+import {demoSampleSteps, firstMinuteCompression, shippedFirstBudgetCells} from "./firstMinuteCompression.js";
 import {RpcServerService, type RpcServerServiceOptions} from "./RpcServerService.js";
 import {CompletionService} from "./CompletionService.js";
 import {GenerationQueue} from "./GenerationQueue.js";
@@ -152,9 +152,10 @@ export class AppServices {
 
     /**
      * A held-out problem of its task (seeds from 2^31, never trained on) when the loaded model is one of the task
-     * models Ponder ships beside the demo model (the demo model, the merge model), else `null`: the one kind of
-     * question such a model can answer. The demo model's have 24-30 steps (`demoSampleSteps`), so it answers in
-     * seconds and its first budget prunes it.
+     * models Ponder ships (the many-task model a fresh install loads, the demo model, the merge model), else `null`:
+     * the kind of question such a model can answer. The demo model's have 24-30 steps (`demoSampleSteps`), the
+     * many-task model's are sized by family (`MULTI_SAMPLE_SCALES`), so each answers in seconds and its first budget
+     * prunes it.
      */
     demoSample(): DemoSample | null {
         const loaded = this.engine.status.model;
@@ -187,15 +188,16 @@ export class AppServices {
                 ? firstMinuteCompression(
                       this.settings.get().defaultConversationSettings.compression,
                       this._gates.retention,
-                      this._isDemoModel(model.path)
+                      this._shippedFirstBudget(model.path)
                   )
                 : null;
     }
 
-    /** Whether `modelPath` is the demo model Ponder ships. */
-    private _isDemoModel(modelPath: string): boolean {
+    /** The first budget of a model Ponder ships (`shippedFirstBudgetCells`); `null` for any other model. */
+    private _shippedFirstBudget(modelPath: string): number | null {
         const bundled = this._options.bundledModelPath;
-        return bundled != null && path.resolve(modelPath) === path.resolve(bundled);
+        const file = bundled != null ? shippedModelFile(modelPath, bundled) : null;
+        return file != null ? (shippedFirstBudgetCells[file] ?? null) : null;
     }
 
     /** A model's details, with what loading it at the default budget needs against free memory. */

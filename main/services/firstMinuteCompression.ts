@@ -20,17 +20,29 @@ export const demoFirstBudgetCells = 320;
 export const demoSampleSteps = {minSteps: 24, maxSteps: 30} as const;
 
 /**
- * Pure: `defaults` under TRIM-KV when the model has retention gates, with the demo's budget for the demo model and the
- * budget the gates were trained at for another; `null` (the defaults stay) without gates, or with gates whose trained
- * budget is unknown.
+ * The many-task model's first budget: about half of each of its samples, which are sized to about 400-630 tokens
+ * (`MULTI_SAMPLE_SCALES`).
+ */
+export const multiFirstBudgetCells = 256;
+
+/** The first budget of each shipped model with gates, by file name (`shippedModelFile`). */
+export const shippedFirstBudgetCells: Readonly<Record<string, number>> = {
+    "ponder-demo.gguf": demoFirstBudgetCells,
+    "ponder-multi.gguf": multiFirstBudgetCells
+};
+
+/**
+ * Pure: `defaults` under TRIM-KV when the model has retention gates, with `shippedBudget` for a model Ponder ships
+ * (`shippedFirstBudgetCells`) and the budget the gates were trained at for another; `null` (the defaults stay) without
+ * gates, or with gates whose trained budget is unknown.
  */
 export function firstMinuteCompression(
     defaults: CompressionSettings,
     retention: RetentionAvailability,
-    demoModel: boolean
+    shippedBudget: number | null
 ): CompressionSettings | null {
     if (!retention.available || gatesPolicy == null) return null;
-    const cells = demoModel ? demoFirstBudgetCells : retention.info.budget;
+    const cells = shippedBudget ?? retention.info.budget;
     if (cells == null) return null;
     return {...defaults, policy: gatesPolicy, budget: {kind: "cells", cells: Math.max(minBudgetCells, cells)}};
 }

@@ -31,6 +31,11 @@ describe("choosePromptSet", () => {
         expect(await choosePromptSet(file("elsewhere/multi-copy.gguf"), bundled)).toBe("multi");
         expect(await choosePromptSet(file("elsewhere/other.gguf"), bundled)).toBe("own");
         expect(await choosePromptSet(file("elsewhere/merge-copy.gguf"), null)).toBe("own");
+        // whichever of them a fresh install loads
+        const first = file("shipped/ponder-multi.gguf");
+        expect(await choosePromptSet(file("elsewhere/demo-copy.gguf"), first)).toBe("demo");
+        expect(await choosePromptSet(file("elsewhere/multi-copy.gguf"), first)).toBe("multi");
+        expect(await choosePromptSet(file("elsewhere/other.gguf"), first)).toBe("own");
     });
 
     it("gives its own questions when the shipped models are missing", async () => {

@@ -3,7 +3,12 @@ import {describe, expect, it} from "vitest";
 import {AppDatabase} from "../../../main/db/AppDatabase.js";
 import {inspectModel} from "../../../main/engine/runtime/inspectModel.js";
 import type {RetentionInfo} from "../../../main/engine/retention/types.js";
-import {demoFirstBudgetCells, firstMinuteCompression} from "../../../main/services/firstMinuteCompression.js";
+import {
+    demoFirstBudgetCells,
+    firstMinuteCompression,
+    multiFirstBudgetCells,
+    shippedFirstBudgetCells
+} from "../../../main/services/firstMinuteCompression.js";
 import {AppServices} from "../../../main/services/AppServices.js";
 import {defaultCompressionSettings} from "../../../main/services/schemas.js";
 import {FakeEngine} from "./FakeEngine.js";
@@ -24,25 +29,25 @@ const info = (budget: number | null): RetentionInfo => ({
 });
 
 describe("what new conversations start under", () => {
-    it("is TRIM-KV with a budget that prunes for a model with gates: half a long sample for the demo, the trained budget otherwise", () => {
+    it("is TRIM-KV with a budget that prunes for a model with gates: the shipped model's first budget, the trained budget otherwise", () => {
         const gates = {available: true as const, path: "/m.retention.gguf", info: info(512)};
-        expect(firstMinuteCompression(defaultCompressionSettings, gates, true)).toEqual({
+        expect(firstMinuteCompression(defaultCompressionSettings, gates, demoFirstBudgetCells)).toEqual({
             ...defaultCompressionSettings,
             policy: "trimkv",
             budget: {kind: "cells", cells: demoFirstBudgetCells}
         });
-        expect(demoFirstBudgetCells).toBe(320);
-        expect(firstMinuteCompression(defaultCompressionSettings, gates, false)?.budget).toEqual({kind: "cells", cells: 512});
+        expect(shippedFirstBudgetCells).toEqual({"ponder-demo.gguf": 320, "ponder-multi.gguf": 256});
+        expect(firstMinuteCompression(defaultCompressionSettings, gates, null)?.budget).toEqual({kind: "cells", cells: 512});
         // Never below the smallest budget.
-        expect(firstMinuteCompression(defaultCompressionSettings, {...gates, info: info(16)}, false)?.budget).toEqual({
+        expect(firstMinuteCompression(defaultCompressionSettings, {...gates, info: info(16)}, null)?.budget).toEqual({
             kind: "cells",
             cells: 64
         });
     });
 
     it("keeps the defaults without gates, or when the gates' trained budget is unknown", () => {
-        expect(firstMinuteCompression(defaultCompressionSettings, {available: false, reason: "no retention gates"}, true)).toBeNull();
-        expect(firstMinuteCompression(defaultCompressionSettings, {available: true, path: "/m", info: info(null)}, false)).toBeNull();
+        expect(firstMinuteCompression(defaultCompressionSettings, {available: false, reason: "no retention gates"}, 320)).toBeNull();
+        expect(firstMinuteCompression(defaultCompressionSettings, {available: true, path: "/m", info: info(null)}, null)).toBeNull();
     });
 });
 
@@ -78,6 +83,27 @@ describe("a new conversation", () => {
         expect((await services.createConversation()).policy).toBe("lethe");
         expect(await services.newConversationCompression()).toMatchObject({source: "default", compression: {policy: "lethe"}});
         await services.dispose();
+    });
+
+    it("starts the many-task model a fresh install loads at its first budget, and the demo model beside it at its own", async () => {
+        const multi = path.resolve(import.meta.dirname, "../../../resources/models/ponder-multi.gguf");
+        for (const [model, cells] of [
+            [multi, multiFirstBudgetCells],
+            [demo, demoFirstBudgetCells]
+        ] as const) {
+            const engine = new FakeEngine();
+            engine.inspection = await inspectModel(model);
+            const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+                version: "t",
+                modelsDir: "/tmp/x",
+                bundledModelPath: multi
+            });
+            expect((await services.newConversationCompression()).compression).toMatchObject({
+                policy: "trimkv",
+                budget: {kind: "cells", cells}
+            });
+            await services.dispose();
+        }
     });
 
     it("keeps the defaults with a model without gates", async () => {

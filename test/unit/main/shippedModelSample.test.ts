@@ -1,6 +1,6 @@
 import {describe, expect, it} from "vitest";
-import {generateMultiProblem, MULTI_FAMILIES} from "../../../main/demo/multiTask.js";
-import {shippedModelSample} from "../../../main/demo/shippedModelSample.js";
+import {MULTI_FAMILIES} from "../../../main/demo/multiTask.js";
+import {FIRST_MODEL_FILE, multiSampleProblem, shippedModelFile, shippedModelSample} from "../../../main/demo/shippedModelSample.js";
 
 const bundled = "/app/resources/models/ponder-demo.gguf";
 const beside = (name: string) => `/app/resources/models/${name}`;
@@ -12,13 +12,17 @@ describe("the shipped models' samples", () => {
         expect(shippedModelSample(beside("ponder-multi.gguf"), bundled, 3, {})).toMatchObject({task: "multi"});
         expect(shippedModelSample("/elsewhere/ponder-multi.gguf", bundled, 3, {})).toBeNull();
         expect(shippedModelSample(beside("qwen.gguf"), bundled, 3, {})).toBeNull();
+        expect(shippedModelFile(beside(FIRST_MODEL_FILE), bundled)).toBe("ponder-multi.gguf");
+        expect(shippedModelFile(beside("qwen.gguf"), bundled)).toBeNull();
+        expect(shippedModelFile(beside("toString"), bundled)).toBeNull();
     });
 
     it("gives the many-task model a sample of every family in turn, asked in words, with the generator's answer", () => {
         const samples = MULTI_FAMILIES.map((_, offset) => shippedModelSample(beside("ponder-multi.gguf"), bundled, 1000 + offset, {})!);
         for (const [index, sample] of samples.entries()) {
             const family = MULTI_FAMILIES[(1000 + index) % MULTI_FAMILIES.length]!;
-            const problem = generateMultiProblem(sample.seed, {families: [family], minScale: 20, maxScale: 50, minKShare: 0.5});
+            const problem = multiSampleProblem(sample.seed, family);
+            expect(problem.family).toBe(family);
             expect(sample.seed).toBeGreaterThanOrEqual(2 ** 31);
             expect(sample.question).toBe(problem.question);
             expect(sample.answer).toBe(problem.answer);
