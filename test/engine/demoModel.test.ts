@@ -2,18 +2,16 @@
 // while a cache that keeps only the sinks and the recent tokens (StreamingLLM) loses the answers: the task needs
 // distant tokens. Greedy decoding on one thread, so the outcome is fixed for a given model and build.
 import fs from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import {afterAll, describe, expect, it} from "vitest";
 import type {EventChannel, Events, KvSample, MessageDto, PolicyId} from "../../preload/contract.js";
-import {createApp} from "../../main/createApp.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-import {spawnTestEngine} from "./spawnTestEngine.js";
-import {greedyAnswer} from "./greedyAnswer.js";
+import {greedySolve} from "./greedyAnswer.js";
+import {withTestApp} from "./withTestApp.js";
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 // Mid-length problems (30-50 steps: about 400-650 thinking tokens), to keep the test short.
@@ -27,19 +25,11 @@ describe("the demo model", () => {
     });
 
     it("is what a fresh install loads, and answers a held-out problem in a conversation", async () => {
-        const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-demo-"));
         const done: MessageDto[] = [];
-        const app = createApp({
-            dataDir,
-            version: "test",
-            engine: {spawn: spawnTestEngine()},
-            bundledModelPath: demoModel,
-            chat: {flushIntervalMs: 0},
-            emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
-                if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
-            }
-        });
-        try {
+        const emit = <C extends EventChannel>(channel: C, payload: Events[C]) => {
+            if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
+        };
+        await withTestApp({bundledModelPath: demoModel, emit}, async (app) => {
             await app.restoreLastModel();
             expect(app.status().engine.model?.path).toBe(demoModel);
             expect(app.models.list().map((m) => m.path)).toEqual([demoModel]);
@@ -54,10 +44,7 @@ describe("the demo model", () => {
             expect(saved.status).toBe("complete");
             expect(saved.thinkingTokens).toBeGreaterThan(300);
             expect(isDemoAnswerCorrect(problem, extractDemoAnswer(saved.text))).toBe(true);
-        } finally {
-            await app.dispose();
-            await fs.rm(dataDir, {recursive: true, force: true});
-        }
+        });
     });
 
     describe("through the engine, greedy", () => {
@@ -66,8 +53,8 @@ describe("the demo model", () => {
         const fullCells: number[] = [];
 
         async function solve(question: string, policy: PolicyId, cells: number) {
-            const run = await greedyAnswer(engine, question, policy, cells);
-            return {answer: extractDemoAnswer(run.answer), used: run.promptTokens + run.tokens + 4};
+            const run = await greedySolve(engine, question, policy, cells);
+            return {answer: extractDemoAnswer(run.answer), used: run.used};
         }
 
         it("answers held-out problems with Full KV", async () => {

@@ -35,3 +35,18 @@ export async function greedyAnswer(
     });
     return {thought, answer, text, tokens, promptTokens: result.promptTokens, stopReason: result.stopReason};
 }
+
+/**
+ * `greedyAnswer` as the task models' tests score it: the thought trimmed (to compare with a problem's), the answer, and
+ * the cells the run used (the prompt, the tokens written and the template's closing tokens), which the pruned runs take
+ * a share of.
+ */
+export async function greedySolve(
+    engine: {generate(request: GenerateRequest): Promise<GenerationResult>},
+    question: string,
+    policy: PolicyId,
+    cells: number
+) {
+    const run = await greedyAnswer(engine, question, policy, cells);
+    return {thought: run.thought.trim(), answer: run.answer, used: run.promptTokens + run.tokens + 4};
+}

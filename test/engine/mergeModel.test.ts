@@ -4,11 +4,9 @@
 // loses them: every head of a list is read from the question, far back; under TRIM-KV with the gates its calibration made
 // it answers them at half the cells. Greedy decoding on one thread, so the outcome is fixed for a given model and build.
 import fs from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import {afterAll, describe, expect, it, vi} from "vitest";
 import type {EventChannel, Events, MessageDto, PolicyId} from "../../preload/contract.js";
-import {createApp} from "../../main/createApp.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
@@ -16,9 +14,9 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {demoThinkingPrefixLines, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {generateMergeProblem, HELD_OUT_MIN_K_SHARE, heldOutMergeProblems} from "../eval/mergeTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-import {spawnTestEngine} from "./spawnTestEngine.js";
 import {underLoad} from "./underLoad.js";
-import {greedyAnswer} from "./greedyAnswer.js";
+import {greedySolve} from "./greedyAnswer.js";
+import {withTestApp} from "./withTestApp.js";
 
 const models = path.join(REPO_ROOT, "resources", "models");
 const mergeModel = path.join(models, "ponder-merge.gguf");
@@ -36,19 +34,11 @@ describe("the merge model", () => {
     });
 
     it("loads from the app like any model, which then offers a sample of its task, and thinks it through", async () => {
-        const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-merge-"));
         const done: MessageDto[] = [];
-        const app = createApp({
-            dataDir,
-            version: "test",
-            engine: {spawn: spawnTestEngine()},
-            bundledModelPath: path.join(models, "ponder-demo.gguf"),
-            chat: {flushIntervalMs: 0},
-            emit: <C extends EventChannel>(channel: C, payload: Events[C]) => {
-                if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
-            }
-        });
-        try {
+        const emit = <C extends EventChannel>(channel: C, payload: Events[C]) => {
+            if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
+        };
+        await withTestApp({bundledModelPath: path.join(models, "ponder-demo.gguf"), emit}, async (app) => {
             await app.engine.start();
             const info = await app.models.add(mergeModel);
             await app.models.load(info.id);
@@ -75,10 +65,7 @@ describe("the merge model", () => {
             expect(saved.thinkingTokens).toBeGreaterThan(200);
             expect(saved.thinking.trim()).toBe(problem.thinking);
             expect(isDemoAnswerCorrect(problem, saved.text)).toBe(true);
-        } finally {
-            await app.dispose();
-            await fs.rm(dataDir, {recursive: true, force: true});
-        }
+        });
     });
 
     describe("through the engine, greedy", () => {
@@ -86,10 +73,7 @@ describe("the merge model", () => {
         afterAll(() => engine.dispose());
         const fullCells: number[] = [];
 
-        async function solve(question: string, policy: PolicyId, cells: number) {
-            const run = await greedyAnswer(engine, question, policy, cells);
-            return {thought: run.thought.trim(), answer: run.answer, used: run.promptTokens + run.tokens + 4};
-        }
+        const solve = (question: string, policy: PolicyId, cells: number) => greedySolve(engine, question, policy, cells);
 
         it("thinks held-out merges through exactly and answers them right with Full KV", async () => {
             await engine.loadModel(mergeModel, null);

@@ -6,11 +6,9 @@
 // 12 right, TRIM-KV at half 11, StreamingLLM 1; the samples at the first budget 5 of 6). Greedy on one thread, so the
 // outcome is fixed for a given model and build.
 import fs from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import {afterAll, describe, expect, it, vi} from "vitest";
 import type {PolicyId} from "../../preload/contract.js";
-import {createApp} from "../../main/createApp.js";
 import {isDemoAnswerCorrect} from "../../main/demo/demoTask.js";
 import {heldOutMultiProblems, MULTI_FAMILIES} from "../../main/demo/multiTask.js";
 import {FIRST_MODEL_FILE, multiSampleProblem} from "../../main/demo/shippedModelSample.js";
@@ -20,8 +18,8 @@ import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
 import {multiFirstBudgetCells} from "../../main/services/firstMinuteCompression.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-import {greedyAnswer} from "./greedyAnswer.js";
-import {spawnTestEngine} from "./spawnTestEngine.js";
+import {greedySolve} from "./greedyAnswer.js";
+import {withTestApp} from "./withTestApp.js";
 
 const models = path.join(REPO_ROOT, "resources", "models");
 const multiModel = path.join(models, "ponder-multi.gguf");
@@ -42,16 +40,7 @@ describe("the many-task model", () => {
     });
 
     it("is what a fresh install loads: the app offers a sample of every family in turn, and answers one", async () => {
-        const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "ponder-multi-"));
-        const app = createApp({
-            dataDir,
-            version: "test",
-            engine: {spawn: spawnTestEngine()},
-            bundledModelPath: path.join(models, FIRST_MODEL_FILE),
-            chat: {flushIntervalMs: 0},
-            emit: () => {}
-        });
-        try {
+        await withTestApp({bundledModelPath: path.join(models, FIRST_MODEL_FILE)}, async (app) => {
             await app.restoreLastModel();
             expect(app.status().engine.model?.path).toBe(multiModel);
             // the family follows the offset: six offsets, six families, each asked in words
@@ -75,10 +64,7 @@ describe("the many-task model", () => {
             const saved = app.conversations.get(conversation.id).messages.at(-1)!;
             expect(saved.status).toBe("complete");
             expect(isDemoAnswerCorrect(problem, saved.text)).toBe(true);
-        } finally {
-            await app.dispose();
-            await fs.rm(dataDir, {recursive: true, force: true});
-        }
+        });
     });
 
     describe("through the engine, greedy", () => {
@@ -86,16 +72,16 @@ describe("the many-task model", () => {
         afterAll(() => engine.dispose());
         const fullCells: number[] = [];
 
-        async function solve(question: string, policy: PolicyId, cells: number) {
-            const run = await greedyAnswer(engine, question, policy, cells);
-            return {thought: run.thought.trim(), answer: run.answer, used: run.promptTokens + run.tokens + 4};
-        }
-
         /** The held-out problems under `policy` at `share` of each one's Full cells: how many right, how many thoughts as Full's. */
         async function score(policy: PolicyId, share: number) {
             const rows = [];
             for (const [index, problem] of problems.entries()) {
-                const run = await solve(problem.question, policy, policy === "full" ? 4096 : Math.round(fullCells[index]! * share));
+                const run = await greedySolve(
+                    engine,
+                    problem.question,
+                    policy,
+                    policy === "full" ? 4096 : Math.round(fullCells[index]! * share)
+                );
                 if (policy === "full") fullCells.push(run.used);
                 rows.push({
                     family: problem.family,
@@ -111,8 +97,8 @@ describe("the many-task model", () => {
             const rows = [];
             for (const [offset, family] of MULTI_FAMILIES.entries()) {
                 const problem = multiSampleProblem((0x80000000 + offset) >>> 0, family);
-                const full = await solve(problem.question, "full", 4096);
-                const pruned = await solve(problem.question, "trimkv", multiFirstBudgetCells);
+                const full = await greedySolve(engine, problem.question, "full", 4096);
+                const pruned = await greedySolve(engine, problem.question, "trimkv", multiFirstBudgetCells);
                 rows.push({family, share: multiFirstBudgetCells / full.used, right: isDemoAnswerCorrect(problem, pruned.answer)});
             }
             // about half: 256 cells of samples of about 430-590 tokens

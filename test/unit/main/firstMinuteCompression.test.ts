@@ -54,14 +54,19 @@ describe("what new conversations start under", () => {
 describe("a new conversation", () => {
     const demo = path.resolve(import.meta.dirname, "../../../resources/models/ponder-demo.gguf");
 
-    it("starts under TRIM-KV at the demo's budget with the demo model (it has gates) until a default is saved", async () => {
+    /** The app's services on a fresh database, with `model` loaded (none: a model without gates) and `bundled` shipped. */
+    async function servicesFor(model: string | null, bundled?: string) {
         const engine = new FakeEngine();
-        engine.inspection = await inspectModel(demo);
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
+        if (model) engine.inspection = await inspectModel(model);
+        return new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
             version: "t",
             modelsDir: "/tmp/x",
-            bundledModelPath: demo
+            ...(bundled ? {bundledModelPath: bundled} : {})
         });
+    }
+
+    it("starts under TRIM-KV at the demo's budget with the demo model (it has gates) until a default is saved", async () => {
+        const services = await servicesFor(demo, demo);
         // What the budget controller is told new conversations start with, before one is made.
         expect(await services.newConversationCompression()).toMatchObject({
             source: "gates",
@@ -91,13 +96,7 @@ describe("a new conversation", () => {
             [multi, multiFirstBudgetCells],
             [demo, demoFirstBudgetCells]
         ] as const) {
-            const engine = new FakeEngine();
-            engine.inspection = await inspectModel(model);
-            const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {
-                version: "t",
-                modelsDir: "/tmp/x",
-                bundledModelPath: multi
-            });
+            const services = await servicesFor(model, multi);
             expect((await services.newConversationCompression()).compression).toMatchObject({
                 policy: "trimkv",
                 budget: {kind: "cells", cells}
@@ -107,8 +106,7 @@ describe("a new conversation", () => {
     });
 
     it("keeps the defaults with a model without gates", async () => {
-        const engine = new FakeEngine();
-        const services = new AppServices(new AppDatabase(":memory:"), engine.asEngine(), () => {}, {version: "t", modelsDir: "/tmp/x"});
+        const services = await servicesFor(null);
         expect((await services.createConversation()).policy).toBe("full");
         expect(await services.newConversationCompression()).toEqual({source: "default", compression: defaultCompressionSettings});
         await services.dispose();
