@@ -19,7 +19,8 @@ export type DecodeReads = {
 /**
  * Greedy decoding of `length` tokens after `prompt` in a context of `cells` cells, the policy pruning as it
  * goes (each round before the decode it is due at, as in the app). Every `window` tokens: throughput over the window
- * and KV memory.
+ * and KV memory. Decoding goes on past an end-of-generation token, so a model that ends its turns (the many-task
+ * model) decodes the whole length as one that does not.
  */
 export async function decodeRun(
     model: LlamaModel,
@@ -71,7 +72,7 @@ export async function decodeRun(
         let count = 0;
         const started = performance.now();
         let windowStart = started;
-        for await (const _token of sequence.evaluate(options.prompt, {temperature: 0})) {
+        for await (const _token of sequence.evaluate(options.prompt, {temperature: 0, yieldEogToken: true})) {
             void _token;
             count++;
             controller.onTokens(1);

@@ -80,6 +80,8 @@ export async function speedSuite(options: {
         await model.dispose();
     }
 
+    for (const [run, result] of Object.entries(runs))
+        if (result.points.length === 0) throw new Error(`The ${run} run on ${name} ended before its first window of ${window} tokens`);
     const series = (value: (p: DecodePoint) => number) =>
         Object.entries(runs).flatMap(([run, result]) => result.points.map((p) => ({x: p.tokens, y: value(p), series: run})));
     await writeLineChart(path.join(options.out, `speed${suffix}.svg`), {
