@@ -32,6 +32,21 @@ export function multiSampleProblem(seed: number, family: MultiFamily): MultiProb
     return generateMultiProblem(seed, {families: [family], minScale, maxScale, minKShare: 0.5});
 }
 
+/** A question asked in words: two words of letters in a row, which the program and merge tasks' bare formats lack. */
+export const isAskedInWords = (question: string) => /[a-z]{3,} [a-z]{2,}/i.test(question);
+
+/**
+ * The many-task model's sample of `family` at the first seed from `seed` up, in steps of the number of families, whose
+ * question is asked in words: the program and merge families also take their task's bare format (one question in 5
+ * and in 4), which is no first question for a person. Its `seed` is the one drawn.
+ */
+export function wordedSample(seed: number, family: MultiFamily): {seed: number; problem: MultiProblem} {
+    for (let drawn = seed; ; drawn += MULTI_FAMILIES.length) {
+        const problem = multiSampleProblem(drawn >>> 0, family);
+        if (isAskedInWords(problem.question) || drawn - seed >= 64 * MULTI_FAMILIES.length) return {seed: drawn >>> 0, problem};
+    }
+}
+
 const ordinal = (n: number) => {
     const suffix = n % 100 >= 11 && n % 100 <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
     return `${n}${suffix}`;
@@ -74,11 +89,10 @@ const SAMPLES: Record<string, (offset: number, demoSteps: DemoTaskOptions) => De
             about: "A tiny model trained here on one task: merging two sorted lists of two-digit numbers step by step and naming the k-th number of the merge. It cannot chat."
         };
     },
-    // A family by the offset, a seed from 2^31 up (held out), sized by MULTI_SAMPLE_SCALES.
+    // A family by the offset, a seed from 2^31 up (held out), sized by MULTI_SAMPLE_SCALES, asked in words.
     "ponder-multi.gguf": (offset) => {
         const family = MULTI_FAMILIES[offset % MULTI_FAMILIES.length]!;
-        const seed = (0x80000000 + offset) >>> 0;
-        const problem = multiSampleProblem(seed, family);
+        const {seed, problem} = wordedSample((0x80000000 + offset) >>> 0, family);
         return {
             task: "multi",
             question: problem.question,

@@ -4,6 +4,9 @@ import {KvController} from "../../main/engine/pruning/KvController.js";
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {gateSequenceDecodes} from "../../main/engine/native/ponderAddon.js";
 
+/** The decode runs' fixed 32-token prompt: ids spread over 10 to `span` + 9, within a small vocabulary. */
+export const fixedPrompt = (span = 500): Token[] => Array.from({length: 32}, (_, i) => (((i * 31) % span) + 10) as Token);
+
 export type DecodePoint = {tokens: number; tokensPerSecond: number; liveBytes: number; allocatedBytes: number; fullBytes: number};
 
 /** What the engine computed beside K and V during a run: the controller turns on what the policy reads, as in the app. */

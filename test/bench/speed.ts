@@ -2,7 +2,7 @@
 // (Lethe Fig. 4's shape), on one model file: a generated model of a real model's shape, or a task model (--models).
 import fs from "node:fs/promises";
 import path from "node:path";
-import type {Llama, Token} from "node-llama-cpp";
+import type {Llama} from "node-llama-cpp";
 import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
@@ -10,7 +10,7 @@ import {policyNeeds} from "../../main/engine/policies/scoring.js";
 import {policyEntry} from "../../preload/policyCatalogue.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {writeRetentionSidecar} from "../fixtures/gguf/retentionSidecar.js";
-import {decodeRun, type DecodePoint, type DecodeReads} from "./decodeRun.js";
+import {decodeRun, fixedPrompt, type DecodePoint, type DecodeReads} from "./decodeRun.js";
 import {table, writeLineChart} from "./plot.js";
 
 const settings = (policy: PolicyId, patch: Partial<CompressionSettings> = {}): CompressionSettings => ({
@@ -40,7 +40,7 @@ export async function speedSuite(options: {
     const suffix = options.suffix ?? "";
     const model = await options.llama.loadModel({modelPath: file});
     const window = Math.max(256, Math.floor(length / 16));
-    const prompt = Array.from({length: 32}, (_, i) => (((i * 31) % 500) + 10) as Token);
+    const prompt = fixedPrompt();
     const runs: Record<string, Awaited<ReturnType<typeof decodeRun>>> = {};
     const name = path.basename(file);
     const progress = (run: string) => (p: DecodePoint) =>

@@ -207,10 +207,14 @@ export async function transferSuite(options: {
         );
     const calibrations = options.sources.flatMap((source) => progress.calibrations.filter((c) => c.source === source));
 
+    // The model's own questions are of every family it knows: that source holds nothing out.
+    const own = options.sources.includes("own")
+        ? ` The model's own questions (gates from "own") are of every family it knows, the held-out ones included.`
+        : "";
     const markdown =
-        `Held out of every calibration: ${options.heldOut.join(", ")}; calibrated on: ${calibrated.join(", ")} ` +
+        `Held out of the prompts file and the read answers: ${options.heldOut.join(", ")}; calibrated on: ${calibrated.join(", ")} ` +
         `(${options.calibrationPrompts} training problems). Right answers (thoughts identical to Full's), the mean over each group's ` +
-        `families, ${options.problems} held-out problems per family:\n\n` +
+        `families, ${options.problems} held-out problems per family.${own}\n\n` +
         transferTable(rows, options.heldOut, options.budgets) +
         "\n\n" +
         table(

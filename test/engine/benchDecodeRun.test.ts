@@ -2,17 +2,17 @@
 // gets what it reads and nothing else, as in the app (the controller turns it on), and LAVa prunes by its value norms; a
 // model that ends its turns decodes the whole length.
 import path from "node:path";
-import type {LlamaModel, Token} from "node-llama-cpp";
+import type {LlamaModel} from "node-llama-cpp";
 import {afterAll, beforeAll, describe, expect, it} from "vitest";
 import type {PolicyId} from "../../preload/contract.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
-import {decodeRun} from "../bench/decodeRun.js";
+import {decodeRun, fixedPrompt} from "../bench/decodeRun.js";
 import {getFixtureModel, REPO_ROOT} from "../fixtures/gguf/fixtures.js";
 
 describe("the bench's decode run (endless: tiny-qwen2's shape, no end)", () => {
     let model: LlamaModel;
-    const prompt = Array.from({length: 32}, (_, i) => (((i * 31) % 200) + 10) as Token);
+    const prompt = fixedPrompt(200);
     const cells = 128;
     const length = 384;
 
@@ -54,7 +54,7 @@ describe("the bench's decode run (endless: tiny-qwen2's shape, no end)", () => {
 describe("the bench's decode run on a model that ends its turns (the many-task model)", () => {
     let model: LlamaModel;
     // the speed suite's prompt
-    const prompt = Array.from({length: 32}, (_, i) => (((i * 31) % 500) + 10) as Token);
+    const prompt = fixedPrompt();
     const length = 1024;
 
     beforeAll(async () => {

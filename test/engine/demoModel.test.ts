@@ -4,7 +4,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import {afterAll, describe, expect, it} from "vitest";
-import type {EventChannel, Events, KvSample, MessageDto, PolicyId} from "../../preload/contract.js";
+import type {KvSample, PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
@@ -25,11 +25,7 @@ describe("the demo model", () => {
     });
 
     it("is what a fresh install loads, and answers a held-out problem in a conversation", async () => {
-        const done: MessageDto[] = [];
-        const emit = <C extends EventChannel>(channel: C, payload: Events[C]) => {
-            if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
-        };
-        await withTestApp({bundledModelPath: demoModel, emit}, async (app) => {
+        await withTestApp({bundledModelPath: demoModel}, async (app, done) => {
             await app.restoreLastModel();
             expect(app.status().engine.model?.path).toBe(demoModel);
             expect(app.models.list().map((m) => m.path)).toEqual([demoModel]);

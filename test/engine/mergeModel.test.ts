@@ -6,7 +6,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import {afterAll, describe, expect, it, vi} from "vitest";
-import type {EventChannel, Events, MessageDto, PolicyId} from "../../preload/contract.js";
+import type {PolicyId} from "../../preload/contract.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
@@ -34,11 +34,7 @@ describe("the merge model", () => {
     });
 
     it("loads from the app like any model, which then offers a sample of its task, and thinks it through", async () => {
-        const done: MessageDto[] = [];
-        const emit = <C extends EventChannel>(channel: C, payload: Events[C]) => {
-            if (channel === "chat:done") done.push((payload as Events["chat:done"]).message);
-        };
-        await withTestApp({bundledModelPath: path.join(models, "ponder-demo.gguf"), emit}, async (app) => {
+        await withTestApp({bundledModelPath: path.join(models, "ponder-demo.gguf")}, async (app, done) => {
             await app.engine.start();
             const info = await app.models.add(mergeModel);
             await app.models.load(info.id);

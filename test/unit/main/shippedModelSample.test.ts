@@ -1,6 +1,13 @@
 import {describe, expect, it} from "vitest";
-import {MULTI_FAMILIES} from "../../../main/demo/multiTask.js";
-import {FIRST_MODEL_FILE, multiSampleProblem, shippedModelFile, shippedModelSample} from "../../../main/demo/shippedModelSample.js";
+import {generateMultiProblem, MULTI_FAMILIES} from "../../../main/demo/multiTask.js";
+import {
+    FIRST_MODEL_FILE,
+    isAskedInWords,
+    MULTI_SAMPLE_SCALES,
+    multiSampleProblem,
+    shippedModelFile,
+    shippedModelSample
+} from "../../../main/demo/shippedModelSample.js";
 
 const bundled = "/app/resources/models/ponder-demo.gguf";
 const beside = (name: string) => `/app/resources/models/${name}`;
@@ -26,10 +33,29 @@ describe("the shipped models' samples", () => {
             expect(sample.seed).toBeGreaterThanOrEqual(2 ** 31);
             expect(sample.question).toBe(problem.question);
             expect(sample.answer).toBe(problem.answer);
-            expect((sample.question.match(/[a-z]{2,}/gi) ?? []).length).toBeGreaterThanOrEqual(2);
+            expect(isAskedInWords(sample.question), sample.question).toBe(true);
             expect(sample.size).toMatch(/^\d+ (steps|numbers|arrows|votes)$/);
             expect(sample.answerMeaning.length).toBeGreaterThan(8);
         }
         expect(new Set(samples.map((sample) => sample.answerMeaning)).size).toBe(6);
+    });
+
+    it("never offers the bare formats the program and merge tasks also take, at any offset", () => {
+        // The generator draws them (one program question in 5, one merge question in 4): the samples step past them.
+        const bare = (family: "program" | "merge") =>
+            Array.from({length: 60}, (_, i) => multiSampleProblem(0x80000000 + i, family)).filter((p) => !isAskedInWords(p.question));
+        expect(bare("program").length).toBeGreaterThan(3);
+        expect(bare("merge").length).toBeGreaterThan(3);
+        expect(bare("program")[0]!.question).toMatch(/^[a-z]=\d,/);
+        for (let offset = 0; offset < 600; offset++) {
+            const sample = shippedModelSample(beside("ponder-multi.gguf"), bundled, offset, {})!;
+            expect(isAskedInWords(sample.question), `offset ${offset}: ${sample.question}`).toBe(true);
+            const family = MULTI_FAMILIES[offset % MULTI_FAMILIES.length]!;
+            const [minScale, maxScale] = MULTI_SAMPLE_SCALES[family];
+            // The seed shown is the one drawn: the generator makes the same question from it.
+            expect(generateMultiProblem(sample.seed, {families: [family], minScale, maxScale, minKShare: 0.5}).question).toBe(
+                sample.question
+            );
+        }
     });
 });

@@ -2,15 +2,15 @@
 // TRIM-KV at shares of Full's cells, whether the question's words come before its data (then the data's tokens can
 // carry what is asked when their gates are computed) or after, and how far the thought goes before its first wrong line.
 //
-// Usage: tsx scripts/retention/transferMisses.ts --model <copy with its gates>.gguf --families reverse,tally
+// Usage: tsx test/bench/transferMisses.ts --model <copy with its gates>.gguf --families reverse,tally
 //            [--problems 16] [--shares 0.25,0.5] [--threads 2]
 import {parseArgs} from "node:util";
 import type {MultiFamily} from "../../main/demo/multiTask.js";
 import {heldOutMultiProblems, MULTI_FAMILIES} from "../../main/demo/multiTask.js";
-import {isDemoAnswerCorrect} from "../../main/demo/demoTask.js";
+import {demoThinkingPrefixLines, isDemoAnswerCorrect} from "../../main/demo/demoTask.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
-import {greedySolve} from "../../test/engine/greedyAnswer.js";
+import {greedySolve} from "../engine/greedyAnswer.js";
 
 const {values} = parseArgs({
     options: {
@@ -25,15 +25,6 @@ if (values.model == null) throw new Error("--model <path.gguf> (a model with its
 const families = values.families.split(",") as MultiFamily[];
 if (families.some((family) => !MULTI_FAMILIES.includes(family))) throw new Error(`--families takes ${MULTI_FAMILIES.join(", ")}`);
 const shares = values.shares.split(",").map(Number);
-
-/** The count of leading lines of `thought` equal to the expected thought's. */
-function rightLines(expected: string, thought: string): number {
-    const want = expected.split("\n");
-    const got = thought.split("\n");
-    let i = 0;
-    while (i < want.length && got[i] === want[i]) i++;
-    return i;
-}
 
 const engine = new Engine({loadLlama: loadRuntime, threads: Number(values.threads)});
 try {
@@ -53,7 +44,7 @@ try {
             for (const share of shares) {
                 const run = await greedySolve(engine, problem.question, "trimkv", Math.round(full.used * share));
                 row[`right@${share}`] = isDemoAnswerCorrect(problem, run.answer);
-                row[`lines@${share}`] = `${rightLines(problem.thinking, run.thought)}/${lines}`;
+                row[`lines@${share}`] = `${demoThinkingPrefixLines(problem, run.thought)}/${lines}`;
                 // a whole thought with a wrong answer: what was lost is read by the answer, not by the thought
                 row[`thought@${share}`] = run.thought === problem.thinking;
             }
