@@ -35,16 +35,22 @@ export function multiSampleProblem(seed: number, family: MultiFamily): MultiProb
 /** A question asked in words: two words of letters in a row, which the program and merge tasks' bare formats lack. */
 export const isAskedInWords = (question: string) => /[a-z]{3,} [a-z]{2,}/i.test(question);
 
+/** Draws `wordedSample` makes before it gives up: each is bare one time in 5 at most, so 64 in a row are a bug. */
+const WORDED_DRAWS = 64;
+
 /**
  * The many-task model's sample of `family` at the first seed from `seed` up, in steps of the number of families, whose
  * question is asked in words: the program and merge families also take their task's bare format (one question in 5
- * and in 4), which is no first question for a person. Its `seed` is the one drawn.
+ * and in 4), which is no first question for a person. Its `seed` is the one drawn. Throws when `WORDED_DRAWS` draws in
+ * a row are bare (the generator no longer words the family).
  */
 export function wordedSample(seed: number, family: MultiFamily): {seed: number; problem: MultiProblem} {
-    for (let drawn = seed; ; drawn += MULTI_FAMILIES.length) {
-        const problem = multiSampleProblem(drawn >>> 0, family);
-        if (isAskedInWords(problem.question) || drawn - seed >= 64 * MULTI_FAMILIES.length) return {seed: drawn >>> 0, problem};
+    for (let draw = 0; draw < WORDED_DRAWS; draw++) {
+        const drawn = (seed + draw * MULTI_FAMILIES.length) >>> 0;
+        const problem = multiSampleProblem(drawn, family);
+        if (isAskedInWords(problem.question)) return {seed: drawn, problem};
     }
+    throw new Error(`no ${family} question asked in words in ${WORDED_DRAWS} draws from seed ${seed}`);
 }
 
 const ordinal = (n: number) => {

@@ -59,6 +59,8 @@ export type KvSample = {
     sparsityPerLayer: number[];
     /** Milliseconds spent reading scores and choosing cells. */
     scoringMs: number;
+    /** Per-head cells: the part of `scoringMs` spent moving heads between cells and freeing cells. Absent on shared cells. */
+    movingMs?: number;
     /** Bytes of the retention gates loaded (weights and per-cell log beta) while TRIM-KV runs; absent for the other policies. */
     retentionBytes?: number;
     tokensPerSecond: number;

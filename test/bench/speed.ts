@@ -110,7 +110,8 @@ export async function speedSuite(options: {
             (last.liveBytes / 2 ** 20).toFixed(1),
             (last.liveBytes / lastFull.liveBytes).toFixed(3),
             result.pruneRounds,
-            (result.scoringMs / 1000).toFixed(1)
+            (result.scoringMs / 1000).toFixed(1),
+            run.endsWith("(per-head cells)") ? (result.movingMs / 1000).toFixed(1) : "-"
         ];
     });
     const markdown =
@@ -126,7 +127,8 @@ export async function speedSuite(options: {
                 "live KV MiB at end",
                 "ratio",
                 "prune rounds",
-                "pruning s"
+                "pruning s",
+                "of it moving heads s"
             ],
             rows
         ) +

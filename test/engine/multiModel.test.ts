@@ -11,7 +11,7 @@ import {afterAll, describe, expect, it, vi} from "vitest";
 import type {PolicyId} from "../../preload/contract.js";
 import {isDemoAnswerCorrect} from "../../main/demo/demoTask.js";
 import {heldOutMultiProblems, MULTI_FAMILIES} from "../../main/demo/multiTask.js";
-import {FIRST_MODEL_FILE, multiSampleProblem} from "../../main/demo/shippedModelSample.js";
+import {FIRST_MODEL_FILE, multiSampleProblem, wordedSample} from "../../main/demo/shippedModelSample.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
@@ -96,7 +96,8 @@ describe("the many-task model", () => {
             await engine.loadModel(multiModel, null);
             const rows = [];
             for (const [offset, family] of MULTI_FAMILIES.entries()) {
-                const problem = multiSampleProblem((0x80000000 + offset) >>> 0, family);
+                // the samples the app shows (asked in words)
+                const {problem} = wordedSample((0x80000000 + offset) >>> 0, family);
                 const full = await greedySolve(engine, problem.question, "full", 4096);
                 const pruned = await greedySolve(engine, problem.question, "trimkv", multiFirstBudgetCells);
                 rows.push({family, share: multiFirstBudgetCells / full.used, right: isDemoAnswerCorrect(problem, pruned.answer)});

@@ -173,10 +173,62 @@ export function maxLogBeta(
 
 /**
  * Per-head cells: the `keep` tokens of `held` (one pair's tokens, by cell) with the highest `value`, the `pinned` tokens
- * first (position 0 and the newest, which stay in every head). `value` may be overwritten.
+ * first (position 0 and the newest, which stay in every head); of equal values the earlier cell, as `rankDescending`
+ * orders them, and a NaN below every number. The tokens come in cell order. `value` may be overwritten.
+ *
+ * A round keeps all but a few of a pair's cells, once per (layer, KV head): the `keep`-th largest value is selected
+ * (`selectAscending`, no sort), and one pass takes the cells above it and the first of those equal to it.
  */
 export function topHeld(held: Int32Array, value: Float32Array | Float64Array, keep: number, pinned: ReadonlySet<number>): Int32Array {
-    for (let j = 0; j < held.length; j++) if (pinned.has(held[j]!)) value[j] = Number.POSITIVE_INFINITY;
-    const order = rankDescending(value, 0, held.length);
-    return Int32Array.from(order.subarray(0, Math.min(keep, held.length)), (j) => held[j]!);
+    const n = held.length;
+    const count = Math.max(0, Math.min(keep, n));
+    const values = new Float64Array(n);
+    for (let j = 0; j < n; j++) {
+        if (pinned.has(held[j]!)) value[j] = Number.POSITIVE_INFINITY;
+        else if (Number.isNaN(value[j]!)) value[j] = Number.NEGATIVE_INFINITY;
+        values[j] = value[j]!;
+    }
+    if (count === n) return held.slice();
+    if (count === 0) return new Int32Array(0);
+    const threshold = selectAscending(values, n - count);
+    let equal = count;
+    for (let j = 0; j < n; j++) if (value[j]! > threshold) equal--;
+    const out = new Int32Array(count);
+    let o = 0;
+    for (let j = 0; j < n && o < count; j++) {
+        const v = value[j]!;
+        if (v > threshold || (v === threshold && equal-- > 0)) out[o++] = held[j]!;
+    }
+    return out;
+}
+
+/**
+ * The value at index `k` of `values` sorted ascending (Hoare's selection: partitions around a median of three until `k`
+ * is placed), reordering `values` in place. Linear on average where a sort is n log n. No NaN in `values`.
+ */
+export function selectAscending(values: Float64Array, k: number): number {
+    if (!(k >= 0 && k < values.length)) throw new RangeError(`no index ${k} among ${values.length} values`);
+    let lo = 0;
+    let hi = values.length - 1;
+    while (hi > lo) {
+        const a = values[lo]!;
+        const b = values[(lo + hi) >> 1]!;
+        const c = values[hi]!;
+        const pivot = a < b ? (b < c ? b : a < c ? c : a) : a < c ? a : b < c ? c : b;
+        let i = lo;
+        let j = hi;
+        while (i <= j) {
+            while (values[i]! < pivot) i++;
+            while (values[j]! > pivot) j--;
+            if (i <= j) {
+                const swap = values[i]!;
+                values[i++] = values[j]!;
+                values[j--] = swap;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
+    }
+    return values[k]!;
 }

@@ -50,9 +50,26 @@ export class HeadSlots {
     }
 
     /**
+     * The tokens every head holds in the given slots: `(layer * heads + head) * slots.length + i` for `slots[i]`, what
+     * `tokensOf` gives for each pair, with one lookup per slot.
+     */
+    tokensHeld(slots: ArrayLike<number>): Int32Array {
+        const n = slots.length;
+        const pairs = this.layers * this.heads;
+        const out = new Int32Array(pairs * n);
+        for (let i = 0; i < n; i++) {
+            const slot = slots[i]!;
+            const row = this._moved.get(slot);
+            if (row == null) for (let pair = 0; pair < pairs; pair++) out[pair * n + i] = slot;
+            else for (let pair = 0; pair < pairs; pair++) out[pair * n + i] = row[pair]!;
+        }
+        return out;
+    }
+
+    /**
      * How to leave every head with exactly its `keep(layer, head)` tokens (the same count for all, each a token that head
      * holds in one of `slots`), in `keep`'s count of slots. `pinned` slots stay whatever heads keep in them (llama.cpp's
-     * first and newest cells may not be freed). `held`, when the caller already has it, is `tokensOf` for every pair over
+     * first and newest cells may not be freed). `held`, when the caller already has it, is `tokensHeld` over
      * the ascending `slots` (`(layer * heads + head) * n + i`). Throws when the counts differ or a head keeps a token it
      * does not hold.
      */
@@ -68,8 +85,13 @@ export class HeadSlots {
         const where = new Map<number, number>();
         live.forEach((slot, index) => where.set(slot, index));
         const pairs = this.layers * this.heads;
+        const n = live.length;
+        const tokensHeld = held ?? this.tokensHeld(live);
+        // each pair's cell of a token, by token (a round runs once per pair: typed arrays, not maps); -1: not held
+        const top = tokensHeld.reduce((max, token) => Math.max(max, token), 0);
+        const cellOf = new Int32Array(top + 1).fill(-1);
         const kept: Uint8Array[] = [];
-        const keptBy = new Int32Array(live.length);
+        const keptBy = new Int32Array(n);
         let count = -1;
         for (let layer = 0; layer < this.layers; layer++)
             for (let head = 0; head < this.heads; head++) {
@@ -79,18 +101,22 @@ export class HeadSlots {
                     throw new RangeError(
                         `every head keeps the same number of cells: ${tokens.length} in layer ${layer} head ${head}, ${count} before`
                     );
-                const base = (layer * this.heads + head) * live.length;
-                const heldAt = new Map<number, number>();
-                live.forEach((slot, index) => heldAt.set(held?.[base + index] ?? this.tokenAt(slot, layer, head), index));
-                const mask = new Uint8Array(live.length);
+                const base = (layer * this.heads + head) * n;
+                for (let index = 0; index < n; index++) cellOf[tokensHeld[base + index]!] = index;
+                const mask = new Uint8Array(n);
+                let marked = 0;
                 for (let i = 0; i < tokens.length; i++) {
-                    const index = heldAt.get(tokens[i]!);
-                    if (index == null) throw new RangeError(`layer ${layer} head ${head} keeps token ${tokens[i]}, which it does not hold`);
-                    if (mask[index] === 0) keptBy[index]!++;
+                    const token = tokens[i]!;
+                    const index = Number.isInteger(token) && token >= 0 && token <= top ? cellOf[token]! : -1;
+                    if (index < 0) throw new RangeError(`layer ${layer} head ${head} keeps token ${token}, which it does not hold`);
+                    if (mask[index] === 0) {
+                        keptBy[index]!++;
+                        marked++;
+                    }
                     mask[index] = 1;
                 }
-                if (mask.reduce((sum, bit) => sum + bit, 0) !== count)
-                    throw new RangeError(`layer ${layer} head ${head} keeps a token twice`);
+                for (let index = 0; index < n; index++) cellOf[tokensHeld[base + index]!] = -1;
+                if (marked !== count) throw new RangeError(`layer ${layer} head ${head} keeps a token twice`);
                 kept.push(mask);
             }
 

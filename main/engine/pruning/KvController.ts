@@ -60,6 +60,8 @@ export type ControllerSnapshot = {
     forcedDrops: number;
     peakCells: number;
     scoringMs: number;
+    /** Per-head cells: the part of `scoringMs` the engine spent moving heads and freeing cells. */
+    movingMs?: number;
     sparsityPerLayer: number[];
     /** Per-head cells: which token each head held where (`saveHeadSlots`). */
     headSlots?: SavedHeadSlots;
@@ -97,6 +99,7 @@ export class KvController {
     private _forcedDrops = 0;
     private _peakCells = 0;
     private _scoringMs = 0;
+    private _movingMs = 0;
     private _sparsityPerLayer: number[] = [];
     /** Positions evicted since the last sample, as ranges (`toRanges`): the next sample carries them. */
     private _evictedSince: number[] = [];
@@ -270,6 +273,7 @@ export class KvController {
             forcedDrops: this._forcedDrops,
             sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
             scoringMs: Math.round(this._scoringMs),
+            ...(this._combine === "heads" ? {movingMs: Math.round(this._movingMs)} : {}),
             ...(this.readsRetention && this._options.kv.retentionGates != null
                 ? {retentionBytes: this._options.kv.retentionGates.bytes}
                 : {}),
@@ -294,6 +298,7 @@ export class KvController {
             forcedDrops: this._forcedDrops,
             peakCells: this._peakCells,
             scoringMs: this._scoringMs,
+            movingMs: this._movingMs,
             sparsityPerLayer: this._sparsityPerLayer
         };
     }
@@ -310,6 +315,7 @@ export class KvController {
         this._forcedDrops = snapshot.forcedDrops;
         this._peakCells = snapshot.peakCells;
         this._scoringMs = snapshot.scoringMs;
+        this._movingMs = snapshot.movingMs ?? 0;
         this._sparsityPerLayer = snapshot.sparsityPerLayer;
     }
 
@@ -354,8 +360,9 @@ export class KvController {
         const started = this._options.now();
         const {kv, sequenceId} = this._options;
         if (this._combine === "heads") {
-            const target = {maxKeep, tokensSeen: this._options.tokensSeen(), inputEnd: this._inputEnd ?? undefined};
+            const target = {maxKeep, tokensSeen: this._options.tokensSeen(), inputEnd: this._inputEnd ?? undefined, now: this._options.now};
             const round = await pruneHeadCells(kv, sequenceId, this._policy, this._params, target);
+            this._movingMs += round.movingMs;
             const {seen: positions, layers, heldShare: scores, heldByLayer: keptByLayer, evicted: evict} = round;
             this._records.keep({round: this._pruneRounds + 1, positions, layers, scores, keptByLayer, evict}, "heads");
             this._recordRound(evict, evict.length, started);

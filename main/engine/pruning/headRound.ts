@@ -13,6 +13,8 @@ export type HeadRoundResult = {
     evicted: Int32Array;
     /** Head contents moved between cells. */
     moves: number;
+    /** Milliseconds the engine took to move them and free the cells (by `now`; 0 without it). */
+    movingMs: number;
     /**
      * Every token the round saw (held by some head before it), ascending; per token the share of (layer, KV head) pairs
      * holding it after the round, and per layer `l * n + j` whether any head of layer l does (the memory panel's record).
@@ -34,7 +36,7 @@ export async function pruneHeadCells<Params>(
     sequenceId: number,
     policy: Policy<Params, unknown>,
     params: Params,
-    {maxKeep, tokensSeen, inputEnd}: Pick<PruneTarget, "maxKeep" | "inputEnd"> & {tokensSeen: number}
+    {maxKeep, tokensSeen, inputEnd, now}: Pick<PruneTarget, "maxKeep" | "inputEnd"> & {tokensSeen: number; now?: () => number}
 ): Promise<HeadRoundResult> {
     if (policy.keepPerHead == null) throw new Error(`per-head cells: the policy ${policy.id} keeps shared cells only`);
     const needs = policy.needs(params);
@@ -47,6 +49,7 @@ export async function pruneHeadCells<Params>(
             freed: 0,
             evicted: new Int32Array(0),
             moves: 0,
+            movingMs: 0,
             seen: slots,
             layers,
             heldShare: new Float32Array(n).fill(1),
@@ -55,8 +58,7 @@ export async function pruneHeadCells<Params>(
 
     // the token each head holds in each cell
     const table = kv.headSlots(sequenceId, layers, heads);
-    const tokens = new Int32Array(layers * heads * n);
-    for (let l = 0; l < layers; l++) for (let h = 0; h < heads; h++) tokens.set(table.tokensOf(slots, l, h), (l * heads + h) * n);
+    const tokens = table.tokensHeld(slots);
     const snapshot: HeadCellsSnapshot = {layers, heads, n, tokens, retention: read.retention, accumulated: read.accumulated};
 
     // position 0 and the newest cells stay, as on shared cells (decide); they hold their own token in every head
@@ -65,24 +67,34 @@ export async function pruneHeadCells<Params>(
     const kept = policy.keepPerHead(snapshot, params, {count: Math.min(n, maxKeep), tokensSeen, pinned: new Set(pinnedSlots), inputEnd});
     const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots, tokens);
 
-    const seen = Int32Array.from(new Set(tokens)).sort();
-    const at = new Map(Array.from(seen, (token, j) => [token, j]));
-    const heldShare = new Float32Array(seen.length);
-    const heldByLayer = new Uint8Array(layers * seen.length);
-    kept.forEach((list, pair) => {
-        const layer = Math.floor(pair / heads);
-        for (const token of list) {
-            const j = at.get(token)!;
-            heldShare[j]! += 1 / kept.length;
-            heldByLayer[layer * seen.length + j] = 1;
+    // every token some head held, ascending, and each one's index among them (by token: typed arrays, not maps)
+    const top = tokens.reduce((max, token) => Math.max(max, token), 0);
+    const at = new Int32Array(top + 1).fill(-1);
+    for (let i = 0; i < tokens.length; i++) at[tokens[i]!] = 0;
+    let count = 0;
+    for (let token = 0; token <= top; token++) if (at[token] === 0) at[token] = count++;
+    const seen = new Int32Array(count);
+    for (let token = 0; token <= top; token++) if (at[token]! >= 0) seen[at[token]!] = token;
+    const heldShare = new Float32Array(count);
+    const heldByLayer = new Uint8Array(layers * count);
+    const share = 1 / kept.length;
+    for (let pair = 0; pair < kept.length; pair++) {
+        const list = kept[pair]!;
+        const row = Math.floor(pair / heads) * count;
+        for (let i = 0; i < list.length; i++) {
+            const j = at[list[i]!]!;
+            heldShare[j]! += share;
+            heldByLayer[row + j] = 1;
         }
-    });
+    }
     const evicted = seen.filter((_, j) => heldShare[j] === 0);
 
+    const moving = now?.() ?? 0;
     await kv.moveHeadCells(sequenceId, plan.moves);
     const freed = await kv.evict(sequenceId, plan.free);
+    const movingMs = (now?.() ?? 0) - moving;
     table.apply(plan);
-    return {live: n - freed, freed, evicted, moves: plan.moves.length / 4, seen, layers, heldShare, heldByLayer};
+    return {live: n - freed, freed, evicted, moves: plan.moves.length / 4, movingMs, seen, layers, heldShare, heldByLayer};
 }
 
 type HeadCellsRead = {

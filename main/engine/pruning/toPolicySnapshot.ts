@@ -49,14 +49,20 @@ function byCell(
     const n = positions.length;
     const m = readPositions.length;
     const out = new Float32Array(layers * heads * n);
+    // each cell's column in the read, looked up once (-1: the read lacks it)
+    const column = new Int32Array(n);
     const same = m === n && readPositions.every((position, j) => position === positions[j]);
-    const source = same ? null : new Map(Array.from(readPositions, (position, j) => [position, j]));
+    if (same) for (let j = 0; j < n; j++) column[j] = j;
+    else {
+        const source = new Map(Array.from(readPositions, (position, k) => [position, k]));
+        for (let j = 0; j < n; j++) column[j] = source.get(positions[j]!) ?? -1;
+    }
     for (let l = 0; l < layers; l++) {
         const layer = values[l];
         for (let h = 0; h < heads; h++) {
             for (let j = 0; j < n; j++) {
-                const k = source == null ? j : source.get(positions[j]!);
-                out[(l * heads + h) * n + j] = map(layer == null || k == null ? undefined : layer[h * m + k]);
+                const k = column[j]!;
+                out[(l * heads + h) * n + j] = map(layer == null || k < 0 ? undefined : layer[h * m + k]);
             }
         }
     }

@@ -126,14 +126,14 @@ function headFake() {
 
 type Fake = ReturnType<typeof headFake>;
 
-function controller(fake: Fake, compression: Partial<CompressionSettings>, cells: number) {
+function controller(fake: Fake, compression: Partial<CompressionSettings>, cells: number, now: () => number = () => 0) {
     return new KvController({
         kv: fake.kv,
         sequenceId: 0,
         cells,
         compression: {...defaultCompressionSettings, policy: "trimkv", ...compression},
         tokensSeen: () => fake.next,
-        now: () => 0,
+        now,
         retentionGates: "/m.retention.gguf",
         retentionReduction: "per-head"
     });
@@ -215,6 +215,24 @@ describe("KvController on per-head cells", () => {
         await run(c, fake, 30, 120);
         expect(fake.moveCalls).toBe(0);
         expect(fake.heldBy(0, 0)).toEqual(fake.heldBy(1, 0));
+    });
+
+    it("counts the time the engine spends moving heads and freeing cells, as a part of the rounds' time", async () => {
+        // a clock that ticks a millisecond a reading: every timed span is at least one
+        const ticking = () => {
+            let ms = 0;
+            return () => ms++;
+        };
+        const fake = headFake();
+        const heads = controller(fake, {combine: "heads", pruneEvery: 8}, 48, ticking());
+        await run(heads, fake, 30, 120);
+        const sample = await heads.sample(0);
+        expect(sample.movingMs).toBeGreaterThanOrEqual(fake.moveCalls);
+        expect(sample.movingMs).toBeLessThan(sample.scoringMs);
+        const shared = headFake();
+        const aggregate = controller(shared, {combine: "aggregate", pruneEvery: 8}, 48, ticking());
+        await run(aggregate, shared, 30, 120);
+        expect((await aggregate.sample(0)).movingMs).toBeUndefined();
     });
 
     it("a saved state carries the table; a decode at a position forgets what the table knew of it", async () => {
