@@ -2,7 +2,7 @@ import type {NativeKv} from "../native/NativeKv.js";
 import {protectNewest} from "../policies/decide.js";
 import {kvHeadOf} from "../policies/scoreMath.js";
 import type {HeadCellsSnapshot, Policy, PruneTarget} from "../policies/types.js";
-import {retentionLogBeta} from "./toPolicySnapshot.js";
+import {columnsIn, retentionLogBeta} from "./toPolicySnapshot.js";
 
 export type HeadRoundResult = {
     /** Live cells after the round. */
@@ -125,10 +125,9 @@ async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolea
     if (gates != null) read.retention = retentionLogBeta(gates, slots, layers);
     if (attention != null) {
         const kvHead = Array.from({length: attention.heads}, (_, q) => kvHeadOf(q, attention.heads, heads));
-        const index = cellIndex(attention.positions);
         const m = attention.positions.length;
-        // each slot's column in the score read-out, looked up once per round (-1: the read-out did not see it)
-        const column = Int32Array.from(slots, (slot) => index.get(slot) ?? -1);
+        // each slot's column in the score read-out (-1: the read-out did not see it)
+        const column = columnsIn(attention.positions, slots);
         const summed = new Float32Array(layers * heads * n);
         for (let l = 0; l < layers; l++) {
             const row = attention.layers[l]?.accumulated;
@@ -144,8 +143,4 @@ async function readHeadCells(kv: NativeKv, sequenceId: number, retention: boolea
         read.accumulated = summed;
     }
     return read;
-}
-
-function cellIndex(positions: Int32Array): Map<number, number> {
-    return new Map(Array.from(positions, (position, k) => [position, k]));
 }

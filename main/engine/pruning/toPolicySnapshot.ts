@@ -33,6 +33,19 @@ export function toPolicySnapshot(
     return snapshot;
 }
 
+/** Each cell of `positions`' column in a read of the cells at `readPositions`, looked up once (-1: the read lacks it). */
+export function columnsIn(readPositions: Int32Array, positions: ArrayLike<number>): Int32Array {
+    const n = positions.length;
+    const column = new Int32Array(n);
+    if (readPositions.length === n && readPositions.every((position, j) => position === positions[j])) {
+        for (let j = 0; j < n; j++) column[j] = j;
+        return column;
+    }
+    const source = new Map(Array.from(readPositions, (position, k) => [position, k]));
+    for (let j = 0; j < n; j++) column[j] = source.get(positions[j]!) ?? -1;
+    return column;
+}
+
 /**
  * One layer-major per-cell read (`values[layer][h * m + k]` for the read's k-th cell at `read[k]`) laid out
  * `(layer * heads + head) * n + j` for the cells at `positions`, each value passed through `map` (`undefined` for a
@@ -49,14 +62,7 @@ function byCell(
     const n = positions.length;
     const m = readPositions.length;
     const out = new Float32Array(layers * heads * n);
-    // each cell's column in the read, looked up once (-1: the read lacks it)
-    const column = new Int32Array(n);
-    const same = m === n && readPositions.every((position, j) => position === positions[j]);
-    if (same) for (let j = 0; j < n; j++) column[j] = j;
-    else {
-        const source = new Map(Array.from(readPositions, (position, k) => [position, k]));
-        for (let j = 0; j < n; j++) column[j] = source.get(positions[j]!) ?? -1;
-    }
+    const column = columnsIn(readPositions, positions);
     for (let l = 0; l < layers; l++) {
         const layer = values[l];
         for (let h = 0; h < heads; h++) {
