@@ -44,8 +44,8 @@ export async function decodeRun(
     points: DecodePoint[];
     tokensPerSecond: number;
     scoringMs: number;
-    /** Per-head cells: the part of `scoringMs` spent moving heads and freeing cells; 0 on shared cells. */
-    movingMs: number;
+    /** Per-head cells: the part of `scoringMs` spent moving heads and freeing cells; absent on shared cells. */
+    movingMs?: number;
     pruneRounds: number;
     forcedDrops: number;
     reads: DecodeReads;
@@ -103,7 +103,7 @@ export async function decodeRun(
             points,
             tokensPerSecond: count / seconds,
             scoringMs: last.scoringMs,
-            movingMs: last.movingMs ?? 0,
+            ...(last.movingMs != null ? {movingMs: last.movingMs} : {}),
             pruneRounds: last.pruneRounds,
             forcedDrops: last.forcedDrops,
             reads

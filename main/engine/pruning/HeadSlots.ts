@@ -16,6 +16,25 @@ export type HeadSlotPlan = {
     free: Int32Array;
 };
 
+/** Every token of a round's heads once, ascending (`seen`), and each one's index among them by token (`at`; -1: none). */
+export type TokenIndex = {seen: Int32Array; at: Int32Array};
+
+/**
+ * Indexes the tokens a round's heads hold (`HeadSlots.tokensHeld`): one pass and one by-token array (typed, not a map:
+ * a round looks up every (layer, head, cell)), shared by the plan and the round's tallies.
+ */
+export function indexTokens(tokens: ArrayLike<number>): TokenIndex {
+    let top = 0;
+    for (let i = 0; i < tokens.length; i++) top = Math.max(top, tokens[i]!);
+    const at = new Int32Array(top + 1).fill(-1);
+    for (let i = 0; i < tokens.length; i++) at[tokens[i]!] = 0;
+    let count = 0;
+    for (let token = 0; token <= top; token++) if (at[token] === 0) at[token] = count++;
+    const seen = new Int32Array(count);
+    for (let token = 0; token <= top; token++) if (at[token]! >= 0) seen[at[token]!] = token;
+    return {seen, at};
+}
+
 export class HeadSlots {
     /** Per slot whose heads hold other tokens than its own: the token of each `layer * heads + head`. */
     private readonly _moved = new Map<number, Int32Array>();
@@ -41,17 +60,17 @@ export class HeadSlots {
     }
 
     /**
-     * The tokens of `layer`'s head `head` in the given slots, in their order: what a read-out's cells hold for that head.
+     * The tokens of `layer`'s head `head` in the given slots, in their order: what a read-out's cells hold for that head
+     * (`tokensHeld`'s row of the pair).
      */
     tokensOf(slots: ArrayLike<number>, layer: number, head: number): Int32Array {
-        const out = new Int32Array(slots.length);
-        for (let i = 0; i < slots.length; i++) out[i] = this.tokenAt(slots[i]!, layer, head);
-        return out;
+        const pair = layer * this.heads + head;
+        return this.tokensHeld(slots).slice(pair * slots.length, (pair + 1) * slots.length);
     }
 
     /**
-     * The tokens every head holds in the given slots: `(layer * heads + head) * slots.length + i` for `slots[i]`, what
-     * `tokensOf` gives for each pair, with one lookup per slot.
+     * The tokens every head holds in the given slots: `(layer * heads + head) * slots.length + i` for `slots[i]` (what
+     * `tokenAt` says), with one lookup per slot.
      */
     tokensHeld(slots: ArrayLike<number>): Int32Array {
         const n = slots.length;
@@ -70,14 +89,15 @@ export class HeadSlots {
      * How to leave every head with exactly its `keep(layer, head)` tokens (the same count for all, each a token that head
      * holds in one of `slots`), in `keep`'s count of slots. `pinned` slots stay whatever heads keep in them (llama.cpp's
      * first and newest cells may not be freed). `held`, when the caller already has it, is `tokensHeld` over
-     * the ascending `slots` (`(layer * heads + head) * n + i`). Throws when the counts differ or a head keeps a token it
-     * does not hold.
+     * the ascending `slots` (`(layer * heads + head) * n + i`), and `index` its `indexTokens`. Throws when the counts
+     * differ or a head keeps a token it does not hold.
      */
     plan(
         slots: ArrayLike<number>,
         keep: (layer: number, head: number) => ArrayLike<number>,
         pinned: Iterable<number> = [],
-        held?: Int32Array
+        held?: Int32Array,
+        index?: TokenIndex
     ): HeadSlotPlan {
         const live = Int32Array.from(slots).sort();
         if (held != null && held.length !== this.layers * this.heads * live.length)
@@ -87,9 +107,10 @@ export class HeadSlots {
         const pairs = this.layers * this.heads;
         const n = live.length;
         const tokensHeld = held ?? this.tokensHeld(live);
-        // each pair's cell of a token, by token (a round runs once per pair: typed arrays, not maps); -1: not held
-        const top = tokensHeld.reduce((max, token) => Math.max(max, token), 0);
-        const cellOf = new Int32Array(top + 1).fill(-1);
+        // each pair's cell of a token, by the token's index (a round runs once per pair: typed arrays, not maps); -1: not held
+        const {at, seen} = held != null && index != null ? index : indexTokens(tokensHeld);
+        const top = at.length - 1;
+        const cellOf = new Int32Array(seen.length).fill(-1);
         const kept: Uint8Array[] = [];
         const keptBy = new Int32Array(n);
         let count = -1;
@@ -102,12 +123,12 @@ export class HeadSlots {
                         `every head keeps the same number of cells: ${tokens.length} in layer ${layer} head ${head}, ${count} before`
                     );
                 const base = (layer * this.heads + head) * n;
-                for (let index = 0; index < n; index++) cellOf[tokensHeld[base + index]!] = index;
+                for (let index = 0; index < n; index++) cellOf[at[tokensHeld[base + index]!]!] = index;
                 const mask = new Uint8Array(n);
                 let marked = 0;
                 for (let i = 0; i < tokens.length; i++) {
                     const token = tokens[i]!;
-                    const index = Number.isInteger(token) && token >= 0 && token <= top ? cellOf[token]! : -1;
+                    const index = Number.isInteger(token) && token >= 0 && token <= top && at[token]! >= 0 ? cellOf[at[token]!]! : -1;
                     if (index < 0) throw new RangeError(`layer ${layer} head ${head} keeps token ${token}, which it does not hold`);
                     if (mask[index] === 0) {
                         keptBy[index]!++;
@@ -115,7 +136,7 @@ export class HeadSlots {
                     }
                     mask[index] = 1;
                 }
-                for (let index = 0; index < n; index++) cellOf[tokensHeld[base + index]!] = -1;
+                for (let index = 0; index < n; index++) cellOf[at[tokensHeld[base + index]!]!] = -1;
                 if (marked !== count) throw new RangeError(`layer ${layer} head ${head} keeps a token twice`);
                 kept.push(mask);
             }

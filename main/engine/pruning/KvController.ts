@@ -1,6 +1,5 @@
-import type {CompressionSettings, KvSample, PruneRound} from "../../../preload/contract/compression.js";
+import type {CompressionSettings, KvSample} from "../../../preload/contract/compression.js";
 import {policyEntry, type PolicyEntry} from "../../../preload/policyCatalogue.js";
-import {mergeRanges, toRanges} from "../../../preload/positionRanges.js";
 import type {NativeKv} from "../native/NativeKv.js";
 import {decide, initialDecideState, resolveCombine, type DecideState} from "../policies/decide.js";
 import {policies} from "../policies/index.js";
@@ -8,6 +7,7 @@ import type {GateReduction} from "../policies/trimkv.js";
 import type {CombineMode, Policy, PruneTarget, ScoreSnapshot} from "../policies/types.js";
 import {readRetentionReduction} from "../retention/findRetentionGates.js";
 import {policyNeeds, policyParams, scoring} from "../policies/scoring.js";
+import {RoundCounters, type SavedCounters} from "./RoundCounters.js";
 import {RoundRecords, tokenScoresKind} from "./RoundRecords.js";
 import {pruneHeadCells} from "./headRound.js";
 import {restoreHeadSlots, saveHeadSlots, type SavedHeadSlots} from "./savedHeadSlots.js";
@@ -53,16 +53,8 @@ type AnyPolicy = Policy<unknown, unknown>;
 const tokenScoresEveryMs = 250;
 
 /** A controller's state between two prompt chunks, as a saved state keeps it (`KvController.snapshot`). */
-export type ControllerSnapshot = {
+export type ControllerSnapshot = SavedCounters & {
     state: DecideState<unknown>;
-    pruneRounds: number;
-    tokensEvicted: number;
-    forcedDrops: number;
-    peakCells: number;
-    scoringMs: number;
-    /** Per-head cells: the part of `scoringMs` the engine spent moving heads and freeing cells. */
-    movingMs?: number;
-    sparsityPerLayer: number[];
     /** Per-head cells: which token each head held where (`saveHeadSlots`). */
     headSlots?: SavedHeadSlots;
 };
@@ -94,17 +86,8 @@ export class KvController {
     private _afterPrefillDue = false;
     private _sinceRound = 0;
     private _step = 0;
-    private _pruneRounds = 0;
-    private _tokensEvicted = 0;
-    private _forcedDrops = 0;
-    private _peakCells = 0;
-    private _scoringMs = 0;
-    private _movingMs = 0;
-    private _sparsityPerLayer: number[] = [];
-    /** Positions evicted since the last sample, as ranges (`toRanges`): the next sample carries them. */
-    private _evictedSince: number[] = [];
-    /** The rounds since the last sample, and what each knew of its cells (kept raw: the next sample writes them out). */
-    private _roundsSince: PruneRound[] = [];
+    /** This answer's rounds, evictions, peak and time, and the rounds since the last sample. */
+    private readonly _counters = new RoundCounters();
     /**
      * What the rounds since the last written record knew of their cells: the newest round whole, and of the older ones only
      * the cells they evicted (every other cell of theirs the newest round saw again, and its record wins).
@@ -221,7 +204,7 @@ export class KvController {
             let live = (await this._options.kv.stats()).cellsUsed;
             if (this._entry.keepsEveryToken) {
                 // Full KV frees nothing: the engine stops it at its budget.
-                this._peakCells = Math.max(this._peakCells, live + count);
+                this._counters.seeCells(live + count);
                 return count;
             }
             const room = generating ? this._decodeRoom : this._inputRoom;
@@ -235,7 +218,7 @@ export class KvController {
             const allowed = Math.min(count, cells - live);
             if (allowed < 1) throw new Error(`a prune round left ${live} live cells, no room within the budget of ${cells}`);
             if (generating) this._sinceRound += allowed;
-            this._peakCells = Math.max(this._peakCells, live + allowed);
+            this._counters.seeCells(live + allowed);
             return allowed;
         } catch (err) {
             this._error ??= err as Error;
@@ -249,39 +232,22 @@ export class KvController {
      */
     async sample(tokensPerSecond: number, last = false): Promise<KvSample> {
         // Taken before the wait: a round between here and the stats goes with the next sample.
-        const evicted = this._evictedSince;
-        this._evictedSince = [];
-        const rounds = this._roundsSince;
-        this._roundsSince = [];
         const due = last || this._options.now() - this._tokenScoresAt >= tokenScoresEveryMs;
         const tokens = due ? this._records.take(tokenScoresKind(this._options.compression, this._combine)) : null;
         if (tokens != null) this._tokenScoresAt = this._options.now();
+        const since = this._counters.takeSince();
         const stats = await this._options.kv.stats();
-        const tokensSeen = this._options.tokensSeen();
-        return {
+        const gates = this.readsRetention ? this._options.kv.retentionGates : null;
+        return this._counters.sample({
+            since,
+            stats,
             step: this._step,
-            tokensSeen,
-            cellsLive: stats.cellsUsed,
-            cellsPeak: Math.max(this._peakCells, stats.cellsUsed),
-            cellsAllocated: stats.cellsAllocated,
-            bytesPerCell: stats.bytesPerCell,
-            allocatedBytes: stats.bytesAllocated,
-            liveBytes: stats.bytesUsed,
-            fullBytes: tokensSeen * stats.bytesPerCell,
-            pruneRounds: this._pruneRounds,
-            tokensEvicted: this._tokensEvicted,
-            forcedDrops: this._forcedDrops,
-            sparsityPerLayer: this._sparsityPerLayer.length > 0 ? this._sparsityPerLayer : Array(stats.layers).fill(0),
-            scoringMs: Math.round(this._scoringMs),
-            ...(this._combine === "heads" ? {movingMs: Math.round(this._movingMs)} : {}),
-            ...(this.readsRetention && this._options.kv.retentionGates != null
-                ? {retentionBytes: this._options.kv.retentionGates.bytes}
-                : {}),
+            tokensSeen: this._options.tokensSeen(),
             tokensPerSecond,
-            evicted,
-            ...(tokens != null ? {tokens} : {}),
-            ...(rounds.length > 0 ? {rounds} : {})
-        };
+            heads: this._combine === "heads",
+            ...(gates != null ? {retentionBytes: gates.bytes} : {}),
+            ...(tokens != null ? {tokens} : {})
+        });
     }
 
     /**
@@ -290,17 +256,7 @@ export class KvController {
      */
     snapshot(): ControllerSnapshot {
         const table = this._combine === "heads" ? saveHeadSlots(this._options.kv, this._options.sequenceId) : undefined;
-        return {
-            ...(table != null ? {headSlots: table} : {}),
-            state: this._state,
-            pruneRounds: this._pruneRounds,
-            tokensEvicted: this._tokensEvicted,
-            forcedDrops: this._forcedDrops,
-            peakCells: this._peakCells,
-            scoringMs: this._scoringMs,
-            movingMs: this._movingMs,
-            sparsityPerLayer: this._sparsityPerLayer
-        };
+        return {...(table != null ? {headSlots: table} : {}), state: this._state, ...this._counters.save()};
     }
 
     /**
@@ -310,29 +266,13 @@ export class KvController {
     async restore(snapshot: ControllerSnapshot): Promise<void> {
         await restoreHeadSlots(this._options.kv, this._options.sequenceId, snapshot.headSlots);
         this._state = snapshot.state;
-        this._pruneRounds = snapshot.pruneRounds;
-        this._tokensEvicted = snapshot.tokensEvicted;
-        this._forcedDrops = snapshot.forcedDrops;
-        this._peakCells = snapshot.peakCells;
-        this._scoringMs = snapshot.scoringMs;
-        this._movingMs = snapshot.movingMs ?? 0;
-        this._sparsityPerLayer = snapshot.sparsityPerLayer;
+        this._counters.load(snapshot);
     }
 
     /** Counts a round and keeps it for the next sample: the tokens it evicted, the time it took. */
-    private _recordRound(evict: Int32Array, evicted: number, started: number): void {
-        this._pruneRounds++;
-        const ranges = toRanges(evict);
-        this._roundsSince.push({
-            first: this._pruneRounds,
-            last: this._pruneRounds,
-            step: this._step,
-            tokensSeen: this._options.tokensSeen(),
-            evicted: ranges
-        });
-        this._scoringMs += this._options.now() - started;
-        this._tokensEvicted += evicted;
-        if (evicted > 0) this._evictedSince = mergeRanges(this._evictedSince, ranges);
+    private _recordRound(evict: Int32Array, evicted: number, started: number, movingMs?: number): void {
+        const ms = this._options.now() - started;
+        this._counters.countRound({evict, evicted, ms, movingMs, step: this._step, tokensSeen: this._options.tokensSeen()});
     }
 
     /** Tokens read or generated between two rounds while the answer is generated. */
@@ -362,10 +302,9 @@ export class KvController {
         if (this._combine === "heads") {
             const target = {maxKeep, tokensSeen: this._options.tokensSeen(), inputEnd: this._inputEnd ?? undefined, now: this._options.now};
             const round = await pruneHeadCells(kv, sequenceId, this._policy, this._params, target);
-            this._movingMs += round.movingMs;
             const {seen: positions, layers, heldShare: scores, heldByLayer: keptByLayer, evicted: evict} = round;
-            this._records.keep({round: this._pruneRounds + 1, positions, layers, scores, keptByLayer, evict}, "heads");
-            this._recordRound(evict, evict.length, started);
+            this._records.keep({round: this._counters.pruneRounds + 1, positions, layers, scores, keptByLayer, evict}, "heads");
+            this._recordRound(evict, evict.length, started, round.movingMs);
             return round.live;
         }
         const snapshot = toPolicySnapshot(
@@ -384,12 +323,11 @@ export class KvController {
                 throw new Error("TRIM-KV's combine mode follows its gates' reduction: start() reads it before the first round");
             const decision = decide(this._policy, snapshot, this._params, this._state, target, this._combine);
             this._state = decision.state;
-            this._forcedDrops += decision.forcedDrops;
-            this._sparsityPerLayer = Array.from(decision.sparsityPerLayer);
+            this._counters.decided(decision.forcedDrops, decision.sparsityPerLayer);
             evict = decision.evict;
             this._records.keep(
                 {
-                    round: this._pruneRounds + 1,
+                    round: this._counters.pruneRounds + 1,
                     positions: snapshot.positions,
                     layers: snapshot.layers,
                     scores: decision.cellScores,

@@ -2,6 +2,7 @@ import type {NativeKv} from "../native/NativeKv.js";
 import {protectNewest} from "../policies/decide.js";
 import {kvHeadOf} from "../policies/scoreMath.js";
 import type {HeadCellsSnapshot, Policy, PruneTarget} from "../policies/types.js";
+import {indexTokens} from "./HeadSlots.js";
 import {columnsIn, retentionLogBeta} from "./toPolicySnapshot.js";
 
 export type HeadRoundResult = {
@@ -65,16 +66,11 @@ export async function pruneHeadCells<Params>(
     const newest = Math.max(1, Math.min(protectNewest, maxKeep - 1));
     const pinnedSlots = [slots[0]!, ...slots.subarray(Math.max(1, n - newest))];
     const kept = policy.keepPerHead(snapshot, params, {count: Math.min(n, maxKeep), tokensSeen, pinned: new Set(pinnedSlots), inputEnd});
-    const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots, tokens);
-
-    // every token some head held, ascending, and each one's index among them (by token: typed arrays, not maps)
-    const top = tokens.reduce((max, token) => Math.max(max, token), 0);
-    const at = new Int32Array(top + 1).fill(-1);
-    for (let i = 0; i < tokens.length; i++) at[tokens[i]!] = 0;
-    let count = 0;
-    for (let token = 0; token <= top; token++) if (at[token] === 0) at[token] = count++;
-    const seen = new Int32Array(count);
-    for (let token = 0; token <= top; token++) if (at[token]! >= 0) seen[at[token]!] = token;
+    // every token some head held, ascending, and each one's index among them
+    const index = indexTokens(tokens);
+    const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots, tokens, index);
+    const {seen, at} = index;
+    const count = seen.length;
     const heldShare = new Float32Array(count);
     const heldByLayer = new Uint8Array(layers * count);
     const share = 1 / kept.length;

@@ -1,5 +1,5 @@
 import {describe, expect, test} from "vitest";
-import {HeadSlots} from "../../../main/engine/pruning/HeadSlots.js";
+import {HeadSlots, indexTokens} from "../../../main/engine/pruning/HeadSlots.js";
 import {mulberry32} from "../../../main/shared/mulberry32.js";
 
 /** Each head's tokens over the live slots, as the table records them. */
@@ -16,6 +16,16 @@ function draw(from: number[], count: number, random: () => number): number[] {
     }
     return pool.slice(0, count).sort((a, b) => a - b);
 }
+
+describe("indexTokens", () => {
+    test("lists every token once, ascending, with each one's index by token", () => {
+        const {seen, at} = indexTokens(Int32Array.of(9, 3, 3, 0, 9, 17, 3));
+        expect(Array.from(seen)).toEqual([0, 3, 9, 17]);
+        expect(at.length).toBe(18);
+        for (let token = 0; token < at.length; token++) expect(at[token]).toBe(Array.from(seen).indexOf(token));
+        expect(Array.from(indexTokens(new Int32Array(0)).seen)).toEqual([]);
+    });
+});
 
 describe("HeadSlots", () => {
     test("each head is left with exactly the tokens it keeps, in the kept count of slots, over many random rounds", () => {
@@ -55,9 +65,12 @@ describe("HeadSlots", () => {
             );
             const keep = (layer: number, head: number) => keepSets[layer * 3 + head]!;
             const held = new Int32Array(6 * live.length);
-            for (let pair = 0; pair < 6; pair++) held.set(table.tokensOf(live, Math.floor(pair / 3), pair % 3), pair * live.length);
+            for (let pair = 0; pair < 6; pair++)
+                live.forEach((slot, i) => (held[pair * live.length + i] = table.tokenAt(slot, Math.floor(pair / 3), pair % 3)));
+            expect(table.tokensHeld(live)).toEqual(held);
             const plan = table.plan(live, keep, [0], held);
             expect(plan).toEqual(table.plan(live, keep, [0]));
+            expect(plan).toEqual(table.plan(live, keep, [0], held, indexTokens(held)));
             expect(() => table.plan(live, keep, [0], held.subarray(1))).toThrow(/held tokens number/);
             table.apply(plan);
             live = live.filter((slot) => !plan.free.includes(slot)).concat(Array.from({length: 12}, (_, i) => 100 * (round + 1) + i));
