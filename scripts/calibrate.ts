@@ -2,7 +2,7 @@
 //
 //   npm run calibrate -- --model <file.gguf> [--prompts N] [--tokens N] [--seed S] [--out path] [--validation N]
 //                        [--max-tokens N] [--hidden N] [--epochs N] [--read-thresholds 0.5,0.25] [--horizon-weights 1,0.5] [--work-dir dir] [--threads N] [--prompt-set own|demo|merge|multi|english]
-//                        [--prompts-file prompts.jsonl|prompts.txt] [--traces traces.jsonl] [--conversations <data dir>] [--draws N]
+//                        [--prompts-file prompts.jsonl|prompts.txt] [--traces traces.jsonl] [--conversations <data dir>] [--draws N] [--keep-work]
 //
 // --prompts-file: a person's own prompts instead of the model's questions (JSON Lines, a string or {"prompt": "..."}
 // per line, or plain text, a prompt per line); the last --validation of them are held out for the validation.
@@ -12,6 +12,8 @@
 // --conversations: the model's own conversations stored in a Ponder data directory (the app's, or `npm run headless --
 // --data-dir`'s; the app must not be running on it), read the same way.
 // --draws: with the model's own questions, another draw of them (the next seed) after a refusal, up to N draws in all.
+// --keep-work: keep the model's thinking in the work folder after gates are installed too (it is kept after a refusal),
+// so a command that changes only --hidden, --epochs or --horizon-weights goes on from it.
 //
 // Progress lines go to stderr, the result (JSON) to stdout. Exit status 0: the gates were written; 2: they did worse
 // than Lethe on the held-out prompts and were not installed (nothing changed beside the model; the model's thinking
@@ -62,7 +64,8 @@ try {
             "prompts-file": {type: "string"},
             traces: {type: "string"},
             conversations: {type: "string"},
-            draws: {type: "string"}
+            draws: {type: "string"},
+            "keep-work": {type: "boolean", default: false}
         }
     }).values;
 } catch (err) {
@@ -222,6 +225,7 @@ try {
             out: values.out != null ? path.resolve(values.out) : undefined,
             workDir: path.resolve(values["work-dir"]),
             keepRefusedWork: true,
+            keepWork: values["keep-work"],
             signal: controller.signal,
             onProgress,
             onLog: (line) => console.error(line)
@@ -245,13 +249,14 @@ draw ${draw + 1} of ${draws}: the model writes its questions again with seed ${s
         texts: result.texts,
         validation: result.validation
     });
+    const kept =
+        result.workKept == null
+            ? ""
+            : `\nthe model's thinking on the ${result.prompts} prompts is kept in ${result.workKept}: the same command with other --hidden, --epochs or --horizon-weights goes on from it without thinking again`;
     console.error(
-        result.installed
+        (result.installed
             ? `${card}\nwrote ${result.out}${result.backup != null ? ` (the earlier gates are in ${result.backup})` : ""}`
-            : `${card}\n${result.refusal}` +
-                  (result.workKept == null
-                      ? ""
-                      : `\nthe model's thinking on the ${result.prompts} prompts is kept in ${result.workKept}: the same command with other --hidden, --epochs or --horizon-weights goes on from it without thinking again`)
+            : `${card}\n${result.refusal}`) + kept
     );
     console.log(JSON.stringify(result));
     process.exitCode = result.installed ? 0 : 2;

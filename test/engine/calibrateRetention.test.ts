@@ -221,9 +221,20 @@ describe("calibrating the demo model's retention gates", () => {
             (JSON.parse(refused!.stdout) as {tokensSeen: number}).tokensSeen
         );
 
-        const {stdout} = await cli(["--prompts", "8", "--tokens", "16384"]);
-        const result = JSON.parse(stdout) as {installed: boolean; prompts: number; tokensSeen: number; out: string; backup: string};
+        const {stdout, stderr} = await cli(["--prompts", "8", "--tokens", "16384", "--keep-work"]);
+        const result = JSON.parse(stdout) as {
+            installed: boolean;
+            prompts: number;
+            tokensSeen: number;
+            out: string;
+            backup: string;
+            workKept: string | null;
+        };
         expect(result.installed).toBe(true);
+        // --keep-work: installed gates leave the model's thinking in place too
+        expect(result.workKept).not.toBeNull();
+        expect((await fs.readdir(result.workKept!)).filter((name) => name.endsWith(".cal"))).toHaveLength(8);
+        expect(stderr).toContain(`is kept in ${result.workKept}`);
         expect(result.out).toBe(sidecar);
         expect((await fs.readFile(result.backup)).equals(await fs.readFile(shippedGates))).toBe(true);
         const found = await findRetentionGates({...(await inspectModel(modelCopy)), path: modelCopy});

@@ -205,7 +205,7 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
     };
     if (!validation.passed) {
         spent = seconds;
-        const keep = options.keepRefusedWork === true;
+        const keep = options.keepRefusedWork === true || options.keepWork === true;
         if (keep) await saveJob();
         else await fs.rm(work, {recursive: true, force: true});
         return {
@@ -236,9 +236,10 @@ export async function calibrateRetention(options: CalibrateRetentionOptions): Pr
         made,
         calibrationProvenance(made, prompts.length, dataset, kinds[best]!, seconds, validation)
     );
-    await fs.rm(work, {recursive: true, force: true});
+    if (options.keepWork === true) await saveJob();
+    else await fs.rm(work, {recursive: true, force: true});
     progress("writing", 1, 1, 0);
-    return {...result, installed: true, backup, refusal: null, workKept: null, promptSet: usedSet};
+    return {...result, installed: true, backup, refusal: null, workKept: options.keepWork === true ? work : null, promptSet: usedSet};
 }
 
 /** What to try after a refusal, by the prompts the refused gates were made from. */

@@ -254,6 +254,11 @@ export type CalibrateRetentionOptions = {
      * trains differently to start from; else it is removed, as it is once gates are installed. Defaults to `false`.
      */
     keepRefusedWork?: boolean;
+    /**
+     * Whether installed gates leave the work folder in place too, for another job that trains differently (other width,
+     * epochs or horizon weights) to go on from the model's thinking. Defaults to `false`.
+     */
+    keepWork?: boolean;
     threads?: number;
     signal?: AbortSignal;
     onProgress?: (progress: CalibrationJobProgress) => void;
@@ -292,7 +297,7 @@ export type CalibrationResult = {
     backup: string | null;
     /** Why the gates were not installed, in words with the numbers; `null` when installed. */
     refusal: string | null;
-    /** The work folder refused gates left in place (`keepRefusedWork`); else `null`. */
+    /** The work folder left in place (`keepRefusedWork` for refused gates, `keepWork` for any); else `null`. */
     workKept: string | null;
     /** The prompts thought through: the set asked for, or `"english"` where the model wrote too few of its own. */
     promptSet: PromptSet;
