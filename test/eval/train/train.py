@@ -158,6 +158,7 @@ def batch_spec(args, step: int):
     if args_task is multi_task:
         # a scale range up to the curriculum's cap, every family; batch size from the longest problem it can draw
         opts = multi_task.options(args.train_min_steps, max(args.train_min_steps, n_steps))
+        opts.families = family_draws(args.family_weights)
         cached = _LENGTHS.get(n_steps)
         if cached is None:
             cached = _LENGTHS[n_steps] = multi_task.length_estimate(opts)
@@ -171,6 +172,20 @@ def batch_spec(args, step: int):
 
 
 _LENGTHS: dict[int, int] = {}
+
+
+def family_draws(weights: str | None) -> list[str]:
+    """The many-task families a training problem is drawn from, each as often as its weight says ("sum=3,reverse=4";
+    a family not named weighs 1): a list with repeats, which the problem's seed draws one entry of."""
+    draws = {family: 1 for family in multi_task.FAMILIES}
+    for part in filter(None, (weights or "").split(",")):
+        family, _, weight = part.partition("=")
+        if family not in draws or not weight.isdigit():
+            raise SystemExit(f"--family-weights: {part!r} is not family=whole number (families: {', '.join(draws)})")
+        draws[family] = int(weight)
+    if sum(draws.values()) == 0:
+        raise SystemExit("--family-weights: every family weighs 0")
+    return [family for family, weight in draws.items() for _ in range(weight)]
 
 
 def lr_at(args, step: int) -> float:
@@ -252,6 +267,8 @@ def main():
     p.add_argument("--vars-curriculum-start", type=int, default=4, help="initial cap on the number of variables")
     p.add_argument("--question-loss", type=float, default=0.3,
                    help="loss weight of the user message tokens (random, but they train copy/induction heads)")
+    p.add_argument("--family-weights",
+                   help="many-task model: how often each family is drawn for training, e.g. sum=3,reverse=4 (others 1)")
     p.add_argument("--answer-loss", type=float, default=1.0,
                    help="loss weight of the answer's tokens and of the thought's tokens that decide it (a task's answer_slots; "
                         "a two-token answer is a tiny share of a long completion)")
