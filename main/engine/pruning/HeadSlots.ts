@@ -59,13 +59,9 @@ export class HeadSlots {
         return this._moved.size;
     }
 
-    /**
-     * The tokens of `layer`'s head `head` in the given slots, in their order: what a read-out's cells hold for that head
-     * (`tokensHeld`'s row of the pair).
-     */
+    /** The tokens of `layer`'s head `head` in the given slots, in their order: what a read-out's cells hold for that head. */
     tokensOf(slots: ArrayLike<number>, layer: number, head: number): Int32Array {
-        const pair = layer * this.heads + head;
-        return this.tokensHeld(slots).slice(pair * slots.length, (pair + 1) * slots.length);
+        return Int32Array.from(slots, (slot) => this.tokenAt(slot, layer, head));
     }
 
     /**
@@ -88,27 +84,26 @@ export class HeadSlots {
     /**
      * How to leave every head with exactly its `keep(layer, head)` tokens (the same count for all, each a token that head
      * holds in one of `slots`), in `keep`'s count of slots. `pinned` slots stay whatever heads keep in them (llama.cpp's
-     * first and newest cells may not be freed). `held`, when the caller already has it, is `tokensHeld` over
-     * the ascending `slots` (`(layer * heads + head) * n + i`), and `index` its `indexTokens`. Throws when the counts
-     * differ or a head keeps a token it does not hold.
+     * first and newest cells may not be freed). `held`, when the caller already has them, are `tokensHeld` over
+     * the ascending `slots` (`(layer * heads + head) * n + i`) and, optionally, their `indexTokens`. Throws when the
+     * counts differ or a head keeps a token it does not hold.
      */
     plan(
         slots: ArrayLike<number>,
         keep: (layer: number, head: number) => ArrayLike<number>,
         pinned: Iterable<number> = [],
-        held?: Int32Array,
-        index?: TokenIndex
+        held?: {tokens: Int32Array; index?: TokenIndex}
     ): HeadSlotPlan {
         const live = Int32Array.from(slots).sort();
-        if (held != null && held.length !== this.layers * this.heads * live.length)
-            throw new RangeError(`the held tokens number ${held.length}, not ${this.layers} x ${this.heads} x ${live.length}`);
+        if (held != null && held.tokens.length !== this.layers * this.heads * live.length)
+            throw new RangeError(`the held tokens number ${held.tokens.length}, not ${this.layers} x ${this.heads} x ${live.length}`);
         const where = new Map<number, number>();
         live.forEach((slot, index) => where.set(slot, index));
         const pairs = this.layers * this.heads;
         const n = live.length;
-        const tokensHeld = held ?? this.tokensHeld(live);
+        const tokensHeld = held?.tokens ?? this.tokensHeld(live);
         // each pair's cell of a token, by the token's index (a round runs once per pair: typed arrays, not maps); -1: not held
-        const {at, seen} = held != null && index != null ? index : indexTokens(tokensHeld);
+        const {at, seen} = held?.index ?? indexTokens(tokensHeld);
         const top = at.length - 1;
         const cellOf = new Int32Array(seen.length).fill(-1);
         const kept: Uint8Array[] = [];

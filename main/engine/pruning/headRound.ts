@@ -68,7 +68,7 @@ export async function pruneHeadCells<Params>(
     const kept = policy.keepPerHead(snapshot, params, {count: Math.min(n, maxKeep), tokensSeen, pinned: new Set(pinnedSlots), inputEnd});
     // every token some head held, ascending, and each one's index among them
     const index = indexTokens(tokens);
-    const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots, tokens, index);
+    const plan = table.plan(slots, (l, h) => kept[l * heads + h]!, pinnedSlots, {tokens, index});
     const {seen, at} = index;
     const count = seen.length;
     const heldShare = new Float32Array(count);

@@ -68,10 +68,10 @@ describe("HeadSlots", () => {
             for (let pair = 0; pair < 6; pair++)
                 live.forEach((slot, i) => (held[pair * live.length + i] = table.tokenAt(slot, Math.floor(pair / 3), pair % 3)));
             expect(table.tokensHeld(live)).toEqual(held);
-            const plan = table.plan(live, keep, [0], held);
+            const plan = table.plan(live, keep, [0], {tokens: held});
             expect(plan).toEqual(table.plan(live, keep, [0]));
-            expect(plan).toEqual(table.plan(live, keep, [0], held, indexTokens(held)));
-            expect(() => table.plan(live, keep, [0], held.subarray(1))).toThrow(/held tokens number/);
+            expect(plan).toEqual(table.plan(live, keep, [0], {tokens: held, index: indexTokens(held)}));
+            expect(() => table.plan(live, keep, [0], {tokens: held.subarray(1)})).toThrow(/held tokens number/);
             table.apply(plan);
             live = live.filter((slot) => !plan.free.includes(slot)).concat(Array.from({length: 12}, (_, i) => 100 * (round + 1) + i));
         }
