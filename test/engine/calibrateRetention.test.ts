@@ -14,7 +14,7 @@ import {collectCalibrationData} from "../../main/engine/calibration/collectCalib
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {calibrateRetention} from "../../main/engine/calibration/calibrateRetention.js";
 import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
-import {validateGates} from "../../main/engine/calibration/validateGates.js";
+import {validateCandidates} from "../../main/engine/calibration/validateGates.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {checkRetentionFile, findRetentionGates, retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
@@ -25,8 +25,17 @@ import type {CalibrationJobProgress, ValidationReport} from "../../main/engine/c
 
 const demoModel = path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf");
 const shippedGates = path.join(REPO_ROOT, "resources", "models", "ponder-demo.retention.gguf");
-/** Small and quick: three short thoughts, two held-out ones. */
-const quick = {prompts: 3, validationPrompts: 2, tokens: 4096, epochs: 3, hidden: 16, maxTokens: 3000};
+/** Small and quick: three short thoughts, two held-out ones, one candidate (what is resumed does not depend on their count). */
+const quick = {
+    prompts: 3,
+    validationPrompts: 2,
+    tokens: 4096,
+    epochs: 3,
+    hidden: 16,
+    maxTokens: 3000,
+    readThresholds: [0.5],
+    horizonWeights: [1]
+};
 
 let llama: Llama;
 let model: LlamaModel;
@@ -94,22 +103,26 @@ describe("calibrating the demo model's retention gates", () => {
             weightScale: 1
         };
         await writeRetentionSidecar(random, randomSpec);
-        const bad = await validateGates({model, prompts, gates: random, maxTokens: 3000, threads: 2});
-        expect(bad.prompts).toBe(2);
-        expect(bad.passed).toBe(false);
         // the same gates labelled as fitted per head are validated on per-head cells, as the app would use them
         const perHead = path.join(dir, "random-per-head.retention.gguf");
         await writeRetentionSidecar(perHead, {...randomSpec, overrides: {"ponder.retention.reduction": gguf.string("per-head")}});
-        const badPerHead = await validateGates({model, prompts, gates: perHead, maxTokens: 3000, threads: 2});
-        expect(badPerHead.points.map((point) => point.gates)).not.toEqual(bad.points.map((point) => point.gates));
-        expect(badPerHead.points.map((point) => point.lethe)).toEqual(bad.points.map((point) => point.lethe));
-        const good = await validateGates({model, prompts, gates: shippedGates, maxTokens: 3000, threads: 2});
-        expect(good.passed).toBe(true);
-        for (const point of good.points) expect(point.gates).toBeGreaterThan(bad.points.find((p) => p.share === point.share)!.gates);
+        // one validation of the three (Full's thoughts and Lethe's runs are shared), its reports in the candidates' order
+        const [bad, badPerHead, good] = await validateCandidates({
+            model,
+            prompts,
+            candidates: [random, perHead, shippedGates],
+            maxTokens: 3000,
+            threads: 2
+        });
+        expect(bad!.prompts).toBe(2);
+        expect(bad!.passed).toBe(false);
+        expect(badPerHead!.points.map((point) => point.gates)).not.toEqual(bad!.points.map((point) => point.gates));
+        expect(good!.passed).toBe(true);
+        for (const point of good!.points) expect(point.gates).toBeGreaterThan(bad!.points.find((p) => p.share === point.share)!.gates);
         // both held-out thoughts end and answer: the answer's tokens are scored apart
-        expect(good.answerTokens).toBeGreaterThan(0);
-        expect(good.answerTokens).toBeLessThan(good.tokens / 10);
-        for (const point of good.points) expect(point.answers?.gates).toBeGreaterThanOrEqual(point.answers!.lethe);
+        expect(good!.answerTokens).toBeGreaterThan(0);
+        expect(good!.answerTokens).toBeLessThan(good!.tokens / 10);
+        for (const point of good!.points) expect(point.answers?.gates).toBeGreaterThanOrEqual(point.answers!.lethe);
     });
 
     test("a cancelled calibration goes on from the prompts it kept and makes the gates an uninterrupted run makes", async () => {
@@ -196,7 +209,9 @@ describe("calibrating the demo model's retention gates", () => {
             );
 
         // gates that barely trained (one width-1 layer, one pass over 64 tokens) rank cells by age alone
-        const refused = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "1"]).then(
+        // one candidate a run (a read threshold, a horizon weight): the choice among several is the e2e calibration's
+        const one = ["--read-thresholds", "0.5", "--horizon-weights", "1"];
+        const refused = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "1", ...one]).then(
             () => null,
             (err: {code: number; stdout: string; stderr: string}) => err
         );
@@ -211,7 +226,7 @@ describe("calibrating the demo model's retention gates", () => {
         expect((JSON.parse(refused!.stdout) as {workKept: string}).workKept).toBe(kept);
         expect((await fs.readdir(kept)).filter((name) => name.endsWith(".cal"))).toHaveLength(2);
         expect(refused!.stderr).toMatch(/thinking 2\/2: /);
-        const retrained = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "2"]).then(
+        const retrained = await cli(["--prompts", "2", "--tokens", "64", "--epochs", "1", "--hidden", "2", ...one]).then(
             (done) => done,
             (err: {stdout: string; stderr: string}) => err
         );
@@ -221,7 +236,7 @@ describe("calibrating the demo model's retention gates", () => {
             (JSON.parse(refused!.stdout) as {tokensSeen: number}).tokensSeen
         );
 
-        const {stdout, stderr} = await cli(["--prompts", "8", "--tokens", "16384", "--keep-work"]);
+        const {stdout, stderr} = await cli(["--prompts", "8", "--tokens", "16384", "--keep-work", ...one]);
         const result = JSON.parse(stdout) as {
             installed: boolean;
             prompts: number;

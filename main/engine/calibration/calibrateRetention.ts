@@ -19,7 +19,7 @@ import {writtenPrompts} from "./writtenPrompts.js";
 // A model's retention gates from its own thinking: the model thinks with Full KV on calibration prompts (its read
 // horizons and gate inputs recorded natively), or texts it already wrote (its conversations, a trace file) are read with
 // Full KV at prompt speed (readCalibrationData), the gates are fitted to them (trainGates), measured against
-// Lethe on held-out prompts (validateGates) and, when they do at least as well, written beside the model with their
+// Lethe on held-out prompts (validateCandidates) and, when they do at least as well, written beside the model with their
 // provenance. Each prompt's data is kept in the work folder as soon as it is thought, so a cancelled, killed or crashed
 // calibration goes on from the next prompt with the same settings; the trained candidates are kept there too, apart
 // per training setting, so a job that changes only how the gates are trained (width, epochs, weights) thinks nothing

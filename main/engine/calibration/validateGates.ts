@@ -13,8 +13,8 @@ export type ValidationOptions = {
     model: LlamaModel;
     /** The user messages, rendered with the model's chat template as the engine renders an answer (thinking opened). */
     prompts: string[];
-    /** The candidate gate file. */
-    gates: string;
+    /** The candidate gate files. */
+    candidates: string[];
     /** Shares of each text's Full cells. Defaults to `[0.25, 0.5]`. */
     shares?: number[];
     /** Tokens Full may write per prompt. Defaults to `1024`. */
@@ -31,19 +31,11 @@ const gatesPolicy: PolicyId = "trimkv";
 const baselinePolicy: PolicyId = "lethe";
 
 /**
- * Measures the candidate gates against Lethe on the prompts; see the module's comment. Agreement is pooled over tokens
- * (longer thoughts weigh more). The gates pass when their score (`validationScore`) is at least Lethe's.
+ * Measures candidate gate files against Lethe on the prompts (see the module's comment), Full's traces and Lethe's runs
+ * shared between them: one report per candidate, in their order. Agreement is pooled over tokens (longer thoughts weigh
+ * more). A candidate passes when its score (`validationScore`) is at least Lethe's.
  */
-export async function validateGates(options: ValidationOptions): Promise<ValidationReport> {
-    const {gates, ...rest} = options;
-    return (await validateCandidates({...rest, candidates: [gates]}))[0]!;
-}
-
-/**
- * `validateGates` for several candidate gate files at once: Full's traces and Lethe's runs are shared. One report per
- * candidate, in their order.
- */
-export async function validateCandidates(options: Omit<ValidationOptions, "gates"> & {candidates: string[]}): Promise<ValidationReport[]> {
+export async function validateCandidates(options: ValidationOptions): Promise<ValidationReport[]> {
     const shares = options.shares ?? [0.25, 0.5];
     const maxTokens = options.maxTokens ?? 1024;
     const wrapper = resolveChatWrapper(options.model);
