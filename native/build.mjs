@@ -105,10 +105,22 @@ function run(command, args, {cwd, env, capture = false} = {}) {
     return result;
 }
 
+/**
+ * With ccache installed, llama.cpp compiles through it (ggml's GGML_CCACHE, which node-llama-cpp turns off unless told),
+ * with paths taken relative to the checkout, so that another checkout of the same sources (a CI clone) reuses the
+ * objects. The caller's own CCACHE_* settings win. Nothing without ccache.
+ */
+function ccacheEnv(root) {
+    const found = spawnSync("ccache", ["--version"], {stdio: "ignore"});
+    if (found.error != null || found.status !== 0) return {};
+    return {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_CCACHE: "ON", CCACHE_BASEDIR: root, CCACHE_NOHASHDIR: "true"};
+}
+
 function runNodeLlamaCpp(nlc, args, env = process.env) {
     // `npx --no node-llama-cpp ...`, without npx's shell and lookup: the package's own CLI with this Node
     log(`$ node-llama-cpp ${args.join(" ")}`);
-    const result = run(process.execPath, [nlc.cli, ...args], {cwd: path.join(nativeDir, ".."), env});
+    const root = path.join(nativeDir, "..");
+    const result = run(process.execPath, [nlc.cli, ...args], {cwd: root, env: {...ccacheEnv(root), ...env}});
     if (result.status !== 0) throw new BuildError(`node-llama-cpp ${args.join(" ")} failed (exit code ${result.status})`);
 }
 

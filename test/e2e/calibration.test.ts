@@ -1,8 +1,8 @@
 // Retention calibration as a person does it (README, "Retention gates for your model"): a copy of the demo model
 // without its gates, "Calibrate retention" in its details pressed from the keyboard, the progress bar with its stage
 // and time left, Cancel, a second press that goes on from the prompts thought before, and the card with the result in
-// numbers (or, when the gates did worse than Lethe, the refusal in numbers). Tiny settings: 4 prompts of at most 300
-// tokens, 1 held-out prompt, 2 epochs.
+// numbers (or, when the gates did worse than Lethe, the refusal in numbers). Small settings: 12 prompts of at most 1,000
+// tokens, 1 held-out prompt, 8 epochs, the default four candidates.
 import fs from "node:fs";
 import path from "node:path";
 import {expect, it} from "vitest";
