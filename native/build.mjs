@@ -105,22 +105,16 @@ function run(command, args, {cwd, env, capture = false} = {}) {
     return result;
 }
 
-/**
- * With ccache installed, llama.cpp compiles through it (ggml's GGML_CCACHE, which node-llama-cpp turns off unless told),
- * with paths taken relative to the checkout, so that another checkout of the same sources (a CI clone) reuses the
- * objects. The caller's own CCACHE_* settings win. Nothing without ccache.
- */
-function ccacheEnv(root) {
+/** The checkout, for sourceBuildInvocation's ccache settings, when ccache is installed; null otherwise. */
+function ccacheRoot() {
     const found = spawnSync("ccache", ["--version"], {stdio: "ignore"});
-    if (found.error != null || found.status !== 0) return {};
-    return {NODE_LLAMA_CPP_CMAKE_OPTION_GGML_CCACHE: "ON", CCACHE_BASEDIR: root, CCACHE_NOHASHDIR: "true"};
+    return found.error != null || found.status !== 0 ? null : path.join(nativeDir, "..");
 }
 
 function runNodeLlamaCpp(nlc, args, env = process.env) {
     // `npx --no node-llama-cpp ...`, without npx's shell and lookup: the package's own CLI with this Node
     log(`$ node-llama-cpp ${args.join(" ")}`);
-    const root = path.join(nativeDir, "..");
-    const result = run(process.execPath, [nlc.cli, ...args], {cwd: root, env: {...ccacheEnv(root), ...env}});
+    const result = run(process.execPath, [nlc.cli, ...args], {cwd: path.join(nativeDir, ".."), env});
     if (result.status !== 0) throw new BuildError(`node-llama-cpp ${args.join(" ")} failed (exit code ${result.status})`);
 }
 
@@ -318,7 +312,7 @@ function main() {
         log(
             `step 3/4: compiling (gpu ${args.gpu}, ${config}); a portable CPU build (ggml-cpu once per CPU variant) takes about 8 minutes on 2 idle cores, a native one about 4`
         );
-        const invocation = sourceBuildInvocation(args.gpu, config);
+        const invocation = sourceBuildInvocation(args.gpu, config, process.env, ccacheRoot());
         runNodeLlamaCpp(nlc, invocation.args, invocation.env);
 
         log("step 4/4: checking the build and writing its stamp");
@@ -383,7 +377,7 @@ function buildUnpatched(nlc, series, args, config, startTime) {
 
     log(`step 2/3: compiling without the patches (gpu ${args.gpu}, ${config})`);
     const lastBuild = fs.existsSync(nlc.lastBuildPath) ? fs.readFileSync(nlc.lastBuildPath) : null;
-    const invocation = sourceBuildInvocation(args.gpu, config);
+    const invocation = sourceBuildInvocation(args.gpu, config, process.env, ccacheRoot());
     let folderName;
     try {
         runNodeLlamaCpp(nlc, invocation.args, {...invocation.env, NODE_LLAMA_CPP_CMAKE_OPTION_PONDER_UNPATCHED: "ON"});

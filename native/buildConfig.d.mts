@@ -7,6 +7,7 @@ export declare function rpcServerFileName(platform?: string): string;
 export declare function sourceBuildInvocation(
     gpu: string,
     config: BuildConfig,
-    env?: Record<string, string | undefined>
+    env?: Record<string, string | undefined>,
+    ccacheRoot?: string | null
 ): {args: string[]; env: Record<string, string | undefined>};
 export declare function plainFolderName(buildOptions: {platform: string; arch: string; gpu: string | false}): string;

@@ -37,23 +37,29 @@ export function rpcServerFileName(platform = process.platform) {
 /**
  * Arguments and environment of `node-llama-cpp source build` for `gpu` and `config`. NODE_LLAMA_CPP_CMAKE_OPTION_*
  * variables of the caller's environment are dropped: they would change the build behind the stamp's back.
+ * With `ccacheRoot` (the checkout, when ccache is installed) llama.cpp compiles through ccache (ggml's GGML_CCACHE, which
+ * node-llama-cpp turns off unless told), with paths taken relative to the checkout, so that another checkout of the same
+ * sources (a CI clone) reuses the objects; the caller's own CCACHE_* settings win.
  * @param {string} gpu
  * @param {BuildConfig} config
  * @param {Record<string, string | undefined>} [env]
+ * @param {string | null} [ccacheRoot]
  * @returns {{args: string[], env: Record<string, string | undefined>}}
  */
-export function sourceBuildInvocation(gpu, config, env = process.env) {
+export function sourceBuildInvocation(gpu, config, env = process.env, ccacheRoot = null) {
     if (!buildConfigs.includes(config)) throw new Error(`unknown build configuration: ${config}`);
     const cleanEnv = Object.fromEntries(Object.entries(env).filter(([key]) => !key.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_")));
     const args = ["source", "build", "--gpu", gpu, "--noUsageExample"];
     const cmakeOptions = (options) =>
         Object.fromEntries(Object.entries(options).map(([key, value]) => [`NODE_LLAMA_CPP_CMAKE_OPTION_${key}`, value]));
+    const ccacheSettings = ccacheRoot == null ? {} : {CCACHE_BASEDIR: ccacheRoot, CCACHE_NOHASHDIR: "true"};
+    const common = {...rpcCmakeOptions, ...(ccacheRoot == null ? {} : {GGML_CCACHE: "ON"})};
     if (config === "portable")
         return {
             args: [...args, "--ciMode"],
-            env: {...cleanEnv, ...cmakeOptions({...portableCmakeOptions, ...rpcCmakeOptions}), CI: "true"}
+            env: {...ccacheSettings, ...cleanEnv, ...cmakeOptions({...portableCmakeOptions, ...common}), CI: "true"}
         };
-    return {args, env: {...cleanEnv, ...cmakeOptions(rpcCmakeOptions), CI: "false"}};
+    return {args, env: {...ccacheSettings, ...cleanEnv, ...cmakeOptions(common), CI: "false"}};
 }
 
 /**

@@ -14,7 +14,7 @@ import {collectCalibrationData} from "../../main/engine/calibration/collectCalib
 import {NativeKv} from "../../main/engine/native/NativeKv.js";
 import {calibrateRetention} from "../../main/engine/calibration/calibrateRetention.js";
 import {calibrationPrompts} from "../../main/engine/calibration/prompts.js";
-import {validateCandidates} from "../../main/engine/calibration/validateGates.js";
+import {validateCandidates} from "../../main/engine/calibration/validateCandidates.js";
 import {loadPatchedLlama} from "../../main/engine/native/loadPatchedLlama.js";
 import {checkRetentionFile, findRetentionGates, retentionSidecarPath} from "../../main/engine/retention/findRetentionGates.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";

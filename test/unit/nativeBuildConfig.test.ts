@@ -42,6 +42,17 @@ test("CMake options from the environment do not leak into the build", () => {
     });
 });
 
+test("with ccache, llama.cpp compiles through it with paths relative to the checkout; the caller's CCACHE_* settings win", () => {
+    for (const config of ["portable", "native"] as const) {
+        const {env} = sourceBuildInvocation("false", config, {PATH: "/usr/bin"}, "/src/ponder");
+        expect(env).toMatchObject({NODE_LLAMA_CPP_CMAKE_OPTION_GGML_CCACHE: "ON", CCACHE_BASEDIR: "/src/ponder", CCACHE_NOHASHDIR: "true"});
+    }
+    expect(sourceBuildInvocation("false", "portable", {CCACHE_BASEDIR: "/elsewhere"}, "/src/ponder").env.CCACHE_BASEDIR).toBe("/elsewhere");
+    // without ccache: no option and no settings (the portable and native environments above are exact)
+    const {env} = sourceBuildInvocation("false", "portable", {PATH: "/usr/bin"});
+    expect(Object.keys(env).filter((key) => key.includes("CCACHE"))).toEqual([]);
+});
+
 test("a build with custom options moves to the folder getLlama looks for", () => {
     expect(plainFolderName({platform: "linux", arch: "x64", gpu: false})).toBe("linux-x64");
     expect(plainFolderName({platform: "linux", arch: "x64", gpu: "cuda"})).toBe("linux-x64-cuda");

@@ -11,7 +11,7 @@ import {readWrittenTexts} from "./readWrittenTexts.js";
 import {thinkPrompts} from "./thinkPrompts.js";
 import {trainCandidates} from "./trainCandidates.js";
 import type {CalibrationDataset, ValidationReport, CalibrateRetentionOptions, CalibrationResult, CalibrationStage} from "./types.js";
-import {validateCandidates, validationScore} from "./validateGates.js";
+import {validateCandidates, validationScore} from "./validateCandidates.js";
 import {validationTokens} from "./validationTokens.js";
 import {calibrationProvenance, textLengths, writeCalibratedSidecar} from "./writeCalibratedSidecar.js";
 import {writtenPrompts} from "./writtenPrompts.js";

@@ -1,6 +1,6 @@
 import type {Token} from "node-llama-cpp";
 import {describe, expect, it} from "vitest";
-import {gatesPass, thoughtEnd} from "../../../../main/engine/calibration/validateGates.js";
+import {gatesPass, thoughtEnd} from "../../../../main/engine/calibration/validateCandidates.js";
 import type {ValidationPoint} from "../../../../main/engine/calibration/types.js";
 
 describe("gatesPass", () => {
