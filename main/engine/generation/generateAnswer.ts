@@ -39,6 +39,9 @@ export type AnswerParts = {
  * context for the request's budget: the prompt is read (prefill), then node-llama-cpp generates with the conversation's
  * KV policy pruning as it goes. The caller holds the engine's lock.
  */
+/** Tokens short of Full KV's budget at which its token limit stops an answer (the opening's estimate may be short). */
+const fullKvBudgetSlack = 16;
+
 export async function generateAnswer(parts: AnswerParts, request: GenerateRequest): Promise<GenerationResult> {
     const {loaded, context, states: saved, setStatus} = parts;
     const last = request.history.at(-1);
@@ -137,10 +140,14 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
             void kvController.sample(seconds > 0 ? generated / seconds : 0).then(request.onSample, () => {});
         };
 
+        // Full KV never frees a cell: it stops at the budget (below, as the tokens arrive). node-llama-cpp may hold a few
+        // tokens back before it hands them on (a partial stop trigger), so a token limit a little short of the budget
+        // backs that up: past the context's end node-llama-cpp would shift the context, which Full KV cannot do.
+        const budgetTokens = keepsEveryToken ? Math.max(1, cells - fullKvBudgetSlack - promptLength) : Infinity;
         const options = {
             signal: internalAbort.signal,
             stopOnAbortSignal: true,
-            maxTokens: request.maxTokens,
+            maxTokens: Math.min(request.maxTokens ?? Infinity, budgetTokens),
             temperature: request.temperature,
             topP: request.topP,
             topK: request.topK,
@@ -188,7 +195,10 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         if (states?.files.save != null && keepsEveryToken)
             states.outcome.pending = saved.defer(active, loaded, states.files.save, states.expectation, renderedTokens, full);
         return {
-            stopReason: stoppedBy === "budget" ? "budget" : result.stopReason,
+            stopReason:
+                stoppedBy === "budget" || (result.stopReason === "maxTokens" && budgetTokens < (request.maxTokens ?? Infinity))
+                    ? "budget"
+                    : result.stopReason,
             promptTokens,
             promptLength: prompt,
             outputTokens,
