@@ -3,7 +3,7 @@
 //   npm run bench -- [--suites fidelity,speed,overhead,quality,foresight,server,process,calibrate-leankv,precision,resume,rpc,transfer]
 //                    [--policies streamingllm,h2o,lethe,refreekv,leankv,lava] [--budgets 0.25,0.5,0.75] [--model path.gguf] [--length 16384]
 //                    [--demo-model resources/models/ponder-demo.gguf] [--merge-model resources/models/ponder-merge.gguf]
-//                    [--multi-model resources/models/ponder-multi.gguf]
+//                    [--multi-model resources/models/ponder-multi.gguf] [--recur-model test/eval/models/ponder-recur.gguf]
 //                    [--speed-budget 2048] [--speed-heads] [--problems 40] [--fidelity-problems 8] [--models demo,merge,multi]
 //                    [--sets demo,local,merge,merge-any,multi,multi-program,multi-merge,multi-sum,multi-chase,multi-reverse,multi-tally]
 //                    [--combine aggregate,quota,union]
@@ -27,11 +27,11 @@
 //
 // The quality and foresight suites run each problem set on the model trained on its task: the demo and local sets on
 // --demo-model, the merge and merge-any sets on --merge-model, the many-task model's sets (multi-<family>, one per family,
-// and multi, every family mixed) on --multi-model. --models names the task models (default: demo): without --sets, those
+// and multi, every family mixed) on --multi-model, the recur set on --recur-model. --models names the task models (default: demo): without --sets, those
 // suites run every set of the models named (demo: demo and local; merge: merge, whose k is in the second half of the
-// merge, and merge-any, any k; multi: a set per family), and the fidelity suite, instead of its table on a generated random-weights
+// merge, and merge-any, any k; multi: a set per family; recur: recur), and the fidelity suite, instead of its table on a generated random-weights
 // model (the table it prints without --models), runs each named model on the first --fidelity-problems held-out
-// problems of its own task (demo: the demo set; merge: the merge set; multi: every family mixed). The speed suite runs on --model (a generated
+// problems of its own task (demo: the demo set; merge: the merge set; multi: every family mixed; recur: the recur set). The speed suite runs on --model (a generated
 // model of a real model's shape by default) or, with --models and no --model, on each task model named. The overhead,
 // process and rpc suites measure mechanics on generated models of a real model's shape, which --models does not
 // change; the server, resume, precision and calibrate-leankv suites run the demo model.
@@ -82,6 +82,7 @@ const {values} = parseArgs({
         "demo-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-demo.gguf")},
         "merge-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-merge.gguf")},
         "multi-model": {type: "string", default: path.resolve(import.meta.dirname, "../../resources/models/ponder-multi.gguf")},
+        "recur-model": {type: "string", default: path.resolve(import.meta.dirname, "../eval/models/ponder-recur.gguf")},
         length: {type: "string", default: "16384"},
         "speed-budget": {type: "string", default: "2048"},
         "speed-heads": {type: "boolean", default: false},

@@ -1,9 +1,9 @@
 import {problemSets} from "./quality.js";
 
 /** A shipped model the bench runs its task suites on, named as `--models` names it. */
-export type TaskModel = "demo" | "merge" | "multi";
+export type TaskModel = "demo" | "merge" | "multi" | "recur";
 
-const taskModels: TaskModel[] = ["demo", "merge", "multi"];
+const taskModels: TaskModel[] = ["demo", "merge", "multi", "recur"];
 
 /**
  * `--models` and `--sets` resolved once: the task models named (null where `--models` is not given: the fidelity suite

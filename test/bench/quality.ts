@@ -8,6 +8,7 @@ import {retentionSidecarPath} from "../../main/engine/retention/findRetentionGat
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
 import {extractDemoAnswer, heldOutDemoProblems, isDemoAnswerCorrect} from "../eval/demoTask.js";
 import {heldOutMergeProblems} from "../eval/mergeTask.js";
+import {heldOutRecurProblems} from "../eval/recurTask.js";
 import {heldOutMultiProblems, MULTI_FAMILIES} from "../../main/demo/multiTask.js";
 import {table} from "./plot.js";
 
@@ -35,7 +36,7 @@ export type TaskProblem = {question: string; answer: string};
 
 /** A problem set: the shipped model trained on its task, its held-out problems, and what it is in words. */
 type ProblemSet = {
-    model: "demo" | "merge" | "multi";
+    model: "demo" | "merge" | "multi" | "recur";
     problems: (count: number) => TaskProblem[];
     title: string;
     /** Run only when `--sets` names it, not among its model's sets by default. */
@@ -64,6 +65,11 @@ export const problemSets: {[name: string]: ProblemSet} = {
         model: "merge",
         problems: (count) => heldOutMergeProblems(count, {minKShare: 0}),
         title: "the merge task asking any position (as in training; an early k is answered before far reads matter)"
+    },
+    recur: {
+        model: "recur",
+        problems: (count) => heldOutRecurProblems(count),
+        title: "the recurrence task (a question of two values, a thought of 60 to 120 lines reading its own lines far back)"
     },
     multi: {
         model: "multi",

@@ -56,6 +56,15 @@ MODELS = {
                        "running sum mod 100, following arrows, reversing a list, and counting votes. It thinks step by "
                        "step inside <think>...</think> and then answers. It knows nothing else.",
         "out": os.path.join(REPO_ROOT, "resources", "models", "ponder-multi.gguf")
+    },
+    "recur": {
+        "name": "Ponder Recurrence Reasoner",
+        "description": "A ~1M-parameter llama-architecture model (grouped-query attention) trained from scratch "
+                       "(test/eval/train in the Ponder repository) on a synthetic task with a short question and a long "
+                       "thought: from two one-digit values it writes f(n) = f(n-1) + f(n/2) mod 10 line by line inside "
+                       "<think>...</think>, reading its own lines far back, and answers the asked value. It knows "
+                       "nothing else.",
+        "out": os.path.join(REPO_ROOT, "test", "eval", "models", "ponder-recur.gguf")
     }
 }
 

@@ -1,4 +1,5 @@
-"""Trains a reasoner on a task (task.py: the demo's programs; mergeTask.py: merging sorted lists), seeded,
+"""Trains a reasoner on a task (task.py: the demo's programs; mergeTask.py: merging sorted lists; multiTask.py: six
+families asked in words; recurTask.py: a recurrence whose thought reads its own lines), seeded,
 deterministic and resumable.
 
 Every batch holds problems of the same size (program steps and variables, or list items), so all its sequences have
@@ -28,10 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import task as demo_task
 import mergeTask as merge_task
 import multiTask as multi_task
+import recurTask as recur_task
 from task import VOCAB_SIZE, SPECIAL_IDS, TOKEN_TEXT, render_prompt, render_completion, tokenize, EVAL_SEED_BASE
 from model import ModelConfig, Transformer
 
-TASKS = {demo_task.NAME: demo_task, merge_task.NAME: merge_task, multi_task.NAME: multi_task}
+TASKS = {demo_task.NAME: demo_task, merge_task.NAME: merge_task, multi_task.NAME: multi_task, recur_task.NAME: recur_task}
 
 SYSTEM_PROMPTS = [
     "You are a helpful assistant.",

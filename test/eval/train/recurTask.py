@@ -1,0 +1,130 @@
+"""The recurrence task: a short question, a long thought that reads its own lines far back.
+
+A problem (the user message) gives the first two values of a sequence and asks for a later one:
+
+    AA=3,AB=7
+    f(n)=f(n-1)+f(n/2)
+    DX?
+
+Values are one digit; line ``n`` (named by its index in two letters, ``AA`` = 0, ``AB`` = 1, ...) is the last digit of
+the previous value plus the value at half its index (rounded down). The thinking writes one line per value from
+``AC`` on: the line's name, the previous line's name with its value, the half's name with its value, and the
+two-digit sum, whose last digit is the line's value. The asked line has ``?`` after its name instead of ``=`` (as the
+question has), and it is the last line:
+
+    AC=AB:7+AB:7=14
+    AD=AC:4+AB:7=11
+    AE=AD:1+AC:4=05
+    ...
+    DX?DW:2+BX:9=11
+
+and the answer after ``</think>`` is that line's value (``1``). Where the questions of the other tasks hold every
+step (a program, two lists), this one holds two values and a name: over 90% of what the model reads is its own
+thought. The previous value is at the end of the line above; the half's value is next to its name where the thought
+wrote it as a previous value (line ``n/2 + 1``, about ``n/2`` lines back) or in the question, so a value written on
+line ``k`` is read again up to ``k`` lines later: a cache that keeps the recent lines loses the far half, and one
+that keeps the right tokens holds about one value a line of the far half.
+
+Every line is 13 tokens with the tokenizer of task.py (names are one token). The generator is a pure function of
+(seed, options), using mulberry32, so that its TypeScript port (test/eval/recurTask.ts) reproduces the same problems
+from the same seeds. Training uses seeds below 2^31; held-out evaluation uses seeds >= 2^31 (``EVAL_SEED_BASE + i``)
+and the long end of the sizes (--min-steps).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+
+from task import EVAL_SEED_BASE, Mulberry32, conversation, order_statistics, print_problems, step_name, tokenize
+
+NAME = "recur"
+DEFAULT_MIN_LINES = 60
+DEFAULT_MAX_LINES = 120
+MAX_LINES_LIMIT = 26 * 26
+ASKED = "?"  # after the asked line's name, as after the name in the question, instead of "="
+# The training tool's size knobs (train.py --min-steps ... --max-vars): the index of the asked line; no variables.
+DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE = DEFAULT_MIN_LINES, DEFAULT_MAX_LINES
+DEFAULT_MIN_VARS = DEFAULT_MAX_VARS = 0
+
+
+@dataclass
+class TaskOptions:
+    min_lines: int = DEFAULT_MIN_LINES
+    max_lines: int = DEFAULT_MAX_LINES
+
+
+@dataclass
+class Problem:
+    seed: int
+    question: str
+    thinking: str
+    answer: str
+    lines: int
+
+
+def options(min_size: int, max_size: int, min_vars: int = 0, max_vars: int = 0) -> TaskOptions:
+    """The training tool's size knobs: the size is the number of thought lines; this task has no variables."""
+    return TaskOptions(min_size, max_size)
+
+
+def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
+    if not (1 <= opts.min_lines <= opts.max_lines <= MAX_LINES_LIMIT - 2):
+        raise ValueError("need 1 <= min_lines <= max_lines <= 674")
+    rng = Mulberry32(seed)
+    n = opts.min_lines + rng.int(opts.max_lines - opts.min_lines + 1)
+    values = [rng.int(10), rng.int(10)]
+    last = n + 1  # the asked line's index: lines 2 .. n + 1
+    lines: list[str] = []
+    for i in range(2, last + 1):
+        a, b = values[i - 1], values[i // 2]
+        values.append((a + b) % 10)
+        separator = ASKED if i == last else "="
+        lines.append(f"{step_name(i)}{separator}{step_name(i - 1)}:{a}+{step_name(i // 2)}:{b}={a + b:02d}")
+    question = f"{step_name(0)}={values[0]},{step_name(1)}={values[1]}\nf(n)=f(n-1)+f(n/2)\n{step_name(last)}{ASKED}"
+    return Problem(seed=seed, question=question, thinking="\n".join(lines), answer=str(values[last]), lines=n)
+
+
+def answer_slots(problem: Problem) -> list[int]:
+    """Offsets in the thought of the characters that decide the answer, on every line: the one after the name (``?`` on
+    the asked line, ``=`` elsewhere: where the thought ends) and the half's value (the far read); the training tool
+    weighs them as it weighs the answer (--answer-loss). Without the weight the model never learned the mark, one token
+    of a thousand."""
+    slots, start = [], 0
+    for line in problem.thinking.split("\n"):
+        slots += [start + 2, start + 11]
+        start += len(line) + 1
+    return slots
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Print recurrence-task problems (JSON lines).")
+    parser.add_argument("--seed", type=int, default=EVAL_SEED_BASE, help="first problem seed")
+    parser.add_argument("--count", type=int, default=3)
+    parser.add_argument("--min-lines", type=int, default=DEFAULT_MIN_LINES)
+    parser.add_argument("--max-lines", type=int, default=DEFAULT_MAX_LINES)
+    parser.add_argument("--text", action="store_true", help="print the rendered chat text instead of JSON")
+    parser.add_argument("--stats", type=int, default=0, help="print token-length statistics over this many problems")
+    parser.add_argument("--prompts", action="store_true",
+                        help="print the questions alone, as a calibration prompts file (JSON Lines of {\"prompt\": ...})")
+    args = parser.parse_args()
+    opts = TaskOptions(args.min_lines, args.max_lines)
+    if args.prompts:
+        for i in range(args.count):
+            print(json.dumps({"prompt": generate_problem(args.seed + i, opts).question}))
+        return
+    if args.stats:
+        problems = [generate_problem(args.seed + i, opts) for i in range(args.stats)]
+        question = [len(tokenize(p.question)) / len(tokenize(conversation(p))) for p in problems]
+        print(json.dumps({"problems": args.stats,
+                          "thinking_tokens": order_statistics([len(tokenize(p.thinking)) for p in problems],
+                                                              "min", "median", "p90", "max"),
+                          "total_tokens": order_statistics([len(tokenize(conversation(p))) for p in problems],
+                                                           "median", "max"),
+                          "question_share": [round(min(question), 3), round(max(question), 3)]}))
+        return
+    print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
+
+
+if __name__ == "__main__":
+    main()
