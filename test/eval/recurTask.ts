@@ -3,13 +3,13 @@
 //
 // A problem gives the first two values of a sequence and asks for a later one; line n is the last digit of the
 // previous value plus the value at half its index. The thought writes one line per value (its name, the previous
-// line's name and value, the half's name and value, the two-digit sum); the asked line has "?" after its name and is
-// the last, and the answer is its value:
+// line's name and value, the half's name and value, the two-digit sum, and after "/" a countdown of names from the
+// asked name on the first line to AC on the asked line, the last), and the answer is the asked line's value:
 //
-//   user:      AA=4,AB=7                 thinking:  AC=AB:7+AB:7=14        answer:  1
-//              f(n)=f(n-1)+f(n/2)                   AD=AC:4+AB:7=11
-//              AF?                                  AE=AD:1+AC:4=05
-//                                                   AF?AE:5+AC:4=09
+//   user:      AA=4,AB=7                 thinking:  AC=AB:7+AB:7=14/AF     answer:  9
+//              f(n)=f(n-1)+f(n/2)                   AD=AC:4+AB:7=11/AE
+//              AF?                                  AE=AD:1+AC:4=05/AD
+//                                                   AF=AE:5+AC:4=09/AC
 //
 // The question is two values and a name, 2 to 4% of a held-out conversation: nearly everything the model reads is its
 // own thought, and a value written on line k is read again up to k lines later.
@@ -21,7 +21,8 @@ import {mulberry32} from "../../main/shared/mulberry32.js";
 export const DEFAULT_MIN_LINES = 60;
 export const DEFAULT_MAX_LINES = 120;
 const MAX_LINES_LIMIT = 26 * 26;
-const ASKED = "?"; // after the asked line's name, as after the name in the question, instead of "="
+const ASKED = "?"; // after the asked name in the question
+const COUNT = "/"; // before a countdown of names: the asked name on the first line, one name less a line, "AC" on the asked line
 const UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
 export type RecurTaskOptions = {minLines?: number; maxLines?: number};
@@ -48,7 +49,7 @@ export function generateRecurProblem(seed: number, options: RecurTaskOptions = {
         const b = values[Math.floor(i / 2)]!;
         values.push((a + b) % 10);
         const sum = String(a + b).padStart(2, "0");
-        lines.push(`${lineName(i)}${i === last ? ASKED : "="}${lineName(i - 1)}:${a}+${lineName(Math.floor(i / 2))}:${b}=${sum}`);
+        lines.push(`${lineName(i)}=${lineName(i - 1)}:${a}+${lineName(Math.floor(i / 2))}:${b}=${sum}${COUNT}${lineName(last + 2 - i)}`);
     }
     const question = `${lineName(0)}=${values[0]},${lineName(1)}=${values[1]}\nf(n)=f(n-1)+f(n/2)\n${lineName(last)}${ASKED}`;
     return {seed, question, thinking: lines.join("\n"), answer: String(values[last]), lines: n};

@@ -9,14 +9,14 @@ A problem (the user message) gives the first two values of a sequence and asks f
 Values are one digit; line ``n`` (named by its index in two letters, ``AA`` = 0, ``AB`` = 1, ...) is the last digit of
 the previous value plus the value at half its index (rounded down). The thinking writes one line per value from
 ``AC`` on: the line's name, the previous line's name with its value, the half's name with its value, and the
-two-digit sum, whose last digit is the line's value. The asked line has ``?`` after its name instead of ``=`` (as the
-question has), and it is the last line:
+two-digit sum, whose last digit is the line's value, and after ``/`` a countdown of names, from the asked name on
+the first line to ``AC`` on the asked line, the last:
 
-    AC=AB:7+AB:7=14
-    AD=AC:4+AB:7=11
-    AE=AD:1+AC:4=05
+    AC=AB:7+AB:7=14/DX
+    AD=AC:4+AB:7=11/DW
+    AE=AD:1+AC:4=05/DV
     ...
-    DX?DW:2+BX:9=11
+    DX=DW:2+BX:9=11/AC
 
 and the answer after ``</think>`` is that line's value (``1``). Where the questions of the other tasks hold every
 step (a program, two lists), this one holds two values and a name: over 90% of what the model reads is its own
@@ -25,8 +25,11 @@ wrote it as a previous value (line ``n/2 + 1``, about ``n/2`` lines back) or in 
 line ``k`` is read again up to ``k`` lines later: a cache that keeps the recent lines loses the far half, and one
 that keeps the right tokens holds about one value a line of the far half.
 
-Every line is 13 tokens with the tokenizer of task.py (names are one token). The generator is a pure function of
-(seed, options), using mulberry32, so that its TypeScript port (test/eval/recurTask.ts) reproduces the same problems
+The countdown makes the end a fixed-offset read (the first line copies the asked name, each line after writes the name
+before the one above): with a mark on the asked line instead (``DX?`` for ``DX=``), which needs the name
+just written matched with the question's, the model had learned the rest and still wrote ``=`` there after 3,000
+steps that weighed the mark 3 and then 20 times. Every line is 15 tokens with the tokenizer of task.py (names are one
+token). The generator is a pure function of (seed, options), using mulberry32, so that its TypeScript port (test/eval/recurTask.ts) reproduces the same problems
 from the same seeds. Training uses seeds below 2^31; held-out evaluation uses seeds >= 2^31 (``EVAL_SEED_BASE + i``)
 and the long end of the sizes (--min-steps).
 """
@@ -42,7 +45,8 @@ NAME = "recur"
 DEFAULT_MIN_LINES = 60
 DEFAULT_MAX_LINES = 120
 MAX_LINES_LIMIT = 26 * 26
-ASKED = "?"  # after the asked line's name, as after the name in the question, instead of "="
+ASKED = "?"  # after the asked name in the question
+COUNT = "/"  # before a countdown of names: the asked name on the first line, one name less a line, "AC" on the asked line
 # The training tool's size knobs (train.py --min-steps ... --max-vars): the index of the asked line; no variables.
 DEFAULT_MIN_SIZE, DEFAULT_MAX_SIZE = DEFAULT_MIN_LINES, DEFAULT_MAX_LINES
 DEFAULT_MIN_VARS = DEFAULT_MAX_VARS = 0
@@ -79,20 +83,17 @@ def generate_problem(seed: int, opts: TaskOptions = TaskOptions()) -> Problem:
     for i in range(2, last + 1):
         a, b = values[i - 1], values[i // 2]
         values.append((a + b) % 10)
-        separator = ASKED if i == last else "="
-        lines.append(f"{step_name(i)}{separator}{step_name(i - 1)}:{a}+{step_name(i // 2)}:{b}={a + b:02d}")
+        lines.append(f"{step_name(i)}={step_name(i - 1)}:{a}+{step_name(i // 2)}:{b}={a + b:02d}{COUNT}{step_name(last + 2 - i)}")
     question = f"{step_name(0)}={values[0]},{step_name(1)}={values[1]}\nf(n)=f(n-1)+f(n/2)\n{step_name(last)}{ASKED}"
     return Problem(seed=seed, question=question, thinking="\n".join(lines), answer=str(values[last]), lines=n)
 
 
 def answer_slots(problem: Problem) -> list[int]:
-    """Offsets in the thought of the characters that decide the answer, on every line: the one after the name (``?`` on
-    the asked line, ``=`` elsewhere: where the thought ends) and the half's value (the far read); the training tool
-    weighs them as it weighs the answer (--answer-loss). Without the weight the model never learned the mark, one token
-    of a thousand."""
+    """Offsets in the thought of the characters that decide the answer, on every line: the half's value (the far read)
+    and the countdown (where the thought ends); the training tool weighs them as it weighs the answer (--answer-loss)."""
     slots, start = [], 0
     for line in problem.thinking.split("\n"):
-        slots += [start + 2, start + 11]
+        slots += [start + 11, start + 16]
         start += len(line) + 1
     return slots
 

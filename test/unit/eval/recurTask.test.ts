@@ -8,7 +8,8 @@ describe("the recurrence task", () => {
         expect(generateRecurProblem(EVAL_SEED_BASE + 7, {minLines: 6, maxLines: 6})).toEqual({
             seed: 2147483655,
             question: "AA=7,AB=5\nf(n)=f(n-1)+f(n/2)\nAH?",
-            thinking: "AC=AB:5+AB:5=10\nAD=AC:0+AB:5=05\nAE=AD:5+AC:0=05\nAF=AE:5+AC:0=05\nAG=AF:5+AD:5=10\nAH?AG:0+AD:5=05",
+            thinking:
+                "AC=AB:5+AB:5=10/AH\nAD=AC:0+AB:5=05/AG\nAE=AD:5+AC:0=05/AF\nAF=AE:5+AC:0=05/AE\nAG=AF:5+AD:5=10/AD\nAH=AG:0+AD:5=05/AC",
             answer: "5",
             lines: 6
         });
@@ -16,11 +17,11 @@ describe("the recurrence task", () => {
         const first = heldOutRecurProblems(1)[0]!;
         expect(first.seed).toBe(2 ** 31);
         expect(first.question.endsWith("\nEH?")).toBe(true);
-        expect(first.thinking.endsWith("EG=EF:1+CD:7=08\nEH?EG:8+CD:7=15")).toBe(true);
+        expect(first.thinking.endsWith("EG=EF:1+CD:7=08/AD\nEH=EG:8+CD:7=15/AC")).toBe(true);
         expect([first.answer, first.lines]).toEqual(["5", 110]);
     });
 
-    test("thinks f(n) = f(n-1) + f(n/2) mod 10 one line per value, reading lines far back, and answers the asked line", () => {
+    test("thinks f(n) = f(n-1) + f(n/2) mod 10 one line per value, counting down from the asked name, and answers the asked line", () => {
         for (const problem of heldOutRecurProblems(100)) {
             const [seeds, rule, asked] = problem.question.split("\n");
             expect(rule).toBe("f(n)=f(n-1)+f(n/2)");
@@ -31,14 +32,16 @@ describe("the recurrence task", () => {
             expect(problem.lines).toBeLessThanOrEqual(120);
             const names: string[] = [...values.keys()];
             for (const [index, line] of lines.entries()) {
-                const match = /^([A-Z]{2})([=?])([A-Z]{2}):(\d)\+([A-Z]{2}):(\d)=(\d\d)$/.exec(line)!;
+                const match = /^([A-Z]{2})=([A-Z]{2}):(\d)\+([A-Z]{2}):(\d)=(\d\d)\/([A-Z]{2})$/.exec(line)!;
                 expect(match).not.toBeNull();
-                const [, name, separator, previous, a, half, b, sum] = match;
+                const [, name, previous, a, half, b, sum, left] = match;
                 const n = index + 2;
                 expect([previous, half]).toEqual([names[n - 1], names[Math.floor(n / 2)]]);
                 expect([Number(a), Number(b)]).toEqual([values.get(previous!), values.get(half!)]);
                 expect(Number(sum)).toBe(Number(a) + Number(b));
-                expect(separator).toBe(index === lines.length - 1 ? "?" : "=");
+                // a countdown of names: the asked name on the first line, AC (2) on the asked line
+                const count = lines.length + 1 - index;
+                expect(left).toBe("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[Math.floor(count / 26)]! + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[count % 26]!);
                 names.push(name!);
                 values.set(name!, Number(sum) % 10);
             }
