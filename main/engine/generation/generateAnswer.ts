@@ -34,14 +34,14 @@ export type AnswerParts = {
     offloads?: boolean;
 };
 
+/** Tokens short of Full KV's budget at which its token limit stops an answer (the opening's estimate may be short). */
+const fullKvBudgetSlack = 16;
+
 /**
  * Streams an answer to the last user turn of `request.history` (or the rest of the unfinished answer that ends it), in the
  * context for the request's budget: the prompt is read (prefill), then node-llama-cpp generates with the conversation's
  * KV policy pruning as it goes. The caller holds the engine's lock.
  */
-/** Tokens short of Full KV's budget at which its token limit stops an answer (the opening's estimate may be short). */
-const fullKvBudgetSlack = 16;
-
 export async function generateAnswer(parts: AnswerParts, request: GenerateRequest): Promise<GenerationResult> {
     const {loaded, context, states: saved, setStatus} = parts;
     const last = request.history.at(-1);
