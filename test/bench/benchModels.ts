@@ -1,7 +1,4 @@
-import {problemSets} from "./quality.js";
-
-/** A shipped model the bench runs its task suites on, named as `--models` names it. */
-export type TaskModel = "demo" | "merge" | "multi" | "recur";
+import {problemSets, type TaskModel} from "./quality.js";
 
 const taskModels: TaskModel[] = ["demo", "merge", "multi", "recur"];
 

@@ -34,9 +34,12 @@ export type FullRun = {cells: number; thought: string; correct: boolean};
 /** A held-out problem of a task: the question, and the answer that grades a run. */
 export type TaskProblem = {question: string; answer: string};
 
+/** A shipped model the bench runs its task suites on, named as `--models` names it. */
+export type TaskModel = "demo" | "merge" | "multi" | "recur";
+
 /** A problem set: the shipped model trained on its task, its held-out problems, and what it is in words. */
 type ProblemSet = {
-    model: "demo" | "merge" | "multi" | "recur";
+    model: TaskModel;
     problems: (count: number) => TaskProblem[];
     title: string;
     /** Run only when `--sets` names it, not among its model's sets by default. */

@@ -1,6 +1,9 @@
 import type {GenerateRequest, GenerationResult} from "../../main/engine/EngineApi.js";
 import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
 import {defaultCompressionSettings} from "../../main/services/schemas.js";
+import {isDemoAnswerCorrect} from "../../main/demo/demoTask.js";
+
+type Generator = {generate(request: GenerateRequest): Promise<GenerationResult>};
 
 /**
  * One greedy answer to a single user question, the policy pruning every 8 tokens within `cells` cells, through an
@@ -8,7 +11,7 @@ import {defaultCompressionSettings} from "../../main/services/schemas.js";
  * and the prompt's, and why it stopped.
  */
 export async function greedyAnswer(
-    engine: {generate(request: GenerateRequest): Promise<GenerationResult>},
+    engine: Generator,
     question: string,
     policy: PolicyId,
     cells: number,
@@ -42,11 +45,40 @@ export async function greedyAnswer(
  * a share of.
  */
 export async function greedySolve(
-    engine: {generate(request: GenerateRequest): Promise<GenerationResult>},
+    engine: Generator,
     question: string,
     policy: PolicyId,
-    cells: number
+    cells: number,
+    compression: Partial<CompressionSettings> = {}
 ) {
-    const run = await greedyAnswer(engine, question, policy, cells);
-    return {thought: run.thought.trim(), answer: run.answer, used: run.promptTokens + run.tokens + 4};
+    const run = await greedyAnswer(engine, question, policy, cells, {compression});
+    return {thought: run.thought.trim(), answer: run.answer, used: run.promptTokens + run.tokens + 4, promptTokens: run.promptTokens};
+}
+
+/**
+ * Scores a task model's held-out problems as its tests do: `score("full", 1)` first, at 4,096 cells, records the cells
+ * each problem used (and its prompt's tokens); a pruning policy then runs at `share` of them. Each row says whether the
+ * answer is right and the thought the generator's, line for line.
+ */
+export function heldOutScorer(
+    engine: Generator,
+    problems: readonly {question: string; thinking: string; answer: string; family?: string}[]
+) {
+    const fullCells: number[] = [];
+    const promptTokens: number[] = [];
+    async function score(policy: PolicyId, share: number, compression: Partial<CompressionSettings> = {}) {
+        if (policy !== "full" && fullCells.length !== problems.length) throw new Error("score Full KV first");
+        const rows = [];
+        for (const [index, problem] of problems.entries()) {
+            const cells = policy === "full" ? 4096 : Math.round(fullCells[index]! * share);
+            const run = await greedySolve(engine, problem.question, policy, cells, compression);
+            if (policy === "full") {
+                fullCells[index] = run.used;
+                promptTokens[index] = run.promptTokens;
+            }
+            rows.push({family: problem.family, right: isDemoAnswerCorrect(problem, run.answer), same: run.thought === problem.thinking});
+        }
+        return {right: rows.filter((row) => row.right).length, same: rows.filter((row) => row.same).length, rows};
+    }
+    return {fullCells, promptTokens, score};
 }

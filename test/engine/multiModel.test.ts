@@ -8,7 +8,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import {afterAll, describe, expect, it, vi} from "vitest";
-import type {PolicyId} from "../../preload/contract.js";
 import {isDemoAnswerCorrect} from "../../main/demo/demoTask.js";
 import {heldOutMultiProblems, MULTI_FAMILIES} from "../../main/demo/multiTask.js";
 import {FIRST_MODEL_FILE, multiSampleProblem, wordedSample} from "../../main/demo/shippedModelSample.js";
@@ -18,7 +17,7 @@ import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
 import {multiFirstBudgetCells} from "../../main/services/firstMinuteCompression.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-import {greedySolve} from "./greedyAnswer.js";
+import {greedySolve, heldOutScorer} from "./greedyAnswer.js";
 import {withTestApp} from "./withTestApp.js";
 
 const models = path.join(REPO_ROOT, "resources", "models");
@@ -70,27 +69,7 @@ describe("the many-task model", () => {
     describe("through the engine, greedy", () => {
         const engine = new Engine({loadLlama: loadRuntime, threads: 1});
         afterAll(() => engine.dispose());
-        const fullCells: number[] = [];
-
-        /** The held-out problems under `policy` at `share` of each one's Full cells: how many right, how many thoughts as Full's. */
-        async function score(policy: PolicyId, share: number) {
-            const rows = [];
-            for (const [index, problem] of problems.entries()) {
-                const run = await greedySolve(
-                    engine,
-                    problem.question,
-                    policy,
-                    policy === "full" ? 4096 : Math.round(fullCells[index]! * share)
-                );
-                if (policy === "full") fullCells.push(run.used);
-                rows.push({
-                    family: problem.family,
-                    right: isDemoAnswerCorrect(problem, run.answer),
-                    same: run.thought === problem.thinking
-                });
-            }
-            return {right: rows.filter((row) => row.right).length, same: rows.filter((row) => row.same).length, rows};
-        }
+        const {fullCells, score} = heldOutScorer(engine, problems);
 
         it("answers a sample of every family under TRIM-KV at the first budget, about half of each sample's cells", async () => {
             await engine.loadModel(multiModel, null);

@@ -8,15 +8,13 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import {afterAll, describe, expect, it} from "vitest";
-import type {CompressionSettings, PolicyId} from "../../preload/contract.js";
-import {isDemoAnswerCorrect} from "../../main/demo/demoTask.js";
 import {Engine} from "../../main/engine/runtime/Engine.js";
 import {inspectModel} from "../../main/engine/runtime/inspectModel.js";
 import {loadRuntime} from "../../main/engine/runtime/loadRuntime.js";
 import {findRetentionGates} from "../../main/engine/retention/findRetentionGates.js";
 import {heldOutRecurProblems} from "../eval/recurTask.js";
 import {REPO_ROOT} from "../fixtures/gguf/fixtures.js";
-import {greedyAnswer} from "./greedyAnswer.js";
+import {heldOutScorer} from "./greedyAnswer.js";
 
 const recurModel = path.join(REPO_ROOT, "test", "eval", "models", "ponder-recur.gguf");
 // Held-out problems (seeds from 2^31 on, past the bench's first 32).
@@ -37,22 +35,7 @@ describe("the recurrence model", () => {
     describe("through the engine, greedy", () => {
         const engine = new Engine({loadLlama: loadRuntime, threads: 1});
         afterAll(() => engine.dispose());
-        const fullCells: number[] = [];
-        const promptTokens: number[] = [];
-
-        async function score(policy: PolicyId, share: number, combine?: CompressionSettings["combine"]) {
-            const rows = [];
-            for (const [index, problem] of problems.entries()) {
-                const cells = policy === "full" ? 4096 : Math.round(fullCells[index]! * share);
-                const run = await greedyAnswer(engine, problem.question, policy, cells, {compression: combine == null ? {} : {combine}});
-                if (policy === "full") {
-                    fullCells.push(run.promptTokens + run.tokens + 4);
-                    promptTokens.push(run.promptTokens);
-                }
-                rows.push({right: isDemoAnswerCorrect(problem, run.answer), same: run.thought.trim() === problem.thinking});
-            }
-            return {right: rows.filter((row) => row.right).length, same: rows.filter((row) => row.same).length, rows};
-        }
+        const {fullCells, promptTokens, score} = heldOutScorer(engine, problems);
 
         it("thinks held-out problems through with Full KV, line for line, and answers them", async () => {
             await engine.loadModel(recurModel, null);
@@ -65,8 +48,8 @@ describe("the recurrence model", () => {
 
         it("keeps answers on per-head cells at a quarter of the cells where shared cells lose them, with the same gates", async () => {
             expect(fullCells).toHaveLength(problems.length);
-            const heads = await score("trimkv", 0.25, "heads");
-            const shared = await score("trimkv", 0.25, "aggregate");
+            const heads = await score("trimkv", 0.25, {combine: "heads"});
+            const shared = await score("trimkv", 0.25, {combine: "aggregate"});
             expect(heads.right, JSON.stringify(heads.rows)).toBeGreaterThanOrEqual(4);
             expect(shared.right, JSON.stringify(shared.rows)).toBeLessThanOrEqual(2);
         });

@@ -144,10 +144,12 @@ export async function generateAnswer(parts: AnswerParts, request: GenerateReques
         // tokens back before it hands them on (a partial stop trigger), so a token limit a little short of the budget
         // backs that up: past the context's end node-llama-cpp would shift the context, which Full KV cannot do.
         const budgetTokens = keepsEveryToken ? Math.max(1, cells - fullKvBudgetSlack - promptLength) : Infinity;
+        const tokenLimit = Math.min(request.maxTokens ?? Infinity, budgetTokens);
         const options = {
             signal: internalAbort.signal,
             stopOnAbortSignal: true,
-            maxTokens: Math.min(request.maxTokens ?? Infinity, budgetTokens),
+            // no limit: undefined, as node-llama-cpp takes it
+            maxTokens: Number.isFinite(tokenLimit) ? tokenLimit : undefined,
             temperature: request.temperature,
             topP: request.topP,
             topK: request.topK,

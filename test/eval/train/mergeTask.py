@@ -42,10 +42,9 @@ seeds >= 2^31 (``EVAL_SEED_BASE + i``), and the app's and bench's held-out sets 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 
-from task import EVAL_SEED_BASE, Mulberry32, conversation, order_statistics, print_problems, tokenize
+from task import EVAL_SEED_BASE, Mulberry32, print_problems, print_stats
 
 NAME = "merge"
 DEFAULT_MIN_ITEMS = 40
@@ -147,12 +146,7 @@ def main():
     args = parser.parse_args()
     opts = TaskOptions(args.min_items, args.max_items, args.min_k_share)
     if args.stats:
-        problems = [generate_problem(args.seed + i, opts) for i in range(args.stats)]
-        print(json.dumps({"problems": args.stats,
-                          "thinking_tokens": order_statistics([len(tokenize(p.thinking)) for p in problems],
-                                                              "min", "median", "p90", "max"),
-                          "total_tokens": order_statistics([len(tokenize(conversation(p))) for p in problems],
-                                                           "median", "max")}))
+        print_stats([generate_problem(args.seed + i, opts) for i in range(args.stats)])
         return
     print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
 

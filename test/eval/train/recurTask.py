@@ -39,7 +39,7 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from task import EVAL_SEED_BASE, Mulberry32, conversation, order_statistics, print_problems, step_name, tokenize
+from task import EVAL_SEED_BASE, Mulberry32, conversation, print_problems, print_stats, step_name, tokenize
 
 NAME = "recur"
 DEFAULT_MIN_LINES = 60
@@ -117,12 +117,7 @@ def main():
     if args.stats:
         problems = [generate_problem(args.seed + i, opts) for i in range(args.stats)]
         question = [len(tokenize(p.question)) / len(tokenize(conversation(p))) for p in problems]
-        print(json.dumps({"problems": args.stats,
-                          "thinking_tokens": order_statistics([len(tokenize(p.thinking)) for p in problems],
-                                                              "min", "median", "p90", "max"),
-                          "total_tokens": order_statistics([len(tokenize(conversation(p))) for p in problems],
-                                                           "median", "max"),
-                          "question_share": [round(min(question), 3), round(max(question), 3)]}))
+        print_stats(problems, question_share=[round(min(question), 3), round(max(question), 3)])
         return
     print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
 

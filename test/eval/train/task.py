@@ -185,6 +185,16 @@ def order_statistics(values: list[int], *names: str) -> dict[str, int]:
     return {name: ordered[min(len(ordered) - 1, int(share[name] * len(ordered)))] for name in names}
 
 
+def print_stats(problems: list, **extra) -> None:
+    """The task tools' --stats printout, one JSON line: the problems' thinking and conversation lengths in tokens,
+    and any task-specific statistics given as keywords."""
+    think = [len(tokenize(p.thinking)) for p in problems]
+    total = [len(tokenize(conversation(p))) for p in problems]
+    print(json.dumps({"problems": len(problems),
+                      "thinking_tokens": order_statistics(think, "min", "median", "p90", "max"),
+                      "total_tokens": order_statistics(total, "median", "max"), **extra}))
+
+
 def print_problems(generate, first_seed: int, count: int, text: bool) -> None:
     """The task tools' printout: generate(seed) for count seeds from first_seed, one JSON line each, or with text
     each conversation's chat text followed by an empty line."""
@@ -281,12 +291,7 @@ def main():
     opts = TaskOptions(args.min_steps, args.max_steps, args.min_vars, args.max_vars)
     if args.stats:
         problems = [generate_problem(args.seed + i, opts) for i in range(args.stats)]
-        think = [len(tokenize(p.thinking)) for p in problems]
-        total = [len(tokenize(conversation(p))) for p in problems]
-        print(json.dumps({"problems": args.stats,
-                          "thinking_tokens": dict(order_statistics(think, "min", "median", "p90", "max"),
-                                                  over_1000=sum(t > 1000 for t in think) / len(think)),
-                          "total_tokens": order_statistics(total, "median", "max")}))
+        print_stats(problems, over_1000=sum(len(tokenize(p.thinking)) > 1000 for p in problems) / len(problems))
         return
     print_problems(lambda seed: generate_problem(seed, opts), args.seed, args.count, args.text)
 
