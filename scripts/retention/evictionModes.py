@@ -22,7 +22,14 @@ Rankings (higher stays), per (layer, KV head), then reduced by the mode:
   stays if any head wants it);
 - "h2o": H2O's accumulated attention received (gamma = 1, every query row, prompt and generation), summed over the KV
   head's query heads; `layer` sums a layer's KV heads, `shared` every layer and head; with H2O's recent window (the
-  newest max_keep - floor(max_keep x heavy_ratio) cells, as the engine's h2o policy keeps).
+  newest max_keep - floor(max_keep x heavy_ratio) cells, as the engine's h2o policy keeps);
+- "oracle": foresight, not a policy: the attention Full's own trace (teacher-forced, every cell kept) gives the cell
+  from the round's position on, summed over the KV head's query heads and the future queries; `layer` and `shared`
+  sum it (the bench's oracle on shared cells ranks by the same future attention). It bounds what a ranking can do in
+  each mode when it knows what will be read;
+- "oracle-max": the same foresight by the strongest single read still to come (the largest weight one future query of
+  one of the KV head's query heads puts on the cell); `layer` and `shared` take the max. A cell read once, hard, ranks
+  as high as one read often.
 
 Usage (the table of docs/BENCHMARKS.md, "Per-head cells in simulation"):
     python3 scripts/retention/evictionModes.py --models demo,merge --count 12 --shares 0.125,0.25,0.5 \\
@@ -48,26 +55,55 @@ from ggufModel import REPO_ROOT, GgufModel, load_gguf_model  # noqa: E402
 from sidecar import RetentionGates, fingerprint, read_sidecar, sidecar_path_for  # noqa: E402
 
 MODES = ("shared", "layer", "head")
-RANKINGS = ("retention", "h2o")
+RANKINGS = ("retention", "h2o", "oracle", "oracle-max")
+ORACLES = ("oracle", "oracle-max")
 # how each ranking joins heads' scores into a layer's or the shared one: a retention stays if any head wants the cell
 # (the engine's max), attention received adds up (H2O's sum over heads, as Lethe's Eq. 2 sums a layer's heads)
-REDUCTIONS = {"retention": "max", "h2o": "sum"}
+REDUCTIONS = {"retention": "max", "h2o": "sum", "oracle": "sum", "oracle-max": "max"}
+
+
+@torch.no_grad()
+def future_attention(model: GgufModel, tokens: list[int], ranking: str) -> torch.Tensor:
+    """Foresight from Full's trace: [L, n_kv, T + 1, T] float32, row q holding, for every key, the attention that the
+    queries at positions q and after give it (their sum for "oracle", their largest weight for "oracle-max"), over
+    the KV head's query heads likewise; row T (no query left) is 0."""
+    cfg = model.cfg
+    n_kv, group, T = cfg.n_head_kv, cfg.n_head // cfg.n_head_kv, len(tokens)
+    rows: list[torch.Tensor] = []
+
+    def on_attn(_layer: int, w: torch.Tensor):  # [n_head, T, T]
+        w = w.reshape(n_kv, group, T, T).float()
+        if ranking == "oracle":
+            per_query = w.sum(1)
+            suffix = per_query.flip(1).cumsum(1).flip(1)
+        else:
+            per_query = w.amax(1)
+            suffix = torch.cummax(per_query.flip(1), dim=1).values.flip(1)
+        rows.append(torch.cat((suffix, torch.zeros(n_kv, 1, T)), dim=1))
+
+    model(tokens, on_attn=on_attn)
+    return torch.stack(rows)
 
 
 class ModeSim(EvictionSim):
     """EvictionSim's schedule with a keep mask per (layer, KV head) over every cached position.
 
     per_head_scores: optional callable(sim) -> [L, n_kv, S] float64 replacing the ranking's own per-head scores (for
-    tests), reduced by the ranking's reduction as the ranking's would be."""
+    tests), reduced by the ranking's reduction as the ranking's would be; future: the oracles' foresight
+    (future_attention of Full's trace)."""
 
     def __init__(self, model: GgufModel, gates: RetentionGates | None, ranking: str, mode: str, budget: int,
-                 prune_every: int = 16, keep_recent: int = 8, heavy_ratio: float = 0.5, per_head_scores=None):
+                 prune_every: int = 16, keep_recent: int = 8, heavy_ratio: float = 0.5, per_head_scores=None,
+                 future: torch.Tensor | None = None):
         if ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {RANKINGS}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         if ranking == "retention" and gates is None and per_head_scores is None:
             raise ValueError("the retention ranking needs gates")
+        if ranking in ORACLES and future is None and per_head_scores is None:
+            raise ValueError("an oracle needs the future attention of Full's trace")
+        self.future = future
         if budget < keep_recent + 2:
             raise ValueError(f"budget {budget} is too small (at least {keep_recent + 2} cells)")
         cfg = model.cfg
@@ -142,6 +178,11 @@ class ModeSim(EvictionSim):
         if self.ranking == "h2o":
             # H2O (Zhang et al., §4): a key's score is the attention it has received, accumulated over the queries
             return self.accumulated.clone()
+        if self.ranking in ORACLES:
+            # what Full's trace reads from here on; positions past its end (a greedy run that went longer) read 0
+            known = self.future.shape[-1]
+            row = self.future[:, :, min(self.next_pos, known), :min(self.next_pos, known)].to(torch.float64)
+            return F.pad(row, (0, self.next_pos - row.shape[-1]))
         # TRIM-KV (Bui et al.): retention beta^(t - pos) compared in log space; t = the tokens seen + 1 (the engine's age)
         t = self.next_pos + 1
         return (t - self.positions).to(torch.float64)[None, None, :] * self.log_beta
@@ -202,8 +243,8 @@ def held_out_examples(problem, count: int, offset: int) -> list[dict]:
 
 def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dict], object]:
     """Held-out problems (seeds EVAL_SEED_BASE + offset ..) as traces.py examples, and the function that grades an
-    output: the demo task's, the merge task's with k in the second half (the app's and bench's held-out sets), or one
-    family's of the many-task model (`multi/<family>`, its held-out options)."""
+    output: the demo task's, the merge task's with k in the second half (the app's and bench's held-out sets), the
+    recurrence task's, or one family's of the many-task model (`multi/<family>`, its held-out options)."""
     import task  # test/eval/train/task.py (on the path through ggufModel)
     if task_name == "demo":
         from traces import demo_examples
@@ -213,6 +254,10 @@ def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dic
         import mergeTask  # test/eval/train/mergeTask.py
         merge_opts = mergeTask.TaskOptions(min_k_share=0.5)
         problem = lambda seed: mergeTask.generate_problem(seed, merge_opts)  # noqa: E731
+        examples = held_out_examples(problem, count, offset)
+    elif task_name == "recur":
+        import recurTask  # test/eval/train/recurTask.py
+        problem = lambda seed: recurTask.generate_problem(seed)  # noqa: E731
         examples = held_out_examples(problem, count, offset)
     elif task_name.startswith("multi/"):
         import multiTask  # test/eval/train/multiTask.py
@@ -230,11 +275,13 @@ def task_examples(task_name: str, count: int, offset: int = 0) -> tuple[list[dic
 
 MODELS = {"demo": os.path.join(REPO_ROOT, "resources", "models", "ponder-demo.gguf"),
           "merge": os.path.join(REPO_ROOT, "resources", "models", "ponder-merge.gguf"),
-          "multi": os.path.join(REPO_ROOT, "resources", "models", "ponder-multi.gguf")}
+          "multi": os.path.join(REPO_ROOT, "resources", "models", "ponder-multi.gguf"),
+          "recur": os.path.join(REPO_ROOT, "test", "eval", "models", "ponder-recur.gguf")}
 
 
 def run_model(name: str, args, log) -> dict:
-    """One model's report: `name` is demo, merge, or `multi/<family>` (the many-task model on one family's problems)."""
+    """One model's report: `name` is demo, merge, recur, or `multi/<family>` (the many-task model on one family's
+    problems)."""
     from traces import DEFAULT_CACHE_DIR, DEMO_STOP_IDS, traced  # noqa: F401
     path = MODELS[name.split("/", 1)[0]]
     model, _ = load_gguf_model(path)
@@ -257,10 +304,11 @@ def run_model(name: str, args, log) -> dict:
                 for e, n in zip(examples, lengths):
                     budget = round(share * n)
                     sims: list[ModeSim] = []
+                    future = future_attention(model, e["prompt"] + e["completion"], ranking) if ranking in ORACLES else None
 
-                    def make_sim(budget=budget):
+                    def make_sim(budget=budget, future=future):
                         sims.append(ModeSim(model, gates if ranking == "retention" else None, ranking, mode, budget,
-                                            heavy_ratio=args.heavy_ratio))
+                                            heavy_ratio=args.heavy_ratio, future=future))
                         return sims[-1]
 
                     r = simulate(model, None, ranking, budget, e["prompt"], e["completion"], DEMO_STOP_IDS, make_sim=make_sim)
@@ -300,8 +348,8 @@ def main():
     from traces import DEFAULT_CACHE_DIR
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="demo,merge",
-                   help="comma-separated, of demo, merge, multi (every family of the many-task model) or multi/<family>. "
-                        "Defaults to demo,merge.")
+                   help="comma-separated, of demo, merge, recur, multi (every family of the many-task model) or "
+                        "multi/<family>. Defaults to demo,merge.")
     p.add_argument("--count", type=int, default=12, help="held-out problems per model. Defaults to 12.")
     p.add_argument("--offset", type=int, default=0, help="first held-out seed = EVAL_SEED_BASE + offset. Defaults to 0.")
     p.add_argument("--shares", default="0.125,0.25,0.5", help="budgets as shares of Full's length. Defaults to 0.125,0.25,0.5.")
@@ -313,6 +361,7 @@ def main():
     p.add_argument("--demo-model", help="another copy of the demo model (its gates beside it, as the app keeps them)")
     p.add_argument("--merge-model", help="another copy of the merge model (its gates beside it)")
     p.add_argument("--multi-model", help="another copy of the many-task model (its gates beside it)")
+    p.add_argument("--recur-model", help="another copy of the recurrence model (its gates beside it)")
     p.add_argument("--table", metavar="JSON", help="only print the table of a report written by --json")
     args = p.parse_args()
     if args.table:
@@ -337,6 +386,8 @@ def main():
         MODELS["merge"] = os.path.abspath(args.merge_model)
     if args.multi_model:
         MODELS["multi"] = os.path.abspath(args.multi_model)
+    if args.recur_model:
+        MODELS["recur"] = os.path.abspath(args.recur_model)
     log = lambda m: print(m, flush=True)  # noqa: E731
     t0 = time.time()
     reports = []

@@ -48,7 +48,8 @@ def demo_examples(first_seed: int, count: int, *, training: bool) -> list[dict]:
 
 def jsonl_examples(path: str) -> list[dict]:
     """Prompts from a JSONL file: one object per line with "tokens" (already tokenized and rendered with the
-    model's chat template, generation prompt included)."""
+    model's chat template, generation prompt included), and optionally "proposal": tokens the model is expected to
+    write, checked in one pass before decoding (greedy_continuation keeps only what the model itself writes)."""
     out = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -57,7 +58,13 @@ def jsonl_examples(path: str) -> list[dict]:
             obj = json.loads(line)
             if not isinstance(obj.get("tokens"), list) or not all(isinstance(t, int) for t in obj["tokens"]):
                 raise ValueError(f"{path}:{n}: each line needs \"tokens\": [ids...] (the rendered prompt, tokenized)")
-            out.append({"prompt": obj["tokens"]})
+            example = {"prompt": obj["tokens"]}
+            proposal = obj.get("proposal")
+            if proposal is not None:
+                if not isinstance(proposal, list) or not all(isinstance(t, int) for t in proposal):
+                    raise ValueError(f"{path}:{n}: \"proposal\" must be a list of token ids")
+                example["proposal"] = proposal
+            out.append(example)
     if not out:
         raise ValueError(f"{path}: no prompts")
     return out

@@ -3,7 +3,8 @@
 // ranking keeps exactly the round's count of cells in every (layer, KV head), never more than the budget, with the
 // structure of its mode (one set for all, one per layer, one per head); `head` with the same scores in every head keeps
 // and computes exactly what `shared` does; and `shared` through the keep mask computes what the engine's eviction of
-// shared cells computes (evictionSim.py's EvictionSim, cells really removed). Needs Python with torch.
+// shared cells computes (evictionSim.py's EvictionSim, cells really removed); the oracles' foresight is the attention
+// Full's own trace gives each cell from a position on (summed, or its strongest read). Needs Python with torch.
 import {execFileSync} from "node:child_process";
 import path from "node:path";
 import {beforeAll, describe, expect, test} from "vitest";
@@ -26,13 +27,14 @@ type Check = {
     cases: ModeCase[];
     sameAsShared: Array<{model: string; rounds: number; sameKeep: boolean; sameLogits: boolean}>;
     againstEviction: Array<{model: string; rounds: number; samePositions: boolean; maxAbsDiff: number; sameArgmax: boolean}>;
+    foresight: Array<{model: string; ranking: string; shape: number[]; maxAbsDiff: number; lastRowZero: boolean; rowsFall: boolean}>;
 };
 
 const check = `
 import json, sys, torch
 sys.path.insert(0, sys.argv[1])
 torch.set_num_threads(1)
-from evictionModes import MODES, RANKINGS, ModeSim
+from evictionModes import MODES, ORACLES, RANKINGS, ModeSim, future_attention
 from evictionSim import EvictionSim
 from ggufModel import load_gguf_model
 from sidecar import read_sidecar, sidecar_path_for
@@ -40,7 +42,7 @@ from sidecar import read_sidecar, sidecar_path_for
 def run(sim, prompt, generated):
     return torch.cat((sim.read_input(prompt), sim.decode(generated)))
 
-out = {"cases": [], "sameAsShared": [], "againstEviction": []}
+out = {"cases": [], "sameAsShared": [], "againstEviction": [], "foresight": []}
 for path in sys.argv[2:]:
     model, _ = load_gguf_model(path)
     _, gates = read_sidecar(sidecar_path_for(path), path)
@@ -49,9 +51,26 @@ for path in sys.argv[2:]:
     prompt, generated = tokens[:60], tokens[60:]
     budget = 48
     name = path.split("/")[-1]
+    # what the oracles foresee, against the attention of the trace written out by hand
+    weights = []
+    model(tokens, on_attn=lambda layer, w: weights.append(w))
+    T, n_kv = len(tokens), model.cfg.n_head_kv
+    for ranking in ORACLES:
+        future = future_attention(model, tokens, ranking)
+        expected = torch.zeros(len(weights), n_kv, T + 1, T)
+        for layer, w in enumerate(weights):
+            w = w.reshape(n_kv, -1, T, T)
+            for q in range(T):
+                rest = w[:, :, q:, :]
+                expected[layer, :, q] = rest.sum(dim=(1, 2)) if ranking == "oracle" else rest.amax(dim=(1, 2))
+        out["foresight"].append({"model": name, "ranking": ranking, "shape": list(future.shape),
+                                 "maxAbsDiff": float((future - expected).abs().max()),
+                                 "lastRowZero": bool((future[:, :, T] == 0).all()),
+                                 "rowsFall": bool((future[:, :, 1:] <= future[:, :, :-1] + 1e-6).all())})
     for ranking in RANKINGS:
         for mode in MODES:
-            sim = ModeSim(model, gates if ranking == "retention" else None, ranking, mode, budget)
+            future = future_attention(model, tokens, ranking) if ranking in ORACLES else None
+            sim = ModeSim(model, gates if ranking == "retention" else None, ranking, mode, budget, future=future)
             run(sim, prompt, generated)
             keep = sim.keep
             out["cases"].append({"model": name, "ranking": ranking, "mode": mode, "budget": budget,
@@ -90,7 +109,7 @@ describe("evictionModes.py: cells per layer and per head at equal memory", () =>
     });
 
     test("every mode keeps exactly the round's count in every (layer, KV head), never above the budget", () => {
-        expect(result.cases).toHaveLength(2 * 2 * 3);
+        expect(result.cases).toHaveLength(2 * 4 * 3);
         for (const c of result.cases) {
             const label = `${c.model} ${c.ranking} ${c.mode}`;
             expect(c.rounds.length, label).toBeGreaterThan(5);
@@ -116,6 +135,16 @@ describe("evictionModes.py: cells per layer and per head at equal memory", () =>
         for (const c of result.sameAsShared) {
             expect(c.rounds, c.model).toBeGreaterThan(5);
             expect([c.sameKeep, c.sameLogits], c.model).toEqual([true, true]);
+        }
+    });
+
+    test("the oracles foresee the attention Full's trace gives each cell from each position on", () => {
+        expect(result.foresight).toHaveLength(2 * 2);
+        for (const f of result.foresight) {
+            const label = `${f.model} ${f.ranking}`;
+            expect(f.shape.slice(2), label).toEqual([221, 220]);
+            expect(f.maxAbsDiff, label).toBeLessThan(1e-4);
+            expect([f.lastRowZero, f.rowsFall], label).toEqual([true, true]);
         }
     });
 
