@@ -39,7 +39,8 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from task import EVAL_SEED_BASE, Mulberry32, conversation, print_problems, print_stats, step_name, tokenize
+from task import (EVAL_SEED_BASE, Mulberry32, conversation, print_problems, print_stats, print_token_prompts, step_name,
+                  tokenize)
 
 NAME = "recur"
 DEFAULT_MIN_LINES = 60
@@ -108,8 +109,13 @@ def main():
     parser.add_argument("--stats", type=int, default=0, help="print token-length statistics over this many problems")
     parser.add_argument("--prompts", action="store_true",
                         help="print the questions alone, as a calibration prompts file (JSON Lines of {\"prompt\": ...})")
+    parser.add_argument("--token-prompts", action="store_true",
+                        help="print prompts for scripts/retention/train.py --prompts (tokens, and the completion to check)")
     args = parser.parse_args()
     opts = TaskOptions(args.min_lines, args.max_lines)
+    if args.token_prompts:
+        print_token_prompts(lambda seed: generate_problem(seed, opts), args.seed, args.count)
+        return
     if args.prompts:
         for i in range(args.count):
             print(json.dumps({"prompt": generate_problem(args.seed + i, opts).question}))

@@ -195,6 +195,15 @@ def print_stats(problems: list, **extra) -> None:
                       "total_tokens": order_statistics(total, "median", "max"), **extra}))
 
 
+def print_token_prompts(generate, first_seed: int, count: int) -> None:
+    """Prompts for scripts/retention/train.py --prompts, one JSON line each: the rendered prompt's tokens and, as the
+    "proposal" its tracing checks first, the generator's completion's."""
+    for i in range(count):
+        p = generate(first_seed + i)
+        print(json.dumps({"tokens": tokenize(render_prompt(p.question)),
+                          "proposal": tokenize(render_completion(p.thinking, p.answer))}))
+
+
 def print_problems(generate, first_seed: int, count: int, text: bool) -> None:
     """The task tools' printout: generate(seed) for count seeds from first_seed, one JSON line each, or with text
     each conversation's chat text followed by an empty line."""
