@@ -8,7 +8,11 @@ rooms, position 0 and the `keep_recent` newest cells kept) with three modes:
 - `shared`: one set of cells for every layer and KV head, ranked by the shared reduction (the engine's eviction);
 - `layer`: each layer keeps exactly the budget's count of its own cells, ranked by that layer's reduction over its
   KV heads;
-- `head`: each (layer, KV head) keeps exactly the budget's count of its own cells, ranked by its own score.
+- `head`: each (layer, KV head) keeps exactly the budget's count of its own cells, ranked by its own score;
+- `pooled`: the (layer, KV head)s together keep the budget's count times their number, each cell ranked by its own
+  head's score against every head's, so a head that reads far keeps more cells than one that reads the last line.
+  llama.cpp's cache gives every head as many slots, so this is not memory the engine can save: it measures whether
+  what the heads read fits the budget at all, when equal shares are not required.
 
 The same count in every layer or head is the same memory as that many shared cells. Every kept cell lies in the past,
 so one causal mask still serves every head: the simulation keeps every position in the cache and applies a keep mask
@@ -54,7 +58,7 @@ from evictionSim import EvictionSim, schedule_rooms, simulate  # noqa: E402
 from ggufModel import REPO_ROOT, GgufModel, load_gguf_model  # noqa: E402
 from sidecar import RetentionGates, fingerprint, read_sidecar, sidecar_path_for  # noqa: E402
 
-MODES = ("shared", "layer", "head")
+MODES = ("shared", "layer", "head", "pooled")
 RANKINGS = ("retention", "h2o", "oracle", "oracle-max")
 ORACLES = ("oracle", "oracle-max")
 # how each ranking joins heads' scores into a layer's or the shared one: a retention stays if any head wants the cell
@@ -132,8 +136,14 @@ class ModeSim(EvictionSim):
 
     @property
     def cells(self) -> int:
-        """Live cells of a (layer, KV head): the same count for all of them (the schedule's count)."""
+        """Live cells of a (layer, KV head): the same count for all of them (the schedule's count); `pooled`: their
+        mean, which every forward raises by its tokens as in the other modes."""
         live = self.live()
+        if self.mode == "pooled":
+            total, heads = int(live.sum()), live.numel()
+            if total % heads:
+                raise AssertionError(f"the heads hold {total} cells, not a whole number per head")
+            return total // heads
         lo, hi = int(live.min()) if live.numel() else 0, int(live.max()) if live.numel() else 0
         if lo != hi:
             raise AssertionError(f"heads hold different numbers of cells ({lo} to {hi})")
@@ -166,7 +176,7 @@ class ModeSim(EvictionSim):
         self.accumulated += received
         self.keep = torch.cat((self.keep, torch.ones(self.n_layer, self.n_kv, T, dtype=torch.bool)), dim=-1)
         self.next_pos = S
-        self.peak = max(self.peak, int(self.live().max()))
+        self.peak = max(self.peak, self.cells if self.mode == "pooled" else int(self.live().max()))
         if self.peak > self.budget:
             raise AssertionError(f"a head holds {self.peak} cells, over the budget of {self.budget}")
         return logits
@@ -188,9 +198,10 @@ class ModeSim(EvictionSim):
         return (t - self.positions).to(torch.float64)[None, None, :] * self.log_beta
 
     def scores(self) -> torch.Tensor:
-        """The mode's ranking scores, [L, n_kv, S]: per head, or reduced over a layer's or all heads and broadcast."""
+        """The mode's ranking scores, [L, n_kv, S]: per head (`head`, `pooled`), or reduced over a layer's or all heads
+        and broadcast."""
         s = self.head_scores()
-        if self.mode == "head":
+        if self.mode in ("head", "pooled"):
             return s
         dims = (1,) if self.mode == "layer" else (0, 1)
         reduced = s.amax(dim=dims, keepdim=True) if REDUCTIONS[self.ranking] == "max" else s.sum(dim=dims, keepdim=True)
@@ -211,15 +222,25 @@ class ModeSim(EvictionSim):
         room = max(0, max_keep - protected_count)
         candidate = self.keep & ~protected  # [L, n_kv, S]
         s = self.scores().masked_fill(~candidate, float("-inf"))
-        # ties: the newer cell stays (a stable descending sort over positions taken newest first)
-        order = torch.argsort(s.flip(-1), dim=-1, descending=True, stable=True)[..., :room]
         keep = protected.clone()
-        keep.scatter_(-1, (self.next_pos - 1) - order, True)
+        if self.mode == "pooled":
+            # every head's candidates against each other: the room of all heads together (ties: the newer cell)
+            flat = s.flip(-1).reshape(-1)
+            order = torch.argsort(flat, descending=True, stable=True)[:room * self.n_layer * self.n_kv]
+            chosen = torch.zeros_like(flat, dtype=torch.bool)
+            chosen[order] = True
+            keep |= chosen.reshape(s.shape).flip(-1)
+        else:
+            # ties: the newer cell stays (a stable descending sort over positions taken newest first)
+            order = torch.argsort(s.flip(-1), dim=-1, descending=True, stable=True)[..., :room]
+            keep.scatter_(-1, (self.next_pos - 1) - order, True)
         keep &= self.keep  # choosing a cell that is not a candidate would be a bug: the counts below catch it
         self.keep = keep
         live = self.live()
         target = max(max_keep, protected_count)  # the protected cells stay where they alone are more
         lo, hi = int(live.min()), int(live.max())
+        if self.mode == "pooled":
+            lo = hi = self.cells  # the heads' mean: their counts differ by design
         if lo != target or hi != target:
             raise AssertionError(f"round {self.rounds}: heads keep {lo} to {hi} cells, not exactly {target}")
         self.round_log.append((max_keep, lo, hi))

@@ -1,10 +1,11 @@
 // scripts/retention/evictionModes.py, the simulation of cells kept per layer or per (layer, KV head) at equal memory:
 // on both task models (llama with as many KV heads as query heads, qwen3 with grouped-query attention), every mode and
-// ranking keeps exactly the round's count of cells in every (layer, KV head), never more than the budget, with the
-// structure of its mode (one set for all, one per layer, one per head); `head` with the same scores in every head keeps
-// and computes exactly what `shared` does; and `shared` through the keep mask computes what the engine's eviction of
-// shared cells computes (evictionSim.py's EvictionSim, cells really removed); the oracles' foresight is the attention
-// Full's own trace gives each cell from a position on (summed, or its strongest read). Needs Python with torch.
+// ranking keeps exactly the round's count of cells in every (layer, KV head) (pooled: all of them together), never
+// more than the budget, with the structure of its mode (one set for all, one per layer, one per head, one pool);
+// `head` with the same scores in every head keeps and computes exactly what `shared` does; and `shared` through the
+// keep mask computes what the engine's eviction of shared cells computes (evictionSim.py's EvictionSim, cells really
+// removed); the oracles' foresight is the attention Full's own trace gives each cell from a position on (summed, or
+// its strongest read). Needs Python with torch.
 import {execFileSync} from "node:child_process";
 import path from "node:path";
 import {beforeAll, describe, expect, test} from "vitest";
@@ -22,6 +23,7 @@ type ModeCase = {
     peak: number;
     headsAlike: boolean;
     layerHeadsAlike: boolean;
+    live: [number, number, number];
 };
 type Check = {
     cases: ModeCase[];
@@ -76,7 +78,8 @@ for path in sys.argv[2:]:
             out["cases"].append({"model": name, "ranking": ranking, "mode": mode, "budget": budget,
                                  "rounds": sim.round_log, "peak": sim.peak,
                                  "headsAlike": bool((keep == keep[:1, :1]).all()),
-                                 "layerHeadsAlike": bool((keep == keep[:, :1]).all())})
+                                 "layerHeadsAlike": bool((keep == keep[:, :1]).all()),
+                                 "live": [int(sim.live().min()), int(sim.live().max()), int(sim.live().sum())]})
     # the same scores in every head: a fixed pseudo-random value per position, so rounds keep old and new cells
     values = torch.rand(4096, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     same = lambda sim: values[:sim.next_pos].expand(sim.n_layer, sim.n_kv, -1)
@@ -108,8 +111,8 @@ describe("evictionModes.py: cells per layer and per head at equal memory", () =>
         result = JSON.parse(stdout.trim().split("\n").at(-1)!) as Check;
     });
 
-    test("every mode keeps exactly the round's count in every (layer, KV head), never above the budget", () => {
-        expect(result.cases).toHaveLength(2 * 4 * 3);
+    test("every mode keeps exactly the round's count in every (layer, KV head) (pooled: on average), never above the budget", () => {
+        expect(result.cases).toHaveLength(2 * 4 * 4);
         for (const c of result.cases) {
             const label = `${c.model} ${c.ranking} ${c.mode}`;
             expect(c.rounds.length, label).toBeGreaterThan(5);
@@ -121,12 +124,16 @@ describe("evictionModes.py: cells per layer and per head at equal memory", () =>
         }
     });
 
-    test("each mode has its structure: one set of cells for all, one per layer, one per (layer, KV head)", () => {
+    test("each mode has its structure: one set of cells for all, one per layer, one per (layer, KV head), one pool", () => {
         for (const c of result.cases) {
             const label = `${c.model} ${c.ranking} ${c.mode}`;
             if (c.mode === "shared") expect(c.headsAlike, label).toBe(true);
             if (c.mode === "layer") expect([c.headsAlike, c.layerHeadsAlike], label).toEqual([false, true]);
-            if (c.mode === "head") expect(c.layerHeadsAlike, label).toBe(false);
+            if (c.mode === "head" || c.mode === "pooled") expect(c.layerHeadsAlike, label).toBe(false);
+            // equal counts in every head but in the pool, where a head holds what its cells are worth against the others'
+            const [fewest, most] = c.live;
+            if (c.mode === "pooled") expect(fewest, label).toBeLessThan(most);
+            else expect(fewest, label).toBe(most);
         }
     });
 
