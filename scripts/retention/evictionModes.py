@@ -3,7 +3,7 @@
 llama.cpp's KV cells hold a token for every layer and head, so the engine frees a token from all of them at once and
 ranks a cell by the maximum over layers and KV heads (evictionSim.py). The papers keep cells per head (TRIM-KV, H2O,
 ReFreeKV) or per layer (Lethe, LAVa). This module replays the engine's schedule (evictionSim.EvictionSim's rounds,
-rooms, position 0 and the `keep_recent` newest cells kept) with three modes:
+rooms, position 0 and the `keep_recent` newest cells kept) with four modes:
 
 - `shared`: one set of cells for every layer and KV head, ranked by the shared reduction (the engine's eviction);
 - `layer`: each layer keeps exactly the budget's count of its own cells, ranked by that layer's reduction over its
